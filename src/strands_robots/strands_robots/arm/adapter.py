@@ -1,0 +1,63 @@
+"""The hardware adapter: what a real arm implements so the driver (and its node) can run it unchanged.
+
+The MuJoCo simulation (:class:`strands_robots.arm.mujoco_sim.MujocoArms`) is one implementation. The driver
+core talks only to this protocol: it never imports MuJoCo or rclpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JointReadings:
+    """One read of every joint, aligned with ``keys`` (``left.joint_1`` … ``right.gripper``).
+
+    ``positions`` in rad, ``velocities`` in rad/s, ``efforts`` in N*m (the torque the actuator applies).
+    The arrays belong to the reader; callers must not modify them.
+    """
+
+    keys: tuple[str, ...]
+    positions: np.ndarray
+    velocities: np.ndarray
+    efforts: np.ndarray
+    time_s: float
+
+
+@runtime_checkable
+class HardwareAdapter(Protocol):
+    """A pair of arms, simulated or real, driven by position targets."""
+
+    def arm_names(self) -> tuple[str, ...]:
+        """The arms, e.g. ``("left", "right")``."""
+
+    def joint_names(self, arm: str) -> tuple[str, ...]:
+        """The joints of one arm in actuator order, e.g. ``("joint_1", …, "joint_6", "gripper")``."""
+
+    def keys(self) -> tuple[str, ...]:
+        """Every actuator key ``<arm>.<joint>`` in read order (arm by arm, joints in actuator order)."""
+
+    @property
+    def timestep_s(self) -> float:
+        """Smallest time ``step`` advances by (simulation: the physics timestep; hardware: its control period)."""
+
+    def read(self) -> JointReadings:
+        """Positions, velocities and efforts of every joint, now."""
+
+    def command(self, targets: Mapping[str, float]) -> None:
+        """Set position targets for the given keys (already validated); other joints keep their targets."""
+
+    def hold(self, arms: "tuple[str, ...] | None" = None) -> None:
+        """Freeze the given arms (default all) at their current position: targets := current positions."""
+
+    def step(self, dt: float) -> None:
+        """Let ``dt`` seconds pass (simulation: whole physics steps; hardware: no-op or wait)."""
+
+    def reset(self, seed: int | None = None) -> None:
+        """Back to the initial state (simulation: the model's home pose; hardware: no-op)."""
+
+    def time_s(self) -> float:
+        """Seconds of simulated (or hardware) time since the last reset."""

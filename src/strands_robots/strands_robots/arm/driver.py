@@ -1,0 +1,321 @@
+"""The arm driver core: adapter + per-key resolution + safety envelope + start pose, without ROS.
+
+The arm driver node (and the in-process backend) call this; it holds every rule. One lock guards adapter
+access, because the node calls ``send_action`` from a service thread while physics steps on another.
+
+How a torque limit trips in simulation (the bundled MJCF with ``config/arms.yaml``): from the start pose
+(``right.joint_4`` = 0.9), one command ``{"right.joint_4": -1.5}`` makes joint 4's servo saturate at about
+15 N*m against the 4.5 N*m envelope limit (5.0 N*m rating, 10 % margin) within a few milliseconds; the
+next safety evaluation trips with e.g. ``right: joint 4 reads -15.0 N*m`` (plus the velocity check,
+which trips too). A sustained trip: ramp ``right.joint_2`` toward 1.7 so the gripper presses into the
+table; joints 2, 3 and 4 then hold well over their limits.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from strands_robots.arm.adapter import HardwareAdapter, JointReadings
+from strands_robots.arm.config import ConfigError, DriverConfig
+from strands_robots.arm.model import JointSpec
+from strands_robots.arm.resolution import resolve_action
+from strands_robots.arm.safety import SafetyCheck, SafetyEnvelope, format_checks
+from strands_robots.arm.start_pose import StartPoseReport, StartPoseSettings, run_start_pose
+from strands_robots.arm.verdict import ActionVerdict
+
+__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus"]
+
+
+@dataclass(frozen=True)
+class DriverStatus:
+    """A snapshot of the driver.
+
+    ``actions_applied`` counts actions whose every key was applied; ``actions_refused`` those with at least
+    one unresolved key or a coarse error; the ``keys_*`` counters count single keys.
+    """
+
+    stopped: bool
+    stopped_arms: tuple[str, ...]
+    checks: tuple[SafetyCheck, ...]
+    sim_time_s: float
+    actions_received: int
+    actions_applied: int
+    actions_refused: int
+    keys_applied: int
+    keys_unresolved: int
+    coarse_errors: int
+    safety_trips: int
+
+    @property
+    def stop_detail(self) -> str:
+        return format_checks(self.checks)
+
+
+class DriverCore:
+    """Runs two arms through a :class:`HardwareAdapter`.
+
+    :param adapter: the arms (``MujocoArms`` in simulation).
+    :param config: ratings, margins, start pose (default: :meth:`DriverConfig.default`).
+    :param lease_validator: ``token -> bool``; when it returns False every key of the action is
+        ``not_lease_holder``. None disables lease enforcement.
+    """
+
+    def __init__(
+        self,
+        adapter: HardwareAdapter,
+        config: "DriverConfig | None" = None,
+        lease_validator: "Callable[[str], bool] | None" = None,
+    ) -> None:
+        self._adapter = adapter
+        self._config = config or DriverConfig.default()
+        self._lease_validator = lease_validator
+        self._lock = threading.RLock()
+        self._keys = tuple(adapter.keys())
+        specs = self._config.joint_specs()
+        if set(specs) != set(self._keys):
+            missing = sorted(set(self._keys) - set(specs))
+            extra = sorted(set(specs) - set(self._keys))
+            raise ConfigError(f"config does not match the adapter's joints: missing {missing}, unknown {extra}")
+        self._specs: Mapping[str, JointSpec] = {k: specs[k] for k in self._keys}
+        self._envelope = SafetyEnvelope(self._config.arms, self._config.margins, keys=self._keys,
+                                        stop_scope=self._config.stop_scope)
+        self._timestep = float(adapter.timestep_s)
+        self._check_every = max(1, int(round(self._config.safety_check_period_s / self._timestep)))
+        self._debt_s = 0.0
+        self._obs_names = tuple((k + ".pos", k + ".vel", k + ".effort") for k in self._keys)
+        self._pos_names = tuple(n[0] for n in self._obs_names)
+        self._vel_names = tuple(n[1] for n in self._obs_names)
+        self._eff_names = tuple(n[2] for n in self._obs_names)
+        self._zero_counters()
+
+    @classmethod
+    def simulated(
+        cls,
+        config: "DriverConfig | None" = None,
+        lease_validator: "Callable[[str], bool] | None" = None,
+        model_path: "str | None" = None,
+    ) -> "DriverCore":
+        """A driver on the bundled MuJoCo model (imports MuJoCo only here)."""
+        from strands_robots.arm.mujoco_sim import MujocoArms
+
+        config = config or DriverConfig.default()
+        arms = MujocoArms(model_path, home=config.home, reset_noise_rad=config.reset_noise_rad)
+        if abs(arms.timestep_s - config.timestep_s) > 1e-12:
+            raise ConfigError(
+                f"physics.timestep_s ({config.timestep_s}) differs from the model's timestep ({arms.timestep_s})"
+            )
+        return cls(arms, config, lease_validator)
+
+    def _zero_counters(self) -> None:
+        self._actions_received = 0
+        self._actions_applied = 0
+        self._actions_refused = 0
+        self._keys_applied = 0
+        self._keys_unresolved = 0
+        self._coarse_errors = 0
+        self._safety_trips = 0
+
+    # -- what the driver is ---------------------------------------------------------------------------------
+    @property
+    def adapter(self) -> HardwareAdapter:
+        return self._adapter
+
+    @property
+    def config(self) -> DriverConfig:
+        return self._config
+
+    @property
+    def envelope(self) -> SafetyEnvelope:
+        return self._envelope
+
+    def action_keys(self) -> tuple[str, ...]:
+        """Every actuator key, ``left.joint_1`` … ``right.gripper``."""
+        return self._keys
+
+    def joint_specs(self) -> Mapping[str, JointSpec]:
+        return dict(self._specs)
+
+    def set_lease_validator(self, lease_validator: "Callable[[str], bool] | None") -> None:
+        self._lease_validator = lease_validator
+
+    # -- observing and acting -------------------------------------------------------------------------------
+    def read(self) -> JointReadings:
+        with self._lock:
+            return self._adapter.read()
+
+    def observe(self) -> dict[str, float]:
+        """``{"left.joint_1.pos": …, ".vel", ".effort" for every key, "sim_time_s": …}``."""
+        with self._lock:
+            r = self._adapter.read()
+        obs = dict(zip(self._pos_names, r.positions.tolist()))
+        obs.update(zip(self._vel_names, r.velocities.tolist()))
+        obs.update(zip(self._eff_names, r.efforts.tolist()))
+        obs["sim_time_s"] = r.time_s
+        return obs
+
+    def send_action(self, action: Any, lease_token: str = "") -> ActionVerdict:
+        """Resolve every key, command the applied ones, then evaluate the safety envelope.
+
+        :param action: ``{"left.joint_1": 0.1, …}`` position targets in rad.
+        :param lease_token: checked with the lease validator (if any); a stale or foreign token applies
+            nothing (every key ``not_lease_holder``, unless the key or value is itself invalid).
+        """
+        lease_valid = True
+        validator = self._lease_validator
+        if validator is not None:
+            try:
+                lease_valid = bool(validator(lease_token))
+            except Exception as exc:  # the lease service failed: we know nothing, apply nothing
+                with self._lock:
+                    self._count_coarse()
+                return ActionVerdict.coarse(f"lease check failed: {type(exc).__name__}: {exc}")
+        with self._lock:
+            resolution = resolve_action(action, self._specs, lease_valid=lease_valid,
+                                        stopped_arms=self._envelope.stopped_arms)
+            verdict = resolution.verdict
+            if verdict.is_coarse_error:
+                self._count_coarse()
+                return verdict
+            if resolution.targets:
+                try:
+                    self._adapter.command(resolution.targets)
+                except Exception as exc:  # partial actuation may have happened: say nothing per key
+                    self._count_coarse()
+                    return ActionVerdict.coarse(f"adapter command failed: {type(exc).__name__}: {exc}")
+            self._actions_received += 1
+            self._keys_applied += len(verdict.applied_keys)
+            self._keys_unresolved += len(verdict.unresolved_keys)
+            if verdict.unresolved_keys:
+                self._actions_refused += 1
+            else:
+                self._actions_applied += 1
+            self._check_safety()
+            return verdict
+
+    def _count_coarse(self) -> None:
+        self._actions_received += 1
+        self._actions_refused += 1
+        self._coarse_errors += 1
+
+    def _check_safety(self) -> None:
+        """Evaluate the envelope on a fresh read; a new trip holds the stopped arms. Caller holds the lock."""
+        if self._envelope.stopped:
+            return
+        if self._envelope.check(self._adapter.read()):
+            self._safety_trips += 1
+            self._adapter.hold(self._envelope.stopped_arms)
+
+    def step(self, dt: float) -> None:
+        """Advance by ``dt`` in whole adapter timesteps, evaluating the envelope every check period.
+
+        A remainder below one timestep is carried to the next call, so time advances at the requested rate
+        on average (e.g. 1 kHz control on a 500 Hz physics step advances one step every other call).
+        """
+        if not (isinstance(dt, (int, float)) and math.isfinite(dt)) or dt < 0:
+            raise ValueError(f"dt must be a finite number >= 0, got {dt!r}")
+        self._debt_s += dt
+        n = int(math.floor(self._debt_s / self._timestep + 1e-9))
+        if n <= 0:
+            return
+        self._debt_s = max(0.0, self._debt_s - n * self._timestep)
+        chunk = self._check_every
+        ts = self._timestep
+        while n > 0:
+            k = chunk if n >= chunk else n
+            with self._lock:
+                self._adapter.step(k * ts)
+                self._check_safety()
+            n -= k
+
+    # -- safety ---------------------------------------------------------------------------------------------
+    @property
+    def stopped(self) -> bool:
+        return self._envelope.stopped
+
+    @property
+    def stopped_arms(self) -> tuple[str, ...]:
+        return self._envelope.stopped_arms
+
+    def safety_checks(self) -> tuple[SafetyCheck, ...]:
+        """Every check of the trip that stopped the arms (empty while not stopped)."""
+        return self._envelope.tripped
+
+    def safety_stop_detail(self) -> str:
+        return format_checks(self._envelope.tripped)
+
+    def reset_safety(self) -> None:
+        """Release a safety stop (explicit operator action). Still outside the envelope: trips again at once."""
+        with self._lock:
+            self._envelope.reset()
+            self._check_safety()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def reset(self, seed: "int | None" = None) -> None:
+        """Reset the adapter (simulation: home pose, time 0). A safety stop stays until ``reset_safety()``."""
+        with self._lock:
+            self._adapter.reset(seed)
+            self._debt_s = 0.0
+            if self._envelope.stopped:
+                self._adapter.hold(self._envelope.stopped_arms)
+
+    def move_to_start_pose(
+        self,
+        pose: "Mapping[str, float] | None" = None,
+        tolerance: "float | None" = None,
+        timeout_s: "float | None" = None,
+    ) -> StartPoseReport:
+        """Ramp to the start pose and check every joint settles within ``tolerance`` by ``timeout_s``.
+
+        :param pose: targets per key (default: the configured start pose); keys must be actuator keys
+            with values inside the joint limits, otherwise the move is refused (not reached).
+        :param tolerance: position tolerance in rad (default: configured).
+        :param timeout_s: adapter-time budget for ramp plus settling (default: configured).
+        """
+        base = self._config.start_pose
+        target = dict(base.pose if pose is None else pose)
+        for key, value in target.items():
+            spec = self._specs.get(key)
+            if spec is None:
+                return StartPoseReport(False, math.inf, 0.0, f"unknown key in start pose: {key!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not spec.contains(value):
+                return StartPoseReport(False, math.inf, 0.0,
+                                       f"start pose {key} = {value!r} is outside [{spec.lower}, {spec.upper}]")
+        try:
+            settings = StartPoseSettings(
+                pose=target,
+                position_tolerance_rad=base.position_tolerance_rad if tolerance is None else tolerance,
+                velocity_tolerance_rad_s=base.velocity_tolerance_rad_s,
+                timeout_s=base.timeout_s if timeout_s is None else timeout_s,
+                max_speed_rad_s=base.max_speed_rad_s,
+                control_period_s=base.control_period_s,
+            )
+        except ValueError as exc:
+            return StartPoseReport(False, math.inf, 0.0, str(exc))
+
+        def command(targets: Mapping[str, float]) -> None:
+            with self._lock:
+                if not self._envelope.stopped:
+                    self._adapter.command(targets)
+
+        return run_start_pose(read=self.read, command=command, step=self.step,
+                              stop_detail=self.safety_stop_detail, settings=settings)
+
+    def status(self) -> DriverStatus:
+        with self._lock:
+            return DriverStatus(
+                stopped=self._envelope.stopped,
+                stopped_arms=self._envelope.stopped_arms,
+                checks=self._envelope.tripped,
+                sim_time_s=self._adapter.time_s(),
+                actions_received=self._actions_received,
+                actions_applied=self._actions_applied,
+                actions_refused=self._actions_refused,
+                keys_applied=self._keys_applied,
+                keys_unresolved=self._keys_unresolved,
+                coarse_errors=self._coarse_errors,
+                safety_trips=self._safety_trips,
+            )
