@@ -4,11 +4,11 @@ The arm driver node (and the in-process backend) call this; it holds every rule.
 access, because the node calls ``send_action`` from a service thread while physics steps on another.
 
 How a torque limit trips in simulation (the bundled MJCF with ``config/arms.yaml``): from the start pose
-(``right.joint_4`` = 0.9), one command ``{"right.joint_4": -1.5}`` makes joint 4's servo saturate at about
-15 N*m against the 4.5 N*m envelope limit (5.0 N*m rating, 10 % margin) within a few milliseconds; the
-next safety evaluation trips with e.g. ``right: joint 4 reads -15.0 N*m`` (plus the velocity check,
-which trips too). A sustained trip: ramp ``right.joint_2`` toward 1.7 so the gripper presses into the
-table; joints 2, 3 and 4 then hold well over their limits.
+(``right.joint_4`` = 0.9), one command ``{"right.joint_4": -1.5}`` (a target 2.4 rad away; joint 4's servo
+has kp 40 N*m/rad and may push up to 15 N*m) drives joint 4's torque past the 4.5 N*m envelope limit
+(5.0 N*m rating, 10 % margin) on the first physics step: ``step(0.002)`` trips with
+``right: joint 4 reads -6.3 N*m`` and holds both arms. A sustained trip: ramp ``right.joint_2`` toward
+1.7 so the gripper presses into the table; joints 2, 3 and 4 then hold well over their limits.
 """
 
 from __future__ import annotations

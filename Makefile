@@ -1,0 +1,17 @@
+# Entry points. Each runs the set-up first (idempotent, quick when nothing changed).
+.PHONY: setup run test bench clean
+
+setup:
+	bash scripts/setup.sh
+
+run:
+	bash scripts/run.sh
+
+test:
+	bash scripts/test.sh
+
+bench:
+	bash scripts/bench.sh
+
+clean:
+	rm -rf build install log

@@ -1,0 +1,52 @@
+"""Moving to and checking the start pose (simulated time)."""
+
+import pytest
+
+from strands_robots.arm.driver import DriverCore
+
+
+def test_settles_at_start_pose():
+    c = DriverCore.simulated()
+    report = c.move_to_start_pose()
+    assert report.reached, report.detail
+    assert report.max_error <= c.config.start_pose.position_tolerance_rad
+    assert 0.0 < report.elapsed_s <= c.config.start_pose.timeout_s
+    obs = c.observe()
+    for key, target in c.config.start_pose.pose.items():
+        assert obs[key + ".pos"] == pytest.approx(target, abs=0.02)
+    assert not c.stopped
+
+
+def test_start_pose_unreached_when_timeout_too_short():
+    c = DriverCore.simulated()
+    report = c.move_to_start_pose(timeout_s=0.05)
+    assert not report.reached
+    assert report.elapsed_s == pytest.approx(0.05, abs=0.011)
+    assert report.max_error > 0.02
+    assert "not settled within 0.05 s" in report.detail
+
+
+def test_start_pose_with_custom_pose_and_tolerance():
+    c = DriverCore.simulated()
+    pose = {k: 0.0 for k in c.action_keys()}
+    pose["left.joint_1"] = 0.3
+    report = c.move_to_start_pose(pose, tolerance=0.01, timeout_s=2.0)
+    assert report.reached, report.detail
+    assert c.observe()["left.joint_1.pos"] == pytest.approx(0.3, abs=0.01)
+
+
+def test_start_pose_outside_limits_is_refused_without_moving():
+    c = DriverCore.simulated()
+    report = c.move_to_start_pose({"left.gripper": 2.0})
+    assert not report.reached and "outside" in report.detail
+    assert c.observe()["sim_time_s"] == 0.0
+
+
+def test_start_pose_refused_while_safety_stopped():
+    c = DriverCore.simulated()
+    assert c.move_to_start_pose().reached
+    c.send_action({"right.joint_4": -1.5})
+    c.step(0.02)
+    assert c.stopped
+    report = c.move_to_start_pose()
+    assert not report.reached and report.detail.startswith("arms are safety-stopped: right: joint 4 reads")
