@@ -44,7 +44,7 @@ def test_per_key_override_in_start_pose_and_arm_overrides():
     doc["arm_overrides"] = {"right": {"joint_4": {"max_torque": 4.0}}}
     cfg = DriverConfig.from_dict(doc)
     assert cfg.start_pose.pose["right.joint_2"] == 0.5
-    assert cfg.start_pose.pose["left.joint_2"] == 0.6
+    assert cfg.start_pose.pose["left.joint_2"] == 0.4
     assert cfg.joint_specs()["right.joint_4"].max_torque == 4.0
     assert cfg.joint_specs()["left.joint_4"].max_torque == 5.0
 

@@ -265,3 +265,19 @@ def test_reset_with_noise_is_seeded():
     assert positions(a) == positions(b)
     b.reset(seed=8)
     assert positions(a) != positions(b)
+
+
+def test_ramping_joint_4_onto_the_forearm_bracket_trips_its_torque_limit(core):
+    """What the scripted torque_ramp policy does: ramp right.joint_4 to its upper limit over 50 actions."""
+    q0 = core.observe()["right.joint_4.pos"]
+    for i in range(150):
+        core.send_action({"right.joint_4": q0 + (2.0 - q0) * min(1.0, (i + 1) / 50)})
+        core.step(0.02)
+        if core.stopped:
+            break
+    assert core.stopped
+    checks = core.safety_checks()
+    assert [(c.arm, c.joint, c.quantity) for c in checks] == [("right", "joint_4", "torque")]
+    assert checks[0].value > checks[0].limit == pytest.approx(4.5)
+    assert checks[0].text().startswith("right: joint 4 reads +")
+    assert core.observe()["right.joint_4.pos"] < 1.6  # stopped by the bracket, far from the 2.0 target

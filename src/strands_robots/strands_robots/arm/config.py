@@ -28,9 +28,10 @@ class ConfigError(ValueError):
     """A configuration value was refused; the message names the field and the reason."""
 
 
-# The start pose: shoulder forward, elbow bent, wrist pointing down-forward, gripper half open.
+# The start pose: shoulder forward, elbow bent, wrist pointing down-forward, gripper half open; the gripper
+# is ~0.27 m above the table, so motion of +/-0.2 rad on every joint touches neither table nor bracket.
 DEFAULT_START_POSE_BY_JOINT: Mapping[str, float] = {
-    "joint_1": 0.0, "joint_2": 0.6, "joint_3": 1.2, "joint_4": 0.9, "joint_5": 0.0, "joint_6": 0.0,
+    "joint_1": 0.0, "joint_2": 0.4, "joint_3": 1.0, "joint_4": 0.9, "joint_5": 0.0, "joint_6": 0.0,
     "gripper": 0.3,
 }
 

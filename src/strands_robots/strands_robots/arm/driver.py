@@ -3,12 +3,18 @@
 The arm driver node (and the in-process backend) call this; it holds every rule. One lock guards adapter
 access, because the node calls ``send_action`` from a service thread while physics steps on another.
 
-How a torque limit trips in simulation (the bundled MJCF with ``config/arms.yaml``): from the start pose
-(``right.joint_4`` = 0.9), one command ``{"right.joint_4": -1.5}`` (a target 2.4 rad away; joint 4's servo
-has kp 40 N*m/rad and may push up to 15 N*m) drives joint 4's torque past the 4.5 N*m envelope limit
-(5.0 N*m rating, 10 % margin) on the first physics step: ``step(0.002)`` trips with
-``right: joint 4 reads -6.3 N*m`` and holds both arms. A sustained trip: ramp ``right.joint_2`` toward
-1.7 so the gripper presses into the table; joints 2, 3 and 4 then hold well over their limits.
+How a torque limit trips in simulation (the bundled MJCF with ``config/arms.yaml``; joint 4's envelope
+limit is 4.5 N*m = 5.0 N*m rating less a 10 % margin, while its servo can push 15 N*m):
+
+- Into a stiff obstacle (sustained): from the start pose (``right.joint_4`` = 0.9), ramp ``right.joint_4``
+  toward its upper limit 2.0 (e.g. over 50 actions at 50 Hz, as the scripted ``torque_ramp`` policy does).
+  Near 1.4 rad the gripper folds onto the rigid cable bracket on its own forearm (a self-collision that
+  does not depend on the other joints); the servo keeps pushing toward the target and the envelope trips
+  with ``right: joint 4 reads +4.5 N*m`` (the first reading past the 4.5 N*m limit).
+- A far jump (transient): the single command ``{"right.joint_4": -1.5}`` (2.4 rad away, kp 40 N*m/rad)
+  trips on the first physics step with ``right: joint 4 reads -6.3 N*m``.
+
+Either way both arms are held and stay stopped until ``reset_safety()``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,656 @@
+"""The one place that maps core dataclasses <-> ROS messages (<-> protobuf later).
+
+This module imports without rclpy or any generated message package: the MCAP recorder uses its dict forms
+(:func:`event_to_dict`) in a ROS-free process. Message classes are imported on first use.
+
+Three kinds of conversion live here:
+
+- generic, by rosidl introspection: :func:`msg_to_dict` / :func:`dict_to_msg` for any generated message
+  (nested types, bounded and unbounded sequences, fixed arrays as lists, ``builtin_interfaces/Time`` as
+  ``{"sec", "nanosec"}``). The dict form is the one ``mcap_ros2`` serializes. Station types (``Task``,
+  ``ScoredItem``, ``EpisodeResult``, ``JobStatus``) only have this path until the station core exists.
+- hand-written fast paths for what runs at the control rate: observer events (:func:`event_to_msg`,
+  :func:`event_to_dict`, :func:`msg_to_event`), actions (``SendAction`` request, ``ActionCommand``),
+  verdicts (``SendAction`` response), observations <-> ``sensor_msgs/JointState``. They assign fields
+  directly and hand float arrays over as ``array('d')`` so the generated setters do no per-element work.
+- safety: :class:`~strands_robots.arm.safety.SafetyCheck` <-> ``SafetyCheck`` and a trip -> ``SafetyStop``.
+
+Observations are ``Mapping[str, float]`` in the core but may carry other entries (images, nested arrays,
+text). Messages carry numeric scalars only: anything that is not a real number (``array('d')`` semantics:
+float, int, bool, numpy scalar) is left out of ``observation_keys`` / ``observation_values``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from array import array
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping, Sequence
+
+PACKAGE = "strands_robots_msgs"
+
+KIND_STARTED = "started"
+KIND_STEP = "step"
+KIND_ENDED = "ended"
+
+_NS_PER_S = 1_000_000_000
+
+# Payload fields, in .msg order. The event dataclasses carry exactly these (Step: observation/action
+# mappings instead of the four parallel arrays). test_convert checks them against the generated messages.
+STARTED_FIELDS: tuple[str, ...] = (
+    "schema_version", "run_id", "event_seq", "monotonic_ns", "utc_ns", "robot_name", "policy",
+    "instruction", "control_frequency", "action_horizon", "total_steps", "async_rtc", "episode_index",
+    "n_episodes", "actuator_keys", "recording_path",
+)
+STEP_FIELDS: tuple[str, ...] = (
+    "schema_version", "run_id", "event_seq", "monotonic_ns", "utc_ns", "applied_action_index",
+    "legacy_step_index", "action_resolution", "applied_action_keys", "unresolved_action_keys",
+    "unresolved_action_reasons", "action_error", "observation_is_chunk_reused", "observation_age_steps",
+    "legacy_hook_outcome", "chunk_index", "elapsed_s", "sim_time_s", "deadline_missed",
+    "observation_keys", "observation_values", "action_keys", "action_values",
+)
+ENDED_FIELDS: tuple[str, ...] = (
+    "schema_version", "run_id", "event_seq", "monotonic_ns", "utc_ns", "outcome", "stopped_reason",
+    "end_detail", "applied_actions", "legacy_steps_used", "action_errors", "full_count", "partial_count",
+    "none_count", "unknown_count", "full_rate", "partial_rate", "none_rate", "observer_failures",
+    "missed_deadlines", "chunks_inferred", "prefetch_hits", "prefetch_blocks", "inference_latency_p50_s",
+    "inference_latency_max_s", "elapsed_s", "paused_s", "sim_time_s", "error_type", "error_message",
+    "recording_path", "recorded_frames",
+)
+# Fields that are sequences in the message (tuples in the frozen dataclasses, lists in dict forms).
+_STARTED_SEQS = frozenset({"actuator_keys"})
+_STEP_SEQS = frozenset({"applied_action_keys", "unresolved_action_keys", "unresolved_action_reasons"})
+_ENDED_SEQS = frozenset({"action_errors"})
+_EVENT_FIELDS = {KIND_STARTED: STARTED_FIELDS, KIND_STEP: STEP_FIELDS, KIND_ENDED: ENDED_FIELDS}
+_EVENT_SEQS = {KIND_STARTED: _STARTED_SEQS, KIND_STEP: _STEP_SEQS, KIND_ENDED: _ENDED_SEQS}
+_EVENT_CLASS_NAMES = {"RunPolicyStarted": KIND_STARTED, "RunPolicyStep": KIND_STEP, "RunPolicyEnded": KIND_ENDED}
+
+_JOINT_SUFFIXES = (".pos", ".vel", ".effort")
+SIM_TIME_KEY = "sim_time_s"
+
+
+# -- time ---------------------------------------------------------------------------------------------------
+def time_dict(ns: int) -> dict[str, int]:
+    """``builtin_interfaces/Time`` dict form of integer nanoseconds (nanosec always in [0, 1e9))."""
+    sec, nanosec = divmod(int(ns), _NS_PER_S)
+    return {"sec": sec, "nanosec": nanosec}
+
+
+def time_to_ns(stamp: Any) -> int:
+    """Integer nanoseconds of a ``builtin_interfaces/Time`` message or its dict form."""
+    if isinstance(stamp, Mapping):
+        return int(stamp["sec"]) * _NS_PER_S + int(stamp["nanosec"])
+    return stamp.sec * _NS_PER_S + stamp.nanosec
+
+
+def time_msg(ns: int) -> Any:
+    """``builtin_interfaces/Time`` message of integer nanoseconds."""
+    t = _ros().Time()
+    t.sec, t.nanosec = divmod(int(ns), _NS_PER_S)
+    return t
+
+
+def seconds_to_ns(seconds: float) -> int:
+    """Float seconds to integer nanoseconds, rounded (not truncated) so 0.1 s stays 100000000 ns."""
+    return int(round(seconds * _NS_PER_S))
+
+
+# -- lazy message classes -----------------------------------------------------------------------------------
+_ROS: SimpleNamespace | None = None
+
+
+def _ros() -> SimpleNamespace:
+    """The message classes the fast paths use, imported once on first use."""
+    global _ROS
+    if _ROS is None:
+        from builtin_interfaces.msg import Time
+        from sensor_msgs.msg import JointState
+        from strands_robots_msgs import msg as m
+        from strands_robots_msgs.srv import SendAction
+
+        _ROS = SimpleNamespace(
+            Time=Time,
+            JointState=JointState,
+            ObserverEvent=m.ObserverEvent,
+            RunPolicyStarted=m.RunPolicyStarted,
+            RunPolicyStep=m.RunPolicyStep,
+            RunPolicyEnded=m.RunPolicyEnded,
+            ActionCommand=m.ActionCommand,
+            SafetyCheck=m.SafetyCheck,
+            SafetyStop=m.SafetyStop,
+            SendActionRequest=SendAction.Request,
+            SendActionResponse=SendAction.Response,
+        )
+    return _ROS
+
+
+_CLASS_CACHE: dict[str, type] = {}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def message_class(type_name: str) -> type:
+    """The generated class for a type name.
+
+    Accepts ``pkg/msg/Type``, ``pkg/Type`` (a msg), ``pkg/srv/SendAction_Request``,
+    ``pkg/action/RunEpisode_Goal`` and the dotted ``pkg/srv/SendAction.Request`` form.
+    """
+    cls = _CLASS_CACHE.get(type_name)
+    if cls is not None:
+        return cls
+    parts = type_name.split("/")
+    if len(parts) == 2:
+        pkg, ns, name = parts[0], "msg", parts[1]
+    elif len(parts) == 3:
+        pkg, ns, name = parts
+    else:
+        raise ValueError(f"not a ROS interface type name: {type_name!r}")
+    cls = _resolve(pkg, (ns,), name.replace(".", "_"))
+    _CLASS_CACHE[type_name] = cls
+    return cls
+
+
+def _resolve(pkg: str, namespaces: Sequence[str], name: str) -> type:
+    module = importlib.import_module(".".join((pkg, *namespaces)))
+    cls = getattr(module, name, None)
+    if cls is None and "_" in name:
+        # srv/action parts (SendAction_Request, RunEpisode_Goal) live in the interface's own module.
+        base = name.split("_", 1)[0]
+        sub = importlib.import_module(f"{module.__name__}._{_snake(base)}")
+        cls = getattr(sub, name, None)
+    if cls is None:
+        raise ImportError(f"no generated class {pkg}/{'/'.join(namespaces)}/{name}")
+    return cls
+
+
+# -- generic, by introspection --------------------------------------------------------------------------------
+_PLAIN, _NESTED, _NESTED_SEQ, _PRIM_SEQ = range(4)
+_FLOAT_TYPES = frozenset({"float", "double", "long double"})
+_PLANS: dict[type, tuple[tuple[str, int, Any, bool], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, int, Any, bool], ...]:
+    """Per field: (name, shape, nested class or None, is a float) from the class's rosidl SLOT_TYPES."""
+    plan = _PLANS.get(cls)
+    if plan is not None:
+        return plan
+    from rosidl_parser.definition import AbstractNestedType, BasicType, NamespacedType
+
+    rows = []
+    for name, slot in zip(cls.get_fields_and_field_types(), cls.SLOT_TYPES):
+        if isinstance(slot, NamespacedType):
+            rows.append((name, _NESTED, _resolve(slot.namespaces[0], slot.namespaces[1:], slot.name), False))
+        elif isinstance(slot, AbstractNestedType):
+            inner = slot.value_type
+            if isinstance(inner, NamespacedType):
+                sub = _resolve(inner.namespaces[0], inner.namespaces[1:], inner.name)
+                rows.append((name, _NESTED_SEQ, sub, False))
+            else:
+                is_float = isinstance(inner, BasicType) and inner.typename in _FLOAT_TYPES
+                rows.append((name, _PRIM_SEQ, None, is_float))
+        else:
+            is_float = isinstance(slot, BasicType) and slot.typename in _FLOAT_TYPES
+            rows.append((name, _PLAIN, None, is_float))
+    plan = tuple(rows)
+    _PLANS[cls] = plan
+    return plan
+
+
+def msg_to_dict(msg: Any) -> dict[str, Any]:
+    """Any generated message as nested plain data: dicts, lists, str, int, float, bool (and bytes for byte).
+
+    Numeric arrays (``array.array``, numpy) become lists; nested messages become dicts; ``Time`` becomes
+    ``{"sec": ..., "nanosec": ...}``. Constants are not fields and are not included.
+    """
+    out: dict[str, Any] = {}
+    for name, shape, _, _ in _plan(type(msg)):
+        value = getattr(msg, name)
+        if shape == _PLAIN:
+            out[name] = value.item() if hasattr(value, "item") else value
+        elif shape == _NESTED:
+            out[name] = msg_to_dict(value)
+        elif shape == _NESTED_SEQ:
+            out[name] = [msg_to_dict(v) for v in value]
+        else:
+            out[name] = value.tolist() if hasattr(value, "tolist") else list(value)
+    return out
+
+
+def dict_to_msg(cls: "type | str", d: Mapping[str, Any]) -> Any:
+    """Build a message of ``cls`` (a class or a type name) from its dict form; missing keys keep defaults.
+
+    Ints are accepted for float fields. An unknown key is refused (a typo would otherwise vanish), and on
+    distros that support it the generated setters check every value's type and range.
+
+    :raises KeyError: a key that is not a field of ``cls``.
+    """
+    if isinstance(cls, str):
+        cls = message_class(cls)
+    plan = _plan(cls)
+    unknown = set(d) - {row[0] for row in plan}
+    if unknown:
+        raise KeyError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    # Kilted+ skips setter checks unless asked; this path is not hot, so ask (Humble always checks).
+    msg = cls(check_fields=True) if "_check_fields" in getattr(cls, "__slots__", ()) else cls()
+    for name, shape, sub, is_float in plan:
+        if name not in d:
+            continue
+        value = d[name]
+        if shape == _PLAIN:
+            setattr(msg, name, float(value) if is_float else value)
+        elif shape == _NESTED:
+            setattr(msg, name, value if isinstance(value, sub) else dict_to_msg(sub, value))
+        elif shape == _NESTED_SEQ:
+            setattr(msg, name, [v if isinstance(v, sub) else dict_to_msg(sub, v) for v in value])
+        else:
+            setattr(msg, name, [float(v) for v in value] if is_float else list(value))
+    return msg
+
+
+# Station types: dict <-> msg through the generic path until the station core has its own dataclasses.
+def task_to_msg(d: Mapping[str, Any]) -> Any:
+    """``strands_robots_msgs/Task`` from its dict form (see :func:`msg_to_dict` for the reverse)."""
+    return dict_to_msg(f"{PACKAGE}/msg/Task", d)
+
+
+def scored_item_to_msg(d: Mapping[str, Any]) -> Any:
+    """``strands_robots_msgs/ScoredItem`` from its dict form."""
+    return dict_to_msg(f"{PACKAGE}/msg/ScoredItem", d)
+
+
+def episode_result_to_msg(d: Mapping[str, Any]) -> Any:
+    """``strands_robots_msgs/EpisodeResult`` from its dict form."""
+    return dict_to_msg(f"{PACKAGE}/msg/EpisodeResult", d)
+
+
+def job_status_to_msg(d: Mapping[str, Any]) -> Any:
+    """``strands_robots_msgs/JobStatus`` from its dict form."""
+    return dict_to_msg(f"{PACKAGE}/msg/JobStatus", d)
+
+
+# -- numeric mappings -----------------------------------------------------------------------------------------
+def split_numeric(mapping: Mapping[str, Any]) -> tuple[list[str], array]:
+    """Keys and values of the numeric-scalar entries of ``mapping``, in its order.
+
+    Fast path: every value converts (``array('d')`` takes float, int, bool, numpy scalars). Otherwise the
+    entries that do not (arrays, text, None, images) are skipped one by one.
+    """
+    try:
+        return list(mapping), array("d", mapping.values())
+    except TypeError:
+        keys: list[str] = []
+        values = array("d")
+        for key, value in mapping.items():
+            try:
+                values.append(value)
+            except TypeError:
+                continue
+            keys.append(key)
+        return keys, values
+
+
+def join_numeric(keys: Iterable[str], values: Iterable[float]) -> dict[str, float]:
+    """The mapping back from parallel keys and values (plain floats)."""
+    return dict(zip(keys, map(float, values)))
+
+
+# -- observer events ------------------------------------------------------------------------------------------
+_KIND_BY_TYPE: dict[type, str] = {}
+
+
+def event_kind(event: Any) -> str:
+    """``started`` / ``step`` / ``ended`` for an event dataclass (by class name, so no import is needed)."""
+    t = type(event)
+    kind = _KIND_BY_TYPE.get(t)
+    if kind is None:
+        kind = _EVENT_CLASS_NAMES.get(t.__name__)
+        if kind is None:
+            raise TypeError(f"not an observer event: {t.__qualname__}")
+        _KIND_BY_TYPE[t] = kind
+    return kind
+
+
+def _payload_dict(kind: str, event: Any) -> dict[str, Any]:
+    seqs = _EVENT_SEQS[kind]
+    out: dict[str, Any] = {}
+    if kind == KIND_STEP:
+        for name in STEP_FIELDS[:-4]:
+            value = getattr(event, name)
+            out[name] = list(value) if name in seqs else value
+        obs_keys, obs_values = split_numeric(event.observation)
+        act_keys, act_values = split_numeric(event.action)
+        out["observation_keys"] = obs_keys
+        out["observation_values"] = obs_values.tolist()
+        out["action_keys"] = act_keys
+        out["action_values"] = act_values.tolist()
+        return out
+    for name in _EVENT_FIELDS[kind]:
+        value = getattr(event, name)
+        out[name] = list(value) if name in seqs else value
+    return out
+
+
+def event_to_dict(event: Any, dropped_before: int = 0) -> dict[str, Any]:
+    """An event dataclass as the dict form of an ``ObserverEvent`` envelope (no ROS needed).
+
+    Equal to ``msg_to_dict(event_to_msg(event, dropped_before))``; ``mcap_ros2`` serializes it with the
+    ``ObserverEvent`` schema.
+
+    :param dropped_before: events the publisher dropped since the previous one it sent.
+    """
+    kind = event_kind(event)
+    payload = _payload_dict(kind, event)
+    return {
+        "stamp": time_dict(event.utc_ns),
+        "kind": kind,
+        "schema_version": event.schema_version,
+        "run_id": event.run_id,
+        "event_seq": event.event_seq,
+        "monotonic_ns": event.monotonic_ns,
+        "utc_ns": event.utc_ns,
+        "dropped_before": dropped_before,
+        "started": [payload] if kind == KIND_STARTED else [],
+        "step": [payload] if kind == KIND_STEP else [],
+        "ended": [payload] if kind == KIND_ENDED else [],
+    }
+
+
+def _step_msg(r: SimpleNamespace, e: Any) -> Any:
+    # Kilted's generated setters check nothing by default and the C side reads an int in a float64 field
+    # (or 1 in a bool) as garbage, so numbers are coerced here: cheap, and safe on every distro.
+    m = r.RunPolicyStep()
+    m.schema_version = int(e.schema_version)
+    m.run_id = e.run_id
+    m.event_seq = int(e.event_seq)
+    m.monotonic_ns = int(e.monotonic_ns)
+    m.utc_ns = int(e.utc_ns)
+    m.applied_action_index = int(e.applied_action_index)
+    m.legacy_step_index = int(e.legacy_step_index)
+    m.action_resolution = e.action_resolution
+    m.applied_action_keys = list(e.applied_action_keys)
+    m.unresolved_action_keys = list(e.unresolved_action_keys)
+    m.unresolved_action_reasons = list(e.unresolved_action_reasons)
+    m.action_error = e.action_error
+    m.observation_is_chunk_reused = bool(e.observation_is_chunk_reused)
+    m.observation_age_steps = int(e.observation_age_steps)
+    m.legacy_hook_outcome = e.legacy_hook_outcome
+    m.chunk_index = int(e.chunk_index)
+    m.elapsed_s = float(e.elapsed_s)
+    m.sim_time_s = float(e.sim_time_s)
+    m.deadline_missed = bool(e.deadline_missed)
+    m.observation_keys, m.observation_values = split_numeric(e.observation)
+    m.action_keys, m.action_values = split_numeric(e.action)
+    return m
+
+
+def _payload_msg(kind: str, event: Any) -> Any:
+    # Started and Ended come once per episode: the checked generic path is cheap enough and validates.
+    return dict_to_msg(f"{PACKAGE}/msg/RunPolicy{kind.capitalize()}", _payload_dict(kind, event))
+
+
+def event_to_msg(event: Any, dropped_before: int = 0) -> Any:
+    """An event dataclass wrapped in an ``ObserverEvent`` envelope (stamp from ``utc_ns``).
+
+    On the rollout node's publishing path at the control rate: no introspection, direct assignment.
+
+    :param dropped_before: events the publisher dropped since the previous one it sent.
+    """
+    r = _ROS or _ros()
+    kind = _KIND_BY_TYPE.get(type(event)) or event_kind(event)
+    env = r.ObserverEvent()
+    utc_ns = int(event.utc_ns)
+    stamp = env.stamp
+    stamp.sec, stamp.nanosec = divmod(utc_ns, _NS_PER_S)
+    env.kind = kind
+    env.schema_version = int(event.schema_version)
+    env.run_id = event.run_id
+    env.event_seq = int(event.event_seq)
+    env.monotonic_ns = int(event.monotonic_ns)
+    env.utc_ns = utc_ns
+    env.dropped_before = int(dropped_before)
+    if kind == KIND_STEP:
+        env.step = [_step_msg(r, event)]
+    elif kind == KIND_STARTED:
+        env.started = [_payload_msg(kind, event)]
+    else:
+        env.ended = [_payload_msg(kind, event)]
+    return env
+
+
+def _observers_module() -> Any:
+    return importlib.import_module("strands_robots.simulation.observers")
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj[name] if isinstance(obj, Mapping) else getattr(obj, name)
+
+
+def _payload_to_event(kind: str, p: Any) -> Any:
+    cls = getattr(_observers_module(), {KIND_STARTED: "RunPolicyStarted", KIND_STEP: "RunPolicyStep",
+                                        KIND_ENDED: "RunPolicyEnded"}[kind])
+    seqs = _EVENT_SEQS[kind]
+    if kind == KIND_STEP:
+        kwargs = {name: _get(p, name) for name in STEP_FIELDS[:-4]}
+        kwargs["observation"] = join_numeric(_get(p, "observation_keys"), _get(p, "observation_values"))
+        kwargs["action"] = join_numeric(_get(p, "action_keys"), _get(p, "action_values"))
+    else:
+        kwargs = {name: _get(p, name) for name in _EVENT_FIELDS[kind]}
+    for name in seqs:
+        kwargs[name] = tuple(kwargs[name])
+    return cls(**kwargs)
+
+
+def msg_to_event(msg: Any) -> Any:
+    """The event dataclass of an ``ObserverEvent`` envelope, or of a bare ``RunPolicy*`` payload message.
+
+    Also accepts the dict forms (:func:`event_to_dict`, :func:`msg_to_dict`), e.g. read back from MCAP.
+
+    :raises ValueError: an envelope whose ``kind`` payload is not exactly one element.
+    """
+    if isinstance(msg, Mapping):
+        if "kind" not in msg:
+            kind = _payload_kind_of_dict(msg)
+            return _payload_to_event(kind, msg)
+    else:
+        name = type(msg).__name__
+        if name in _EVENT_CLASS_NAMES:
+            return _payload_to_event(_EVENT_CLASS_NAMES[name], msg)
+    kind = _get(msg, "kind")
+    if kind not in _EVENT_FIELDS:
+        raise ValueError(f"ObserverEvent has an unknown kind {kind!r}")
+    payload = _get(msg, kind)
+    if len(payload) != 1:
+        raise ValueError(f"ObserverEvent of kind {kind!r} carries {len(payload)} {kind} payloads, not 1")
+    return _payload_to_event(kind, payload[0])
+
+
+def _payload_kind_of_dict(d: Mapping[str, Any]) -> str:
+    if "observation_keys" in d:
+        return KIND_STEP
+    if "outcome" in d:
+        return KIND_ENDED
+    if "robot_name" in d:
+        return KIND_STARTED
+    raise ValueError("dict is neither an ObserverEvent nor a RunPolicy* payload")
+
+
+# -- actions and verdicts -------------------------------------------------------------------------------------
+def action_to_request(action: Mapping[str, float], lease_token: str = "", step_index: int = 0) -> Any:
+    """``SendAction.Request`` for an action mapping (keys in emission order; NaN passes through).
+
+    :raises TypeError: a value that is not a real number.
+    """
+    req = (_ROS or _ros()).SendActionRequest()
+    req.lease_token = lease_token
+    req.step_index = step_index
+    req.keys = list(action)
+    req.values = array("d", action.values())
+    return req
+
+
+def request_to_action(req: Any) -> dict[str, float]:
+    """The action mapping of a ``SendAction.Request`` (or ``ActionCommand``), in emission order.
+
+    :raises ValueError: keys and values of different lengths.
+    """
+    keys, values = req.keys, req.values
+    if len(keys) != len(values):
+        raise ValueError(f"{len(keys)} keys but {len(values)} values")
+    return dict(zip(keys, values))
+
+
+def action_to_command(action: Mapping[str, float]) -> Any:
+    """``ActionCommand`` (what the rollout emitted) for an action mapping."""
+    cmd = (_ROS or _ros()).ActionCommand()
+    cmd.keys = list(action)
+    cmd.values = array("d", action.values())
+    return cmd
+
+
+command_to_action = request_to_action
+
+
+def verdict_to_response(verdict: Any, stopped: bool = False, sim_time_s: float = 0.0) -> Any:
+    """``SendAction.Response`` for an :class:`~strands_robots.arm.verdict.ActionVerdict`.
+
+    :param stopped: safety stop in force after this call.
+    :param sim_time_s: robot time after applying.
+    """
+    res = (_ROS or _ros()).SendActionResponse()
+    res.applied_keys = list(verdict.applied_keys)
+    res.unresolved_keys = list(verdict.unresolved_keys)
+    res.unresolved_reasons = list(verdict.unresolved_reasons)
+    res.error = verdict.error
+    res.stopped = bool(stopped)
+    res.sim_time_s = float(sim_time_s)
+    return res
+
+
+def response_to_verdict(res: Any) -> Any:
+    """The :class:`~strands_robots.arm.verdict.ActionVerdict` of a ``SendAction.Response``.
+
+    A response with ``error`` set is a coarse verdict: its key lists are dropped (nothing is known per key).
+    """
+    from strands_robots.arm.verdict import ActionVerdict
+
+    if res.error:
+        return ActionVerdict(error=res.error)
+    return ActionVerdict(
+        applied_keys=tuple(res.applied_keys),
+        unresolved_keys=tuple(res.unresolved_keys),
+        unresolved_reasons=tuple(res.unresolved_reasons),
+    )
+
+
+# -- observations <-> JointState ------------------------------------------------------------------------------
+_LAYOUTS: dict[tuple[str, ...], tuple[list[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _joint_layout(keys: tuple[str, ...]) -> tuple[list[str], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Joint names in order of first appearance, and the observation keys of each quantity.
+
+    A quantity that some joint lacks is left out entirely (JointState: each array is empty or one per name).
+    """
+    names: list[str] = []
+    seen: dict[str, set[str]] = {}
+    for key in keys:
+        base, dot, suffix = key.rpartition(".")
+        if dot and "." + suffix in _JOINT_SUFFIXES:
+            if base not in seen:
+                seen[base] = set()
+                names.append(base)
+            seen[base].add(suffix)
+
+    def keys_for(suffix: str) -> tuple[str, ...]:
+        if names and all(suffix in seen[n] for n in names):
+            return tuple(f"{n}.{suffix}" for n in names)
+        return ()
+
+    layout = (names, keys_for("pos"), keys_for("vel"), keys_for("effort"))
+    if len(_LAYOUTS) > 64:  # a handful of robots per process; bound it anyway
+        _LAYOUTS.clear()
+    _LAYOUTS[keys] = layout
+    return layout
+
+
+def observation_to_joint_state(observation: Mapping[str, Any], stamp_ns: "int | None" = None,
+                               frame_id: str = "") -> Any:
+    """``sensor_msgs/JointState`` of an observation (``<arm>.<joint>.pos/.vel/.effort`` and ``sim_time_s``).
+
+    ``name`` is ``<arm>.<joint>``; other keys (cameras, text) are ignored.
+
+    :param stamp_ns: header stamp; by default the observation's ``sim_time_s`` (robot time).
+    """
+    keys = tuple(observation)
+    layout = _LAYOUTS.get(keys) or _joint_layout(keys)
+    names, pos_keys, vel_keys, eff_keys = layout
+    get = observation.__getitem__
+    msg = (_ROS or _ros()).JointState()
+    if stamp_ns is None:
+        stamp_ns = seconds_to_ns(float(observation.get(SIM_TIME_KEY, 0.0)))
+    stamp = msg.header.stamp
+    stamp.sec, stamp.nanosec = divmod(stamp_ns, _NS_PER_S)
+    msg.header.frame_id = frame_id
+    msg.name = list(names)
+    msg.position = array("d", map(get, pos_keys))
+    msg.velocity = array("d", map(get, vel_keys))
+    msg.effort = array("d", map(get, eff_keys))
+    return msg
+
+
+def joint_state_to_observation(msg: Any, sim_time_s: "float | None" = None) -> dict[str, float]:
+    """The observation dict of a ``JointState`` (absent arrays add no keys).
+
+    :param sim_time_s: robot time to report; by default the header stamp in seconds.
+    """
+    obs: dict[str, float] = {}
+    names = msg.name
+    for suffix, values in (("pos", msg.position), ("vel", msg.velocity), ("effort", msg.effort)):
+        if len(values) == len(names):
+            obs.update(zip([f"{n}.{suffix}" for n in names], values))
+    obs[SIM_TIME_KEY] = sim_time_s if sim_time_s is not None else time_to_ns(msg.header.stamp) / _NS_PER_S
+    return obs
+
+
+# -- safety ---------------------------------------------------------------------------------------------------
+def safety_check_to_msg(check: Any) -> Any:
+    """``SafetyCheck`` message of a :class:`~strands_robots.arm.safety.SafetyCheck` (with its text form)."""
+    m = (_ROS or _ros()).SafetyCheck()
+    m.arm = check.arm
+    m.joint = check.joint
+    m.quantity = check.quantity
+    m.value = float(check.value)
+    m.limit = float(check.limit)
+    m.unit = check.unit
+    m.text = check.text()
+    return m
+
+
+def msg_to_safety_check(msg: Any) -> Any:
+    """The :class:`~strands_robots.arm.safety.SafetyCheck` of a message (``text`` is derived, not stored)."""
+    from strands_robots.arm.safety import SafetyCheck
+
+    return SafetyCheck(arm=msg.arm, joint=msg.joint, quantity=msg.quantity, value=msg.value,
+                       limit=msg.limit, unit=msg.unit)
+
+
+def safety_stop_to_msg(checks: Iterable[Any], stopped: bool = True, stamp_ns: int = 0) -> Any:
+    """``SafetyStop`` for a trip: every check, and their texts ``"; "``-joined as ``detail``.
+
+    :param stopped: false to publish the release (then ``checks`` is usually empty).
+    :param stamp_ns: when the arms were stopped (or released).
+    """
+    m = (_ROS or _ros()).SafetyStop()
+    m.stamp.sec, m.stamp.nanosec = divmod(int(stamp_ns), _NS_PER_S)
+    m.stopped = bool(stopped)
+    m.checks = [safety_check_to_msg(c) for c in checks]
+    m.detail = "; ".join(c.text for c in m.checks)
+    return m
+
+
+def msg_to_safety_checks(msg: Any) -> tuple[Any, ...]:
+    """The checks of a ``SafetyStop`` message as dataclasses."""
+    return tuple(msg_to_safety_check(c) for c in msg.checks)

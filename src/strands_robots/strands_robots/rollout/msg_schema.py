@@ -1,0 +1,155 @@
+"""Complete ROS 2 message definitions ("ros2msg" schema text) read from the installed .msg files.
+
+An MCAP schema for a ROS 2 type is the type's own .msg text followed by the text of every type it depends
+on, recursively, each after a two-line delimiter (80 ``=`` then ``MSG: pkg/Type``) — the layout rosbag2
+writes, so ``ros2 bag``, Foxglove and ``mcap_ros2`` decode our recordings. Texts are kept verbatim
+(comments and constants included) and read from the installed share directories, so a recording's schemas
+always match the messages the running system was built with.
+
+Lookup order for ``pkg/Type`` (no ament_index / rclpy needed):
+
+1. ``search_path`` when given: each entry is a share directory (``<entry>/<pkg>/msg/<Type>.msg``) or an
+   install prefix (``<entry>/share/<pkg>/msg/<Type>.msg``); nothing else is searched.
+2. otherwise every ``AMENT_PREFIX_PATH`` entry's ``share/<pkg>/msg/<Type>.msg``, overlays first,
+3. then this repository's source tree, ``src/<pkg>/msg/<Type>.msg`` (an uninstalled checkout).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Sequence
+
+DELIMITER = "=" * 80
+
+# Field types that are not messages. Bounded strings (string<=N) are reduced to their base type first.
+PRIMITIVE_TYPES = frozenset({
+    "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+    "int64", "uint64", "string", "wstring",
+})
+
+_NAME = r"[A-Za-z][A-Za-z0-9_]*"
+_TYPE_NAME = re.compile(rf"^({_NAME})/(?:msg/)?({_NAME})$")
+# Source tree fallback: this file is src/strands_robots/strands_robots/rollout/msg_schema.py.
+_SOURCE_ROOT = Path(__file__).resolve().parents[3]
+
+
+class MsgDefinitionNotFound(LookupError):
+    """No .msg file for a type in any searched directory."""
+
+
+def split_type_name(type_name: str) -> tuple[str, str]:
+    """``("pkg", "Type")`` from ``pkg/Type`` or ``pkg/msg/Type``; ValueError for anything else."""
+    match = _TYPE_NAME.match(type_name.strip())
+    if not match:
+        raise ValueError(f"not a ROS 2 message type name: {type_name!r} (expected pkg/msg/Type or pkg/Type)")
+    return match.group(1), match.group(2)
+
+
+def canonical_type_name(type_name: str) -> str:
+    """``pkg/msg/Type``, the name MCAP schemas and ``ros2 bag`` use for a message type."""
+    package, name = split_type_name(type_name)
+    return f"{package}/msg/{name}"
+
+
+def candidate_paths(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> list[Path]:
+    """Every place the .msg file of ``type_name`` is looked for, in order."""
+    package, name = split_type_name(type_name)
+    relative = Path(package, "msg", f"{name}.msg")
+    if search_path is not None:
+        out: list[Path] = []
+        for entry in search_path:
+            out.append(Path(entry) / relative)
+            out.append(Path(entry) / "share" / relative)
+        return out
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    return [Path(p) / "share" / relative for p in prefixes] + [_SOURCE_ROOT / relative]
+
+
+def find_msg_file(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> Path:
+    """The first existing .msg file for ``type_name``; MsgDefinitionNotFound lists where it looked."""
+    candidates = candidate_paths(type_name, search_path)
+    for path in candidates:
+        if path.is_file():
+            return path
+    searched = ", ".join(str(p) for p in candidates) or "(nothing to search)"
+    raise MsgDefinitionNotFound(f"no .msg definition for {type_name}; searched {searched}")
+
+
+def field_dependencies(msg_text: str, package: str) -> list[str]:
+    """The message types (``pkg/Type``, sorted, unique) that the fields of one .msg text use.
+
+    Constants are primitive, so only field lines can name a message type; an unqualified type belongs to
+    the message's own package.
+    """
+    deps: set[str] = set()
+    for raw in msg_text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        field_type = line.split()[0]
+        base = field_type.split("[", 1)[0]  # drop [], [N], [<=N]
+        base = base.split("<=", 1)[0]  # drop a string bound
+        if base in PRIMITIVE_TYPES:
+            continue
+        if "/" in base:
+            dep_package, dep_name = split_type_name(base)
+        else:
+            dep_package, dep_name = package, base
+        deps.add(f"{dep_package}/{dep_name}")
+    return sorted(deps)
+
+
+class MsgDefinitions:
+    """Reads .msg files (each once) and builds complete definitions from them.
+
+    :param search_path: share directories or install prefixes to search instead of the environment.
+    """
+
+    def __init__(self, search_path: Sequence[str | os.PathLike[str]] | None = None) -> None:
+        self._search_path = None if search_path is None else tuple(search_path)
+        self._texts: dict[str, str] = {}
+        self._files: dict[str, Path] = {}
+
+    def msg_text(self, type_name: str) -> str:
+        """The verbatim .msg text of one type."""
+        package, name = split_type_name(type_name)
+        key = f"{package}/{name}"
+        if key not in self._texts:
+            path = find_msg_file(key, self._search_path)
+            self._files[key] = path
+            self._texts[key] = path.read_text(encoding="utf-8")
+        return self._texts[key]
+
+    def msg_file(self, type_name: str) -> Path:
+        """Which file the text of ``type_name`` was read from."""
+        package, name = split_type_name(type_name)
+        self.msg_text(type_name)
+        return self._files[f"{package}/{name}"]
+
+    def full_text(self, type_name: str) -> str:
+        """The complete definition: the type's text, then each dependency (depth first, each once)."""
+        package, name = split_type_name(type_name)
+        seen = {f"{package}/{name}"}
+        parts: list[str] = []
+
+        def append(type_key: str, depth: int) -> None:
+            if depth > 64:
+                raise ValueError(f"message definition of {type_name} nests deeper than 64 levels")
+            dep_package = type_key.split("/", 1)[0]
+            text = self.msg_text(type_key)
+            parts.append(text)
+            for dep in field_dependencies(text, dep_package):
+                if dep not in seen:
+                    seen.add(dep)
+                    parts.append(f"\n{DELIMITER}\nMSG: {dep}\n")
+                    append(dep, depth + 1)
+
+        append(f"{package}/{name}", 0)
+        return "".join(parts)
+
+
+def full_text(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> str:
+    """The complete ros2msg definition of ``type_name`` (see :class:`MsgDefinitions`)."""
+    return MsgDefinitions(search_path).full_text(type_name)
