@@ -16,17 +16,18 @@ Three kinds of conversion live here:
 - safety: :class:`~strands_robots.arm.safety.SafetyCheck` <-> ``SafetyCheck`` and a trip -> ``SafetyStop``.
 
 Observations are ``Mapping[str, float]`` in the core but may carry other entries (images, nested arrays,
-text). Messages carry numeric scalars only: anything that is not a real number (``array('d')`` semantics:
-float, int, bool, numpy scalar) is left out of ``observation_keys`` / ``observation_values``.
+text). Messages carry numeric scalars only (:func:`split_numeric`): int, float and numpy integer/floating
+scalars; bools, arrays, text and None are left out of ``observation_keys`` / ``observation_values``.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from array import array
 from types import SimpleNamespace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 PACKAGE = "strands_robots_msgs"
 
@@ -106,6 +107,7 @@ def _ros() -> SimpleNamespace:
     if _ROS is None:
         from builtin_interfaces.msg import Time
         from sensor_msgs.msg import JointState
+        from std_msgs.msg import Header
         from strands_robots_msgs import msg as m
         from strands_robots_msgs.srv import SendAction
 
@@ -121,8 +123,48 @@ def _ros() -> SimpleNamespace:
             SafetyStop=m.SafetyStop,
             SendActionRequest=SendAction.Request,
             SendActionResponse=SendAction.Response,
+            # Blank instances for the control-rate paths, which assign every field themselves.
+            new_time=_blank_factory(Time),
+            new_header=_blank_factory(Header),
+            new_joint_state=_blank_factory(JointState),
+            new_event=_blank_factory(m.ObserverEvent),
+            new_step=_blank_factory(m.RunPolicyStep),
+            # Kilted's unchecked setters copy an array('d') element by element; the fast paths build exact
+            # array('d') values, so they store them in the field's slot where the layout is the known one.
+            raw_step_arrays=_plain_slots(m.RunPolicyStep),
+            raw_joint_arrays=_plain_slots(JointState),
         )
     return _ROS
+
+
+def _plain_slots(cls: type) -> bool:
+    """Whether the class's state is exactly its fields as ``_<field>`` slots (plus Kilted's ``_check_fields``)."""
+    slots = set(getattr(cls, "__slots__", ()))
+    fields = {"_" + name for name in cls.get_fields_and_field_types()}
+    return fields <= slots and slots - fields <= {"_check_fields"}
+
+
+def _blank_factory(cls: type) -> Callable[[], Any]:
+    """A maker of instances whose fields are all still unset, for callers that assign every field.
+
+    The generated ``__init__`` runs every setter once with a default (about 3 us for RunPolicyStep), and the
+    fast paths then run them all again. ``__init__`` is only skipped where the class's state is exactly its
+    fields (:func:`_plain_slots`; Kilted's ``_check_fields`` switch is kept as the environment sets it); any
+    other class gets its ordinary constructor.
+    """
+    if not _plain_slots(cls):
+        return cls
+    new = cls.__new__
+    if "_check_fields" not in cls.__slots__:
+        return lambda: new(cls)
+    check = os.environ.get("ROS_PYTHON_CHECK_FIELDS", "") == "1"
+
+    def make() -> Any:
+        m = new(cls)
+        m._check_fields = check
+        return m
+
+    return make
 
 
 _CLASS_CACHE: dict[str, type] = {}
@@ -275,21 +317,33 @@ def job_status_to_msg(d: Mapping[str, Any]) -> Any:
 def split_numeric(mapping: Mapping[str, Any]) -> tuple[list[str], array]:
     """Keys and values of the numeric-scalar entries of ``mapping``, in its order.
 
-    Fast path: every value converts (``array('d')`` takes float, int, bool, numpy scalars). Otherwise the
-    entries that do not (arrays, text, None, images) are skipped one by one.
+    A numeric scalar is a real number that is not a bool: int, float, numpy integer or floating scalar.
+    Everything else (arrays, images, text, None, bools) is skipped. Fast path: every value is a plain float
+    or int, checked by type in one pass.
     """
-    try:
-        return list(mapping), array("d", mapping.values())
-    except TypeError:
-        keys: list[str] = []
-        values = array("d")
-        for key, value in mapping.items():
-            try:
-                values.append(value)
-            except TypeError:
-                continue
+    values = list(mapping.values())
+    if set(map(type, values)) <= _PLAIN_NUMBERS:
+        return list(mapping), array("d", values)
+    keys: list[str] = []
+    out = array("d")
+    for key, value in mapping.items():
+        if _is_numeric_scalar(value):
             keys.append(key)
-        return keys, values
+            out.append(float(value))
+    return keys, out
+
+
+_PLAIN_NUMBERS = frozenset({float, int})
+
+
+def _is_numeric_scalar(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    # numpy scalars (and 0-d arrays) without importing numpy: a real dtype kind and no dimensions.
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    return kind in ("i", "u", "f") and getattr(value, "shape", None) == ()
 
 
 def join_numeric(keys: Iterable[str], values: Iterable[float]) -> dict[str, float]:
@@ -314,23 +368,45 @@ def event_kind(event: Any) -> str:
 
 
 def _payload_dict(kind: str, event: Any) -> dict[str, Any]:
+    if kind == KIND_STEP:
+        return _step_dict(event)
     seqs = _EVENT_SEQS[kind]
     out: dict[str, Any] = {}
-    if kind == KIND_STEP:
-        for name in STEP_FIELDS[:-4]:
-            value = getattr(event, name)
-            out[name] = list(value) if name in seqs else value
-        obs_keys, obs_values = split_numeric(event.observation)
-        act_keys, act_values = split_numeric(event.action)
-        out["observation_keys"] = obs_keys
-        out["observation_values"] = obs_values.tolist()
-        out["action_keys"] = act_keys
-        out["action_values"] = act_values.tolist()
-        return out
     for name in _EVENT_FIELDS[kind]:
         value = getattr(event, name)
         out[name] = list(value) if name in seqs else value
     return out
+
+
+def _step_dict(e: Any) -> dict[str, Any]:
+    # Per step when recording: spelled out rather than looped over field names.
+    obs_keys, obs_values = split_numeric(e.observation)
+    act_keys, act_values = split_numeric(e.action)
+    return {
+        "schema_version": e.schema_version,
+        "run_id": e.run_id,
+        "event_seq": e.event_seq,
+        "monotonic_ns": e.monotonic_ns,
+        "utc_ns": e.utc_ns,
+        "applied_action_index": e.applied_action_index,
+        "legacy_step_index": e.legacy_step_index,
+        "action_resolution": e.action_resolution,
+        "applied_action_keys": list(e.applied_action_keys),
+        "unresolved_action_keys": list(e.unresolved_action_keys),
+        "unresolved_action_reasons": list(e.unresolved_action_reasons),
+        "action_error": e.action_error,
+        "observation_is_chunk_reused": e.observation_is_chunk_reused,
+        "observation_age_steps": e.observation_age_steps,
+        "legacy_hook_outcome": e.legacy_hook_outcome,
+        "chunk_index": e.chunk_index,
+        "elapsed_s": e.elapsed_s,
+        "sim_time_s": e.sim_time_s,
+        "deadline_missed": e.deadline_missed,
+        "observation_keys": obs_keys,
+        "observation_values": obs_values.tolist(),
+        "action_keys": act_keys,
+        "action_values": act_values.tolist(),
+    }
 
 
 def event_to_dict(event: Any, dropped_before: int = 0) -> dict[str, Any]:
@@ -358,10 +434,11 @@ def event_to_dict(event: Any, dropped_before: int = 0) -> dict[str, Any]:
     }
 
 
-def _step_msg(r: SimpleNamespace, e: Any) -> Any:
+def _step_msg(r: SimpleNamespace, e: Any, observation: "Mapping[str, Any] | None" = None,
+              action: "Mapping[str, Any] | None" = None) -> Any:
     # Kilted's generated setters check nothing by default and the C side reads an int in a float64 field
     # (or 1 in a bool) as garbage, so numbers are coerced here: cheap, and safe on every distro.
-    m = r.RunPolicyStep()
+    m = r.new_step()
     m.schema_version = int(e.schema_version)
     m.run_id = e.run_id
     m.event_seq = int(e.event_seq)
@@ -381,8 +458,16 @@ def _step_msg(r: SimpleNamespace, e: Any) -> Any:
     m.elapsed_s = float(e.elapsed_s)
     m.sim_time_s = float(e.sim_time_s)
     m.deadline_missed = bool(e.deadline_missed)
-    m.observation_keys, m.observation_values = split_numeric(e.observation)
-    m.action_keys, m.action_values = split_numeric(e.action)
+    obs_keys, obs_values = split_numeric(e.observation if observation is None else observation)
+    act_keys, act_values = split_numeric(e.action if action is None else action)
+    m.observation_keys = obs_keys
+    m.action_keys = act_keys
+    if r.raw_step_arrays:
+        m._observation_values = obs_values
+        m._action_values = act_values
+    else:
+        m.observation_values = obs_values
+        m.action_values = act_values
     return m
 
 
@@ -391,19 +476,24 @@ def _payload_msg(kind: str, event: Any) -> Any:
     return dict_to_msg(f"{PACKAGE}/msg/RunPolicy{kind.capitalize()}", _payload_dict(kind, event))
 
 
-def event_to_msg(event: Any, dropped_before: int = 0) -> Any:
+def event_to_msg(event: Any, dropped_before: int = 0, observation: "Mapping[str, Any] | None" = None,
+                 action: "Mapping[str, Any] | None" = None) -> Any:
     """An event dataclass wrapped in an ``ObserverEvent`` envelope (stamp from ``utc_ns``).
 
     On the rollout node's publishing path at the control rate: no introspection, direct assignment.
 
     :param dropped_before: events the publisher dropped since the previous one it sent.
+    :param observation: for a Step converted after its dispatch returned: the copy of the borrowed
+        observation taken during the call (the event's own may no longer be read); default the event's.
+    :param action: likewise for the action.
     """
     r = _ROS or _ros()
     kind = _KIND_BY_TYPE.get(type(event)) or event_kind(event)
-    env = r.ObserverEvent()
+    env = r.new_event()  # every field is assigned below
     utc_ns = int(event.utc_ns)
-    stamp = env.stamp
+    stamp = r.new_time()
     stamp.sec, stamp.nanosec = divmod(utc_ns, _NS_PER_S)
+    env.stamp = stamp
     env.kind = kind
     env.schema_version = int(event.schema_version)
     env.run_id = event.run_id
@@ -412,11 +502,11 @@ def event_to_msg(event: Any, dropped_before: int = 0) -> Any:
     env.utc_ns = utc_ns
     env.dropped_before = int(dropped_before)
     if kind == KIND_STEP:
-        env.step = [_step_msg(r, event)]
+        env.started, env.step, env.ended = [], [_step_msg(r, event, observation, action)], []
     elif kind == KIND_STARTED:
-        env.started = [_payload_msg(kind, event)]
+        env.started, env.step, env.ended = [_payload_msg(kind, event)], [], []
     else:
-        env.ended = [_payload_msg(kind, event)]
+        env.started, env.step, env.ended = [], [], [_payload_msg(kind, event)]
     return env
 
 
@@ -582,22 +672,30 @@ def observation_to_joint_state(observation: Mapping[str, Any], stamp_ns: "int | 
 
     ``name`` is ``<arm>.<joint>``; other keys (cameras, text) are ignored.
 
-    :param stamp_ns: header stamp; by default the observation's ``sim_time_s`` (robot time).
+    :param stamp_ns: header stamp; by default the observation's ``sim_time_s`` (robot time; 0 when absent).
     """
     keys = tuple(observation)
     layout = _LAYOUTS.get(keys) or _joint_layout(keys)
     names, pos_keys, vel_keys, eff_keys = layout
     get = observation.__getitem__
-    msg = (_ROS or _ros()).JointState()
+    r = _ROS or _ros()
     if stamp_ns is None:
         stamp_ns = seconds_to_ns(float(observation.get(SIM_TIME_KEY, 0.0)))
-    stamp = msg.header.stamp
-    stamp.sec, stamp.nanosec = divmod(stamp_ns, _NS_PER_S)
-    msg.header.frame_id = frame_id
+    stamp = r.new_time()
+    stamp.sec, stamp.nanosec = divmod(int(stamp_ns), _NS_PER_S)
+    header = r.new_header()
+    header.stamp = stamp
+    header.frame_id = frame_id
+    msg = r.new_joint_state()  # every field is assigned below
+    msg.header = header
     msg.name = list(names)
-    msg.position = array("d", map(get, pos_keys))
-    msg.velocity = array("d", map(get, vel_keys))
-    msg.effort = array("d", map(get, eff_keys))
+    position = array("d", map(get, pos_keys))
+    velocity = array("d", map(get, vel_keys))
+    effort = array("d", map(get, eff_keys))
+    if r.raw_joint_arrays:
+        msg._position, msg._velocity, msg._effort = position, velocity, effort
+    else:
+        msg.position, msg.velocity, msg.effort = position, velocity, effort
     return msg
 
 

@@ -163,3 +163,14 @@ def test_scripted_is_deterministic_across_episodes():
     first = actions(policy, 24)
     policy.reset(make_task())
     assert actions(policy, 24) == first
+
+
+def test_default_ramp_lasts_ramp_s_at_the_task_control_frequency():
+    policy = ScriptedPolicy({"ramp_s": 0.5, "action_horizon": 10})
+    policy.reset(make_task(control_frequency=200.0))
+    ramp = [a["right.joint_4"] for a in actions(policy, 120)]
+    target = LIMITS["right.joint_4"][1]
+    # 0.5 s at 200 Hz is 100 actions: still short of the target at 99, there from 100 on.
+    assert ramp[98] < target
+    assert ramp[99] == pytest.approx(target)
+    assert ramp[119] == pytest.approx(target)

@@ -37,6 +37,7 @@ OPTIONS = frozenset(
         "joint",
         "target",
         "ramp_steps",
+        "ramp_s",
         "unknown_keys",
         "out_of_range_keys",
         "out_of_range_margin",
@@ -46,7 +47,8 @@ OPTIONS = frozenset(
 
 DEFAULT_JOINT = "right.joint_4"
 DEFAULT_TARGET_WITHOUT_LIMITS = 1.5
-DEFAULT_RAMP_STEPS = 50
+DEFAULT_RAMP_S = 1.0
+DEFAULT_CONTROL_FREQUENCY_HZ = 50.0
 DEFAULT_UNKNOWN_KEYS = ("left.joint_99", "tool.joint_1")
 DEFAULT_OUT_OF_RANGE_MARGIN = 0.5
 
@@ -60,7 +62,9 @@ class ScriptedPolicy:
     - ``joint`` (str, default ``right.joint_4``): the key ``torque_ramp``/``out_of_range``/``non_finite``
       drive; must be one of the task's action keys.
     - ``target`` (float): ``torque_ramp`` target; default the joint's upper limit, else +1.5 rad.
-    - ``ramp_steps`` (int >= 1, default 50): actions the ramp takes to reach ``target``.
+    - ``ramp_steps`` (int >= 1): actions the ramp takes to reach ``target``; default ``ramp_s`` seconds at the
+      task's control frequency. A ramp much faster than ~0.3 s trips the velocity check before the torque one.
+    - ``ramp_s`` (float > 0, default 1.0): ramp duration used when ``ramp_steps`` is not given.
     - ``unknown_keys`` (sequence of str, default ``left.joint_99, tool.joint_1``): the keys no actuator has.
     - ``out_of_range_keys`` (sequence of str, or ``"all"``; default ``[joint]``).
     - ``out_of_range_margin`` (float > 0, default 0.5): how far beyond the upper limit.
@@ -77,9 +81,10 @@ class ScriptedPolicy:
         self._joint = str(cfg.get("joint", DEFAULT_JOINT))
         target = cfg.get("target")
         self._target_option = None if target is None else opt.finite_float(PROVIDER, "target", target)
-        self._ramp_steps = opt.optional_int(
-            PROVIDER, "ramp_steps", cfg.get("ramp_steps", DEFAULT_RAMP_STEPS), minimum=1
-        )
+        self._ramp_steps_option = opt.optional_int(PROVIDER, "ramp_steps", cfg.get("ramp_steps"), minimum=1)
+        self._ramp_s = opt.finite_float(PROVIDER, "ramp_s", cfg.get("ramp_s", DEFAULT_RAMP_S))
+        if self._ramp_s <= 0.0:
+            raise ValueError(f"{PROVIDER} policy: ramp_s must be > 0")
         unknown = cfg.get("unknown_keys", DEFAULT_UNKNOWN_KEYS)
         if isinstance(unknown, (str, bytes)) or not unknown:
             raise ValueError(f"{PROVIDER} policy: unknown_keys must be a non-empty sequence of keys")
@@ -118,6 +123,11 @@ class ScriptedPolicy:
             real = [k for k in self._unknown_keys if k in keys]
             if real:
                 raise ValueError(f"{PROVIDER} policy: unknown_keys {real} are real action keys of this task")
+        if self._ramp_steps_option is not None:
+            self._ramp_steps = self._ramp_steps_option
+        else:
+            freq = float(task.get("control_frequency") or DEFAULT_CONTROL_FREQUENCY_HZ)
+            self._ramp_steps = max(1, round(self._ramp_s * freq))
         if self._target_option is not None:
             self._target = self._target_option
         elif self._joint in limits:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -77,28 +78,45 @@ def find_msg_file(type_name: str, search_path: Sequence[str | os.PathLike[str]] 
     raise MsgDefinitionNotFound(f"no .msg definition for {type_name}; searched {searched}")
 
 
-def field_dependencies(msg_text: str, package: str) -> list[str]:
-    """The message types (``pkg/Type``, sorted, unique) that the fields of one .msg text use.
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a message: its name, its message type (``pkg/Type``; empty for a primitive) and
+    whether it is an array (``[]``, ``[N]`` or ``[<=N]``)."""
 
-    Constants are primitive, so only field lines can name a message type; an unqualified type belongs to
-    the message's own package.
+    name: str
+    message_type: str
+    is_array: bool
+
+
+def parse_fields(msg_text: str, package: str) -> tuple[FieldSpec, ...]:
+    """The fields of one .msg text, in order; constants and comments are skipped.
+
+    An unqualified message type belongs to the message's own package.
     """
-    deps: set[str] = set()
+    fields: list[FieldSpec] = []
     for raw in msg_text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
+        tokens = raw.split()
+        if len(tokens) < 2 or tokens[0].startswith("#"):
             continue
-        field_type = line.split()[0]
-        base = field_type.split("[", 1)[0]  # drop [], [N], [<=N]
-        base = base.split("<=", 1)[0]  # drop a string bound
+        field_type, name = tokens[0], tokens[1].split("#", 1)[0]
+        if "=" in name or (len(tokens) > 2 and tokens[2].startswith("=")):
+            continue  # a constant (always primitive)
+        is_array = "[" in field_type
+        base = field_type.split("[", 1)[0].split("<=", 1)[0]  # drop [], [N], [<=N] and a string bound
         if base in PRIMITIVE_TYPES:
+            fields.append(FieldSpec(name, "", is_array))
             continue
         if "/" in base:
             dep_package, dep_name = split_type_name(base)
         else:
             dep_package, dep_name = package, base
-        deps.add(f"{dep_package}/{dep_name}")
-    return sorted(deps)
+        fields.append(FieldSpec(name, f"{dep_package}/{dep_name}", is_array))
+    return tuple(fields)
+
+
+def field_dependencies(msg_text: str, package: str) -> list[str]:
+    """The message types (``pkg/Type``, sorted, unique) that the fields of one .msg text use."""
+    return sorted({f.message_type for f in parse_fields(msg_text, package) if f.message_type})
 
 
 class MsgDefinitions:
@@ -127,6 +145,11 @@ class MsgDefinitions:
         package, name = split_type_name(type_name)
         self.msg_text(type_name)
         return self._files[f"{package}/{name}"]
+
+    def fields(self, type_name: str) -> tuple[FieldSpec, ...]:
+        """The fields of ``type_name`` (see :func:`parse_fields`)."""
+        package, _ = split_type_name(type_name)
+        return parse_fields(self.msg_text(type_name), package)
 
     def full_text(self, type_name: str) -> str:
         """The complete definition: the type's text, then each dependency (depth first, each once)."""

@@ -131,8 +131,10 @@ class DeadlinePacer:
         it to :attr:`missed_deadlines`.
         """
         stop_event = self.stop.event
-        if self._paused.is_set() and not self._wait_paused():
-            return False
+        if self._paused.is_set():
+            if not self._wait_paused():
+                return False
+            self._next_ns = self._clock()  # the grid restarts when the loop sees the resume
         if stop_event.is_set():
             return False
         if self.fast_mode:

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, Iterable, Mapping, Sequence, Tuple, Union
 
 __all__ = [
@@ -214,6 +214,37 @@ class RunPolicyEnded:
             out[name] = list(value) if isinstance(value, tuple) else value
         return out
 
+
+def _fast_init(cls: type) -> type:
+    """Replace a frozen slotted dataclass's ``__init__`` by one writing the slots directly.
+
+    The generated frozen ``__init__`` goes through ``object.__setattr__`` per field (~0.2 µs each, ~5 µs for a
+    step); the slot descriptors' own setters do the same in a third of the time, which keeps the lane's
+    per-step cost well under its 10 µs budget. Same keyword-only signature and defaults; no validation
+    (neither does the dataclass one).
+    """
+    params, body, env = [], [], {}
+    for i, f in enumerate(fields(cls)):
+        env[f"_set{i}"] = cls.__dict__[f.name].__set__
+        if f.default is not MISSING:
+            env[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        else:
+            params.append(f.name)
+        body.append(f"    _set{i}(self, {f.name})")
+    source = f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(body) + "\n"
+    namespace: dict = {}
+    exec(source, env, namespace)  # noqa: S102 - generated from the dataclass's own field names
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = cls.__init__.__doc__
+    cls.__init__ = init
+    return cls
+
+
+for _cls in (RunPolicyStarted, RunPolicyStep, RunPolicyEnded):
+    _fast_init(_cls)
+del _cls
 
 _ENDED_FIELDS = tuple(f.name for f in fields(RunPolicyEnded))
 

@@ -1,0 +1,50 @@
+"""QoS profiles shared by every node and client, so publishers and subscribers always match.
+
+- ``EVENT_QOS``: streams where every message counts (observer events): reliable, volatile, a deep queue so a
+  slow subscriber does not lose events during a burst.
+- ``LATCHED_QOS``: latest-state topics (``SafetyStop``, ``DriverStatus``, ``LeaseState``, ``JobStatus``):
+  reliable + transient_local depth 1, so a late subscriber (``ros2 topic echo`` started later) gets the
+  current state at once. Subscribers must use it too: a volatile subscriber never receives the latched
+  sample.
+- ``STATE_QOS``: periodic robot state (``joint_states``): reliable, volatile, keep_last 10. Reliable, so
+  ``ros2 topic echo`` and rosbag (reliable by default) match; a short queue, because only the latest
+  reading matters to the control loop.
+"""
+
+from __future__ import annotations
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+EVENT_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+LATCHED_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+
+STATE_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=10,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+SENSOR_QOS = STATE_QOS
+"""Alias: joint readings are the sensor stream of the arms."""
+
+DIAGNOSTICS_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=10,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""``/diagnostics`` as diagnostic_aggregator and rqt_runtime_monitor subscribe to it (default QoS, depth 10)."""
+
+__all__ = ["DIAGNOSTICS_QOS", "EVENT_QOS", "LATCHED_QOS", "SENSOR_QOS", "STATE_QOS"]

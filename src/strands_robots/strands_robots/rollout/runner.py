@@ -1,0 +1,691 @@
+"""PolicyRunner: the rollout control loop (DESIGN.md §5 "Rollout loop" and "Observer lane").
+
+One call of :meth:`PolicyRunner.run` is one rollout of ``n_episodes`` episodes. Per episode::
+
+    backend.reset(seed)            (before every episode, the first included)
+    policy.reset(task)
+    RunPolicyStarted               (from here on, exactly one RunPolicyEnded on every exit path)
+    loop:
+        pace                       (deadline grid; a cooperative stop ends the wait at once)
+        planned = chunks.next_action(backend.observe)
+        verdict = backend.send_action(planned.action)   (an exception is a coarse error: resolution unknown)
+        resolution                 (full / partial / none need a complete per-key breakdown, else unknown)
+        legacy hook                (recording + on_frame + cancellation: ok / cancelled / recording_error /
+                                    error / absent); legacy_steps_used increments after it
+        RunPolicyStep              (applied_action_index == legacy_step_index, also on the aborting step)
+        backend.advance(period); safety stop?; stop_when?; budget?
+    RunPolicyEnded                 (also the episode's result)
+
+A preflight refusal (invalid arguments, unknown provider, policy keys matching no actuator, a recording whose
+fps differs from the control frequency) returns ``{"status": "error", ...}`` before any event: it opens no
+lifecycle. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from strands_robots.arm.verdict import REASON_UNKNOWN_KEY, ActionVerdict
+from strands_robots.policies.base import EndEpisode, Policy
+from strands_robots.policies.registry import make_policy
+from strands_robots.rollout.backend import RobotBackend
+from strands_robots.rollout.chunks import ChunkPipeline, ChunkTelemetry
+from strands_robots.rollout.pacing import DeadlinePacer
+from strands_robots.rollout.stop import StopToken
+from strands_robots.simulation.observers import (
+    HOOK_ABSENT,
+    HOOK_CANCELLED,
+    HOOK_ERROR,
+    HOOK_OK,
+    HOOK_RECORDING_ERROR,
+    OUTCOME_CANCELLED,
+    OUTCOME_ERROR,
+    OUTCOME_OK,
+    RESOLUTION_FULL,
+    RESOLUTION_NONE,
+    RESOLUTION_PARTIAL,
+    RESOLUTION_UNKNOWN,
+    STOPPED_BUDGET,
+    STOPPED_CANCELLED,
+    STOPPED_ERROR,
+    STOPPED_POLICY_COMPLETED,
+    STOPPED_PREDICATE,
+    STOPPED_SAFETY_STOP,
+    CooperativeStop,
+    Observer,
+    ObserverLane,
+    RunPolicyEnded,
+    RunPolicyStarted,
+    RunPolicyStep,
+)
+
+__all__ = [
+    "PolicyRunner", "PreflightRefused", "UnknownActionKeys", "classify_verdict", "FAIL_FAST_STEPS", "DEFAULT_MAX_ONFRAME_FAILURES",
+    "STATUS_SUCCESS", "STATUS_ERROR",
+]
+
+STATUS_SUCCESS = "success"
+STATUS_ERROR = "error"
+# Stop with an error when each of the first min(FAIL_FAST_STEPS, budget) steps applied nothing because every
+# emitted key was unknown: the policy speaks another robot's key names.
+FAIL_FAST_STEPS = 3
+# The on_frame watchdog: this many failing hooks are tolerated, one more stops the episode with an error.
+# Observer failures never count here.
+DEFAULT_MAX_ONFRAME_FAILURES = 3
+DEFAULT_INFERENCE_TIMEOUT_S = 10.0
+
+OnFrame = Callable[[int, Mapping[str, Any], Mapping[str, float]], Any]
+StopWhen = Callable[[Mapping[str, Any]], bool]
+
+
+class PreflightRefused(ValueError):
+    """The rollout was refused before any episode started (no lifecycle was opened)."""
+
+
+class _HookAbort(Exception):
+    """Internal: the legacy hook aborted the episode (recording failure, on_frame watchdog)."""
+
+    def __init__(self, error: BaseException, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class UnknownActionKeys(ValueError):
+    """Fail fast: the first steps applied nothing because every emitted key was unknown to the robot."""
+
+
+def classify_verdict(action: Mapping[str, Any], verdict: Any) -> tuple:
+    """``(resolution, applied, unresolved, reasons, error)`` of one ``send_action``.
+
+    ``partial`` and ``none`` need a complete breakdown: no duplicates, applied and unresolved disjoint, their
+    union equal to the emitted keys, one reason per unresolved key. Anything else (a coarse error, a malformed
+    or incomplete verdict) is ``unknown`` with empty key tuples and the error text.
+    """
+    if not isinstance(verdict, ActionVerdict):
+        return RESOLUTION_UNKNOWN, (), (), (), f"backend returned {type(verdict).__name__}, not an ActionVerdict"
+    if verdict.error:
+        return RESOLUTION_UNKNOWN, (), (), (), verdict.error
+    applied = verdict.applied_keys
+    unresolved = verdict.unresolved_keys
+    reasons = verdict.unresolved_reasons
+    n = len(action)
+    if len(applied) + len(unresolved) == n and len(reasons) == len(unresolved):
+        keys = set(applied)
+        keys.update(unresolved)
+        if len(keys) == n and action.keys() == keys:
+            if not unresolved and n:
+                return RESOLUTION_FULL, tuple(applied), (), (), ""
+            if applied:
+                return RESOLUTION_PARTIAL, tuple(applied), tuple(unresolved), tuple(reasons), ""
+            return RESOLUTION_NONE, (), tuple(unresolved), tuple(reasons), ""
+    return (RESOLUTION_UNKNOWN, (), (), (),
+            f"incomplete per-key verdict: applied {list(applied)}, unresolved {list(unresolved)} "
+            f"({len(reasons)} reasons) for emitted {list(action.keys())}")
+
+
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PreflightRefused(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _positive_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise PreflightRefused(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _backend_joint_limits(backend: Any) -> dict:
+    """``{key: (lower, upper)}`` when the backend can tell (``joint_limits()`` or an in-process core)."""
+    getter = getattr(backend, "joint_limits", None)
+    try:
+        if callable(getter):
+            return dict(getter())
+        core = getattr(backend, "core", None)
+        specs = getattr(core, "joint_specs", None)
+        if callable(specs):
+            return {k: (s.lower, s.upper) for k, s in specs().items()}
+    except Exception:  # limits only shape the mock's motion; without them it uses its own amplitude
+        return {}
+    return {}
+
+
+class _Settings:
+    """The validated arguments of one run."""
+
+    __slots__ = ("policy_name", "policy", "instruction", "control_frequency", "period_s", "action_horizon",
+                 "fast_mode", "total_steps", "max_onframe_failures", "seed", "n_episodes", "reset_between",
+                 "async_rtc", "inference_timeout_s", "stop_when", "on_frame", "hook_present", "record",
+                 "recording_dir", "fps", "task_extra", "actuator_keys", "joint_limits", "recorder_cls",
+                 "recording_error_cls")
+
+
+class PolicyRunner:
+    """Runs policies on one robot backend.
+
+    :param backend: the robot (:class:`~strands_robots.rollout.backend.RobotBackend`).
+    :param robot_name: reported as ``RunPolicyStarted.robot_name``.
+    :param stop: the cooperative stop token; :meth:`request_stop` sets it. A stop requested before ``run`` is
+        seen before the first step (it is cleared only by :meth:`StopToken.clear`).
+    """
+
+    def __init__(self, backend: RobotBackend, *, robot_name: str = "robot", stop: "StopToken | None" = None) -> None:
+        for method in ("action_keys", "observe", "send_action", "reset", "advance", "safety_stop_detail"):
+            if not callable(getattr(backend, method, None)):
+                raise TypeError(f"backend lacks {method}(); it must implement RobotBackend")
+        self.backend = backend
+        self.robot_name = str(robot_name)
+        self._stop_supplied = stop is not None
+        self.stop = stop if stop is not None else StopToken()
+        self._pacer: "DeadlinePacer | None" = None
+
+    # -- control from other threads ---------------------------------------------------------------------------
+    def request_stop(self, reason: str = "cancelled") -> None:
+        """Cooperative stop: takes effect within one control period, also during a deadline wait."""
+        self.stop.request(reason)
+
+    def pause(self) -> None:
+        """Operator takeover: the loop holds before its next step and the budget clock stands still."""
+        pacer = self._pacer
+        if pacer is not None:
+            pacer.pause()
+
+    def resume(self) -> None:
+        """End of takeover: the policy's ``resume`` is called and the loop continues from the current state."""
+        pacer = self._pacer
+        if pacer is not None:
+            pacer.resume()
+
+    # -- the rollout ----------------------------------------------------------------------------------------
+    def run(
+        self,
+        policy_provider: "str | Policy" = "mock",
+        *,
+        policy_config: "Mapping[str, Any] | None" = None,
+        instruction: str = "",
+        duration: float = 10.0,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        fast_mode: bool = False,
+        n_steps: "int | None" = None,
+        max_steps: "int | None" = None,
+        max_onframe_failures: int = DEFAULT_MAX_ONFRAME_FAILURES,
+        seed: "int | None" = None,
+        n_episodes: int = 1,
+        reset_between: bool = True,
+        async_rtc: bool = False,
+        rtc_inference_timeout_s: float = DEFAULT_INFERENCE_TIMEOUT_S,
+        stop_when: "StopWhen | None" = None,
+        observer: "Observer | Sequence[Observer] | None" = None,
+        on_frame: "OnFrame | None" = None,
+        record: bool = False,
+        recording_dir: "str | None" = None,
+        fps: "float | None" = None,
+        task: "Mapping[str, Any] | None" = None,
+    ) -> dict:
+        """Run ``n_episodes`` episodes of a policy and return the results.
+
+        :param policy_provider: a provider name for :func:`make_policy` or a policy object.
+        :param policy_config: the provider's options.
+        :param instruction: language instruction (``task["instruction"]``).
+        :param duration: seconds per episode; the step budget is ``round(duration * control_frequency)``.
+        :param control_frequency: control rate in Hz.
+        :param action_horizon: maximum actions used per inferred chunk.
+        :param fast_mode: no pacing (as fast as the loop runs); robot time still advances one period per step.
+        :param n_steps: step budget per episode, instead of ``duration``.
+        :param max_steps: cap on the step budget.
+        :param max_onframe_failures: failing ``on_frame`` hooks tolerated per episode (observer failures never
+            count here).
+        :param seed: reset seed of episode 0; episode ``i`` uses ``seed + i``.
+        :param n_episodes: episodes to run; each is its own lifecycle with its own ``run_id``.
+        :param reset_between: reset the backend before episodes after the first (the first is always reset).
+        :param async_rtc: prefetch chunks asynchronously.
+        :param rtc_inference_timeout_s: async: longest wait for a chunk at a boundary (then an error).
+        :param stop_when: ``predicate(observation) -> bool`` checked after every step on a fresh observation;
+            true ends the episode with ``stopped_reason`` ``predicate``.
+        :param observer: a callable or sequence of callables receiving every event (the observer lane).
+        :param on_frame: the legacy per-frame hook ``on_frame(step, observation, action)``; raising
+            ``CooperativeStop`` cancels, any other exception counts toward ``max_onframe_failures``.
+        :param record: record every episode (MCAP) into ``recording_dir``.
+        :param fps: recording frame rate; must equal ``control_frequency`` (default: equal).
+        :param task: extra task fields handed to ``policy.reset``.
+        :returns: ``{"status": "success"|"error", "episodes": [result, ...], "observer_failures": n}``; a
+            preflight refusal adds ``error_type`` and ``error_message`` and has no episodes.
+        """
+        lane = None
+        try:
+            lane = ObserverLane(observer)
+            settings = self._preflight(
+                policy_provider, policy_config, instruction, duration, control_frequency, action_horizon,
+                fast_mode, n_steps, max_steps, max_onframe_failures, seed, n_episodes, reset_between, async_rtc,
+                rtc_inference_timeout_s, stop_when, on_frame, record, recording_dir, fps, task)
+        except Exception as exc:
+            return {"status": STATUS_ERROR, "episodes": [], "observer_failures": 0,
+                    "error_type": type(exc).__name__ if not isinstance(exc, PreflightRefused) else "ValueError",
+                    "error_message": str(exc)}
+
+        episodes: list = []
+        status = STATUS_SUCCESS
+        run_error: "tuple[str, str] | None" = None
+        for index in range(settings.n_episodes):
+            try:
+                result = self._episode(settings, lane, index)
+            except _SetupFailed as exc:  # before Started: no lifecycle for this episode
+                status = STATUS_ERROR
+                run_error = (type(exc.error).__name__, str(exc.error))
+                break
+            episodes.append(result)
+            if result["outcome"] == OUTCOME_ERROR:
+                status = STATUS_ERROR
+            if result["outcome"] != OUTCOME_OK:
+                break  # a cancel ends the call; an error (safety stop, failure) would repeat
+        if not self._stop_supplied:
+            self.stop.clear()  # our own token: a stop asked during this call does not leak into the next
+        out = {"status": status, "episodes": episodes, "observer_failures": lane.total_failures}
+        if run_error is not None:
+            out["error_type"], out["error_message"] = run_error
+        return out
+
+    # -- preflight ------------------------------------------------------------------------------------------
+    def _preflight(self, policy_provider, policy_config, instruction, duration, control_frequency, action_horizon,
+                   fast_mode, n_steps, max_steps, max_onframe_failures, seed, n_episodes, reset_between, async_rtc,
+                   rtc_inference_timeout_s, stop_when, on_frame, record, recording_dir, fps, task) -> _Settings:
+        s = _Settings()
+        s.control_frequency = _positive_float("control_frequency", control_frequency)
+        s.period_s = 1.0 / s.control_frequency
+        s.action_horizon = _positive_int("action_horizon", action_horizon)
+        s.n_episodes = _positive_int("n_episodes", n_episodes)
+        s.max_onframe_failures = _positive_int("max_onframe_failures", max_onframe_failures, minimum=0)
+        if n_steps is not None:
+            total = _positive_int("n_steps", n_steps)
+        else:
+            total = int(round(_positive_float("duration", duration) * s.control_frequency))
+            if total < 1:
+                raise PreflightRefused(f"duration {duration!r} s at {s.control_frequency:g} Hz is less than one step")
+        if max_steps is not None:
+            total = min(total, _positive_int("max_steps", max_steps))
+        s.total_steps = total
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise PreflightRefused(f"seed must be an integer or None, got {seed!r}")
+        s.seed = seed
+        s.fast_mode = bool(fast_mode)
+        s.reset_between = bool(reset_between)
+        s.async_rtc = bool(async_rtc)
+        s.inference_timeout_s = _positive_float("rtc_inference_timeout_s", rtc_inference_timeout_s)
+        if stop_when is not None and not callable(stop_when):
+            raise PreflightRefused(f"stop_when must be callable, got {stop_when!r}")
+        if on_frame is not None and not callable(on_frame):
+            raise PreflightRefused(f"on_frame must be callable, got {on_frame!r}")
+        s.stop_when = stop_when
+        s.on_frame = on_frame
+        if instruction is None:
+            instruction = ""
+        if not isinstance(instruction, str):
+            raise PreflightRefused(f"instruction must be a string, got {instruction!r}")
+        s.instruction = instruction
+
+        s.record = bool(record)
+        s.recording_dir = recording_dir
+        s.fps = None
+        s.recorder_cls = None
+        s.recording_error_cls = None
+        if s.record:
+            if not recording_dir:
+                raise PreflightRefused("record=True needs recording_dir")
+            rec_fps = s.control_frequency if fps is None else _positive_float("fps", fps)
+            if rec_fps != s.control_frequency:
+                raise PreflightRefused(
+                    f"recording fps ({rec_fps:g}) must equal control_frequency ({s.control_frequency:g}): "
+                    "every control step is one frame")
+            s.fps = rec_fps
+            from strands_robots.rollout import recording  # only when recording: it imports mcap
+
+            s.recorder_cls = recording.EpisodeRecorder
+            s.recording_error_cls = recording.RecordingError
+        s.hook_present = s.record or on_frame is not None or self._stop_supplied
+
+        keys = tuple(self.backend.action_keys())
+        if not keys:
+            raise PreflightRefused("the backend reports no action keys")
+        s.actuator_keys = keys
+        s.joint_limits = _backend_joint_limits(self.backend)
+        s.task_extra = dict(task) if task else {}
+
+        s.policy_name = policy_provider if isinstance(policy_provider, str) else type(policy_provider).__name__
+        s.policy = make_policy(policy_provider, policy_config)
+        # Episode 0's policy reset happens here so a policy speaking another robot's keys is refused up front.
+        s.policy.reset(self._task(s, 0))
+        declared = getattr(s.policy, "action_keys", None)
+        if isinstance(declared, (tuple, list)) and declared and all(isinstance(k, str) for k in declared):
+            if not set(declared) & set(keys):
+                raise PreflightRefused(
+                    f"policy {s.policy_name!r} emits keys that match no actuator ({', '.join(declared)}); "
+                    f"valid keys: {', '.join(keys)}")
+        return s
+
+    def _task(self, s: _Settings, episode_index: int) -> dict:
+        task = {
+            "instruction": s.instruction,
+            "action_keys": s.actuator_keys,
+            "joint_limits": s.joint_limits,
+            "control_frequency": s.control_frequency,
+            "action_horizon": s.action_horizon,
+            "episode_index": episode_index,
+        }
+        task.update(s.task_extra)
+        return task
+
+    # -- one episode ----------------------------------------------------------------------------------------
+    def _episode(self, s: _Settings, lane: ObserverLane, index: int) -> dict:
+        backend = self.backend
+        recorder = None
+        try:
+            if index == 0 or s.reset_between:
+                backend.reset(None if s.seed is None else s.seed + index)
+            if index > 0:
+                s.policy.reset(self._task(s, index))
+            run_id = lane.open_run()
+            if s.record:
+                import os
+
+                os.makedirs(s.recording_dir, exist_ok=True)
+                path = os.path.join(s.recording_dir, f"episode_{index:04d}_{run_id[:8]}.mcap")
+                recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps)
+            pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop)
+        except Exception as exc:
+            if recorder is not None:
+                try:
+                    recorder.close()
+                except Exception:
+                    pass
+            raise _SetupFailed(exc) from exc
+
+        st = _EpisodeState()
+        recording_path = str(recorder.path) if recorder is not None else ""
+        in_flight: "BaseException | None" = None
+        propagate = False
+        pipelines: list = []
+        try:
+            seq, mono, utc = lane.stamp()
+            started = RunPolicyStarted(
+                run_id=run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc, robot_name=self.robot_name,
+                policy=s.policy_name, instruction=s.instruction, control_frequency=s.control_frequency,
+                action_horizon=s.action_horizon, total_steps=s.total_steps, async_rtc=s.async_rtc,
+                episode_index=index, n_episodes=s.n_episodes, actuator_keys=s.actuator_keys,
+                recording_path=recording_path)
+            pacer.start()
+            self._pacer = pacer
+            lane.dispatch(started)
+            if recorder is not None:
+                self._write_event(recorder, started, s)
+            self._loop(s, lane, pacer, recorder, st, pipelines)
+        except EndEpisode as exc:
+            st.finish(STOPPED_POLICY_COMPLETED, OUTCOME_OK, str(exc))
+        except CooperativeStop as exc:
+            st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, exc.reason)
+        except _HookAbort as exc:
+            st.finish(STOPPED_ERROR, OUTCOME_ERROR, str(exc), exc.error)
+        except Exception as exc:
+            st.finish(STOPPED_ERROR, OUTCOME_ERROR, f"{type(exc).__name__}: {exc}", exc)
+        except BaseException as exc:  # KeyboardInterrupt & co.: Ended first, then it propagates
+            st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, f"interrupted by {type(exc).__name__}")
+            in_flight = exc
+            propagate = True
+        finally:
+            self._pacer = None
+            for pipeline in pipelines:
+                try:
+                    pipeline.close()
+                except Exception:
+                    pass
+            if in_flight is None:
+                in_flight = sys.exc_info()[1]  # anything escaping the handlers above
+            ended = self._ended(s, lane, pacer, st, pipelines, recording_path)
+            try:
+                if recorder is not None:
+                    self._write_event(recorder, ended, s)
+                    recorder.close()
+            except Exception:  # the Ended is already built; the count it carries is what was written
+                pass
+            lane.dispatch(ended, unwinding=in_flight)
+        result = ended.to_result()
+        result["observer_failures"] = lane.run_failures
+        if propagate:
+            raise in_flight  # type: ignore[misc]
+        return result
+
+    @staticmethod
+    def _write_event(recorder: Any, event: Any, s: _Settings) -> None:
+        write = getattr(recorder, "write_event", None)
+        if write is not None:
+            write(event)
+
+    def _loop(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, recorder: Any, st: "_EpisodeState",
+              pipelines: list) -> None:
+        backend = self.backend
+        observe = backend.observe
+        send_action = backend.send_action
+        advance = backend.advance
+        safety_detail = backend.safety_stop_detail
+        stop = self.stop
+        period = s.period_s
+        total = s.total_steps
+        on_frame = s.on_frame
+        stop_when = s.stop_when
+        hook_present = s.hook_present
+        recording_error = s.recording_error_cls
+        max_onframe = s.max_onframe_failures
+        fail_fast_n = min(FAIL_FAST_STEPS, total)
+        clock = time.perf_counter_ns
+        run_id = lane.run_id
+        stamp = lane.stamp
+        dispatch = lane.dispatch
+
+        def new_pipeline() -> ChunkPipeline:
+            p = ChunkPipeline(s.policy, action_horizon=s.action_horizon, async_prefetch=s.async_rtc,
+                              inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None)
+            pipelines.append(p)
+            return p
+
+        pipeline = new_pipeline()
+        index = 0
+        while True:
+            if not pacer.wait():
+                st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
+                return
+            if pacer.take_resumed():  # after a takeover: continue from the arm's current state
+                s.policy.resume(observe())
+                pipeline.close()
+                pipeline = new_pipeline()
+            step_start = clock()
+            deadline_missed = pacer.last_dropped > 0
+            planned = pipeline.next_action(observe)
+            action = planned.action
+            observation = planned.observation
+            try:
+                verdict = send_action(action)
+            except Exception as exc:  # a coarse error: nothing known about what reached the arms
+                verdict = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
+            st.applied_actions = index + 1
+            resolution, applied, unresolved, reasons, error = classify_verdict(action, verdict)
+            if resolution is RESOLUTION_FULL:
+                st.full += 1
+            elif resolution is RESOLUTION_PARTIAL:
+                st.partial += 1
+            elif resolution is RESOLUTION_NONE:
+                st.none += 1
+            else:
+                st.unknown += 1
+                st.action_errors.append(f"step {index}: {error}")
+
+            # The legacy hook: recording, on_frame, cancellation check.
+            abort: "BaseException | None" = None
+            if hook_present:
+                outcome = HOOK_OK
+                try:
+                    if recorder is not None:
+                        recorder.write_step(index, lane.utc_of(time.monotonic_ns()), observation, action, verdict)
+                        st.recorded_frames += 1
+                    if on_frame is not None:
+                        try:
+                            on_frame(index, observation, action)
+                        except Exception as exc:
+                            st.onframe_failures += 1
+                            outcome = HOOK_ERROR
+                            if st.onframe_failures > max_onframe:
+                                raise _HookAbort(exc, f"on_frame failed {st.onframe_failures} times "
+                                                      f"(max_onframe_failures={max_onframe}); last: "
+                                                      f"{type(exc).__name__}: {exc}") from exc
+                    stop.check()
+                except CooperativeStop as exc:
+                    outcome = HOOK_CANCELLED
+                    abort = exc
+                except _HookAbort as exc:
+                    outcome = HOOK_ERROR
+                    abort = exc
+                except Exception as exc:
+                    if recording_error and isinstance(exc, recording_error):
+                        outcome = HOOK_RECORDING_ERROR
+                        abort = _HookAbort(exc, f"recording failed at step {index}: {type(exc).__name__}: {exc}")
+                    else:
+                        raise
+                if abort is None:
+                    st.legacy_steps_used = index + 1
+            else:
+                outcome = HOOK_ABSENT
+                st.legacy_steps_used = index + 1
+
+            seq, mono, utc = stamp()
+            event = RunPolicyStep(
+                run_id=run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc, applied_action_index=index,
+                legacy_step_index=index, action_resolution=resolution, applied_action_keys=applied,
+                unresolved_action_keys=unresolved, unresolved_action_reasons=reasons, action_error=error,
+                observation_is_chunk_reused=planned.is_chunk_reused, observation_age_steps=planned.age_steps,
+                legacy_hook_outcome=outcome, chunk_index=planned.chunk_index, elapsed_s=pacer.elapsed_s,
+                sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=deadline_missed,
+                observation=observation, action=action)
+            st.sim_time_s = event.sim_time_s
+            dispatch(event)
+            if recorder is not None and abort is None:
+                try:
+                    self._write_event(recorder, event, s)
+                except Exception as exc:
+                    if recording_error and isinstance(exc, recording_error):
+                        raise _HookAbort(exc, f"recording failed at step {index}: {type(exc).__name__}: {exc}")
+                    raise
+            if abort is not None:
+                raise abort
+            index += 1
+
+            if index <= fail_fast_n:
+                if resolution is RESOLUTION_NONE and all(r == REASON_UNKNOWN_KEY for r in reasons):
+                    st.unknown_key_steps += 1
+                if index == fail_fast_n and st.unknown_key_steps == fail_fast_n:
+                    raise UnknownActionKeys(
+                        f"the policy's keys match no actuator: the first {fail_fast_n} steps applied nothing "
+                        f"(emitted {', '.join(map(str, action.keys()))}); valid keys: "
+                        f"{', '.join(s.actuator_keys)}")
+
+            advance(period)
+            detail = safety_detail()
+            if detail:
+                st.finish(STOPPED_SAFETY_STOP, OUTCOME_ERROR, detail)
+                st.error_type = "SafetyStop"
+                st.error_message = detail
+                return
+            if stop_when is not None and stop_when(observe()):
+                st.finish(STOPPED_PREDICATE, OUTCOME_OK, "stop_when returned true")
+                return
+            if index >= total:
+                st.finish(STOPPED_BUDGET, OUTCOME_OK, f"{total} steps")
+                return
+            pipeline.note_step_duration((clock() - step_start) / 1e9)
+
+    def _ended(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, st: "_EpisodeState",
+               pipelines: list, recording_path: str) -> RunPolicyEnded:
+        tele = _merge_telemetry(pipelines)
+        resolved = st.full + st.partial + st.none
+        if not st.stopped_reason:  # an exit no handler classified (cannot happen short of a bug): say so
+            st.finish(STOPPED_ERROR, OUTCOME_ERROR, "rollout ended without a stop reason")
+        try:
+            sim_time = float(self.backend.observe().get("sim_time_s", st.sim_time_s))
+        except Exception:  # the robot is gone; report the last time seen
+            sim_time = st.sim_time_s
+        seq, mono, utc = lane.stamp()
+        return RunPolicyEnded(
+            run_id=lane.run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc,
+            outcome=st.outcome, stopped_reason=st.stopped_reason, end_detail=st.end_detail,
+            applied_actions=st.applied_actions, legacy_steps_used=st.legacy_steps_used,
+            action_errors=tuple(st.action_errors),
+            full_count=st.full, partial_count=st.partial, none_count=st.none, unknown_count=st.unknown,
+            full_rate=st.full / resolved if resolved else 0.0,
+            partial_rate=st.partial / resolved if resolved else 0.0,
+            none_rate=st.none / resolved if resolved else 0.0,
+            observer_failures=lane.run_failures, missed_deadlines=pacer.missed_deadlines,
+            chunks_inferred=tele.chunks_inferred, prefetch_hits=tele.prefetch_hits,
+            prefetch_blocks=tele.prefetch_blocks, inference_latency_p50_s=tele.latency_p50_s,
+            inference_latency_max_s=tele.latency_max_s,
+            elapsed_s=pacer.elapsed_s if pacer.started else 0.0, paused_s=pacer.paused_s,
+            sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
+            recording_path=recording_path, recorded_frames=st.recorded_frames)
+
+
+class _SetupFailed(Exception):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _EpisodeState:
+    __slots__ = ("applied_actions", "legacy_steps_used", "action_errors", "full", "partial", "none", "unknown",
+                 "onframe_failures", "unknown_key_steps", "recorded_frames", "sim_time_s", "stopped_reason",
+                 "outcome", "end_detail", "error_type", "error_message")
+
+    def __init__(self) -> None:
+        self.applied_actions = 0
+        self.legacy_steps_used = 0
+        self.action_errors: list = []
+        self.full = self.partial = self.none = self.unknown = 0
+        self.onframe_failures = 0
+        self.unknown_key_steps = 0
+        self.recorded_frames = 0
+        self.sim_time_s = 0.0
+        self.stopped_reason = ""
+        self.outcome = ""
+        self.end_detail = ""
+        self.error_type = ""
+        self.error_message = ""
+
+    def finish(self, reason: str, outcome: str, detail: str = "", error: "BaseException | None" = None) -> None:
+        self.stopped_reason = reason
+        self.outcome = outcome
+        self.end_detail = detail
+        if error is not None:
+            self.error_type = type(error).__name__
+            self.error_message = str(error)
+
+
+def _merge_telemetry(pipelines: list) -> ChunkTelemetry:
+    """One episode's chunk figures; a takeover restarts the pipeline, so sum counts and combine latencies."""
+    parts = []
+    for p in pipelines:
+        try:
+            parts.append(p.telemetry)
+        except Exception:
+            pass
+    if not parts:
+        return ChunkTelemetry(0, 0, 0, 0.0, 0.0)
+    if len(parts) == 1:
+        return parts[0]
+    return ChunkTelemetry(
+        chunks_inferred=sum(t.chunks_inferred for t in parts),
+        prefetch_hits=sum(t.prefetch_hits for t in parts),
+        prefetch_blocks=sum(t.prefetch_blocks for t in parts),
+        latency_p50_s=statistics.median(t.latency_p50_s for t in parts if t.chunks_inferred) if any(
+            t.chunks_inferred for t in parts) else 0.0,
+        latency_max_s=max(t.latency_max_s for t in parts),
+    )

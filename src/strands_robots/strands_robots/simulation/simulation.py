@@ -1,0 +1,158 @@
+"""The in-process simulation of the spec: named robots (MuJoCo two-arm drivers) and ``run_policy``.
+
+::
+
+    from strands_robots.simulation import Simulation
+    sim = Simulation()
+    sim.add_robot("alice")
+    sim.run_policy(robot_name="alice", policy_provider="mock", observer=watch)
+
+``run_policy`` takes the peer's keyword arguments with the same meaning and returns the rollout result
+(:meth:`strands_robots.rollout.runner.PolicyRunner.run`). The simulation is reset before every episode, the
+first included. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping, Sequence
+
+from strands_robots.rollout.runner import DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_MAX_ONFRAME_FAILURES, PolicyRunner
+from strands_robots.rollout.stop import StopToken
+
+__all__ = ["Simulation", "SimRobot"]
+
+
+class SimRobot:
+    """One named robot of a :class:`Simulation`: its backend, runner and stop token."""
+
+    def __init__(self, name: str, backend: Any) -> None:
+        self.name = name
+        self.backend = backend
+        self.stop_token = StopToken()
+        self.runner = PolicyRunner(backend, robot_name=name, stop=self.stop_token)
+        self.lock = threading.Lock()  # one rollout per robot at a time
+
+    @property
+    def core(self) -> Any:
+        """The driver core (in-process backends)."""
+        return getattr(self.backend, "core", None)
+
+
+class Simulation:
+    """Named simulated robots, each a MuJoCo two-arm :class:`~strands_robots.arm.driver.DriverCore` driven
+    through :class:`~strands_robots.arm.backend.InProcessBackend`."""
+
+    def __init__(self) -> None:
+        self._robots: dict = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def with_robot(cls, name: str = "alice", **kwargs: Any) -> "Simulation":
+        """A simulation holding one robot ``name`` (see :meth:`add_robot` for ``kwargs``)."""
+        sim = cls()
+        sim.add_robot(name, **kwargs)
+        return sim
+
+    def add_robot(self, name: str, *, backend: Any = None, config: Any = None, model_path: "str | None" = None) -> SimRobot:
+        """Add a robot.
+
+        :param name: unique robot name (``run_policy(robot_name=name)``).
+        :param backend: a ready :class:`~strands_robots.rollout.backend.RobotBackend` (tests, hardware);
+            default: a simulated MuJoCo driver core in process.
+        :param config: a :class:`~strands_robots.arm.config.DriverConfig` for the simulated core.
+        :param model_path: an MJCF replacing the bundled model.
+        :raises ValueError: the name is empty or taken.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"robot name must be a non-empty string, got {name!r}")
+        with self._lock:
+            if name in self._robots:
+                raise ValueError(f"robot {name!r} already exists")
+        if backend is None:
+            from strands_robots.arm.backend import InProcessBackend
+            from strands_robots.arm.driver import DriverCore
+
+            backend = InProcessBackend(DriverCore.simulated(config, model_path=model_path))
+        robot = SimRobot(name, backend)
+        with self._lock:
+            if name in self._robots:
+                raise ValueError(f"robot {name!r} already exists")
+            self._robots[name] = robot
+        return robot
+
+    def remove_robot(self, name: str) -> None:
+        with self._lock:
+            self._robots.pop(name, None)
+
+    @property
+    def robot_names(self) -> tuple:
+        with self._lock:
+            return tuple(self._robots)
+
+    def robot(self, name: str) -> SimRobot:
+        with self._lock:
+            robot = self._robots.get(name)
+            known = sorted(self._robots)
+        if robot is None:
+            raise KeyError(f"no robot named {name!r}; robots: {', '.join(known) or '(none)'}")
+        return robot
+
+    def stop(self, robot_name: "str | None" = None, reason: str = "cancelled") -> None:
+        """Cooperatively stop the rollout of ``robot_name`` (every robot when None) within one period."""
+        with self._lock:
+            robots = list(self._robots.values()) if robot_name is None else [self._robots[robot_name]]
+        for robot in robots:
+            robot.stop_token.request(reason)
+
+    def run_policy(
+        self,
+        robot_name: str,
+        policy_provider: Any = "mock",
+        *,
+        policy_config: "Mapping[str, Any] | None" = None,
+        instruction: str = "",
+        duration: float = 10.0,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        fast_mode: bool = False,
+        n_steps: "int | None" = None,
+        max_steps: "int | None" = None,
+        max_onframe_failures: int = DEFAULT_MAX_ONFRAME_FAILURES,
+        seed: "int | None" = None,
+        n_episodes: int = 1,
+        reset_between: bool = True,
+        async_rtc: bool = False,
+        rtc_inference_timeout_s: float = DEFAULT_INFERENCE_TIMEOUT_S,
+        stop_when: Any = None,
+        observer: Any = None,
+        on_frame: Any = None,
+        record: bool = False,
+        recording_dir: "str | None" = None,
+        fps: "float | None" = None,
+    ) -> dict:
+        """Run a policy on one robot; the peer's keyword arguments, same meaning.
+
+        See :meth:`PolicyRunner.run` for every argument; ``observer`` is a callable or a list of them
+        receiving ``RunPolicyStarted`` / ``RunPolicyStep`` / ``RunPolicyEnded``. An unknown robot is refused
+        like any other preflight failure (``{"status": "error", ...}``, no events).
+        """
+        try:
+            robot = self.robot(robot_name)
+        except KeyError as exc:
+            return {"status": "error", "episodes": [], "observer_failures": 0, "error_type": "ValueError",
+                    "error_message": exc.args[0]}
+        if not robot.lock.acquire(blocking=False):
+            return {"status": "error", "episodes": [], "observer_failures": 0, "error_type": "RuntimeError",
+                    "error_message": f"robot {robot_name!r} is already running a policy"}
+        try:
+            return robot.runner.run(
+                policy_provider, policy_config=policy_config, instruction=instruction, duration=duration,
+                control_frequency=control_frequency, action_horizon=action_horizon, fast_mode=fast_mode,
+                n_steps=n_steps, max_steps=max_steps, max_onframe_failures=max_onframe_failures, seed=seed,
+                n_episodes=n_episodes, reset_between=reset_between, async_rtc=async_rtc,
+                rtc_inference_timeout_s=rtc_inference_timeout_s, stop_when=stop_when, observer=observer,
+                on_frame=on_frame, record=record, recording_dir=recording_dir, fps=fps)
+        finally:
+            robot.stop_token.clear()  # a stop applies to the call it was asked during (or before)
+            robot.lock.release()

@@ -1,0 +1,316 @@
+"""strands_robots.convert: observer events, actions, verdicts, joint states and safety checks <-> messages."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from strands_robots import convert
+from strands_robots.arm.safety import SafetyCheck
+from strands_robots.arm.verdict import REASON_NON_FINITE, REASON_UNKNOWN_KEY, ActionVerdict
+from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep
+
+PKG_ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
+KEYS = tuple(f"{arm}.{joint}" for arm in ("left", "right")
+             for joint in ("joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6", "gripper"))
+UTC_NS = 1_760_000_000_123_456_789
+
+
+def _msgs():
+    return pytest.importorskip("strands_robots_msgs.msg", reason="generated messages not importable")
+
+
+def observation(sim_time_s: float = 12.5) -> dict:
+    obs = {}
+    for suffix, scale in (("pos", 0.1), ("vel", -0.01), ("effort", 1.5)):
+        obs.update({f"{k}.{suffix}": scale * (i + 1) for i, k in enumerate(KEYS)})
+    obs["sim_time_s"] = sim_time_s
+    return obs
+
+
+def started() -> RunPolicyStarted:
+    return RunPolicyStarted(
+        run_id="a" * 32, event_seq=0, monotonic_ns=5_000_000_001, utc_ns=UTC_NS, robot_name="bimanual",
+        policy="scripted", instruction="stack the cubes", control_frequency=500.0, action_horizon=8,
+        total_steps=5000, async_rtc=True, episode_index=1, n_episodes=3, actuator_keys=KEYS,
+        recording_path="/tmp/ep_0001.mcap")
+
+
+def step() -> RunPolicyStep:
+    return RunPolicyStep(
+        run_id="a" * 32, event_seq=7, monotonic_ns=5_014_000_001, utc_ns=UTC_NS + 14_000_000,
+        applied_action_index=6, legacy_step_index=6, action_resolution="partial",
+        applied_action_keys=KEYS[:-1], unresolved_action_keys=(KEYS[-1],),
+        unresolved_action_reasons=(REASON_NON_FINITE,), action_error="", observation_is_chunk_reused=True,
+        observation_age_steps=2, legacy_hook_outcome="ok", chunk_index=2, elapsed_s=0.014, sim_time_s=12.5,
+        deadline_missed=True, observation=observation(), action={k: 0.25 * i for i, k in enumerate(KEYS)})
+
+
+def ended() -> RunPolicyEnded:
+    return RunPolicyEnded(
+        run_id="a" * 32, event_seq=5001, monotonic_ns=15_000_000_001, utc_ns=UTC_NS + 10 ** 10,
+        outcome="error", stopped_reason="safety_stop", end_detail="right: joint 4 reads +3.4 N*m",
+        applied_actions=4999, legacy_steps_used=4998, action_errors=("step 12: driver timeout",),
+        full_count=4000, partial_count=900, none_count=98, unknown_count=1, full_rate=4000 / 4998,
+        partial_rate=900 / 4998, none_rate=98 / 4998, observer_failures=2, missed_deadlines=3,
+        chunks_inferred=625, prefetch_hits=600, prefetch_blocks=25, inference_latency_p50_s=0.004,
+        inference_latency_max_s=0.02, elapsed_s=9.998, paused_s=1.5, sim_time_s=10.0, error_type="SafetyStop",
+        error_message="arms stopped", recording_path="/tmp/ep_0001.mcap", recorded_frames=4999)
+
+
+EVENTS = {"started": started, "step": step, "ended": ended}
+
+
+# -- observer events ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", list(EVENTS))
+def test_event_dataclass_round_trips_through_message(kind, dds_echo):
+    event = EVENTS[kind]()
+    msg = convert.event_to_msg(event, dropped_before=3)
+
+    received = dds_echo(msg)
+
+    assert received.kind == kind
+    assert received.dropped_before == 3
+    assert (received.stamp.sec, received.stamp.nanosec) == divmod(event.utc_ns, 10 ** 9)
+    assert (received.run_id, received.event_seq, received.monotonic_ns, received.utc_ns,
+            received.schema_version) == (event.run_id, event.event_seq, event.monotonic_ns, event.utc_ns, 2)
+    assert {k: len(getattr(received, k)) for k in EVENTS} == {k: int(k == kind) for k in EVENTS}
+    assert convert.msg_to_event(received) == event
+    # the recorder's ROS-free dict form is the message's dict form
+    assert convert.msg_to_dict(received) == convert.event_to_dict(event, dropped_before=3)
+
+
+@pytest.mark.parametrize("kind", list(EVENTS))
+def test_event_dict_form_reads_back_to_the_same_event(kind):
+    event = EVENTS[kind]()
+    as_dict = convert.event_to_dict(event)
+    assert convert.msg_to_event(as_dict) == event
+    assert convert.msg_to_event(as_dict[kind][0]) == event  # a bare payload dict too
+
+
+def test_step_message_carries_numeric_observation_scalars_only():
+    np = pytest.importorskip("numpy")
+    obs = {"left.joint_1.pos": 0.5, "count": 3, "np_float": np.float32(0.25), "np_int": np.int64(7),
+           "image": np.zeros((4, 4, 3)), "joints": [0.1, 0.2], "label": "cube", "grasped": True, "none": None}
+    event = step()
+    event = RunPolicyStep(**{f.name: getattr(event, f.name) for f in fields(event) if f.name != "observation"},
+                          observation=obs)
+    payload = convert.event_to_dict(event)["step"][0]
+    assert payload["observation_keys"] == ["left.joint_1.pos", "count", "np_float", "np_int"]
+    assert payload["observation_values"] == [0.5, 3.0, 0.25, 7.0]
+    assert all(type(v) is float for v in payload["observation_values"])
+    if importlib_available("strands_robots_msgs.msg"):
+        msg = convert.event_to_msg(event).step[0]
+        assert list(msg.observation_keys) == payload["observation_keys"]
+        assert list(msg.observation_values) == payload["observation_values"]
+
+
+def importlib_available(name: str) -> bool:
+    try:
+        __import__(name)
+    except ImportError:
+        return False
+    return True
+
+
+def test_event_to_msg_coerces_numbers_the_message_would_misread():
+    """Kilted's setters check nothing by default and the C side reads an int in a float64 field as garbage."""
+    _msgs()
+    event = step()
+    event = RunPolicyStep(**{**{f.name: getattr(event, f.name) for f in fields(event)},
+                             "elapsed_s": 1, "sim_time_s": 2, "deadline_missed": 1})
+    payload = convert.event_to_msg(event).step[0]
+    assert (payload.elapsed_s, payload.sim_time_s, payload.deadline_missed) == (1.0, 2.0, True)
+    assert type(payload.elapsed_s) is float and payload.deadline_missed is True
+
+
+def test_payload_field_lists_match_messages_and_event_dataclasses():
+    for cls, names in ((RunPolicyStarted, convert.STARTED_FIELDS), (RunPolicyEnded, convert.ENDED_FIELDS)):
+        assert tuple(f.name for f in fields(cls)) == names
+    assert tuple(f.name for f in fields(RunPolicyStep)) == convert.STEP_FIELDS[:-4] + ("observation", "action")
+    msgs = pytest.importorskip("strands_robots_msgs.msg", reason="generated messages not importable")
+    assert tuple(msgs.RunPolicyStarted.get_fields_and_field_types()) == convert.STARTED_FIELDS
+    assert tuple(msgs.RunPolicyStep.get_fields_and_field_types()) == convert.STEP_FIELDS
+    assert tuple(msgs.RunPolicyEnded.get_fields_and_field_types()) == convert.ENDED_FIELDS
+    for kind in EVENTS:
+        assert getattr(msgs.ObserverEvent, f"KIND_{kind.upper()}") == kind
+
+
+def test_envelope_refuses_a_kind_without_exactly_one_payload():
+    as_dict = convert.event_to_dict(step())
+    as_dict["step"] = []
+    with pytest.raises(ValueError, match="0 step payloads"):
+        convert.msg_to_event(as_dict)
+    with pytest.raises(ValueError, match="unknown kind"):
+        convert.msg_to_event({**as_dict, "kind": "paused"})
+    with pytest.raises(TypeError, match="not an observer event"):
+        convert.event_to_dict(object())
+
+
+def test_convert_builds_event_dicts_without_ros_installed():
+    """The recorder's path: no rclpy, no generated messages, no rosidl anywhere on the import path."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        top = name.split('.')[0]\n"
+        "        if top in ('rclpy', 'rosidl_parser', 'builtin_interfaces', 'sensor_msgs', 'std_msgs')"
+        " or top.endswith('_msgs'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "sys.path.insert(0, 'test')\n"
+        "from strands_robots import convert\n"
+        "from test_convert import step, started, ended\n"
+        "for make in (started, step, ended):\n"
+        "    d = convert.event_to_dict(make(), dropped_before=1)\n"
+        "    assert convert.msg_to_event(d) == make()\n"
+        "assert convert.time_dict(-1) == {'sec': -1, 'nanosec': 999999999}\n"
+        "assert not [m for m in sys.modules if m.startswith(('rclpy', 'rosidl'))]\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=PKG_ROOT, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [PKG_ROOT, os.environ.get("PYTHONPATH", "")])})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+# -- actions and verdicts -------------------------------------------------------------------------------------
+def test_verdict_round_trip_keeps_breakdown_and_coarse_error(dds_echo):
+    breakdown = ActionVerdict(applied_keys=("left.joint_1", "left.joint_2"),
+                              unresolved_keys=("left.bogus", "right.joint_1"),
+                              unresolved_reasons=(REASON_UNKNOWN_KEY, REASON_NON_FINITE))
+    response = dds_echo(convert.verdict_to_response(breakdown, stopped=True, sim_time_s=3.25))
+    assert (response.stopped, response.sim_time_s) == (True, 3.25)
+    back = convert.response_to_verdict(response)
+    assert back == breakdown
+    assert back.reasons() == {"left.bogus": REASON_UNKNOWN_KEY, "right.joint_1": REASON_NON_FINITE}
+
+    coarse = ActionVerdict.coarse("driver unreachable")
+    back = convert.response_to_verdict(dds_echo(convert.verdict_to_response(coarse)))
+    assert back == coarse and back.is_coarse_error
+    assert back.applied_keys == back.unresolved_keys == ()
+
+    # a response that names an error is coarse even if a confused driver also listed keys
+    muddled = convert.verdict_to_response(coarse)
+    muddled.applied_keys = ["left.joint_1"]
+    assert convert.response_to_verdict(muddled) == coarse
+
+
+def test_action_round_trips_through_send_action_request_and_action_command(dds_echo):
+    action = {"right.gripper": 0.02, "left.joint_3": -1.25, "left.joint_1": float("nan")}
+    request = dds_echo(convert.action_to_request(action, lease_token="tok-1", step_index=41))
+    assert (request.lease_token, request.step_index) == ("tok-1", 41)
+    back = convert.request_to_action(request)
+    assert list(back) == list(action)  # emission order kept
+    assert back["left.joint_3"] == -1.25 and math.isnan(back["left.joint_1"])  # NaN reaches the driver
+
+    command = dds_echo(convert.action_to_command({"left.joint_1": 0.5}))
+    assert convert.command_to_action(command) == {"left.joint_1": 0.5}
+
+    with pytest.raises(TypeError):
+        convert.action_to_request({"left.joint_1": "fast"})
+    command.values = [0.5, 0.25]
+    with pytest.raises(ValueError, match="1 keys but 2 values"):
+        convert.command_to_action(command)
+
+
+# -- joint states ---------------------------------------------------------------------------------------------
+def test_joint_state_round_trip(dds_echo):
+    obs = observation(sim_time_s=12.5)
+    with_extras = {**obs, "camera.rgb": b"\x00" * 12, "task_done": 0.0}
+
+    msg = dds_echo(convert.observation_to_joint_state(with_extras, frame_id="world"))
+
+    assert list(msg.name) == list(KEYS)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (12, 500_000_000, "world")
+    assert convert.joint_state_to_observation(msg) == obs
+
+
+def test_joint_state_leaves_out_a_quantity_some_joint_lacks():
+    _msgs()
+    obs = {"left.joint_1.pos": 0.1, "left.joint_1.vel": 0.2, "left.joint_2.pos": 0.3, "sim_time_s": 1.0}
+    msg = convert.observation_to_joint_state(obs, stamp_ns=7_000_000_001)
+    assert list(msg.name) == ["left.joint_1", "left.joint_2"]
+    assert list(msg.position) == [0.1, 0.3] and len(msg.velocity) == 0 and len(msg.effort) == 0
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (7, 1)
+    back = convert.joint_state_to_observation(msg, sim_time_s=1.0)
+    assert back == {"left.joint_1.pos": 0.1, "left.joint_2.pos": 0.3, "sim_time_s": 1.0}
+
+
+# -- safety ---------------------------------------------------------------------------------------------------
+def test_safety_checks_become_a_safety_stop_with_the_spec_text(dds_echo):
+    checks = (SafetyCheck("right", "joint_4", "torque", 3.4, 3.0, "N*m"),
+              SafetyCheck("left", "gripper", "velocity", -2.25, 2.0, "rad/s"))
+    stop = dds_echo(convert.safety_stop_to_msg(checks, stamp_ns=UTC_NS))
+    assert stop.stopped and time_ns(stop.stamp) == UTC_NS
+    assert [c.text for c in stop.checks] == ["right: joint 4 reads +3.4 N*m", "left: gripper reads -2.2 rad/s"]
+    assert stop.detail == "right: joint 4 reads +3.4 N*m; left: gripper reads -2.2 rad/s"
+    assert convert.msg_to_safety_checks(stop) == checks
+
+    release = convert.safety_stop_to_msg((), stopped=False)
+    assert not release.stopped and list(release.checks) == [] and release.detail == ""
+
+
+def time_ns(stamp) -> int:
+    return convert.time_to_ns(stamp)
+
+
+# -- generic path and station types ---------------------------------------------------------------------------
+def test_station_types_convert_through_their_dict_forms():
+    _msgs()
+    task = {"task_id": "stack", "instruction": "stack the cubes", "layout": "two cubes",
+            "parameters": [{"key": "cubes", "value": "2"}],
+            "scoring": {"items": [{"name": "success", "question": "Stacked?", "answer_type": "yes_no",
+                                   "max_points": 1, "choices": [], "success_answer": "yes"}]}}
+    item = {"name": "success", "question": "Stacked?", "answer": "yes", "points": 1.0, "max_points": 1.0,
+            "is_success_item": True}
+    episode = {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True,
+               "score": 1.0, "items": [item], "task": task, "taken_over": False, "end_detail": "",
+               "run_id": "a" * 32}
+    status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
+              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": ""}
+
+    back = convert.msg_to_dict(convert.job_status_to_msg(status))
+    task["scoring"]["items"][0]["max_points"] = 1.0  # an int is accepted for a float field, read back a float
+    assert back == status
+    assert convert.msg_to_dict(convert.task_to_msg(task)) == task
+    assert convert.msg_to_dict(convert.scored_item_to_msg(item)) == item
+    assert convert.msg_to_dict(convert.episode_result_to_msg(episode)) == episode
+    assert convert.msg_to_dict(convert.dict_to_msg("strands_robots_msgs/EpisodeResult", {})) == \
+        convert.msg_to_dict(convert.message_class("strands_robots_msgs/msg/EpisodeResult")())
+
+
+def test_dict_to_msg_refuses_an_unknown_field():
+    _msgs()
+    with pytest.raises(KeyError, match="scroe"):
+        convert.dict_to_msg("strands_robots_msgs/msg/ScoredItem", {"name": "x", "scroe": 1.0})
+    with pytest.raises(KeyError, match="no field"):
+        convert.task_to_msg({"scoring": {"itmes": []}})
+
+
+def test_message_class_resolves_msg_srv_and_action_parts():
+    _msgs()
+    from strands_robots_msgs.action import RunEpisode
+    from strands_robots_msgs.msg import Task
+    from strands_robots_msgs.srv import SendAction
+
+    assert convert.message_class("strands_robots_msgs/Task") is Task
+    assert convert.message_class("strands_robots_msgs/srv/SendAction.Request") is SendAction.Request
+    assert convert.message_class("strands_robots_msgs/srv/SendAction_Response") is SendAction.Response
+    assert convert.message_class("strands_robots_msgs/action/RunEpisode_Goal") is RunEpisode.Goal
+    with pytest.raises(ValueError):
+        convert.message_class("Task")
+
+
+def test_time_conversions_keep_nanoseconds_and_negative_times():
+    assert convert.time_dict(UTC_NS) == {"sec": 1_760_000_000, "nanosec": 123_456_789}
+    assert convert.time_to_ns(convert.time_dict(-1)) == -1
+    assert convert.seconds_to_ns(0.1) == 100_000_000
+    if importlib_available("builtin_interfaces.msg"):
+        assert convert.time_to_ns(convert.time_msg(UTC_NS)) == UTC_NS
