@@ -160,7 +160,7 @@ def test_event_objects_are_borrowed_not_copied():
 
 
 def test_blocking_observer_overrun_drops_deadline_without_catch_up():
-    period = 0.01
+    period = 0.02
 
     def observer(event):
         if isinstance(event, RunPolicyStep) and event.applied_action_index == 3:
@@ -173,7 +173,7 @@ def test_blocking_observer_overrun_drops_deadline_without_catch_up():
     assert ep["missed_deadlines"] >= 2
     gaps = [b - a for a, b in zip(backend.send_times, backend.send_times[1:])]
     assert gaps[3] >= 2.5 * period  # the arm sees a gap ...
-    assert min(gaps[4:]) > 0.5 * period  # ... and no burst of catch-up actions after it
+    assert min(gaps[4:]) > 0.25 * period  # ... and no burst of catch-up actions after it (those are µs apart)
     steps = collect.of(RunPolicyStep)
     assert steps[4].deadline_missed and not any(s.deadline_missed for s in steps[:4])
 

@@ -10,7 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from mcap.exceptions import EndOfFile
 from mcap.reader import make_reader
+from mcap.records import Message
+from mcap.stream_reader import StreamReader
 from mcap_ros2.decoder import DecoderFactory
 
 from strands_robots.arm.verdict import ActionVerdict
@@ -227,6 +230,16 @@ def test_recording_io_failure_raises_recording_error(tmp_path):
         with pytest.raises(RecordingError):
             recorder.write_event(step_event(0, 0))
     assert recorder.close() == failed_at  # releases the file; the failure was already reported
+    # the file is left as far as it got: a streaming reader recovers the complete chunks
+    recovered = []
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f).records:
+                if isinstance(record, Message):
+                    recovered.append(record.sequence)
+        except EndOfFile:
+            pass
+    assert recovered and max(recovered) <= failed_at
 
 
 def test_recording_failure_to_finish_the_file_raises_recording_error(tmp_path):

