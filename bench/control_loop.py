@@ -370,9 +370,10 @@ def run_inproc(rate: float, duration: float, with_obs: bool, observer_kind: str)
 class RosHarness:
     """One driver process (at one joint_states rate) and this process's client node, executor and lease."""
 
-    def __init__(self, driver_rate_hz: float, log_dir: str, executor_threads: int) -> None:
+    def __init__(self, driver_rate_hz: float, log_dir: str, executor: str, executor_threads: int) -> None:
         self.driver_rate_hz = driver_rate_hz
         self.log_dir = log_dir
+        self.executor_kind = executor
         self.executor_threads = executor_threads
         self.driver: Optional[Child] = None
         self.node = None
@@ -395,7 +396,7 @@ class RosHarness:
 
     def _start(self) -> None:
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
         from strands_robots_msgs.msg import ObserverEvent
 
         from strands_robots.nodes._qos import EVENT_QOS
@@ -409,7 +410,10 @@ class RosHarness:
         self.node = rclpy.create_node("bench_rollout", namespace=NAMESPACE)
         self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0)
         self.events_pub = self.node.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
-        self.executor = MultiThreadedExecutor(num_threads=self.executor_threads)
+        if self.executor_kind == "single":
+            self.executor = SingleThreadedExecutor()
+        else:
+            self.executor = MultiThreadedExecutor(num_threads=self.executor_threads)
         self.executor.add_node(self.node)
         self.spinner = threading.Thread(target=self._spin, name="bench-executor", daemon=True)
         self.spinner.start()
@@ -435,15 +439,19 @@ class RosHarness:
         try:
             if self.backend is not None and self.driver is not None and self.driver.alive():
                 try:
-                    self.backend.release(timeout_s=2.0)
+                    self.backend.release(timeout_s=2.0)  # needs the executor: before it stops
                 except Exception:
                     pass
-                self.backend.close()
         finally:
             if self.executor is not None:
                 self.executor.shutdown(timeout_sec=2.0)
             if self.spinner is not None:
                 self.spinner.join(3.0)
+            if self.backend is not None:
+                try:
+                    self.backend.close()  # destroyed after the executor stopped: nothing waits on them
+                except Exception:
+                    pass
             if self.node is not None:
                 self.node.destroy_node()
             if self.driver is not None:
@@ -478,6 +486,8 @@ class RosHarness:
         queued = None
         timed_obs = None
         extra: dict = {"observer_kind": "", "driver_joint_states_hz": self.driver_rate_hz,
+                       "client_executor": (f"MultiThreadedExecutor({self.executor_threads})"
+                                           if self.executor_kind == "multi" else "SingleThreadedExecutor"),
                        "start_pose_s": move.elapsed_s}
         children = {"driver": self.driver}
         try:
@@ -870,7 +880,10 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
                    help="in-process 'with observer': a counting observer (default) or the QueuedEventPublisher")
     p.add_argument("--driver-rate", default="match",
                    help="driver joint_states rate in Hz, or 'match' (= the control rate; default)")
-    p.add_argument("--executor-threads", type=int, default=4, help="client executor threads (rollout node: 4)")
+    p.add_argument("--executor", choices=("multi", "single"), default="multi",
+                   help="ROS mode: the client node's executor (default multi, as the rollout node)")
+    p.add_argument("--executor-threads", type=int, default=4,
+                   help="MultiThreadedExecutor threads (default 4, as the rollout node)")
     p.add_argument("--micro-events", type=int, default=100_000, help="events per microbenchmark (0: skip)")
     p.add_argument("--output", default="", help="JSON path (default bench/results/control_loop-<time>.json)")
     args = p.parse_args(argv)
@@ -964,7 +977,7 @@ def main(argv: "list[str] | None" = None) -> int:
                     by_driver_rate.setdefault(drv, []).append(rate)
                 for drv, rates in by_driver_rate.items():
                     try:
-                        with RosHarness(drv, log_dir, args.executor_threads) as ros:
+                        with RosHarness(drv, log_dir, args.executor, args.executor_threads) as ros:
                             for rate in rates:
                                 for obs in args.obs_list:
                                     rows.append(_one(lambda: ros.run(rate, args.duration, obs), mode, rate, obs,

@@ -24,7 +24,6 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from lifecycle_msgs.msg import State as LifecycleStateMsg  # noqa: E402
 from lifecycle_msgs.msg import Transition  # noqa: E402
 from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
@@ -42,6 +41,7 @@ from strands_robots import convert  # noqa: E402
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
+from strands_robots.rollout.backend import RobotBackend  # noqa: E402
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 TEXT_FORM = re.compile(r"^(left|right): (joint \d|gripper) reads [+-]\d+\.\d (rad|rad/s|N\*m)$")
@@ -96,6 +96,7 @@ class Harness:
         finally:
             try:
                 self.executor.shutdown(timeout_sec=5.0)
+                self._thread.join(5.0)  # no executor thread touches a node while it is destroyed
             finally:
                 for node in self.nodes:
                     try:
@@ -103,7 +104,6 @@ class Harness:
                     except Exception:
                         pass
                 self.context.try_shutdown()
-                self._thread.join(5.0)
 
 
 @pytest.fixture
@@ -162,9 +162,11 @@ def trip_torque(h: Harness) -> None:
 # -- verdicts ---------------------------------------------------------------------------------------------------
 def test_send_action_full_verdict_over_dds(active):
     h = active
-    action = {k: v + 0.01 for k, v in h.backend.observe().items() if k.endswith(".pos")}
-    action = {k[: -len(".pos")]: min(max(v, 0.0), 0.8) if k.endswith("gripper.pos") else v
-              for k, v in action.items()}
+    assert isinstance(h.backend, RobotBackend)
+    specs = h.driver.core.joint_specs()
+    obs = h.backend.observe()
+    # every actuator, 0.01 rad from where it is, inside its limits
+    action = {k: min(max(obs[f"{k}.pos"] + 0.01, s.lower), s.upper) for k, s in specs.items()}
     verdict = h.backend.send_action(action)
     assert verdict.error == ""
     assert verdict.applied_keys == tuple(action)
@@ -507,6 +509,20 @@ def test_main_autostarts_and_exits_cleanly_on_signal(sig):
     assert rc == 0, output
     assert "Traceback" not in output, output
     assert "joint_states 50 Hz" in output  # the integer override was taken as 50.0
+
+
+def test_main_refuses_an_invalid_parameter_at_start_with_reason():
+    package_root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+         "--ros-args", "-r", "__node:=arm_driver_bad_param", "-p", "control_rate_hz:=-5.0"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout
+    assert "Traceback" not in proc.stdout, proc.stdout
+    assert "control_rate_hz" in proc.stdout and "out of range" in proc.stdout.lower(), proc.stdout
 
 
 # -- measurement (printed, not asserted) ------------------------------------------------------------------------------

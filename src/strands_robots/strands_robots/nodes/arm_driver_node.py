@@ -37,6 +37,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
@@ -194,13 +195,7 @@ class ArmDriverNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        self._declare_parameters()
-        refusal = self._validate(self._parameters_now())
-        if refusal:
-            raise ValueError(f"invalid parameter: {refusal}")
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-
+        # State first: if a parameter is refused below, the context still destroys this half-built node.
         self._leases = LeaseManager()
         # Serialises "is the driver active" with every path that commands the arms, so a deactivation
         # never races a command that already passed the check.
@@ -215,14 +210,20 @@ class ArmDriverNode(LifecycleNode):
         self._diag_prev: Optional[tuple[float, float]] = None
         self._joint_states_period_s = 1.0 / _DEFAULTS["control_rate_hz"]
         self._next_joint_states = 0.0
+        self._driver_pubs: dict[str, Any] = {}
+        self._driver_services: List[Any] = []
+        self._driver_timers: dict[str, Any] = {}
+
+        super().__init__(node_name, **kwargs)
+        self._declare_parameters()
+        refusal = self._validate(self._parameters_now())
+        if refusal:
+            raise ValueError(f"invalid parameter: {refusal}")
+        self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self._command_group = MutuallyExclusiveCallbackGroup()   # send_action, leases, reset_safety
         self._move_group = MutuallyExclusiveCallbackGroup()      # move_to_start_pose (long)
         self._housekeeping_group = MutuallyExclusiveCallbackGroup()  # status, lease poll, diagnostics
-
-        self._driver_pubs: dict[str, Any] = {}
-        self._driver_services: List[Any] = []
-        self._driver_timers: dict[str, Any] = {}
 
     # -- parameters -------------------------------------------------------------------------------------------
     def _declare_parameters(self) -> None:
@@ -417,7 +418,7 @@ class ArmDriverNode(LifecycleNode):
             self.destroy_timer(timer)
         for name, pub in list(self._driver_pubs.items()):
             if name in ("joint_states", "diagnostics"):
-                self.destroy_lifecycle_publisher(pub)
+                getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)(pub)
             else:
                 self.destroy_publisher(pub)
         self._driver_pubs.clear()
@@ -807,7 +808,7 @@ def main(args: Optional[List[str]] = None) -> int:
         while code == 0 and not stop.wait(0.2):
             if not spin_thread.is_alive():
                 break
-    except ValueError as exc:  # refused parameters at start
+    except (ValueError, ParameterException) as exc:  # refused parameters at start: a reason, no traceback
         print(f"arm_driver_node: {exc}", file=sys.stderr)
         code = 2
     finally:
@@ -818,11 +819,11 @@ def main(args: Optional[List[str]] = None) -> int:
                 pass
         if executor is not None:
             executor.shutdown(timeout_sec=2.0)
+        if spin_thread is not None:
+            spin_thread.join(2.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        if spin_thread is not None:
-            spin_thread.join(2.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code
