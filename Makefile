@@ -5,13 +5,13 @@ setup:
 	bash scripts/setup.sh
 
 run:
-	bash scripts/run.sh
+	bash scripts/run.sh $(ARGS)
 
 test:
 	bash scripts/test.sh
 
 bench:
-	bash scripts/bench.sh
+	bash scripts/bench.sh $(ARGS)
 
 clean:
 	rm -rf build install log

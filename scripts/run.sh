@@ -16,4 +16,4 @@ if python -c "import launch, launch_ros" >/dev/null 2>&1 && command -v ros2 >/de
   exec ros2 launch strands_robots rollout.launch.py "$@"
 fi
 echo "[run] 'launch'/'ros2' not available here: bringing up the same nodes with 'strands-robots up'"
-exec python -m strands_robots.cli up "$@"
+exec python -m strands_robots.cli up --episodes 2 "$@"
