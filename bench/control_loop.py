@@ -714,6 +714,7 @@ def machine_info() -> dict:
     except Exception:
         info["mujoco"] = "?"
     info["ros_domain_id"] = os.environ.get("ROS_DOMAIN_ID", "")
+    info["switch_interval_ms"] = sys.getswitchinterval() * 1e3
     return info
 
 
@@ -884,6 +885,9 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
                    help="ROS mode: the client node's executor (default multi, as the rollout node)")
     p.add_argument("--executor-threads", type=int, default=4,
                    help="MultiThreadedExecutor threads (default 4, as the rollout node)")
+    p.add_argument("--switch-interval-ms", type=float, default=0.0,
+                   help="sys.setswitchinterval for the bench process (0: Python's default, 5 ms); how long a "
+                        "thread waiting for the GIL lets a busy one run")
     p.add_argument("--micro-events", type=int, default=100_000, help="events per microbenchmark (0: skip)")
     p.add_argument("--output", default="", help="JSON path (default bench/results/control_loop-<time>.json)")
     args = p.parse_args(argv)
@@ -927,6 +931,8 @@ def main(argv: "list[str] | None" = None) -> int:
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if args.switch_interval_ms > 0:
+        sys.setswitchinterval(args.switch_interval_ms / 1e3)
     os.makedirs(RESULTS_DIR, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = args.output or os.path.join(RESULTS_DIR, f"control_loop-{stamp}.json")

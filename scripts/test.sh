@@ -14,4 +14,6 @@ export ROS_LOCALHOST_ONLY=1                      # Humble
 export PYTHONPATH="$root/src/strands_robots${PYTHONPATH:+:$PYTHONPATH}"
 cd "$root"
 echo "[test] ROS_DOMAIN_ID=$ROS_DOMAIN_ID python=$(command -v python)"
-python -m pytest -p no:cacheprovider -q src/strands_robots/test test "$@"
+dirs=(src/strands_robots/test)
+[ -d test ] && dirs+=(test)
+python -m pytest -p no:cacheprovider -q "${dirs[@]}" "$@"

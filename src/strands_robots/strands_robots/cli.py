@@ -253,6 +253,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "duration_s": args.duration,
                 "autorun_episodes": args.episodes,
                 "exit_after_autorun": "true",
+                "autorun_wait_subscribers": 1,  # this process's observer_events subscriber sees every event
             },
         ))
         while rollout.poll() is None:

@@ -54,6 +54,8 @@ class RosDriverBackend:
     :param wait_timeout_s: how long ``observe()``/``action_keys()`` wait for the first message.
     :param lease_token: token to send with every action (e.g. one the station acquired); ``acquire()``
         replaces it.
+    :param joint_limits: ``{key: (lower, upper)}`` as the driver is configured; handed to the policy through
+        :meth:`joint_limits` (the driver still enforces its own).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class RosDriverBackend:
         action_timeout_s: float = 0.5,
         wait_timeout_s: float = 5.0,
         lease_token: str = "",
+        joint_limits: "Mapping[str, tuple[float, float]] | None" = None,
     ) -> None:
         for name, value in (("action_timeout_s", action_timeout_s), ("wait_timeout_s", wait_timeout_s)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -71,6 +74,7 @@ class RosDriverBackend:
         self._action_timeout_s = float(action_timeout_s)
         self._wait_timeout_s = float(wait_timeout_s)
         self.lease_token = lease_token
+        self._joint_limits = {k: (float(lo), float(hi)) for k, (lo, hi) in (joint_limits or {}).items()}
         self._lock = threading.Lock()
         # Service answers and the heartbeat: reentrant, so a slow one never holds up another.
         self._group = ReentrantCallbackGroup()
@@ -141,6 +145,10 @@ class RosDriverBackend:
             raise TimeoutError(f"no driver_status from the arm driver within {self._wait_timeout_s:g} s "
                                "(is it running and configured?)")
         return tuple(self._status.actuator_keys)
+
+    def joint_limits(self) -> dict[str, tuple[float, float]]:
+        """The command range per key given at construction (empty when none was); the runner tells the policy."""
+        return dict(self._joint_limits)
 
     def observe(self) -> dict[str, Any]:
         """The latest joint state as an observation dict (``sim_time_s`` = the message's robot-time stamp).

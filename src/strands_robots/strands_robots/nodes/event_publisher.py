@@ -52,22 +52,26 @@ class QueuedEventPublisher:
 
     # -- control thread ------------------------------------------------------------------------------------
     def __call__(self, event: Any) -> None:
+        # The drop count rides on the first event enqueued after the drops (taken here, on the only producer
+        # thread, not when the publisher thread dequeues), so dropped_before sits right after the event_seq gap.
         if type(event) is RunPolicyStep:
             # Borrowed, not copied: take our own shallow copies now; the values are immutable floats.
-            item = (event, dict(event.observation), dict(event.action))
+            item = (event, dict(event.observation), dict(event.action), self._dropped_unreported)
             try:
                 self._queue.put_nowait(item)
+                self._dropped_unreported = 0
             except queue.Full:
                 with self._lock:
                     self.dropped += 1
-                    self._dropped_unreported += 1
+                self._dropped_unreported += 1
             return
         try:
-            self._queue.put((event, None, None), timeout=self._lifecycle_wait_s)
+            self._queue.put((event, None, None, self._dropped_unreported), timeout=self._lifecycle_wait_s)
+            self._dropped_unreported = 0
         except queue.Full:
             with self._lock:
                 self.dropped += 1
-                self._dropped_unreported += 1
+            self._dropped_unreported += 1
 
     # -- publisher thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -78,9 +82,7 @@ class QueuedEventPublisher:
             if isinstance(item, _Marker):
                 item.done.set()
                 continue
-            event, observation, action = item
-            with self._lock:
-                dropped_before, self._dropped_unreported = self._dropped_unreported, 0
+            event, observation, action, dropped_before = item
             try:
                 msg = event_to_msg(event, dropped_before, observation=observation, action=action)
                 self._publish(msg)

@@ -51,10 +51,25 @@ def _int_range(lo: int, hi: int) -> list:
     return [IntegerRange(from_value=lo, to_value=hi, step=1)]
 
 
+def _driver_joint_limits(path: str) -> dict:
+    """``{key: (lower, upper)}`` from the driver's config: over ROS the runner cannot ask the driver's core.
+
+    :raises ValueError: the file cannot be read or is not a valid driver config.
+    """
+    from strands_robots.arm.config import DriverConfig
+    from strands_robots.nodes.arm_driver_node import default_config_path
+
+    path = path or default_config_path() or ""
+    config = DriverConfig.from_yaml(path) if path else DriverConfig.default()
+    return {key: (spec.lower, spec.upper) for key, spec in config.joint_specs().items()}
+
+
 # name: (default, description, extra descriptor fields)
 PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted", {}),
     "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace", {}),
+    "driver_config_file": ("", "the arm driver's config YAML, read for the joint limits the policy is told; "
+                               "empty: the package's config/arms.yaml (the driver's default)", {}),
     "control_frequency": (50.0, "control rate in Hz", {"floating_point_range": _float_range(1.0, 2000.0)}),
     "policy_provider": ("mock", "policy provider: mock, replay, scripted", {}),
     "policy_config_json": ("", "policy provider options as a JSON object; empty for none", {}),
@@ -83,6 +98,9 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "autorun_episodes": (0, "episodes to run at start-up with these parameters",
                          {"integer_range": _int_range(0, 1_000_000)}),
     "exit_after_autorun": (False, "exit once the autorun episodes are done", {}),
+    "autorun_wait_subscribers": (0, "before the autorun episodes, wait (at most driver_timeout_s) until "
+                                    "observer_events has this many subscribers, so a watcher started with the "
+                                    "node sees the whole stream", {"integer_range": _int_range(0, 1000)}),
 }
 
 
@@ -108,7 +126,7 @@ class RolloutNode(Node):
         driver_ns = self.p("driver_namespace")
         self.backend = RosDriverBackend(
             self, driver_namespace=driver_ns, action_timeout_s=self.p("action_timeout_s"),
-            wait_timeout_s=self.p("driver_timeout_s"),
+            wait_timeout_s=self.p("driver_timeout_s"), joint_limits=_driver_joint_limits(self.p("driver_config_file")),
         )
         self._stop = StopToken()
         self.runner = PolicyRunner(self.backend, robot_name=self.p("robot_name"), stop=self._stop)
@@ -293,6 +311,7 @@ class RolloutNode(Node):
     def _autorun(self) -> None:
         ok = True
         try:
+            self._wait_for_event_subscribers(self.p("autorun_wait_subscribers"), self.p("driver_timeout_s"))
             for _ in range(self.p("autorun_episodes")):
                 goal = RunEpisode.Goal()
                 goal.seed = -1
@@ -306,6 +325,18 @@ class RolloutNode(Node):
         self.exit_code = 0 if ok else 1
         if self.p("exit_after_autorun"):
             self.done.set()
+
+    def _wait_for_event_subscribers(self, count: int, timeout_s: float) -> None:
+        """Wait until ``observer_events`` is matched by ``count`` subscribers; events are volatile, and DDS
+        discovery of a subscriber that was up before this node can take seconds (the periodic announcement)."""
+        deadline = time.monotonic() + timeout_s
+        while self._events_pub.get_subscription_count() < count:
+            if time.monotonic() >= deadline or self._stop.requested:
+                self.get_logger().warning(
+                    f"observer_events has {self._events_pub.get_subscription_count()} of {count} subscribers "
+                    f"after {timeout_s:g} s; running anyway")
+                return
+            time.sleep(0.05)
 
     def close(self) -> None:
         self._stop.request("shutdown")

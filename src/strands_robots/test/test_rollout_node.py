@@ -1,0 +1,450 @@
+"""The rollout node over real DDS: the RunEpisode action, the observer stream, end conditions, faults.
+
+Each test brings up, in its own rclpy Context and namespace, the arm driver node (configured and active; a
+subprocess where the test kills it), the rollout node and a client node (RunEpisode action client, an
+``observer_events`` subscriber, a latched ``safety_stop`` subscriber) in one MultiThreadedExecutor spinning on
+a background thread. The fixture tears everything down, and ends a driver subprocess by its PID, even when the
+test fails. What is asserted is what arrived over DDS (events, action result, SafetyStop) and the driver's
+own counters; episodes are short (0.5-2 s at 50 Hz) and nothing is timed by the wall clock: the tests count
+steps and events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from action_msgs.msg import GoalStatus  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from strands_robots_msgs.action import RunEpisode  # noqa: E402
+from strands_robots_msgs.msg import ObserverEvent, SafetyStop  # noqa: E402
+from strands_robots_msgs.srv import AcquireLease  # noqa: E402
+
+from strands_robots.convert import msg_to_event  # noqa: E402
+from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
+from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
+from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
+
+SUCCESS = TransitionCallbackReturn.SUCCESS
+RATE_HZ = 50.0
+
+
+def wait_for(predicate, timeout_s: float = 10.0, period_s: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(period_s)
+    return bool(predicate())
+
+
+class Rig:
+    """Driver + rollout + client nodes in one context and namespace, spun on a background thread.
+
+    :param driver: ``"node"`` (in-process ArmDriverNode, configured and active), ``"process"`` (the
+        ``arm_driver_node`` module as a subprocess with ``autostart``).
+    :param rollout: rollout node parameters over the test defaults.
+    """
+
+    def __init__(self, driver: str = "node", **rollout) -> None:
+        self.namespace = f"/rollout_test_{uuid.uuid4().hex[:8]}"
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)
+        self.nodes: list = []
+        self.driver = None
+        self.driver_proc: "subprocess.Popen | None" = None
+        self.rollout = None
+        self._thread: "threading.Thread | None" = None
+        self._lock = threading.Lock()
+        self.events: list = []  # (ObserverEvent msg, event dataclass)
+        self.safety: list = []
+        try:
+            self._build(driver, rollout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, driver: str, rollout: dict) -> None:
+        if driver == "node":
+            self.driver = self._add(ArmDriverNode(
+                context=self.context, namespace=self.namespace,
+                parameter_overrides=[Parameter("control_rate_hz", value=RATE_HZ)]))
+            assert self.driver.trigger_configure() == SUCCESS
+            assert self.driver.trigger_activate() == SUCCESS
+        else:
+            self.driver_proc = subprocess.Popen(
+                [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
+                 "-r", f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        params = {"start_pose_before_episode": False, "control_frequency": RATE_HZ, "driver_timeout_s": 30.0}
+        params.update(rollout)
+        self.rollout = self._add(RolloutNode(
+            context=self.context, namespace=self.namespace,
+            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
+        self.client = self._add(rclpy.create_node("rollout_test_client", namespace=self.namespace,
+                                                  context=self.context))
+        self.action = ActionClient(self.client, RunEpisode, "run_episode")
+        self.events_sub = self.client.create_subscription(ObserverEvent, "observer_events", self._on_event,
+                                                          EVENT_QOS)
+        self.client.create_subscription(SafetyStop, "safety_stop", self._on_safety, LATCHED_QOS)
+        self.acquire_client = self.client.create_client(AcquireLease, "acquire_lease")
+        self._thread = threading.Thread(target=self.executor.spin, name="rollout_test_executor", daemon=True)
+        self._thread.start()
+        assert self.action.wait_for_server(timeout_sec=20.0), "run_episode action server not found"
+        assert wait_for(lambda: self.events_sub.get_publisher_count() >= 1, 20.0), "observer_events not matched"
+
+    def _add(self, node):
+        self.nodes.append(node)
+        self.executor.add_node(node)
+        return node
+
+    # -- subscriptions (executor threads) ---------------------------------------------------------------------
+    def _on_event(self, msg: ObserverEvent) -> None:
+        with self._lock:
+            self.events.append((msg, msg_to_event(msg)))
+
+    def _on_safety(self, msg: SafetyStop) -> None:
+        with self._lock:
+            self.safety.append(msg)
+
+    # -- reading what arrived -------------------------------------------------------------------------------
+    def run_events(self, run_id: str) -> list:
+        with self._lock:
+            return [e for _, e in self.events if e.run_id == run_id]
+
+    def msgs(self, run_id: str) -> list:
+        with self._lock:
+            return [m for m, e in self.events if e.run_id == run_id]
+
+    def steps_so_far(self) -> list:
+        with self._lock:
+            return [e for _, e in self.events if isinstance(e, RunPolicyStep)]
+
+    def wait_steps(self, n: int, timeout_s: float = 30.0) -> None:
+        assert wait_for(lambda: len(self.steps_so_far()) >= n, timeout_s), (
+            f"fewer than {n} step events within {timeout_s} s ({len(self.steps_so_far())})")
+
+    # -- the action ---------------------------------------------------------------------------------------------
+    def send(self, timeout_s: float = 60.0, **fields):
+        """Send a RunEpisode goal; returns the accepted goal handle."""
+        goal = RunEpisode.Goal()
+        goal.seed = -1
+        goal.control_frequency = RATE_HZ
+        for k, v in fields.items():
+            setattr(goal, k, v)
+        done = threading.Event()
+        future = self.action.send_goal_async(goal)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout_s), "RunEpisode goal: no answer"
+        handle = future.result()
+        assert handle.accepted, "RunEpisode goal refused"
+        return handle
+
+    def result(self, handle, timeout_s: float = 60.0):
+        """``(RunEpisode.Result, GoalStatus status)`` once the goal finished, and its Ended event arrived."""
+        done = threading.Event()
+        future = handle.get_result_async()
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout_s), f"RunEpisode result not within {timeout_s} s"
+        res = future.result()
+        run_id = res.result.ended.run_id
+        if run_id:
+            assert wait_for(lambda: any(isinstance(e, RunPolicyEnded) for e in self.run_events(run_id)), 10.0), (
+                "the Ended event did not arrive on observer_events")
+        return res.result, res.status
+
+    def run(self, **fields):
+        return self.result(self.send(**fields))
+
+    def acquire(self, holder: str, priority: int, duration_s: float = 10.0) -> AcquireLease.Response:
+        assert self.acquire_client.wait_for_service(timeout_sec=10.0)
+        req = AcquireLease.Request()
+        req.holder, req.priority, req.duration_s = holder, priority, duration_s
+        done = threading.Event()
+        future = self.acquire_client.call_async(req)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(10.0), "acquire_lease: no answer"
+        return future.result()
+
+    # -- teardown -------------------------------------------------------------------------------------------
+    def kill_driver(self) -> None:
+        if self.driver_proc is not None and self.driver_proc.poll() is None:
+            os.kill(self.driver_proc.pid, signal.SIGKILL)
+            self.driver_proc.wait(10.0)
+
+    def close(self) -> None:
+        try:
+            if self.rollout is not None:
+                self.rollout.close()
+        finally:
+            try:
+                self.executor.shutdown(timeout_sec=5.0)
+                if self._thread is not None:
+                    self._thread.join(5.0)
+            finally:
+                for node in self.nodes:
+                    try:
+                        node.destroy_node()
+                    except Exception:
+                        pass
+                self.context.try_shutdown()
+                if self.driver_proc is not None:
+                    if self.driver_proc.poll() is None:
+                        os.kill(self.driver_proc.pid, signal.SIGKILL)
+                    try:
+                        self.driver_proc.communicate(timeout=10.0)
+                    except subprocess.TimeoutExpired:
+                        pass
+
+
+@pytest.fixture
+def rig():
+    made: list = []
+
+    def make(**kwargs) -> Rig:
+        r = Rig(**kwargs)
+        made.append(r)
+        return r
+
+    try:
+        yield make
+    finally:
+        for r in made:
+            r.close()
+
+
+def lifecycle(r: Rig, ended) -> tuple:
+    """(Started, steps, Ended) of one run as received; asserts one Started, one Ended and a dense event_seq."""
+    events = r.run_events(ended.run_id)
+    started = [e for e in events if isinstance(e, RunPolicyStarted)]
+    steps = [e for e in events if isinstance(e, RunPolicyStep)]
+    ends = [e for e in events if isinstance(e, RunPolicyEnded)]
+    assert len(started) == 1 and len(ends) == 1, f"{len(started)} Started and {len(ends)} Ended received"
+    assert [e.event_seq for e in events] == list(range(len(events))), "event_seq not dense 0..N in arrival order"
+    assert all(m.dropped_before == 0 for m in r.msgs(ended.run_id))
+    return started[0], steps, ends[0]
+
+
+# ------------------------------------------------------------------------------------------------------ tests
+def test_mock_episode_ends_timeout_with_full_resolution_over_ros(rig):
+    r = rig()
+    result, status = r.run(policy_provider="mock", duration_s=1.0)
+    ended = result.ended
+
+    assert status == GoalStatus.STATUS_SUCCEEDED
+    assert ended.stopped_reason == "budget" and ended.outcome == "ok"
+    assert result.end_condition == "timeout"
+    assert ended.applied_actions == 50
+    assert ended.full_count == ended.applied_actions and ended.unknown_count == 0
+    assert ended.full_rate == pytest.approx(1.0)
+    started, steps, end_event = lifecycle(r, ended)
+    assert started.total_steps == 50 and started.control_frequency == RATE_HZ
+    assert len(steps) == ended.applied_actions
+    assert [s.applied_action_index for s in steps] == list(range(len(steps)))
+    assert all(s.legacy_step_index == s.applied_action_index for s in steps)
+    assert all(s.action_resolution == "full" for s in steps)
+    assert end_event.event_seq == len(steps) + 1
+    assert end_event.full_count == ended.full_count
+    assert result.events_published >= len(steps) + 2 and result.events_dropped == 0
+
+
+def test_unknown_and_out_of_range_keys_give_partial_and_none_with_right_keys_over_ros(rig):
+    r = rig()
+    keys = tuple(r.driver.core.action_keys())
+    unknown = ("left.joint_99", "tool.joint_1")
+
+    result, _ = r.run(policy_provider="scripted", duration_s=0.5,
+                      policy_config_json=json.dumps({"mode": "unknown_keys", "unknown_keys": list(unknown)}))
+    ended = result.ended
+    assert ended.stopped_reason == "budget", ended.end_detail
+    assert ended.partial_count == ended.applied_actions == 25
+    assert ended.full_count == ended.none_count == ended.unknown_count == 0
+    _, steps, _ = lifecycle(r, ended)
+    assert len(steps) == 25
+    for s in steps:
+        assert s.action_resolution == "partial"
+        assert s.applied_action_keys == keys
+        assert s.unresolved_action_keys == unknown
+        assert s.unresolved_action_reasons == ("unknown_key",) * len(unknown)
+        assert s.action_error == ""
+
+    result, _ = r.run(policy_provider="scripted", duration_s=0.5,
+                      policy_config_json=json.dumps({"mode": "out_of_range", "out_of_range_keys": "all"}))
+    ended = result.ended
+    assert ended.stopped_reason == "budget", f"{ended.end_detail} {ended.error_message}"
+    assert ended.none_count == ended.applied_actions == 25
+    assert ended.none_rate == pytest.approx(1.0) and ended.full_rate == 0.0
+    _, steps, _ = lifecycle(r, ended)
+    assert len(steps) == 25
+    for s in steps:
+        assert s.action_resolution == "none"
+        assert s.applied_action_keys == ()
+        assert s.unresolved_action_keys == keys
+        assert s.unresolved_action_reasons == ("outside_limits",) * len(keys)
+
+
+def test_coarse_driver_error_is_unknown_and_out_of_rate_denominators_over_ros(rig):
+    r = rig()
+    handle = r.send(policy_provider="mock", duration_s=1.5)
+    r.wait_steps(10)
+    assert r.driver.trigger_deactivate() == SUCCESS  # send_action now answers "driver not active"
+    result, _ = r.result(handle)
+    ended = result.ended
+
+    assert ended.stopped_reason == "budget" and ended.applied_actions == 75
+    assert ended.unknown_count > 0 and ended.full_count >= 10
+    assert ended.full_count + ended.partial_count + ended.none_count + ended.unknown_count == ended.applied_actions
+    assert len(ended.action_errors) == ended.unknown_count
+    assert all("driver not active" in e for e in ended.action_errors)
+    resolved = ended.full_count + ended.partial_count + ended.none_count
+    assert ended.full_rate == pytest.approx(ended.full_count / resolved)
+    assert ended.full_rate + ended.partial_rate + ended.none_rate == pytest.approx(1.0)
+    _, steps, _ = lifecycle(r, ended)
+    unknown = [s for s in steps if s.action_resolution == "unknown"]
+    assert len(unknown) == ended.unknown_count
+    for s in unknown:
+        assert s.applied_action_keys == s.unresolved_action_keys == s.unresolved_action_reasons == ()
+        assert "driver not active" in s.action_error
+
+
+def test_scripted_torque_trip_ends_episode_with_safety_stop_text_over_ros(rig):
+    r = rig()
+    result, status = r.run(policy_provider="scripted", duration_s=3.0)
+    ended = result.ended
+
+    assert status == GoalStatus.STATUS_ABORTED
+    assert ended.stopped_reason == "safety_stop" and ended.outcome == "error"
+    assert result.end_condition == "safety_stop"
+    assert "right: joint 4 reads +" in ended.end_detail
+    assert ended.applied_actions < 150
+    _, steps, end_event = lifecycle(r, ended)
+    assert end_event.end_detail == ended.end_detail
+    assert wait_for(lambda: any(m.stopped for m in r.safety), 5.0), "no SafetyStop(stopped) received"
+    stop = [m for m in r.safety if m.stopped][-1]
+    texts = [c.text for c in stop.checks]
+    assert any(t.startswith("right: joint 4 reads +") and t.endswith("N*m") for t in texts), texts
+    assert all(t in ended.end_detail for t in texts)
+    assert stop.detail == ended.end_detail
+
+
+def test_cancel_goal_mid_wait_stops_within_one_period_and_emits_one_ended(rig):
+    r = rig()
+    handle = r.send(policy_provider="mock", control_frequency=5.0, duration_s=20.0)
+    r.wait_steps(2)
+    cancel_ns = time.monotonic_ns()
+    done = threading.Event()
+    handle.cancel_goal_async().add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0), "cancel request not answered"
+    result, status = r.result(handle)
+    ended = result.ended
+
+    assert status == GoalStatus.STATUS_CANCELED
+    assert ended.stopped_reason == "cancelled" and ended.outcome == "cancelled"
+    assert ended.applied_actions < 100
+    _, steps, _ = lifecycle(r, ended)
+    late = [s for s in steps if s.monotonic_ns > cancel_ns]
+    assert len(late) <= 1, f"{len(late)} steps after the cancel request"
+    ends = [e for _, e in r.events if isinstance(e, RunPolicyEnded)]
+    assert len(ends) == 1
+
+
+def test_async_prefetch_reports_nonzero_observation_ages_over_ros(rig):
+    r = rig()
+    result, _ = r.run(policy_provider="mock", duration_s=1.0, async_rtc=True, action_horizon=8,
+                      policy_config_json=json.dumps({"inference_delay_s": 0.02}))
+    ended = result.ended
+
+    assert ended.stopped_reason == "budget", f"{ended.end_detail} {ended.error_message}"
+    assert ended.prefetch_hits + ended.prefetch_blocks > 0
+    assert ended.chunks_inferred >= 2
+    _, steps, _ = lifecycle(r, ended)
+    assert any(s.observation_age_steps > 0 for s in steps)
+    assert all(s.observation_age_steps >= 0 for s in steps)
+
+
+def test_recorded_mcap_reads_back_every_step_over_ros(rig, tmp_path):
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    r = rig()
+    result, _ = r.run(policy_provider="mock", duration_s=0.5, record=True, recording_dir=str(tmp_path))
+    ended = result.ended
+
+    assert ended.stopped_reason == "budget", f"{ended.end_detail} {ended.error_message}"
+    assert ended.recording_path and os.path.isfile(ended.recording_path)
+    assert os.path.dirname(ended.recording_path) == str(tmp_path)
+    assert ended.recorded_frames == ended.applied_actions == 25
+    counts: dict = {}
+    kinds: list = []
+    with open(ended.recording_path, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        for _schema, channel, _message, decoded in reader.iter_decoded_messages(log_time_order=True):
+            counts[channel.topic] = counts.get(channel.topic, 0) + 1
+            if channel.topic == "/observer_events":
+                kinds.append(decoded.kind)
+    assert counts.get("/actions") == ended.applied_actions
+    assert counts.get("/joint_states") == ended.applied_actions
+    assert counts.get("/observer_events", 0) > 0
+    assert kinds[0] == "started" and kinds[-1] == "ended" and kinds.count("step") == ended.applied_actions
+
+
+def test_lease_revoked_mid_episode_ends_as_lease_lost(rig):
+    r = rig(lease_duration_s=0.6)  # heartbeat every 0.2 s, so the loss is noticed within a few steps
+    core = r.driver.core
+    applied_before = core.status().actions_applied
+    handle = r.send(policy_provider="mock", duration_s=3.0)
+    r.wait_steps(10)
+    grant = r.acquire("operator", priority=50)
+    applied_at_revocation = core.status().actions_applied
+    assert grant.granted, grant.message
+    result, status = r.result(handle)
+    ended = result.ended
+
+    assert result.end_condition == "lease_lost"
+    assert ended.stopped_reason == "cancelled" and ended.applied_actions < 150
+    assert status != GoalStatus.STATUS_SUCCEEDED
+    # The driver applied nothing from the rollout after the revocation, and said why per key.
+    assert core.status().actions_applied == applied_at_revocation
+    assert applied_at_revocation - applied_before == ended.full_count
+    _, steps, _ = lifecycle(r, ended)
+    refused = [i for i, s in enumerate(steps) if s.action_resolution != "full"]
+    assert refused, "no step was refused after the revocation"
+    for s in steps[refused[0]:]:
+        assert s.action_resolution == "none"
+        assert set(s.unresolved_action_reasons) == {"not_lease_holder"}
+
+
+def test_killed_driver_gives_coarse_errors_and_one_ended(rig):
+    r = rig(driver="process", action_timeout_s=0.05)
+    handle = r.send(policy_provider="mock", duration_s=1.0)
+    r.wait_steps(10, timeout_s=60.0)
+    r.kill_driver()
+    result, _ = r.result(handle, timeout_s=90.0)
+    ended = result.ended
+
+    assert ended.run_id
+    assert ended.stopped_reason in ("budget", "error")
+    assert ended.unknown_count > 0 or ended.outcome == "error"
+    assert len(ended.action_errors) == ended.unknown_count
+    ends = [e for e in r.run_events(ended.run_id) if isinstance(e, RunPolicyEnded)]
+    assert len(ends) == 1
+    lifecycle(r, ended)
