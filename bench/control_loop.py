@@ -367,6 +367,16 @@ def run_inproc(rate: float, duration: float, with_obs: bool, observer_kind: str)
 
 
 # -- ROS mode -----------------------------------------------------------------------------------------------------
+def _configured_joint_limits() -> dict:
+    """``{key: (lower, upper)}`` from the driver's default config (``config/arms.yaml``)."""
+    from strands_robots.arm.config import DriverConfig
+    from strands_robots.nodes.arm_driver_node import default_config_path
+
+    path = default_config_path()
+    config = DriverConfig.from_yaml(path) if path else DriverConfig.default()
+    return {key: (spec.lower, spec.upper) for key, spec in config.joint_specs().items()}
+
+
 class RosHarness:
     """One driver process (at one joint_states rate) and this process's client node, executor and lease."""
 
@@ -408,7 +418,9 @@ class RosHarness:
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
         self.driver = Child("driver", argv, self._log, subprocess.STDOUT)
         self.node = rclpy.create_node("bench_rollout", namespace=NAMESPACE)
-        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0)
+        # As the rollout node: the policy is told the driver's configured joint limits (same as in process).
+        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0,
+                                        joint_limits=_configured_joint_limits())
         self.events_pub = self.node.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
@@ -493,7 +505,9 @@ class RosHarness:
         try:
             if with_obs:
                 argv = [sys.executable, os.path.join(HERE, "event_counter.py"), "--topic", EVENTS_TOPIC,
-                        "--runs", "1", "--timeout", str(duration + 90.0)]
+                        # Generous: the budget is in steps, so a loop that cannot keep up runs longer than
+                        # `duration`; the counter is stopped by us after the run anyway.
+                        "--runs", "1", "--timeout", str(duration * 50.0 + 120.0)]
                 counter = Child("counter", argv, subprocess.PIPE, self._log)
                 if not self.wait_subscribers(1, 30.0):
                     raise RuntimeError("the event counter did not subscribe within 30 s")
@@ -664,6 +678,30 @@ def microbench(n: int = 100_000) -> dict:
     return out
 
 
+def pacer_floor(rate: float, duration: float) -> dict:
+    """The machine's timing floor: the project's DeadlinePacer alone (no policy, no robot) at ``rate``.
+
+    What the loop could hold at best on this machine at this moment; the difference to a real run is the
+    loop's own cost and jitter.
+    """
+    from strands_robots.rollout.pacing import DeadlinePacer
+
+    steps = max(2, int(round(duration * rate)))
+    starts = [0] * steps
+    clock = time.perf_counter_ns
+    pacer = DeadlinePacer(1.0 / rate)
+    pacer.start()
+    for i in range(steps):
+        pacer.wait()
+        starts[i] = clock()
+    a = np.asarray(starts, dtype=np.int64)
+    intervals = np.diff(a)
+    dev = np.abs(intervals - 1e9 / rate) / 1e6
+    return {"rate_hz": rate, "duration_s": duration, "steps": steps,
+            "achieved_hz": (steps - 1) / ((a[-1] - a[0]) / 1e9), "interval_dev_ms": _pcts(dev),
+            "missed_pct": 100.0 * pacer.missed_deadlines / steps}
+
+
 # -- machine and report ---------------------------------------------------------------------------------------
 def machine_info() -> dict:
     info: dict = {}
@@ -760,7 +798,9 @@ def _events_cell(r: dict) -> str:
     if not ev:
         return "-"
     lost = ev.get("lost", ev.get("missing"))
-    return f"{ev.get('published')}/{ev.get('received')}/{_f(lost, '{}')}"
+    cell = f"{ev.get('published')}/{ev.get('received')}/{_f(lost, '{}')}"
+    exit_reason = ev.get("counter_exit", "ended")
+    return cell if exit_reason == "ended" else f"{cell} ({exit_reason})"
 
 
 def table(rows: list) -> str:
@@ -888,6 +928,8 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     p.add_argument("--switch-interval-ms", type=float, default=0.0,
                    help="sys.setswitchinterval for the bench process (0: Python's default, 5 ms); how long a "
                         "thread waiting for the GIL lets a busy one run")
+    p.add_argument("--floor-duration", type=float, default=5.0,
+                   help="seconds of DeadlinePacer-only timing per rate, the machine's floor (0: skip)")
     p.add_argument("--micro-events", type=int, default=100_000, help="events per microbenchmark (0: skip)")
     p.add_argument("--output", default="", help="JSON path (default bench/results/control_loop-<time>.json)")
     args = p.parse_args(argv)
@@ -963,13 +1005,23 @@ def main(argv: "list[str] | None" = None) -> int:
 
     rows: list = []
     micro: dict = {}
+    floor: list = []
     report: dict = {"machine": machine, "args": {k: v for k, v in vars(args).items()}, "runs": rows,
-                    "microbench": micro, "started_utc": stamp}
+                    "microbench": micro, "pacer_floor": floor, "started_utc": stamp}
     code = 0
     try:
         if args.micro_events > 0:
             print("microbench: observer lane ...", flush=True)
             micro.update(microbench(args.micro_events))
+        if args.floor_duration > 0:
+            all_rates = sorted(set(args.rate_list if "ros" in args.mode_list else [])
+                               | set(args.inproc_rate_list if "inproc" in args.mode_list else []))
+            print(f"pacer floor: DeadlinePacer alone, {args.floor_duration:g} s per rate ...", flush=True)
+            for rate in all_rates:
+                meter = CpuMeter({})
+                f = pacer_floor(rate, args.floor_duration)
+                f["cpu"] = meter.stop()
+                floor.append(f)
         for mode in args.mode_list:
             if mode == "inproc":
                 for rate in args.inproc_rate_list:
@@ -1012,8 +1064,22 @@ def main(argv: "list[str] | None" = None) -> int:
         print()
         print(machine_line(machine))
         print(f"{args.duration:g} s per run; mock policy, deadline pacing; deviation = |step interval - period| "
-              f"between send_action starts, ms; rtt = send_action round trip, ms")
+              f"between send_action starts, ms; rtt = send_action round trip, ms"
+              + (f"; ROS client executor: {'SingleThreadedExecutor' if args.executor == 'single' else f'MultiThreadedExecutor({args.executor_threads})'}"
+                 if "ros" in args.mode_list else ""))
         print(table(rows))
+        others = [r["cpu"]["others_cpu_pct"] for r in rows if "others_cpu_pct" in r.get("cpu", {})]
+        if others:
+            mean_others = sum(others) / len(others)
+            print(f"other processes on this machine: {mean_others:.0f}% of one core on average during the runs "
+                  f"(max {max(others):.0f}%; column oth%)"
+                  + ("; the machine was not quiet, so read the timing figures as upper bounds"
+                     if mean_others > 20 else ""))
+        if floor:
+            print("pacer floor (DeadlinePacer alone, no work; deviation ms): " + "; ".join(
+                f"{f['rate_hz']:g} Hz p50 {f['interval_dev_ms']['p50']:.3f} p99 {f['interval_dev_ms']['p99']:.3f} "
+                f"max {f['interval_dev_ms']['max']:.2f} missed {f['missed_pct']:.2f}% "
+                f"(oth {f['cpu'].get('others_cpu_pct', float('nan')):.0f}%)" for f in floor))
         if micro:
             print()
             print("observer lane microbench (us/event, best of 5): " + ", ".join(

@@ -224,19 +224,32 @@ def cmd_up(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
+    from strands_robots.nodes.arm_driver_node import _init_without_signal_handlers
+
     config = args.config_file or default_config_file()
     if not Path(config).is_file():
         raise SystemExit(f"strands-robots up: config file not found: {config}")
     sup = Supervisor()
     rc = 1
     printer = StreamPrinter(every_step=args.every_step)
-    rclpy.init()
+    signalled: list = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        # Ours, not rclpy's: rclpy's handler would shut our context down (no more events) and, when SIGINT was
+        # ignored at start (a background job), never raise KeyboardInterrupt. A second one does not cut the
+        # shutdown short.
+        if not signalled:
+            signalled.append(signum)
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _init_without_signal_handlers([sys.argv[0]])
     node = rclpy.create_node("strands_robots_up")
     _subscribe_events(node, args.namespace, printer)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spin = threading.Thread(target=executor.spin, daemon=True)
-    spin.start()
+    spinner = threading.Thread(target=executor.spin, name="up-executor", daemon=True)
+    spinner.start()
     interrupted = False
     try:
         print(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
@@ -265,15 +278,21 @@ def cmd_up(args: argparse.Namespace) -> int:
         rc = rollout.returncode if rollout.returncode is not None else 1
     except KeyboardInterrupt:
         interrupted = True
-        print("\n[up] Ctrl-C: stopping the nodes", flush=True)
-        rc = 130
+        signum = signalled[0] if signalled else signal.SIGINT
+        print(f"\n[up] {'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name}: stopping the nodes",
+              flush=True)
+        rc = 128 + int(signum)
     finally:
         time.sleep(0.3)  # let the last events arrive before the subscriber goes
         sup.stop_all()
         executor.shutdown()
+        # The spin thread must be out of rclpy's wait before the node and context go, or the process can
+        # abort at exit ("terminate called without an active exception", SIGABRT).
+        spinner.join(5.0)
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if not interrupted:
         print(f"[up] done: {len(printer.ended)} episode(s) ended, {printer.events} events received, "
               f"{printer.gaps} lost (event_seq gaps); rollout exit code {rc}", flush=True)

@@ -95,7 +95,10 @@ class Rig:
                  "-r", f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        params = {"start_pose_before_episode": False, "control_frequency": RATE_HZ, "driver_timeout_s": 30.0}
+        # A generous send_action deadline: on a loaded machine a late answer must not turn into an unknown step
+        # in tests about per-key verdicts (the killed-driver test sets its own).
+        params = {"start_pose_before_episode": False, "control_frequency": RATE_HZ, "driver_timeout_s": 30.0,
+                  "action_timeout_s": 5.0}
         params.update(rollout)
         self.rollout = self._add(RolloutNode(
             context=self.context, namespace=self.namespace,

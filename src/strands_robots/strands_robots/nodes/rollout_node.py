@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -139,6 +140,7 @@ class RolloutNode(Node):
         self._watch = self.create_timer(0.05, self._watch_lease, callback_group=MutuallyExclusiveCallbackGroup())
         self.exit_code: "int | None" = None
         self.done = threading.Event()
+        self._closing = threading.Event()
         if self.p("autorun_episodes") > 0:
             threading.Thread(target=self._autorun, name="rollout-autorun", daemon=True).start()
 
@@ -313,6 +315,8 @@ class RolloutNode(Node):
         try:
             self._wait_for_event_subscribers(self.p("autorun_wait_subscribers"), self.p("driver_timeout_s"))
             for _ in range(self.p("autorun_episodes")):
+                if self._closing.is_set():  # close() came first: no new episode on a closing node
+                    break
                 goal = RunEpisode.Goal()
                 goal.seed = -1
                 ended, _ = self.run_episode(goal)
@@ -331,21 +335,36 @@ class RolloutNode(Node):
         discovery of a subscriber that was up before this node can take seconds (the periodic announcement)."""
         deadline = time.monotonic() + timeout_s
         while self._events_pub.get_subscription_count() < count:
-            if time.monotonic() >= deadline or self._stop.requested:
+            if self._closing.is_set():
+                return
+            if time.monotonic() >= deadline:
                 self.get_logger().warning(
                     f"observer_events has {self._events_pub.get_subscription_count()} of {count} subscribers "
                     f"after {timeout_s:g} s; running anyway")
                 return
             time.sleep(0.05)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop a running episode and let it end (its Ended published) before the publisher and clients go."""
+        self._closing.set()
         self._stop.request("shutdown")
+        if self._busy.acquire(timeout=timeout_s):
+            self._busy.release()
         self._events.close(2.0)
         self.backend.close()
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    rclpy.init(args=argv if argv is not None else sys.argv)
+    """Run the node until its autorun is done (``exit_after_autorun``) or SIGINT/SIGTERM; 0 on a clean stop.
+
+    The signals are handled here rather than by rclpy, whose handler would shut the context down under a
+    running episode: the episode is stopped first and ends (its Ended published), then the node goes.
+    """
+    from strands_robots.nodes.arm_driver_node import _init_without_signal_handlers
+
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
     executor = MultiThreadedExecutor(num_threads=4)
     spinner = None
@@ -355,9 +374,9 @@ def main(argv: "list[str] | None" = None) -> int:
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor,), name="rollout-executor", daemon=True)
         spinner.start()
-        while rclpy.ok() and not node.done.wait(0.1):
+        while not stop.is_set() and not node.done.wait(0.1):
             pass
-        code = node.exit_code if node.exit_code is not None else 0
+        code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
     except ValueError as exc:  # invalid parameters
@@ -371,8 +390,9 @@ def main(argv: "list[str] | None" = None) -> int:
             spinner.join(2.0)
         if node is not None:
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return code
 
 
