@@ -673,7 +673,11 @@ class ArmDriverNode(LifecycleNode):
         msg.actions_applied = s.actions_applied
         msg.actions_refused = s.actions_refused
         msg.lease_holder = lease.holder if lease.state == "held" else ""
-        msg.actuator_keys = list(core.action_keys())
+        keys = list(core.action_keys())
+        specs = core.joint_specs()
+        msg.actuator_keys = keys
+        msg.lower_limits = [float(specs[k].lower) for k in keys]
+        msg.upper_limits = [float(specs[k].upper) for k in keys]
         return msg
 
     def _publish_status(self) -> None:

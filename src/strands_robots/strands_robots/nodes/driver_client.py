@@ -147,7 +147,13 @@ class RosDriverBackend:
         return tuple(self._status.actuator_keys)
 
     def joint_limits(self) -> dict[str, tuple[float, float]]:
-        """The command range per key given at construction (empty when none was); the runner tells the policy."""
+        """The command range per key as the running driver announces it (``DriverStatus``), else as given at
+        construction; the runner tells the policy. The driver enforces its own limits either way."""
+        status = self._status
+        if status is not None and len(status.lower_limits) == len(status.actuator_keys) == len(status.upper_limits) \
+                and status.actuator_keys:
+            return {k: (float(lo), float(hi))
+                    for k, lo, hi in zip(status.actuator_keys, status.lower_limits, status.upper_limits)}
         return dict(self._joint_limits)
 
     def observe(self) -> dict[str, Any]:

@@ -52,25 +52,10 @@ def _int_range(lo: int, hi: int) -> list:
     return [IntegerRange(from_value=lo, to_value=hi, step=1)]
 
 
-def _driver_joint_limits(path: str) -> dict:
-    """``{key: (lower, upper)}`` from the driver's config: over ROS the runner cannot ask the driver's core.
-
-    :raises ValueError: the file cannot be read or is not a valid driver config.
-    """
-    from strands_robots.arm.config import DriverConfig
-    from strands_robots.nodes.arm_driver_node import default_config_path
-
-    path = path or default_config_path() or ""
-    config = DriverConfig.from_yaml(path) if path else DriverConfig.default()
-    return {key: (spec.lower, spec.upper) for key, spec in config.joint_specs().items()}
-
-
 # name: (default, description, extra descriptor fields)
 PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted", {}),
     "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace", {}),
-    "driver_config_file": ("", "the arm driver's config YAML, read for the joint limits the policy is told; "
-                               "empty: the package's config/arms.yaml (the driver's default)", {}),
     "control_frequency": (50.0, "control rate in Hz", {"floating_point_range": _float_range(1.0, 2000.0)}),
     "policy_provider": ("mock", "policy provider: mock, replay, scripted", {}),
     "policy_config_json": ("", "policy provider options as a JSON object; empty for none", {}),
@@ -127,7 +112,7 @@ class RolloutNode(Node):
         driver_ns = self.p("driver_namespace")
         self.backend = RosDriverBackend(
             self, driver_namespace=driver_ns, action_timeout_s=self.p("action_timeout_s"),
-            wait_timeout_s=self.p("driver_timeout_s"), joint_limits=_driver_joint_limits(self.p("driver_config_file")),
+            wait_timeout_s=self.p("driver_timeout_s"),
         )
         self._stop = StopToken()
         self.runner = PolicyRunner(self.backend, robot_name=self.p("robot_name"), stop=self._stop)
