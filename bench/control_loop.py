@@ -292,9 +292,22 @@ class CpuMeter:
         return out
 
 
+# The budget is in steps (duration * rate): a loop that cannot keep up would run far longer than `duration`.
+# Past this wall-clock cap the run is stopped cooperatively (outcome "cancelled", its figures still count).
+WALL_CAP_FACTOR = 1.5
+WALL_CAP_EXTRA_S = 10.0
+
+
 def run_rollout(runner: Any, rate: float, duration: float, observer: Any) -> dict:
-    return runner.run("mock", duration=duration, control_frequency=rate, fast_mode=False, seed=0,
-                      observer=observer, instruction="bench")
+    cap_s = duration * WALL_CAP_FACTOR + WALL_CAP_EXTRA_S
+    timer = threading.Timer(cap_s, runner.request_stop, args=(f"bench wall-clock cap {cap_s:g} s",))
+    timer.daemon = True
+    timer.start()
+    try:
+        return runner.run("mock", duration=duration, control_frequency=rate, fast_mode=False, seed=0,
+                          observer=observer, instruction="bench")
+    finally:
+        timer.cancel()
 
 
 def summarise(mode: str, with_obs: bool, rate: float, duration: float, result: dict, timed: TimedBackend,
@@ -307,7 +320,7 @@ def summarise(mode: str, with_obs: bool, rate: float, duration: float, result: d
         "status": result.get("status"), "outcome": episode.get("outcome"),
         "stopped_reason": episode.get("stopped_reason"), "end_detail": episode.get("end_detail", ""),
         "error": result.get("error_message") or episode.get("error_message", ""),
-        "steps": steps, "missed_deadlines": missed,
+        "steps": steps, "steps_budget": int(round(duration * rate)), "missed_deadlines": missed,
         "missed_pct": 100.0 * missed / steps if steps else float("nan"),
         "unknown_count": episode.get("unknown_count", 0),
         "action_errors_first": list(episode.get("action_errors", []))[:3],
@@ -813,9 +826,10 @@ def table(rows: list) -> str:
             continue
         lines.append(" ".join(str(fn(r)).rjust(w) for _, w, fn in COLUMNS))
         if r.get("outcome") != "ok" or r.get("unknown_count"):
-            lines.append(f"{'':>12}note: outcome={r.get('outcome')} stopped={r.get('stopped_reason')} "
-                         f"unknown={r.get('unknown_count')} {r.get('end_detail') or r.get('error') or ''}"
-                         f" {r.get('action_errors_first') or ''}")
+            lines.append(f"{'':>12}note: outcome={r.get('outcome')} ({r.get('stopped_reason')}: "
+                         f"{r.get('end_detail') or r.get('error') or ''}), {r.get('steps')} of "
+                         f"{r.get('steps_budget')} steps; {r.get('unknown_count')} unknown "
+                         f"{r.get('action_errors_first') or ''}")
     return "\n".join(lines)
 
 

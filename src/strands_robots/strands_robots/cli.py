@@ -224,7 +224,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.arm_driver_node import _init_without_signal_handlers
+    from strands_robots.nodes.process import init_without_signal_handlers
 
     config = args.config_file or default_config_file()
     if not Path(config).is_file():
@@ -243,7 +243,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _init_without_signal_handlers([sys.argv[0]])
+    init_without_signal_handlers([sys.argv[0]])
     node = rclpy.create_node("strands_robots_up")
     _subscribe_events(node, args.namespace, printer)
     executor = SingleThreadedExecutor()

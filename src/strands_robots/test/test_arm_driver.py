@@ -3,7 +3,6 @@
 import math
 import threading
 
-import numpy as np
 import pytest
 
 from strands_robots.arm.adapter import HardwareAdapter

@@ -291,8 +291,6 @@ class UndeclaredKeysPolicy(ScriptedPolicy):
 
 
 def test_fail_fast_when_policy_keys_match_no_actuator_lists_valid_keys():
-    from strands_robots.arm.resolution import resolve_action  # noqa: F401  (the real driver resolves the same way)
-
     def verdict(index, action):
         known = [k for k in action if k in KEYS]
         unknown = [k for k in action if k not in KEYS]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 # Reasons an emitted key was not applied. Words, so logs and `ros2 topic echo` read as text.

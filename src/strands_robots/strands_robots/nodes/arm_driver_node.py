@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -38,7 +37,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -60,6 +59,7 @@ from strands_robots.arm.lease import LeaseManager, LeaseSnapshot
 from strands_robots.arm.start_pose import StartPoseReport, StartPoseSettings, run_start_pose
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
+from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 
 NODE_NAME = "arm_driver"
 HARDWARE = "mujoco"
@@ -760,16 +760,6 @@ class ArmDriverNode(LifecycleNode):
 
 
 # -- entry point --------------------------------------------------------------------------------------------------
-def _init_without_signal_handlers(argv: List[str]) -> None:
-    """rclpy.init, leaving SIGINT/SIGTERM to us (one clean path on every distro)."""
-    try:
-        from rclpy.signals import SignalHandlerOptions
-
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    except (ImportError, TypeError):  # a distro without signal handler options
-        rclpy.init(args=argv)
-
-
 def main(args: Optional[List[str]] = None) -> int:
     """Run the driver on a MultiThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown.
 
@@ -782,9 +772,9 @@ def main(args: Optional[List[str]] = None) -> int:
     parser.add_argument("--autostart", action="store_true", help="configure and activate at start")
     options = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _init_without_signal_handlers(argv)
+    signals = StopSignals.install()
+    stop = signals.event
+    init_without_signal_handlers(argv)
     node: Optional[ArmDriverNode] = None
     executor: Optional[MultiThreadedExecutor] = None
     spin_thread: Optional[threading.Thread] = None
@@ -793,15 +783,7 @@ def main(args: Optional[List[str]] = None) -> int:
         node = ArmDriverNode()
         executor = MultiThreadedExecutor(num_threads=4)
         executor.add_node(node)
-
-        def spin() -> None:
-            try:
-                executor.spin()
-            except (ExternalShutdownException, KeyboardInterrupt):
-                pass
-
-        spin_thread = threading.Thread(target=spin, name="arm_driver_executor", daemon=True)
-        spin_thread.start()
+        spin_thread = spin_in_background(executor, "arm_driver_executor")
         if options.autostart or node.get_parameter("autostart").value:
             if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 node.get_logger().error("autostart: configure failed")
@@ -828,8 +810,7 @@ def main(args: Optional[List[str]] = None) -> int:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.restore()
     return code
 
 

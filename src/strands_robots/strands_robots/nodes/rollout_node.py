@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import sys
 import threading
 import time
@@ -39,6 +37,7 @@ from strands_robots import convert
 from strands_robots.nodes._qos import EVENT_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
+from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_condition_of_result
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
@@ -345,11 +344,9 @@ def main(argv: "list[str] | None" = None) -> int:
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
     """
-    from strands_robots.nodes.arm_driver_node import _init_without_signal_handlers
-
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _init_without_signal_handlers(argv if argv is not None else sys.argv)
+    signals = StopSignals.install()
+    stop = signals.event
+    init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
     executor = MultiThreadedExecutor(num_threads=4)
     spinner = None
@@ -357,8 +354,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         node = RolloutNode()
         executor.add_node(node)
-        spinner = threading.Thread(target=_spin, args=(executor,), name="rollout-executor", daemon=True)
-        spinner.start()
+        spinner = spin_in_background(executor, "rollout-executor")
         while not stop.is_set() and not node.done.wait(0.1):
             pass
         code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
@@ -376,16 +372,8 @@ def main(argv: "list[str] | None" = None) -> int:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        signals.restore()
     return code
-
-
-def _spin(executor: MultiThreadedExecutor) -> None:
-    try:
-        executor.spin()
-    except (ExternalShutdownException, KeyboardInterrupt):
-        pass
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ first included. Nothing here imports rclpy.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from strands_robots.rollout.runner import DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_MAX_ONFRAME_FAILURES, PolicyRunner
 from strands_robots.rollout.stop import StopToken
