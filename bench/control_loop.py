@@ -5,8 +5,8 @@ Modes:
 
 - ``ros``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``, autostart,
   leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner` drives a
-  :class:`RosDriverBackend` whose node a ``MultiThreadedExecutor`` (4 threads, as the rollout node) spins on a
-  background thread. The lease is acquired once per driver; the arms move to the start pose before every run.
+  :class:`RosDriverBackend` whose node a ``MultiThreadedExecutor`` (4 threads, as the rollout node; or a
+  ``SingleThreadedExecutor`` with ``--executor single``) spins on a background thread. The lease is acquired once per driver; the arms move to the start pose before every run.
   "with observer": the rollout node's own :class:`QueuedEventPublisher` publishes every event on
   ``/bench/observer_events`` and ``bench/event_counter.py``, **a separate process**, subscribes with
   ``EVENT_QOS`` and counts what arrives (per ``run_id``, gaps in ``event_seq``).
@@ -18,11 +18,14 @@ Modes:
 
 Every run: the mock policy, ``fast_mode=False`` (deadline pacing), ``seed=0``, a supplied stop token (as the
 rollout node does). ``send_action`` is timed by a thin decorator around the backend (call start and round
-trip, ``time.perf_counter_ns``, preallocated lists); the observer by a thin wrapper.
+trip, ``time.perf_counter_ns``, preallocated lists); the observer by a thin wrapper. The step budget is
+``duration * rate``; a loop that cannot keep up is stopped cooperatively after ``1.5 * duration + 10 s`` (its
+row then says ``outcome=cancelled`` and how many steps ran). Before the runs: the observer-lane microbenchmark
+and the "pacer floor" (the project's ``DeadlinePacer`` alone, no work: the best this machine allows right now).
 
 Usage (through ``make bench`` / ``bash scripts/bench.sh``, which set up ROS and a private ROS_DOMAIN_ID)::
 
-    bash scripts/bench.sh                                  # the full default (~6 minutes)
+    bash scripts/bench.sh                                  # the full default (6-9 minutes)
     bash scripts/bench.sh --rates 200 --duration 5         # a quick look
     bash scripts/bench.sh --modes inproc --observer without --rates 500,1000
 
@@ -380,16 +383,6 @@ def run_inproc(rate: float, duration: float, with_obs: bool, observer_kind: str)
 
 
 # -- ROS mode -----------------------------------------------------------------------------------------------------
-def _configured_joint_limits() -> dict:
-    """``{key: (lower, upper)}`` from the driver's default config (``config/arms.yaml``)."""
-    from strands_robots.arm.config import DriverConfig
-    from strands_robots.nodes.arm_driver_node import default_config_path
-
-    path = default_config_path()
-    config = DriverConfig.from_yaml(path) if path else DriverConfig.default()
-    return {key: (spec.lower, spec.upper) for key, spec in config.joint_specs().items()}
-
-
 class RosHarness:
     """One driver process (at one joint_states rate) and this process's client node, executor and lease."""
 
@@ -431,9 +424,8 @@ class RosHarness:
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
         self.driver = Child("driver", argv, self._log, subprocess.STDOUT)
         self.node = rclpy.create_node("bench_rollout", namespace=NAMESPACE)
-        # As the rollout node: the policy is told the driver's configured joint limits (same as in process).
-        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0,
-                                        joint_limits=_configured_joint_limits())
+        # As the rollout node (its defaults; the joint limits come from the driver's DriverStatus).
+        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0)
         self.events_pub = self.node.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
@@ -935,8 +927,8 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
                    help="in-process 'with observer': a counting observer (default) or the QueuedEventPublisher")
     p.add_argument("--driver-rate", default="match",
                    help="driver joint_states rate in Hz, or 'match' (= the control rate; default)")
-    p.add_argument("--executor", choices=("multi", "single"), default="multi",
-                   help="ROS mode: the client node's executor (default multi, as the rollout node)")
+    p.add_argument("--executor", choices=("multi", "single"), default="single",
+                   help="ROS mode: the client node's executor (default single, as the rollout node's control path)")
     p.add_argument("--executor-threads", type=int, default=4,
                    help="MultiThreadedExecutor threads (default 4, as the rollout node)")
     p.add_argument("--switch-interval-ms", type=float, default=0.0,
@@ -1077,10 +1069,11 @@ def main(argv: "list[str] | None" = None) -> int:
             json.dump(report, f, indent=1, default=str)
         print()
         print(machine_line(machine))
+        executor = ("SingleThreadedExecutor" if args.executor == "single"
+                    else f"MultiThreadedExecutor({args.executor_threads})")
         print(f"{args.duration:g} s per run; mock policy, deadline pacing; deviation = |step interval - period| "
               f"between send_action starts, ms; rtt = send_action round trip, ms"
-              + (f"; ROS client executor: {'SingleThreadedExecutor' if args.executor == 'single' else f'MultiThreadedExecutor({args.executor_threads})'}"
-                 if "ros" in args.mode_list else ""))
+              + (f"; ROS client executor: {executor}" if "ros" in args.mode_list else ""))
         print(table(rows))
         others = [r["cpu"]["others_cpu_pct"] for r in rows if "others_cpu_pct" in r.get("cpu", {})]
         if others:

@@ -98,3 +98,4 @@ def dds_echo(ros_context):
         executor.remove_node(node)
         executor.shutdown()
         node.destroy_node()
+

@@ -1,6 +1,6 @@
 """The arm driver node over real DDS: verdicts, leases, safety stop, start pose, parameters, lifecycle.
 
-Each test gets its own rclpy Context with the driver node and a client node in one MultiThreadedExecutor
+Each test gets its own rclpy Context with the driver node and a client node, each on its own executor thread
 spinning on a background thread; the fixture tears all of it down even when the test fails. The client side
 is :class:`RosDriverBackend` (what the rollout node uses), or plain service clients where the test is about
 the ROS interface itself (lifecycle, parameters).
@@ -30,7 +30,6 @@ from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.context import Context  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
@@ -42,6 +41,8 @@ from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
+
+from node_spinners import NodeSpinners  # noqa: E402
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 TEXT_FORM = re.compile(r"^(left|right): (joint \d|gripper) reads [+-]\d+\.\d (rad|rad/s|N\*m)$")
@@ -57,24 +58,21 @@ def wait_for(predicate, timeout_s: float = 5.0, period_s: float = 0.01) -> bool:
 
 
 class Harness:
-    """Driver node + client node in one context, spun by a MultiThreadedExecutor on a background thread."""
+    """Driver node + client node in one context, each spun by its own executor thread (node_spinners.NodeSpinners)."""
 
     def __init__(self, **params) -> None:
         self.context = Context()
         rclpy.init(context=self.context)
         self.nodes = []
         self.backend = None
-        self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
+        self.spinners = NodeSpinners(self.context)
         overrides = [Parameter(k, value=v) for k, v in params.items()]
         self.driver = self.add(ArmDriverNode(context=self.context, parameter_overrides=overrides))
         self.client = self.add(rclpy.create_node("driver_test_client", context=self.context))
-        self._thread = threading.Thread(target=self.executor.spin, name="test_executor", daemon=True)
-        self._thread.start()
 
     def add(self, node):
         self.nodes.append(node)
-        self.executor.add_node(node)
-        return node
+        return self.spinners.add(node)
 
     def make_backend(self, **kwargs) -> RosDriverBackend:
         kwargs.setdefault("action_timeout_s", 5.0)
@@ -95,8 +93,7 @@ class Harness:
                 self.backend.close()
         finally:
             try:
-                self.executor.shutdown(timeout_sec=5.0)
-                self._thread.join(5.0)  # no executor thread touches a node while it is destroyed
+                self.spinners.shutdown(5.0)  # no executor thread touches a node while it is destroyed
             finally:
                 for node in self.nodes:
                     try:

@@ -2,8 +2,8 @@
 
 Each test brings up, in its own rclpy Context and namespace, the arm driver node (configured and active; a
 subprocess where the test kills it), the rollout node and a client node (RunEpisode action client, an
-``observer_events`` subscriber, a latched ``safety_stop`` subscriber) in one MultiThreadedExecutor spinning on
-a background thread. The fixture tears everything down, and ends a driver subprocess by its PID, even when the
+``observer_events`` subscriber, a latched ``safety_stop`` subscriber), each spun by its own executor thread as
+in the node processes (node_spinners.NodeSpinners). The fixture tears everything down, and ends a driver subprocess by its PID, even when the
 test fails. What is asserted is what arrived over DDS (events, action result, SafetyStop) and the driver's
 own counters; episodes are short (0.5-2 s at 50 Hz) and nothing is timed by the wall clock: the tests count
 steps and events.
@@ -29,7 +29,6 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 from action_msgs.msg import GoalStatus  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
@@ -41,6 +40,8 @@ from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
+
+from node_spinners import NodeSpinners  # noqa: E402
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 RATE_HZ = 50.0
@@ -67,12 +68,11 @@ class Rig:
         self.namespace = f"/rollout_test_{uuid.uuid4().hex[:8]}"
         self.context = Context()
         rclpy.init(context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=6, context=self.context)
+        self.spinners = NodeSpinners(self.context)
         self.nodes: list = []
         self.driver = None
         self.driver_proc: "subprocess.Popen | None" = None
         self.rollout = None
-        self._thread: "threading.Thread | None" = None
         self._lock = threading.Lock()
         self.events: list = []  # (ObserverEvent msg, event dataclass)
         self.safety: list = []
@@ -102,7 +102,7 @@ class Rig:
         params.update(rollout)
         self.rollout = self._add(RolloutNode(
             context=self.context, namespace=self.namespace,
-            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
+            parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]), multi=True)
         self.client = self._add(rclpy.create_node("rollout_test_client", namespace=self.namespace,
                                                   context=self.context))
         self.action = ActionClient(self.client, RunEpisode, "run_episode")
@@ -110,15 +110,12 @@ class Rig:
                                                           EVENT_QOS)
         self.client.create_subscription(SafetyStop, "safety_stop", self._on_safety, LATCHED_QOS)
         self.acquire_client = self.client.create_client(AcquireLease, "acquire_lease")
-        self._thread = threading.Thread(target=self.executor.spin, name="rollout_test_executor", daemon=True)
-        self._thread.start()
         assert self.action.wait_for_server(timeout_sec=20.0), "run_episode action server not found"
         assert wait_for(lambda: self.events_sub.get_publisher_count() >= 1, 20.0), "observer_events not matched"
 
-    def _add(self, node):
+    def _add(self, node, multi: bool = False):
         self.nodes.append(node)
-        self.executor.add_node(node)
-        return node
+        return self.spinners.add(node, multi=multi)
 
     # -- subscriptions (executor threads) ---------------------------------------------------------------------
     def _on_event(self, msg: ObserverEvent) -> None:
@@ -200,9 +197,7 @@ class Rig:
                 self.rollout.close()
         finally:
             try:
-                self.executor.shutdown(timeout_sec=5.0)
-                if self._thread is not None:
-                    self._thread.join(5.0)
+                self.spinners.shutdown(5.0)
             finally:
                 for node in self.nodes:
                     try:

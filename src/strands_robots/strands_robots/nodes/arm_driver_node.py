@@ -15,7 +15,8 @@ Topics (relative names, so a launch namespace applies): ``joint_states`` (``sens
 ``lease_state`` (latched: reliable + transient_local depth 1), and ``/diagnostics``.
 
 Services: ``send_action``, ``acquire_lease``, ``renew_lease``, ``release_lease``, ``reset_safety``,
-``move_to_start_pose``. Every rule (verdicts, safety, leases, start pose) lives in the core; this module
+``move_to_start_pose`` (served by a side node ``<name>_start_pose`` in the same namespace, on its own thread,
+because it blocks for the whole move). Every rule (verdicts, safety, leases, start pose) lives in the core; this module
 translates messages (:mod:`strands_robots.convert`), keeps time, and publishes.
 
 Run: ``ros2 run strands_robots arm_driver_node --ros-args --params-file config/arm_driver.yaml`` and drive
@@ -37,7 +38,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -222,8 +223,19 @@ class ArmDriverNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self._command_group = MutuallyExclusiveCallbackGroup()   # send_action, leases, reset_safety
-        self._move_group = MutuallyExclusiveCallbackGroup()      # move_to_start_pose (long)
         self._housekeeping_group = MutuallyExclusiveCallbackGroup()  # status, lease poll, diagnostics
+        # move_to_start_pose blocks for the whole move (its answer is the move's outcome), so it is served by a
+        # side node on its own single-threaded executor: the driver's own executor stays single-threaded
+        # (rclpy's MultiThreadedExecutor busy-waits holding the GIL, which starved the control path) and keeps
+        # answering send_action and lease renewals during a move. Same namespace, so the service name is
+        # <ns>/move_to_start_pose as if the driver served it.
+        # use_global_arguments=False: the process's `__node:=` remap must not rename this node too.
+        self._move_node = rclpy.create_node(f"{self.get_name()}_start_pose", namespace=self.get_namespace(),
+                                            context=self.context, use_global_arguments=False,
+                                            start_parameter_services=False)
+        self._move_executor = SingleThreadedExecutor(context=self.context)
+        self._move_executor.add_node(self._move_node)
+        self._move_thread = spin_in_background(self._move_executor, f"{self.get_name()}_start_pose")
 
     # -- parameters -------------------------------------------------------------------------------------------
     def _declare_parameters(self) -> None:
@@ -389,6 +401,13 @@ class ArmDriverNode(LifecycleNode):
         """Stop the physics before the node goes away, whatever state it is in."""
         self._stop_running()
         self._teardown()
+        # getattr: a node whose __init__ refused its parameters is destroyed by the context's cleanup too
+        executor = getattr(self, "_move_executor", None)
+        if executor is not None:
+            executor.shutdown(timeout_sec=2.0)
+            self._move_thread.join(2.0)
+            self._move_node.destroy_node()
+            self._move_executor = None
         super().destroy_node()
 
     def _stop_running(self) -> None:
@@ -411,7 +430,8 @@ class ArmDriverNode(LifecycleNode):
         if self._leases.revoke("revoked: the driver was cleaned up"):
             self._publish_lease_if_changed()
         for srv in self._driver_services:
-            self.destroy_service(srv)
+            owner = self._move_node if srv in self._move_node.services else self
+            owner.destroy_service(srv)
         self._driver_services.clear()
         timer = self._driver_timers.pop("lease", None)
         if timer is not None:
@@ -440,8 +460,7 @@ class ArmDriverNode(LifecycleNode):
             self.create_service(RenewLease, "renew_lease", self._on_renew_lease, callback_group=g),
             self.create_service(ReleaseLease, "release_lease", self._on_release_lease, callback_group=g),
             self.create_service(ResetSafety, "reset_safety", self._on_reset_safety, callback_group=g),
-            self.create_service(MoveToStartPose, "move_to_start_pose", self._on_move_to_start_pose,
-                                callback_group=self._move_group),
+            self._move_node.create_service(MoveToStartPose, "move_to_start_pose", self._on_move_to_start_pose),
         ]
         # The lease can expire while the driver is inactive too, so its poll lives as long as the services.
         self._driver_timers["lease"] = self.create_timer(1.0 / LEASE_POLL_HZ, self._publish_lease_if_changed,
@@ -566,7 +585,7 @@ class ArmDriverNode(LifecycleNode):
         answer *is* the outcome of the move, the wait is on a condition variable the physics thread signals
         (no polling, no sleep), and the callback sits alone in a mutually exclusive group so a second move
         queues instead of interleaving two ramps, while ``send_action``, the leases and the publish timers
-        keep running on the other executor threads (``main()`` uses a MultiThreadedExecutor).
+        keep being served by the driver's own executor (this one is the side node's; see ``__init__``).
         """
         report = self._move_to_start_pose(req)
         res.reached = report.reached
@@ -761,7 +780,7 @@ class ArmDriverNode(LifecycleNode):
 
 # -- entry point --------------------------------------------------------------------------------------------------
 def main(args: Optional[List[str]] = None) -> int:
-    """Run the driver on a MultiThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown.
+    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown.
 
     ``--autostart`` (or the ``autostart`` parameter) configures and activates the node at start.
     """
@@ -776,12 +795,12 @@ def main(args: Optional[List[str]] = None) -> int:
     stop = signals.event
     init_without_signal_handlers(argv)
     node: Optional[ArmDriverNode] = None
-    executor: Optional[MultiThreadedExecutor] = None
+    executor: Optional[SingleThreadedExecutor] = None
     spin_thread: Optional[threading.Thread] = None
     code = 0
     try:
         node = ArmDriverNode()
-        executor = MultiThreadedExecutor(num_threads=4)
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         spin_thread = spin_in_background(executor, "arm_driver_executor")
         if options.autostart or node.get_parameter("autostart").value:

@@ -28,7 +28,7 @@ import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import EpisodeResult, ObserverEvent
@@ -108,10 +108,19 @@ class RolloutNode(Node):
         self._events = QueuedEventPublisher(
             self._events_pub.publish, depth=self.p("event_queue_depth"), on_event=self._feedback_from_event
         )
-        driver_ns = self.p("driver_namespace")
+        # The control path (joint_states, send_action, lease heartbeat) gets a node and a single-threaded
+        # executor of its own: its callbacks only set events the control thread waits on, and it never queues
+        # behind the action server. rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is
+        # pending; on the control path that starved the loop (bench/README.md).
+        self._control_node = rclpy.create_node(
+            f"{self.get_name()}_control", namespace=self.get_namespace(), context=self.context,
+            use_global_arguments=False, start_parameter_services=False)
+        self._control_executor = SingleThreadedExecutor(context=self.context)
+        self._control_executor.add_node(self._control_node)
+        self._control_thread = spin_in_background(self._control_executor, f"{self.get_name()}_control")
         self.backend = RosDriverBackend(
-            self, driver_namespace=driver_ns, action_timeout_s=self.p("action_timeout_s"),
-            wait_timeout_s=self.p("driver_timeout_s"),
+            self._control_node, driver_namespace=self.p("driver_namespace"),
+            action_timeout_s=self.p("action_timeout_s"), wait_timeout_s=self.p("driver_timeout_s"),
         )
         self._stop = StopToken()
         self.runner = PolicyRunner(self.backend, robot_name=self.p("robot_name"), stop=self._stop)
@@ -336,6 +345,9 @@ class RolloutNode(Node):
             self._busy.release()
         self._events.close(2.0)
         self.backend.close()
+        self._control_executor.shutdown(timeout_sec=2.0)
+        self._control_thread.join(2.0)
+        self._control_node.destroy_node()
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -348,7 +360,9 @@ def main(argv: "list[str] | None" = None) -> int:
     stop = signals.event
     init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
-    executor = MultiThreadedExecutor(num_threads=4)
+    # The action server's execute callback runs a whole episode, so this executor needs a second thread for
+    # goals, cancels and the lease watch; the control path has its own (see RolloutNode.__init__).
+    executor = MultiThreadedExecutor(num_threads=2)
     spinner = None
     code = 0
     try:
