@@ -930,10 +930,10 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     p.add_argument("--executor", choices=("multi", "single"), default="single",
                    help="ROS mode: the client node's executor (default single, as the rollout node's control path)")
     p.add_argument("--executor-threads", type=int, default=4,
-                   help="MultiThreadedExecutor threads (default 4, as the rollout node)")
-    p.add_argument("--switch-interval-ms", type=float, default=0.0,
-                   help="sys.setswitchinterval for the bench process (0: Python's default, 5 ms); how long a "
-                        "thread waiting for the GIL lets a busy one run")
+                   help="MultiThreadedExecutor threads with --executor multi (default 4)")
+    p.add_argument("--switch-interval-ms", type=float, default=0.5,
+                   help="sys.setswitchinterval for the bench process in ms (default 0.5, as the node processes: "
+                        "strands_robots.nodes.process; 0: Python's default, 5 ms)")
     p.add_argument("--floor-duration", type=float, default=5.0,
                    help="seconds of DeadlinePacer-only timing per rate, the machine's floor (0: skip)")
     p.add_argument("--micro-events", type=int, default=100_000, help="events per microbenchmark (0: skip)")
