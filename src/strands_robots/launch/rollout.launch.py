@@ -6,7 +6,8 @@
 
 The arm driver is a lifecycle node: this file configures it once the process is up and activates it once it is
 configured. The rollout node waits for the driver, runs ``episodes`` episodes, and exits; its exit ends the
-launch, so the launch's exit code is the episode's (0 when it ran to its end condition).
+launch, so the launch's exit code is the episodes' (0 when every episode's outcome was ok; 1 after an error
+or a safety stop).
 """
 
 from launch import LaunchDescription
