@@ -5,15 +5,8 @@
 # Its own ROS_DOMAIN_ID with discovery kept on this host, so a parallel test run never hears it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/setup.sh"
-set +u
-# shellcheck source=/dev/null
-source "$root/scripts/env.sh" --no-install
-set -u
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( ($$ % 100) + 1 ))}"
-export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # Iron and newer
-export ROS_LOCALHOST_ONLY=1                      # Humble
-export PYTHONPATH="$root/src/strands_robots${PYTHONPATH:+:$PYTHONPATH}"
-cd "$root"
+domain_base=1
+# shellcheck source=scripts/ros_shell.sh
+source "$root/scripts/ros_shell.sh"
 echo "[bench] ROS_DOMAIN_ID=$ROS_DOMAIN_ID python=$(command -v python)"
 python bench/control_loop.py "$@"
