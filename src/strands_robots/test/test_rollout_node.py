@@ -265,6 +265,21 @@ def test_mock_episode_ends_timeout_with_full_resolution_over_ros(rig):
     assert result.events_published >= len(steps) + 2 and result.events_dropped == 0
 
 
+def test_refused_goal_is_aborted_with_the_reason_and_opens_no_lifecycle(rig):
+    r = rig()
+    before = len(r.events)
+    result, status = r.run(policy_provider="mock", policy_config_json="[1, 2]", duration_s=1.0)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.message == "goal refused: policy_config_json must be a JSON object"
+    assert result.ended.run_id == "" and result.end_condition == ""
+
+    result, status = r.run(policy_provider="no_such_policy", duration_s=1.0)
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.message.startswith("episode refused before it started: ")
+    assert "no_such_policy" in result.message and "mock" in result.message  # the known providers are listed
+    assert len(r.events) == before  # a preflight refusal opens no lifecycle: no Started, no Ended
+
+
 def test_unknown_and_out_of_range_keys_give_partial_and_none_with_right_keys_over_ros(rig):
     r = rig()
     keys = tuple(r.driver.core.action_keys())

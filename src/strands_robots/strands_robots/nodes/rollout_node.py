@@ -180,13 +180,14 @@ class RolloutNode(Node):
         goal = goal_handle.request
         self._feedback_target = goal_handle
         try:
-            ended_dict, end_condition = self.run_episode(goal)
+            ended_dict, end_condition, message = self.run_episode(goal)
         finally:
             self._feedback_target = None
         result = RunEpisode.Result()
         if ended_dict is not None:
             result.ended = convert.dict_to_msg("strands_robots_msgs/msg/RunPolicyEnded", ended_dict)
         result.end_condition = end_condition
+        result.message = message
         result.events_published = self._events.published
         result.events_dropped = self._events.dropped
         if goal_handle.is_cancel_requested:
@@ -220,17 +221,19 @@ class RolloutNode(Node):
             self._stop.request("lease_lost")
 
     # -- one episode ---------------------------------------------------------------------------------------
-    def run_episode(self, goal: RunEpisode.Goal) -> tuple["dict | None", str]:
+    def run_episode(self, goal: RunEpisode.Goal) -> tuple["dict | None", str, str]:
         """Run one episode for ``goal`` (parameters fill what the goal leaves empty).
 
-        :returns: (the Ended event as a RunPolicyEnded dict, or None when no rollout ran; end condition).
+        :returns: (the Ended event as a RunPolicyEnded dict, or None when no rollout ran; the end condition;
+            why no rollout ran, empty when one did).
         """
         with self._busy:
             self._stop.clear()
             log = self.get_logger()
             if not self.backend.wait_until_ready(self.p("driver_timeout_s")):
-                log.error("arm driver not ready (no send_action service or joint_states)")
-                return None, ""
+                message = "arm driver not ready (no send_action service or joint_states)"
+                log.error(message)
+                return None, "", message
             acquired = False
             if goal.lease_token:
                 self.backend.lease_token = goal.lease_token
@@ -238,17 +241,24 @@ class RolloutNode(Node):
                 res = self.backend.acquire(self.p("lease_holder"), self.p("lease_priority"),
                                            self.p("lease_duration_s"))
                 if not res.granted:
-                    log.error(f"control lease refused: {res.message}")
-                    return None, "lease_lost"
+                    message = f"control lease refused: {res.message}"
+                    log.error(message)
+                    return None, "lease_lost", message
                 acquired = True
             try:
                 if self.p("start_pose_before_episode"):
                     report = self.backend.move_to_start_pose()
                     if not report.reached:
-                        log.error(f"start pose unreached: {report.detail}")
+                        message = f"start pose unreached: {report.detail}"
+                        log.error(message)
                         self._publish_result(goal, None, END_START_POSE_UNREACHED, report.detail)
-                        return None, END_START_POSE_UNREACHED
-                kwargs = self._run_kwargs(goal)
+                        return None, END_START_POSE_UNREACHED, message
+                try:
+                    kwargs = self._run_kwargs(goal)
+                except ValueError as exc:  # e.g. policy_config_json that is not a JSON object
+                    message = f"goal refused: {exc}"
+                    log.error(message)
+                    return None, "", message
                 log.info(f"episode: {kwargs['policy_provider']} at {kwargs['control_frequency']:g} Hz, "
                          f"budget {kwargs.get('n_steps') or kwargs['duration']} "
                          f"{'steps' if kwargs.get('n_steps') else 's'}")
@@ -258,21 +268,25 @@ class RolloutNode(Node):
                     self.backend.release()
             self._events.flush(5.0)
             if not out["episodes"]:
-                log.error(f"episode refused before it started: {out.get('error_message', '')}")
-                return None, ""
+                message = f"episode refused before it started: {out.get('error_message', '')}"
+                log.error(message)
+                return None, "", message
             ended = out["episodes"][0]
             end_condition = end_condition_of_result(ended)
             self._publish_result(goal, ended, end_condition, ended.get("end_detail", ""))
             log.info(f"episode {ended['run_id']} ended: {ended['stopped_reason']} ({end_condition or 'no end condition'})"
                      f", {ended['applied_actions']} actions, {ended['missed_deadlines']} missed deadlines")
-            return ended, end_condition
+            return ended, end_condition, ""
 
     def _run_kwargs(self, goal: RunEpisode.Goal) -> dict:
         config_json = goal.policy_config_json or self.p("policy_config_json")
         seed = goal.seed if goal.seed >= 0 else self.p("seed")
+        policy_config = json.loads(config_json) if config_json else None
+        if policy_config is not None and not isinstance(policy_config, dict):
+            raise ValueError("policy_config_json must be a JSON object")
         kwargs: dict[str, Any] = {
             "policy_provider": goal.policy_provider or self.p("policy_provider"),
-            "policy_config": json.loads(config_json) if config_json else None,
+            "policy_config": policy_config,
             "instruction": goal.task.instruction or self.p("instruction"),
             "control_frequency": goal.control_frequency or self.p("control_frequency"),
             "duration": goal.duration_s or self.p("duration_s"),
@@ -312,7 +326,7 @@ class RolloutNode(Node):
                     break
                 goal = RunEpisode.Goal()
                 goal.seed = -1
-                ended, _ = self.run_episode(goal)
+                ended, _, _ = self.run_episode(goal)
                 if ended is None or ended.get("outcome") != "ok":
                     ok = False
                     break
