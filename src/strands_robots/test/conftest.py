@@ -8,30 +8,10 @@ environment win, so a developer can still pin a domain.
 
 from __future__ import annotations
 
-import os
-import random
-
 import pytest
+from ros_harness import isolate_dds
 
-
-def _ros_distro_is_humble() -> bool:
-    """Humble predates ROS_AUTOMATIC_DISCOVERY_RANGE (Iron+); it only knows ROS_LOCALHOST_ONLY."""
-    distro = os.environ.get("ROS_DISTRO", "")
-    if distro:
-        return distro == "humble"
-    try:  # no sourced distro (the Kilted wheels in .venv): judge by rclpy's version, Humble's is 3.x
-        from importlib.metadata import version
-
-        return int(version("rclpy").split(".")[0]) < 4
-    except Exception:
-        return False
-
-
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
-if _ros_distro_is_humble():
-    os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
-else:
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+isolate_dds()
 
 
 @pytest.fixture(scope="module")

@@ -42,23 +42,14 @@ from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
 
-from node_spinners import NodeSpinners  # noqa: E402
+from ros_harness import NodeSpinners, wait_for  # noqa: E402
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 TEXT_FORM = re.compile(r"^(left|right): (joint \d|gripper) reads [+-]\d+\.\d (rad|rad/s|N\*m)$")
 
 
-def wait_for(predicate, timeout_s: float = 5.0, period_s: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(period_s)
-    return bool(predicate())
-
-
 class Harness:
-    """Driver node + client node in one context, each spun by its own executor thread (node_spinners.NodeSpinners)."""
+    """Driver node + client node in one context, each spun by its own executor thread (ros_harness.NodeSpinners)."""
 
     def __init__(self, **params) -> None:
         self.context = Context()

@@ -3,7 +3,7 @@
 Each test brings up, in its own rclpy Context and namespace, the arm driver node (configured and active; a
 subprocess where the test kills it), the rollout node and a client node (RunEpisode action client, an
 ``observer_events`` subscriber, a latched ``safety_stop`` subscriber), each spun by its own executor thread as
-in the node processes (node_spinners.NodeSpinners). The fixture tears everything down, and ends a driver subprocess by its PID, even when the
+in the node processes (ros_harness.NodeSpinners). The fixture tears everything down, and ends a driver subprocess by its PID, even when the
 test fails. What is asserted is what arrived over DDS (events, action result, SafetyStop) and the driver's
 own counters; episodes are short (0.5-2 s at 50 Hz) and nothing is timed by the wall clock: the tests count
 steps and events.
@@ -41,19 +41,10 @@ from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
 
-from node_spinners import NodeSpinners  # noqa: E402
+from ros_harness import NodeSpinners, wait_for  # noqa: E402
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 RATE_HZ = 50.0
-
-
-def wait_for(predicate, timeout_s: float = 10.0, period_s: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(period_s)
-    return bool(predicate())
 
 
 class Rig:

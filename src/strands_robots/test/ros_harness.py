@@ -1,0 +1,75 @@
+"""Shared by the node and system tests: DDS isolation, waiting on a condition, spinning nodes.
+
+No rclpy import at module level: the conftests import this before any test decides to skip.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+
+def _ros_distro_is_humble() -> bool:
+    """Humble predates ROS_AUTOMATIC_DISCOVERY_RANGE (Iron+); it only knows ROS_LOCALHOST_ONLY."""
+    distro = os.environ.get("ROS_DISTRO", "")
+    if distro:
+        return distro == "humble"
+    try:  # no sourced distro (the Kilted wheels in .venv): judge by rclpy's version, Humble's is 3.x
+        from importlib.metadata import version
+
+        return int(version("rclpy").split(".")[0]) < 4
+    except Exception:
+        return False
+
+
+def isolate_dds() -> None:
+    """Give this pytest process its own ROS_DOMAIN_ID (1..100, seeded by the pid) and keep discovery on this
+    host, before anything calls ``rclpy.init`` (subprocesses inherit it). Values already set win."""
+    os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+    if _ros_distro_is_humble():
+        os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
+    else:
+        os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+
+def wait_for(predicate, timeout_s: float = 10.0, period_s: float = 0.01) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout_s`` passed; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(period_s)
+    return bool(predicate())
+
+
+class NodeSpinners:
+    """One executor per node, each spun on its own thread — the way the node processes run them.
+
+    rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is pending, so a test that spun the
+    driver, the rollout node and its clients in one of them measured that, not our nodes. ``multi=True`` gives a
+    node a two-thread MultiThreadedExecutor (the rollout node: its action server runs an episode in a callback).
+    """
+
+    def __init__(self, context) -> None:
+        self.context = context
+        self._spun: list = []  # (executor, thread)
+
+    def add(self, node, multi: bool = False):
+        from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+        from strands_robots.nodes.process import spin_in_background
+
+        executor = (MultiThreadedExecutor(num_threads=2, context=self.context) if multi
+                    else SingleThreadedExecutor(context=self.context))
+        executor.add_node(node)
+        self._spun.append((executor, spin_in_background(executor, f"test-{node.get_name()}")))
+        return node
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Stop every executor and wait for its thread (nothing spins a node while it is destroyed)."""
+        for executor, _ in self._spun:
+            executor.shutdown(timeout_sec=timeout_s)
+        for _, thread in self._spun:
+            thread.join(timeout_s)
+        self._spun.clear()
