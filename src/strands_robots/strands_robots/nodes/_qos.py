@@ -9,6 +9,11 @@
 - ``STATE_QOS``: periodic robot state (``joint_states``): reliable, volatile, keep_last 10. Reliable, so
   ``ros2 topic echo`` and rosbag (reliable by default) match; a short queue, because only the latest
   reading matters to the control loop.
+- ``COMMAND_QOS`` / ``VERDICT_QOS``: the command stream (``action_commands``, rollout -> driver) and the verdict
+  stream (``action_verdicts``, driver -> rollout): reliable, volatile, keep_last 2000 on both sides. Every
+  command must get its verdict, so the history is deep enough to hold several seconds at 1 kHz: a reader that
+  falls behind that far loses the oldest (and the rollout then counts those steps as unknown after its verdict
+  timeout), it never blocks the writer.
 """
 
 from __future__ import annotations
@@ -36,6 +41,15 @@ STATE_QOS = QoSProfile(
     durability=DurabilityPolicy.VOLATILE,
 )
 
+COMMAND_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=2000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+VERDICT_QOS = COMMAND_QOS
+
 SENSOR_QOS = STATE_QOS
 """Alias: joint readings are the sensor stream of the arms."""
 
@@ -47,4 +61,4 @@ DIAGNOSTICS_QOS = QoSProfile(
 )
 """``/diagnostics`` as diagnostic_aggregator and rqt_runtime_monitor subscribe to it (default QoS, depth 10)."""
 
-__all__ = ["DIAGNOSTICS_QOS", "EVENT_QOS", "LATCHED_QOS", "SENSOR_QOS", "STATE_QOS"]
+__all__ = ["COMMAND_QOS", "DIAGNOSTICS_QOS", "EVENT_QOS", "LATCHED_QOS", "SENSOR_QOS", "STATE_QOS", "VERDICT_QOS"]
