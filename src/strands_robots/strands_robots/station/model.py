@@ -1,0 +1,195 @@
+"""The station's data model, shared with the relay and the Evaluation Client (spec/evaluation-status.txt).
+
+Frozen dataclasses and string enums, no ROS and no protobuf: the relay's protobuf messages carry the same
+names and fields. Values the spec gives as strings (job state, end condition) stay those strings.
+
+Score sheet arithmetic (``score_sheet.py`` validates and scores):
+
+- ``yes_no``: ``True`` ("yes") earns ``max_points``, ``False`` earns 0.
+- ``count``: ``min(count * points_per_unit, max_points)``.
+- ``choice``: ``choice_points[index]``, each in ``[0, max_points]``.
+
+An episode's score is ``sum(points) / sum(max_points)``, 0.0 when nothing carries weight. ``scored=False``
+means no sheet was submitted: ``items`` is empty, ``success`` is False and ``score`` 0.0 (not meaningful).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Mapping, Tuple, Union
+
+from strands_robots.rollout.end_condition import (
+    END_AUTHORITY_LOST,
+    END_CONDITIONS,
+    END_LEASE_LOST,
+    END_POLICY_COMPLETED,
+    END_SAFETY_STOP,
+    END_START_POSE_UNREACHED,
+    END_TIMEOUT,
+)
+
+__all__ = [
+    "AnswerType",
+    "JobState",
+    "TERMINAL_STATES",
+    "END_CONDITIONS",
+    "END_TIMEOUT",
+    "END_POLICY_COMPLETED",
+    "END_LEASE_LOST",
+    "END_AUTHORITY_LOST",
+    "END_SAFETY_STOP",
+    "END_START_POSE_UNREACHED",
+    "Answer",
+    "ScoringItemDefinition",
+    "ScoringSheet",
+    "Task",
+    "ScoredItem",
+    "EpisodeResult",
+    "JobStatus",
+    "frozen_parameters",
+]
+
+
+class AnswerType(str, Enum):
+    """How an operator answers a score-sheet item."""
+
+    YES_NO = "yes_no"
+    COUNT = "count"
+    CHOICE = "choice"
+
+
+class JobState(str, Enum):
+    """A job's lifecycle state; the value is the spec's string."""
+
+    CREATED = "CREATED"
+    WAITING_POLICY = "WAITING_POLICY"
+    RUNNING = "RUNNING"
+    FINALIZING = "FINALIZING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        """True for SUCCEEDED, FAILED and CANCELLED (no transition leaves them)."""
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+JobState.TERMINAL = TERMINAL_STATES  # type: ignore[attr-defined]  # the model's agreed spelling
+
+#: A typed answer: ``bool`` for yes_no, ``int >= 0`` for count, ``int`` choice index for choice.
+Answer = Union[bool, int]
+
+
+def frozen_parameters(parameters: Mapping[str, str] | None) -> Mapping[str, str]:
+    """A read-only copy of a task's parameters (keys and values as strings, insertion order kept)."""
+    return MappingProxyType(dict(parameters or {}))
+
+
+@dataclass(frozen=True)
+class ScoringItemDefinition:
+    """One question of a score sheet, with how its answer earns points.
+
+    :param success_answer: on the success item only: ``"yes"``/``"no"`` for yes_no, one of ``choices`` for
+        choice, or the minimum count (``"3"``) for count.
+    """
+
+    name: str
+    question: str
+    answer_type: AnswerType
+    max_points: float
+    choices: Tuple[str, ...] = ()
+    choice_points: Tuple[float, ...] = ()
+    points_per_unit: float = 0.0
+    success_answer: str = ""
+
+
+@dataclass(frozen=True)
+class ScoringSheet:
+    """A task's score sheet; ``items[0]`` is the success item."""
+
+    items: Tuple[ScoringItemDefinition, ...]
+
+    @property
+    def success_item(self) -> ScoringItemDefinition:
+        """The item whose answer decides ``success``."""
+        return self.items[0]
+
+    @property
+    def max_points(self) -> float:
+        """The sheet's maximum: the sum of every item's ``max_points``."""
+        return float(sum(item.max_points for item in self.items))
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one episode runs: the instruction, layout, parameters and score sheet (the exact ones used)."""
+
+    task_id: str
+    instruction: str
+    layout: str = ""
+    parameters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    scoring: ScoringSheet = field(default_factory=lambda: ScoringSheet(()))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.parameters, MappingProxyType):
+            object.__setattr__(self, "parameters", frozen_parameters(self.parameters))
+
+    def __hash__(self) -> int:
+        return hash((self.task_id, self.instruction, self.layout, tuple(self.parameters.items()), self.scoring))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Task):
+            return NotImplemented
+        return (
+            self.task_id == other.task_id
+            and self.instruction == other.instruction
+            and self.layout == other.layout
+            and dict(self.parameters) == dict(other.parameters)
+            and self.scoring == other.scoring
+        )
+
+
+@dataclass(frozen=True)
+class ScoredItem:
+    """One answered item of a submitted sheet."""
+
+    name: str
+    question: str
+    answer_type: AnswerType
+    answer: Answer
+    points: float
+    max_points: float
+    is_success_item: bool
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One finished episode (spec: EpisodeResult)."""
+
+    episode_id: str
+    end_condition: str
+    scored: bool
+    success: bool
+    score: float
+    items: Tuple[ScoredItem, ...]
+    task: Task
+    taken_over: bool
+    end_detail: str
+    run_id: str = ""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """The latest snapshot of a job as the station produced it (spec: JobStatus)."""
+
+    job_id: str
+    station_id: str
+    state: JobState
+    episodes_total: int
+    episodes: Tuple[EpisodeResult, ...]
+    updated_unix_ms: int
+    message: str
