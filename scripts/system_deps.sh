@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Debian packages the tests use, installed when missing (the tests start their own servers on loopback):
+#   postgresql      the relay's shared store (tests run initdb/pg_ctl in a temp dir)
+#   libxml2-utils   xmllint, which the lint test runs on package.xml
+# Needs root (CI and the dev machines are root); elsewhere it says what to install and the tests that need
+# them skip with that reason.
+set -euo pipefail
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v xmllint >/dev/null 2>&1 || missing+=(libxml2-utils)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "[setup] not root or no apt-get: install ${missing[*]} yourself (their tests skip until then)"
+  exit 0
+fi
+echo "[setup] apt-get install ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
