@@ -44,13 +44,34 @@ def test_observer_lane_is_additive_adds_only_observer_failures():
     failing, failing_backend = run(observer=[_raise(RuntimeError("boom")), Collect()])
     assert plain["status"] == failing["status"] == "success"
     (a,), (b,) = plain["episodes"], failing["episodes"]
-    # The same result fields; the only value the lane changes is observer_failures (timing aside).
-    assert set(a) == set(b) == {f for f in RunPolicyEnded.__dataclass_fields__}
-    assert {k for k in a if a[k] != b[k]} - TIMING_FIELDS == {"observer_failures"}
-    assert a["observer_failures"] == 0 and b["observer_failures"] == 12  # Started + 10 steps + Ended
+    # Without an observer there is no observer_failures key anywhere; with one it is the only key added.
+    assert "observer_failures" not in plain and "observer_failures" not in a
+    assert set(b) - set(a) == {"observer_failures"} and set(a) <= set(b)
+    assert set(failing) - set(plain) == {"observer_failures"}
+    assert set(b) == {f for f in RunPolicyEnded.__dataclass_fields__}
+    assert {k for k in a if a[k] != b[k]} - TIMING_FIELDS == set()
+    assert b["observer_failures"] == 12 and failing["observer_failures"] == 12  # Started + 10 steps + Ended
     # and the same actions reached the robot
     assert [dict(x) for x in plain_backend.sent] == [dict(x) for x in failing_backend.sent]
-    assert set(plain) == set(failing) == {"status", "episodes", "observer_failures"}
+    assert set(plain) == {"status", "episodes"}
+
+
+def test_no_observer_means_no_observer_failures_key_even_on_refusal_or_many_episodes():
+    refused, _ = run(observer=None, control_frequency=5000.0)
+    assert refused["status"] == "error" and "observer_failures" not in refused
+    many, _ = run(observer=None, n_episodes=3)
+    assert len(many["episodes"]) == 3
+    assert "observer_failures" not in many and all("observer_failures" not in ep for ep in many["episodes"])
+    refused_watched, _ = run(observer=Collect(), control_frequency=5000.0)
+    assert refused_watched["observer_failures"] == 0
+
+
+def test_raising_observer_in_a_list_does_not_stop_dispatch_to_the_others():
+    before, after = Collect(), Collect()
+    result, _ = run(observer=[before, _raise(RuntimeError("boom")), after])
+    assert result["observer_failures"] == 12
+    assert len(after.events) == len(before.events) == 12
+    assert [e.event_seq for e in after.events] == list(range(12))
 
 
 def test_observer_exception_is_contained_and_counted():

@@ -52,7 +52,8 @@ class MockPolicy:
 
     Config options (all optional):
 
-    - ``seed`` (int, default 0): phases and frequencies.
+    - ``seed`` (int, default 0): phases and frequencies, unless the task gives a ``seed`` (the run's
+      ``seed + episode_index``), which wins so every episode of a seeded run has its own, repeatable motion.
     - ``action_horizon`` (int >= 1): chunk length; default the task's ``action_horizon``, else 8.
     - ``amplitude`` (float, default 0.2): amplitude for keys without limits (rad, or the key's unit); keys with
       limits use ``min(amplitude, 0.1 * range)``.
@@ -100,7 +101,7 @@ class MockPolicy:
         """Start an episode: re-seed, pick the keys, and forget the previous anchor pose.
 
         :param task: needs ``action_keys`` (unless ``keys`` was configured); uses ``joint_limits``,
-            ``action_horizon`` and ``control_frequency`` when given.
+            ``action_horizon``, ``control_frequency`` and ``seed`` when given.
         """
         keys = self._keys_override if self._keys_override is not None else opt.action_keys(PROVIDER, task)
         limits = opt.joint_limits(PROVIDER, task)
@@ -111,7 +112,8 @@ class MockPolicy:
         extra = tuple(k for k in self._values if k not in keys)
         self._emit_keys = keys + extra
 
-        rng = random.Random(self._seed)
+        task_seed = opt.optional_int(PROVIDER, "task seed", task.get("seed"))
+        rng = random.Random(self._seed if task_seed is None else task_seed)
         n = len(keys)
         phase = np.array([rng.uniform(0.0, 2.0 * math.pi) for _ in range(n)])
         omega = np.array([2.0 * math.pi * self._frequency_hz * rng.uniform(0.75, 1.25) for _ in range(n)])

@@ -24,7 +24,6 @@ lifecycle. Nothing here imports rclpy.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 import sys
 import time
@@ -37,6 +36,14 @@ from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.backend import RobotBackend
 from strands_robots.rollout.chunks import ChunkPipeline, ChunkTelemetry
 from strands_robots.rollout.pacing import DeadlinePacer
+from strands_robots.rollout.run_spec import (
+    DEFAULT_INFERENCE_TIMEOUT_S,
+    DEFAULT_MAX_ONFRAME_FAILURES,
+    PreflightRefused,
+    RunRefused,
+    RunSpec,
+    validate_run,
+)
 from strands_robots.rollout.stop import StopToken
 from strands_robots.simulation.observers import (
     HOOK_ABSENT,
@@ -66,7 +73,7 @@ from strands_robots.simulation.observers import (
 )
 
 __all__ = [
-    "PolicyRunner", "PreflightRefused", "UnknownActionKeys", "classify_verdict", "FAIL_FAST_STEPS", "DEFAULT_MAX_ONFRAME_FAILURES",
+    "PolicyRunner", "PreflightRefused", "RunRefused", "RunSpec", "validate_run", "UnknownActionKeys", "classify_verdict", "FAIL_FAST_STEPS", "DEFAULT_MAX_ONFRAME_FAILURES",
     "STATUS_SUCCESS", "STATUS_ERROR",
 ]
 
@@ -75,17 +82,9 @@ STATUS_ERROR = "error"
 # Stop with an error when each of the first min(FAIL_FAST_STEPS, budget) steps applied nothing because every
 # emitted key was unknown: the policy speaks another robot's key names.
 FAIL_FAST_STEPS = 3
-# The on_frame watchdog: this many failing hooks are tolerated, one more stops the episode with an error.
-# Observer failures never count here.
-DEFAULT_MAX_ONFRAME_FAILURES = 3
-DEFAULT_INFERENCE_TIMEOUT_S = 10.0
 
 OnFrame = Callable[[int, Mapping[str, Any], Mapping[str, float]], Any]
 StopWhen = Callable[[Mapping[str, Any]], bool]
-
-
-class PreflightRefused(ValueError):
-    """The rollout was refused before any episode started (no lifecycle was opened)."""
 
 
 class _HookAbort(Exception):
@@ -133,18 +132,6 @@ def classify_verdict(action: Mapping[str, Any], verdict: Any) -> tuple:
             f"({len(reasons)} reasons) for emitted {list(action.keys())}")
 
 
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PreflightRefused(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise PreflightRefused(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def _backend_joint_limits(backend: Any) -> dict:
     """``{key: (lower, upper)}`` when the backend can tell (``joint_limits()`` or an in-process core)."""
     getter = getattr(backend, "joint_limits", None)
@@ -167,7 +154,7 @@ class _Settings:
                  "fast_mode", "total_steps", "max_onframe_failures", "seed", "n_episodes", "reset_between",
                  "async_rtc", "inference_timeout_s", "stop_when", "on_frame", "hook_present", "record",
                  "recording_dir", "fps", "task_extra", "actuator_keys", "joint_limits", "recorder_cls",
-                 "recording_error_cls")
+                 "recording_error_cls", "spec", "robot_name")
 
 
 class PolicyRunner:
@@ -211,79 +198,75 @@ class PolicyRunner:
         self,
         policy_provider: "str | Policy" = "mock",
         *,
-        policy_config: "Mapping[str, Any] | None" = None,
-        instruction: str = "",
-        duration: float = 10.0,
-        control_frequency: float = 50.0,
-        action_horizon: int = 8,
-        fast_mode: bool = False,
-        n_steps: "int | None" = None,
-        max_steps: "int | None" = None,
-        max_onframe_failures: int = DEFAULT_MAX_ONFRAME_FAILURES,
-        seed: "int | None" = None,
-        n_episodes: int = 1,
-        reset_between: bool = True,
-        async_rtc: bool = False,
-        rtc_inference_timeout_s: float = DEFAULT_INFERENCE_TIMEOUT_S,
         stop_when: "StopWhen | None" = None,
         observer: "Observer | Sequence[Observer] | None" = None,
         on_frame: "OnFrame | None" = None,
-        record: bool = False,
-        recording_dir: "str | None" = None,
-        fps: "float | None" = None,
-        task: "Mapping[str, Any] | None" = None,
+        **kwargs: Any,
     ) -> dict:
         """Run ``n_episodes`` episodes of a policy and return the results.
 
+        The run arguments (the peer's keyword names) are checked by
+        :func:`~strands_robots.rollout.run_spec.validate_run`, which documents each: ``policy_config``,
+        ``instruction``, ``duration`` (seconds per episode), ``control_frequency``, ``action_horizon``,
+        ``fast_mode``, ``n_steps`` / ``max_steps`` (two names of the step budget), ``max_onframe_failures``,
+        ``seed`` (episode ``i`` uses ``seed + i``), ``n_episodes``, ``reset_between``, ``async_rtc``,
+        ``rtc_inference_timeout_s``, ``record``, ``recording_dir``, ``fps``, ``task``, ``robot_name``,
+        ``recording_topic_prefix``, ``episode_number_offset``.
+
         :param policy_provider: a provider name for :func:`make_policy` or a policy object.
-        :param policy_config: the provider's options.
-        :param instruction: language instruction (``task["instruction"]``).
-        :param duration: seconds per episode; the step budget is ``round(duration * control_frequency)``.
-        :param control_frequency: control rate in Hz.
-        :param action_horizon: maximum actions used per inferred chunk.
-        :param fast_mode: no pacing (as fast as the loop runs); robot time still advances one period per step.
-        :param n_steps: step budget per episode, instead of ``duration``.
-        :param max_steps: cap on the step budget.
-        :param max_onframe_failures: failing ``on_frame`` hooks tolerated per episode (observer failures never
-            count here).
-        :param seed: reset seed of episode 0; episode ``i`` uses ``seed + i``.
-        :param n_episodes: episodes to run; each is its own lifecycle with its own ``run_id``.
-        :param reset_between: reset the backend before episodes after the first (the first is always reset).
-        :param async_rtc: prefetch chunks asynchronously.
-        :param rtc_inference_timeout_s: async: longest wait for a chunk at a boundary (then an error).
         :param stop_when: ``predicate(observation) -> bool`` checked after every step on a fresh observation;
             true ends the episode with ``stopped_reason`` ``predicate``.
         :param observer: a callable or sequence of callables receiving every event (the observer lane).
         :param on_frame: the legacy per-frame hook ``on_frame(step, observation, action)``; raising
             ``CooperativeStop`` cancels, any other exception counts toward ``max_onframe_failures``.
-        :param record: record every episode (MCAP) into ``recording_dir``.
-        :param fps: recording frame rate; must equal ``control_frequency`` (default: equal).
-        :param task: extra task fields handed to ``policy.reset``.
-        :returns: ``{"status": "success"|"error", "episodes": [result, ...], "observer_failures": n}``; a
-            preflight refusal adds ``error_type`` and ``error_message`` and has no episodes.
+        :returns: ``{"status": "success"|"error", "episodes": [result, ...]}``, plus ``observer_failures``
+            (top level and per episode) when an observer was given; a preflight refusal adds ``error_type``
+            and ``error_message`` and has no episodes.
+        """
+        try:
+            spec = validate_run(policy_provider=policy_provider, **kwargs)
+        except Exception as exc:
+            return self._refusal(exc, observer)
+        return self.run_spec(spec, observer=observer, on_frame=on_frame, stop_when=stop_when)
+
+    @staticmethod
+    def _refusal(exc: BaseException, observer: Any) -> dict:
+        out = {"status": STATUS_ERROR, "episodes": [],
+               "error_type": "ValueError" if isinstance(exc, PreflightRefused) else type(exc).__name__,
+               "error_message": str(exc)}
+        if observer is not None:
+            out["observer_failures"] = 0
+        return out
+
+    def run_spec(self, spec: RunSpec, *, observer: "Observer | Sequence[Observer] | None" = None,
+                 on_frame: "OnFrame | None" = None, stop_when: "StopWhen | None" = None) -> dict:
+        """Run the episodes of a spec :func:`~strands_robots.rollout.run_spec.validate_run` accepted.
+
+        Same result as :meth:`run`. The checks that need the robot (its action keys, the policy's keys
+        against them) happen here, before any episode starts.
         """
         lane = None
         try:
+            if not isinstance(spec, RunSpec):
+                raise PreflightRefused(f"run_spec needs a RunSpec from validate_run, got {type(spec).__name__}")
             lane = ObserverLane(observer)
-            settings = self._preflight(
-                policy_provider, policy_config, instruction, duration, control_frequency, action_horizon,
-                fast_mode, n_steps, max_steps, max_onframe_failures, seed, n_episodes, reset_between, async_rtc,
-                rtc_inference_timeout_s, stop_when, on_frame, record, recording_dir, fps, task)
+            settings = self._preflight(spec, stop_when, on_frame)
         except Exception as exc:
-            return {"status": STATUS_ERROR, "episodes": [], "observer_failures": 0,
-                    "error_type": type(exc).__name__ if not isinstance(exc, PreflightRefused) else "ValueError",
-                    "error_message": str(exc)}
+            return self._refusal(exc, observer)
+        observed = bool(lane.observers)
 
         episodes: list = []
         status = STATUS_SUCCESS
         run_error: "tuple[str, str] | None" = None
-        for index in range(settings.n_episodes):
+        for index in range(spec.n_episodes):
             try:
                 result = self._episode(settings, lane, index)
             except _SetupFailed as exc:  # before Started: no lifecycle for this episode
                 status = STATUS_ERROR
                 run_error = (type(exc.error).__name__, str(exc.error))
                 break
+            if not observed:
+                del result["observer_failures"]  # additive: without an observer the lane adds nothing
             episodes.append(result)
             if result["outcome"] == OUTCOME_ERROR:
                 status = STATUS_ERROR
@@ -291,63 +274,43 @@ class PolicyRunner:
                 break  # a cancel ends the call; an error (safety stop, failure) would repeat
         if not self._stop_supplied:
             self.stop.clear()  # our own token: a stop asked during this call does not leak into the next
-        out = {"status": status, "episodes": episodes, "observer_failures": lane.total_failures}
+        out: dict = {"status": status, "episodes": episodes}
+        if observed:
+            out["observer_failures"] = lane.total_failures
         if run_error is not None:
             out["error_type"], out["error_message"] = run_error
         return out
 
     # -- preflight ------------------------------------------------------------------------------------------
-    def _preflight(self, policy_provider, policy_config, instruction, duration, control_frequency, action_horizon,
-                   fast_mode, n_steps, max_steps, max_onframe_failures, seed, n_episodes, reset_between, async_rtc,
-                   rtc_inference_timeout_s, stop_when, on_frame, record, recording_dir, fps, task) -> _Settings:
+    def _preflight(self, spec: RunSpec, stop_when: Any, on_frame: Any) -> _Settings:
+        """The robot-side checks of a validated spec; nothing moves."""
         s = _Settings()
-        s.control_frequency = _positive_float("control_frequency", control_frequency)
-        s.period_s = 1.0 / s.control_frequency
-        s.action_horizon = _positive_int("action_horizon", action_horizon)
-        s.n_episodes = _positive_int("n_episodes", n_episodes)
-        s.max_onframe_failures = _positive_int("max_onframe_failures", max_onframe_failures, minimum=0)
-        if n_steps is not None:
-            total = _positive_int("n_steps", n_steps)
-        else:
-            total = int(round(_positive_float("duration", duration) * s.control_frequency))
-            if total < 1:
-                raise PreflightRefused(f"duration {duration!r} s at {s.control_frequency:g} Hz is less than one step")
-        if max_steps is not None:
-            total = min(total, _positive_int("max_steps", max_steps))
-        s.total_steps = total
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise PreflightRefused(f"seed must be an integer or None, got {seed!r}")
-        s.seed = seed
-        s.fast_mode = bool(fast_mode)
-        s.reset_between = bool(reset_between)
-        s.async_rtc = bool(async_rtc)
-        s.inference_timeout_s = _positive_float("rtc_inference_timeout_s", rtc_inference_timeout_s)
+        s.spec = spec
+        s.control_frequency = spec.control_frequency
+        s.period_s = spec.period_s
+        s.action_horizon = spec.action_horizon
+        s.n_episodes = spec.n_episodes
+        s.max_onframe_failures = spec.max_onframe_failures
+        s.total_steps = spec.n_steps
+        s.seed = spec.seed
+        s.fast_mode = spec.fast_mode
+        s.reset_between = spec.reset_between
+        s.async_rtc = spec.async_rtc
+        s.inference_timeout_s = spec.rtc_inference_timeout_s
         if stop_when is not None and not callable(stop_when):
             raise PreflightRefused(f"stop_when must be callable, got {stop_when!r}")
         if on_frame is not None and not callable(on_frame):
             raise PreflightRefused(f"on_frame must be callable, got {on_frame!r}")
         s.stop_when = stop_when
         s.on_frame = on_frame
-        if instruction is None:
-            instruction = ""
-        if not isinstance(instruction, str):
-            raise PreflightRefused(f"instruction must be a string, got {instruction!r}")
-        s.instruction = instruction
-
-        s.record = bool(record)
-        s.recording_dir = recording_dir
-        s.fps = None
+        s.instruction = spec.instruction
+        s.robot_name = spec.robot_name or self.robot_name
+        s.record = spec.record
+        s.recording_dir = spec.recording_dir
+        s.fps = spec.fps if spec.record else None
         s.recorder_cls = None
         s.recording_error_cls = None
         if s.record:
-            if not recording_dir:
-                raise PreflightRefused("record=True needs recording_dir")
-            rec_fps = s.control_frequency if fps is None else _positive_float("fps", fps)
-            if rec_fps != s.control_frequency:
-                raise PreflightRefused(
-                    f"recording fps ({rec_fps:g}) must equal control_frequency ({s.control_frequency:g}): "
-                    "every control step is one frame")
-            s.fps = rec_fps
             from strands_robots.rollout import recording  # only when recording: it imports mcap
 
             s.recorder_cls = recording.EpisodeRecorder
@@ -359,10 +322,11 @@ class PolicyRunner:
             raise PreflightRefused("the backend reports no action keys")
         s.actuator_keys = keys
         s.joint_limits = _backend_joint_limits(self.backend)
-        s.task_extra = dict(task) if task else {}
+        s.task_extra = dict(spec.task)
 
-        s.policy_name = policy_provider if isinstance(policy_provider, str) else type(policy_provider).__name__
-        s.policy = make_policy(policy_provider, policy_config)
+        s.policy_name = spec.policy_name
+        s.policy = spec.policy if spec.policy is not None else make_policy(spec.policy_provider,
+                                                                           spec.policy_config)
         # Episode 0's policy reset happens here so a policy speaking another robot's keys is refused up front.
         s.policy.reset(self._task(s, 0))
         declared = getattr(s.policy, "action_keys", None)
@@ -382,6 +346,9 @@ class PolicyRunner:
             "action_horizon": s.action_horizon,
             "episode_index": episode_index,
         }
+        seed = s.spec.episode_seed(episode_index)
+        if seed is not None:
+            task["seed"] = seed  # the policy's own randomness follows the run's seed (seed + i)
         task.update(s.task_extra)
         return task
 
@@ -399,9 +366,10 @@ class PolicyRunner:
                 import os
 
                 os.makedirs(s.recording_dir, exist_ok=True)
-                path = os.path.join(s.recording_dir, f"episode_{index:04d}_{run_id[:8]}.mcap")
+                number = s.spec.episode_number_offset + index
+                path = os.path.join(s.recording_dir, f"episode_{number:04d}_{run_id[:8]}.mcap")
                 recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
-                                               actuator_keys=s.actuator_keys, robot_name=self.robot_name)
+                                               actuator_keys=s.actuator_keys, robot_name=s.robot_name)
             pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop)
         except Exception as exc:
             if recorder is not None:
@@ -419,7 +387,7 @@ class PolicyRunner:
         try:
             seq, mono, utc = lane.stamp()
             started = RunPolicyStarted(
-                run_id=run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc, robot_name=self.robot_name,
+                run_id=run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc, robot_name=s.robot_name,
                 policy=s.policy_name, instruction=s.instruction, control_frequency=s.control_frequency,
                 action_horizon=s.action_horizon, total_steps=s.total_steps, async_rtc=s.async_rtc,
                 episode_index=index, n_episodes=s.n_episodes, actuator_keys=s.actuator_keys,

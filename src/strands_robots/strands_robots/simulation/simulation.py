@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Mapping
 
-from strands_robots.rollout.runner import DEFAULT_INFERENCE_TIMEOUT_S, DEFAULT_MAX_ONFRAME_FAILURES, PolicyRunner
+from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
 
 __all__ = ["Simulation", "SimRobot"]
@@ -110,49 +110,36 @@ class Simulation:
         robot_name: str,
         policy_provider: Any = "mock",
         *,
-        policy_config: "Mapping[str, Any] | None" = None,
-        instruction: str = "",
-        duration: float = 10.0,
-        control_frequency: float = 50.0,
-        action_horizon: int = 8,
-        fast_mode: bool = False,
-        n_steps: "int | None" = None,
-        max_steps: "int | None" = None,
-        max_onframe_failures: int = DEFAULT_MAX_ONFRAME_FAILURES,
-        seed: "int | None" = None,
-        n_episodes: int = 1,
-        reset_between: bool = True,
-        async_rtc: bool = False,
-        rtc_inference_timeout_s: float = DEFAULT_INFERENCE_TIMEOUT_S,
         stop_when: Any = None,
         observer: Any = None,
         on_frame: Any = None,
-        record: bool = False,
-        recording_dir: "str | None" = None,
-        fps: "float | None" = None,
+        **kwargs: Any,
     ) -> dict:
         """Run a policy on one robot; the peer's keyword arguments, same meaning.
 
-        See :meth:`PolicyRunner.run` for every argument; ``observer`` is a callable or a list of them
-        receiving ``RunPolicyStarted`` / ``RunPolicyStep`` / ``RunPolicyEnded``. An unknown robot is refused
-        like any other preflight failure (``{"status": "error", ...}``, no events).
+        ``policy_config``, ``instruction``, ``duration`` (s, default 10), ``control_frequency`` (50 Hz),
+        ``action_horizon`` (8), ``fast_mode``, ``n_steps`` / ``max_steps`` (the step budget),
+        ``max_onframe_failures``, ``seed``, ``n_episodes``, ``reset_between``, ``async_rtc``,
+        ``rtc_inference_timeout_s``, ``record``, ``recording_dir``, ``fps``, ``task``: see
+        :func:`~strands_robots.rollout.run_spec.validate_run` and :meth:`PolicyRunner.run`. ``observer`` is a
+        callable or a list of them receiving ``RunPolicyStarted`` / ``RunPolicyStep`` / ``RunPolicyEnded``.
+        An unknown robot is refused like any other preflight failure (``{"status": "error", ...}``, no events).
         """
+        def refused(error_type: str, message: str) -> dict:
+            out = {"status": "error", "episodes": [], "error_type": error_type, "error_message": message}
+            if observer is not None:
+                out["observer_failures"] = 0
+            return out
+
         try:
             robot = self.robot(robot_name)
         except KeyError as exc:
-            return {"status": "error", "episodes": [], "observer_failures": 0, "error_type": "ValueError",
-                    "error_message": exc.args[0]}
+            return refused("ValueError", exc.args[0])
         if not robot.lock.acquire(blocking=False):
-            return {"status": "error", "episodes": [], "observer_failures": 0, "error_type": "RuntimeError",
-                    "error_message": f"robot {robot_name!r} is already running a policy"}
+            return refused("RuntimeError", f"robot {robot_name!r} is already running a policy")
         try:
-            return robot.runner.run(
-                policy_provider, policy_config=policy_config, instruction=instruction, duration=duration,
-                control_frequency=control_frequency, action_horizon=action_horizon, fast_mode=fast_mode,
-                n_steps=n_steps, max_steps=max_steps, max_onframe_failures=max_onframe_failures, seed=seed,
-                n_episodes=n_episodes, reset_between=reset_between, async_rtc=async_rtc,
-                rtc_inference_timeout_s=rtc_inference_timeout_s, stop_when=stop_when, observer=observer,
-                on_frame=on_frame, record=record, recording_dir=recording_dir, fps=fps)
+            return robot.runner.run(policy_provider, stop_when=stop_when, observer=observer, on_frame=on_frame,
+                                    **kwargs)
         finally:
             robot.stop_token.clear()  # a stop applies to the call it was asked during (or before)
             robot.lock.release()

@@ -1,0 +1,339 @@
+"""RunSpec: every argument of one rollout, validated once, the same in process and over ROS.
+
+``validate_run(**kwargs)`` checks every field (type, range, finiteness, the recording's fps and directory, the
+policy provider and its config) **without moving anything or touching the robot**, and returns a frozen
+:class:`RunSpec`, or raises :class:`RunRefused` naming the field, the value and what is allowed.
+``PolicyRunner.run(**kwargs)`` calls it; the rollout node calls it on a goal before the arms move and hands the
+spec to ``PolicyRunner.run_spec``. :data:`FIELD_LIMITS` is the one table of numeric ranges, also used for the
+node's parameter descriptors.
+
+``n_steps`` and ``max_steps`` are two names of one thing: the step budget of an episode (the RunEpisode goal's
+"step budget; 0 derives it from duration_s"). Without either, the budget is ``round(duration_s *
+control_frequency)``. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+import types
+from typing import Any, Mapping
+
+from strands_robots.policies.base import Policy
+from strands_robots.policies.registry import known_providers, make_policy
+
+__all__ = [
+    "FIELD_LIMITS", "FieldLimit", "PreflightRefused", "RunRefused", "RunSpec", "validate_run",
+    "DEFAULT_INFERENCE_TIMEOUT_S", "DEFAULT_MAX_ONFRAME_FAILURES", "RUN_ARGUMENTS",
+]
+
+DEFAULT_INFERENCE_TIMEOUT_S = 10.0
+# The on_frame watchdog: this many failing hooks are tolerated, one more stops the episode with an error.
+DEFAULT_MAX_ONFRAME_FAILURES = 3
+DEFAULT_RECORDING_TOPIC_PREFIX = ""
+
+
+class PreflightRefused(ValueError):
+    """The rollout was refused before any episode started (no lifecycle was opened)."""
+
+
+class RunRefused(PreflightRefused):
+    """One run argument is invalid.
+
+    :ivar field: the argument's name (as :class:`RunSpec` spells it, e.g. ``duration_s``).
+    :ivar value: the value given.
+    :ivar reason: the whole sentence, naming the field, the value and what is allowed.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldLimit:
+    """The allowed range of one numeric field: ``minimum``..``maximum``, both inclusive unless
+    ``exclusive_minimum`` (then ``value > minimum``). Non-finite values are always refused."""
+
+    minimum: float
+    maximum: float
+    integer: bool
+    description: str
+    unit: str = ""
+    exclusive_minimum: bool = False
+
+    def contains(self, value: float) -> bool:
+        if not math.isfinite(value) or value > self.maximum:
+            return False
+        return value > self.minimum if self.exclusive_minimum else value >= self.minimum
+
+    def text(self) -> str:
+        """The range as a reader writes it: ``(0, 2000] Hz``, ``[1, 1000]``."""
+        lo = "(" if self.exclusive_minimum else "["
+        fmt = (lambda v: f"{int(v)}") if self.integer else (lambda v: f"{v:g}")
+        return f"{lo}{fmt(self.minimum)}, {fmt(self.maximum)}]" + (f" {self.unit}" if self.unit else "")
+
+
+FIELD_LIMITS: "Mapping[str, FieldLimit]" = types.MappingProxyType({
+    "control_frequency": FieldLimit(0.0, 2000.0, False, "control rate", "Hz", exclusive_minimum=True),
+    "duration_s": FieldLimit(0.0, 86400.0, False, "episode budget in seconds (used when n_steps is not given)",
+                             "s", exclusive_minimum=True),
+    "n_steps": FieldLimit(1, 10**8, True, "step budget of an episode; without it derived from duration_s",
+                          "steps"),
+    "action_horizon": FieldLimit(1, 1000, True, "maximum actions used per inferred chunk", "actions"),
+    "n_episodes": FieldLimit(1, 100_000, True, "episodes in one run, each its own run_id lifecycle"),
+    "max_onframe_failures": FieldLimit(0, 1_000_000, True,
+                                       "failing on_frame hooks tolerated per episode (observer failures never "
+                                       "count)"),
+    "seed": FieldLimit(0, 2**32 - 1, True, "policy/simulation seed of episode 0; episode i uses seed + i"),
+    "rtc_inference_timeout_s": FieldLimit(0.0, 600.0, False, "async prefetch: longest wait for a chunk at a "
+                                                             "boundary, then the episode ends as an error", "s",
+                                          exclusive_minimum=True),
+    "fps": FieldLimit(0.0, 2000.0, False, "recording frame rate; must equal control_frequency", "Hz",
+                      exclusive_minimum=True),
+    "episode_number_offset": FieldLimit(0, 10**9, True, "number of the first episode in recording file names "
+                                                        "(a node running one goal per episode counts goals)"),
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Every validated argument of one rollout (see :func:`validate_run` for each field's meaning)."""
+
+    policy_provider: Any
+    policy_config: Mapping[str, Any]
+    instruction: str
+    duration_s: float
+    control_frequency: float
+    action_horizon: int
+    fast_mode: bool
+    n_steps: int
+    n_episodes: int
+    reset_between: bool
+    max_onframe_failures: int
+    seed: "int | None"
+    async_rtc: bool
+    rtc_inference_timeout_s: float
+    record: bool
+    recording_dir: str
+    fps: "float | None"
+    task: Mapping[str, Any]
+    robot_name: str
+    recording_topic_prefix: str
+    episode_number_offset: int
+    # The policy built once while validating its config (a policy object given as provider is used as is).
+    policy: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.control_frequency
+
+    @property
+    def policy_name(self) -> str:
+        p = self.policy_provider
+        return p if isinstance(p, str) else type(p).__name__
+
+    def episode_seed(self, index: int) -> "int | None":
+        """The seed of episode ``index``: ``seed + index`` (``None`` without a seed)."""
+        return None if self.seed is None else self.seed + index
+
+
+# Every keyword validate_run takes (the peer's names; duration/max_steps are aliases of duration_s/n_steps).
+RUN_ARGUMENTS = frozenset(f.name for f in dataclasses.fields(RunSpec) if f.name != "policy") | {
+    "duration", "max_steps"}
+
+
+def _bad(field: str, value: Any, what: str) -> RunRefused:
+    return RunRefused(field, value, f"{field}={value!r} refused: {what}")
+
+
+def _number(field: str, value: Any) -> float:
+    limit = FIELD_LIMITS[field]
+    if limit.integer:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
+                    and float(value).is_integer():
+                value = int(value)
+            else:
+                raise _bad(field, value, f"must be an integer in {limit.text()} ({limit.description})")
+        value = int(value)
+    else:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise _bad(field, value, f"must be a number in {limit.text()} ({limit.description})")
+        value = float(value)
+    if not limit.contains(value):
+        raise _bad(field, value, f"allowed range {limit.text()} ({limit.description})")
+    return value
+
+
+def _flag(field: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise _bad(field, value, "must be a bool (True or False)")
+
+
+def _text(field: str, value: Any, *, allow_none: bool = True) -> str:
+    if value is None and allow_none:
+        return ""
+    if not isinstance(value, str):
+        raise _bad(field, value, "must be a string")
+    return value
+
+
+def _mapping(field: str, value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return types.MappingProxyType({})
+    if not isinstance(value, Mapping):
+        raise _bad(field, value, f"must be a mapping (dict), not {type(value).__name__}")
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        raise _bad(field, value, f"keys must be strings; {bad[0]!r} is {type(bad[0]).__name__}")
+    return types.MappingProxyType(dict(value))
+
+
+def _alias(kwargs: dict, name: str, alias: str) -> Any:
+    """The value under ``name`` or ``alias``; both given with different values is refused."""
+    a = kwargs.pop(name, None)
+    b = kwargs.pop(alias, None)
+    if a is not None and b is not None and a != b:
+        raise RunRefused(name, a, f"{name}={a!r} and {alias}={b!r} disagree: they are two names of one "
+                                  f"argument; give one")
+    return a if a is not None else b
+
+
+def _check_recording_dir(path: str) -> None:
+    """The directory exists and is writable, or can be created (nothing is created here)."""
+    field = "recording_dir"
+    probe = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(probe):
+        if not os.path.isdir(probe):
+            raise _bad(field, path, "exists and is not a directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise _bad(field, path, "is not writable")
+        return
+    parent = probe
+    while not os.path.exists(parent):
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    if not os.path.isdir(parent):
+        raise _bad(field, path, f"cannot be created: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _bad(field, path, f"cannot be created: {parent} is not writable")
+
+
+def validate_run(**kwargs: Any) -> RunSpec:
+    """Check every run argument and return the :class:`RunSpec`; moves nothing, touches no robot.
+
+    Keywords (the peer's names; all optional): ``policy_provider`` (a registered provider name or a policy
+    object; default ``mock``), ``policy_config`` (mapping), ``instruction``, ``duration_s`` (alias
+    ``duration``, default 10 s), ``control_frequency`` (50 Hz), ``action_horizon`` (8), ``fast_mode``,
+    ``n_steps`` (alias ``max_steps``: the step budget), ``n_episodes`` (1), ``reset_between`` (True),
+    ``max_onframe_failures`` (3), ``seed`` (None), ``async_rtc``, ``rtc_inference_timeout_s`` (10 s),
+    ``record``, ``recording_dir``, ``fps`` (default: the control frequency), ``task`` (mapping handed to the
+    policy's ``reset``), ``robot_name`` ("" = the runner's), ``recording_topic_prefix`` (the ROS namespace the
+    recording files its topics under, e.g. ``/strands``; "" = root), ``episode_number_offset`` (0).
+    Numeric ranges: :data:`FIELD_LIMITS`.
+
+    :raises RunRefused: the first invalid field, with ``.field`` and a reason naming value and allowed range.
+    """
+    kw = dict(kwargs)
+    duration = _alias(kw, "duration_s", "duration")
+    steps = _alias(kw, "n_steps", "max_steps")
+    unknown = sorted(set(kw) - RUN_ARGUMENTS)
+    if unknown:
+        raise RunRefused(unknown[0], kw[unknown[0]],
+                         f"unknown run argument(s) {', '.join(unknown)}; known: {', '.join(sorted(RUN_ARGUMENTS))}")
+
+    control_frequency = _number("control_frequency", kw.get("control_frequency", 50.0))
+    action_horizon = _number("action_horizon", kw.get("action_horizon", 8))
+    n_episodes = _number("n_episodes", kw.get("n_episodes", 1))
+    max_onframe = _number("max_onframe_failures", kw.get("max_onframe_failures", DEFAULT_MAX_ONFRAME_FAILURES))
+    timeout = kw.get("rtc_inference_timeout_s")
+    timeout = _number("rtc_inference_timeout_s", DEFAULT_INFERENCE_TIMEOUT_S if timeout is None else timeout)
+    duration_s = _number("duration_s", 10.0 if duration is None else duration)
+    if steps is not None:
+        n_steps = _number("n_steps", steps)
+    else:
+        derived = round(duration_s * control_frequency)
+        limit = FIELD_LIMITS["n_steps"]
+        if derived < 1:
+            raise _bad("duration_s", duration_s, f"is less than one step at {control_frequency:g} Hz "
+                                                  f"(one step is {1.0 / control_frequency:g} s)")
+        if derived > limit.maximum:
+            raise _bad("duration_s", duration_s, f"at {control_frequency:g} Hz is {derived} steps, more than the "
+                                                  f"step budget's maximum {int(limit.maximum)}")
+        n_steps = int(derived)
+    seed = kw.get("seed")
+    if seed is not None:
+        seed = _number("seed", seed)
+        if seed + n_episodes - 1 > FIELD_LIMITS["seed"].maximum:
+            raise _bad("seed", seed, f"seed + n_episodes - 1 = {seed + n_episodes - 1} exceeds the seed range "
+                                     f"{FIELD_LIMITS['seed'].text()} (episode i uses seed + i)")
+    offset = _number("episode_number_offset", kw.get("episode_number_offset", 0))
+
+    fast_mode = _flag("fast_mode", kw.get("fast_mode", False))
+    reset_between = _flag("reset_between", kw.get("reset_between", True))
+    async_rtc = _flag("async_rtc", kw.get("async_rtc", False))
+    record = _flag("record", kw.get("record", False))
+    instruction = _text("instruction", kw.get("instruction", ""))
+    robot_name = _text("robot_name", kw.get("robot_name", ""))
+    prefix = _text("recording_topic_prefix", kw.get("recording_topic_prefix", DEFAULT_RECORDING_TOPIC_PREFIX))
+    prefix = prefix.rstrip("/")
+    if prefix and (not prefix.startswith("/") or any(not part or not (part[0].isalpha() or part[0] == "_") or
+                                                     not all(c.isalnum() or c == "_" for c in part)
+                                                     for part in prefix[1:].split("/"))):
+        raise _bad("recording_topic_prefix", kw.get("recording_topic_prefix"),
+                   "must be an absolute ROS namespace such as /strands (letters, digits, _; each part starting "
+                   "with a letter or _), or empty for the root")
+    task = _mapping("task", kw.get("task"))
+    config = _mapping("policy_config", kw.get("policy_config"))
+
+    recording_dir = _text("recording_dir", kw.get("recording_dir"))
+    fps = kw.get("fps")
+    if record:
+        if not recording_dir:
+            raise _bad("recording_dir", kw.get("recording_dir"), "record=True needs a recording directory")
+        _check_recording_dir(recording_dir)
+        fps = control_frequency if fps is None else _number("fps", fps)
+        if fps != control_frequency:
+            raise _bad("fps", fps, f"the recording fps must equal control_frequency ({control_frequency:g}): "
+                                   "every control step is one frame")
+        try:
+            import mcap  # noqa: F401  (the recorder's dependency)
+        except ImportError as exc:
+            raise _bad("record", True, f"recording needs the mcap package: {exc}") from None
+    elif fps is not None:
+        fps = _number("fps", fps)
+
+    provider = kw.get("policy_provider", "mock")
+    if provider is None:
+        provider = "mock"
+    if isinstance(provider, str):
+        name = provider.strip().lower()
+        known = known_providers()
+        if name not in known:
+            raise _bad("policy_provider", provider, f"unknown policy provider; known providers: {', '.join(known)}")
+        try:
+            policy = make_policy(provider, config)
+        except Exception as exc:
+            raise _bad("policy_config", dict(config), f"the {name} provider refused it: {exc}") from None
+    elif isinstance(provider, Policy):
+        policy = provider
+    else:
+        raise _bad("policy_provider", provider, "must be a provider name or an object with reset/act/resume")
+
+    return RunSpec(
+        policy_provider=provider, policy_config=config, instruction=instruction, duration_s=duration_s,
+        control_frequency=control_frequency, action_horizon=action_horizon, fast_mode=fast_mode, n_steps=n_steps,
+        n_episodes=n_episodes, reset_between=reset_between, max_onframe_failures=max_onframe, seed=seed,
+        async_rtc=async_rtc, rtc_inference_timeout_s=timeout, record=record, recording_dir=recording_dir,
+        fps=fps, task=task, robot_name=robot_name, recording_topic_prefix=prefix, episode_number_offset=offset,
+        policy=policy)
