@@ -1,0 +1,12 @@
+"""The relay: a gRPC service between stations and the teams that evaluate policies on them (no ROS).
+
+- ``proto/``: the wire format (.proto files and their generated modules; protobuf only, no pickle).
+- ``store.py``: jobs, owners, the latest snapshot per job and when each station was heard (SQLite or
+  PostgreSQL).
+- ``auth.py``: bearer tokens from a YAML file, checked on every call.
+- ``sessions.py``: the policy-session broker (station stream <-> client stream).
+- ``server.py``: the servicers and ``main(argv)`` (``python -m strands_robots.relay``).
+- ``station_link.py``: the station's side: reporting with a backlog, jobs, policy sessions.
+
+Importing this package imports nothing heavy; grpc is loaded by the modules that need it.
+"""

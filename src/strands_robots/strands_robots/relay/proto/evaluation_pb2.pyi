@@ -1,0 +1,132 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AnswerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ANSWER_TYPE_UNSPECIFIED: _ClassVar[AnswerType]
+    ANSWER_TYPE_YES_NO: _ClassVar[AnswerType]
+    ANSWER_TYPE_COUNT: _ClassVar[AnswerType]
+    ANSWER_TYPE_CHOICE: _ClassVar[AnswerType]
+ANSWER_TYPE_UNSPECIFIED: AnswerType
+ANSWER_TYPE_YES_NO: AnswerType
+ANSWER_TYPE_COUNT: AnswerType
+ANSWER_TYPE_CHOICE: AnswerType
+
+class ScoringItemDefinition(_message.Message):
+    __slots__ = ("name", "question", "answer_type", "max_points", "choices", "choice_points", "points_per_unit", "success_answer")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MAX_POINTS_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_POINTS_FIELD_NUMBER: _ClassVar[int]
+    POINTS_PER_UNIT_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    question: str
+    answer_type: AnswerType
+    max_points: float
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    choice_points: _containers.RepeatedScalarFieldContainer[float]
+    points_per_unit: float
+    success_answer: str
+    def __init__(self, name: _Optional[str] = ..., question: _Optional[str] = ..., answer_type: _Optional[_Union[AnswerType, str]] = ..., max_points: _Optional[float] = ..., choices: _Optional[_Iterable[str]] = ..., choice_points: _Optional[_Iterable[float]] = ..., points_per_unit: _Optional[float] = ..., success_answer: _Optional[str] = ...) -> None: ...
+
+class ScoringSheet(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ScoringItemDefinition]
+    def __init__(self, items: _Optional[_Iterable[_Union[ScoringItemDefinition, _Mapping]]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("task_id", "instruction", "layout", "parameters", "scoring")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    SCORING_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    instruction: str
+    layout: str
+    parameters: _containers.ScalarMap[str, str]
+    scoring: ScoringSheet
+    def __init__(self, task_id: _Optional[str] = ..., instruction: _Optional[str] = ..., layout: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ..., scoring: _Optional[_Union[ScoringSheet, _Mapping]] = ...) -> None: ...
+
+class ScoredItem(_message.Message):
+    __slots__ = ("name", "question", "answer_type", "yes_no", "count", "choice_index", "points", "max_points", "is_success_item")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    YES_NO_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_POINTS_FIELD_NUMBER: _ClassVar[int]
+    IS_SUCCESS_ITEM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    question: str
+    answer_type: AnswerType
+    yes_no: bool
+    count: int
+    choice_index: int
+    points: float
+    max_points: float
+    is_success_item: bool
+    def __init__(self, name: _Optional[str] = ..., question: _Optional[str] = ..., answer_type: _Optional[_Union[AnswerType, str]] = ..., yes_no: _Optional[bool] = ..., count: _Optional[int] = ..., choice_index: _Optional[int] = ..., points: _Optional[float] = ..., max_points: _Optional[float] = ..., is_success_item: _Optional[bool] = ...) -> None: ...
+
+class EpisodeResult(_message.Message):
+    __slots__ = ("episode_id", "end_condition", "scored", "success", "score", "items", "task", "taken_over", "end_detail", "run_id")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    END_CONDITION_FIELD_NUMBER: _ClassVar[int]
+    SCORED_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
+    END_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    end_condition: str
+    scored: bool
+    success: bool
+    score: float
+    items: _containers.RepeatedCompositeFieldContainer[ScoredItem]
+    task: Task
+    taken_over: bool
+    end_detail: str
+    run_id: str
+    def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATION_LAST_HEARD_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    station_id: str
+    state: str
+    episodes_total: int
+    episodes: _containers.RepeatedCompositeFieldContainer[EpisodeResult]
+    updated_unix_ms: int
+    message: str
+    station_last_heard_unix_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,318 @@
+"""The relay's durable store: jobs and their owners, the latest snapshot per job, when each station was heard.
+
+The relay keeps no other state, so any number of relay processes may share one store (PostgreSQL); SQLite
+is the embedded default (one file, WAL, one writer at a time).
+
+Rules every store keeps (``test_store_contract.py`` runs the same tests against both):
+
+1. A job is created once: a second ``create_job`` with the same id raises :class:`JobExists`.
+2. A snapshot is stored only if it is not older than the stored one: ``put_snapshot`` compares the station's
+   ``updated_unix_ms`` and keeps the newer, so a backlog re-reported after a reconnect never rolls a job
+   back. Equal times replace (the later report of the same millisecond wins).
+3. ``station_heard`` only moves forward.
+4. Everything written is committed before the call returns (SQLite ``synchronous=FULL``; PostgreSQL commits).
+
+Snapshots are opaque bytes here (serialized ``JobStatus`` protobuf; no pickle): the store indexes only the
+fields it must query (job id, station, owner, state, time).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence
+
+TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+class StoreError(Exception):
+    """A store could not be opened or used; the message says why."""
+
+
+class JobExists(StoreError):
+    """``create_job`` with an id that is already taken."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A submitted job: who owns it, which station runs it, and the submit request (serialized protobuf)."""
+
+    job_id: str
+    client_id: str
+    station_id: str
+    request: bytes
+    submitted_unix_ms: int
+    cancel_requested: bool = False
+    cancel_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The latest snapshot of a job: the station's time, its state, and the serialized ``JobStatus``."""
+
+    job_id: str
+    updated_unix_ms: int
+    state: str
+    payload: bytes
+
+
+class Store(Protocol):
+    """What the relay needs from its store. Implementations are thread-safe."""
+
+    def create_job(self, job: JobRecord) -> None: ...
+
+    def get_job(self, job_id: str) -> Optional[JobRecord]: ...
+
+    def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
+        """Jobs addressed to ``station_id`` whose latest snapshot is not terminal (or that have none)."""
+        ...
+
+    def request_cancel(self, job_id: str, reason: str) -> bool:
+        """Mark the job for cancelling; False when there is no such job."""
+        ...
+
+    def put_snapshot(self, snapshot: Snapshot) -> bool:
+        """Store ``snapshot`` unless a newer one is stored; True when it became the latest."""
+        ...
+
+    def get_snapshot(self, job_id: str) -> Optional[Snapshot]: ...
+
+    def station_heard(self, station_id: str, unix_ms: int) -> None: ...
+
+    def station_last_heard(self, station_id: str) -> Optional[int]: ...
+
+    def close(self) -> None: ...
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS jobs (
+        job_id TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        station_id TEXT NOT NULL,
+        request {blob} NOT NULL,
+        submitted_unix_ms BIGINT NOT NULL,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+        cancel_reason TEXT NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX IF NOT EXISTS jobs_by_station ON jobs (station_id)",
+    """CREATE TABLE IF NOT EXISTS snapshots (
+        job_id TEXT PRIMARY KEY,
+        updated_unix_ms BIGINT NOT NULL,
+        state TEXT NOT NULL,
+        payload {blob} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS stations (
+        station_id TEXT PRIMARY KEY,
+        last_heard_unix_ms BIGINT NOT NULL
+    )""",
+)
+
+# Both dialects accept this upsert (SQLite >= 3.24, PostgreSQL >= 9.5); the WHERE is rule 2.
+_PUT_SNAPSHOT = (
+    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload) VALUES ({p}, {p}, {p}, {p}) "
+    "ON CONFLICT (job_id) DO UPDATE SET updated_unix_ms = excluded.updated_unix_ms, state = excluded.state, "
+    "payload = excluded.payload WHERE excluded.updated_unix_ms >= snapshots.updated_unix_ms"
+)
+_STATION_HEARD = (
+    "INSERT INTO stations (station_id, last_heard_unix_ms) VALUES ({p}, {p}) "
+    "ON CONFLICT (station_id) DO UPDATE SET last_heard_unix_ms = excluded.last_heard_unix_ms "
+    "WHERE excluded.last_heard_unix_ms > stations.last_heard_unix_ms"
+)
+_OPEN_JOBS = (
+    "SELECT j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
+    "j.cancel_reason FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id "
+    "WHERE j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) "
+    "ORDER BY j.submitted_unix_ms, j.job_id"
+)
+_GET_JOB = (
+    "SELECT job_id, client_id, station_id, request, submitted_unix_ms, cancel_requested, cancel_reason "
+    "FROM jobs WHERE job_id = {p}"
+)
+
+
+def _job(row: Sequence) -> JobRecord:
+    return JobRecord(
+        job_id=row[0], client_id=row[1], station_id=row[2], request=bytes(row[3]),
+        submitted_unix_ms=int(row[4]), cancel_requested=bool(row[5]), cancel_reason=row[6] or "",
+    )
+
+
+def _check_snapshot(snapshot: Snapshot) -> None:
+    if not snapshot.job_id:
+        raise StoreError("snapshot has no job_id")
+    if not isinstance(snapshot.updated_unix_ms, int) or snapshot.updated_unix_ms < 0:
+        raise StoreError(f"snapshot of job {snapshot.job_id!r}: updated_unix_ms must be an int >= 0, "
+                         f"got {snapshot.updated_unix_ms!r}")
+
+
+class _SqlStore:
+    """The SQL both dialects share; subclasses provide the connection, the placeholder and the blob type."""
+
+    _p = "?"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def _execute(self, sql: str, params: Sequence = ()) -> list:
+        raise NotImplementedError
+
+    def _sql(self, template: str) -> str:
+        return template.format(p=self._p)
+
+    def create_job(self, job: JobRecord) -> None:
+        if not job.job_id or not job.client_id or not job.station_id:
+            raise StoreError("a job needs job_id, client_id and station_id")
+        try:
+            self._execute(
+                self._sql("INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms, "
+                          "cancel_requested, cancel_reason) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"),
+                (job.job_id, job.client_id, job.station_id, job.request, job.submitted_unix_ms,
+                 job.cancel_requested, job.cancel_reason),
+            )
+        except self._integrity_errors() as exc:
+            raise JobExists(f"job {job.job_id!r} already exists") from exc
+
+    def _integrity_errors(self) -> tuple:
+        raise NotImplementedError
+
+    def get_job(self, job_id: str) -> Optional[JobRecord]:
+        rows = self._execute(self._sql(_GET_JOB), (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
+        return [_job(r) for r in self._execute(self._sql(_OPEN_JOBS), (station_id,))]
+
+    def request_cancel(self, job_id: str, reason: str) -> bool:
+        rows = self._execute(
+            self._sql("UPDATE jobs SET cancel_requested = TRUE, cancel_reason = {p} WHERE job_id = {p} "
+                      "RETURNING job_id"),
+            (reason, job_id),
+        )
+        return bool(rows)
+
+    def put_snapshot(self, snapshot: Snapshot) -> bool:
+        _check_snapshot(snapshot)
+        rows = self._execute(
+            self._sql(_PUT_SNAPSHOT) + " RETURNING updated_unix_ms",
+            (snapshot.job_id, snapshot.updated_unix_ms, snapshot.state, snapshot.payload),
+        )
+        return bool(rows)
+
+    def get_snapshot(self, job_id: str) -> Optional[Snapshot]:
+        rows = self._execute(
+            self._sql("SELECT job_id, updated_unix_ms, state, payload FROM snapshots WHERE job_id = {p}"),
+            (job_id,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return Snapshot(job_id=r[0], updated_unix_ms=int(r[1]), state=r[2], payload=bytes(r[3]))
+
+    def station_heard(self, station_id: str, unix_ms: int) -> None:
+        self._execute(self._sql(_STATION_HEARD), (station_id, int(unix_ms)))
+
+    def station_last_heard(self, station_id: str) -> Optional[int]:
+        rows = self._execute(
+            self._sql("SELECT last_heard_unix_ms FROM stations WHERE station_id = {p}"), (station_id,)
+        )
+        return int(rows[0][0]) if rows else None
+
+
+class SqliteStore(_SqlStore):
+    """The embedded default: one SQLite file in WAL mode, one writer (a lock), committed on every call.
+
+    :param path: the database file (created with its tables if missing); ``":memory:"`` for a throwaway.
+    """
+
+    _p = "?"
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        if sqlite3.sqlite_version_info < (3, 35, 0):  # RETURNING
+            raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old: the store needs 3.35 or newer")
+        self.path = path
+        try:
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            for stmt in _SCHEMA:
+                self._conn.execute(stmt.format(blob="BLOB"))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
+
+    def _integrity_errors(self) -> tuple:
+        return (sqlite3.IntegrityError,)
+
+    def _execute(self, sql: str, params: Sequence = ()) -> list:
+        with self._lock:
+            cur = self._conn.execute(sql, tuple(params))
+            try:
+                return cur.fetchall()
+            finally:
+                cur.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class PostgresStore(_SqlStore):
+    """A store several relays share: PostgreSQL through psycopg 3, autocommit (every call committed).
+
+    :param conninfo: a ``postgresql://`` URL or a libpq connection string.
+    """
+
+    _p = "%s"
+
+    def __init__(self, conninfo: str) -> None:
+        super().__init__()
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise StoreError(f"the PostgreSQL store needs psycopg: {exc}") from exc
+        self._psycopg = psycopg
+        self.conninfo = conninfo
+        try:
+            self._conn = psycopg.connect(conninfo, autocommit=True)
+            # One relay creating the tables while another does: the advisory lock serialises the DDL.
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(7262001)")
+                for stmt in _SCHEMA:
+                    self._conn.execute(stmt.format(blob="BYTEA"))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open PostgreSQL store: {exc}") from exc
+
+    def _integrity_errors(self) -> tuple:
+        return (self._psycopg.errors.UniqueViolation,)
+
+    def _execute(self, sql: str, params: Sequence = ()) -> list:
+        with self._lock:
+            cur = self._conn.execute(sql, tuple(params))
+            try:
+                return cur.fetchall() if cur.description is not None else []
+            finally:
+                cur.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def open_store(url: str) -> Store:
+    """The store a ``--store`` argument names: ``sqlite:PATH`` or ``postgresql://...`` (``postgres://``)."""
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:"):]
+        if path.startswith("//"):
+            path = path[2:]
+        if not path:
+            raise StoreError("sqlite: store needs a path, e.g. sqlite:/var/lib/strands_robots/relay.db")
+        return SqliteStore(path)
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(url)
+    raise StoreError(f"unknown store {url!r}: use sqlite:PATH or postgresql://USER@HOST:PORT/DB")

@@ -1,0 +1,173 @@
+"""The relay store's rules, one suite run against SQLite and against a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from test_relay_harness import postgres_server, reset_postgres
+
+from strands_robots.relay.store import (
+    JobExists,
+    JobRecord,
+    PostgresStore,
+    Snapshot,
+    SqliteStore,
+    StoreError,
+    open_store,
+)
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_factory(request, tmp_path):
+    """``make()`` opens a store on the same database each time (a relay restart); all closed after the test."""
+    opened = []
+    if request.param == "sqlite":
+        path = str(tmp_path / "relay.db")
+
+        def make():
+            opened.append(SqliteStore(path))
+            return opened[-1]
+    else:
+        url = request.getfixturevalue("postgres_url")
+        reset_postgres(url)
+
+        def make():
+            opened.append(PostgresStore(url))
+            return opened[-1]
+    try:
+        yield make
+    finally:
+        for store in opened:
+            store.close()
+
+
+def _job(job_id="job-1", client="team_a", station="sim_station", t=1000):
+    return JobRecord(job_id=job_id, client_id=client, station_id=station, request=b"\x0a\x03abc\x00\xff",
+                     submitted_unix_ms=t)
+
+
+def _snap(job_id="job-1", t=5000, state="RUNNING", payload=None):
+    return Snapshot(job_id=job_id, updated_unix_ms=t, state=state, payload=payload or f"{state}@{t}".encode())
+
+
+def test_created_job_reads_back_with_owner_station_and_request_bytes(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    got = store.get_job("job-1")
+    assert got == _job()
+    assert store.get_job("nope") is None
+
+
+def test_second_job_with_the_same_id_is_refused(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    with pytest.raises(JobExists, match="job-1"):
+        store.create_job(_job(client="team_b"))
+    assert store.get_job("job-1").client_id == "team_a"
+
+
+def test_older_snapshot_never_overwrites_a_newer_one(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    assert store.put_snapshot(_snap(t=5000, state="RUNNING")) is True
+    assert store.put_snapshot(_snap(t=4999, state="WAITING_POLICY")) is False
+    got = store.get_snapshot("job-1")
+    assert (got.updated_unix_ms, got.state, got.payload) == (5000, "RUNNING", b"RUNNING@5000")
+    assert store.put_snapshot(_snap(t=6000, state="SUCCEEDED")) is True
+    assert store.get_snapshot("job-1").state == "SUCCEEDED"
+
+
+def test_snapshot_of_the_same_millisecond_replaces(store_factory):
+    store = store_factory()
+    store.put_snapshot(_snap(t=7000, payload=b"first"))
+    assert store.put_snapshot(_snap(t=7000, payload=b"second")) is True
+    assert store.get_snapshot("job-1").payload == b"second"
+
+
+def test_snapshots_survive_reopening_the_store(store_factory):
+    first = store_factory()
+    first.create_job(_job())
+    first.put_snapshot(_snap(t=8000, state="FINALIZING"))
+    first.station_heard("sim_station", 8100)
+    first.close()
+    second = store_factory()
+    assert second.get_snapshot("job-1").state == "FINALIZING"
+    assert second.get_job("job-1").client_id == "team_a"
+    assert second.station_last_heard("sim_station") == 8100
+
+
+def test_station_last_heard_only_moves_forward(store_factory):
+    store = store_factory()
+    assert store.station_last_heard("sim_station") is None
+    store.station_heard("sim_station", 2000)
+    store.station_heard("sim_station", 1500)
+    assert store.station_last_heard("sim_station") == 2000
+    store.station_heard("sim_station", 2500)
+    assert store.station_last_heard("sim_station") == 2500
+    assert store.station_last_heard("other_station") is None
+
+
+def test_open_jobs_for_a_station_leave_out_ended_jobs_and_other_stations(store_factory):
+    store = store_factory()
+    store.create_job(_job("a", t=1))
+    store.create_job(_job("b", t=2))
+    store.create_job(_job("c", t=3))
+    store.create_job(_job("d", station="other_station", t=4))
+    store.put_snapshot(_snap("a", state="SUCCEEDED"))
+    store.put_snapshot(_snap("b", state="RUNNING"))
+    assert [j.job_id for j in store.open_jobs_for_station("sim_station")] == ["b", "c"]
+    assert [j.job_id for j in store.open_jobs_for_station("other_station")] == ["d"]
+
+
+def test_cancel_request_is_recorded_with_its_reason(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    assert store.request_cancel("job-1", "operator went home") is True
+    assert store.request_cancel("missing", "x") is False
+    got = store.get_job("job-1")
+    assert (got.cancel_requested, got.cancel_reason) == (True, "operator went home")
+
+
+def test_concurrent_writers_keep_the_newest_snapshot(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    times = list(range(1, 201))
+    barrier = threading.Barrier(4)
+
+    def writer(offset):
+        barrier.wait()
+        for t in times[offset::4]:
+            store.put_snapshot(_snap(t=t, payload=str(t).encode()))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    got = store.get_snapshot("job-1")
+    assert (got.updated_unix_ms, got.payload) == (200, b"200")
+
+
+def test_snapshot_with_a_negative_time_is_refused(store_factory):
+    store = store_factory()
+    with pytest.raises(StoreError, match="updated_unix_ms"):
+        store.put_snapshot(_snap(t=-1))
+
+
+def test_store_url_names_the_backend_or_is_refused_with_the_forms(tmp_path):
+    store = open_store(f"sqlite:{tmp_path / 'x.db'}")
+    try:
+        assert isinstance(store, SqliteStore)
+    finally:
+        store.close()
+    with pytest.raises(StoreError, match="sqlite:PATH or postgresql://"):
+        open_store("mysql://x")
+    with pytest.raises(StoreError, match="needs a path"):
+        open_store("sqlite:")
