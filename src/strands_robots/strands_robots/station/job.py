@@ -1,0 +1,373 @@
+"""An evaluation job: its validated specification and its state machine.
+
+States and the only legal transitions (spec/evaluation-status.txt)::
+
+    CREATED        -> WAITING_POLICY | FAILED | CANCELLED
+    WAITING_POLICY -> RUNNING | FAILED | CANCELLED
+    RUNNING        -> FINALIZING | WAITING_POLICY (the policy session was lost; wait for it again)
+                      | FAILED | CANCELLED
+    FINALIZING     -> SUCCEEDED | FAILED | CANCELLED
+    SUCCEEDED, FAILED, CANCELLED: terminal, nothing leaves them
+
+SUCCEEDED means the job ran every episode it was asked for, not that the episodes passed: each episode's
+``scored`` and ``success`` say that. A cancel is legal from every non-terminal state. Every transition
+carries a message (the job's progress detail or terminal reason).
+
+A job's tasks run in order, cycling until ``episodes_total`` episodes are kept; a discarded episode's task
+runs again. No rclpy here: the station node adapts its services onto these classes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional, Tuple
+
+from strands_robots.station.model import (
+    TERMINAL_STATES,
+    JobState,
+    ScoringSheet,
+    Task,
+)
+from strands_robots.station.score_sheet import ScoreSheetError, validate_sheet
+
+__all__ = [
+    "JobSpec",
+    "JobSpecError",
+    "JobTransitionError",
+    "JobStateMachine",
+    "Transition",
+    "LEGAL_TRANSITIONS",
+    "transition_refusal",
+    "validate_job_spec",
+    "validate_task",
+    "EpisodePlan",
+    "plan_episode",
+    "DEFAULT_DURATION_S",
+    "DEFAULT_CONTROL_FREQUENCY_HZ",
+]
+
+LEGAL_TRANSITIONS: Mapping[JobState, frozenset] = MappingProxyType({
+    JobState.CREATED: frozenset({JobState.WAITING_POLICY, JobState.FAILED, JobState.CANCELLED}),
+    JobState.WAITING_POLICY: frozenset({JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}),
+    JobState.RUNNING: frozenset({JobState.FINALIZING, JobState.WAITING_POLICY, JobState.FAILED,
+                                 JobState.CANCELLED}),
+    JobState.FINALIZING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+})
+
+DEFAULT_DURATION_S = 10.0
+DEFAULT_CONTROL_FREQUENCY_HZ = 50.0
+# Job ids become file names (persistence) and keys (relay): a safe alphabet, bounded length.
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# Task parameters the station itself reads (per-episode settings); values are strings.
+PARAM_DURATION_S = "duration_s"
+PARAM_CONTROL_FREQUENCY = "control_frequency"
+PARAM_START_POSE_TIMEOUT_S = "start_pose_timeout_s"
+PARAM_START_POSE_TOLERANCE_RAD = "start_pose_tolerance_rad"
+PARAM_SEED = "seed"
+# A parameter "policy.<option>" overrides the job's policy_config[<option>] for that task's episodes (the value
+# is JSON when it parses as JSON, else the string): how one simulated job drives mixed end conditions.
+POLICY_PARAM_PREFIX = "policy."
+
+
+class JobSpecError(ValueError):
+    """A job was refused. ``task_index`` (None for job-level fields), ``field`` and ``reason`` say why."""
+
+    def __init__(self, field_name: str, reason: str, task_index: Optional[int] = None) -> None:
+        self.task_index = task_index
+        self.field = field_name
+        self.reason = reason
+        where = f"tasks[{task_index}].{field_name}" if task_index is not None else field_name
+        super().__init__(f"{where}: {reason}")
+
+
+class JobTransitionError(RuntimeError):
+    """An illegal job state transition; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated evaluation job (build it with :func:`validate_job_spec` or ``job_file.job_spec_from_mapping``).
+
+    :param tasks: run in order, cycling until ``episodes_total`` episodes are kept.
+    :param policy_provider: the rollout's provider (``mock``, ``replay``, ``scripted``, ``relay``).
+    :param policy_config: the provider's options (JSON-compatible).
+    :param duration_s: default rollout budget per episode (task parameter ``duration_s`` overrides it).
+    :param control_frequency: default control rate in Hz (task parameter ``control_frequency`` overrides it).
+    :param max_discards: discarded episodes tolerated before the job fails (a guard against a discard loop).
+    """
+
+    job_id: str
+    client_id: str
+    station_id: str
+    tasks: Tuple[Task, ...]
+    episodes_total: int
+    policy_provider: str
+    policy_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    duration_s: float = DEFAULT_DURATION_S
+    control_frequency: float = DEFAULT_CONTROL_FREQUENCY_HZ
+    max_discards: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
+            object.__setattr__(self, "policy_config", MappingProxyType(dict(self.policy_config)))
+
+    def task_for(self, slot: int) -> Task:
+        """The task of kept-episode slot ``slot`` (0-based): tasks cycle in order."""
+        return self.tasks[slot % len(self.tasks)]
+
+
+# -- validation -------------------------------------------------------------------------------------------------
+def _non_empty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _positive_finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def validate_task(task: Any, index: int) -> Task:
+    """Return ``task`` when valid; raise :class:`JobSpecError` naming ``tasks[index]``, the field and why."""
+    if not isinstance(task, Task):
+        raise JobSpecError("task", f"must be a Task, got {type(task).__name__}", index)
+    if not _non_empty_str(task.task_id):
+        raise JobSpecError("task_id", "must be a non-empty string", index)
+    if not _non_empty_str(task.instruction):
+        raise JobSpecError("instruction", "must be a non-empty string", index)
+    if not isinstance(task.layout, str):
+        raise JobSpecError("layout", f"must be a string, got {task.layout!r}", index)
+    for key, value in task.parameters.items():
+        if not _non_empty_str(key):
+            raise JobSpecError("parameters", f"keys must be non-empty strings, got {key!r}", index)
+        if not isinstance(value, str):
+            raise JobSpecError(f"parameters[{key!r}]", f"values are strings, got {value!r}", index)
+    _check_station_parameters(task, index)
+    if not isinstance(task.scoring, ScoringSheet):
+        raise JobSpecError("scoring", f"must be a ScoringSheet, got {type(task.scoring).__name__}", index)
+    try:
+        validate_sheet(task.scoring)
+    except ScoreSheetError as exc:
+        raise JobSpecError("scoring", str(exc), index) from exc
+    return task
+
+
+def _check_station_parameters(task: Task, index: int) -> None:
+    params = task.parameters
+    for name in (PARAM_DURATION_S, PARAM_CONTROL_FREQUENCY, PARAM_START_POSE_TIMEOUT_S,
+                 PARAM_START_POSE_TOLERANCE_RAD):
+        if name in params:
+            try:
+                value = float(params[name])
+            except ValueError:
+                value = math.nan
+            if not _positive_finite(value):
+                raise JobSpecError(f"parameters[{name!r}]", f"must be a finite number > 0, got {params[name]!r}",
+                                   index)
+    if PARAM_SEED in params:
+        text = params[PARAM_SEED]
+        if not re.fullmatch(r"-?[0-9]+", text):
+            raise JobSpecError(f"parameters[{PARAM_SEED!r}]", f"must be an integer, got {text!r}", index)
+    for key in params:
+        if key.startswith(POLICY_PARAM_PREFIX) and not key[len(POLICY_PARAM_PREFIX):]:
+            raise JobSpecError(f"parameters[{key!r}]", "names no policy option", index)
+
+
+def validate_job_spec(spec: Any) -> JobSpec:
+    """Return ``spec`` when every field is valid; raise :class:`JobSpecError` at the first invalid one."""
+    if not isinstance(spec, JobSpec):
+        raise JobSpecError("job", f"must be a JobSpec, got {type(spec).__name__}")
+    for name in ("job_id", "client_id", "station_id"):
+        if not _non_empty_str(getattr(spec, name)):
+            raise JobSpecError(name, "must be a non-empty string")
+    if not _ID_PATTERN.match(spec.job_id):
+        raise JobSpecError("job_id", f"must be 1-128 characters of letters, digits, '.', '_', '-' starting with "
+                                     f"a letter or digit, got {spec.job_id!r}")
+    if isinstance(spec.episodes_total, bool) or not isinstance(spec.episodes_total, int) or spec.episodes_total < 1:
+        raise JobSpecError("episodes_total", f"must be an integer >= 1, got {spec.episodes_total!r}")
+    if not isinstance(spec.tasks, tuple) or not spec.tasks:
+        raise JobSpecError("tasks", "a job needs at least one task")
+    for index, task in enumerate(spec.tasks):
+        validate_task(task, index)
+    if not _non_empty_str(spec.policy_provider):
+        raise JobSpecError("policy_provider", "must name a policy provider")
+    if not isinstance(spec.policy_config, Mapping):
+        raise JobSpecError("policy_config", f"must be a mapping, got {type(spec.policy_config).__name__}")
+    try:
+        json.dumps(dict(spec.policy_config), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise JobSpecError("policy_config", f"must be JSON-compatible: {exc}") from exc
+    if not all(isinstance(k, str) for k in spec.policy_config):
+        raise JobSpecError("policy_config", "keys must be strings")
+    if not _positive_finite(spec.duration_s):
+        raise JobSpecError("duration_s", f"must be a finite number > 0, got {spec.duration_s!r}")
+    if not _positive_finite(spec.control_frequency):
+        raise JobSpecError("control_frequency", f"must be a finite number > 0, got {spec.control_frequency!r}")
+    if isinstance(spec.max_discards, bool) or not isinstance(spec.max_discards, int) or spec.max_discards < 0:
+        raise JobSpecError("max_discards", f"must be an integer >= 0, got {spec.max_discards!r}")
+    return spec
+
+
+# -- one episode's plan -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodePlan:
+    """Everything the station's robot side needs to run one episode.
+
+    ``start_pose_tolerance_rad`` / ``start_pose_timeout_s`` are 0.0 for the driver's configured values;
+    ``seed`` is None for none.
+    """
+
+    episode_id: str
+    slot: int
+    attempt: int
+    task: Task
+    policy_provider: str
+    policy_config: Mapping[str, Any]
+    duration_s: float
+    control_frequency: float
+    start_pose_tolerance_rad: float = 0.0
+    start_pose_timeout_s: float = 0.0
+    seed: Optional[int] = None
+
+
+def _policy_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def plan_episode(spec: JobSpec, episode_id: str, slot: int, attempt: int = 0) -> EpisodePlan:
+    """The plan of episode ``episode_id`` running kept-slot ``slot`` (``attempt`` 0 the first time)."""
+    task = spec.task_for(slot)
+    params = task.parameters
+    config = dict(spec.policy_config)
+    for key, value in params.items():
+        if key.startswith(POLICY_PARAM_PREFIX):
+            config[key[len(POLICY_PARAM_PREFIX):]] = _policy_value(value)
+    seed = int(params[PARAM_SEED]) if PARAM_SEED in params else None
+    return EpisodePlan(
+        episode_id=episode_id,
+        slot=slot,
+        attempt=attempt,
+        task=task,
+        policy_provider=spec.policy_provider,
+        policy_config=MappingProxyType(config),
+        duration_s=float(params.get(PARAM_DURATION_S, spec.duration_s)),
+        control_frequency=float(params.get(PARAM_CONTROL_FREQUENCY, spec.control_frequency)),
+        start_pose_tolerance_rad=float(params.get(PARAM_START_POSE_TOLERANCE_RAD, 0.0)),
+        start_pose_timeout_s=float(params.get(PARAM_START_POSE_TIMEOUT_S, 0.0)),
+        seed=seed,
+    )
+
+
+# -- the state machine ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Transition:
+    """One state change: from, to, its message, and when (the machine's clock, ms since the Unix epoch)."""
+
+    from_state: JobState
+    to_state: JobState
+    message: str
+    unix_ms: int
+
+
+def transition_refusal(current: JobState, target: JobState) -> str:
+    """Why ``current -> target`` is illegal; empty when it is legal."""
+    if not isinstance(target, JobState):
+        return f"{target!r} is not a job state ({', '.join(s.value for s in JobState)})"
+    if current in TERMINAL_STATES:
+        return f"the job is {current.value}, a terminal state: no transition leaves it"
+    allowed = LEGAL_TRANSITIONS[current]
+    if target in allowed:
+        return ""
+    names = ", ".join(s.value for s in JobState if s in allowed)
+    return f"{current.value} -> {target.value} is not a legal transition (from {current.value}: {names})"
+
+
+class JobStateMachine:
+    """A job's state with only the legal transitions. Thread-safe.
+
+    :param clock_ms: ms since the Unix epoch (injectable for tests); stamps every transition.
+    :param on_transition: called with each :class:`Transition` after it happened, outside the lock.
+    """
+
+    def __init__(
+        self,
+        state: JobState = JobState.CREATED,
+        message: str = "",
+        *,
+        clock_ms: Optional[Callable[[], int]] = None,
+        on_transition: Optional[Callable[[Transition], None]] = None,
+    ) -> None:
+        if not isinstance(state, JobState):
+            raise ValueError(f"state must be a JobState, got {state!r}")
+        import time
+
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._lock = threading.Lock()
+        self._state = state
+        self._message = str(message)
+        self._history: list = []
+        self._on_transition = on_transition
+
+    @property
+    def state(self) -> JobState:
+        with self._lock:
+            return self._state
+
+    @property
+    def message(self) -> str:
+        with self._lock:
+            return self._message
+
+    @property
+    def terminal(self) -> bool:
+        with self._lock:
+            return self._state in TERMINAL_STATES
+
+    def history(self) -> Tuple[Transition, ...]:
+        """Every transition this machine made, oldest first."""
+        with self._lock:
+            return tuple(self._history)
+
+    def transition(self, target: JobState, message: str) -> Transition:
+        """Move to ``target`` with ``message`` (required: the job's progress detail or terminal reason).
+
+        :raises JobTransitionError: the transition is illegal (with the reason), or the message is empty.
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise JobTransitionError(f"a transition to {getattr(target, 'value', target)} needs a message")
+        with self._lock:
+            refusal = transition_refusal(self._state, target)
+            if refusal:
+                raise JobTransitionError(refusal)
+            record = Transition(self._state, target, message, int(self._clock_ms()))
+            self._state = target
+            self._message = message
+            self._history.append(record)
+        if self._on_transition is not None:
+            self._on_transition(record)
+        return record
+
+    def cancel(self, message: str) -> Transition:
+        """CANCELLED from any non-terminal state.
+
+        :raises JobTransitionError: the job already ended (the reason names its terminal state).
+        """
+        return self.transition(JobState.CANCELLED, message)
+
+    def set_message(self, message: str) -> None:
+        """Update the progress detail without changing state (e.g. "ep_0003 running")."""
+        with self._lock:
+            self._message = str(message)
