@@ -752,3 +752,59 @@ def safety_stop_to_msg(checks: Iterable[Any], stopped: bool = True, stamp_ns: in
 def msg_to_safety_checks(msg: Any) -> tuple[Any, ...]:
     """The checks of a ``SafetyStop`` message as dataclasses."""
     return tuple(msg_to_safety_check(c) for c in msg.checks)
+
+
+# -- rollout node messages ----------------------------------------------------------------------------------
+# The rollout node's side of the command stream (ActionCommand out, ActionVerdict in) and its EpisodeResult.
+def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int, lease_token: str,
+                       sent_ns: int, apply_by_ns: int) -> Any:
+    """``ActionCommand`` for one step of the command stream (keys in emission order; NaN passes through).
+
+    :param sent_ns: when the rollout publishes it, ns since the epoch (the node clock without sim time).
+    :param apply_by_ns: the driver refuses the command as ``stale`` after this time (same clock).
+    :raises TypeError: a value that is not a real number.
+    """
+    cmd = (_ROS or _ros()).ActionCommand()
+    cmd.keys = list(action)
+    cmd.values = array("d", action.values())
+    cmd.run_id = run_id
+    cmd.step_index = int(step_index)
+    cmd.lease_token = lease_token
+    cmd.sent.sec, cmd.sent.nanosec = divmod(int(sent_ns), _NS_PER_S)
+    cmd.apply_by.sec, cmd.apply_by.nanosec = divmod(int(apply_by_ns), _NS_PER_S)
+    return cmd
+
+
+def verdict_msg_to_verdict(msg: Any) -> Any:
+    """The :class:`~strands_robots.arm.verdict.ActionVerdict` of an ``ActionVerdict`` message.
+
+    A message with ``error`` set is a coarse verdict: its key lists are dropped (nothing is known per key).
+    ``stale`` and ``out_of_order`` refusals are per-key verdicts (every key unresolved with that reason).
+    """
+    from strands_robots.arm.verdict import ActionVerdict
+
+    if msg.error:
+        return ActionVerdict(error=msg.error)
+    return ActionVerdict(
+        applied_keys=tuple(msg.applied_keys),
+        unresolved_keys=tuple(msg.unresolved_keys),
+        unresolved_reasons=tuple(msg.unresolved_reasons),
+    )
+
+
+def rollout_episode_result_msg(ended: "Mapping[str, Any] | None", end_condition: str, end_detail: str,
+                               task: Any = None) -> Any:
+    """``EpisodeResult`` as the rollout node publishes it on ``episode_results`` (not scored: the station adds
+    the score sheet and the episode id).
+
+    :param ended: the episode's Ended event as a dict (``run_id`` read from it); None when no rollout ran.
+    :param task: the goal's ``Task`` message, or None for an empty one.
+    """
+    msg = message_class(f"{PACKAGE}/msg/EpisodeResult")()
+    msg.end_condition = end_condition
+    msg.end_detail = end_detail or ""
+    if task is not None:
+        msg.task = task
+    msg.scored = False
+    msg.run_id = str(ended.get("run_id", "")) if ended else ""
+    return msg
