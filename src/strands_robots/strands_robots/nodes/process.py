@@ -1,21 +1,59 @@
-"""What every strands_robots node process does around its node: init, spin, and a clean stop on signals.
+"""What every strands_robots node process does around its node: init, spin, a clean stop on signals.
 
 rclpy's own SIGINT handler shuts the context down under whatever is running (an episode mid-step, a physics
 thread), so the processes take SIGINT/SIGTERM themselves: the signal only sets an event, and the process stops
 its work in order (episode ended and published, arms held) before the context goes.
+
+The API a node's ``main`` uses, in order::
+
+    signals = StopSignals.install()          # before rclpy.init; SIGINT/SIGTERM only set signals.event
+    init_without_signal_handlers(argv)       # rclpy.init without rclpy's handlers; a bad --params-file is
+                                             # one line on stderr and exit 2 (SystemExit), not a traceback
+    spin = spin_in_background(executor, "name")     # a SpinThread
+    while not signals.event.wait(0.1):
+        if executor_died(spin):              # a callback raised out of the executor: the node is dead
+            code = EXIT_EXECUTOR_DIED        # (spin.error holds the exception; it was logged)
+            break
+    ...  # stop the work, executor.shutdown(), spin.join(), node.destroy_node(), rclpy.try_shutdown()
+    signals.restore()                        # the process is ending: stop signals are ignored from here on
+
+Stop signals keep being taken until the process exits. A terminal's Ctrl-C reaches the whole process group and
+``ros2 launch`` forwards its own SIGINT a few ms later; putting Python's default handler back while the process
+is still shutting down let that second signal kill it (exit -2, ``process has died``), and so does the
+interpreter's own teardown, which resets Python's handlers to the default action. :meth:`StopSignals.restore`
+(and interpreter exit after :meth:`StopSignals.install`) therefore sets the stop signals to SIG_IGN, which the
+teardown leaves alone; only a ``with StopSignals()`` block, for code that runs inside another program, puts the
+previous handlers back at its end.
+
+Under ``strands-robots up`` the nodes are children of a supervisor that may die without a word (kill -9). The
+supervisor sets PR_SET_PDEATHSIG in the child (Linux) and also hands it the read end of a pipe whose number is in
+``SUPERVISOR_PIPE_ENV``: :func:`init_without_signal_handlers` watches it, and when the supervisor is gone (the pipe
+reads end-of-file) the process sends itself SIGTERM, so it stops the way a SIGTERM stops it (arms held).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+import traceback
+from typing import Any, Optional, Sequence
 
 import rclpy
+import rclpy.logging
 from rclpy.executors import ExternalShutdownException
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# Exit codes of the node processes (beside 0, a clean stop, and 1, a failed run).
+EXIT_BAD_PARAMETERS = 2  # refused parameters or an unreadable parameters file
+EXIT_EXECUTOR_DIED = 3  # an exception escaped a callback and ended the executor's spin
+
+# The read end of a pipe from the supervising process (a file descriptor number); end-of-file on it means the
+# supervisor is gone.
+SUPERVISOR_PIPE_ENV = "STRANDS_ROBOTS_SUPERVISOR_FD"
 
 # Python hands the GIL over only every sys.getswitchinterval() (5 ms by default): in a node process whose
 # physics or control thread keeps running, a service answer or a response callback could wait that long for
@@ -23,60 +61,224 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 NODE_SWITCH_INTERVAL_S = 0.0005
 
 
+def _program_name(argv: "Sequence[str] | None") -> str:
+    if argv:
+        return os.path.basename(str(argv[0])) or "node"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "node"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
 def init_without_signal_handlers(argv: "Sequence[str] | None") -> None:
-    """``rclpy.init`` leaving SIGINT/SIGTERM to us (Humble has no signal handler options: plain init there),
-    with the node processes' GIL switch interval (``NODE_SWITCH_INTERVAL_S``)."""
+    """``rclpy.init`` leaving SIGINT/SIGTERM to us (plain init where rclpy has no signal handler options), with
+    the node processes' GIL switch interval (``NODE_SWITCH_INTERVAL_S``).
+
+    An init that fails on the command line (an unreadable or malformed ``--params-file``, a bad ``-p``) prints
+    one line naming the program and the reason on stderr and exits with ``EXIT_BAD_PARAMETERS``. Starts the
+    supervisor watch when ``SUPERVISOR_PIPE_ENV`` is set (see the module docstring).
+    """
     args = list(argv) if argv is not None else None
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
+    watch_supervisor()
+    for path in params_files(args or []):
+        reason = params_file_error(path)
+        if reason:
+            print(f"{_program_name(argv)}: {reason}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_BAD_PARAMETERS)
     try:
-        from rclpy.signals import SignalHandlerOptions
+        try:
+            from rclpy.signals import SignalHandlerOptions
+        except ImportError:
+            rclpy.init(args=args)
+        else:
+            rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as exc:  # rclpy's RCLError (not exported alike on every distro) and friends
+        print(f"{_program_name(argv)}: cannot start ROS: {_first_line(exc)}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_BAD_PARAMETERS) from None
 
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    except (ImportError, TypeError):
-        rclpy.init(args=args)
+
+def params_files(argv: Sequence[str]) -> list:
+    """The ``--params-file`` paths among the ``--ros-args`` of ``argv``."""
+    files, in_ros_args = [], False
+    for i, arg in enumerate(argv):
+        if arg == "--ros-args":
+            in_ros_args = True
+        elif arg == "--":
+            in_ros_args = False
+        elif in_ros_args and arg == "--params-file" and i + 1 < len(argv):
+            files.append(argv[i + 1])
+    return files
+
+
+def params_file_error(path: str) -> str:
+    """Why ``path`` is not a ROS parameters file (missing, not YAML, not ``node: {ros__parameters: {...}}``),
+    in one line naming the file (and the line of a YAML error); "" when it reads as one."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        return f"parameters file {path}: {exc.strerror or exc}"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or _first_line(exc)
+        return f"parameters file {path}:{where}: not valid YAML: {problem}"
+    if not isinstance(data, dict):
+        return f"parameters file {path}: expected node names at the top level, got {type(data).__name__}"
+    for node, body in data.items():
+        if not isinstance(body, dict) or "ros__parameters" not in body and not all(
+            isinstance(v, dict) for v in body.values()
+        ):
+            return f"parameters file {path}: {node!r} has no 'ros__parameters' mapping"
+    return ""
+
+
+def _ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 class StopSignals:
-    """SIGINT/SIGTERM set ``event`` (and ``signum``) instead of raising, from :meth:`install` (or ``with``)
-    until :meth:`restore`, which puts the previous handlers back."""
+    """SIGINT/SIGTERM set ``event`` (the first one's number in ``signum``; every one counted in ``count``)
+    instead of raising.
+
+    :meth:`install` takes them for the rest of the process (a node's ``main``); ``with StopSignals() as s:``
+    takes them for the block and puts the previous handlers back after it.
+    """
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum = 0
+        self.count = 0
         self._previous: dict = {}
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.signum = self.signum or signum
+        self.count += 1
         self.event.set()
+
+    def _take(self) -> None:
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
 
     @classmethod
     def install(cls) -> "StopSignals":
+        """Take SIGINT/SIGTERM from now until the process exits."""
         signals = cls()
-        signals._previous = {sig: signal.signal(sig, signals._handle) for sig in STOP_SIGNALS}
+        signals._take()
+        atexit.register(_ignore_stop_signals)
         return signals
 
     def restore(self) -> None:
+        """The process is ending: from here on stop signals are ignored until it has exited.
+
+        Python's default SIGINT handler is deliberately not put back (see the module docstring): a second
+        Ctrl-C during the last part of the shutdown would raise KeyboardInterrupt out of it. Ignoring (SIG_IGN)
+        rather than keeping our handler also covers the interpreter's own teardown, where Python resets every
+        handler of its own back to the default action (and a signal then kills the process) but leaves an
+        ignored signal ignored. :meth:`install` arranges the same at interpreter exit, should ``main`` not get
+        here.
+        """
+        _ignore_stop_signals()
+
+    def uninstall(self) -> None:
+        """Put the handlers that were there before back (for code that runs inside another program)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
 
     def __enter__(self) -> "StopSignals":
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        self._take()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.restore()
+        self.uninstall()
 
 
-def spin_in_background(executor: Any, name: str) -> threading.Thread:
-    """Spin ``executor`` on a daemon thread until it is shut down (a context shutdown ends it quietly)."""
+class SpinThread(threading.Thread):
+    """The thread :func:`spin_in_background` spins an executor on.
 
-    def spin() -> None:
+    ``error`` is the exception that ended the spin when it was not a shutdown (a callback raised: rclpy passes
+    it out of ``spin``), else None; ``died`` says the thread is over because of it.
+    """
+
+    def __init__(self, executor: Any, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.executor = executor
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
         try:
-            executor.spin()
+            self.executor.spin()
         except (ExternalShutdownException, KeyboardInterrupt):
             pass
+        except BaseException as exc:  # noqa: BLE001 - whatever killed the executor is recorded, not lost
+            if self._shutting_down():
+                return  # a handle destroyed under the executor while the context goes: a normal end
+            self.error = exc
+            rclpy.logging.get_logger(self.name).error(
+                f"executor died: {type(exc).__name__}: {_first_line(exc)}\n"
+                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+            )
 
-    thread = threading.Thread(target=spin, name=name, daemon=True)
+    def _shutting_down(self) -> bool:
+        context = getattr(self.executor, "context", None)
+        try:
+            return context is not None and not context.ok()
+        except Exception:
+            return True
+
+    @property
+    def died(self) -> bool:
+        """The executor's spin ended with an error (and the thread is over)."""
+        return self.error is not None and not self.is_alive()
+
+
+def spin_in_background(executor: Any, name: str) -> SpinThread:
+    """Spin ``executor`` on a daemon :class:`SpinThread` until it is shut down (a context shutdown ends it
+    quietly; an exception out of a callback is kept on ``thread.error`` and logged)."""
+    thread = SpinThread(executor, name)
+    thread.start()
+    return thread
+
+
+def executor_died(*threads: SpinThread) -> Optional[SpinThread]:
+    """The first of ``threads`` whose executor died of an error (see :class:`SpinThread`), else None."""
+    for thread in threads:
+        if thread is not None and getattr(thread, "died", False):
+            return thread
+    return None
+
+
+# ------------------------------------------------------------------------------------------- supervisor watch
+def watch_supervisor(environ: "dict | None" = None) -> Optional[threading.Thread]:
+    """When ``SUPERVISOR_PIPE_ENV`` names a pipe from the supervisor, watch it on a daemon thread and send this
+    process SIGTERM once it reads end-of-file (the supervisor exited, however it died). None when unset."""
+    env = os.environ if environ is None else environ
+    value = env.get(SUPERVISOR_PIPE_ENV, "")
+    if not value:
+        return None
+    try:
+        fd = int(value)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        print(f"{_program_name(None)}: ignoring {SUPERVISOR_PIPE_ENV}={value!r}: not an open file descriptor",
+              file=sys.stderr, flush=True)
+        return None
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="supervisor-watch", daemon=True)
     thread.start()
     return thread
