@@ -98,7 +98,7 @@ def test_non_finite_value_never_moves_the_arm(core):
 def test_stale_lease_applies_nothing():
     valid = {"tok-1"}
     c = DriverCore.simulated(lease_validator=lambda token: token in valid)
-    assert c.move_to_start_pose().reached  # the start pose move is the driver's own, not a lease holder's
+    assert c.move_to_start_pose(lease_token="tok-1").reached  # the start pose honours the lease too
     before = positions(c)
     v = c.send_action({"left.joint_1": 0.5, "right.joint_1": -0.5}, lease_token="tok-0")
     assert v.applied_keys == ()
@@ -280,3 +280,64 @@ def test_ramping_joint_4_onto_the_forearm_bracket_trips_its_torque_limit(core):
     assert checks[0].value > checks[0].limit == pytest.approx(4.5)
     assert checks[0].text().startswith("right: joint 4 reads +")
     assert core.observe()["right.joint_4.pos"] < 1.6  # stopped by the bracket, far from the 2.0 target
+
+
+# -- clearing a safety stop needs the lease holder (issue 6 item 6) --------------------------------------------
+def _leased_core():
+    from strands_robots.arm.lease import LeaseManager
+
+    leases = LeaseManager()
+    c = DriverCore.simulated(lease_validator=leases.validate, lease_refusal=leases.refusal)
+    grant = leases.acquire("worker", 1, 10.0)
+    assert c.move_to_start_pose(lease_token=grant.token).reached
+    return c, leases, grant.token
+
+
+def test_reset_safety_is_refused_without_the_lease_holders_token():
+    c, leases, token = _leased_core()
+    assert c.send_action({"right.joint_4": -1.5}, token).applied_keys == ("right.joint_4",)
+    c.step(0.02)
+    assert c.stopped
+    detail = c.safety_stop_detail()
+    for wrong in ("", "f" * 32):
+        refused = c.reset_safety(wrong)
+        assert refused.refused and not refused.ok
+        assert refused.message.startswith("refused: not the lease holder: ")
+        assert c.stopped and c.safety_stop_detail() == detail, "a refused reset touched the stop"
+    c.step(2.0)  # let the held arm come to rest inside the envelope
+    operator = leases.acquire("operator", 9, 10.0)  # an operator claims the lease at a higher priority first
+    assert operator.granted
+    assert c.reset_safety(token).refused  # the worker's token was revoked with the claim
+    cleared = c.reset_safety(operator.token)
+    assert cleared.ok and cleared.message.startswith("safety stop cleared (was: right: joint 4 reads")
+    assert not c.stopped
+
+
+def test_start_pose_with_a_foreign_token_never_moves_the_arms():
+    c, leases, token = _leased_core()
+    c.send_action({"left.joint_1": 0.2}, token)
+    c.step(0.5)
+    assert not c.stopped
+    before = c.adapter.data.ctrl.copy()
+    report = c.move_to_start_pose(lease_token="f" * 32)
+    assert not report.reached and report.detail == "not the lease holder: unknown lease token"
+    assert (c.adapter.data.ctrl == before).all()
+    assert report.elapsed_s == 0.0
+
+
+def test_start_pose_stops_when_the_lease_is_lost_mid_move():
+    c, leases, token = _leased_core()
+    c.send_action({"left.joint_1": 0.2}, token)
+    c.step(1.0)
+    assert not c.stopped
+    steps = []
+
+    def advance(dt):
+        c.step(dt)
+        steps.append(dt)
+        if len(steps) == 5:
+            leases.acquire("operator", 9, 10.0)  # takes control mid-move
+
+    report = c.move_to_start_pose(lease_token=token, advance=advance)
+    assert not report.reached and report.detail == "lease lost during the move"
+    assert len(steps) == 5

@@ -50,3 +50,42 @@ def test_start_pose_refused_while_safety_stopped():
     assert c.stopped
     report = c.move_to_start_pose()
     assert not report.reached and report.detail.startswith("arms are safety-stopped: right: joint 4 reads")
+
+
+def test_cancelled_move_ends_at_once_and_holds_the_arms():
+    c = DriverCore.simulated()
+    calls = []
+
+    def should_stop():
+        calls.append(1)
+        return "cancelled" if len(calls) > 10 else ""
+
+    report = c.move_to_start_pose(should_stop=should_stop)
+    assert not report.reached and report.detail == "cancelled"
+    assert len(calls) == 11
+    here = c.observe()
+    c.step(0.5)
+    after = c.observe()
+    for key in c.action_keys():  # held where it was: no further ramp toward the pose
+        assert after[key + ".pos"] == pytest.approx(here[key + ".pos"], abs=0.02), key
+
+
+def test_progress_reports_every_joint_ramp_then_settle():
+    c = DriverCore.simulated()
+    seen = []
+    report = c.move_to_start_pose(on_progress=seen.append)
+    assert report.reached
+    assert seen[0].phase == "ramp" and seen[-1].phase == "settle"
+    assert seen[0].keys == tuple(c.config.start_pose.pose)
+    assert len(seen[-1].errors) == len(seen[-1].keys)
+    assert seen[-1].max_error == pytest.approx(report.max_error)
+    assert seen[-1].elapsed_s == pytest.approx(report.elapsed_s)
+    assert max(seen[-1].errors) == pytest.approx(seen[-1].max_error)
+
+
+def test_a_bad_tolerance_is_refused_before_anything_moves():
+    c = DriverCore.simulated()
+    before = c.adapter.data.ctrl.copy()
+    report = c.move_to_start_pose(tolerance=-1.0)
+    assert not report.reached and "position_tolerance_rad must be a finite number > 0" in report.detail
+    assert (c.adapter.data.ctrl == before).all() and c.adapter.time_s() == 0.0

@@ -154,3 +154,30 @@ def test_concurrent_claims_grant_exactly_one(leases):
     for t in threads:
         t.join()
     assert sorted(results) == [False] * 7 + [True]
+
+
+# -- bounded lease lengths (issue 6 item 6) ---------------------------------------------------------------------
+def test_a_lease_longer_than_the_maximum_is_refused_with_reason():
+    leases = LeaseManager(clock=lambda: 0.0)
+    grant = leases.acquire("worker", 1, 1e12)
+    assert not grant.granted and grant.token == ""
+    assert grant.message == "duration_s 1e+12 exceeds the longest lease, 60 s (keep control by renewing)"
+    assert leases.state().state == "free"
+    assert leases.acquire("worker", 1, leases.max_duration_s).granted
+
+
+def test_renewal_longer_than_the_maximum_is_refused_and_keeps_the_lease():
+    now = [0.0]
+    leases = LeaseManager(clock=lambda: now[0], max_duration_s=10.0)
+    grant = leases.acquire("worker", 1, 5.0)
+    renewal = leases.renew(grant.token, duration_s=11.0)
+    assert not renewal.ok and "exceeds the longest lease, 10 s" in renewal.message
+    now[0] = 4.9
+    assert leases.validate(grant.token)
+    now[0] = 5.0
+    assert not leases.validate(grant.token)
+
+
+def test_maximum_lease_length_must_be_positive():
+    with pytest.raises(ValueError, match="max_duration_s"):
+        LeaseManager(max_duration_s=0.0)

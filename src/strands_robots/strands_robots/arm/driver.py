@@ -22,17 +22,33 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from strands_robots.arm.adapter import HardwareAdapter, JointReadings
+from strands_robots.arm.command_stream import CommandSequencer, StreamCommand, refuse_every_key
 from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.model import JointSpec
 from strands_robots.arm.resolution import resolve_action
 from strands_robots.arm.safety import SafetyCheck, SafetyEnvelope, format_checks
-from strands_robots.arm.start_pose import StartPoseReport, StartPoseSettings, run_start_pose
-from strands_robots.arm.verdict import ActionVerdict
+from strands_robots.arm.start_pose import (
+    StartPoseAborted,
+    StartPoseProgress,
+    StartPoseReport,
+    StartPoseSettings,
+    run_start_pose,
+)
+from strands_robots.arm.verdict import REASON_ARM_STOPPED, ActionVerdict
 
-__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus"]
+__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset"]
+
+
+@dataclass(frozen=True)
+class SafetyReset:
+    """The answer to :meth:`DriverCore.reset_safety`: ``ok`` when no stop is in force afterwards."""
+
+    ok: bool
+    message: str
+    refused: bool = False  # refused before anything was touched (not the lease holder)
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,11 @@ class DriverCore:
     :param config: ratings, margins, start pose (default: :meth:`DriverConfig.default`).
     :param lease_validator: ``token -> bool``; when it returns False every key of the action is
         ``not_lease_holder``. None disables lease enforcement.
+    :param clock_ns: now in nanoseconds, on the time base of streamed commands' ``apply_by`` (the node passes
+        its ROS clock); see :mod:`strands_robots.arm.command_stream`.
+    :param lease_refusal: ``token -> why it is not the current lease's`` (empty when it is; the node passes
+        :meth:`LeaseManager.refusal`). Clearing a safety stop needs it to be empty, and refusals quote it.
+        None lets any caller reset (in process, where the caller owns the driver).
     """
 
     def __init__(
@@ -74,10 +95,14 @@ class DriverCore:
         adapter: HardwareAdapter,
         config: "DriverConfig | None" = None,
         lease_validator: "Callable[[str], bool] | None" = None,
+        clock_ns: "Callable[[], int] | None" = None,
+        lease_refusal: "Callable[[str], str] | None" = None,
     ) -> None:
         self._adapter = adapter
         self._config = config or DriverConfig.default()
         self._lease_validator = lease_validator
+        self._lease_refusal = lease_refusal
+        self._sequencer = CommandSequencer(clock_ns) if clock_ns is not None else CommandSequencer()
         self._lock = threading.RLock()
         self._keys = tuple(adapter.keys())
         specs = self._config.joint_specs()
@@ -103,17 +128,13 @@ class DriverCore:
         config: "DriverConfig | None" = None,
         lease_validator: "Callable[[str], bool] | None" = None,
         model_path: "str | None" = None,
+        **kwargs: Any,
     ) -> "DriverCore":
-        """A driver on the bundled MuJoCo model (imports MuJoCo only here)."""
-        from strands_robots.arm.mujoco_sim import MujocoArms
+        """A driver on the bundled MuJoCo model (imports MuJoCo only here); ``kwargs`` as the constructor's."""
+        from strands_robots.arm.mujoco_sim import make_arms
 
         config = config or DriverConfig.default()
-        arms = MujocoArms(model_path, home=config.home, reset_noise_rad=config.reset_noise_rad)
-        if abs(arms.timestep_s - config.timestep_s) > 1e-12:
-            raise ConfigError(
-                f"physics.timestep_s ({config.timestep_s}) differs from the model's timestep ({arms.timestep_s})"
-            )
-        return cls(arms, config, lease_validator)
+        return cls(make_arms(config, model_path), config, lease_validator, **kwargs)
 
     def _zero_counters(self) -> None:
         self._actions_received = 0
@@ -162,6 +183,40 @@ class DriverCore:
         obs["sim_time_s"] = r.time_s
         return obs
 
+    def execute(self, keys: Sequence[str], values: Sequence[float], lease_token: str = "") -> ActionVerdict:
+        """One command as it arrives over ROS (``SendAction`` request or ``ActionCommand``): parallel key
+        and value lists. Mismatched lengths or a repeated key are a coarse error (no per-key breakdown can
+        be complete); otherwise exactly :meth:`send_action`."""
+        if len(keys) != len(values):
+            return ActionVerdict.coarse(f"send_action has {len(keys)} keys but {len(values)} values")
+        action = dict(zip(keys, values))
+        if len(action) != len(keys):
+            seen: set = set()
+            dupes = sorted({k for k in keys if k in seen or seen.add(k)})
+            return ActionVerdict.coarse(f"send_action repeats keys {dupes}")
+        return self.send_action(action, lease_token)
+
+    def apply_command(self, command: StreamCommand) -> ActionVerdict:
+        """A command from the stream: the stale and out-of-order rules, then exactly :meth:`execute`.
+
+        A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
+        arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
+        """
+        keys, values = command.keys, command.values
+        if len(keys) != len(values) or len(set(keys)) != len(keys):
+            return self.execute(keys, values, command.lease_token)
+        with self._lock:
+            refusal = self._sequencer.refusal(command)
+            if refusal:
+                self._actions_received += 1
+                self._actions_refused += 1
+                self._keys_unresolved += len(keys)
+                return refuse_every_key(keys, refusal)
+            verdict = self.execute(keys, values, command.lease_token)
+            if verdict.applied_keys:
+                self._sequencer.record_applied(command)
+            return verdict
+
     def send_action(self, action: Any, lease_token: str = "") -> ActionVerdict:
         """Resolve every key, command the applied ones, then evaluate the safety envelope.
 
@@ -169,28 +224,43 @@ class DriverCore:
         :param lease_token: checked with the lease validator (if any); a stale or foreign token applies
             nothing (every key ``not_lease_holder``, unless the key or value is itself invalid).
         """
-        lease_valid = True
+        lease_valid, error = self._check_lease(lease_token)
+        if error:
+            with self._lock:
+                self._count_coarse()
+            return ActionVerdict.coarse(error)
+        return self._resolve_and_command(action, lease_valid, count=True)
+
+    def _check_lease(self, lease_token: str) -> tuple[bool, str]:
         validator = self._lease_validator
-        if validator is not None:
-            try:
-                lease_valid = bool(validator(lease_token))
-            except Exception as exc:  # the lease service failed: we know nothing, apply nothing
-                with self._lock:
-                    self._count_coarse()
-                return ActionVerdict.coarse(f"lease check failed: {type(exc).__name__}: {exc}")
+        if validator is None:
+            return True, ""
+        try:
+            return bool(validator(lease_token)), ""
+        except Exception as exc:  # the lease service failed: we know nothing, apply nothing
+            return False, f"lease check failed: {type(exc).__name__}: {exc}"
+
+    def _resolve_and_command(self, action: Any, lease_valid: bool, count: bool) -> ActionVerdict:
+        """The per-key rules, then command the applied keys and check the envelope. ``count``: update the
+        action counters (the start-pose ramp's own commands are not actions)."""
         with self._lock:
             resolution = resolve_action(action, self._specs, lease_valid=lease_valid,
                                         stopped_arms=self._envelope.stopped_arms)
             verdict = resolution.verdict
             if verdict.is_coarse_error:
-                self._count_coarse()
+                if count:
+                    self._count_coarse()
                 return verdict
             if resolution.targets:
                 try:
                     self._adapter.command(resolution.targets)
                 except Exception as exc:  # partial actuation may have happened: say nothing per key
-                    self._count_coarse()
+                    if count:
+                        self._count_coarse()
                     return ActionVerdict.coarse(f"adapter command failed: {type(exc).__name__}: {exc}")
+            if not count:
+                self._check_safety()
+                return verdict
             self._actions_received += 1
             self._keys_applied += len(verdict.applied_keys)
             self._keys_unresolved += len(verdict.unresolved_keys)
@@ -252,11 +322,25 @@ class DriverCore:
     def safety_stop_detail(self) -> str:
         return format_checks(self._envelope.tripped)
 
-    def reset_safety(self) -> None:
-        """Release a safety stop (explicit operator action). Still outside the envelope: trips again at once."""
+    def reset_safety(self, lease_token: str = "") -> SafetyReset:
+        """Release a safety stop (explicit operator action). Still outside the envelope: trips again at once.
+
+        :param lease_token: with a ``lease_refusal`` (the node: the lease manager), only the current lease
+            holder may clear a stop; an operator claims the lease at a higher priority first. Refused
+            otherwise, and nothing is touched.
+        """
+        authority = self._lease_refusal
+        if authority is not None:
+            refusal = authority(lease_token)
+            if refusal:
+                return SafetyReset(False, f"refused: not the lease holder: {refusal}", refused=True)
         with self._lock:
+            was = format_checks(self._envelope.tripped)
             self._envelope.reset()
             self._check_safety()
+            if self._envelope.stopped:
+                return SafetyReset(False, f"still outside the safety envelope: {format_checks(self._envelope.tripped)}")
+        return SafetyReset(True, f"safety stop cleared (was: {was})" if was else "no safety stop in force")
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def reset(self, seed: "int | None" = None) -> None:
@@ -272,13 +356,27 @@ class DriverCore:
         pose: "Mapping[str, float] | None" = None,
         tolerance: "float | None" = None,
         timeout_s: "float | None" = None,
+        *,
+        lease_token: str = "",
+        advance: "Callable[[float], None] | None" = None,
+        should_stop: "Callable[[], str] | None" = None,
+        on_progress: "Callable[[StartPoseProgress], None] | None" = None,
     ) -> StartPoseReport:
         """Ramp to the start pose and check every joint settles within ``tolerance`` by ``timeout_s``.
 
-        :param pose: targets per key (default: the configured start pose); keys must be actuator keys
-            with values inside the joint limits, otherwise the move is refused (not reached).
+        Everything is validated before anything moves: the pose (actuator keys, values inside the joint
+        limits), the tolerance and timeout (finite, > 0; 0 or None: configured) and the lease. Every ramp
+        step then goes through the per-key rules with ``lease_token``, so a lease lost mid-move (an operator
+        took over) or a safety stop ends the move at once, not reached; the arms hold.
+
+        :param pose: targets per key (default: the configured start pose).
         :param tolerance: position tolerance in rad (default: configured).
         :param timeout_s: adapter-time budget for ramp plus settling (default: configured).
+        :param lease_token: checked with the lease validator (if any), before and during the move.
+        :param advance: lets ``dt`` seconds of adapter time pass (default: :meth:`step`, in process; the node
+            waits for its real-time runner); may raise :class:`StartPoseAborted`.
+        :param should_stop: a non-empty answer (e.g. "cancelled") ends the move, not reached, arms held.
+        :param on_progress: per-joint errors every control period (the action's feedback).
         """
         base = self._config.start_pose
         target = dict(base.pose if pose is None else pose)
@@ -293,22 +391,38 @@ class DriverCore:
         try:
             settings = StartPoseSettings(
                 pose=target,
-                position_tolerance_rad=base.position_tolerance_rad if tolerance is None else tolerance,
+                position_tolerance_rad=base.position_tolerance_rad if not tolerance else tolerance,
                 velocity_tolerance_rad_s=base.velocity_tolerance_rad_s,
-                timeout_s=base.timeout_s if timeout_s is None else timeout_s,
+                timeout_s=base.timeout_s if not timeout_s else timeout_s,
                 max_speed_rad_s=base.max_speed_rad_s,
                 control_period_s=base.control_period_s,
             )
         except ValueError as exc:
             return StartPoseReport(False, math.inf, 0.0, str(exc))
+        lease_valid, error = self._check_lease(lease_token)
+        if error or not lease_valid:
+            why = self._lease_refusal(lease_token) if self._lease_refusal is not None else ""
+            refusal = error or ("not the lease holder" + (f": {why}" if why else ""))
+            return StartPoseReport(False, math.inf, 0.0, refusal)
 
         def command(targets: Mapping[str, float]) -> None:
-            with self._lock:
-                if not self._envelope.stopped:
-                    self._adapter.command(targets)
+            valid, err = self._check_lease(lease_token)
+            if err or not valid:
+                raise StartPoseAborted(err or "lease lost during the move")
+            verdict = self._resolve_and_command(targets, True, count=False)
+            if verdict.is_coarse_error:
+                raise StartPoseAborted(verdict.error)
+            reasons = set(verdict.unresolved_reasons) - {REASON_ARM_STOPPED}  # a stop: run_start_pose says so
+            if reasons:
+                raise StartPoseAborted(f"start pose command refused: {', '.join(sorted(reasons))}")
 
-        return run_start_pose(read=self.read, command=command, step=self.step,
-                              stop_detail=self.safety_stop_detail, settings=settings)
+        report = run_start_pose(read=self.read, command=command, step=advance or self.step,
+                                stop_detail=self.safety_stop_detail, settings=settings,
+                                should_stop=should_stop, on_progress=on_progress)
+        if not report.reached:
+            with self._lock:  # not reached: never leave the arms ramping toward a half-way target
+                self._adapter.hold()
+        return report
 
     def status(self) -> DriverStatus:
         with self._lock:

@@ -30,6 +30,10 @@ STATE_REVOKED = "revoked"
 # What became of a token that is no longer the current lease (for refusal messages).
 _ENDED_RELEASED = "released"
 
+# Longest lease a claim may ask for (s): a holder keeps control by heartbeat, so a lease that outlives a dead
+# holder by more than this is never needed; a claim of 1e12 s would pin the arms to whoever made it.
+MAX_LEASE_DURATION_S = 60.0
+
 # How many ended tokens are remembered for precise refusal messages; older ones read as "unknown".
 _HISTORY = 64
 
@@ -88,10 +92,15 @@ class LeaseManager:
     """Grants, renews, releases, revokes and validates the one control lease. Thread-safe.
 
     :param clock: seconds, monotonic (injectable for tests). Expiry times are on this clock.
+    :param max_duration_s: longest lease an ``acquire`` or ``renew`` may ask for; longer ones are refused.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 max_duration_s: float = MAX_LEASE_DURATION_S) -> None:
+        if not _positive_finite(max_duration_s):
+            raise ValueError(f"max_duration_s must be a finite number > 0, got {max_duration_s!r}")
         self._clock = clock
+        self._max_duration_s = float(max_duration_s)
         self._lock = threading.Lock()
         self._state = STATE_FREE
         self._token = ""
@@ -105,6 +114,15 @@ class LeaseManager:
         # token -> how it ended ("expired", "released", "revoked by X (priority p)")
         self._ended: "OrderedDict[str, str]" = OrderedDict()
 
+    @property
+    def max_duration_s(self) -> float:
+        """Longest lease a claim or renewal may ask for (s)."""
+        return self._max_duration_s
+
+    def _too_long(self, duration_s: float) -> str:
+        return (f"duration_s {duration_s:g} exceeds the longest lease, {self._max_duration_s:g} s "
+                "(keep control by renewing)")
+
     def now(self) -> float:
         """The manager's clock (to convert ``expires_at`` to another time base)."""
         return self._clock()
@@ -115,7 +133,7 @@ class LeaseManager:
 
         Granted when the arms are free (never held, released, expired or revoked), or when ``priority`` is
         strictly higher than the current holder's: that lease is then revoked. Refused otherwise, and for an
-        empty holder or a duration that is not a finite number > 0.
+        empty holder or a duration that is not in (0, ``max_duration_s``].
         """
         if not isinstance(holder, str) or not holder:
             return LeaseGrant(False, message="holder must be a non-empty name")
@@ -123,6 +141,8 @@ class LeaseManager:
             return LeaseGrant(False, message=f"priority must be an integer, got {priority!r}")
         if not _positive_finite(duration_s):
             return LeaseGrant(False, message=f"duration_s must be a finite number > 0, got {duration_s!r}")
+        if duration_s > self._max_duration_s:
+            return LeaseGrant(False, message=self._too_long(duration_s))
         with self._lock:
             now = self._clock()
             self._expire(now)
@@ -153,6 +173,8 @@ class LeaseManager:
         if isinstance(duration_s, bool) or not isinstance(duration_s, (int, float)) \
                 or not math.isfinite(duration_s) or duration_s < 0:
             return LeaseRenewal(False, message=f"duration_s must be a finite number >= 0, got {duration_s!r}")
+        if duration_s > self._max_duration_s:
+            return LeaseRenewal(False, message=self._too_long(duration_s))
         with self._lock:
             now = self._clock()
             self._expire(now)

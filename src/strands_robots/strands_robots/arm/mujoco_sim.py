@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import mujoco
 import numpy as np
 
 from strands_robots.arm.adapter import JointReadings
 from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES, actuator_key, load_model
+
+if TYPE_CHECKING:
+    from strands_robots.arm.config import DriverConfig
+    from strands_robots.arm.hardware import Hardware
+
+
+def make_arms(config: "DriverConfig", model_path: "str | None" = None) -> "MujocoArms":
+    """The simulated arms for ``config`` (home pose, reset noise); its timestep must be the model's.
+
+    :raises ConfigError: ``physics.timestep_s`` differs from the MJCF's timestep.
+    """
+    from strands_robots.arm.config import ConfigError
+
+    arms = MujocoArms(model_path, home=config.home, reset_noise_rad=config.reset_noise_rad)
+    if abs(arms.timestep_s - config.timestep_s) > 1e-12:
+        raise ConfigError(
+            f"physics.timestep_s ({config.timestep_s}) differs from the model's timestep ({arms.timestep_s})"
+        )
+    return arms
+
+
+def hardware(config: "DriverConfig") -> "Hardware":
+    """The built-in ``mujoco`` hardware binding: the simulated arms, stepped in real time by the simulator's
+    own physics thread (:class:`~strands_robots.arm.realtime.RealTimeStepper` at the model's timestep)."""
+    from strands_robots.arm.hardware import Hardware
+    from strands_robots.arm.realtime import RealTimeStepper
+
+    arms = make_arms(config)
+
+    def physics_thread(core, on_tick, on_fault):
+        return RealTimeStepper(core, arms.timestep_s, arms.time_s, on_tick, on_fault, name="mujoco_physics")
+
+    return Hardware("mujoco", arms, physics_thread)
 
 
 class MujocoArms:

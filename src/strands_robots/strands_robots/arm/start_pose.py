@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Optional, Sequence
 
 from strands_robots.arm.adapter import JointReadings
+
+PHASE_RAMP = "ramp"      # commanding toward the pose at the limited speed
+PHASE_SETTLE = "settle"  # at the pose, waiting for the joints to come to rest
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,21 @@ class StartPoseReport:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class StartPoseProgress:
+    """One control period of a move: the position error of every joint now (``keys`` order)."""
+
+    phase: str
+    keys: tuple[str, ...]
+    errors: tuple[float, ...]
+    max_error: float
+    elapsed_s: float
+
+
+class StartPoseAborted(Exception):
+    """Raised by a ``command`` or ``step`` callback to end the move at once, not reached (the message says why)."""
+
+
 def run_start_pose(
     *,
     read: Callable[[], JointReadings],
@@ -65,13 +83,19 @@ def run_start_pose(
     step: Callable[[float], None],
     stop_detail: Callable[[], str],
     settings: StartPoseSettings,
+    should_stop: Optional[Callable[[], str]] = None,
+    on_progress: Optional[Callable[[StartPoseProgress], None]] = None,
 ) -> StartPoseReport:
     """Ramp to ``settings.pose`` and wait until settled or ``settings.timeout_s`` elapses.
 
     :param read: current joint readings.
-    :param command: set position targets (already validated keys).
-    :param step: advance time (the caller evaluates the safety envelope while stepping).
+    :param command: set position targets (already validated keys); may raise :class:`StartPoseAborted`.
+    :param step: advance time (the caller evaluates the safety envelope while stepping); may raise
+        :class:`StartPoseAborted`.
     :param stop_detail: non-empty while the arms are safety-stopped (the move then fails at once).
+    :param should_stop: checked every control period; a non-empty answer (e.g. "cancelled") ends the move,
+        not reached, with that detail. The caller holds the arms.
+    :param on_progress: called every control period with the per-joint errors.
     """
     target = dict(settings.pose)
     first = read()
@@ -83,7 +107,6 @@ def run_start_pose(
     t0 = first.time_s
     distance = max((abs(g - s) for g, s in zip(goal, start)), default=0.0)
     ramp_s = distance / settings.max_speed_rad_s
-    period = settings.control_period_s
 
     def errors(r: JointReadings) -> tuple[float, str, float, str]:
         pos_err, pos_key, speed, speed_key = 0.0, "", 0.0, ""
@@ -100,10 +123,27 @@ def run_start_pose(
     if detail:
         err = errors(first)[0]
         return StartPoseReport(False, err, 0.0, f"arms are safety-stopped: {detail}")
+    try:
+        return _ramp_and_settle(read, command, step, stop_detail, settings, should_stop, on_progress,
+                                first, keys, slots, start, goal, ramp_s, errors)
+    except StartPoseAborted as exc:
+        r = read()
+        return StartPoseReport(False, errors(r)[0], r.time_s - t0, str(exc) or "move aborted")
+
+
+def _ramp_and_settle(read, command, step, stop_detail, settings, should_stop, on_progress, first,
+                     keys: Sequence[str], slots, start, goal, ramp_s: float, errors) -> StartPoseReport:
+    t0 = first.time_s
+    period = settings.control_period_s
+    key_tuple = tuple(keys)
     r = first
     # Guard against an adapter whose clock does not advance: never loop forever.
     max_iterations = int(math.ceil(settings.timeout_s / period)) * 4 + 10
     for _ in range(max_iterations):
+        if should_stop is not None:
+            why = should_stop()
+            if why:
+                return StartPoseReport(False, errors(r)[0], r.time_s - t0, why)
         elapsed = r.time_s - t0
         frac = 1.0 if ramp_s <= 0.0 else min(1.0, (elapsed + period) / ramp_s)
         command({k: s + (g - s) * frac for k, s, g in zip(keys, start, goal)})
@@ -111,6 +151,10 @@ def run_start_pose(
         r = read()
         elapsed = r.time_s - t0
         pos_err, pos_key, speed, speed_key = errors(r)
+        if on_progress is not None:
+            per_key = tuple(abs(float(r.positions[i]) - g) for i, g in zip(slots, goal))
+            on_progress(StartPoseProgress(PHASE_RAMP if frac < 1.0 else PHASE_SETTLE, key_tuple, per_key,
+                                          pos_err, elapsed))
         detail = stop_detail()
         if detail:
             return StartPoseReport(False, pos_err, elapsed, f"safety stop during the move: {detail}")

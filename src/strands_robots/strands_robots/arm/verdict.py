@@ -11,12 +11,17 @@ REASON_NON_FINITE = "non_finite"
 REASON_OUTSIDE_LIMITS = "outside_limits"
 REASON_NOT_LEASE_HOLDER = "not_lease_holder"
 REASON_ARM_STOPPED = "arm_stopped"
+# Command stream only (strands_robots.arm.command_stream): the whole command was refused, nothing applied.
+REASON_STALE = "stale"
+REASON_OUT_OF_ORDER = "out_of_order"
 REASONS = (
     REASON_UNKNOWN_KEY,
     REASON_NON_FINITE,
     REASON_OUTSIDE_LIMITS,
     REASON_NOT_LEASE_HOLDER,
     REASON_ARM_STOPPED,
+    REASON_STALE,
+    REASON_OUT_OF_ORDER,
 )
 
 
