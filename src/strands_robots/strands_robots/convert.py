@@ -808,3 +808,131 @@ def rollout_episode_result_msg(ended: "Mapping[str, Any] | None", end_condition:
     msg.scored = False
     msg.run_id = str(ended.get("run_id", "")) if ended else ""
     return msg
+
+
+# -- arm driver messages --------------------------------------------------------------------------------------
+# Built by the arm driver node: the command/verdict stream, joint_states with the robot time carried beside a
+# node-clock stamp, /clock, DriverStatus, LeaseState and the diagnostics.
+
+# JointState.header.stamp is the driver's node clock (ROS time: honours use_sim_time), so a subscriber can judge
+# a reading's age; the robot (simulation) time of the reading rides in header.frame_id as
+# "sim_time_s=<seconds>" (JointState has no other free field, and joint consumers do not use its frame_id).
+ROBOT_TIME_FRAME_PREFIX = "sim_time_s="
+
+
+def driver_joint_state(observation: Mapping[str, Any], stamp_ns: int) -> Any:
+    """``JointState`` as the driver publishes it: stamped ``stamp_ns`` (node clock), robot time in frame_id."""
+    robot_time = float(observation.get(SIM_TIME_KEY, 0.0))
+    return observation_to_joint_state(observation, stamp_ns=stamp_ns,
+                                      frame_id=f"{ROBOT_TIME_FRAME_PREFIX}{robot_time:.9f}")
+
+
+def joint_state_robot_time_s(msg: Any) -> "float | None":
+    """The robot time of a driver ``JointState`` (see :func:`driver_joint_state`); None when it carries none
+    (another publisher: then only the stamp is known)."""
+    frame = msg.header.frame_id
+    if not frame.startswith(ROBOT_TIME_FRAME_PREFIX):
+        return None
+    try:
+        return float(frame[len(ROBOT_TIME_FRAME_PREFIX):])
+    except ValueError:
+        return None
+
+
+def driver_joint_state_to_observation(msg: Any) -> dict[str, float]:
+    """The observation of a driver ``JointState``: ``sim_time_s`` is the robot time it carries (falling back to
+    the stamp for a JointState from elsewhere)."""
+    return joint_state_to_observation(msg, sim_time_s=joint_state_robot_time_s(msg))
+
+
+def clock_msg(robot_time_s: float) -> Any:
+    """``rosgraph_msgs/Clock`` of the robot time (published on ``/clock`` when the driver offers simulation
+    time)."""
+    from rosgraph_msgs.msg import Clock
+
+    m = Clock()
+    m.clock.sec, m.clock.nanosec = divmod(seconds_to_ns(robot_time_s), _NS_PER_S)
+    return m
+
+
+def msg_to_stream_command(msg: Any) -> Any:
+    """The :class:`~strands_robots.arm.command_stream.StreamCommand` of an ``ActionCommand`` (``apply_by`` in
+    ns; zero = no deadline)."""
+    from strands_robots.arm.command_stream import StreamCommand
+
+    return StreamCommand(tuple(msg.keys), tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_token,
+                         time_to_ns(msg.apply_by))
+
+
+def stream_verdict_to_msg(verdict: Any, run_id: str, step_index: int, stopped: bool = False,
+                          sim_time_s: float = 0.0, received_ns: int = 0) -> Any:
+    """``ActionVerdict`` message for a core verdict on one streamed command (SendAction's response fields, plus
+    the command's run id and step and when it was received)."""
+    from strands_robots_msgs.msg import ActionVerdict as VerdictMsg
+
+    m = VerdictMsg()
+    m.run_id = run_id
+    m.step_index = int(step_index)
+    m.applied_keys = list(verdict.applied_keys)
+    m.unresolved_keys = list(verdict.unresolved_keys)
+    m.unresolved_reasons = list(verdict.unresolved_reasons)
+    m.error = verdict.error
+    m.stopped = bool(stopped)
+    m.sim_time_s = float(sim_time_s)
+    m.received.sec, m.received.nanosec = divmod(int(received_ns), _NS_PER_S)
+    return m
+
+
+def driver_status_to_msg(status: Any, *, hardware: str, active: bool, physics_rate_hz: float,
+                         lease_holder: str, keys: Sequence[str], specs: Mapping[str, Any], stamp_ns: int) -> Any:
+    """``DriverStatus`` of a core :class:`~strands_robots.arm.driver.DriverStatus` snapshot."""
+    from strands_robots_msgs.msg import DriverStatus as StatusMsg
+
+    m = StatusMsg()
+    m.stamp.sec, m.stamp.nanosec = divmod(int(stamp_ns), _NS_PER_S)
+    m.hardware = hardware
+    m.active = bool(active)
+    m.stopped = bool(status.stopped)
+    m.safety_detail = status.stop_detail
+    m.sim_time_s = float(status.sim_time_s)
+    m.physics_rate_hz = float(physics_rate_hz)
+    m.actions_applied = int(status.actions_applied)
+    m.actions_refused = int(status.actions_refused)
+    m.lease_holder = lease_holder
+    m.actuator_keys = list(keys)
+    m.lower_limits = [float(specs[k].lower) for k in keys]
+    m.upper_limits = [float(specs[k].upper) for k in keys]
+    return m
+
+
+def lease_state_to_msg(snapshot: Any, expires_unix_ms: int, stamp_ns: int) -> Any:
+    """``LeaseState`` of a :class:`~strands_robots.arm.lease.LeaseSnapshot` (no token: it is never published)."""
+    from strands_robots_msgs.msg import LeaseState as LeaseMsg
+
+    m = LeaseMsg()
+    m.stamp.sec, m.stamp.nanosec = divmod(int(stamp_ns), _NS_PER_S)
+    m.state = snapshot.state
+    m.lease_id = snapshot.lease_id
+    m.holder = snapshot.holder
+    m.priority = int(snapshot.priority)
+    m.expires_unix_ms = int(expires_unix_ms)
+    m.previous_holder = snapshot.previous_holder
+    return m
+
+
+def driver_diagnostics_to_msg(name: str, hardware_id: str, level: str, message: str,
+                              values: Mapping[str, str], stamp_ns: int) -> Any:
+    """``DiagnosticArray`` with one status; ``level`` is ``ok``, ``warn`` or ``error``."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+    status = DiagnosticStatus()
+    status.name = name
+    status.hardware_id = hardware_id
+    status.level = {"ok": DiagnosticStatus.OK, "warn": DiagnosticStatus.WARN,
+                    "error": DiagnosticStatus.ERROR}[level]
+    status.message = message
+    status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+    array = DiagnosticArray()
+    array.header.stamp.sec, array.header.stamp.nanosec = divmod(int(stamp_ns), _NS_PER_S)
+    array.status = [status]
+    return array
