@@ -111,34 +111,48 @@ def test_full_queue_drops_step_events_and_counts_them(make_publisher):
     assert isinstance(msg_to_event(publish.msgs[-1]), RunPolicyEnded)
 
 
-def test_started_and_ended_wait_for_room_instead_of_dropping(make_publisher):
-    publish = GatedPublish()
-    pub = make_publisher(publish, depth=2, lifecycle_wait_s=30.0)
+def test_lifecycle_events_never_wait_and_evict_a_step_event_when_the_queue_is_full(make_publisher):
+    publish = GatedPublish()  # a stalled publisher: it blocks inside publish until the gate opens
+    pub = make_publisher(publish, depth=2)
     pub(started(0))
-    assert publish.entered.wait(10.0)
+    assert publish.entered.wait(10.0)  # the thread holds Started inside publish; the queue is empty
     pub(step(1))
     pub(step(2))  # the queue is full now
     pub(step(3))  # a step is dropped
     assert pub.dropped == 1
 
-    returned = threading.Event()
-
-    def end() -> None:
-        pub(ended(4))
-        returned.set()
-
-    t = threading.Thread(target=end, daemon=True)
-    t.start()
-    assert not returned.wait(0.3), "Ended did not wait for room in the full queue"
+    # Ended at a full queue, with the publisher still blocked: it is queued at once (the call returns on this
+    # thread while the gate is closed), evicting the newest queued step (2).
+    pub(ended(4))
+    assert pub.dropped == 2
     publish.gate.set()
-    assert returned.wait(10.0)
-    t.join(10.0)
     assert pub.flush(10.0)
 
     kinds = [m.kind for m in publish.msgs]
-    assert kinds == ["started", "step", "step", "ended"]
-    assert pub.dropped == 1  # only the step
-    assert publish.msgs[-1].event_seq == 4 and publish.msgs[-1].dropped_before == 1
+    assert kinds == ["started", "step", "ended"]
+    assert [m.event_seq for m in publish.msgs] == [0, 1, 4]
+    # The gap before Ended (steps 2 and 3) is counted on Ended itself.
+    assert publish.msgs[-1].dropped_before == 2
+    assert pub.published == 3 and pub.dropped == 2
+
+
+def test_evicted_step_passes_its_drop_count_to_the_next_event(make_publisher):
+    publish = GatedPublish()
+    pub = make_publisher(publish, depth=3)
+    pub(started(0))
+    assert publish.entered.wait(10.0)
+    pub(step(1))
+    pub(step(2))
+    pub(ended(3))  # fills the queue: [1, 2, Ended]
+    pub(step(4))  # dropped (full); reported on the next event enqueued
+    pub(started(5))  # a new lifecycle at a full queue evicts step 2, whose successor Ended reports it
+    publish.gate.set()
+    assert pub.flush(10.0)
+
+    assert [m.event_seq for m in publish.msgs] == [0, 1, 3, 5]
+    gaps = {m.event_seq: m.dropped_before for m in publish.msgs}
+    assert gaps == {0: 0, 1: 0, 3: 1, 5: 1}
+    assert pub.dropped == 2
 
 
 def test_publisher_copies_borrowed_observation_during_the_call(make_publisher):
