@@ -1,0 +1,70 @@
+"""``strands-robots``: the package set's command line, usable without ``ros2``.
+
+    strands-robots up [--namespace strands] [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]
+        Bring up the arm driver and the rollout node from the same config file as rollout.launch.py (for machines
+        where ``launch`` is missing), run the episodes, print the observer stream as it goes, and exit with the
+        rollout node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly; the nodes
+        die with this command however it dies.
+    strands-robots echo [--namespace strands] [--steps | --gaps | --summary] [--runs N]
+        Print the observer stream of a running rollout node, one line per event (or one per second of steps);
+        ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
+    strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]
+        The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from strands_robots.cli.demo import cmd_demo
+from strands_robots.cli.echo import cmd_echo
+from strands_robots.cli.up import cmd_up, default_config_file, node_argv
+
+__all__ = ["build_parser", "main", "default_config_file", "node_argv"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strands-robots", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="bring up the arm driver and rollout node and run episodes (no ros2 launch)")
+    up.add_argument("--config-file", default="", help="ROS parameters file (default: the package's rollout.yaml)")
+    up.add_argument("--namespace", default="strands")
+    up.add_argument("--policy", default="mock", help="policy provider: mock, replay, scripted")
+    up.add_argument("--control-frequency", type=float, default=50.0)
+    up.add_argument("--duration", type=float, default=5.0, help="episode budget in seconds")
+    up.add_argument("--episodes", type=int, default=1)
+    up.add_argument("--every-step", action="store_true", help="print every step, not one line per second")
+    up.set_defaults(func=cmd_up)
+
+    echo = sub.add_parser("echo", help="print a running rollout node's observer stream")
+    echo.add_argument("--namespace", default="strands")
+    shown = echo.add_mutually_exclusive_group()
+    shown.add_argument("--steps", action="store_true", help="print every step")
+    shown.add_argument("--gaps", action="store_true",
+                       help="print only event_seq gaps (and a count at the end); exit 1 when events were lost")
+    shown.add_argument("--summary", action="store_true",
+                       help="one line per run as it ends: resolution counts, full rate, missed deadlines, "
+                            "step interval deviation, observation age, hook outcomes, events lost")
+    echo.add_argument("--runs", type=int, default=0, help="exit after this many runs ended (0: until Ctrl-C)")
+    echo.set_defaults(func=cmd_echo)
+
+    demo = sub.add_parser("demo", help="the in-process observer lane, no ROS")
+    demo.add_argument("--policy", default="mock")
+    demo.add_argument("--control-frequency", type=float, default=50.0)
+    demo.add_argument("--duration", type=float, default=2.0)
+    demo.add_argument("--episodes", type=int, default=1)
+    demo.add_argument("--every-step", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

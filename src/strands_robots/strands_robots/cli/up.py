@@ -1,0 +1,157 @@
+"""``strands-robots up``: the arm driver and the rollout node as child processes, their episodes, one verdict.
+
+The nodes get the same parameters file as rollout.launch.py. They run under a :class:`~strands_robots.supervisor.
+Supervisor`, so they die with this process however it dies. The exit code is the rollout node's (0 only when every
+episode asked for ended ok and was seen to), 128 + the signal after Ctrl-C or SIGTERM, 2 for a bad command line or
+parameters file. A failed run never prints ``done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from strands_robots.cli._ros import ros_env_check, subscribe_events
+from strands_robots.cli.stream import StreamPrinter
+from strands_robots.supervisor import Supervisor
+
+EXIT_USAGE = 2
+LAST_EVENTS_WAIT_S = 2.0  # after the rollout exits, how long its last events may take to reach us
+
+
+def package_share() -> Path:
+    """The installed share dir of strands_robots, or the source tree when running from a checkout."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("strands_robots"))
+    except Exception:  # not installed / no ament index: use the source tree
+        return Path(__file__).resolve().parents[2]
+
+
+def default_config_file() -> str:
+    return str(package_share() / "config" / "rollout.yaml")
+
+
+def node_argv(module: str, name: str, namespace: str, params_file: str, overrides: dict) -> list:
+    argv = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}"]
+    if namespace:
+        argv += ["-r", f"__ns:=/{namespace.strip('/')}"]
+    argv += ["--params-file", params_file]
+    for key, value in overrides.items():
+        argv += ["-p", f"{key}:={value}"]
+    return argv
+
+
+def _usage_error(text: str) -> int:
+    print(f"strands-robots up: {text}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.episodes < 1:
+        return _usage_error(f"--episodes {args.episodes}: nothing to run (ask for at least 1 episode)")
+    for flag, value in (("--duration", args.duration), ("--control-frequency", args.control_frequency)):
+        if not value > 0:
+            return _usage_error(f"{flag} {value:g}: must be greater than 0")
+    ros_env_check("up")
+    from strands_robots.nodes.process import params_file_error
+
+    config = args.config_file or default_config_file()
+    reason = params_file_error(config)
+    if reason:
+        return _usage_error(reason)
+    return _run(args, config)
+
+
+def _run(args: argparse.Namespace, config: str) -> int:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from strands_robots.nodes.process import (
+        EXIT_BAD_PARAMETERS,
+        StopSignals,
+        init_without_signal_handlers,
+        spin_in_background,
+    )
+
+    printer = StreamPrinter(every_step=args.every_step, expected_episodes=args.episodes)
+    sup = Supervisor()
+    # Ours, not rclpy's: rclpy's handler would shut our context down (no more events) mid-run. Every further
+    # SIGINT/SIGTERM while the nodes stop is taken too (a terminal and a launcher may both send one).
+    with StopSignals() as signals:
+        init_without_signal_handlers(["strands-robots"])
+        node = rclpy.create_node("strands_robots_up")
+        subscribe_events(node, args.namespace, printer)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spinner = spin_in_background(executor, "up-executor")
+        why = ""
+        rollout_rc = None
+        try:
+            print(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
+                  f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)", flush=True)
+            driver = sup.start("arm_driver", node_argv(
+                "strands_robots.nodes.arm_driver_node", "arm_driver", args.namespace, config,
+                {"control_rate_hz": args.control_frequency, "autostart": "true"},
+            ))
+            rollout = sup.start("rollout", node_argv(
+                "strands_robots.nodes.rollout_node", "rollout", args.namespace, config,
+                {
+                    "control_frequency": args.control_frequency,
+                    "policy_provider": args.policy,
+                    "duration_s": args.duration,
+                    "autorun_episodes": args.episodes,
+                    "exit_after_autorun": "true",
+                    "autorun_wait_subscribers": 1,  # this process's observer_events subscriber sees every event
+                },
+            ))
+            while rollout.poll() is None and not signals.event.is_set():
+                if driver.poll() is not None:
+                    why = f"the arm driver exited with {driver.returncode} during the run"
+                    break
+                signals.event.wait(0.1)
+            rollout_rc = rollout.poll()
+            if rollout_rc is not None and not signals.event.is_set():
+                # The rollout published its last Ended before it exited; give DDS a moment to deliver it.
+                deadline = time.monotonic() + LAST_EVENTS_WAIT_S
+                while len(printer.ended) < printer.started and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            if signals.event.is_set():
+                name = "Ctrl-C" if signals.signum == 2 else f"signal {signals.signum}"
+                print(f"\n[up] {name}: stopping the nodes", flush=True)
+        finally:
+            sup.stop_all()
+            executor.shutdown()
+            # The spin thread must be out of rclpy's wait before the node and context go, or the process can
+            # abort at exit ("terminate called without an active exception", SIGABRT).
+            spinner.join(5.0)
+            node.destroy_node()
+            rclpy.try_shutdown()
+    if signals.signum:
+        return 128 + signals.signum
+    return _verdict(printer, args.episodes, rollout_rc, why, EXIT_BAD_PARAMETERS)
+
+
+def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_parameters_rc: int) -> int:
+    """Print the last line and return the exit code: success only when the rollout exited 0 and every episode
+    asked for was seen to end ok."""
+    ok = [e for e in printer.ended if e.outcome == "ok"]
+    counts = (f"{len(printer.ended)}/{episodes} episode(s) ended, {len(ok)} ok, {printer.events} events received, "
+              f"{printer.gaps} lost (event_seq gaps)")
+    if rollout_rc == bad_parameters_rc and not printer.ended:
+        why = why or "the rollout node refused its parameters (its line above says why)"
+    if not why and rollout_rc != 0:
+        failed = [e for e in printer.ended if e.outcome != "ok"]
+        why = (f"{failed[0].outcome}: {failed[0].stopped_reason}" if failed
+               else f"the rollout node exited with {rollout_rc}")
+    if not why and len(ok) < episodes:
+        why = f"only {len(ok)} of {episodes} episode(s) were seen to end ok"
+    code = rollout_rc if rollout_rc not in (None, 0) else 1
+    if why:
+        print(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout_rc}", flush=True)
+        return code
+    print(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {counts}; rollout exit code 0", flush=True)
+    return 0
