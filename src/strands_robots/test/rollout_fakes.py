@@ -120,7 +120,7 @@ def fake_recording_module(fail_at_step: "int | None" = None):
             self.closed = False
 
         @classmethod
-        def open(cls, path, *, control_frequency, fps, actuator_keys, robot_name=""):
+        def open(cls, path, *, control_frequency, fps, actuator_keys, robot_name="", topic_prefix=""):
             if fps != control_frequency:
                 raise RecordingRefused(f"fps {fps} != control_frequency {control_frequency}")
             rec = cls(path)
@@ -132,8 +132,8 @@ def fake_recording_module(fail_at_step: "int | None" = None):
                 raise RecordingError("disk full")
             self.frames.append((step_index, observation, action))
 
-        def write_event(self, event_dict):
-            self.events.append(event_dict)
+        def write_event(self, event):
+            self.events.append(event)
 
         def close(self):
             self.closed = True

@@ -319,11 +319,17 @@ def test_worker_thread_stops_on_close():
         pipe.next_action(Robot().observe)
 
 
-def test_sync_mode_starts_no_worker_thread(pipelines):
-    before = threading.active_count()
-    pipe = pipelines(ScriptedChunks())
+def test_sync_mode_runs_act_on_one_worker_that_close_ends(pipelines):
+    def workers():
+        return [t for t in threading.enumerate() if t.name == WORKER_THREAD_NAME]
+
+    before = len(workers())
+    policy = ScriptedChunks()
+    pipe = pipelines(policy)
     drive(pipe, Robot(), 9)
-    assert threading.active_count() == before
+    assert len(set(policy.threads)) == 1 and policy.threads[0] != threading.get_ident()
+    pipe.close()
+    assert len(workers()) == before
 
 
 def test_telemetry_counts_chunks_and_latency(pipelines):

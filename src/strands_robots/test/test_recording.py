@@ -224,12 +224,13 @@ def test_recording_io_failure_raises_recording_error(tmp_path):
                 assert isinstance(exc.__cause__, OSError)
                 break
         assert failed_at is not None, "a write past the file size limit must raise"
-        assert recorder.frames == failed_at
+        assert recorder.frames < failed_at  # the open chunk's frames are lost
         with pytest.raises(RecordingError, match="already failed"):  # the recorder stays failed
             recorder.write_step(failed_at + 1, T0, observation(0), action(0), verdict)
         with pytest.raises(RecordingError):
             recorder.write_event(step_event(0, 0))
-    assert recorder.close() == failed_at  # releases the file; the failure was already reported
+    frames = recorder.frames
+    assert recorder.close() == frames  # releases the file; the failure was already reported
     # the file is left as far as it got: a streaming reader recovers the complete chunks
     recovered = []
     with open(path, "rb") as f:
@@ -240,6 +241,7 @@ def test_recording_io_failure_raises_recording_error(tmp_path):
         except EndOfFile:
             pass
     assert recovered and max(recovered) <= failed_at
+    assert len(recovered) // 2 == frames  # a joint_states and an actions message per frame
 
 
 def test_recording_failure_to_finish_the_file_raises_recording_error(tmp_path):
@@ -250,7 +252,8 @@ def test_recording_failure_to_finish_the_file_raises_recording_error(tmp_path):
     with file_size_limit(path.stat().st_size + 16):
         with pytest.raises(RecordingError, match="cannot finish"):
             recorder.close()
-    assert recorder.close() == 20  # idempotent after the failure
+    assert recorder.accepted_frames == 20
+    assert recorder.close() == recorder.frames == 0  # idempotent; the open chunk never reached the file
 
 
 def test_recording_open_failure_raises_recording_error(tmp_path):
@@ -285,7 +288,7 @@ def test_step_index_must_increase(tmp_path):
         recorder.write_step(0, T0, observation(0), action(0), None)
         with pytest.raises(ValueError):
             recorder.write_step(0, T0, observation(0), action(0), None)
-        assert recorder.frames == 1
+        assert recorder.accepted_frames == 1
 
 
 # ---------------------------------------------------------------------------------------------- schemas

@@ -276,8 +276,9 @@ def test_recording_refreshes_every_step_age_zero(monkeypatch, tmp_path):
     (recorder,) = rec.EpisodeRecorder.opened
     assert recorder.closed and ep["recorded_frames"] == 10 and ep["recording_path"] == recorder.path
     assert collect.of(RunPolicyStarted)[0].recording_path == recorder.path
-    assert [e["kind"] for e in recorder.events] == ["started"] + ["step"] * 10 + ["ended"]
-    assert [e["event_seq"] for e in recorder.events] == [e.event_seq for e in collect.events]
+    assert [type(e).__name__ for e in recorder.events] == (["RunPolicyStarted"] + ["RunPolicyStep"] * 10
+                                                           + ["RunPolicyEnded"])
+    assert [e.event_seq for e in recorder.events] == [e.event_seq for e in collect.events]
     assert [f[1] for f in recorder.frames] == [s.observation for s in steps]
 
 

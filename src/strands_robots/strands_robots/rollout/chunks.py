@@ -3,7 +3,9 @@
 Two modes, as spec/observer-lane.txt and DESIGN.md §5 "Rollout loop" describe them:
 
 * **sync** — at a chunk boundary observe, infer (``policy.act``), then drain the chunk one action per call.
-  Action ``i`` of the chunk carries the chunk-start snapshot, ``chunk_index == age_steps == i``.
+  Action ``i`` of the chunk carries the chunk-start snapshot, ``chunk_index == age_steps == i``. The ``act``
+  runs on the pipeline's worker thread while the loop waits on it *and* on the stop token, so a cancel ends
+  the wait at once even while a slow ``act`` blocks; that call is abandoned and its late result discarded.
 * **async prefetch** — the first chunk of an episode is inferred synchronously (age = index). While a chunk
   of length ``L`` drains, the call that is about to return action ``k`` (the *prefetch point*) takes an
   observation snapshot and hands it to the one persistent worker thread, which runs ``policy.act``. At the
@@ -41,11 +43,12 @@ Adaptive prefetch point
 -----------------------
 
 The peer samples at half the chunk. Here the prefetch point starts at ``L // 2`` and, once both an inference
-latency and a step duration (:meth:`ChunkPipeline.note_step_duration`) are known, is the latest index whose
-remaining steps still cover the expected latency: ``k = L - ceil(expected / step_s)`` clamped to
+latency and a step interval (:meth:`ChunkPipeline.note_step_interval`: the time from one step's start to the
+next, i.e. the control period when paced, not the step's own work time) are known, is the latest index whose
+remaining steps still cover the expected latency: ``k = L - ceil(expected / interval)`` clamped to
 ``[0, L - 1]``, where ``expected`` is an EWMA of the measured ``act`` latencies plus a margin (twice the
 EWMA of the absolute deviation, at least a tenth of the mean). A later point means a fresher snapshot; an
-earlier one a likelier hit.
+earlier one a likelier hit. With inference of ``n`` intervals the point settles at ``L - ceil(1.1 n)``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.policies.base import Policy
+from strands_robots.simulation.observers import CooperativeStop
 
 # EWMA weights for the latency mean/deviation and for the control step duration.
 _LATENCY_ALPHA = 0.25
@@ -140,6 +144,9 @@ class ChunkPipeline:
         :class:`InferenceTimeout`. A synchronous ``act`` on the caller thread (sync mode) cannot be
         interrupted, so there it is not enforced.
     :param refresh_every_step: observe on every call and report age 0 (active recording).
+    :param stop: the rollout's stop token: a stop requested while the loop waits for an inference (sync, or an
+        async block) raises :class:`CooperativeStop` at once; the ``act`` in flight is abandoned.
+    :param clock: seconds clock timing each ``act`` (tests inject one).
     """
 
     def __init__(
@@ -150,6 +157,8 @@ class ChunkPipeline:
         async_prefetch: bool,
         inference_timeout_s: float,
         refresh_every_step: bool = False,
+        stop: Any = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if isinstance(action_horizon, bool) or not isinstance(action_horizon, int) or action_horizon < 1:
             raise ValueError(f"action_horizon must be an integer >= 1, got {action_horizon!r}")
@@ -179,12 +188,18 @@ class ChunkPipeline:
         self._hits = 0
         self._blocks = 0
 
+        self._clock = clock
+        self._stop = stop
+        # Set by the worker when a job is done and by the stop token on a request: the loop waits on this one.
+        self._wake = threading.Event()
+        self._abandoned = False  # a job was left running (stop or timeout): close() does not wait for it
+
         self._closed = False
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._worker: threading.Thread | None = None
-        if self._async:
-            self._worker = threading.Thread(target=self._work, name=WORKER_THREAD_NAME, daemon=True)
-            self._worker.start()
+        self._worker = threading.Thread(target=self._work, name=WORKER_THREAD_NAME, daemon=True)
+        self._worker.start()
+        if stop is not None:
+            stop.add_waker(self._wake)
 
     # ------------------------------------------------------------------ public API
 
@@ -217,8 +232,9 @@ class ChunkPipeline:
             return PlannedAction(action, fresh, index, False, 0)
         return PlannedAction(action, self._chunk_observation, index, index > 0, self._base_age + index)
 
-    def note_step_duration(self, seconds: float) -> None:
-        """Record how long a control step took, so the prefetch point can adapt; ignores non-positive."""
+    def note_step_interval(self, seconds: float) -> None:
+        """Record the interval from one control step's start to the next (the period when paced), so the
+        prefetch point can adapt; ignores non-positive and non-finite values."""
         if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
             return
         with self._lock:
@@ -226,6 +242,8 @@ class ChunkPipeline:
                 self._step_s = float(seconds)
             else:
                 self._step_s += _STEP_ALPHA * (seconds - self._step_s)
+
+    note_step_duration = note_step_interval  # the earlier name; it was always meant as the interval
 
     @property
     def prefetch_index(self) -> int:
@@ -254,8 +272,10 @@ class ChunkPipeline:
             return
         self._closed = True
         self._prefetch = None
-        if self._worker is not None:
-            self._jobs.put(_STOP)
+        if self._stop is not None:
+            self._stop.remove_waker(self._wake)
+        self._jobs.put(_STOP)
+        if not self._abandoned:  # an abandoned act may never return; the daemon worker exits when it does
             self._worker.join(timeout=self._timeout_s + 1.0)
 
     def __enter__(self) -> "ChunkPipeline":
@@ -289,7 +309,7 @@ class ChunkPipeline:
         else:
             with self._lock:
                 self._blocks += 1
-            if not job.done.wait(self._timeout_s):
+            if not self._wait(job, self._timeout_s):
                 raise InferenceTimeout(
                     f"policy inference did not finish within {self._timeout_s:g} s of waiting at the chunk "
                     f"boundary")
@@ -324,23 +344,47 @@ class ChunkPipeline:
     # ------------------------------------------------------------------ inference
 
     def _infer_now(self, snapshot: Mapping[str, Any]) -> list[Mapping[str, float]]:
-        """Infer and wait: on the caller thread in sync mode, on the worker (bounded wait) in async mode."""
-        if not self._async:
-            return self._act(snapshot)
+        """Infer and wait on the worker: unbounded in sync mode, bounded by the timeout in async mode; a stop
+        ends the wait either way."""
         job = self._submit(snapshot)
-        if not job.done.wait(self._timeout_s):
+        if not self._wait(job, self._timeout_s if self._async else None):
             raise InferenceTimeout(f"policy inference did not finish within {self._timeout_s:g} s")
         if job.error is not None:
             raise job.error
         return job.chunk or []
 
+    def _wait(self, job: _Job, timeout_s: "float | None") -> bool:
+        """Wait until ``job`` is done (True) or ``timeout_s`` passed (False; the job is abandoned).
+
+        :raises CooperativeStop: a stop was requested first; the job is abandoned, its result discarded.
+        """
+        wake = self._wake
+        stop = self._stop
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            wake.clear()  # cleared before the checks, so a set between check and wait is never lost
+            if job.done.is_set():
+                return True
+            if stop is not None and stop.requested:
+                self._abandoned = True
+                raise CooperativeStop(stop.reason or "cancelled")
+            if deadline is None:
+                wake.wait()
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._abandoned = True
+                    return False
+                wake.wait(remaining)
+
     def _act(self, snapshot: Mapping[str, Any]) -> list[Mapping[str, float]]:
         """One timed ``policy.act``; the chunk truncated to the action horizon."""
-        start = time.perf_counter()
+        clock = self._clock
+        start = clock()
         try:
             result: Sequence[Mapping[str, float]] | None = self._policy.act(snapshot)
         finally:
-            self._record_latency(time.perf_counter() - start)
+            self._record_latency(clock() - start)
         chunk = [] if result is None else list(result)[: self._horizon]
         if chunk:
             with self._lock:
@@ -373,3 +417,4 @@ class ChunkPipeline:
                 job.error = exc
             finally:
                 job.done.set()
+                self._wake.set()

@@ -1,11 +1,18 @@
 """Episode recording: one MCAP file per episode, ROS 2 CDR with the schemas of the installed .msg files.
 
-Topics (the files open in ``ros2 bag info/play`` with the MCAP storage plugin, and in Foxglove):
+Topics, under the live names (``topic_prefix`` is the ROS namespace the live topics use, e.g. ``/strands``,
+so ``ros2 bag play`` stands in for a live run; the files open in ``ros2 bag info/play`` with the MCAP storage
+plugin, and in Foxglove):
 
-* ``/joint_states`` — ``sensor_msgs/msg/JointState``, one per step (:meth:`EpisodeRecorder.write_step`)
-* ``/actions`` — ``strands_robots_msgs/msg/ActionCommand``, one per step (:meth:`EpisodeRecorder.write_step`)
-* ``/observer_events`` — ``strands_robots_msgs/msg/ObserverEvent`` (:meth:`EpisodeRecorder.write_event`)
+* ``<prefix>/joint_states`` — ``sensor_msgs/msg/JointState``, one per step (:meth:`EpisodeRecorder.write_step`)
+* ``<prefix>/actions`` — ``strands_robots_msgs/msg/ActionCommand``, one per step
+* ``<prefix>/observer_events`` — ``strands_robots_msgs/msg/ObserverEvent`` (:meth:`EpisodeRecorder.write_event`
+  takes the event dataclasses themselves and encodes them here)
 * latest-state topics — any installed type, captured at start (:meth:`EpisodeRecorder.write_latched`)
+
+The ROS distro goes into a ``rosbag2`` metadata record under ``ROS_DISTRO``, where rosbag2's MCAP storage
+plugin reads it (``ros2 bag info`` prints it): ``$ROS_DISTRO``, else derived from the installed rclpy's
+version (read from package metadata; rclpy is never imported here).
 
 Rules the recorder holds to (DESIGN.md §5 "Rollout loop"):
 
@@ -16,18 +23,22 @@ Rules the recorder holds to (DESIGN.md §5 "Rollout loop"):
   grouped into compressed chunks of about ``chunk_size`` bytes, held in memory until full; whatever the
   writer has handed to the file is flushed to the OS before each write returns, so a failing disk surfaces
   at the write that completed the chunk, not at close. After a failure the messages of the unwritten chunk
-  are lost and the file is left as far as it got: no summary, but a streaming MCAP reader
-  (``mcap.stream_reader.StreamReader``) recovers every complete chunk.
+  are lost and the file is cut back to the end of the last chunk written whole: no summary, but a
+  streaming MCAP reader (``mcap.stream_reader.StreamReader``) recovers every chunk in it.
+  :attr:`EpisodeRecorder.frames` counts exactly the frames (both messages of a step) a reader gets back.
 """
 
 from __future__ import annotations
 
+import errno
+import importlib.metadata
+import io
 import math
 import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, BinaryIO, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from mcap.records import Schema
 from mcap.writer import CompressionType
@@ -47,6 +58,12 @@ TOPIC_OBSERVER_EVENTS = "/observer_events"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 ACTION_COMMAND_TYPE = "strands_robots_msgs/msg/ActionCommand"
 OBSERVER_EVENT_TYPE = "strands_robots_msgs/msg/ObserverEvent"
+
+# rosbag2's MCAP storage plugin reads the distro from this metadata record and key.
+METADATA_ROSBAG2 = "rosbag2"
+METADATA_ROS_DISTRO_KEY = "ROS_DISTRO"
+# rclpy major version -> distro, for when ROS_DISTRO is not set.
+_RCLPY_DISTROS = {3: "humble", 7: "jazzy", 9: "kilted"}
 
 # MCAP metadata record describing the episode (robot, rates, actuators), and its closing counterpart.
 METADATA_EPISODE = "strands_robots.episode"
@@ -85,6 +102,126 @@ def _ros_time(stamp_ns: int) -> dict[str, int]:
     return {"sec": sec, "nanosec": nanosec}
 
 
+def ros_distro() -> str:
+    """The ROS distro: ``$ROS_DISTRO``, else from the installed rclpy's major version, else ``unknown``."""
+    distro = os.environ.get("ROS_DISTRO", "").strip()
+    if distro:
+        return distro
+    try:
+        major = int(importlib.metadata.version("rclpy").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError, IndexError):
+        return "unknown"
+    return _RCLPY_DISTROS.get(major, "unknown")
+
+
+def topic_names(prefix: str = "") -> tuple[str, str, str]:
+    """``(joint_states, actions, observer_events)`` under the namespace ``prefix`` ("" = root)."""
+    prefix = str(prefix or "").rstrip("/")
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    return (prefix + TOPIC_JOINT_STATES, prefix + TOPIC_ACTIONS, prefix + TOPIC_OBSERVER_EVENTS)
+
+
+class _FileSink:
+    """The file the MCAP writer writes into: unbuffered, every write whole or an OSError, position tracked.
+
+    Unbuffered so that what the writer handed over is in the OS when a write returns (a full disk surfaces at
+    the write that fails, not later), and so the file can be cut back to a known offset after a failure
+    without a buffer flushing stale bytes behind the cut.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._pos = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        total = len(view)
+        done = 0
+        while done < total:
+            n = self._raw.write(view[done:])
+            if n is None or n <= 0:  # a short write of nothing: the device is full
+                raise OSError(errno.ENOSPC, "no space left on device (short write)")
+            done += n
+            self._pos += n
+        return total
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def truncate_to(self, offset: int) -> None:
+        os.ftruncate(self._raw.fileno(), offset)
+        self._raw.seek(offset)
+        self._pos = offset
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _default_raw(path: Path) -> Any:
+    return io.FileIO(path, "xb")
+
+
+# -- observer events as ObserverEvent dicts (the recorder's own encoding: the core never imports convert) ----
+_EVENT_KINDS = {"RunPolicyStarted": "started", "RunPolicyStep": "step", "RunPolicyEnded": "ended"}
+_EVENT_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _numeric_items(mapping: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    """The numeric-scalar entries (not bools) of an observation or action, in order."""
+    keys: list[str] = []
+    values: list[float] = []
+    for key, value in mapping.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) or (getattr(getattr(value, "dtype", None), "kind", None) in ("i", "u", "f")
+                                               and getattr(value, "shape", None) == ()):
+            keys.append(str(key))
+            values.append(float(value))
+    return keys, values
+
+
+def event_envelope(event: Any) -> dict[str, Any]:
+    """An observer event dataclass as the dict form of an ``ObserverEvent`` (payload arrays as lists).
+
+    A step's ``observation``/``action`` become ``observation_keys/values`` and ``action_keys/values``.
+    """
+    cls = type(event)
+    kind = _EVENT_KINDS.get(cls.__name__)
+    if kind is None:
+        raise RecordingError(f"not an observer event: {cls.__qualname__}")
+    names = _EVENT_FIELD_NAMES.get(cls)
+    if names is None:
+        names = tuple(f for f in getattr(cls, "__dataclass_fields__", {}) if f not in ("observation", "action"))
+        _EVENT_FIELD_NAMES[cls] = names
+    payload: dict[str, Any] = {}
+    for name in names:
+        value = getattr(event, name)
+        payload[name] = list(value) if isinstance(value, tuple) else value
+    if kind == "step":
+        payload["observation_keys"], payload["observation_values"] = _numeric_items(event.observation)
+        payload["action_keys"], payload["action_values"] = _numeric_items(event.action)
+    return {
+        "stamp": _ros_time(event.utc_ns),
+        "kind": kind,
+        "schema_version": event.schema_version,
+        "run_id": event.run_id,
+        "event_seq": event.event_seq,
+        "monotonic_ns": event.monotonic_ns,
+        "utc_ns": event.utc_ns,
+        "dropped_before": 0,
+        "started": [payload] if kind == "started" else [],
+        "step": [payload] if kind == "step" else [],
+        "ended": [payload] if kind == "ended" else [],
+    }
+
+
 class EpisodeRecorder:
     """Writes one episode to one MCAP file. Create it with :meth:`open`.
 
@@ -92,16 +229,19 @@ class EpisodeRecorder:
     """
 
     def __init__(self, path: Path, stream: BinaryIO, writer: Writer, definitions: MsgDefinitions,
-                 actuator_keys: tuple[str, ...]) -> None:
+                 actuator_keys: tuple[str, ...], topic_prefix: str = "") -> None:
         self._path = path
         self._stream = stream
         self._writer = writer
         self._definitions = definitions
         self._actuator_keys = actuator_keys
+        self._topic_joint_states, self._topic_actions, self._topic_events = topic_names(topic_prefix)
+        self._accepted = 0          # frames handed to the writer
+        self._durable = 0           # frames whose both messages are in the file (a reader gets them back)
+        self._good_offset = 0       # end of the last write that left the file whole
         self._schemas: dict[str, Schema] = {}
         self._topic_types: dict[str, str] = {}
         self._fields: dict[str, dict[str, FieldSpec]] = {}
-        self._frames = 0
         self._last_step_index = -1
         self._failure: BaseException | None = None
         self._closed = False
@@ -119,6 +259,8 @@ class EpisodeRecorder:
         robot_name: str = "",
         msg_search_path: Sequence[str | os.PathLike[str]] | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        topic_prefix: str = "",
+        raw_file: "Callable[[Path], Any] | None" = None,
     ) -> "EpisodeRecorder":
         """Create the episode's MCAP file.
 
@@ -130,6 +272,9 @@ class EpisodeRecorder:
         :param msg_search_path: share directories / prefixes holding the .msg files (default: the environment,
             see :mod:`strands_robots.rollout.msg_schema`).
         :param chunk_size: uncompressed bytes per MCAP chunk; bounds what a failure can lose.
+        :param topic_prefix: the ROS namespace of the live topics (``/strands``); "" records at the root.
+        :param raw_file: opens the file unbuffered and exclusively (default ``io.FileIO(path, "xb")``; tests
+            pass a file that fails after N bytes).
         :raises RecordingRefused: fps differs from the control frequency, a rate is not > 0, the path exists,
             or a schema is not installed — before any file is created.
         :raises RecordingError: the file could not be created or its header written.
@@ -159,11 +304,11 @@ class EpisodeRecorder:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RecordingError(f"cannot create the directory of recording {path}: {exc}") from exc
-        stream: BinaryIO | None = None
+        stream: Any = None
         try:
-            stream = open(path, "xb")  # noqa: SIM115 - owned by the recorder, closed in close()
+            stream = _FileSink((raw_file or _default_raw)(path))  # owned by the recorder, closed in close()
             writer = Writer(stream, chunk_size=chunk_size, compression=CompressionType.ZSTD)
-            recorder = cls(path, stream, writer, definitions, keys)
+            recorder = cls(path, stream, writer, definitions, keys, topic_prefix)
             for type_name, text in texts.items():
                 recorder._schemas[type_name] = writer.register_msgdef(type_name, text)
             writer.add_metadata(METADATA_EPISODE, {
@@ -171,8 +316,11 @@ class EpisodeRecorder:
                 "control_frequency_hz": repr(control_frequency),
                 "fps": repr(fps),
                 "actuator_keys": ",".join(keys),
+                "topic_prefix": str(topic_prefix or ""),
             })
+            writer.add_metadata(METADATA_ROSBAG2, {METADATA_ROS_DISTRO_KEY: ros_distro()})
             stream.flush()
+            recorder._good_offset = stream.tell()
         except FileExistsError as exc:
             raise RecordingRefused(f"{path} already exists; an episode never overwrites another recording") from exc
         except Exception as exc:
@@ -196,8 +344,22 @@ class EpisodeRecorder:
 
     @property
     def frames(self) -> int:
-        """Steps accepted by :meth:`write_step`."""
-        return self._frames
+        """Frames (a step's ``joint_states`` and ``actions``) in the file: exactly what a reader gets back.
+
+        While writing, frames still in the open chunk are not counted yet; after a successful :meth:`close`
+        every accepted frame is; after a failure, the frames of the chunks written whole.
+        """
+        return self._durable
+
+    @property
+    def accepted_frames(self) -> int:
+        """Steps accepted by :meth:`write_step` (in the file once :meth:`close` succeeds)."""
+        return self._accepted
+
+    @property
+    def topics(self) -> tuple[str, str, str]:
+        """``(joint_states, actions, observer_events)`` as recorded."""
+        return (self._topic_joint_states, self._topic_actions, self._topic_events)
 
     @property
     def closed(self) -> bool:
@@ -226,24 +388,27 @@ class EpisodeRecorder:
             raise ValueError(f"stamp_ns must be >= 0, got {stamp_ns}")
         joint_state = self._joint_state(stamp_ns, observation)
         command = {"keys": [str(k) for k in action], "values": [float(v) for v in action.values()]}
-        self._write(TOPIC_JOINT_STATES, JOINT_STATE_TYPE, joint_state, stamp_ns, step_index)
-        self._write(TOPIC_ACTIONS, ACTION_COMMAND_TYPE, command, stamp_ns, step_index)
-        self._flush()
+        self._write(self._topic_joint_states, JOINT_STATE_TYPE, joint_state, stamp_ns, step_index)
+        # The frame counts as accepted once its first message is in; a chunk written during the second
+        # write holds both, one written during the first only the frames before it.
+        self._accepted += 1
+        self._write(self._topic_actions, ACTION_COMMAND_TYPE, command, stamp_ns, step_index)
         self._last_step_index = step_index
-        self._frames += 1
 
-    def write_event(self, event_dict: Mapping[str, Any]) -> None:
-        """Record one ObserverEvent, given as a dict shaped like the message (payload arrays as lists).
+    def write_event(self, event: Any) -> None:
+        """Record one ObserverEvent: an event dataclass (``RunPolicyStarted`` / ``Step`` / ``Ended``), encoded
+        here, or a dict shaped like the message (payload arrays as lists).
 
         Logged at its ``utc_ns`` (or now when that is absent), with ``event_seq`` as the MCAP sequence.
         """
         self._check_writable()
+        event_dict = event if isinstance(event, Mapping) else event_envelope(event)
         message = self._message(OBSERVER_EVENT_TYPE, event_dict)
         log_time = _int_or(event_dict.get("utc_ns"), 0)
         if log_time <= 0:
             log_time = time.time_ns()
         sequence = _int_or(event_dict.get("event_seq"), 0) & 0xFFFFFFFF
-        self._write(TOPIC_OBSERVER_EVENTS, OBSERVER_EVENT_TYPE, message, log_time, sequence)
+        self._write(self._topic_events, OBSERVER_EVENT_TYPE, message, log_time, sequence)
         self._flush()
 
     def write_latched(self, topic: str, schema_name: str, msg_dict: Mapping[str, Any]) -> None:
@@ -269,28 +434,33 @@ class EpisodeRecorder:
             RecordingError only releases its file here (the failure was reported once, where it happened).
         """
         if self._closed:
-            return self._frames
+            return self._durable
         self._closed = True
         if self._failure is not None:
             try:
                 self._stream.close()
             except OSError:
                 pass
-            return self._frames
+            return self._durable
         try:
-            self._writer.add_metadata(METADATA_RESULT, {"frames": str(self._frames)})
+            self._writer.add_metadata(METADATA_RESULT, {"frames": str(self._accepted)})
             self._writer.finish()
             self._stream.flush()
             os.fsync(self._stream.fileno())
-            self._stream.close()
         except Exception as exc:
             self._failure = exc
+            self._cut_back()
             try:
                 self._stream.close()
             except OSError:
                 pass
             raise RecordingError(f"cannot finish recording {self._path}: {exc}") from exc
-        return self._frames
+        self._durable = self._accepted
+        try:
+            self._stream.close()
+        except OSError:
+            pass
+        return self._durable
 
     def __enter__(self) -> "EpisodeRecorder":
         return self
@@ -369,8 +539,21 @@ class EpisodeRecorder:
         if recorded_as != type_name:
             raise RecordingError(f"topic {topic} is recorded as {recorded_as}, not {type_name}")
         schema = self._schema(type_name)
+        before = self._stream.tell()
         self._write_guarded(lambda: self._writer.write_message(
             topic, schema, message, log_time=log_time, publish_time=log_time, sequence=sequence))
+        after = self._stream.tell()
+        if after != before:  # a chunk (with every message handed over so far) went into the file whole
+            self._good_offset = after
+            self._durable = self._accepted
+
+    def _cut_back(self) -> None:
+        """After a failed write: cut the file back to the end of the last whole write, so a partial chunk
+        never follows the recoverable ones."""
+        try:
+            self._stream.truncate_to(self._good_offset)
+        except (OSError, AttributeError):
+            pass
 
     def _flush(self) -> None:
         self._write_guarded(self._stream.flush)
@@ -381,6 +564,7 @@ class EpisodeRecorder:
             return operation()
         except OSError as exc:
             self._failure = exc
+            self._cut_back()
             raise RecordingError(f"writing recording {self._path} failed: {exc}") from exc
         except Exception as exc:  # encoding: the message does not fit its schema; nothing was written
             raise RecordingError(f"cannot encode a message for {self._path}: {exc}") from exc

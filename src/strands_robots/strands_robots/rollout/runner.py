@@ -30,7 +30,6 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.arm.verdict import REASON_UNKNOWN_KEY, ActionVerdict
-from strands_robots.convert import event_to_dict
 from strands_robots.policies.base import EndEpisode, Policy
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.backend import RobotBackend
@@ -78,6 +77,8 @@ __all__ = [
 ]
 
 STATUS_SUCCESS = "success"
+# RunPolicyEnded.error_type when the backend reports a driver fault (gone, silent, stale observations).
+DRIVER_FAULT = "DriverFault"
 STATUS_ERROR = "error"
 # Stop with an error when each of the first min(FAIL_FAST_STEPS, budget) steps applied nothing because every
 # emitted key was unknown: the policy speaks another robot's key names.
@@ -369,7 +370,8 @@ class PolicyRunner:
                 number = s.spec.episode_number_offset + index
                 path = os.path.join(s.recording_dir, f"episode_{number:04d}_{run_id[:8]}.mcap")
                 recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
-                                               actuator_keys=s.actuator_keys, robot_name=s.robot_name)
+                                               actuator_keys=s.actuator_keys, robot_name=s.robot_name,
+                                               topic_prefix=s.spec.recording_topic_prefix)
             pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop)
         except Exception as exc:
             if recorder is not None:
@@ -404,6 +406,8 @@ class PolicyRunner:
             st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, exc.reason)
         except _HookAbort as exc:
             st.finish(STOPPED_ERROR, OUTCOME_ERROR, str(exc), exc.error)
+        except _StepFailed as exc:
+            st.finish(STOPPED_ERROR, OUTCOME_ERROR, f"{type(exc.error).__name__}: {exc.error}", exc.error)
         except Exception as exc:
             st.finish(STOPPED_ERROR, OUTCOME_ERROR, f"{type(exc).__name__}: {exc}", exc)
         except BaseException as exc:  # KeyboardInterrupt & co.: Ended first, then it propagates
@@ -431,9 +435,9 @@ class PolicyRunner:
 
     @staticmethod
     def _write_event(recorder: Any, event: Any, s: _Settings) -> None:
-        """Record an event as the ObserverEvent dict the recorder writes (its failure is a recording error)."""
+        """Record an event (the recorder encodes it); its failure is a recording error."""
         try:
-            recorder.write_event(event_to_dict(event))
+            recorder.write_event(event)
         except Exception as exc:
             raise _RecordingFailed(exc, f"recording failed writing {type(event).__name__}: "
                                         f"{type(exc).__name__}: {exc}") from exc
@@ -445,6 +449,9 @@ class PolicyRunner:
         send_action = backend.send_action
         advance = backend.advance
         safety_detail = backend.safety_stop_detail
+        fault_detail = getattr(backend, "fault_detail", None)
+        if not callable(fault_detail):
+            fault_detail = None
         stop = self.stop
         period = s.period_s
         total = s.total_steps
@@ -460,7 +467,8 @@ class PolicyRunner:
 
         def new_pipeline() -> ChunkPipeline:
             p = ChunkPipeline(s.policy, action_horizon=s.action_horizon, async_prefetch=s.async_rtc,
-                              inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None)
+                              inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None,
+                              stop=stop)
             pipelines.append(p)
             return p
 
@@ -475,8 +483,22 @@ class PolicyRunner:
                 pipeline.close()
                 pipeline = new_pipeline()
             step_start = clock()
-            deadline_missed = pacer.last_dropped > 0
-            planned = pipeline.next_action(observe)
+            dropped = pacer.last_dropped
+            deadline_missed = dropped > 0
+            if index > 0:
+                # The interval since the previous step's start (the period, or more after dropped deadlines):
+                # what the adaptive prefetch point needs, not this step's own work time.
+                pipeline.note_step_interval(period * (1 + dropped) if not s.fast_mode
+                                            else (step_start - last_start) / 1e9)
+            last_start = step_start
+            if fault_detail is not None and self._driver_fault(fault_detail(), st):
+                return
+            try:
+                planned = pipeline.next_action(observe)
+            except (CooperativeStop, EndEpisode, _HookAbort):
+                raise
+            except Exception as exc:  # a stale or failed observation (or a failed inference) ends the episode
+                raise _StepFailed(exc) from exc
             action = planned.action
             observation = planned.observation
             try:
@@ -544,9 +566,21 @@ class PolicyRunner:
                 sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=deadline_missed,
                 observation=observation, action=action)
             st.sim_time_s = event.sim_time_s
-            dispatch(event)
-            if recorder is not None and abort is None:
-                self._write_event(recorder, event, s)
+            if recorder is None:
+                dispatch(event)
+            else:
+                # Every event dispatched reaches the recording, the aborting step's too; a write failure never
+                # replaces what is already unwinding (an abort, a Ctrl-C in an observer).
+                write_error = None
+                try:
+                    dispatch(event)
+                finally:
+                    try:
+                        self._write_event(recorder, event, s)
+                    except _RecordingFailed as exc:
+                        write_error = exc
+                if write_error is not None and abort is None:
+                    raise write_error
             if abort is not None:
                 raise abort
             index += 1
@@ -567,13 +601,25 @@ class PolicyRunner:
                 st.error_type = "SafetyStop"
                 st.error_message = detail
                 return
+            if fault_detail is not None and self._driver_fault(fault_detail(), st):
+                return
             if stop_when is not None and stop_when(observe()):
                 st.finish(STOPPED_PREDICATE, OUTCOME_OK, "stop_when returned true")
                 return
             if index >= total:
                 st.finish(STOPPED_BUDGET, OUTCOME_OK, f"{total} steps")
                 return
-            pipeline.note_step_duration((clock() - step_start) / 1e9)
+
+    @staticmethod
+    def _driver_fault(detail: Any, st: "_EpisodeState") -> bool:
+        """A non-empty ``fault_detail()`` (the driver is gone or silent) ends the episode as an error."""
+        if not detail:
+            return False
+        detail = str(detail)
+        st.finish(STOPPED_ERROR, OUTCOME_ERROR, detail)
+        st.error_type = DRIVER_FAULT
+        st.error_message = detail
+        return True
 
     def _finish_recording(self, recorder: Any, ended: RunPolicyEnded, s: _Settings) -> RunPolicyEnded:
         """Write the Ended and finish the file; a failure (never silent) makes an ok episode an error."""
@@ -586,6 +632,10 @@ class PolicyRunner:
             recorder.close()
         except Exception as exc:
             failure = failure or exc
+        # The file's own Ended says the frames handed over; the result says what a reader gets back.
+        in_file = getattr(recorder, "frames", None)
+        if isinstance(in_file, int) and not isinstance(in_file, bool) and in_file != ended.recorded_frames:
+            ended = dataclasses.replace(ended, recorded_frames=in_file)
         if failure is None or ended.outcome == OUTCOME_ERROR:
             return ended
         return dataclasses.replace(
@@ -621,6 +671,14 @@ class PolicyRunner:
             elapsed_s=pacer.elapsed_s if pacer.started else 0.0, paused_s=pacer.paused_s,
             sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
             recording_path=recording_path, recorded_frames=st.recorded_frames)
+
+
+class _StepFailed(Exception):
+    """Internal: observing or inferring failed before the step's action was sent (nothing was sent)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _SetupFailed(Exception):

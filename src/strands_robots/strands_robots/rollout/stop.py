@@ -19,12 +19,13 @@ class StopToken:
     The first reason wins; later requests keep the token set. :meth:`clear` re-arms it (between calls).
     """
 
-    __slots__ = ("_event", "_reason", "_lock")
+    __slots__ = ("_event", "_reason", "_lock", "_wakers")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self._reason = ""
         self._lock = threading.Lock()
+        self._wakers: list = []
 
     def request(self, reason: str = "cancelled") -> None:
         """Ask the rollout to stop (safe from any thread, also before the first step)."""
@@ -32,6 +33,22 @@ class StopToken:
             if not self._event.is_set():
                 self._reason = str(reason) or "cancelled"
                 self._event.set()
+            wakers = list(self._wakers)
+        for waker in wakers:
+            waker.set()
+
+    def add_waker(self, event: threading.Event) -> None:
+        """Also set ``event`` when a stop is requested: a thread waiting on something else (an inference in
+        flight) waits on one event that either its work or a stop sets. Check :attr:`requested` after adding."""
+        with self._lock:
+            self._wakers.append(event)
+
+    def remove_waker(self, event: threading.Event) -> None:
+        with self._lock:
+            try:
+                self._wakers.remove(event)
+            except ValueError:
+                pass
 
     @property
     def requested(self) -> bool:
