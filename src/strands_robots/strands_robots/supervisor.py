@@ -55,8 +55,8 @@ def parent_death_signal_available() -> bool:
     return _PRCTL is not None
 
 
-def _die_with_parent(parent_pid: int, sig: int) -> Callable[[], None]:
-    prctl = _PRCTL
+def _die_with_parent(parent_pid: int, sig: int, use_prctl: bool = True) -> Callable[[], None]:
+    prctl = _PRCTL if use_prctl else None
 
     def preexec() -> None:  # runs in the child between fork and exec: one libc call, nothing that locks
         if prctl is not None:
@@ -72,11 +72,14 @@ class Supervisor:
 
     :param out: where each child's output line goes, as ``[name] line`` (stdout by default).
     :param death_signal: what a child gets when the supervisor dies.
+    :param parent_death_signal: set PR_SET_PDEATHSIG in the children where the platform has it (off only to
+        check that the pipe watch alone is enough).
     """
 
-    def __init__(self, out=None, death_signal: int = signal.SIGTERM) -> None:
+    def __init__(self, out=None, death_signal: int = signal.SIGTERM, parent_death_signal: bool = True) -> None:
         self.out = out
         self.death_signal = int(death_signal)
+        self.parent_death_signal = parent_death_signal
         self.procs: dict = {}
         self._lifelines: dict = {}  # name -> write end of the child's pipe (closed when the child is stopped)
         self._threads: list = []
@@ -95,7 +98,7 @@ class Supervisor:
             proc = subprocess.Popen(
                 list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, env=child_env, pass_fds=(read_end,), start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid(), self.death_signal),
+                preexec_fn=_die_with_parent(os.getpid(), self.death_signal, self.parent_death_signal),
             )
         except BaseException:
             os.close(write_end)
