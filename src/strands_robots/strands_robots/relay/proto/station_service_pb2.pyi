@@ -31,12 +31,14 @@ class ReportStatusRequest(_message.Message):
     def __init__(self, station_id: _Optional[str] = ..., snapshots: _Optional[_Iterable[_Union[_evaluation_pb2.JobStatus, _Mapping]]] = ...) -> None: ...
 
 class ReportStatusResponse(_message.Message):
-    __slots__ = ("stored", "stale")
+    __slots__ = ("stored", "stale", "refused")
     STORED_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     stored: int
     stale: int
-    def __init__(self, stored: _Optional[int] = ..., stale: _Optional[int] = ...) -> None: ...
+    refused: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stored: _Optional[int] = ..., stale: _Optional[int] = ..., refused: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TakeJobsRequest(_message.Message):
     __slots__ = ("station_id",)

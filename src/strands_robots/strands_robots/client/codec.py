@@ -1,0 +1,142 @@
+"""Observations and action chunks <-> their protobuf messages (the policy session's payload).
+
+Used by both ends of a session: the Evaluation Client (this package, no other strands_robots import) and the
+station's link (``relay/station_link.py``). Arrays go as row-major ``Tensor`` of doubles; numpy is used when
+it is installed and never required.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Sequence
+
+from strands_robots.relay.proto import policy_session_pb2 as _ps
+
+try:  # optional: arrays come back as numpy arrays when numpy is there
+    import numpy as _np
+except ImportError:  # pragma: no cover - the client venv test covers it
+    _np = None
+
+
+class CodecError(ValueError):
+    """A value that cannot go on the wire; the message names the key."""
+
+
+def _shape_of(value: Sequence) -> List[int]:
+    shape = []
+    while isinstance(value, (list, tuple)):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return shape
+
+
+def _flatten(value: Any, out: List[float]) -> None:
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _flatten(v, out)
+    else:
+        out.append(float(value))
+
+
+def _value(key: str, value: Any) -> Any:
+    v = _ps.Value()
+    if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
+        v.flag = bool(value)
+    elif isinstance(value, (int, float)) or (_np is not None and isinstance(value, (_np.integer, _np.floating))):
+        v.number = float(value)
+    elif isinstance(value, str):
+        v.text = value
+    elif _np is not None and isinstance(value, _np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise CodecError(f"observation[{key!r}]: arrays must be numeric, got dtype {value.dtype}")
+        v.tensor.shape.extend(int(d) for d in value.shape)
+        v.tensor.values.extend(value.astype(float).ravel().tolist())
+    elif isinstance(value, (list, tuple)):
+        flat: List[float] = []
+        try:
+            _flatten(value, flat)
+        except (TypeError, ValueError) as exc:
+            raise CodecError(f"observation[{key!r}]: a list must hold numbers only ({exc})") from None
+        shape = _shape_of(value)
+        if math.prod(shape) != len(flat):
+            raise CodecError(f"observation[{key!r}]: a ragged nested list has no shape")
+        v.tensor.shape.extend(shape)
+        v.tensor.values.extend(flat)
+    else:
+        raise CodecError(f"observation[{key!r}]: cannot send a {type(value).__name__}")
+    return v
+
+
+def observation_to_pb(observation: Mapping[str, Any], skip_unsupported: bool = False) -> Any:
+    """``{key: number | str | bool | array}`` -> ``pb.Observation``.
+
+    :param skip_unsupported: leave out entries of other types (None, objects) instead of raising.
+    """
+    msg = _ps.Observation()
+    for key, value in observation.items():
+        try:
+            msg.values[str(key)].CopyFrom(_value(str(key), value))
+        except CodecError:
+            if skip_unsupported:
+                del msg.values[str(key)]
+                continue
+            raise
+    return msg
+
+
+def _tensor_from_pb(t: Any) -> Any:
+    shape = tuple(t.shape)
+    if _np is not None:
+        return _np.asarray(t.values, dtype=float).reshape(shape)
+    values = list(t.values)
+    if not shape:
+        return values[0] if values else 0.0
+
+    def build(offset: int, dims: Sequence[int]) -> Any:
+        if len(dims) == 1:
+            return values[offset:offset + dims[0]]
+        step = math.prod(dims[1:])
+        return [build(offset + i * step, dims[1:]) for i in range(dims[0])]
+
+    return build(0, shape)
+
+
+def observation_from_pb(msg: Any) -> Dict[str, Any]:
+    """``pb.Observation`` -> ``{key: float | str | bool | array}``."""
+    out: Dict[str, Any] = {}
+    for key, v in msg.values.items():
+        kind = v.WhichOneof("kind")
+        if kind == "number":
+            out[key] = v.number
+        elif kind == "text":
+            out[key] = v.text
+        elif kind == "flag":
+            out[key] = v.flag
+        elif kind == "tensor":
+            out[key] = _tensor_from_pb(v.tensor)
+        else:
+            out[key] = None
+    return out
+
+
+def action_chunk_to_pb(chunk: Iterable[Mapping[str, float]]) -> Any:
+    """A sequence of ``{actuator_key: value}`` -> ``pb.ActionChunk``; CodecError names the step and key."""
+    if isinstance(chunk, Mapping):
+        raise CodecError("an action chunk is a sequence of {key: value} mappings, got a single mapping")
+    msg = _ps.ActionChunk()
+    for index, action in enumerate(chunk):
+        if not isinstance(action, Mapping):
+            raise CodecError(f"action chunk[{index}]: each action is a {{key: value}} mapping, "
+                             f"got {type(action).__name__}")
+        a = msg.actions.add()
+        for key, value in action.items():
+            try:
+                a.values[str(key)] = float(value)
+            except (TypeError, ValueError):
+                raise CodecError(f"action chunk[{index}][{key!r}]: not a number: {value!r}") from None
+    return msg
+
+
+def action_chunk_from_pb(msg: Any) -> List[Dict[str, float]]:
+    """``pb.ActionChunk`` -> a list of ``{actuator_key: value}``."""
+    return [dict(a.values) for a in msg.actions]

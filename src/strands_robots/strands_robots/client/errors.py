@@ -1,0 +1,89 @@
+"""Typed errors of the Evaluation Client, each carrying the relay's reason (``str(exc)``, ``exc.reason``)."""
+
+from __future__ import annotations
+
+from typing import Dict, Type
+
+
+class RelayError(Exception):
+    """A relay call failed. ``reason`` is the server's message; ``code`` the gRPC status name."""
+
+    code = "UNKNOWN"
+
+    def __init__(self, reason: str, code: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if code:
+            self.code = code
+
+
+class Unauthenticated(RelayError):
+    """No token, an unknown token, or a token of the wrong kind."""
+
+    code = "UNAUTHENTICATED"
+
+
+class NotFound(RelayError):
+    """No such job for this client (another client's job reads the same as a missing one)."""
+
+    code = "NOT_FOUND"
+
+
+class InvalidTask(RelayError):
+    """The job or one of its tasks was refused; the reason names the task index, field and why."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class AlreadyExists(RelayError):
+    """The job id is taken, or another policy client already serves this job."""
+
+    code = "ALREADY_EXISTS"
+
+
+class Unavailable(RelayError):
+    """The relay could not be reached (or went away mid-call)."""
+
+    code = "UNAVAILABLE"
+
+
+class SessionAborted(RelayError):
+    """The policy session was ended by the other side or the relay."""
+
+    code = "ABORTED"
+
+
+class MessageTooLarge(RelayError):
+    """A message exceeded the relay's size limit."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class DeadlineExceeded(RelayError):
+    """The call did not finish within its timeout."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
+class PolicyFailed(RelayError):
+    """The served policy raised (something other than EndEpisode); the station was told, then the session ended."""
+
+    code = "POLICY_FAILED"
+
+
+_BY_CODE: Dict[str, Type[RelayError]] = {
+    cls.code: cls
+    for cls in (Unauthenticated, NotFound, InvalidTask, AlreadyExists, Unavailable, SessionAborted,
+                MessageTooLarge, DeadlineExceeded)
+}
+_BY_CODE["PERMISSION_DENIED"] = Unauthenticated
+
+
+def from_rpc_error(exc: Exception) -> RelayError:
+    """The typed error for a ``grpc.RpcError`` (keeps the server's details as the reason)."""
+    code = exc.code() if hasattr(exc, "code") else None
+    name = getattr(code, "name", "UNKNOWN")
+    details = exc.details() if hasattr(exc, "details") else ""
+    reason = details or str(exc)
+    cls = _BY_CODE.get(name, RelayError)
+    return cls(reason, name)

@@ -1,0 +1,206 @@
+"""The Evaluation Client: submit a job to a station through the relay, poll it, cancel it, serve its policy.
+
+    from strands_robots.client import EvaluationClient, Policy, EndEpisode, pb
+    client = EvaluationClient("127.0.0.1:50051", token="...")      # TLS: root_certificates=PEM bytes or path
+    job_id = client.submit_job(station_id="sim_station", tasks=[...], episodes=3)
+    status = client.get_status(job_id)                               # pb.JobStatus
+    client.cancel(job_id)
+    final = client.serve_policy(job_id, MyPolicy())                  # runs until the job ends
+
+Only grpc and protobuf are needed (no ROS, no other part of strands_robots). Every call carries the token;
+failures raise the typed errors of :mod:`strands_robots.client.errors` with the relay's reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+import grpc
+from google.protobuf import json_format
+
+from strands_robots.client import codec, errors, pb
+from strands_robots.client.policy import EndEpisode, Policy
+from strands_robots.relay.proto import evaluation_service_pb2_grpc as _svc
+
+_log = logging.getLogger("strands_robots.client")
+
+#: Largest message either way (observations with images can be large); the relay has its own limit.
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+_ANSWER_TYPE_NAMES = {"yes_no": "ANSWER_TYPE_YES_NO", "count": "ANSWER_TYPE_COUNT", "choice": "ANSWER_TYPE_CHOICE"}
+_CLOSE = object()
+
+TaskLike = Union[Any, Mapping[str, Any]]
+
+
+def task_from_dict(data: Mapping[str, Any], index: int = 0) -> Any:
+    """A ``pb.Task`` from a plain mapping (``answer_type`` as ``"yes_no"``, ``"ANSWER_TYPE_YES_NO"`` or int).
+
+    :raises errors.InvalidTask: naming ``tasks[index]`` and what is wrong.
+    """
+    if not isinstance(data, Mapping):
+        raise errors.InvalidTask(f"tasks[{index}]: a task is a pb.Task or a mapping, got {type(data).__name__}")
+    data = dict(data)
+    scoring = data.get("scoring")
+    if isinstance(scoring, (list, tuple)):
+        scoring = {"items": list(scoring)}
+    if isinstance(scoring, Mapping):
+        items = []
+        for item in scoring.get("items", ()):
+            if isinstance(item, Mapping):
+                item = dict(item)
+                at = item.get("answer_type")
+                if isinstance(at, str) and at in _ANSWER_TYPE_NAMES:
+                    item["answer_type"] = _ANSWER_TYPE_NAMES[at]
+                elif hasattr(at, "value") and at.value in _ANSWER_TYPE_NAMES:  # station.model.AnswerType
+                    item["answer_type"] = _ANSWER_TYPE_NAMES[at.value]
+            items.append(item)
+        data["scoring"] = {**scoring, "items": items}
+    if "parameters" in data and isinstance(data["parameters"], Mapping):
+        data["parameters"] = {str(k): v for k, v in data["parameters"].items()}
+    try:
+        return json_format.ParseDict(data, pb.Task())
+    except json_format.ParseError as exc:
+        raise errors.InvalidTask(f"tasks[{index}]: {exc}") from None
+
+
+class EvaluationClient:
+    """A connection to the relay for one client token.
+
+    :param target: ``host:port`` of the relay.
+    :param token: this client's bearer token (from the relay's token file).
+    :param root_certificates: PEM bytes, or a path to a PEM file, to use TLS; None for a plain channel.
+    :param timeout_s: deadline of each unary call.
+    """
+
+    def __init__(self, target: str, token: str, *, root_certificates: "bytes | str | Path | None" = None,
+                 timeout_s: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 options: Sequence = ()) -> None:
+        if not token:
+            raise ValueError("EvaluationClient needs a token")
+        opts = [("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.keepalive_time_ms", 20000), *options]
+        if root_certificates is not None:
+            if isinstance(root_certificates, (str, Path)):
+                root_certificates = Path(root_certificates).read_bytes()
+            creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.secure_channel(target, creds, options=opts)
+        else:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._stub = _svc.EvaluationStub(self._channel)
+        self.timeout_s = timeout_s
+        self.target = target
+
+    # -- unary calls --------------------------------------------------------------------------------------------
+    def _call(self, method: Callable, request: Any, timeout_s: Optional[float] = None) -> Any:
+        try:
+            return method(request, metadata=self._metadata, timeout=timeout_s or self.timeout_s)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+
+    def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
+                   job_id: Optional[str] = None) -> str:
+        """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
+
+        :returns: the job id.
+        :raises errors.InvalidTask: the relay (or this client) refused a task; the reason names which and why.
+        """
+        request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes))
+        for index, task in enumerate(tasks):
+            request.tasks.append(task if isinstance(task, pb.Task) else task_from_dict(task, index))
+        if job_id is not None:
+            request.job_id = job_id
+        return self._call(self._stub.SubmitJob, request).job_id
+
+    def get_status(self, job_id: str) -> Any:
+        """The latest snapshot of the job (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known."""
+        return self._call(self._stub.GetStatus, pb.GetStatusRequest(job_id=job_id))
+
+    def cancel(self, job_id: str, reason: str = "") -> bool:
+        """Ask the station to cancel the job. False when it had already ended (nothing to cancel)."""
+        response = self._call(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id, reason=reason))
+        return not response.already_terminal
+
+    # -- the policy session --------------------------------------------------------------------------------
+    def serve_policy(self, job_id: str, policy: Policy,
+                     on_event: Optional[Callable[[Any], None]] = None) -> Any:
+        """Serve ``policy`` for the job until it ends; returns the final ``pb.JobStatus``.
+
+        The relay forwards the station's requests: a new episode (``policy.reset(task)``), observations
+        (``policy.act`` -> chunk; :class:`EndEpisode` ends the episode as policy_completed), the end of a
+        takeover (``policy.resume``). ``on_event`` sees every request (e.g. to print episode ends).
+
+        :raises errors.PolicyFailed: the policy raised something else (the station is told first).
+        :raises errors.SessionAborted: the relay ended the session before the job ended.
+        """
+        outbox: "queue.Queue[Any]" = queue.Queue()
+        outbox.put(pb.PolicyReply(attach=pb.SessionAttach(job_id=job_id)))
+
+        def replies():
+            while True:
+                item = outbox.get()
+                if item is _CLOSE:
+                    return
+                yield item
+
+        responses = self._stub.ServePolicy(replies(), metadata=self._metadata)
+        final = None
+        try:
+            for request in responses:
+                if on_event is not None:
+                    on_event(request)
+                kind = request.WhichOneof("kind")
+                if kind == "job_ended":
+                    final = request.job_ended.status
+                    break
+                reply = self._answer(policy, request, kind)
+                if reply is not None:
+                    outbox.put(reply)
+                    if reply.WhichOneof("kind") == "error":
+                        raise errors.PolicyFailed(f"{reply.error.type}: {reply.error.message}")
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+        finally:
+            outbox.put(_CLOSE)
+            responses.cancel()
+        if final is None:
+            raise errors.SessionAborted(f"the relay ended the policy session of job {job_id!r} before the job "
+                                        f"ended")
+        return final
+
+    @staticmethod
+    def _answer(policy: Policy, request: Any, kind: str) -> Any:
+        rid = request.request_id
+        try:
+            if kind == "episode_start":
+                policy.episode = request.episode_start
+                policy.reset(request.episode_start.task)
+                return pb.PolicyReply(request_id=rid, ack=pb.Ack())
+            if kind == "act":
+                try:
+                    chunk = policy.act(codec.observation_from_pb(request.act))
+                except EndEpisode as exc:
+                    return pb.PolicyReply(request_id=rid, end_episode=pb.EndEpisode(reason=str(exc)))
+                return pb.PolicyReply(request_id=rid, chunk=codec.action_chunk_to_pb(chunk))
+            if kind == "resume":
+                policy.resume(codec.observation_from_pb(request.resume))
+                return pb.PolicyReply(request_id=rid, ack=pb.Ack())
+        except Exception as exc:  # the policy's failure goes to the station, then ends the session
+            _log.exception("policy failed on %s", kind)
+            return pb.PolicyReply(request_id=rid, error=pb.PolicyError(type=type(exc).__name__, message=str(exc)))
+        return None  # episode_end, station_left: informational
+
+    # -- lifetime ----------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "EvaluationClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

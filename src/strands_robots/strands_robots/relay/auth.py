@@ -1,0 +1,147 @@
+"""Bearer tokens for the relay: who is calling, from a YAML file, checked in constant time on every call.
+
+The file names each client and each station with its token::
+
+    clients:
+      team_a: "a-long-random-token"
+    stations:
+      sim_station: "another-long-random-token"
+
+A call carries ``authorization: Bearer <token>`` in its gRPC metadata. :meth:`TokenBook.identify` compares
+the presented token with every known token using ``hmac.compare_digest`` and never stops early, so the time
+taken does not tell how much of a token matched or which entry did. A malformed file is refused with the
+reason (:class:`TokenFileError`), never half-loaded.
+
+No grpc import here: the server adapts this onto gRPC metadata and status codes.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Tuple
+
+KIND_CLIENT = "client"
+KIND_STATION = "station"
+
+#: Shorter tokens are refused: a bearer token is the whole secret.
+MIN_TOKEN_LENGTH = 16
+
+
+class TokenFileError(ValueError):
+    """The token file cannot be used; the message names the entry and the reason."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a valid token belongs to: a client (``team_a``) or a station (``sim_station``)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """The answer to :meth:`TokenBook.authenticate`: a principal, or the reason the call is refused."""
+
+    principal: Optional[Principal]
+    reason: str = ""
+
+
+def _entries(section: object, kind: str) -> Tuple[Tuple[str, str], ...]:
+    if section is None:
+        return ()
+    if not isinstance(section, Mapping):
+        raise TokenFileError(f"'{kind}s' must be a mapping of name: token, got {type(section).__name__}")
+    out = []
+    for name, token in section.items():
+        if not isinstance(name, str) or not name:
+            raise TokenFileError(f"{kind}s: every name must be a non-empty string, got {name!r}")
+        if not isinstance(token, str):
+            raise TokenFileError(f"{kind}s.{name}: the token must be a string, got {type(token).__name__}")
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise TokenFileError(f"{kind}s.{name}: the token is {len(token)} characters; "
+                                 f"at least {MIN_TOKEN_LENGTH} are required")
+        if token != token.strip() or any(c.isspace() for c in token):
+            raise TokenFileError(f"{kind}s.{name}: the token contains whitespace")
+        out.append((name, token))
+    return tuple(out)
+
+
+class TokenBook:
+    """The known tokens, each mapped to its principal. Immutable once built; safe to share between threads."""
+
+    def __init__(self, clients: Mapping[str, str], stations: Mapping[str, str]) -> None:
+        entries = [(t, Principal(KIND_CLIENT, n)) for n, t in _entries(clients, KIND_CLIENT)]
+        entries += [(t, Principal(KIND_STATION, n)) for n, t in _entries(stations, KIND_STATION)]
+        seen: dict = {}
+        for token, principal in entries:
+            if token in seen:
+                other = seen[token]
+                raise TokenFileError(f"{principal.kind}s.{principal.name} has the same token as "
+                                     f"{other.kind}s.{other.name}; every token must be unique")
+            seen[token] = principal
+        if not entries:
+            raise TokenFileError("the token file names no clients and no stations")
+        self._entries = tuple((t.encode("utf-8"), p) for t, p in entries)
+        self.clients = frozenset(p.name for _, p in entries if p.kind == KIND_CLIENT)
+        self.stations = frozenset(p.name for _, p in entries if p.kind == KIND_STATION)
+
+    @classmethod
+    def from_yaml_text(cls, text: str, source: str = "token file") -> "TokenBook":
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TokenFileError(f"{source}: not valid YAML: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise TokenFileError(f"{source}: expected a mapping with 'clients' and 'stations', "
+                                 f"got {type(data).__name__}")
+        unknown = sorted(str(k) for k in data if k not in ("clients", "stations"))
+        if unknown:
+            raise TokenFileError(f"{source}: unknown section(s) {', '.join(unknown)}; "
+                                 f"only 'clients' and 'stations' are read")
+        try:
+            return cls(data.get("clients"), data.get("stations"))
+        except TokenFileError as exc:
+            raise TokenFileError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_file(cls, path: "str | Path") -> "TokenBook":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TokenFileError(f"cannot read token file {str(path)!r}: {exc.strerror or exc}") from exc
+        return cls.from_yaml_text(text, source=str(path))
+
+    def identify(self, token: str) -> Optional[Principal]:
+        """The principal ``token`` belongs to, or None. Compares against every entry (constant time)."""
+        presented = token.encode("utf-8")
+        found = None
+        for known, principal in self._entries:
+            if hmac.compare_digest(known, presented):
+                found = principal
+        return found
+
+    def authenticate(self, metadata: Iterable[Tuple[str, "str | bytes"]], kind: str) -> AuthResult:
+        """Check a call's metadata for a ``Bearer`` token of a principal of ``kind``."""
+        values = [v for k, v in metadata if k.lower() == "authorization"]
+        if not values:
+            return AuthResult(None, "missing 'authorization: Bearer <token>' metadata")
+        if len(values) > 1:
+            return AuthResult(None, "more than one authorization header")
+        value = values[0]
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return AuthResult(None, "authorization must be 'Bearer <token>'")
+        principal = self.identify(token.strip())
+        if principal is None:
+            return AuthResult(None, "unknown token")
+        if principal.kind != kind:
+            return AuthResult(None, f"a {principal.kind} token cannot call the {kind} service")
+        return AuthResult(principal)

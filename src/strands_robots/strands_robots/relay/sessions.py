@@ -1,0 +1,188 @@
+"""The policy-session broker: pairs a job's station stream with its policy client's stream.
+
+Each job has at most one station side and one client side at a time. Messages from the station
+(``PolicyRequest``) go to the client's outbox, replies from the client (``PolicyReply``) to the station's
+outbox; the relay adds only its own kinds:
+
+- ``attached`` to the station when both sides are present (the station waits for it before an episode);
+- ``station_left`` to the client when the station's stream ends (the client keeps waiting: a station that
+  reconnects opens a new session);
+- when the client's stream ends while a station is paired, the station's stream is ended with an
+  :class:`Abort` whose reason says so ("... disconnected mid-episode ep_0003 ..."), so the station ends that
+  episode instead of waiting for a chunk that will not come;
+- ``job_ended`` to the client when the job reaches a terminal state (the last message of its stream).
+
+Requests a station sends before a client is attached wait in the client's outbox (it is created with the
+session). Sessions are brokered within one relay process: the station and the client of a job must reach the
+same relay (several relays share jobs and snapshots through the store, not live sessions).
+
+No grpc here: the servicers in ``server.py`` pump the outboxes onto the streams.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional
+
+
+class SessionBusy(Exception):
+    """The job already has a station (or a client) side; the message says which."""
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Put in a side's outbox: end that stream with this reason."""
+
+    reason: str
+
+
+#: Put in a side's outbox: end that stream normally (after what was queued before it).
+END = object()
+
+
+@dataclass(eq=False)
+class Side:
+    """One end of a session: who it is and what is waiting to be sent to it."""
+
+    job_id: str
+    name: str
+    outbox: "queue.Queue[Any]" = field(default_factory=queue.Queue)
+
+
+class _Session:
+    __slots__ = ("station", "client", "episode_id", "client_backlog", "ended")
+
+    def __init__(self) -> None:
+        self.station: Optional[Side] = None
+        self.client: Optional[Side] = None
+        self.episode_id = ""
+        self.client_backlog: list = []
+        self.ended = False
+
+
+class Broker:
+    """Thread-safe registry of policy sessions, one per job.
+
+    :param make_attached: ``client_id -> PolicyReply`` announcing the client to the station.
+    :param make_station_left: ``reason -> PolicyRequest`` telling the client the station went away.
+    :param make_job_ended: ``JobStatus -> PolicyRequest`` telling the client the job ended.
+    """
+
+    def __init__(self, make_attached: Callable[[str], Any], make_station_left: Callable[[str], Any],
+                 make_job_ended: Callable[[Any], Any]) -> None:
+        self._lock = threading.Lock()
+        self._sessions: Dict[str, _Session] = {}
+        self._make_attached = make_attached
+        self._make_station_left = make_station_left
+        self._make_job_ended = make_job_ended
+
+    def _session(self, job_id: str) -> _Session:
+        s = self._sessions.get(job_id)
+        if s is None:
+            s = self._sessions[job_id] = _Session()
+        return s
+
+    def _drop_if_idle(self, job_id: str) -> None:
+        s = self._sessions.get(job_id)
+        if s is not None and s.station is None and s.client is None:
+            del self._sessions[job_id]
+
+    # -- the two ends open and close ---------------------------------------------------------------------------
+    def open_station(self, job_id: str, station_id: str) -> Side:
+        with self._lock:
+            s = self._session(job_id)
+            if s.station is not None:
+                raise SessionBusy(f"station {s.station.name!r} already has a policy session open for job "
+                                  f"{job_id!r}")
+            side = s.station = Side(job_id, station_id)
+            s.episode_id = ""
+            if s.client is not None:
+                side.outbox.put(self._make_attached(s.client.name))
+            return side
+
+    def open_client(self, job_id: str, client_id: str) -> Side:
+        with self._lock:
+            s = self._session(job_id)
+            if s.client is not None:
+                raise SessionBusy(f"a policy client ({s.client.name!r}) already serves job {job_id!r}")
+            side = s.client = Side(job_id, client_id)
+            for msg in s.client_backlog:
+                side.outbox.put(msg)
+            s.client_backlog.clear()
+            if s.station is not None:
+                s.station.outbox.put(self._make_attached(client_id))
+            return side
+
+    def close_station(self, side: Side, reason: str) -> None:
+        """The station's stream ended; the client (if any) is told ``station_left``."""
+        with self._lock:
+            s = self._sessions.get(side.job_id)
+            if s is None or s.station is not side:
+                return
+            s.station = None
+            s.episode_id = ""
+            s.client_backlog.clear()
+            if s.client is not None:
+                s.client.outbox.put(self._make_station_left(reason))
+            self._drop_if_idle(side.job_id)
+
+    def close_client(self, side: Side) -> None:
+        """The client's stream ended; a paired station's stream is aborted with the reason."""
+        with self._lock:
+            s = self._sessions.get(side.job_id)
+            if s is None or s.client is not side:
+                return
+            s.client = None
+            if s.station is not None and s.ended:
+                s.station.outbox.put(END)  # the job is over: nothing is lost
+                s.station = None
+            elif s.station is not None:
+                where = f"mid-episode {s.episode_id}" if s.episode_id else "between episodes"
+                s.station.outbox.put(Abort(f"policy client {side.name!r} disconnected {where} of job "
+                                           f"{side.job_id!r}"))
+                s.station = None
+                s.episode_id = ""
+            self._drop_if_idle(side.job_id)
+
+    # -- traffic ---------------------------------------------------------------------------------------------
+    def from_station(self, side: Side, request: Any) -> None:
+        """A ``PolicyRequest`` from the station: forwarded to the client (queued until one attaches)."""
+        kind = request.WhichOneof("kind")
+        with self._lock:
+            s = self._sessions.get(side.job_id)
+            if s is None or s.station is not side:
+                return
+            if kind == "episode_start":
+                s.episode_id = request.episode_start.episode_id
+            elif kind == "episode_end":
+                s.episode_id = ""
+            if s.client is not None:
+                s.client.outbox.put(request)
+            else:
+                s.client_backlog.append(request)
+
+    def from_client(self, side: Side, reply: Any) -> None:
+        """A ``PolicyReply`` from the client: forwarded to the station (dropped when none is paired)."""
+        with self._lock:
+            s = self._sessions.get(side.job_id)
+            if s is None or s.client is not side:
+                return
+            if s.station is not None:
+                s.station.outbox.put(reply)
+
+    def job_ended(self, job_id: str, status: Any) -> None:
+        """The job reached a terminal state: its client gets ``job_ended`` and its stream ends."""
+        with self._lock:
+            s = self._sessions.get(job_id)
+            if s is not None:
+                s.ended = True
+            if s is not None and s.client is not None:
+                s.client.outbox.put(self._make_job_ended(status))
+                s.client.outbox.put(END)
+
+    def episode_of(self, job_id: str) -> str:
+        with self._lock:
+            s = self._sessions.get(job_id)
+            return s.episode_id if s is not None else ""

@@ -1,0 +1,450 @@
+"""The station's link to the relay: reports, jobs, and the station's side of policy sessions (no ROS).
+
+The station connects **outbound** (no inbound port). One :class:`StationLink` per station process::
+
+    link = StationLink("relay.example:50051", "sim_station", token, on_job=jobs.put, on_cancel=cancel)
+    link.start()                       # reporter thread (snapshots + heartbeat) and job-stream thread
+    link.report(status)                # every change: station.model.JobStatus or pb.JobStatus; never blocks
+    session = link.open_session(job_id)
+    session.wait_attached(timeout_s=60)            # a policy client is serving the job
+    session.start_episode("ep_0000", task, action_keys=[...], control_frequency=50, action_horizon=8)
+    chunk = session.act(observation)   # list of {key: value}; raises EndEpisode (policy_completed)
+    session.resume(observation)        # after an operator takeover
+    session.end_episode("ep_0000", "timeout")
+    session.close(); link.close()
+
+Reporting: :meth:`StationLink.report` appends to an in-memory **backlog** (oldest first) and returns; the
+reporter thread sends the backlog in order and removes a snapshot only once the relay answered for it. While
+the relay is unreachable the backlog grows (and the link reads as not connected); after a reconnect the whole
+backlog is re-reported, so a relay restarted mid-job loses no snapshot (the relay keeps the newest of each
+job, so re-reporting is harmless). Past ``max_backlog`` entries, the oldest snapshot of a job that has a newer
+one in the backlog is dropped first (the latest of every job is never dropped). A heartbeat goes every
+``heartbeat_s`` so the relay knows when the station was last heard even when nothing changes.
+
+Jobs: ``on_job(pb.Job)`` is called once per job id for each job addressed to this station that has not
+ended (after a reconnect, only new ones), and ``on_cancel(job_id, reason)`` once per cancel request. They run
+on the link's thread: hand the work over, don't block in them.
+
+Policy sessions: :class:`PolicySession` also implements the rollout's ``Policy`` protocol (``reset``, ``act``,
+``resume``), so a rollout can drive a remote policy directly. If the policy client disconnects, the relay
+ends the station's stream and every pending or later call raises :class:`PolicyDisconnected` with the relay's
+reason; open a new session for the next episode.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Deque, List, Mapping, Optional, Sequence
+
+import grpc
+
+from strands_robots.client import codec
+from strands_robots.policies.base import EndEpisode
+from strands_robots.relay.proto import evaluation_pb2 as ev
+from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.relay.proto import station_service_pb2 as ss
+from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
+
+_log = logging.getLogger("strands_robots.relay.station_link")
+
+_BATCH = 64
+_STOP = object()
+
+
+class PolicySessionError(RuntimeError):
+    """The policy session cannot go on; the message is the reason (the relay's, when it ended it)."""
+
+
+class PolicyDisconnected(PolicySessionError):
+    """The relay ended the session: the policy client went away (or the relay did)."""
+
+
+class RemotePolicyError(PolicySessionError):
+    """The remote policy raised (something other than EndEpisode); ``error_type`` is its class name."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"remote policy raised {error_type}: {message}")
+        self.error_type = error_type
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _to_pb_status(status: Any) -> Any:
+    if isinstance(status, ev.JobStatus):
+        return status
+    from strands_robots.convert import job_status_to_pb
+
+    return job_status_to_pb(status)
+
+
+class StationLink:
+    """Reports, heartbeats and the job stream of one station (threads started by :meth:`start`).
+
+    :param target: ``host:port`` of the relay.
+    :param root_certificates: PEM bytes or a path for TLS; None for a plain channel.
+    :param retry_s: ``(first, longest)`` wait between attempts while the relay is unreachable (doubling).
+    """
+
+    def __init__(self, target: str, station_id: str, token: str, *,
+                 on_job: Optional[Callable[[Any], None]] = None,
+                 on_cancel: Optional[Callable[[str, str], None]] = None,
+                 root_certificates: "bytes | str | Path | None" = None, heartbeat_s: float = 2.0,
+                 retry_s: "tuple[float, float]" = (0.1, 2.0), call_timeout_s: float = 10.0,
+                 max_backlog: int = 10000, max_message_bytes: int = 16 * 1024 * 1024,
+                 clock_ms: Callable[[], int] = _now_ms) -> None:
+        if not station_id or not token:
+            raise ValueError("StationLink needs a station_id and a token")
+        self.station_id = station_id
+        self.target = target
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        opts = [("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.keepalive_time_ms", 20000),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", int(retry_s[1] * 1000))]
+        if root_certificates is not None:
+            if isinstance(root_certificates, (str, Path)):
+                root_certificates = Path(root_certificates).read_bytes()
+            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates), opts)
+        else:
+            self._channel = grpc.insecure_channel(target, opts)
+        self._stub = ss_grpc.StationStub(self._channel)
+        self._on_job = on_job
+        self._on_cancel = on_cancel
+        self._heartbeat_s = heartbeat_s
+        self._retry_s = retry_s
+        self._timeout_s = call_timeout_s
+        self._max_backlog = max_backlog
+        self._clock_ms = clock_ms
+        self._cond = threading.Condition()
+        self._backlog: Deque[Any] = deque()
+        self._closed = False
+        self._connected = False
+        self._threads: List[threading.Thread] = []
+        self._jobs_call: Any = None
+        self._delivered_jobs: set = set()
+        self._delivered_cancels: set = set()
+        self.reports_sent = 0
+        self.last_error = ""
+
+    # -- lifetime ------------------------------------------------------------------------------------------
+    def start(self) -> "StationLink":
+        targets = [self._report_loop] + ([self._jobs_loop] if self._on_job or self._on_cancel else [])
+        for target in targets:
+            t = threading.Thread(target=target, name=f"station-link-{target.__name__}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def close(self, flush_timeout_s: float = 0.0) -> None:
+        """Stop the threads (after trying to send the backlog for up to ``flush_timeout_s``)."""
+        if flush_timeout_s > 0:
+            self.flush(flush_timeout_s)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        call = self._jobs_call
+        if call is not None:
+            call.cancel()
+        for t in self._threads:
+            t.join(timeout=5.0)
+        self._channel.close()
+
+    def __enter__(self) -> "StationLink":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- reporting -------------------------------------------------------------------------------------------
+    def report(self, status: Any) -> None:
+        """Queue a snapshot (``station.model.JobStatus`` or ``pb.JobStatus``) for the relay. Never blocks."""
+        msg = _to_pb_status(status)
+        with self._cond:
+            self._backlog.append(msg)
+            if len(self._backlog) > self._max_backlog:
+                self._shed_locked()
+            self._cond.notify_all()
+
+    def _shed_locked(self) -> None:
+        latest = {}
+        for i, m in enumerate(self._backlog):
+            latest[m.job_id] = i
+        for i, m in enumerate(self._backlog):
+            if latest[m.job_id] != i:
+                del self._backlog[i]
+                return
+        # every entry is the latest of its job: keep them all (over the limit, but nothing stale to drop)
+
+    @property
+    def backlog(self) -> int:
+        """Snapshots not yet acknowledged by the relay."""
+        with self._cond:
+            return len(self._backlog)
+
+    @property
+    def connected(self) -> bool:
+        """Whether the last call to the relay succeeded."""
+        return self._connected
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until the backlog is empty (True) or ``timeout_s`` passed (False)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._backlog and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+            return not self._backlog
+
+    def _report_loop(self) -> None:
+        delay = self._retry_s[0]
+        next_heartbeat = 0.0
+        while True:
+            with self._cond:
+                while not self._closed and not self._backlog and time.monotonic() < next_heartbeat:
+                    self._cond.wait(max(0.0, min(next_heartbeat - time.monotonic(), 0.5)))
+                if self._closed:
+                    return
+                batch = list(itertools.islice(self._backlog, _BATCH))
+            try:
+                if batch:
+                    response = self._stub.ReportStatus(
+                        ss.ReportStatusRequest(station_id=self.station_id, snapshots=batch),
+                        metadata=self._metadata, timeout=self._timeout_s)
+                    for refused in response.refused:
+                        _log.warning("relay refused a snapshot: %s", refused)
+                    with self._cond:
+                        for _ in batch:  # report() only appends, so the batch is still the head
+                            self._backlog.popleft()
+                        self.reports_sent += len(batch)
+                        self._cond.notify_all()
+                else:
+                    self._stub.Heartbeat(ss.HeartbeatRequest(station_id=self.station_id, unix_ms=self._clock_ms()),
+                                         metadata=self._metadata, timeout=self._timeout_s)
+                # every successful call counts as being heard, so the heartbeat restarts from here
+                next_heartbeat = time.monotonic() + self._heartbeat_s
+                if not self._connected:
+                    _log.info("relay %s reachable", self.target)
+                self._connected = True
+                delay = self._retry_s[0]
+            except grpc.RpcError as exc:
+                self._failed(exc)
+                with self._cond:
+                    if self._closed:
+                        return
+                    self._cond.wait(delay)
+                delay = min(delay * 2, self._retry_s[1])
+
+    def _failed(self, exc: grpc.RpcError) -> None:
+        reason = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
+        if self._connected or reason != self.last_error:
+            _log.warning("relay %s: %s (%d snapshot(s) kept for later)", self.target, reason, self.backlog)
+        self.last_error = reason
+        self._connected = False
+
+    # -- jobs --------------------------------------------------------------------------------------------------
+    def _jobs_loop(self) -> None:
+        delay = self._retry_s[0]
+        while not self._closed:
+            try:
+                call = self._stub.TakeJobs(ss.TakeJobsRequest(station_id=self.station_id), metadata=self._metadata)
+                self._jobs_call = call
+                if self._closed:
+                    call.cancel()
+                for assignment in call:
+                    delay = self._retry_s[0]
+                    self._deliver(assignment)
+            except grpc.RpcError as exc:
+                if self._closed or exc.code() == grpc.StatusCode.CANCELLED:
+                    if self._closed:
+                        return
+                else:
+                    self.last_error = f"{exc.code().name}: {exc.details()}"
+            with self._cond:
+                if self._closed:
+                    return
+                self._cond.wait(delay)
+            delay = min(delay * 2, self._retry_s[1])
+
+    def _deliver(self, assignment: Any) -> None:
+        kind = assignment.WhichOneof("kind")
+        try:
+            if kind == "job" and assignment.job.job_id not in self._delivered_jobs:
+                self._delivered_jobs.add(assignment.job.job_id)
+                if self._on_job:
+                    self._on_job(assignment.job)
+            elif kind == "cancel" and assignment.cancel.job_id not in self._delivered_cancels:
+                self._delivered_cancels.add(assignment.cancel.job_id)
+                if self._on_cancel:
+                    self._on_cancel(assignment.cancel.job_id, assignment.cancel.reason)
+        except Exception:
+            _log.exception("station callback for %s failed", kind)
+
+    # -- policy sessions --------------------------------------------------------------------------------------
+    def open_session(self, job_id: str, *, reply_timeout_s: float = 30.0) -> "PolicySession":
+        """Open the station's side of the job's policy session (returns at once; see ``wait_attached``)."""
+        return PolicySession(self._stub, self._metadata, job_id, reply_timeout_s)
+
+
+class PolicySession:
+    """The station's side of one job's policy session. Also a rollout ``Policy`` (reset / act / resume).
+
+    Calls are synchronous and one at a time (the rollout's inference thread); each waits for the client's
+    reply for at most ``reply_timeout_s``.
+    """
+
+    def __init__(self, stub: Any, metadata: Sequence, job_id: str, reply_timeout_s: float) -> None:
+        self.job_id = job_id
+        self.reply_timeout_s = reply_timeout_s
+        self.client_id = ""
+        self._outbox: "queue.Queue[Any]" = queue.Queue()
+        self._replies: "queue.Queue[Any]" = queue.Queue()
+        self._attached = threading.Event()
+        self._ended = threading.Event()
+        self._error: Optional[PolicySessionError] = None
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._episode_id = ""
+        self._episodes = itertools.count()
+        self._outbox.put(ps.PolicyRequest(open=ps.SessionOpen(job_id=job_id)))
+        self._call = stub.PolicySession(self._requests(), metadata=metadata)
+        self._reader = threading.Thread(target=self._read, name=f"policy-session-{job_id}", daemon=True)
+        self._reader.start()
+
+    def _requests(self):
+        while True:
+            item = self._outbox.get()
+            if item is _STOP:
+                return
+            yield item
+
+    def _read(self) -> None:
+        try:
+            for reply in self._call:
+                if reply.WhichOneof("kind") == "attached":
+                    self.client_id = reply.attached.client_id
+                    self._attached.set()
+                else:
+                    self._replies.put(reply)
+            self._error = PolicyDisconnected(f"the relay closed the policy session of job {self.job_id!r}")
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.ABORTED:
+                self._error = PolicyDisconnected(exc.details())
+            elif exc.code() == grpc.StatusCode.CANCELLED:
+                self._error = PolicySessionError(f"the policy session of job {self.job_id!r} was closed")
+            else:
+                self._error = PolicyDisconnected(f"policy session of job {self.job_id!r}: {exc.code().name}: "
+                                                 f"{exc.details()}")
+        finally:
+            self._ended.set()
+            self._replies.put(_STOP)
+
+    # -- state ---------------------------------------------------------------------------------------------
+    @property
+    def error(self) -> Optional[PolicySessionError]:
+        """Why the session ended (None while it runs)."""
+        return self._error if self._ended.is_set() else None
+
+    def wait_attached(self, timeout_s: Optional[float] = None) -> str:
+        """Block until a policy client serves the job; returns its client id.
+
+        :raises PolicySessionError: on timeout, or when the session ended first (the reason says why).
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._attached.is_set():
+            if self._ended.is_set():
+                raise self._error or PolicySessionError("the policy session ended")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise PolicySessionError(f"no policy client attached to job {self.job_id!r} within {timeout_s} s")
+            self._attached.wait(0.05 if left is None else min(left, 0.05))
+        return self.client_id
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def _request(self, **kind: Any) -> Any:
+        with self._lock:
+            if self._ended.is_set():
+                raise self._error or PolicySessionError("the policy session ended")
+            rid = next(self._ids)
+            self._outbox.put(ps.PolicyRequest(request_id=rid, **kind))
+            deadline = time.monotonic() + self.reply_timeout_s
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PolicySessionError(f"the policy of job {self.job_id!r} did not answer within "
+                                             f"{self.reply_timeout_s} s")
+                try:
+                    reply = self._replies.get(timeout=left)
+                except queue.Empty:
+                    continue
+                if reply is _STOP:
+                    self._replies.put(_STOP)  # later calls see it too
+                    raise self._error or PolicySessionError("the policy session ended")
+                if reply.request_id != rid:
+                    continue  # a late answer to a request that timed out
+                if reply.WhichOneof("kind") == "error":
+                    raise RemotePolicyError(reply.error.type, reply.error.message)
+                return reply
+
+    def start_episode(self, episode_id: str, task: Any, *, action_keys: Sequence[str] = (),
+                      control_frequency: float = 0.0, action_horizon: int = 0) -> None:
+        """The policy's ``reset(task)`` for a new episode (``task``: ``station.model.Task`` or ``pb.Task``)."""
+        if not isinstance(task, ev.Task):
+            from strands_robots.convert import task_to_pb
+
+            task = task_to_pb(task)
+        self._episode_id = episode_id
+        self._request(episode_start=ps.EpisodeStart(
+            episode_id=episode_id, task=task, action_keys=list(action_keys),
+            control_frequency=float(control_frequency), action_horizon=int(action_horizon)))
+
+    def end_episode(self, episode_id: str, end_condition: str, end_detail: str = "") -> None:
+        """Tell the policy client the episode ended (no answer expected)."""
+        self._episode_id = ""
+        if not self._ended.is_set():
+            self._outbox.put(ps.PolicyRequest(episode_end=ps.EpisodeEnd(
+                episode_id=episode_id, end_condition=end_condition, end_detail=end_detail)))
+
+    # -- the rollout's Policy protocol ------------------------------------------------------------------------
+    def reset(self, task: Mapping[str, Any]) -> None:
+        """Rollout form: ``task`` holds ``instruction`` and ``action_keys``; ``episode_id`` and ``task``
+        (the station's Task) when the station passes them. Sends the episode start and waits for the ack."""
+        station_task = task.get("task")
+        if station_task is None:
+            station_task = ev.Task(task_id=str(task.get("task_id", "")), instruction=str(task.get("instruction", "")))
+        episode_id = str(task.get("episode_id") or f"ep_{next(self._episodes):04d}")
+        self.start_episode(episode_id, station_task, action_keys=tuple(task.get("action_keys", ())),
+                           control_frequency=float(task.get("control_frequency", 0.0) or 0.0),
+                           action_horizon=int(task.get("action_horizon", 0) or 0))
+
+    def act(self, observation: Mapping[str, Any]) -> List[dict]:
+        """The policy's action chunk for ``observation``; raises ``EndEpisode`` when the policy ended it."""
+        reply = self._request(act=codec.observation_to_pb(observation, skip_unsupported=True))
+        kind = reply.WhichOneof("kind")
+        if kind == "end_episode":
+            raise EndEpisode(reply.end_episode.reason)
+        if kind != "chunk":
+            raise PolicySessionError(f"expected an action chunk, the policy answered {kind}")
+        return codec.action_chunk_from_pb(reply.chunk)
+
+    def resume(self, observation: Mapping[str, Any]) -> None:
+        """After an operator takeover: the policy's ``resume(observation)``; waits for its ack."""
+        self._request(resume=codec.observation_to_pb(observation, skip_unsupported=True))
+
+    def close(self) -> None:
+        """End the station's side (the client is told ``station_left``)."""
+        self._outbox.put(_STOP)
+        self._reader.join(timeout=5.0)
+        if self._reader.is_alive():
+            self._call.cancel()
+            self._reader.join(timeout=5.0)
