@@ -1,0 +1,431 @@
+"""The episode procedure: one job driven to a terminal state over injected ports (no ROS here).
+
+Per episode (DESIGN.md §9)::
+
+    next id (ep_0000, ep_0001, ... in execution order; persisted as running before anything moves)
+    acquire the lease          refused -> authority_lost (another controller holds the arms), no rollout
+    move to the start pose     not reached -> start_pose_unreached, no rollout
+    rollout                    the operator may take over / resume / claim the arms meanwhile
+    release the lease
+    score sheet                the operator scores it, keeps it unscored, or discards a taken-over one
+    next
+
+End conditions (spec/evaluation-status.txt): ``timeout`` (budget elapsed), ``policy_completed`` (EndEpisode),
+``lease_lost`` (lease expired or revoked), ``authority_lost`` (a higher-priority controller or the operator held
+the arms), ``safety_stop`` (``end_detail`` names every tripped check, as the driver words them),
+``start_pose_unreached`` (no rollout ran). ``end_detail`` is empty for a timeout.
+
+What does not become an episode: a discarded one (its id is spent, its task runs again), one whose policy
+session was lost (back to WAITING_POLICY, then its task runs again), one interrupted by a cancel (the job is
+CANCELLED), and a rollout that ended in an error with no end condition (the job is FAILED with the reason).
+The job's state is persisted after every change (``persistence.JobStore``) and published as a
+``JobStatus`` snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
+
+from strands_robots.rollout.end_condition import end_condition_for
+from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, JobTransitionError, plan_episode, \
+    validate_job_spec
+from strands_robots.station.model import (
+    END_AUTHORITY_LOST,
+    END_CONDITIONS,
+    END_SAFETY_STOP,
+    END_START_POSE_UNREACHED,
+    END_TIMEOUT,
+    TERMINAL_STATES,
+    EpisodeResult,
+    JobState,
+    JobStatus,
+)
+from strands_robots.station.operator import (
+    DECISION_CANCELLED,
+    DECISION_DISCARD,
+    DECISION_SCORED,
+    OperatorConsole,
+    OperatorReply,
+    PendingEpisode,
+)
+from strands_robots.station.persistence import JobStore
+from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
+from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
+
+__all__ = [
+    "RolloutOutcome",
+    "RobotPort",
+    "OperatorPort",
+    "JobRunner",
+    "ProcedureSettings",
+]
+
+
+@dataclass(frozen=True)
+class RolloutOutcome:
+    """How one rollout ended, as the robot side reports it.
+
+    :param stopped_reason: the rollout loop's (budget, predicate, policy_completed, safety_stop, cancelled,
+        error).
+    :param end_condition: the station end condition when the robot side knows it (``lease_lost`` /
+        ``authority_lost`` from its lease watch); empty to derive it from ``stopped_reason``.
+    :param end_detail: the rollout's detail (every tripped check for a safety stop, the lease refusal, the
+        policy's EndEpisode message, the error).
+    :param taken_over: the robot side saw a takeover (the console's record counts too).
+    :param final_observation: the arms' state when the rollout ended (for the operator's judgement).
+    :param policy_lost: the policy session went away mid-episode (the relay provider); the episode is not
+        kept and its task runs again once the policy is back.
+    """
+
+    stopped_reason: str
+    end_condition: str = ""
+    end_detail: str = ""
+    run_id: str = ""
+    taken_over: bool = False
+    final_observation: Mapping[str, Any] = field(default_factory=dict)
+    policy_lost: bool = False
+
+
+class RobotPort(Protocol):
+    """The station's robot side; the station node implements it over ROS, ``inprocess`` on a Simulation."""
+
+    def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
+        """Block until the job's policy can run (a relay session connected), or ``cancelled`` is set.
+        ``(ready, detail)``."""
+
+    def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
+        """Claim the arms for the rollout (the robot side renews it while the rollout runs)."""
+
+    def release_lease(self) -> None:
+        """Give the arms up after the rollout."""
+
+    def move_to_start_pose(self, plan: EpisodePlan) -> Tuple[bool, str]:
+        """Ready the arms and move them to the start pose; ``(reached, detail)``."""
+
+    def run_rollout(self, plan: EpisodePlan, progress: Callable[[float], None]) -> RolloutOutcome:
+        """Run the rollout of ``plan``, calling ``progress(rollout_time_s)`` after each step."""
+
+    def pause_rollout(self) -> Tuple[bool, str]:
+        """Takeover: the loop holds, its budget clock stands still."""
+
+    def resume_rollout(self) -> Tuple[bool, str]:
+        """End of takeover: the policy's ``resume()``, control from the current state."""
+
+    def stop_rollout(self, reason: str) -> None:
+        """Cooperative stop of the running rollout (job cancelled)."""
+
+    def claim_arms(self, holder: str) -> Tuple[bool, str]:
+        """An operator takes the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""
+
+
+class OperatorPort(Protocol):
+    """The person (or :class:`~strands_robots.station.operator.ScriptedOperator`) at the station. Each hook
+    may act through the console; a human operator's actions arrive through services instead."""
+
+    def episode_started(self, plan: EpisodePlan, console: OperatorConsole) -> None:
+        """An episode starts (before the lease); raise ValueError to refuse the task's operator settings."""
+
+    def rollout_progress(self, plan: EpisodePlan, rollout_time_s: float, console: OperatorConsole) -> None:
+        """Called after each rollout step (on the rollout's thread: return quickly)."""
+
+    def rollout_ended(self, pending: PendingEpisode, final_observation: Mapping[str, Any],
+                      console: OperatorConsole) -> None:
+        """The rollout ended and its sheet is awaited."""
+
+
+@dataclass(frozen=True)
+class ProcedureSettings:
+    """How the station runs episodes.
+
+    :param lease_holder: the name the station claims the arms under.
+    :param lease_priority: the rollout's lease priority (an operator claims above it).
+    :param lease_duration_s: lease length without renewal.
+    :param scoring_timeout_s: how long to wait for a sheet before keeping the episode unscored (None: wait).
+    """
+
+    lease_holder: str = "station"
+    lease_priority: int = 10
+    lease_duration_s: float = 1.0
+    scoring_timeout_s: Optional[float] = None
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _Failed(Exception):
+    pass
+
+
+class JobRunner:
+    """Runs one job to a terminal state: state machine, episodes, persistence, snapshots.
+
+    :param record: the job (``JobRecord(spec)`` for a new job, or ``persistence.recover(store.load(id))``
+        after a restart).
+    :param robot: the :class:`RobotPort`.
+    :param operator: the :class:`OperatorPort`.
+    :param store: where the state is persisted after every change (None: not persisted).
+    :param publish: called with each new :class:`JobStatus` snapshot (None: not published).
+    :param clock_ms: the snapshot clock (ms since the Unix epoch).
+    """
+
+    def __init__(
+        self,
+        record: JobRecord,
+        robot: RobotPort,
+        operator: OperatorPort,
+        *,
+        store: Optional[JobStore] = None,
+        publish: Optional[Callable[[JobStatus], None]] = None,
+        clock_ms: UnixMsClock = unix_ms_now,
+        settings: ProcedureSettings = ProcedureSettings(),
+    ) -> None:
+        validate_job_spec(record.spec)
+        self._robot = robot
+        self._operator = operator
+        self._store = store
+        self._publish = publish
+        self._clock_ms = clock_ms
+        self._settings = settings
+        self._lock = threading.RLock()
+        self._record = record
+        self._machine = JobStateMachine(record.state, record.message, clock_ms=clock_ms)
+        self._cancel = threading.Event()
+        self._cancel_reason = ""
+        self.console = OperatorConsole(robot)
+        self._last_status: Optional[JobStatus] = None
+        self._commit()
+
+    # -- queries --------------------------------------------------------------------------------------------
+    @property
+    def record(self) -> JobRecord:
+        with self._lock:
+            return self._record
+
+    @property
+    def spec(self) -> JobSpec:
+        return self._record.spec
+
+    def status(self) -> JobStatus:
+        """The latest snapshot (the one last persisted and published)."""
+        with self._lock:
+            assert self._last_status is not None
+            return self._last_status
+
+    # -- control --------------------------------------------------------------------------------------------
+    def cancel(self, reason: str = "") -> OperatorReply:
+        """Cancel the job: the running rollout is stopped cooperatively; the job ends CANCELLED."""
+        with self._lock:
+            if self._machine.terminal:
+                return OperatorReply(False, f"job {self.spec.job_id} already ended ({self._machine.state.value})")
+            if self._cancel.is_set():
+                return OperatorReply(False, f"job {self.spec.job_id} is already being cancelled")
+            self._cancel_reason = reason.strip() if isinstance(reason, str) and reason.strip() else "cancelled"
+            self._cancel.set()
+            running = self._record.running
+        self.console.cancel()
+        if running is not None:
+            self._robot.stop_rollout("cancelled")
+        return OperatorReply(True, f"job {self.spec.job_id} cancelling")
+
+    def run(self) -> JobStatus:
+        """Drive the job to a terminal state (blocking) and return the final snapshot."""
+        try:
+            self._drive()
+        except _Cancelled:
+            self._terminal(JobState.CANCELLED, self._cancel_message())
+        except _Failed as exc:
+            self._terminal(JobState.FAILED, str(exc))
+        except Exception as exc:  # a bug or a port failure: the job must not vanish silently
+            self._terminal(JobState.FAILED, f"station error: {type(exc).__name__}: {exc}")
+        return self.status()
+
+    # -- the job --------------------------------------------------------------------------------------------
+    def _drive(self) -> None:
+        while True:
+            state = self._machine.state
+            if state in TERMINAL_STATES:
+                return
+            self._check_cancel()
+            if state is JobState.CREATED:
+                self._transition(JobState.WAITING_POLICY,
+                                 f"waiting for the policy ({self.spec.policy_provider})")
+            elif state is JobState.WAITING_POLICY:
+                ready, detail = self._robot.wait_for_policy(self.spec, self._cancel)
+                self._check_cancel()
+                if not ready:
+                    raise _Failed(f"the policy could not start: {detail}")
+                self._transition(JobState.RUNNING, f"policy ready: {detail}" if detail else "policy ready")
+            elif state is JobState.RUNNING:
+                if self.record.done:
+                    self._transition(JobState.FINALIZING, self._finished_text("finishing"))
+                else:
+                    self._next_episode()
+            elif state is JobState.FINALIZING:
+                self._transition(JobState.SUCCEEDED, self._finished_text("completed"))
+
+    def _next_episode(self) -> None:
+        record = self.record
+        if len(record.discarded) > self.spec.max_discards:
+            raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
+                          f"{self.spec.max_discards}); the job is failed rather than re-run without end")
+        episode_id = episode_id_for(record.next_episode_number)
+        slot = record.next_slot
+        plan = plan_episode(self.spec, episode_id, slot, record.slot_attempts)
+        self._update(running=RunningEpisode(episode_id, slot, plan.attempt),
+                     next_episode_number=record.next_episode_number + 1,
+                     message=f"{episode_id} running (task {plan.task.task_id!r}, episode {slot + 1} of "
+                             f"{self.spec.episodes_total})")
+        kind, value = self._episode(plan)
+        record = self.record
+        if kind == "kept":
+            self._update(running=None, episodes=record.episodes + (value,), slot_attempts=0,
+                         message=f"{episode_id} finished: {value.end_condition}")
+        elif kind == "discarded":
+            self._update(running=None, discarded=record.discarded + (episode_id,),
+                         slot_attempts=record.slot_attempts + 1,
+                         message=f"{episode_id} discarded by the operator; task {plan.task.task_id!r} runs "
+                                 "again as a new episode")
+        elif kind == "policy_lost":
+            self._update(running=None, interrupted=record.interrupted + (episode_id,),
+                         slot_attempts=record.slot_attempts + 1)
+            self._transition(JobState.WAITING_POLICY,
+                             f"the policy session was lost during {episode_id} ({value}); waiting for it again, "
+                             "then the task runs again as a new episode")
+        elif kind == "cancelled":
+            raise _Cancelled()
+        else:
+            raise _Failed(value)
+
+    def _episode(self, plan: EpisodePlan) -> Tuple[str, Any]:
+        """Run one episode: ("kept", EpisodeResult) / ("discarded", None) / ("policy_lost", detail) /
+        ("cancelled", None) / ("failed", reason)."""
+        console = self.console
+        console.begin_episode(plan.episode_id, plan.task.scoring)
+        try:
+            try:
+                self._operator.episode_started(plan, console)
+            except ValueError as exc:
+                return "failed", f"{plan.episode_id}: task {plan.task.task_id!r} refused by the operator: {exc}"
+            s = self._settings
+            granted, detail = self._robot.acquire_lease(s.lease_holder, s.lease_priority, s.lease_duration_s)
+            if not granted:
+                return "kept", self._unscored(plan, END_AUTHORITY_LOST, f"lease refused: {detail}")
+            try:
+                if self._cancel.is_set():
+                    return "cancelled", None
+                reached, detail = self._robot.move_to_start_pose(plan)
+                if not reached:
+                    return "kept", self._unscored(plan, END_START_POSE_UNREACHED, detail)
+                if self._cancel.is_set():
+                    return "cancelled", None
+                console.rollout_started()
+                outcome = self._robot.run_rollout(
+                    plan, lambda t: self._operator.rollout_progress(plan, t, console))
+            finally:
+                taken_over = console.rollout_ended()
+                self._robot.release_lease()
+            taken_over = taken_over or outcome.taken_over
+            if self._cancel.is_set():
+                return "cancelled", None
+            if outcome.policy_lost:
+                return "policy_lost", outcome.end_detail or outcome.stopped_reason
+            end_condition = outcome.end_condition or end_condition_for(outcome.stopped_reason)
+            if end_condition not in END_CONDITIONS:
+                return "failed", (f"{plan.episode_id}: the rollout ended without an end condition "
+                                  f"(stopped_reason {outcome.stopped_reason!r}: {outcome.end_detail or 'no detail'})")
+            end_detail = _end_detail(end_condition, outcome.end_detail)
+            pending = PendingEpisode(plan.episode_id, plan, end_condition, end_detail, outcome.run_id, taken_over)
+            self._update(message=f"{plan.episode_id} ended ({end_condition}); waiting for the score sheet")
+            self._operator.rollout_ended(pending, dict(outcome.final_observation), console)
+            decision = console.wait_decision(s.scoring_timeout_s)
+            if decision.kind == DECISION_CANCELLED:
+                return "cancelled", None
+            if decision.kind == DECISION_DISCARD:
+                return "discarded", None
+            result = EpisodeResult(
+                episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False, score=0.0,
+                items=(), task=plan.task, taken_over=taken_over, end_detail=end_detail, run_id=outcome.run_id)
+            if decision.kind == DECISION_SCORED:
+                sheet = decision.sheet
+                assert sheet is not None
+                result = EpisodeResult(
+                    episode_id=plan.episode_id, end_condition=end_condition, scored=True, success=sheet.success,
+                    score=sheet.score, items=sheet.items, task=plan.task, taken_over=taken_over,
+                    end_detail=end_detail, run_id=outcome.run_id)
+            return "kept", result
+        finally:
+            console.end_episode()
+
+    @staticmethod
+    def _unscored(plan: EpisodePlan, end_condition: str, detail: str) -> EpisodeResult:
+        return EpisodeResult(episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False,
+                             score=0.0, items=(), task=plan.task, taken_over=False, end_detail=detail)
+
+    # -- bookkeeping ----------------------------------------------------------------------------------------
+    def _check_cancel(self) -> None:
+        if self._cancel.is_set():
+            raise _Cancelled()
+
+    def _cancel_message(self) -> str:
+        running = self.record.running
+        during = f" during {running.episode_id} (not recorded: it did not finish)" if running else ""
+        return f"cancelled: {self._cancel_reason or 'cancelled'}{during}"
+
+    def _finished_text(self, verb: str) -> str:
+        agg = aggregate(self.record.episodes)
+        rate = "n/a" if agg.success_rate is None else f"{agg.success_rate:.0%}"
+        mean = "n/a" if agg.mean_score is None else f"{agg.mean_score:.2f}"
+        return (f"{verb}: {agg.finished} episodes ({agg.scored} scored, {agg.taken_over} taken over); success "
+                f"rate {rate} and mean score {mean} over {agg.counted} scored episodes not taken over")
+
+    def _transition(self, target: JobState, message: str) -> None:
+        with self._lock:
+            self._machine.transition(target, message)
+            self._record = self._record.replace(state=target, message=message)
+            self._commit()
+
+    def _terminal(self, target: JobState, message: str) -> None:
+        with self._lock:
+            if self._machine.terminal:
+                return
+            try:
+                self._machine.transition(target, message)
+            except JobTransitionError as exc:  # cannot happen from a non-terminal state; say so if it does
+                message = f"{message} ({exc.reason})"
+                target = JobState.FAILED
+            self._record = self._record.replace(state=target, message=message, running=None,
+                                                interrupted=self._record.interrupted + (
+                                                    (self._record.running.episode_id,)
+                                                    if self._record.running else ()))
+            self._commit()
+
+    def _update(self, **changes: Any) -> None:
+        with self._lock:
+            if "message" in changes:
+                self._machine.set_message(changes["message"])
+            self._record = self._record.replace(**changes)
+            self._commit()
+
+    def _commit(self) -> None:
+        """Persist the record, then publish its snapshot (caller holds the lock or is the constructor)."""
+        record = self._record
+        if self._store is not None:
+            self._store.save(record)
+        status = make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
+                               episodes_total=record.spec.episodes_total, episodes=record.episodes,
+                               message=record.message, clock_ms=self._clock_ms)
+        self._last_status = status
+        if self._publish is not None:
+            self._publish(status)
+
+
+def _end_detail(end_condition: str, detail: str) -> str:
+    """The station's words for how the episode ended; empty when the end condition says it all."""
+    if end_condition == END_TIMEOUT:
+        return ""
+    if end_condition == END_SAFETY_STOP and not detail:
+        return "the driver stopped the arms without naming a check"
+    return detail

@@ -1,0 +1,497 @@
+"""The station operator: takeover, resume, arm claims, discard and score sheets — and a scripted operator.
+
+:class:`OperatorConsole` is the one validated entry point for operator actions during a job; the station
+node's services (Takeover, Resume, Discard, SubmitScoreSheet) and :class:`ScriptedOperator` both go through
+it, so a scripted run obeys the same rules as a person at the station:
+
+- **takeover** only while a rollout runs and no takeover is in force: the arms are the operator's and the
+  rollout time stands still (the budget clock pauses); the episode is marked ``taken_over`` for good;
+- **resume** only during a takeover: the policy's ``resume()`` runs and control restarts from the arms'
+  current state, never a stale command (the rollout loop does that on resume);
+- **claim** only while a rollout runs: the operator takes the arms with a higher-priority lease, and the
+  episode ends ``authority_lost``;
+- **discard** only for the finished episode awaiting its sheet, and only if it was taken over: it is left out
+  of the job's episodes and its task runs again as a new episode;
+- **submit a score sheet** only for the finished episode awaiting its sheet; every item answered exactly
+  once, with the right type (a refusal names the item and the reason; the operator may submit again);
+- **skip scoring**: the episode is kept unscored.
+
+Every call answers an :class:`OperatorReply` with the reason when refused. Thread-safe: services and the
+procedure call it from different threads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+from strands_robots.station.job import EpisodePlan
+from strands_robots.station.model import AnswerType, ScoringSheet
+from strands_robots.station.score_sheet import ScoreSheetError, SheetScore, parse_answer, score_answers
+
+__all__ = [
+    "OperatorReply",
+    "OperatorConsole",
+    "Decision",
+    "DECISION_SCORED",
+    "DECISION_UNSCORED",
+    "DECISION_DISCARD",
+    "DECISION_CANCELLED",
+    "DECISION_TIMEOUT",
+    "PendingEpisode",
+    "ScriptedOperator",
+    "SuccessPredicate",
+    "parse_success_predicate",
+    "PARAM_TAKEOVER_AT_S",
+    "PARAM_TAKEOVER_FOR_S",
+    "PARAM_CLAIM_AT_S",
+    "PARAM_DISCARD",
+    "PARAM_SCORE",
+    "PARAM_SUCCESS_WHEN",
+    "PARAM_ANSWER_PREFIX",
+]
+
+DECISION_SCORED = "scored"
+DECISION_UNSCORED = "unscored"
+DECISION_DISCARD = "discard"
+DECISION_CANCELLED = "cancelled"
+DECISION_TIMEOUT = "timeout"
+
+_IDLE = "idle"
+_PREPARING = "preparing"
+_ROLLOUT = "rollout"
+_SCORING = "scoring"
+
+
+@dataclass(frozen=True)
+class OperatorReply:
+    """The answer to an operator action: ``ok``, or why not in ``message``."""
+
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the operator decided for a finished episode (``kind`` is one of ``DECISION_*``)."""
+
+    kind: str
+    sheet: Optional[SheetScore] = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PendingEpisode:
+    """A finished rollout awaiting the operator's sheet: what the operator sees before answering."""
+
+    episode_id: str
+    plan: EpisodePlan
+    end_condition: str
+    end_detail: str
+    run_id: str
+    taken_over: bool
+
+
+class OperatorConsole:
+    """Operator actions for the episode the station is running (one at a time).
+
+    :param robot: the station's robot port (``pause_rollout``, ``resume_rollout``, ``claim_arms``).
+    """
+
+    def __init__(self, robot: Any) -> None:
+        self._robot = robot
+        self._cond = threading.Condition()
+        self._phase = _IDLE
+        self._episode_id = ""
+        self._sheet: Optional[ScoringSheet] = None
+        self._taken_over = False
+        self._in_takeover = False
+        self._claimed_by = ""
+        self._decision: Optional[Decision] = None
+        self._cancelled = False
+
+    # -- what the procedure calls ---------------------------------------------------------------------------
+    def begin_episode(self, episode_id: str, sheet: ScoringSheet) -> None:
+        with self._cond:
+            self._phase = _PREPARING
+            self._episode_id = episode_id
+            self._sheet = sheet
+            self._taken_over = False
+            self._in_takeover = False
+            self._claimed_by = ""
+            self._decision = None
+
+    def rollout_started(self) -> None:
+        with self._cond:
+            self._phase = _ROLLOUT
+
+    def rollout_ended(self) -> bool:
+        """The rollout is over; the episode awaits its sheet. Returns whether it was taken over."""
+        with self._cond:
+            self._phase = _SCORING
+            self._in_takeover = False
+            return self._taken_over
+
+    def end_episode(self) -> None:
+        with self._cond:
+            self._phase = _IDLE
+            self._episode_id = ""
+            self._sheet = None
+            self._decision = None
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """The job was cancelled: any wait for a decision ends at once."""
+        with self._cond:
+            self._cancelled = True
+            self._cond.notify_all()
+
+    def wait_decision(self, timeout_s: Optional[float] = None) -> Decision:
+        """Block until the operator decides for the episode awaiting its sheet, the job is cancelled, or
+        ``timeout_s`` (None: no limit) passes."""
+        with self._cond:
+            ended = self._cond.wait_for(lambda: self._decision is not None or self._cancelled, timeout_s)
+            if self._decision is not None:
+                return self._decision
+            if self._cancelled:
+                return Decision(DECISION_CANCELLED, message="job cancelled while waiting for the score sheet")
+            assert not ended
+            return Decision(DECISION_TIMEOUT, message=f"no score sheet within {timeout_s:g} s")
+
+    @property
+    def episode_id(self) -> str:
+        with self._cond:
+            return self._episode_id
+
+    @property
+    def taken_over(self) -> bool:
+        with self._cond:
+            return self._taken_over
+
+    @property
+    def in_takeover(self) -> bool:
+        with self._cond:
+            return self._in_takeover
+
+    @property
+    def claimed_by(self) -> str:
+        with self._cond:
+            return self._claimed_by
+
+    # -- operator actions -----------------------------------------------------------------------------------
+    def takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
+        """The operator takes the arms; the rollout clock stands still until :meth:`resume`."""
+        if not isinstance(operator_name, str) or not operator_name.strip():
+            return OperatorReply(False, "operator_name must be a non-empty string")
+        with self._cond:
+            if self._phase != _ROLLOUT:
+                return OperatorReply(False, f"no rollout is running (episode {self._episode_id or 'none'} is "
+                                            f"{self._phase}); a takeover needs a running rollout")
+            if self._in_takeover:
+                return OperatorReply(False, f"a takeover of {self._episode_id} is already in force")
+            ok, detail = self._robot.pause_rollout()
+            if not ok:
+                return OperatorReply(False, f"the rollout could not be paused: {detail}")
+            self._taken_over = True
+            self._in_takeover = True
+            why = f" ({reason})" if reason else ""
+            return OperatorReply(True, f"{operator_name} took over {self._episode_id}{why}; rollout time stands "
+                                       "still")
+
+    def resume(self, operator_name: str) -> OperatorReply:
+        """Hand the arms back: the policy's ``resume()`` runs and control restarts from the current state."""
+        if not isinstance(operator_name, str) or not operator_name.strip():
+            return OperatorReply(False, "operator_name must be a non-empty string")
+        with self._cond:
+            if self._phase != _ROLLOUT or not self._in_takeover:
+                return OperatorReply(False, "no takeover is in force")
+            ok, detail = self._robot.resume_rollout()
+            if not ok:
+                return OperatorReply(False, f"the rollout could not be resumed: {detail}")
+            self._in_takeover = False
+            return OperatorReply(True, f"{operator_name} handed {self._episode_id} back to the policy")
+
+    def claim_arms(self, operator_name: str) -> OperatorReply:
+        """The operator holds the arms with a higher-priority lease: the episode ends ``authority_lost``."""
+        if not isinstance(operator_name, str) or not operator_name.strip():
+            return OperatorReply(False, "operator_name must be a non-empty string")
+        with self._cond:
+            if self._phase != _ROLLOUT:
+                return OperatorReply(False, "no rollout is running; a claim needs a running rollout")
+            ok, detail = self._robot.claim_arms(operator_name)
+            if not ok:
+                return OperatorReply(False, f"the claim was refused: {detail}")
+            self._claimed_by = operator_name
+            return OperatorReply(True, f"{operator_name} holds the arms: {detail}")
+
+    def discard(self, episode_id: str) -> OperatorReply:
+        """Leave the taken-over episode awaiting its sheet out of the job; its task runs again."""
+        with self._cond:
+            refusal = self._scoring_refusal(episode_id)
+            if refusal:
+                return OperatorReply(False, refusal)
+            if not self._taken_over:
+                return OperatorReply(False, f"{episode_id} was not taken over; only a taken-over episode can be "
+                                            "discarded")
+            self._decide(Decision(DECISION_DISCARD, message=f"{episode_id} discarded by the operator"))
+            return OperatorReply(True, f"{episode_id} discarded; its task runs again as a new episode")
+
+    def submit_score_sheet(self, episode_id: str, answers: Any) -> OperatorReply:
+        """Score the episode awaiting its sheet. ``answers``: ``{name: answer}`` or ``(name, answer)`` pairs,
+        typed (bool / int) or as text ("yes", "3", a choice)."""
+        with self._cond:
+            refusal = self._scoring_refusal(episode_id)
+            if refusal:
+                return OperatorReply(False, refusal)
+            sheet = self._sheet
+            assert sheet is not None
+            try:
+                result = score_answers(sheet, _typed_answers(sheet, answers))
+            except ScoreSheetError as exc:
+                return OperatorReply(False, f"score sheet refused: {exc}")
+            self._decide(Decision(DECISION_SCORED, sheet=result))
+            return OperatorReply(True, f"{episode_id} scored {result.score:.2f} "
+                                       f"({'success' if result.success else 'no success'})")
+
+    def skip_scoring(self, episode_id: str, reason: str = "") -> OperatorReply:
+        """Keep the episode awaiting its sheet unscored."""
+        with self._cond:
+            refusal = self._scoring_refusal(episode_id)
+            if refusal:
+                return OperatorReply(False, refusal)
+            self._decide(Decision(DECISION_UNSCORED, message=reason or "the operator did not score it"))
+            return OperatorReply(True, f"{episode_id} kept unscored")
+
+    # -- internals (caller holds the lock) --------------------------------------------------------------------
+    def _scoring_refusal(self, episode_id: str) -> str:
+        if self._phase != _SCORING:
+            if self._episode_id:
+                return f"no episode awaits a score sheet ({self._episode_id} is {self._phase})"
+            return "no episode awaits a score sheet"
+        if episode_id != self._episode_id:
+            return f"episode {episode_id!r} does not await a score sheet; {self._episode_id} does"
+        if self._decision is not None:
+            return f"{episode_id} was already decided ({self._decision.kind})"
+        return ""
+
+    def _decide(self, decision: Decision) -> None:
+        self._decision = decision
+        self._cond.notify_all()
+
+
+def _typed_answers(sheet: ScoringSheet, answers: Any) -> list:
+    """Answers with text converted by each item's type (typed answers pass through for validation)."""
+    by_name = {item.name: item for item in sheet.items}
+    pairs = list(answers.items()) if isinstance(answers, Mapping) else list(answers)
+    out = []
+    for pair in pairs:
+        if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], str) and pair[0] in by_name:
+            out.append((pair[0], parse_answer(by_name[pair[0]], pair[1])))
+        else:
+            out.append(pair)
+    return out
+
+
+# -- success predicates -----------------------------------------------------------------------------------------
+SuccessPredicate = Callable[[PendingEpisode, Mapping[str, Any]], bool]
+_COMPARE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+]?[0-9.eE+-]+)\s*$")
+_END_IS = re.compile(r"^\s*end_condition\s*(?:==|=|in)\s*([a-z_|, ]+)\s*$")
+
+
+def parse_success_predicate(text: str) -> SuccessPredicate:
+    """A success predicate on the final state from its text form (no eval):
+
+    - ``end_condition == policy_completed`` (or ``end_condition in timeout|policy_completed``);
+    - ``<observation key> <op> <number>`` with ``op`` one of ``< <= > >=``, e.g. ``right.joint_4.pos > 1.2``
+      (false when the key is missing from the final observation).
+
+    :raises ValueError: the text is neither form.
+    """
+    match = _END_IS.match(text)
+    if match:
+        wanted = frozenset(p.strip() for p in re.split(r"[|,]", match.group(1)) if p.strip())
+        return lambda pending, obs: pending.end_condition in wanted
+    match = _COMPARE.match(text)
+    if match:
+        key, op, raw = match.groups()
+        try:
+            bound = float(raw)
+        except ValueError:
+            bound = math.nan
+        if not math.isfinite(bound):
+            raise ValueError(f"success predicate {text!r}: {raw!r} is not a finite number")
+        compare = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}[op]
+
+        def predicate(pending: PendingEpisode, obs: Mapping[str, Any]) -> bool:
+            value = obs.get(key)
+            return isinstance(value, (int, float)) and compare(float(value), bound)
+
+        return predicate
+    raise ValueError(f"success predicate {text!r} is neither 'end_condition == <name>' nor "
+                     "'<observation key> <op> <number>'")
+
+
+# -- the scripted operator --------------------------------------------------------------------------------------
+PARAM_TAKEOVER_AT_S = "operator_takeover_at_s"   # take over at this rollout time
+PARAM_TAKEOVER_FOR_S = "operator_takeover_for_s"  # hand back after this many wall seconds (default 0.05)
+PARAM_CLAIM_AT_S = "operator_claim_at_s"          # claim the arms (authority_lost) at this rollout time
+PARAM_DISCARD = "operator_discard"                # "true": discard the taken-over episode (first attempt only)
+PARAM_SCORE = "operator_score"                    # "false": keep episodes of this task unscored
+PARAM_SUCCESS_WHEN = "success_when"               # the success predicate (parse_success_predicate)
+PARAM_ANSWER_PREFIX = "answer."                   # "answer.<item>": the text answer of a non-success item
+
+_DEFAULT_SUCCESS = "end_condition == policy_completed"
+
+
+def _seconds(params: Mapping[str, str], name: str) -> Optional[float]:
+    if name not in params:
+        return None
+    try:
+        value = float(params[name])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"task parameter {name} must be a finite number >= 0, got {params[name]!r}")
+    return value
+
+
+def _flag(params: Mapping[str, str], name: str, default: bool) -> bool:
+    if name not in params:
+        return default
+    text = params[name].strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise ValueError(f"task parameter {name} must be true or false, got {params[name]!r}")
+
+
+class ScriptedOperator:
+    """A **scripted** stand-in for the person at a simulated station, driven by task parameters.
+
+    Per episode, from its task's parameters:
+
+    - ``operator_takeover_at_s``: take over when the rollout time reaches it; hand back after
+      ``operator_takeover_for_s`` wall seconds (default 0.05) from a timer thread;
+    - ``operator_discard: "true"``: discard the episode when it was taken over — on the slot's first attempt
+      only, so the re-run is kept (with no ``operator_takeover_at_s`` it takes over at 0 s);
+    - ``operator_claim_at_s``: claim the arms at that rollout time (the episode ends ``authority_lost``);
+    - ``operator_score: "false"``: keep the episode unscored;
+    - the sheet: the success item answered from the success predicate on the final state (``success_when``,
+      default ``end_condition == policy_completed``), other items from ``answer.<item>`` (text) or, without
+      one, yes_no = success, count = 0, choice = index 0.
+
+    Episodes with no rollout (start pose unreached, lease refused) are not offered to the operator.
+
+    :param success_predicate: replaces ``success_when`` for every task.
+    :param name: the operator name used in every action.
+    """
+
+    def __init__(self, success_predicate: Optional[SuccessPredicate] = None, *,
+                 name: str = "scripted-operator") -> None:
+        self.name = name
+        self._predicate = success_predicate
+        self._lock = threading.Lock()
+        self._timers: list = []
+        self._plan: Optional[EpisodePlan] = None
+        self._took_over = False
+        self._claimed = False
+        self.replies: list = []  # every OperatorReply it got, for the log
+
+    # -- OperatorPort -----------------------------------------------------------------------------------------
+    def episode_started(self, plan: EpisodePlan, console: OperatorConsole) -> None:
+        params = plan.task.parameters
+        # Refuse malformed parameters before anything moves.
+        _seconds(params, PARAM_TAKEOVER_AT_S)
+        _seconds(params, PARAM_TAKEOVER_FOR_S)
+        _seconds(params, PARAM_CLAIM_AT_S)
+        _flag(params, PARAM_DISCARD, False)
+        _flag(params, PARAM_SCORE, True)
+        if self._predicate is None:
+            parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
+        with self._lock:
+            self._plan = plan
+            self._took_over = False
+            self._claimed = False
+
+    def rollout_progress(self, plan: EpisodePlan, rollout_time_s: float, console: OperatorConsole) -> None:
+        params = plan.task.parameters
+        takeover_at = _seconds(params, PARAM_TAKEOVER_AT_S)
+        if takeover_at is None and _flag(params, PARAM_DISCARD, False):
+            takeover_at = 0.0
+        claim_at = _seconds(params, PARAM_CLAIM_AT_S)
+        with self._lock:
+            take = takeover_at is not None and not self._took_over and rollout_time_s >= takeover_at
+            claim = claim_at is not None and not self._claimed and rollout_time_s >= claim_at
+            if take:
+                self._took_over = True
+            if claim:
+                self._claimed = True
+        if take:
+            reply = console.takeover(self.name, "scripted takeover")
+            self._log(reply)
+            if reply.ok:
+                hold = _seconds(params, PARAM_TAKEOVER_FOR_S)
+                timer = threading.Timer(0.05 if hold is None else hold, self._resume, args=(console,))
+                timer.daemon = True
+                with self._lock:
+                    self._timers.append(timer)
+                timer.start()
+        if claim:
+            self._log(console.claim_arms(self.name))
+
+    def rollout_ended(self, pending: PendingEpisode, final_observation: Mapping[str, Any],
+                      console: OperatorConsole) -> None:
+        params = pending.plan.task.parameters
+        if pending.taken_over and _flag(params, PARAM_DISCARD, False) and pending.plan.attempt == 0:
+            self._log(console.discard(pending.episode_id))
+            return
+        if not _flag(params, PARAM_SCORE, True):
+            self._log(console.skip_scoring(pending.episode_id, "the scripted operator does not score this task"))
+            return
+        predicate = self._predicate or parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
+        success = bool(predicate(pending, final_observation))
+        self._log(console.submit_score_sheet(pending.episode_id, self.answers(pending.plan, success)))
+
+    # -- answers ----------------------------------------------------------------------------------------------
+    def answers(self, plan: EpisodePlan, success: bool) -> list:
+        """The sheet as this operator answers it for a final state judged ``success``."""
+        sheet = plan.task.scoring
+        params = plan.task.parameters
+        out = []
+        first = sheet.items[0]
+        if first.answer_type is AnswerType.YES_NO:
+            out.append((first.name, success == (first.success_answer == "yes")))
+        elif first.answer_type is AnswerType.COUNT:
+            minimum = int(first.success_answer)
+            out.append((first.name, minimum if success else max(0, minimum - 1)))
+        else:
+            index = first.choices.index(first.success_answer)
+            other = next((i for i in range(len(first.choices)) if i != index), index)
+            out.append((first.name, index if success else other))
+        for item in sheet.items[1:]:
+            text = params.get(PARAM_ANSWER_PREFIX + item.name)
+            if text is not None:
+                out.append((item.name, text))
+            elif item.answer_type is AnswerType.YES_NO:
+                out.append((item.name, success))
+            else:
+                out.append((item.name, 0))
+        return out
+
+    def close(self) -> None:
+        """Cancel pending hand-back timers."""
+        with self._lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+
+    def _resume(self, console: OperatorConsole) -> None:
+        self._log(console.resume(self.name))
+
+    def _log(self, reply: OperatorReply) -> None:
+        with self._lock:
+            self.replies.append(reply)

@@ -1,0 +1,261 @@
+"""The episode procedure end to end, in process: JobRunner over a real simulated station (InProcessRobot on a
+Simulation / PolicyRunner with a real LeaseManager) and the ScriptedOperator. No ROS, no mocks."""
+
+import re
+import threading
+
+import pytest
+
+from strands_robots.policies.mock import MockPolicy
+from strands_robots.policies.registry import register_provider
+from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.inprocess import InProcessRobot
+from strands_robots.station.job_file import job_spec_from_mapping
+from strands_robots.station.model import JobState
+from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.record import JobRecord
+from strands_robots.station.status import aggregate
+
+SHEET = [
+    {"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"},
+    {"name": "grasp", "question": "Grasp?", "answer_type": "choice", "max_points": 2,
+     "choices": ["none", "partial", "firm"], "choice_points": [0, 1, 2]},
+]
+
+
+def task(task_id, **parameters):
+    return {"task_id": task_id, "instruction": f"do {task_id}", "parameters": parameters, "scoring": SHEET}
+
+
+def job(*tasks, episodes=None, provider="scripted", config=None, **extra):
+    data = {"job_id": "job-test", "client_id": "team", "station_id": "sim_station",
+            "episodes_total": episodes or len(tasks), "duration_s": 1.0,
+            "policy": {"provider": provider, "config": config if config is not None else
+                       {"mode": "torque_ramp", "target": 1.0}},
+            "tasks": list(tasks)}
+    data.update(extra)
+    return job_spec_from_mapping(data)
+
+
+def run(spec, robot=None, operator=None, **kw):
+    robot = robot or InProcessRobot()
+    operator = operator or ScriptedOperator()
+    snapshots = []
+    runner = JobRunner(JobRecord(spec), robot, operator, publish=snapshots.append, **kw)
+    try:
+        final = runner.run()
+    finally:
+        if isinstance(operator, ScriptedOperator):
+            operator.close()
+    return final, runner, robot, snapshots
+
+
+def test_each_end_condition_comes_from_what_really_ended_the_rollout():
+    spec = job(
+        task("hold", success_when="end_condition == timeout"),          # target 1.0 is held: budget runs out
+        task("finish", **{"policy.end_after_steps": "20"}),              # the policy raises EndEpisode
+        task("push", **{"policy.target": "2.0", "duration_s": "3"}),     # torque ramp into the bracket
+        task("unreachable", start_pose_timeout_s="0.05"),                # cannot settle in 50 ms
+        task("heartbeat", **{"fault.stop_heartbeat_at_s": "0.2", "duration_s": "3"}),
+        task("claimed", operator_claim_at_s="0.3"),
+    )
+    final, _, robot, _ = run(spec)
+    assert final.state is JobState.SUCCEEDED
+    got = [(e.episode_id, e.task.task_id, e.end_condition) for e in final.episodes]
+    assert got == [("ep_0000", "hold", "timeout"), ("ep_0001", "finish", "policy_completed"),
+                   ("ep_0002", "push", "safety_stop"), ("ep_0003", "unreachable", "start_pose_unreached"),
+                   ("ep_0004", "heartbeat", "lease_lost"), ("ep_0005", "claimed", "authority_lost")]
+    by_id = {e.episode_id: e for e in final.episodes}
+    assert by_id["ep_0000"].end_detail == ""  # timeout says it all
+    assert "completed after 20 actions" in by_id["ep_0001"].end_detail
+    assert re.fullmatch(r"(left|right): joint \d reads [+-]\d+\.\d N\*m(; .+)?", by_id["ep_0002"].end_detail)
+    assert "not settled within 0.05 s" in by_id["ep_0003"].end_detail
+    assert not by_id["ep_0003"].scored and by_id["ep_0003"].run_id == ""  # no rollout ran
+    assert "expired" in by_id["ep_0004"].end_detail
+    assert "revoked by 'scripted-operator'" in by_id["ep_0005"].end_detail
+    assert robot.claims and robot.claims[-1].revoked_holder == "station"
+    # Rollouts that ran have distinct observer run ids.
+    run_ids = [e.run_id for e in final.episodes if e.end_condition != "start_pose_unreached"]
+    assert len(set(run_ids)) == len(run_ids) and all(run_ids)
+
+
+def test_lease_lost_episode_stopped_once_the_lease_expired_not_at_the_budget():
+    spec = job(task("heartbeat", **{"fault.stop_heartbeat_at_s": "0.2", "duration_s": "3"}))
+    final, _, robot, _ = run(spec, settings=ProcedureSettings(lease_duration_s=0.5))
+    assert final.episodes[0].end_condition == "lease_lost"
+    # 50 Hz, one lease-clock tick of 0.02 s per step: the last renewal is at step 8 (0.18 s), the 0.5 s lease
+    # expires at 0.68 s, seen after step 33: 34 actions, far before the 150-step budget.
+    assert robot.last_ended["applied_actions"] == 34
+    assert robot.last_ended["stopped_reason"] == "cancelled"
+
+
+def test_taken_over_episode_is_kept_flagged_and_left_out_of_the_rates():
+    resumes = []
+
+    class CountingPolicy(MockPolicy):
+        def resume(self, observation):
+            resumes.append(observation["sim_time_s"])
+            super().resume(observation)
+
+    register_provider("station-test-counting", CountingPolicy, replace=True)
+    spec = job(task("plain", success_when="end_condition == timeout"),
+               task("assisted", operator_takeover_at_s="0.3", success_when="end_condition == timeout"),
+               provider="station-test-counting", config={})
+    final, runner, robot, _ = run(spec)
+    plain, assisted = final.episodes
+    assert (plain.taken_over, assisted.taken_over) == (False, True)
+    assert assisted.scored and assisted.success and assisted.end_condition == "timeout"
+    # Rollout time stood still: the whole 1 s budget (50 steps) still ran after the takeover.
+    assert robot.last_ended["applied_actions"] == 50 and robot.last_ended["paused_s"] > 0
+    assert len(resumes) == 1  # the policy's resume() ran once, on hand-back
+    agg = aggregate(final.episodes)
+    assert (agg.finished, agg.taken_over, agg.counted) == (2, 1, 1)
+    assert agg.success_rate == 1.0 and agg.mean_score == pytest.approx(plain.score)
+
+
+def test_discarded_episode_is_left_out_and_its_task_runs_again_as_a_new_id():
+    spec = job(task("first", success_when="end_condition == timeout"),
+               task("redo", operator_takeover_at_s="0.2", operator_discard="true"),
+               task("last", success_when="end_condition == timeout"))
+    final, runner, _, snapshots = run(spec)
+    assert [(e.episode_id, e.task.task_id) for e in final.episodes] == [
+        ("ep_0000", "first"), ("ep_0002", "redo"), ("ep_0003", "last")]
+    assert runner.record.discarded == ("ep_0001",)
+    assert final.episodes[1].taken_over  # the re-run was taken over too (same task), and kept
+    assert all("ep_0001" not in [e.episode_id for e in s.episodes] for s in snapshots)
+    assert final.episodes_total == 3 and len(final.episodes) == 3
+
+
+def test_running_episode_is_never_listed_in_any_snapshot():
+    seen = []
+    robot = InProcessRobot()
+    spec = job(task("a"), task("b", **{"policy.end_after_steps": "5"}), episodes=4)
+    holder = {}
+
+    def publish(status):
+        running = holder["runner"].record.running if "runner" in holder else None
+        seen.append((running.episode_id if running else None, tuple(e.episode_id for e in status.episodes)))
+
+    runner = JobRunner.__new__(JobRunner)
+    holder["runner"] = runner
+    JobRunner.__init__(runner, JobRecord(spec), robot, ScriptedOperator(), publish=publish)
+    final = runner.run()
+    assert [e.episode_id for e in final.episodes] == ["ep_0000", "ep_0001", "ep_0002", "ep_0003"]
+    running_snapshots = [(r, listed) for r, listed in seen if r is not None]
+    assert len(running_snapshots) >= 4
+    assert all(r not in listed for r, listed in running_snapshots)
+    # Finished episodes appear in execution order, one more at a time.
+    counts = [len(listed) for _, listed in seen]
+    assert counts == sorted(counts) and counts[-1] == 4
+
+
+def test_snapshots_carry_the_injected_station_clock():
+    ticks = iter(range(10_000, 20_000))
+    final, _, _, snapshots = run(job(task("a")), clock_ms=lambda: next(ticks))
+    stamps = [s.updated_unix_ms for s in snapshots]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps) and stamps[0] == 10_000
+    assert final.updated_unix_ms == stamps[-1]
+
+
+def test_job_states_follow_the_machine_and_succeeded_does_not_mean_passed():
+    final, runner, _, snapshots = run(job(task("fail", success_when="end_condition == policy_completed")))
+    states = []
+    for s in snapshots:
+        if not states or states[-1] != s.state:
+            states.append(s.state)
+    assert states == [JobState.CREATED, JobState.WAITING_POLICY, JobState.RUNNING, JobState.FINALIZING,
+                      JobState.SUCCEEDED]
+    assert final.state is JobState.SUCCEEDED and final.episodes[0].scored and not final.episodes[0].success
+    assert "success rate 0%" in final.message
+
+
+class CancellingOperator(ScriptedOperator):
+    """A scripted operator whose job is cancelled by the client at a given rollout time."""
+
+    def __init__(self, at_s):
+        super().__init__()
+        self.at_s = at_s
+        self.runner = None
+
+    def rollout_progress(self, plan, t, console):
+        if t >= self.at_s and self.runner is not None and not self.runner._cancel.is_set():
+            self.runner.cancel("client cancelled")
+
+
+def test_cancel_mid_rollout_stops_it_and_the_job_ends_cancelled_without_the_episode():
+    robot = InProcessRobot()
+    operator = CancellingOperator(0.3)
+    spec = job(task("a", success_when="end_condition == timeout"), task("b", duration_s="5"), episodes=3)
+    runner = JobRunner(JobRecord(spec), robot, operator)
+    operator.runner = runner
+    orig = operator.rollout_progress
+
+    def progress(plan, t, console):  # cancel only during the second episode
+        if plan.episode_id == "ep_0001":
+            orig(plan, t, console)
+
+    operator.rollout_progress = progress
+    final = runner.run()
+    assert final.state is JobState.CANCELLED
+    assert [e.episode_id for e in final.episodes] == ["ep_0000"]
+    assert "client cancelled" in final.message and "ep_0001" in final.message
+    assert robot.last_ended["stopped_reason"] == "cancelled"
+    assert robot.last_ended["applied_actions"] < 250  # stopped long before its 5 s budget
+    assert not runner.cancel("again").ok
+
+
+def test_policy_that_cannot_start_fails_the_job_with_the_reason():
+    final, _, _, _ = run(job(task("a"), provider="relay", config={}))
+    assert final.state is JobState.FAILED
+    assert "the policy could not start" in final.message and "relay" in final.message
+    assert final.episodes == ()
+
+
+def test_rollout_error_fails_the_job_naming_the_episode():
+    spec = job(task("ok", **{"policy.end_after_steps": "3"}), task("broken", **{"policy.fail_after_steps": "4"}),
+               provider="mock", config={})
+    final, _, _, _ = run(spec)
+    assert final.state is JobState.FAILED
+    assert [e.episode_id for e in final.episodes] == ["ep_0000"]
+    assert "ep_0001" in final.message and "without an end condition" in final.message
+
+
+def test_lease_held_by_a_higher_priority_controller_is_authority_lost_without_a_rollout():
+    robot = InProcessRobot()
+    robot.lease.acquire("maintenance", 50, 30.0)
+    final, _, robot, _ = run(job(task("a")), robot=robot)
+    episode = final.episodes[0]
+    assert episode.end_condition == "authority_lost" and not episode.scored and episode.run_id == ""
+    assert "held by 'maintenance'" in episode.end_detail
+    assert robot.last_ended is None
+
+
+def test_endless_discards_fail_the_job_at_max_discards():
+    class AlwaysDiscard(ScriptedOperator):
+        def rollout_ended(self, pending, obs, console):
+            console.discard(pending.episode_id)
+
+    spec = job(task("redo", operator_takeover_at_s="0.0", duration_s="0.2"), max_discards=2)
+    final, runner, _, _ = run(spec, operator=AlwaysDiscard())
+    assert final.state is JobState.FAILED and "max_discards 2" in final.message
+    assert runner.record.discarded == ("ep_0000", "ep_0001", "ep_0002") and final.episodes == ()
+
+
+def test_no_score_sheet_in_time_keeps_the_episode_unscored():
+    class SilentOperator(ScriptedOperator):
+        def rollout_ended(self, pending, obs, console):
+            pass
+
+    final, _, _, _ = run(job(task("a", duration_s="0.2")), operator=SilentOperator(),
+                         settings=ProcedureSettings(scoring_timeout_s=0.01))
+    episode = final.episodes[0]
+    assert not episode.scored and episode.items == () and episode.score == 0.0 and not episode.success
+
+
+def test_operator_score_false_keeps_an_unscored_episode_out_of_the_rates():
+    final, _, _, _ = run(job(task("a", operator_score="false", duration_s="0.2"),
+                             task("b", success_when="end_condition == timeout", duration_s="0.2")))
+    a, b = final.episodes
+    assert not a.scored and a.items == () and b.scored
+    agg = aggregate(final.episodes)
+    assert agg.counted == 1 and agg.success_rate == 1.0
