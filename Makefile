@@ -1,5 +1,9 @@
 # Entry points. Each runs the set-up first (idempotent, quick when nothing changed).
-.PHONY: setup run test bench clean
+# ROS=kilted (default: the Kilted wheels, Python 3.11) or ROS=jazzy (the Jazzy wheels, Python 3.12); a sourced
+# distro (ROS_DISTRO set) wins. Each distro has its own venv, build and install folders (scripts/layout.sh).
+ROS ?= kilted
+export ROS
+.PHONY: setup run test test-all bench clean
 
 setup:
 	bash scripts/setup.sh
@@ -8,10 +12,15 @@ run:
 	bash scripts/run.sh $(ARGS)
 
 test:
-	bash scripts/test.sh
+	bash scripts/test.sh $(ARGS)
+
+# Both legs, as CI runs them.
+test-all:
+	ROS=kilted bash scripts/test.sh $(ARGS)
+	ROS=jazzy bash scripts/test.sh $(ARGS)
 
 bench:
 	bash scripts/bench.sh $(ARGS)
 
 clean:
-	rm -rf build install log
+	rm -rf build install log build-jazzy install-jazzy log-jazzy

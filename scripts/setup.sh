@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# One idempotent set-up: .venv with pinned dependencies, ROS 2 (a sourced distro, or the Kilted wheels from
-# PyPI when none is sourced), then `colcon build` of the workspace. Safe to run again: it only redoes what
-# changed. Usage: scripts/setup.sh [--force]
+# One idempotent set-up: system packages the tests need, a venv with pinned dependencies, ROS 2 (a sourced
+# distro, or the Kilted / Jazzy wheels from PyPI when none is sourced), then `colcon build` of the workspace.
+# Safe to run again: it only redoes what changed. Usage: [ROS=kilted|jazzy] scripts/setup.sh [--force]
+# (scripts/layout.sh says where each distro's venv, build and install folders are.)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-venv="$root/.venv"
+# shellcheck source=scripts/layout.sh
+source "$root/scripts/layout.sh"
+venv="$SR_VENV"
 stamp="$venv/.strands_setup_stamp"
 force="${1:-}"
 
 log() { printf '[setup] %s\n' "$*"; }
 
-# What the environment must be re-made for: the requirement files and this script.
-want="$(cat requirements/*.txt scripts/setup.sh | sha256sum | cut -c1-16)-${ROS_DISTRO:-wheels}"
+bash "$root/scripts/system_deps.sh"
+
+# What the environment must be re-made for: the requirement files, this script and the layout.
+want="$(cat requirements/*.txt scripts/setup.sh scripts/layout.sh | sha256sum | cut -c1-16)-$SR_ROS"
 
 if [ "$force" = "--force" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   t0=$(date +%s)
@@ -20,14 +25,17 @@ if [ "$force" = "--force" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wan
     log "ROS_DISTRO=$ROS_DISTRO is sourced: using it (system site packages visible), no ROS wheels"
     [ -d "$venv" ] || python3 -m venv --system-site-packages "$venv"
   else
-    log "no ROS distro sourced: ROS 2 Kilted wheels from PyPI into .venv"
-    [ -d "$venv" ] || python3 -m venv "$venv"
+    if [ -z "$SR_PYTHON" ] || ! "$SR_PYTHON" -c 'import venv' >/dev/null 2>&1; then
+      log "ERROR: ROS=$SR_ROS needs a Python for its wheels (3.12 for jazzy) and none was found"; exit 1
+    fi
+    log "no ROS distro sourced: ROS 2 $SR_ROS wheels from PyPI into $(basename "$venv") ($("$SR_PYTHON" --version))"
+    [ -d "$venv" ] || "$SR_PYTHON" -m venv "$venv"
   fi
   "$venv/bin/python" -m pip install -q --upgrade 'pip>=24' 2>&1 | { grep -v "is ignored: it is neither" || true; }
   reqs=(-r requirements/python.txt)
-  [ -n "${ROS_DISTRO:-}" ] || reqs+=(-r requirements/ros-wheels.txt)
-  log "pip install (pinned by requirements/constraints.txt)"
-  "$venv/bin/python" -m pip install -q -c requirements/constraints.txt "${reqs[@]}" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+  [ -n "$SR_ROS_REQS" ] && reqs+=(-r "$SR_ROS_REQS")
+  log "pip install (pinned by requirements/$(basename "$SR_CONSTRAINTS"))"
+  "$venv/bin/python" -m pip install -q -c "$SR_CONSTRAINTS" "${reqs[@]}" 2>&1 | { grep -v "is ignored: it is neither" || true; }
   if [ -z "${ROS_DISTRO:-}" ]; then
     # The wheels' generated-Python cmake exports name the wheel builder's include dirs; point them at ours.
     py_inc="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
@@ -44,20 +52,39 @@ if [ "$force" = "--force" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wan
     fi
     log "rewrote include dirs in $n cmake export files"
   fi
+  rm -f "$SR_BUILD/.strands_build_stamp"
   echo "$want" > "$stamp"
   log "environment ready in $(( $(date +%s) - t0 )) s"
 else
-  log ".venv up to date"
+  log "$(basename "$venv") up to date"
 fi
 
+# colcon build only when something it installs changed: package manifests, interfaces, setup files, launch and
+# config files, the file list. Python sources are used in place (--symlink-install), so editing one needs no
+# build.
+build_stamp="$SR_BUILD/.strands_build_stamp"
+build_want="$( { find src -type f ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort;
+                 find src -type f ! -path '*/__pycache__/*' ! -name '*.py' ! -name '*.pyc' -print0 \
+                   | LC_ALL=C sort -z | xargs -0 cat;
+                 cat src/*/setup.py 2>/dev/null; echo "$want"; } | sha256sum | cut -c1-16)"
+if [ "$force" != "--force" ] && [ -f "$build_stamp" ] && [ "$(cat "$build_stamp")" = "$build_want" ] \
+    && [ -f "$SR_INSTALL/setup.bash" ]; then
+  log "workspace build up to date ($(basename "$SR_INSTALL"))"
+  exit 0
+fi
 # shellcheck source=/dev/null
 set +u  # colcon's setup.bash reads unset variables
 source "$root/scripts/env.sh" --no-install
 set -u
-log "colcon build"
+log "colcon build -> $(basename "$SR_INSTALL")"
 t0=$(date +%s)
-colcon --log-base "$root/log" build --base-paths "$root/src" --build-base "$root/build" \
-  --install-base "$root/install" --symlink-install \
-  --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$venv/bin/python" \
-  --event-handlers console_direct- console_cohesion- status- summary+ 2>&1 | tail -n 20
+if ! colcon --log-base "$SR_LOG" build --base-paths "$root/src" --build-base "$SR_BUILD" \
+    --install-base "$SR_INSTALL" --symlink-install \
+    --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$venv/bin/python" \
+    --event-handlers console_direct- console_cohesion- status- summary+ 2>&1 | tail -n 20 \
+    || [ ! -f "$SR_INSTALL/setup.bash" ]; then
+  log "ERROR: colcon build failed (see $SR_LOG)"; exit 1
+fi
+mkdir -p "$SR_BUILD"
+echo "$build_want" > "$build_stamp"
 log "colcon build done in $(( $(date +%s) - t0 )) s"
