@@ -174,3 +174,34 @@ def wait_until(predicate, timeout_s: float = 15.0, interval_s: float = 0.02, wha
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(interval_s)
+
+
+# -- relay in this process ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def running_relay(directory: Path, store=None, **kwargs):
+    """A RelayServer on 127.0.0.1 (free port) with the test tokens; yields a namespace with target, store."""
+    from types import SimpleNamespace
+
+    from strands_robots.relay.auth import TokenBook
+    from strands_robots.relay.server import RelayServer
+    from strands_robots.relay.store import SqliteStore
+
+    tokens = TokenBook(CLIENT_TOKENS, STATION_TOKENS)
+    own_store = store is None
+    if own_store:
+        store = SqliteStore(str(Path(directory) / "relay.db"))
+    kwargs.setdefault("poll_s", 0.1)
+    server = RelayServer(store, tokens, "127.0.0.1:0", **kwargs)
+    port = server.start()
+    try:
+        yield SimpleNamespace(server=server, port=port, target=f"127.0.0.1:{port}", store=store, tokens=tokens)
+    finally:
+        server.stop(0)
+        if own_store:
+            store.close()
+
+
+def yes_no_task(task_id: str = "pick", instruction: str = "pick up the cube") -> dict:
+    return {"task_id": task_id, "instruction": instruction,
+            "scoring": {"items": [{"name": "placed", "question": "Is the cube in the bin?", "answer_type": "yes_no",
+                                   "max_points": 1.0, "success_answer": "yes"}]}}
