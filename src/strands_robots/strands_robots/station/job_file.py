@@ -18,11 +18,11 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
         layout: cube on the left mat      # optional
         parameters: {duration_s: 1.0, policy.end_after_steps: 20}   # scalars, kept as strings
         scoring:                          # the success item first
-          - {name: reached, question: Did it reach the cube?, answer_type: yes_no, max_points: 1,
+          - {name: reached, question: "Did it reach the cube?", answer_type: yes_no, max_points: 1,
              success_answer: "yes"}
-          - {name: grasp, question: How was the grasp?, answer_type: choice, max_points: 2,
+          - {name: grasp, question: "How was the grasp?", answer_type: choice, max_points: 2,
              choices: [none, partial, firm], choice_points: [0, 1, 2]}
-          - {name: blocks, question: Blocks stacked?, answer_type: count, max_points: 3, points_per_unit: 1}
+          - {name: blocks, question: "Blocks stacked?", answer_type: count, max_points: 3, points_per_unit: 1}
 
 Every refusal is a :class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and
 the reason. YAML is read with ``yaml.safe_load`` only.

@@ -1,0 +1,183 @@
+"""Durable job state: atomic writes, format version, and restart (station/persistence.py)."""
+
+import json
+import os
+
+import pytest
+
+from strands_robots.station import persistence
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.inprocess import InProcessRobot
+from strands_robots.station.job_file import job_spec_from_mapping
+from strands_robots.station.model import JobState
+from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.persistence import (
+    FORMAT_VERSION,
+    MAX_RESTARTS,
+    JobStore,
+    PersistenceError,
+    record_from_mapping,
+    record_to_mapping,
+    recover,
+)
+from strands_robots.station.record import JobRecord, RunningEpisode
+
+SHEET = [
+    {"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"},
+    {"name": "grip", "question": "Grip?", "answer_type": "choice", "max_points": 2, "choices": ["none", "firm"],
+     "choice_points": [0, 2]},
+    {"name": "n", "question": "How many?", "answer_type": "count", "max_points": 2, "points_per_unit": 1},
+]
+
+
+def spec(episodes=3, **params):
+    return job_spec_from_mapping({
+        "job_id": "persist-1", "client_id": "team", "station_id": "sim", "episodes_total": episodes,
+        "duration_s": 0.4, "policy": {"provider": "scripted", "config": {"mode": "torque_ramp", "target": 1.0}},
+        "tasks": [{"task_id": "a", "instruction": "do a", "parameters": {"success_when": "end_condition == timeout",
+                                                                          "answer.grip": "firm", **params},
+                   "scoring": SHEET},
+                  {"task_id": "b", "instruction": "do b", "parameters": {"policy.end_after_steps": "5"},
+                   "scoring": SHEET}]})
+
+
+class Killed(BaseException):
+    """Stands for the station process dying: nothing after it runs."""
+
+
+def run_until(store, message_fragment, spec_=None):
+    """Run a job persisted in ``store`` and die right after the snapshot whose message has the fragment."""
+
+    def publish(status):
+        if message_fragment in status.message:
+            raise Killed(status.message)
+
+    runner = JobRunner(JobRecord(spec_ or spec()), InProcessRobot(), ScriptedOperator(), store=store,
+                       publish=publish)
+    with pytest.raises(Killed):
+        runner.run()
+
+
+def test_record_round_trips_through_json_with_typed_answers(tmp_path):
+    store = JobStore(str(tmp_path))
+    final = JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store).run()
+    loaded = store.load("persist-1")
+    assert loaded.state is JobState.SUCCEEDED and loaded.message == final.message
+    assert loaded.episodes == final.episodes  # every field, answers keep their types
+    answers = [i.answer for i in loaded.episodes[0].items]
+    assert answers == [True, 1, 0] and isinstance(answers[0], bool) and not isinstance(answers[1], bool)
+    data = json.loads(open(store.path_of("persist-1")).read())
+    assert data["format_version"] == FORMAT_VERSION
+
+
+def test_state_is_on_disk_after_every_change(tmp_path):
+    store = JobStore(str(tmp_path))
+    on_disk = []
+
+    def publish(status):  # a snapshot is published only after its state was saved
+        record = store.load(status.job_id)
+        on_disk.append((record.state, record.message, len(record.episodes)))
+        assert (record.state, record.message, record.episodes) == (status.state, status.message, status.episodes)
+
+    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store, publish=publish).run()
+    assert on_disk[0][0] is JobState.CREATED and on_disk[-1][0] is JobState.SUCCEEDED
+    assert [n for _, _, n in on_disk] == sorted(n for _, _, n in on_disk)
+
+
+def test_killed_during_an_episode_resumes_and_reruns_its_task_as_a_new_episode(tmp_path):
+    store = JobStore(str(tmp_path))
+    run_until(store, "ep_0001 running")
+    crashed = store.load("persist-1")
+    assert crashed.state is JobState.RUNNING and crashed.running == RunningEpisode("ep_0001", 1, 0)
+    assert [e.episode_id for e in crashed.episodes] == ["ep_0000"]
+
+    resumed = recover(crashed)
+    assert resumed.state is JobState.WAITING_POLICY and resumed.running is None
+    assert resumed.interrupted == ("ep_0001",) and resumed.restarts == 1
+    assert "ep_0001" in resumed.message and "runs again as a new episode" in resumed.message
+    final = JobRunner(resumed, InProcessRobot(), ScriptedOperator(), store=store).run()
+    assert final.state is JobState.SUCCEEDED
+    assert [(e.episode_id, e.task.task_id) for e in final.episodes] == [
+        ("ep_0000", "a"), ("ep_0002", "b"), ("ep_0003", "a")]
+    assert store.load("persist-1").interrupted == ("ep_0001",)
+
+
+def test_killed_while_waiting_for_the_policy_waits_again(tmp_path):
+    store = JobStore(str(tmp_path))
+    run_until(store, "waiting for the policy")
+    resumed = recover(store.load("persist-1"))
+    assert resumed.state is JobState.WAITING_POLICY and resumed.interrupted == ()
+    final = JobRunner(resumed, InProcessRobot(), ScriptedOperator(), store=store).run()
+    assert final.state is JobState.SUCCEEDED and len(final.episodes) == 3
+
+
+def test_a_station_that_keeps_dying_fails_the_job_with_the_reason(tmp_path):
+    store = JobStore(str(tmp_path))
+    run_until(store, "ep_0000 running")
+    record = store.load("persist-1")
+    for _ in range(MAX_RESTARTS):
+        record = recover(record).replace(state=JobState.RUNNING, running=RunningEpisode("ep_0009", 0, 0))
+    final_record = recover(record)
+    assert final_record.state is JobState.FAILED
+    assert f"restarted {MAX_RESTARTS + 1} times" in final_record.message
+    status = JobRunner(final_record, InProcessRobot(), ScriptedOperator(), store=store).run()
+    assert status.state is JobState.FAILED and status.message == final_record.message
+
+
+def test_terminal_job_is_loaded_as_it_was(tmp_path):
+    store = JobStore(str(tmp_path))
+    JobRunner(JobRecord(spec(episodes=1)), InProcessRobot(), ScriptedOperator(), store=store).run()
+    record = store.load("persist-1")
+    assert recover(record) is record
+
+
+def test_crash_inside_a_write_leaves_the_previous_state_intact(tmp_path, monkeypatch):
+    store = JobStore(str(tmp_path))
+    record = JobRecord(spec(), message="first")
+    store.save(record)
+
+    def crash(src, dst):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(persistence.os, "replace", crash)
+    with pytest.raises(PersistenceError) as info:
+        store.save(record.replace(message="second"))
+    assert "disk went away" in str(info.value)
+    monkeypatch.undo()
+    assert store.load("persist-1").message == "first"
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []  # the temp file was removed
+
+
+def test_leftover_temp_file_of_a_killed_write_is_not_a_job(tmp_path):
+    store = JobStore(str(tmp_path))
+    store.save(JobRecord(spec()))
+    (tmp_path / ".persist-1.abc.tmp").write_text('{"format_version": 1, "job"')  # torn: the process died
+    assert store.job_ids() == ("persist-1",)
+    assert [r.job_id for r in store.load_all()] == ["persist-1"]
+
+
+def test_unreadable_or_foreign_version_file_is_refused_naming_it(tmp_path):
+    store = JobStore(str(tmp_path))
+    store.save(JobRecord(spec()))
+    path = store.path_of("persist-1")
+    data = json.loads(open(path).read())
+    data["format_version"] = 99
+    open(path, "w").write(json.dumps(data))
+    with pytest.raises(PersistenceError) as info:
+        store.load("persist-1")
+    assert path in str(info.value) and "format_version 99" in str(info.value)
+    open(path, "w").write("{not json")
+    with pytest.raises(PersistenceError) as info:
+        list(store.load_all())
+    assert path in str(info.value) and "unreadable" in str(info.value)
+    with pytest.raises(PersistenceError) as info:
+        store.load("nobody")
+    assert "no saved state" in str(info.value)
+
+
+def test_malformed_record_is_refused_with_the_reason():
+    data = record_to_mapping(JobRecord(spec()))
+    del data["episodes"]
+    with pytest.raises(PersistenceError) as info:
+        record_from_mapping(data)
+    assert "malformed job state" in str(info.value) and "episodes" in str(info.value)
