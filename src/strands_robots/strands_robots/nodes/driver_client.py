@@ -5,13 +5,23 @@
 that subscription and response callbacks set, so calling them from a callback of a single-threaded executor
 spinning that node would deadlock. The rollout node calls them from its control thread.
 
-- ``observe()`` converts the latest cached ``joint_states`` message (never waits once one has arrived);
-- ``send_action()`` is one ``SendAction`` call with a timeout; a timeout or a missing driver is a coarse
+- ``observe()`` converts the latest cached ``joint_states`` message (never waits once one has arrived) and
+  refuses (:class:`DriverSilent`) one older than the driver silence bound: a stale reading is never handed to
+  the policy or recorded as fresh;
+- ``send_action()`` goes by the **command path** (``command_path``): ``stream`` (the default) publishes an
+  ``ActionCommand`` and takes that step's ``ActionVerdict`` from the verdict stream, waiting at most a fraction
+  of the control period (:mod:`strands_robots.nodes.command_stream`); ``service`` is one ``SendAction`` call
+  with a timeout (kept for comparison and for single calls). A timeout or a missing driver is a coarse
   verdict, never an exception, so the loop records it as ``unknown``;
-- ``advance()`` and ``reset()`` do nothing: the driver runs on its own clock, and moving to the start pose is
-  an explicit step of the station (:meth:`RosDriverBackend.move_to_start_pose`);
-- the lease token is sent with every action; :meth:`RosDriverBackend.acquire` also keeps the lease alive with
-  a heartbeat every third of its duration.
+- ``fault_detail()`` is empty while the driver is heard and names the driver and the silence once it is not
+  (:mod:`strands_robots.nodes.driver_watch`): the runner then ends the episode as an error;
+- ``advance()`` does nothing (the driver runs on its own clock); ``reset()`` moves the arms to the start pose
+  (``reset_moves_to_start_pose``; the rollout node moves them itself, before the episode, to report
+  ``start_pose_unreached``);
+- the start pose is the driver's ``move_to_start_pose`` action (cancellable, with feedback), or its service
+  where the driver offers no action server;
+- the lease token is sent with every action and with ``reset_safety``; :meth:`RosDriverBackend.acquire` also
+  keeps the lease alive with a heartbeat every third of its duration.
 """
 
 from __future__ import annotations
@@ -21,11 +31,14 @@ import numbers
 import threading
 import time
 from array import array
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
 
+from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from strands_robots_msgs.action import MoveToStartPose as MoveToStartPoseAction
 from strands_robots_msgs.msg import DriverStatus, SafetyStop
 from strands_robots_msgs.srv import (
     AcquireLease,
@@ -39,23 +52,58 @@ from strands_robots_msgs.srv import (
 from strands_robots import convert
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS
+from strands_robots.nodes.command_stream import CommandStream
+from strands_robots.nodes.driver_watch import DriverWatch, default_silence_s
 
 # How long safety_stop_detail() waits for the SafetyStop message after a response said "stopped".
 _STOP_DETAIL_WAIT_S = 0.2
 
+COMMAND_PATH_STREAM = "stream"
+COMMAND_PATH_SERVICE = "service"
+COMMAND_PATHS = (COMMAND_PATH_STREAM, COMMAND_PATH_SERVICE)
+# Fraction of the control period the stream path waits for a step's verdict (command_stream.py).
+DEFAULT_VERDICT_WAIT_FRACTION = 0.5
+# How long move_to_start_pose looks for the driver's action server before it falls back to the service.
+_START_POSE_DISCOVERY_S = 2.0
+
+
+class DriverSilent(RuntimeError):
+    """The arm driver has not been heard for longer than the silence bound (its text names the driver)."""
+
+
+@dataclass(frozen=True)
+class StartPoseOutcome:
+    """What a start-pose move came to (the action's result or the service's response).
+
+    :ivar via: ``action`` or ``service``; ``""`` when nothing was asked (no driver, cancelled before).
+    """
+
+    reached: bool
+    max_error: float = -1.0
+    elapsed_s: float = 0.0
+    detail: str = ""
+    via: str = ""
+
 
 class RosDriverBackend:
-    """A ``RobotBackend`` over the arm driver node's topics and services.
+    """A ``RobotBackend`` over the arm driver node's topics, services and actions.
 
     :param node: the node to create subscriptions, clients and the heartbeat timer on; spun elsewhere.
     :param driver_namespace: prefix of the driver's names (``""``: relative to ``node``'s namespace, e.g.
         ``send_action``; ``"/arms"``: ``/arms/send_action``).
-    :param action_timeout_s: ``send_action`` deadline; past it the verdict is coarse.
+    :param action_timeout_s: ``SendAction`` deadline on the service path; past it the verdict is coarse.
     :param wait_timeout_s: how long ``observe()``/``action_keys()`` wait for the first message.
     :param lease_token: token to send with every action (e.g. one the station acquired); ``acquire()``
         replaces it.
     :param joint_limits: ``{key: (lower, upper)}`` as the driver is configured; handed to the policy through
         :meth:`joint_limits` (the driver still enforces its own).
+    :param command_path: ``stream`` (ActionCommand / ActionVerdict topics) or ``service`` (``SendAction``).
+    :param control_frequency: the rollout's rate; sets the verdict wait, the commands' ``apply_by`` and the
+        default silence bound (:meth:`set_control_frequency` changes it per episode).
+    :param verdict_wait_fraction: stream path: the share of a control period a step waits for its verdict.
+    :param driver_silence_s: the dead-driver bound; 0 derives it from the control period
+        (:func:`~strands_robots.nodes.driver_watch.default_silence_s`).
+    :param reset_moves_to_start_pose: ``reset()`` moves the arms to the start pose (raises when unreached).
     """
 
     def __init__(
@@ -66,27 +114,46 @@ class RosDriverBackend:
         wait_timeout_s: float = 5.0,
         lease_token: str = "",
         joint_limits: "Mapping[str, tuple[float, float]] | None" = None,
+        command_path: str = COMMAND_PATH_STREAM,
+        control_frequency: float = 50.0,
+        verdict_wait_fraction: float = DEFAULT_VERDICT_WAIT_FRACTION,
+        driver_silence_s: float = 0.0,
+        reset_moves_to_start_pose: bool = True,
     ) -> None:
-        for name, value in (("action_timeout_s", action_timeout_s), ("wait_timeout_s", wait_timeout_s)):
+        for name_, value in (("action_timeout_s", action_timeout_s), ("wait_timeout_s", wait_timeout_s),
+                             ("control_frequency", control_frequency)):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+                raise ValueError(f"{name_} must be a finite number > 0, got {value!r}")
+        if command_path not in COMMAND_PATHS:
+            raise ValueError(f"command_path must be one of {', '.join(COMMAND_PATHS)}, got {command_path!r}")
+        if not (isinstance(verdict_wait_fraction, (int, float)) and 0.0 < verdict_wait_fraction < 1.0):
+            raise ValueError(f"verdict_wait_fraction must be in (0, 1), got {verdict_wait_fraction!r}")
         self._node = node
+        self.command_path = command_path
         self._action_timeout_s = float(action_timeout_s)
         self._wait_timeout_s = float(wait_timeout_s)
+        self._verdict_wait_fraction = float(verdict_wait_fraction)
+        self._silence_override_s = float(driver_silence_s or 0.0)
+        self.reset_moves_to_start_pose = bool(reset_moves_to_start_pose)
         self.lease_token = lease_token
         self._joint_limits = {k: (float(lo), float(hi)) for k, (lo, hi) in (joint_limits or {}).items()}
         self._lock = threading.Lock()
         # Service answers and the heartbeat: reentrant, so a slow one never holds up another.
         self._group = ReentrantCallbackGroup()
-        # The control-rate joint_states stream gets a mutually exclusive group of its own: in a reentrant
-        # group, rclpy's MultiThreadedExecutor re-dispatches a 200 Hz subscription faster than its threads
-        # drain it, and service answers waited behind it (send_action p99 7 ms -> 70..400 ms, measured).
+        # The control-rate streams (joint_states, verdicts) get mutually exclusive groups of their own, so under a
+        # MultiThreadedExecutor a service answer never waits behind them.
         self._stream_group = MutuallyExclusiveCallbackGroup()
         self._state_group = MutuallyExclusiveCallbackGroup()
         prefix = driver_namespace.rstrip("/")
 
         def name(n: str) -> str:
             return f"{prefix}/{n}" if prefix else n
+
+        where = prefix or node.get_namespace()
+        self.driver_name = f"arm driver {where if where != '/' else '(root namespace)'}"
+        self._watch = DriverWatch(self.driver_name, default_silence_s(1.0 / 50.0))
+        self._period_s = 1.0 / 50.0
+        self.set_control_frequency(control_frequency)
 
         self._joint_state: Optional[JointState] = None
         self._joint_state_received = threading.Event()
@@ -98,6 +165,7 @@ class RosDriverBackend:
         # A send_action answer said "stopped" and no SafetyStop has arrived since (guarded by _safety_changed).
         self._stop_unexplained = False
         self._step_index = 0
+        self._run_id = ""
 
         self._subs = [
             node.create_subscription(JointState, name("joint_states"), self._on_joint_state, STATE_QOS,
@@ -107,6 +175,8 @@ class RosDriverBackend:
             node.create_subscription(SafetyStop, name("safety_stop"), self._on_safety, LATCHED_QOS,
                                      callback_group=self._state_group),
         ]
+        self._stream = CommandStream(node, name("action_commands"), name("action_verdicts"),
+                                     callback_group=self._stream_group, on_verdict=self._on_verdict)
         g = self._group
         self._send = node.create_client(SendAction, name("send_action"), callback_group=g)
         self._acquire = node.create_client(AcquireLease, name("acquire_lease"), callback_group=g)
@@ -114,19 +184,55 @@ class RosDriverBackend:
         self._release = node.create_client(ReleaseLease, name("release_lease"), callback_group=g)
         self._reset_safety = node.create_client(ResetSafety, name("reset_safety"), callback_group=g)
         self._move = node.create_client(MoveToStartPose, name("move_to_start_pose"), callback_group=g)
+        self._move_action = ActionClient(node, MoveToStartPoseAction, name("move_to_start_pose"), callback_group=g)
+        self.start_pose_feedback: Any = None
 
         self._heartbeat = None
         self._heartbeat_duration_s = 0.0
         self._lease_lost = ""
         self._lease_id = ""
 
+    # -- configuration per episode -----------------------------------------------------------------------------
+    def set_control_frequency(self, hz: float) -> None:
+        """The rollout's rate for the next episode: verdict wait, ``apply_by`` and the default silence bound."""
+        hz = float(hz)
+        if not (math.isfinite(hz) and hz > 0):
+            raise ValueError(f"control frequency must be a finite number > 0, got {hz!r}")
+        self._period_s = 1.0 / hz
+        self._watch.set_silence(self._silence_override_s or default_silence_s(self._period_s))
+
+    @property
+    def silence_s(self) -> float:
+        """The dead-driver bound in force (s)."""
+        return self._watch.silence_s
+
+    @property
+    def verdict_wait_s(self) -> float:
+        """Stream path: how long a step waits for its verdict (s)."""
+        return self._verdict_wait_fraction * self._period_s
+
+    @property
+    def stream(self) -> CommandStream:
+        """The command stream (its counters: sent, answered, late; command-to-verdict latencies)."""
+        return self._stream
+
+    def begin_run(self, run_id: str) -> None:
+        """A new episode (lifecycle ``run_id``): commands carry it, step indices count from 0 again, and the
+        last episode's unanswered commands no longer count toward the silence."""
+        with self._lock:
+            self._run_id = str(run_id)
+            self._step_index = 0
+        self._watch.begin()
+
     # -- subscriptions (executor threads; keep them short) -----------------------------------------------------
     def _on_joint_state(self, msg: JointState) -> None:
         self._joint_state = msg
+        self._watch.joint_state()
         self._joint_state_received.set()
 
     def _on_status(self, msg: DriverStatus) -> None:
         self._status = msg
+        self._watch.status()
         self._status_received.set()
 
     def _on_safety(self, msg: SafetyStop) -> None:
@@ -134,6 +240,9 @@ class RosDriverBackend:
             self._safety = msg
             self._stop_unexplained = False
             self._safety_changed.notify_all()
+
+    def _on_verdict(self, _msg: Any) -> None:
+        self._watch.answered()
 
     # -- RobotBackend ------------------------------------------------------------------------------------------
     def action_keys(self) -> tuple[str, ...]:
@@ -160,6 +269,8 @@ class RosDriverBackend:
         """The latest joint state as an observation dict (``sim_time_s`` = the message's robot-time stamp).
 
         :raises TimeoutError: no ``joint_states`` within ``wait_timeout_s`` (driver not active?).
+        :raises DriverSilent: the latest ``joint_states`` is older than the silence bound: it is not handed out
+            as a fresh observation.
         """
         msg = self._joint_state
         if msg is None:
@@ -167,45 +278,92 @@ class RosDriverBackend:
                 raise TimeoutError(f"no joint_states from the arm driver within {self._wait_timeout_s:g} s "
                                    "(is it active?)")
             msg = self._joint_state
+        stale = self._watch.stale_observation()
+        if stale:
+            raise DriverSilent(stale)
         cached_msg, cached_obs = self._obs_cache
         if cached_msg is not msg:
             cached_obs = convert.joint_state_to_observation(msg)
             self._obs_cache = (msg, cached_obs)
         return dict(cached_obs)
 
+    def fault_detail(self) -> str:
+        """Empty while the driver is heard; else why the episode must end (names the driver and the silence)."""
+        return self._watch.fault()
+
     def send_action(self, action: Mapping[str, float]) -> ActionVerdict:
-        """One ``SendAction`` call; a verdict for every key, or a coarse error (timeout, no driver, bad input)."""
+        """Apply one action by the command path; a verdict for every key, or a coarse error (no verdict in time,
+        no driver, bad input)."""
         if not isinstance(action, Mapping):
             return ActionVerdict.coarse(
                 f"action must be a mapping of actuator key to float, got {type(action).__name__}")
         for key in action:
             if not isinstance(key, str):
                 return ActionVerdict.coarse(f"action keys must be strings, got {type(key).__name__} {key!r}")
-        if not self._send.service_is_ready():
-            return ActionVerdict.coarse("arm driver not available (no send_action service)")
+        if self.command_path == COMMAND_PATH_STREAM:
+            return self._send_streamed(action)
+        return self._send_service(action)
+
+    def _next_step(self) -> tuple[str, int]:
         with self._lock:
             step_index = self._step_index
             self._step_index += 1
+            return self._run_id, step_index
+
+    def _send_streamed(self, action: Mapping[str, float]) -> ActionVerdict:
+        if not self._stream.driver_listening():
+            return ActionVerdict.coarse("arm driver not available (no subscriber on action_commands or no "
+                                        "publisher of action_verdicts)")
+        run_id, step_index = self._next_step()
+        # A value that is not a real number cannot cross the wire; NaN makes the driver say non_finite.
+        wire = {k: _as_wire_float(v) for k, v in action.items()}
+        wait_s = self.verdict_wait_s
+        self._watch.command_sent()
+        msg = self._stream.send(wire, run_id, step_index, self.lease_token, wait_s, stale_after_s=self._period_s)
+        if msg is None:
+            return ActionVerdict.coarse(f"no verdict from the {self.driver_name} within {wait_s * 1e3:.2f} ms "
+                                        f"(step {step_index})")
+        self._note_stopped(msg.stopped)
+        return convert.verdict_msg_to_verdict(msg)
+
+    def _send_service(self, action: Mapping[str, float]) -> ActionVerdict:
+        if not self._send.service_is_ready():
+            return ActionVerdict.coarse("arm driver not available (no send_action service)")
+        _, step_index = self._next_step()
         req = SendAction.Request()
         req.lease_token = self.lease_token
         req.step_index = step_index
         req.keys = list(action)
         # A value that is not a real number cannot cross the wire; NaN makes the driver say non_finite.
         req.values = array("d", (_as_wire_float(v) for v in action.values()))
+        self._watch.command_sent()
         res = self._call(self._send, req, self._action_timeout_s)
         if res is None:
             return ActionVerdict.coarse(f"send_action timed out after {self._action_timeout_s:g} s")
-        if res.stopped:
+        self._watch.answered()
+        self._note_stopped(res.stopped)
+        return convert.response_to_verdict(res)
+
+    def _note_stopped(self, stopped: bool) -> None:
+        if stopped:
             with self._safety_changed:
                 if self._safety is None or not self._safety.stopped:
                     self._stop_unexplained = True
-        return convert.response_to_verdict(res)
 
     def advance(self, dt: float) -> None:
         """Nothing: the driver steps its physics in real time on its own thread."""
 
     def reset(self, seed: "int | None" = None) -> None:
-        """Nothing: the physics reset is not exposed over ROS; the station moves to the start pose instead."""
+        """Before every episode: move the arms to the start pose (when ``reset_moves_to_start_pose``).
+
+        The physics itself is not reset over ROS (the driver keeps running); the seed reaches the policy, not
+        the driver. :raises RuntimeError: the start pose was not reached.
+        """
+        if not self.reset_moves_to_start_pose:
+            return
+        outcome = self.move_to_start_pose()
+        if not outcome.reached:
+            raise RuntimeError(f"start pose unreached: {outcome.detail}")
 
     def safety_stop_detail(self) -> str:
         """Every tripped check's text (``"; "``-joined) from the latest ``SafetyStop``; empty while free.
@@ -231,11 +389,19 @@ class RosDriverBackend:
         return self._safety
 
     def wait_until_ready(self, timeout_s: float = 5.0) -> bool:
-        """Whether the driver's services are up and a joint state has arrived within ``timeout_s``."""
+        """Whether, within ``timeout_s``, the driver's command path is up (the command stream matched, or the
+        ``send_action`` service) and a fresh joint state (younger than the silence bound) has arrived."""
         deadline = time.monotonic() + timeout_s
-        if not self._send.wait_for_service(timeout_sec=timeout_s):
-            return False
-        return self._joint_state_received.wait(max(0.0, deadline - time.monotonic()))
+        if self.command_path == COMMAND_PATH_SERVICE:
+            if not self._send.wait_for_service(timeout_sec=timeout_s):
+                return False
+        while True:
+            path_up = self.command_path == COMMAND_PATH_SERVICE or self._stream.driver_listening()
+            if path_up and self._watch.joint_state_age_s() <= self._watch.silence_s:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     @property
     def lease_id(self) -> str:
@@ -282,41 +448,94 @@ class RosDriverBackend:
         return bool(res is not None and res.ok)
 
     def move_to_start_pose(self, tolerance: float = 0.0, timeout_s: float = 0.0,
-                           call_timeout_s: "float | None" = None) -> MoveToStartPose.Response:
+                           call_timeout_s: "float | None" = None,
+                           should_stop: "Callable[[], bool] | None" = None) -> StartPoseOutcome:
         """Ask the driver to move to its start pose with the current lease token, and wait for the outcome.
+
+        Uses the driver's ``move_to_start_pose`` action (cancelled when ``should_stop()`` turns true while
+        waiting: the arms hold where they are); a driver without the action server is asked by its service.
 
         :param tolerance: rad; 0 uses the driver's configured tolerance.
         :param timeout_s: robot-time settle deadline; 0 uses the configured one.
         :param call_timeout_s: wall-clock wait for the answer (default: ``timeout_s`` or 3 s, plus 5 s).
+        :param should_stop: polled while waiting; true cancels the move (``reached`` false, ``detail``
+            ``cancelled``).
         :raises TimeoutError: no answer in time.
         """
+        wait = call_timeout_s if call_timeout_s is not None else (timeout_s or 3.0) + 5.0
+        stop = should_stop or (lambda: False)
+        discovery_end = time.monotonic() + min(_START_POSE_DISCOVERY_S, wait)
+        while not self._move_action.server_is_ready() and not self._move.service_is_ready():
+            if time.monotonic() >= discovery_end or stop():
+                break
+            time.sleep(0.01)
+        if self._move_action.server_is_ready():
+            return self._start_pose_by_action(tolerance, timeout_s, wait, stop)
         req = MoveToStartPose.Request()
         req.lease_token = self.lease_token
         req.tolerance = float(tolerance)
         req.timeout_s = float(timeout_s)
-        wait = call_timeout_s if call_timeout_s is not None else (timeout_s or 3.0) + 5.0
         res = self._call(self._move, req, wait, wait_for_service=True)
         if res is None:
             raise TimeoutError(f"move_to_start_pose: no answer within {wait:g} s")
-        return res
+        return StartPoseOutcome(bool(res.reached), float(res.max_error), float(res.elapsed_s), res.detail,
+                                "service")
+
+    def _start_pose_by_action(self, tolerance: float, timeout_s: float, wait: float,
+                              stop: Callable[[], bool]) -> StartPoseOutcome:
+        goal = MoveToStartPoseAction.Goal()
+        goal.lease_token = self.lease_token
+        goal.tolerance = float(tolerance)
+        goal.timeout_s = float(timeout_s)
+        deadline = time.monotonic() + wait
+        sent = threading.Event()
+        goal_future = self._move_action.send_goal_async(goal, feedback_callback=self._on_start_pose_feedback)
+        goal_future.add_done_callback(lambda _f: sent.set())
+        if not sent.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"move_to_start_pose: goal not answered within {wait:g} s")
+        handle = goal_future.result()
+        if handle is None or not handle.accepted:
+            return StartPoseOutcome(False, -1.0, 0.0, "the driver refused the start-pose goal", "action")
+        done = threading.Event()
+        result_future = handle.get_result_async()
+        result_future.add_done_callback(lambda _f: done.set())
+        while not done.wait(0.02):
+            if stop():
+                handle.cancel_goal_async()
+                done.wait(2.0)  # the driver holds the arms and answers the cancelled goal
+                return StartPoseOutcome(False, -1.0, 0.0, "cancelled", "action")
+            if time.monotonic() >= deadline:
+                handle.cancel_goal_async()
+                raise TimeoutError(f"move_to_start_pose: no result within {wait:g} s")
+        res = result_future.result().result
+        return StartPoseOutcome(bool(res.reached), float(res.max_error), float(res.elapsed_s), res.detail, "action")
+
+    def _on_start_pose_feedback(self, feedback_msg: Any) -> None:
+        self.start_pose_feedback = feedback_msg.feedback
 
     def reset_safety(self, operator_name: str, timeout_s: float = 2.0) -> ResetSafety.Response:
-        """Clear a safety stop (an explicit operator action). :raises TimeoutError: no answer in time."""
+        """Clear a safety stop (an explicit operator action) as the current lease holder (its token is sent).
+
+        :raises TimeoutError: no answer in time.
+        """
         req = ResetSafety.Request()
         req.operator_name = operator_name
+        req.lease_token = self.lease_token
         res = self._call(self._reset_safety, req, timeout_s, wait_for_service=True)
         if res is None:
             raise TimeoutError(f"reset_safety: no answer within {timeout_s:g} s")
         return res
 
     def close(self) -> None:
-        """Stop the heartbeat and destroy the subscriptions and clients (the node stays)."""
+        """Stop the heartbeat and destroy the subscriptions, clients and the command stream (the node stays)."""
         self._stop_heartbeat()
         for sub in self._subs:
             self._node.destroy_subscription(sub)
         self._subs = []
+        self._stream.close()
         for client in (self._send, self._acquire, self._renew, self._release, self._reset_safety, self._move):
             self._node.destroy_client(client)
+        self._move_action.destroy()
 
     # -- internals ---------------------------------------------------------------------------------------------
     def _renew_now(self) -> None:

@@ -1,11 +1,35 @@
 """rollout_node: the policy control loop over ROS 2.
 
 A ``RunEpisode`` action server. Each goal runs one episode of :class:`~strands_robots.rollout.runner.PolicyRunner`
-against the arm driver node (through :class:`~strands_robots.nodes.driver_client.RosDriverBackend`) on the
-action's execute thread; cancelling the goal is the cooperative stop (within one control period, also while the
-loop waits on a deadline). Every observer event is published on ``observer_events`` (one ordered stream, so a
-gap in ``event_seq`` is visible) by a queue-and-thread observer that never blocks the loop; each finished
-episode is also published on ``episode_results`` and returned as the action result.
+against the arm driver node (through :class:`~strands_robots.nodes.driver_client.RosDriverBackend`):
+
+1. every goal field (with the parameters filling what the goal leaves empty) is validated by the shared run
+   validation (:func:`~strands_robots.rollout.run_spec.validate_run`) **before anything moves**: a refused goal
+   is aborted with the reason in the result's ``message``, and neither the lease nor the arms are touched;
+2. the lease (the goal's token, or one acquired for the episode), then the start pose, before every episode
+   (``start_pose_before_episode``; cancelling the goal cancels the move);
+3. the episode, on a control thread of its own. Cancelling the goal is the cooperative stop (within one
+   control period, also while the loop waits on a deadline).
+
+**One node, one executor.** The node is spun by a ``SingleThreadedExecutor`` (rclpy's MultiThreadedExecutor
+busy-waits holding the GIL while work is pending, which starved the control loop: bench/README.md). The
+action's execute callback is a coroutine that starts the episode's thread and awaits a future the thread
+completes, so the executor keeps serving joint_states, verdicts, cancels, feedback and the parameter services
+while an episode runs; the control thread never runs on the executor.
+
+**Command path** (``command_path``, read-only): ``stream`` (default) publishes an ``ActionCommand`` per step and
+takes the step's ``ActionVerdict`` from the verdict stream, waiting at most ``verdict_wait_fraction`` of a
+control period (:mod:`strands_robots.nodes.command_stream`); ``service`` calls ``SendAction`` per step (for
+comparison). **Dead driver**: past ``driver_silence_s`` without joint_states or without answers the episode
+ends as an error naming the driver and the silence, and no stale observation reaches the policy or the
+recording (:mod:`strands_robots.nodes.driver_watch`).
+
+**Goal fields**: a number or string left 0 / empty takes the parameter's value. The goal's ``record`` and
+``async_rtc`` are booleans with no "unset": they decide for their goal, both ways (a goal turns recording or
+prefetch on or off); the ``record`` / ``async_rtc`` parameters are what the node's own autorun episodes use.
+``max_steps`` is the step budget (as ``n_steps`` in process); ``robot_name`` is reported in RunPolicyStarted;
+``seed`` (>= 0) reaches the policy. Recordings are filed under this node's namespace and numbered by a
+per-node episode counter. ``events_published`` / ``events_dropped`` count this goal's events.
 
 Topics: ``observer_events`` (ObserverEvent), ``episode_results`` (EpisodeResult). Action: ``run_episode``.
 The driver's names are resolved relative to ``driver_namespace`` (default: this node's namespace).
@@ -27,66 +51,117 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.task import Future
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import EpisodeResult, ObserverEvent
 
 from strands_robots import convert
+from strands_robots.nodes import process
 from strands_robots.nodes._qos import EVENT_QOS
-from strands_robots.nodes.driver_client import RosDriverBackend
+from strands_robots.nodes.driver_client import COMMAND_PATHS, DEFAULT_VERDICT_WAIT_FRACTION, RosDriverBackend
+from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.policies.registry import known_providers
 from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_condition_of_result
+from strands_robots.rollout.run_spec import FIELD_LIMITS, RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
+from strands_robots.simulation.observers import RunPolicyStarted, RunPolicyStep
 
 
 def _float_range(lo: float, hi: float) -> list:
-    return [FloatingPointRange(from_value=lo, to_value=hi, step=0.0)]
+    return [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
 
 
 def _int_range(lo: int, hi: int) -> list:
-    return [IntegerRange(from_value=lo, to_value=hi, step=1)]
+    return [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
 
 
-# name: (default, description, extra descriptor fields)
+def _limit(field: str, zero_ok: bool = False, none_value: "int | None" = None) -> dict:
+    """Descriptor range of a run field from the shared ``FIELD_LIMITS`` (an exclusive minimum becomes the
+    smallest representable value above it for floats; the exact rule is enforced by ``validate_run``).
+
+    :param zero_ok: the parameter also takes 0 (meaning "derive it", e.g. ``max_steps``).
+    :param none_value: an integer below the range that means "none" (``seed`` -1).
+    """
+    lim = FIELD_LIMITS[field]
+    if lim.integer:
+        lo = int(lim.minimum)
+        if zero_ok:
+            lo = min(lo, 0)
+        if none_value is not None:
+            lo = min(lo, none_value)
+        return {"integer_range": _int_range(lo, int(min(lim.maximum, 2**63 - 1)))}
+    lo = 0.0 if zero_ok else (math.nextafter(lim.minimum, math.inf) if lim.exclusive_minimum else lim.minimum)
+    return {"floating_point_range": _float_range(lo, lim.maximum)}
+
+
+def _describe(field: str, text: str) -> str:
+    return f"{text} ({FIELD_LIMITS[field].text()})"
+
+
+# name: (default, description, extra descriptor fields). read_only: applied at construction only.
 PARAMETERS: dict[str, tuple[Any, str, dict]] = {
-    "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted", {}),
-    "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace", {}),
-    "control_frequency": (50.0, "control rate in Hz", {"floating_point_range": _float_range(1.0, 2000.0)}),
-    "policy_provider": ("mock", "policy provider: mock, replay, scripted", {}),
+    "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted (a goal's robot_name wins)", {}),
+    "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace",
+                         {"read_only": True}),
+    "command_path": ("stream", "how actions reach the driver: stream (ActionCommand/ActionVerdict topics) or "
+                               "service (one SendAction call per step, for comparison)", {"read_only": True}),
+    "verdict_wait_fraction": (DEFAULT_VERDICT_WAIT_FRACTION,
+                              "stream path: share of a control period a step waits for its verdict; later is "
+                              "unknown", {"floating_point_range": _float_range(0.05, 0.9)}),
+    "driver_silence_s": (0.0, f"end the episode as an error when the driver is silent this long (no joint_states "
+                              f"or no answers); 0: 10 control periods within [0.25, {SILENCE_MAX_S:g}] s",
+                         {"floating_point_range": _float_range(0.0, SILENCE_MAX_S)}),
+    "control_frequency": (50.0, _describe("control_frequency", "control rate in Hz"), _limit("control_frequency")),
+    "policy_provider": ("mock", "policy provider: " + ", ".join(known_providers()), {}),
     "policy_config_json": ("", "policy provider options as a JSON object; empty for none", {}),
     "instruction": ("wave both arms", "language instruction for the policy", {}),
-    "duration_s": (5.0, "episode budget in seconds", {"floating_point_range": _float_range(0.0, 86400.0)}),
-    "max_steps": (0, "step budget; 0 derives it from duration_s", {"integer_range": _int_range(0, 2**31 - 1)}),
-    "action_horizon": (8, "maximum actions per chunk", {"integer_range": _int_range(1, 10000)}),
-    "async_rtc": (False, "prefetch chunks asynchronously", {}),
-    "rtc_inference_timeout_s": (2.0, "async inference deadline (s)",
-                                {"floating_point_range": _float_range(0.001, 600.0)}),
-    "record": (False, "record every episode to MCAP", {}),
+    "duration_s": (5.0, _describe("duration_s", "episode budget in seconds"), _limit("duration_s")),
+    "max_steps": (0, _describe("n_steps", "step budget; 0 derives it from duration_s"),
+                  _limit("n_steps", zero_ok=True)),
+    "action_horizon": (8, _describe("action_horizon", "maximum actions per chunk"), _limit("action_horizon")),
+    "async_rtc": (False, "prefetch chunks asynchronously in autorun episodes (a goal says for itself)", {}),
+    "rtc_inference_timeout_s": (2.0, _describe("rtc_inference_timeout_s", "async inference deadline (s)"),
+                                _limit("rtc_inference_timeout_s")),
+    "record": (False, "record autorun episodes to MCAP (a goal says for itself)", {}),
     "recording_dir": ("/tmp/strands_robots/recordings", "where MCAP recordings go", {}),
-    "event_queue_depth": (8192, "observer publish queue bound; a full queue drops (counted)",
-                          {"integer_range": _int_range(1, 1_000_000)}),
+    "event_queue_depth": (8192, "observer publish queue bound; a full queue drops step events (counted)",
+                          {"integer_range": _int_range(1, 1_000_000), "read_only": True}),
     "require_lease": (True, "acquire a control lease from the driver when a goal brings none", {}),
     "lease_holder": ("rollout", "holder name used when acquiring a lease", {}),
     "lease_priority": (10, "priority used when acquiring a lease", {"integer_range": _int_range(0, 1000)}),
     "lease_duration_s": (2.0, "lease length; renewed every third of it",
                          {"floating_point_range": _float_range(0.1, 3600.0)}),
-    "start_pose_before_episode": (True, "move the arms to the start pose before each episode", {}),
+    "start_pose_before_episode": (True, "move the arms to the start pose before every episode", {}),
     "driver_timeout_s": (15.0, "how long to wait for the arm driver to come up",
                          {"floating_point_range": _float_range(0.1, 3600.0)}),
-    "action_timeout_s": (0.5, "SendAction deadline (s); past it the step is a coarse error",
-                         {"floating_point_range": _float_range(0.001, 60.0)}),
-    "seed": (-1, "policy/simulation seed; negative for none", {}),
+    "action_timeout_s": (0.5, "service path: SendAction deadline (s); past it the step is a coarse error",
+                         {"floating_point_range": _float_range(0.001, 60.0), "read_only": True}),
+    "seed": (-1, _describe("seed", "policy seed; negative for none"), _limit("seed", none_value=-1)),
     "autorun_episodes": (0, "episodes to run at start-up with these parameters",
-                         {"integer_range": _int_range(0, 1_000_000)}),
+                         {"integer_range": _int_range(0, 1_000_000), "read_only": True}),
     "exit_after_autorun": (False, "exit once the autorun episodes are done", {}),
     "autorun_wait_subscribers": (0, "before the autorun episodes, wait (at most driver_timeout_s) until "
                                     "observer_events has this many subscribers, so a watcher started with the "
-                                    "node sees the whole stream", {"integer_range": _int_range(0, 1000)}),
+                                    "node sees the whole stream", {"integer_range": _int_range(0, 1000),
+                                                                   "read_only": True}),
 }
+
+
+class _RunTracker:
+    """Observer (first in the list, on the control thread): tells the backend each new run_id, so the command
+    stream carries the episode's lifecycle id and its step indices restart at 0."""
+
+    def __init__(self, backend: RosDriverBackend) -> None:
+        self._backend = backend
+
+    def __call__(self, event: Any) -> None:
+        if type(event) is RunPolicyStarted:
+            self._backend.begin_run(event.run_id)
 
 
 class RolloutNode(Node):
@@ -96,41 +171,37 @@ class RolloutNode(Node):
         super().__init__("rollout", **kwargs)
         for name, (default, description, extra) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=description, **extra))
-        self.add_on_set_parameters_callback(self._validate_parameters)
-        bad = [r for r in (self._check(p.name, p.value) for p in self._parameters.values()) if r]
+        bad = [r for r in (self._check(name, self.p(name)) for name in PARAMETERS) if r]
         if bad:
             raise ValueError("invalid parameters: " + "; ".join(bad))
+        self.add_on_set_parameters_callback(self._validate_parameters)
 
         self._events_pub = self.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         self._results_pub = self.create_publisher(EpisodeResult, "episode_results", EVENT_QOS)
         self._feedback_target: Any = None
         self._feedback_last = 0.0
+        self._feedback_missed = 0
+        self._feedback_total_steps = 0
         self._events = QueuedEventPublisher(
             self._events_pub.publish, depth=self.p("event_queue_depth"), on_event=self._feedback_from_event
         )
-        # The control path (joint_states, send_action, lease heartbeat) gets a node and a single-threaded
-        # executor of its own: its callbacks only set events the control thread waits on, and it never queues
-        # behind the action server. rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is
-        # pending; on the control path that starved the loop (bench/README.md).
-        self._control_node = rclpy.create_node(
-            f"{self.get_name()}_control", namespace=self.get_namespace(), context=self.context,
-            use_global_arguments=False, start_parameter_services=False)
-        self._control_executor = SingleThreadedExecutor(context=self.context)
-        self._control_executor.add_node(self._control_node)
-        self._control_thread = spin_in_background(self._control_executor, f"{self.get_name()}_control")
         self.backend = RosDriverBackend(
-            self._control_node, driver_namespace=self.p("driver_namespace"),
-            action_timeout_s=self.p("action_timeout_s"), wait_timeout_s=self.p("driver_timeout_s"),
+            self, driver_namespace=self.p("driver_namespace"), action_timeout_s=self.p("action_timeout_s"),
+            wait_timeout_s=self.p("driver_timeout_s"), command_path=self.p("command_path"),
+            control_frequency=self.p("control_frequency"), verdict_wait_fraction=self.p("verdict_wait_fraction"),
+            driver_silence_s=self.p("driver_silence_s"), reset_moves_to_start_pose=False,
         )
+        self._observers = [_RunTracker(self.backend), self._events]
         self._stop = StopToken()
         self.runner = PolicyRunner(self.backend, robot_name=self.p("robot_name"), stop=self._stop)
         self._busy = threading.Lock()
-        self._action_group = ReentrantCallbackGroup()
+        self._goal_pending = False
+        self._episodes_run = 0  # numbers the recordings: episode_0000, episode_0001, ... per node
         self._server = ActionServer(
             self, RunEpisode, "run_episode", execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=self._on_cancel, callback_group=self._action_group,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
         )
-        self._watch = self.create_timer(0.05, self._watch_lease, callback_group=MutuallyExclusiveCallbackGroup())
+        self._watch = self.create_timer(0.05, self._watch_lease)
         self.exit_code: "int | None" = None
         self.done = threading.Event()
         self._closing = threading.Event()
@@ -149,9 +220,14 @@ class RolloutNode(Node):
                     return "policy_config_json must be a JSON object"
             except ValueError as exc:
                 return f"policy_config_json is not JSON: {exc}"
-        if name == "policy_provider" and not str(value).strip():
-            return "policy_provider must not be empty"
-        if name in ("control_frequency", "duration_s", "lease_duration_s") and not math.isfinite(float(value)):
+        if name == "policy_provider":
+            if str(value).strip().lower() not in known_providers():
+                return f"policy_provider {value!r} is not a known provider ({', '.join(known_providers())})"
+        if name == "command_path" and value not in COMMAND_PATHS:
+            return f"command_path must be one of {', '.join(COMMAND_PATHS)}, got {value!r}"
+        if name == "driver_silence_s" and value and not (SILENCE_MIN_S <= value <= SILENCE_MAX_S):
+            return f"driver_silence_s must be 0 or in [{SILENCE_MIN_S:g}, {SILENCE_MAX_S:g}] s, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):
             return f"{name} must be finite"
         return ""
 
@@ -162,23 +238,46 @@ class RolloutNode(Node):
                 return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
 
-    # -- action server -------------------------------------------------------------------------------------
+    # -- action server (executor thread) -------------------------------------------------------------------
     def _on_goal(self, goal: RunEpisode.Goal) -> GoalResponse:
-        if self._busy.locked():
+        # Every goal is accepted unless one runs: a bad field is refused by the validation in the episode
+        # thread, before anything moves, and the refusal reaches the client as the result's message (a
+        # REJECTED goal carries no reason).
+        if self._busy.locked() or self._goal_pending:
             self.get_logger().warning("refusing RunEpisode goal: an episode is already running")
             return GoalResponse.REJECT
-        if goal.control_frequency < 0 or not math.isfinite(goal.control_frequency):
-            self.get_logger().warning(f"refusing RunEpisode goal: control_frequency {goal.control_frequency}")
-            return GoalResponse.REJECT
+        self._goal_pending = True
         return GoalResponse.ACCEPT
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
         self._stop.request("goal cancelled")
         return CancelResponse.ACCEPT
 
-    def _execute(self, goal_handle: Any) -> RunEpisode.Result:
+    async def _execute(self, goal_handle: Any) -> RunEpisode.Result:
+        """Start the episode on its own thread and wait for it without holding the executor."""
+        done: Future = Future(executor=self.executor)
+        done.add_done_callback(lambda _f: None)  # its completion wakes the executor (a task is scheduled)
+        threading.Thread(target=self._episode_thread, args=(goal_handle, done), name="rollout-control",
+                         daemon=True).start()
+        return await done
+
+    def _episode_thread(self, goal_handle: Any, done: Future) -> None:
+        result = RunEpisode.Result()
+        try:
+            result = self._goal_result(goal_handle)
+        except Exception as exc:  # never leave the goal hanging
+            self.get_logger().error(f"episode failed: {type(exc).__name__}: {exc}")
+            result.message = f"episode failed: {type(exc).__name__}: {exc}"
+            if goal_handle.is_active:
+                goal_handle.abort()
+        finally:
+            self._goal_pending = False
+            done.set_result(result)
+
+    def _goal_result(self, goal_handle: Any) -> RunEpisode.Result:
         goal = goal_handle.request
         self._feedback_target = goal_handle
+        published, dropped = self._events.published, self._events.dropped
         try:
             ended_dict, end_condition, message = self.run_episode(goal)
         finally:
@@ -188,8 +287,8 @@ class RolloutNode(Node):
             result.ended = convert.dict_to_msg("strands_robots_msgs/msg/RunPolicyEnded", ended_dict)
         result.end_condition = end_condition
         result.message = message
-        result.events_published = self._events.published
-        result.events_dropped = self._events.dropped
+        result.events_published = self._events.published - published
+        result.events_dropped = self._events.dropped - dropped
         if goal_handle.is_cancel_requested:
             goal_handle.canceled()
         elif ended_dict is not None and ended_dict.get("outcome") == "ok":
@@ -201,8 +300,16 @@ class RolloutNode(Node):
     def _feedback_from_event(self, event: Any) -> None:
         """Publisher thread: turn step events into action feedback, at most 10 per second."""
         handle = self._feedback_target
-        if handle is None or not hasattr(event, "applied_action_index"):
+        if handle is None:
             return
+        if type(event) is RunPolicyStarted:
+            self._feedback_missed = 0
+            self._feedback_total_steps = int(event.total_steps)
+            return
+        if type(event) is not RunPolicyStep:
+            return
+        if event.deadline_missed:
+            self._feedback_missed += 1
         now = time.monotonic()
         if now - self._feedback_last < 0.1:
             return
@@ -210,8 +317,10 @@ class RolloutNode(Node):
         fb = RunEpisode.Feedback()
         fb.run_id = event.run_id
         fb.applied_actions = event.applied_action_index + 1
+        fb.total_steps = self._feedback_total_steps
         fb.elapsed_s = float(event.elapsed_s)
         fb.last_resolution = event.action_resolution
+        fb.missed_deadlines = self._feedback_missed
         handle.publish_feedback(fb)
 
     def _watch_lease(self) -> None:
@@ -220,20 +329,29 @@ class RolloutNode(Node):
             self.get_logger().warning(f"control lease lost ({self.backend.lease_lost}); stopping the episode")
             self._stop.request("lease_lost")
 
-    # -- one episode ---------------------------------------------------------------------------------------
-    def run_episode(self, goal: RunEpisode.Goal) -> tuple["dict | None", str, str]:
+    # -- one episode (control thread) ----------------------------------------------------------------------
+    def run_episode(self, goal: RunEpisode.Goal, autorun: bool = False) -> tuple["dict | None", str, str]:
         """Run one episode for ``goal`` (parameters fill what the goal leaves empty).
 
+        :param autorun: the node's own episode: ``record`` / ``async_rtc`` come from the parameters.
         :returns: (the Ended event as a RunPolicyEnded dict, or None when no rollout ran; the end condition;
             why no rollout ran, empty when one did).
         """
         with self._busy:
             self._stop.clear()
             log = self.get_logger()
-            if not self.backend.wait_until_ready(self.p("driver_timeout_s")):
-                message = "arm driver not ready (no send_action service or joint_states)"
+            try:
+                spec = validate_run(**self._run_kwargs(goal, autorun))  # before anything moves
+            except RunRefused as exc:
+                message = f"goal refused: {exc.reason}"
                 log.error(message)
                 return None, "", message
+            if not self.backend.wait_until_ready(self.p("driver_timeout_s")):
+                message = (f"{self.backend.driver_name} not ready (no {self.backend.command_path} command path "
+                           "or no fresh joint_states)")
+                log.error(message)
+                return None, "", message
+            self.backend.set_control_frequency(spec.control_frequency)
             acquired = False
             if goal.lease_token:
                 self.backend.lease_token = goal.lease_token
@@ -247,22 +365,20 @@ class RolloutNode(Node):
                 acquired = True
             try:
                 if self.p("start_pose_before_episode"):
-                    report = self.backend.move_to_start_pose()
+                    report = self.backend.move_to_start_pose(should_stop=lambda: self._stop.requested)
+                    if self._stop.requested:
+                        message = f"stopped during the start pose ({self._stop.reason})"
+                        log.warning(message)
+                        return None, "", message
                     if not report.reached:
                         message = f"start pose unreached: {report.detail}"
                         log.error(message)
                         self._publish_result(goal, None, END_START_POSE_UNREACHED, report.detail)
                         return None, END_START_POSE_UNREACHED, message
-                try:
-                    kwargs = self._run_kwargs(goal)
-                except ValueError as exc:  # e.g. policy_config_json that is not a JSON object
-                    message = f"goal refused: {exc}"
-                    log.error(message)
-                    return None, "", message
-                log.info(f"episode: {kwargs['policy_provider']} at {kwargs['control_frequency']:g} Hz, "
-                         f"budget {kwargs.get('n_steps') or kwargs['duration']} "
-                         f"{'steps' if kwargs.get('n_steps') else 's'}")
-                out = self.runner.run(observer=self._events, n_episodes=1, **kwargs)
+                log.info(f"episode {self._episodes_run}: {spec.policy_name} at {spec.control_frequency:g} Hz, "
+                         f"budget {spec.n_steps} steps, command path {self.backend.command_path}")
+                self._episodes_run += 1
+                out = self.runner.run_spec(spec, observer=self._observers)
             finally:
                 if acquired:
                     self.backend.release()
@@ -278,27 +394,42 @@ class RolloutNode(Node):
                      f", {ended['applied_actions']} actions, {ended['missed_deadlines']} missed deadlines")
             return ended, end_condition, ""
 
-    def _run_kwargs(self, goal: RunEpisode.Goal) -> dict:
+    def _run_kwargs(self, goal: RunEpisode.Goal, autorun: bool = False) -> dict:
+        """The run arguments of a goal, for ``validate_run``; a field left 0 / empty takes the parameter.
+
+        :raises RunRefused: ``policy_config_json`` is not a JSON object.
+        """
         config_json = goal.policy_config_json or self.p("policy_config_json")
-        seed = goal.seed if goal.seed >= 0 else self.p("seed")
-        policy_config = json.loads(config_json) if config_json else None
+        try:
+            policy_config = json.loads(config_json) if config_json else None
+        except ValueError as exc:
+            raise RunRefused("policy_config_json", config_json, f"policy_config_json is not JSON: {exc}") from None
         if policy_config is not None and not isinstance(policy_config, dict):
-            raise ValueError("policy_config_json must be a JSON object")
+            raise RunRefused("policy_config_json", config_json, "policy_config_json must be a JSON object")
+        seed = goal.seed if goal.seed >= 0 else self.p("seed")
+        namespace = self.get_namespace()
         kwargs: dict[str, Any] = {
+            "robot_name": goal.robot_name or self.p("robot_name"),
             "policy_provider": goal.policy_provider or self.p("policy_provider"),
             "policy_config": policy_config,
             "instruction": goal.task.instruction or self.p("instruction"),
             "control_frequency": goal.control_frequency or self.p("control_frequency"),
-            "duration": goal.duration_s or self.p("duration_s"),
             "action_horizon": goal.action_horizon or self.p("action_horizon"),
-            "async_rtc": bool(goal.async_rtc or self.p("async_rtc")),
+            "async_rtc": bool(self.p("async_rtc") if autorun else goal.async_rtc),
             "rtc_inference_timeout_s": goal.rtc_inference_timeout_s or self.p("rtc_inference_timeout_s"),
-            "record": bool(goal.record or self.p("record")),
+            "record": bool(self.p("record") if autorun else goal.record),
             "seed": seed if seed >= 0 else None,
+            "n_episodes": 1,
+            "recording_topic_prefix": "" if namespace == "/" else namespace,
+            "episode_number_offset": self._episodes_run,
         }
         max_steps = goal.max_steps or self.p("max_steps")
         if max_steps:
             kwargs["n_steps"] = int(max_steps)
+            if goal.duration_s:
+                kwargs["duration_s"] = goal.duration_s
+        else:
+            kwargs["duration_s"] = goal.duration_s or self.p("duration_s")
         if kwargs["record"]:
             kwargs["recording_dir"] = goal.recording_dir or self.p("recording_dir")
         params = {kv.key: kv.value for kv in goal.task.parameters}
@@ -308,13 +439,7 @@ class RolloutNode(Node):
 
     def _publish_result(self, goal: RunEpisode.Goal, ended: "dict | None", end_condition: str,
                         detail: str) -> None:
-        msg = EpisodeResult()
-        msg.end_condition = end_condition
-        msg.end_detail = detail or ""
-        msg.task = goal.task
-        msg.scored = False
-        msg.run_id = ended["run_id"] if ended else ""
-        self._results_pub.publish(msg)
+        self._results_pub.publish(convert.rollout_episode_result_msg(ended, end_condition, detail, goal.task))
 
     # -- autorun (launch demo) -------------------------------------------------------------------------------
     def _autorun(self) -> None:
@@ -326,7 +451,7 @@ class RolloutNode(Node):
                     break
                 goal = RunEpisode.Goal()
                 goal.seed = -1
-                ended, _, _ = self.run_episode(goal)
+                ended, _, _ = self.run_episode(goal, autorun=True)
                 if ended is None or ended.get("outcome") != "ok":
                     ok = False
                     break
@@ -359,13 +484,11 @@ class RolloutNode(Node):
             self._busy.release()
         self._events.close(2.0)
         self.backend.close()
-        self._control_executor.shutdown(timeout_sec=2.0)
-        self._control_thread.join(2.0)
-        self._control_node.destroy_node()
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    """Run the node until its autorun is done (``exit_after_autorun``) or SIGINT/SIGTERM; 0 on a clean stop.
+    """Run the node until its autorun is done (``exit_after_autorun``) or SIGINT/SIGTERM; 0 on a clean stop,
+    2 on invalid parameters, non-zero when the executor died.
 
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
@@ -374,23 +497,27 @@ def main(argv: "list[str] | None" = None) -> int:
     stop = signals.event
     init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
-    # The action server's execute callback runs a whole episode, so this executor needs a second thread for
-    # goals, cancels and the lease watch; the control path has its own (see RolloutNode.__init__).
-    executor = MultiThreadedExecutor(num_threads=2)
+    executor = SingleThreadedExecutor()
     spinner = None
     code = 0
+    executor_died = getattr(process, "executor_died", None)
+    died_code = getattr(process, "EXIT_EXECUTOR_DIED", 3)
     try:
         node = RolloutNode()
         executor.add_node(node)
         spinner = spin_in_background(executor, "rollout-executor")
         while not stop.is_set() and not node.done.wait(0.1):
-            pass
-        code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
+            if executor_died is not None and executor_died(spinner) is not None:
+                node.get_logger().error("the executor died; stopping")
+                code = died_code
+                break
+        if not code:
+            code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
     except ValueError as exc:  # invalid parameters
         print(f"rollout_node: {exc}", file=sys.stderr)
-        code = 2
+        code = getattr(process, "EXIT_BAD_PARAMETERS", 2)
     finally:
         if node is not None:
             node.close()
