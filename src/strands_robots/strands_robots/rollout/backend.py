@@ -3,6 +3,13 @@
 In process this is the arm driver core (``strands_robots.arm.driver.DriverCore`` through
 ``strands_robots.arm.backend.InProcessBackend``); in the rollout node it is a ROS client of the arm driver
 node. The loop knows only this protocol.
+
+Optional: ``fault_detail() -> str`` — empty while the driver is healthy; otherwise what is wrong, naming the
+driver and the silence (``"arm driver /strands/arm_driver silent for 0.31 s"``). The loop asks before every
+``send_action`` and after every step, and a non-empty detail ends the episode as an error (``error_type``
+``DriverFault``). It is not a protocol member so that backends without a remote driver need not define it.
+A backend whose observations are stale raises from ``observe()``: that also ends the episode as an error,
+and the stale observation is never given to the policy nor recorded.
 """
 
 from __future__ import annotations

@@ -246,6 +246,12 @@ class ChunkPipeline:
     note_step_duration = note_step_interval  # the earlier name; it was always meant as the interval
 
     @property
+    def prefetch_ready(self) -> bool:
+        """Async mode: a prefetched chunk is in flight and done (swapping now would be a hit)."""
+        prefetch = self._prefetch
+        return prefetch is not None and prefetch.job.done.is_set()
+
+    @property
     def prefetch_index(self) -> int:
         """Async mode: the chunk index at which the current chunk samples the next chunk's observation."""
         return self._prefetch_index

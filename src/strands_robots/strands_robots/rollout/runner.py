@@ -7,18 +7,23 @@ One call of :meth:`PolicyRunner.run` is one rollout of ``n_episodes`` episodes. 
     RunPolicyStarted               (from here on, exactly one RunPolicyEnded on every exit path)
     loop:
         pace                       (deadline grid; a cooperative stop ends the wait at once)
-        planned = chunks.next_action(backend.observe)
+        backend.fault_detail()?    (optional: a driver gone or silent ends the episode as an error, DriverFault)
+        planned = chunks.next_action(backend.observe)   (act on a worker, abandoned on a stop; observe
+                                    raising ends the episode as an error)
         verdict = backend.send_action(planned.action)   (an exception is a coarse error: resolution unknown)
         resolution                 (full / partial / none need a complete per-key breakdown, else unknown)
         legacy hook                (recording + on_frame + cancellation: ok / cancelled / recording_error /
                                     error / absent); legacy_steps_used increments after it
-        RunPolicyStep              (applied_action_index == legacy_step_index, also on the aborting step)
-        backend.advance(period); safety stop?; stop_when?; budget?
+        RunPolicyStep              (applied_action_index == legacy_step_index, also on the aborting step;
+                                    recorded before it is dispatched, so every dispatched event is in the file)
+        backend.advance(period); safety stop?; driver fault?; stop_when?; budget?
     RunPolicyEnded                 (also the episode's result)
 
-A preflight refusal (invalid arguments, unknown provider, policy keys matching no actuator, a recording whose
-fps differs from the control frequency) returns ``{"status": "error", ...}`` before any event: it opens no
-lifecycle. Nothing here imports rclpy.
+Arguments are validated once by :func:`~strands_robots.rollout.run_spec.validate_run` (the rollout node calls
+it on a goal before the arms move, then :meth:`PolicyRunner.run_spec`). A preflight refusal (invalid
+arguments, unknown provider, policy keys matching no actuator, a recording whose fps differs from the control
+frequency) returns ``{"status": "error", ...}`` before any event: it opens no lifecycle. Nothing here imports
+rclpy or ``strands_robots.convert`` (the recorder encodes the events it is handed).
 """
 
 from __future__ import annotations
@@ -566,21 +571,22 @@ class PolicyRunner:
                 sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=deadline_missed,
                 observation=observation, action=action)
             st.sim_time_s = event.sim_time_s
-            if recorder is None:
-                dispatch(event)
-            else:
-                # Every event dispatched reaches the recording, the aborting step's too; a write failure never
-                # replaces what is already unwinding (an abort, a Ctrl-C in an observer).
-                write_error = None
+            if recorder is not None:
+                # Recorded before it is dispatched, so every event dispatched reaches the recording (the
+                # aborting step's too, and one whose observer raises Ctrl-C). A failing write (the disk is
+                # full) is this step's recording_error: the event says so before anyone sees it.
                 try:
-                    dispatch(event)
-                finally:
-                    try:
-                        self._write_event(recorder, event, s)
-                    except _RecordingFailed as exc:
-                        write_error = exc
-                if write_error is not None and abort is None:
-                    raise write_error
+                    self._write_event(recorder, event, s)
+                except _RecordingFailed as exc:
+                    if abort is None:
+                        abort = exc
+                        st.legacy_steps_used = index
+                        event = dataclasses.replace(event, legacy_hook_outcome=HOOK_RECORDING_ERROR)
+                        try:
+                            self._write_event(recorder, event, s)  # attempted; the recorder has failed
+                        except _RecordingFailed:
+                            pass
+            dispatch(event)
             if abort is not None:
                 raise abort
             index += 1
