@@ -94,13 +94,37 @@ def children_of(pid: int) -> list:
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, exited but not reaped yet, counts as gone)."""
+    """Tell whether ``pid`` runs (a zombie, exited but not reaped yet, counts as gone)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def test_up_with_zero_episodes_exits_at_once_with_a_message_and_starts_no_node():
+    up = Up("--episodes", "0")
+    try:
+        rc = up.wait(60.0)
+        assert rc == 2, up.output
+        assert up.lines == ["strands-robots up: --episodes 0: nothing to run (ask for at least 1 episode)"], up.output
+    finally:
+        up.kill()
+
+
+def test_up_with_a_malformed_parameters_file_is_one_line_naming_it_and_starts_no_node(tmp_path):
+    config = tmp_path / "rollout.yaml"
+    config.write_text("/**/rollout:\n  ros__parameters:\n    control_frequency: [50.0\n")
+    up = Up("--config-file", str(config))
+    try:
+        rc = up.wait(60.0)
+        assert rc == 2, up.output
+        assert len(up.lines) == 1, up.output
+        assert up.lines[0].startswith(f"strands-robots up: parameters file {config}: line 4 column 1: not valid YAML")
+        assert "Traceback" not in up.output
+    finally:
+        up.kill()
 
 
 def test_up_runs_one_episode_and_exits_zero_with_no_events_lost():
@@ -116,7 +140,8 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost():
         assert "stopped_reason=budget" in ended and "outcome=ok" in ended, ended
         assert "applied=50 " in ended, ended  # 1 s at 50 Hz (verdicts may be unknown on a loaded machine)
         done = up.wait_line(r"^\[up\] done:", 1.0)
-        assert "1 episode(s) ended" in done and " 0 lost" in done and "rollout exit code 0" in done, done
+        assert "1/1 episode(s) ended ok" in done and " 0 lost" in done and "rollout exit code 0" in done, done
+        assert started.endswith("episode 1/1"), started
         assert "!! gap" not in out
         assert len([line for line in up.lines if line.startswith("Started")]) == 1
         assert len([line for line in up.lines if line.startswith("Ended")]) == 1
@@ -147,4 +172,116 @@ def test_up_ctrl_c_stops_nodes_cleanly():
         for pid in children:
             if alive(pid):
                 _kill(pid)
+        up.kill()
+
+
+def test_up_counts_the_episodes_it_asked_for_in_each_started_line():
+    up = Up("--duration", "0.5", "--episodes", "2")
+    try:
+        rc = up.wait(TIMEOUT_S)
+        assert rc == 0, up.output
+        started = [line for line in up.lines if line.startswith("Started")]
+        assert len(started) == 2, up.output
+        assert started[0].endswith("episode 1/2") and started[1].endswith("episode 2/2"), started
+        assert up.wait_line(r"^\[up\] done: 2/2 episode\(s\) ended ok", 1.0)
+    finally:
+        up.kill()
+
+
+def test_up_scripted_policy_ends_in_a_safety_stop_exits_1_and_never_prints_done():
+    up = Up("--policy", "scripted", "--duration", "10")
+    try:
+        rc = up.wait(TIMEOUT_S)
+        assert rc == 1, up.output
+        ended = up.wait_line(r"^Ended\s+run_id=", 1.0)
+        assert "outcome=error" in ended and "stopped_reason=safety_stop" in ended, ended
+        failed = up.wait_line(r"^\[up\] FAILED", 1.0)
+        assert "rollout exit code 1" in failed, failed
+        assert not [line for line in up.lines if line.startswith("[up] done")], up.output
+        assert "success" not in up.output.lower(), up.output
+    finally:
+        up.kill()
+
+
+@pytest.mark.parametrize("sigints, gap_s", [(2, 0.013), (2, 0.060), (3, 0.030)])
+def test_up_takes_repeated_sigints_and_still_stops_the_nodes_cleanly(sigints, gap_s):
+    up = Up("--duration", "30")
+    children: list = []
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        children = children_of(up.proc.pid)
+        assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
+        for _ in range(sigints):
+            os.kill(up.proc.pid, signal.SIGINT)
+            time.sleep(gap_s)
+        rc = up.wait(30.0)
+        assert rc == 130, up.output
+        ended = [line for line in up.lines if line.startswith("Ended")]
+        assert len(ended) == 1 and "stopped_reason=cancelled" in ended[0], up.output
+        assert "Traceback" not in up.output and "KeyboardInterrupt" not in up.output, up.output
+        deadline = time.monotonic() + 10.0
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if alive(p)], f"node processes left running\n{up.output}"
+    finally:
+        for pid in children:
+            if alive(pid):
+                _kill(pid)
+        up.kill()
+
+
+def test_kill_9_of_up_mid_episode_leaves_no_node_process_running():
+    up = Up("--duration", "60")
+    children: list = []
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        children = children_of(up.proc.pid)
+        assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
+        os.kill(up.proc.pid, signal.SIGKILL)
+        up.wait(10.0)
+        deadline = time.monotonic() + 30.0  # a poll, not a timing figure: each child stops as on SIGTERM
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if alive(p)], "node processes outlived strands-robots up"
+    finally:
+        for pid in children:
+            if alive(pid):
+                _kill(pid)
+        up.kill()
+
+
+class Echo(Up):
+    """``python -m strands_robots.cli echo ...`` on an existing namespace."""
+
+    def __init__(self, namespace: str, *args: str) -> None:  # noqa: D107 - same reader as Up
+        self.namespace = namespace
+        self.lines = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "strands_robots.cli", "echo", "--namespace", namespace, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+
+def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run():
+    up = Up("--duration", "4")
+    echo = gaps = None
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        echo = Echo(up.namespace, "--summary", "--runs", "1")
+        gaps = Echo(up.namespace, "--gaps", "--runs", "1")
+        assert up.wait(TIMEOUT_S) == 0, up.output
+        assert echo.wait(60.0) == 0, echo.output
+        assert gaps.wait(60.0) == 0, gaps.output
+        summary = [line for line in echo.lines if line.startswith("Summary")]
+        assert len(summary) == 1, echo.output
+        assert "outcome=ok stopped_reason=budget" in summary[0] and " lost=0" in summary[0], summary[0]
+        assert "!! gap" not in gaps.output, gaps.output
+        assert gaps.lines[-1].endswith(", 0 gap(s), 0 lost"), gaps.output
+    finally:
+        for proc in (echo, gaps):
+            if proc is not None:
+                proc.kill()
         up.kill()

@@ -34,7 +34,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _load_prctl() -> Optional[Callable[..., int]]:
-    """libc's ``prctl`` resolved now, in the parent, so the child's pre-exec hook only makes one call."""
+    """Libc's ``prctl`` resolved now, in the parent, so the child's pre-exec hook only makes one call."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -127,8 +127,10 @@ class Supervisor:
         return [name for name, p in self.procs.items() if p.poll() is None]
 
     def stop_all(self, grace_s: float = 5.0) -> None:
-        """SIGINT each child's process group, then SIGTERM, then SIGKILL, each after ``grace_s``; then wait for
-        their output to end."""
+        """SIGINT each child's process group, then SIGTERM, then SIGKILL, each after ``grace_s``.
+
+        Then wait for their output to end.
+        """
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             alive = [p for p in self.procs.values() if p.poll() is None]
             if not alive:

@@ -1,5 +1,6 @@
-"""nodes/process.py: stop signals during shutdown, an executor killed by a callback, the supervisor watch, and
-parameter-file errors, each on a real process or a real executor.
+"""nodes/process.py on real processes and executors.
+
+Stop signals during shutdown, an executor killed by a callback, the supervisor watch, parameter-file errors.
 
 Child processes run in a session of their own and are ended by PID in ``finally``.
 """

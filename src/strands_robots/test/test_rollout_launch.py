@@ -12,7 +12,7 @@ import unittest
 
 import pytest
 
-launch_testing = pytest.importorskip(
+pytest.importorskip(
     "launch_testing", reason="launch_testing is not installed (no ROS distro; the Kilted PyPI wheels lack launch)"
 )
 pytest.importorskip("launch_ros", reason="launch_ros is not installed (no ROS distro)")

@@ -1,15 +1,15 @@
 """``strands-robots``: the package set's command line, usable without ``ros2``.
 
-    strands-robots up [--namespace strands] [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]
-        Bring up the arm driver and the rollout node from the same config file as rollout.launch.py (for machines
-        where ``launch`` is missing), run the episodes, print the observer stream as it goes, and exit with the
-        rollout node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly; the nodes
-        die with this command however it dies.
-    strands-robots echo [--namespace strands] [--steps | --gaps | --summary] [--runs N]
-        Print the observer stream of a running rollout node, one line per event (or one per second of steps);
-        ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
-    strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]
-        The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
+``strands-robots up [--namespace strands] [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]``
+  Bring up the arm driver and the rollout node from the same config file as rollout.launch.py (for machines
+  where ``launch`` is missing), run the episodes, print the observer stream as it goes, and exit with the
+  rollout node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly; the nodes
+  die with this command however it dies.
+``strands-robots echo [--namespace strands] [--steps | --gaps | --summary] [--runs N]``
+  Print the observer stream of a running rollout node, one line per event (or one per second of steps);
+  ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
+``strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]``
+  The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class RunFigures:
 
     @property
     def full_rate(self) -> float:
-        """full / (full + partial + none) over the steps seen; unknown steps are not in it (nan when none)."""
+        """Full / (full + partial + none) over the steps seen; unknown steps are not in it (nan when none)."""
         known = sum(n for r, n in self.resolutions.items() if r != RESOLUTION_UNKNOWN)
         return self.resolutions.get("full", 0) / known if known else math.nan
 
@@ -70,8 +70,10 @@ class RunFigures:
         return self.observation_age_sum / self.steps if self.steps else math.nan
 
     def interval_deviation_ms(self, quantile: float) -> float:
-        """The ``quantile`` of |step interval - control period| in ms over consecutive steps seen (nan when the
-        period is not known, i.e. Started was not seen, or fewer than two steps arrived)."""
+        """Return the ``quantile`` of |step interval - control period| in ms over consecutive steps seen.
+
+        nan when the period is not known (Started was not seen) or fewer than two steps arrived.
+        """
         if self.started is None or not self.step_intervals_ns or self.started.control_frequency <= 0:
             return math.nan
         period_ns = 1e9 / self.started.control_frequency
@@ -256,7 +258,8 @@ class StreamPrinter:
     def _ended_line(event: RunPolicyEnded) -> str:
         detail = f" detail={event.end_detail!r}" if event.end_detail else ""
         err = f" error={event.error_type}: {event.error_message}" if event.error_type else ""
-        recording = f" recording={event.recording_path} ({event.recorded_frames} frames)" if event.recording_path else ""
+        recording = (f" recording={event.recording_path} ({event.recorded_frames} frames)"
+                     if event.recording_path else "")
         return (
             f"Ended    run_id={event.run_id} outcome={event.outcome} stopped_reason={event.stopped_reason} "
             f"applied={event.applied_actions} full/partial/none/unknown="

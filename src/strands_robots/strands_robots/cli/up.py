@@ -22,7 +22,7 @@ LAST_EVENTS_WAIT_S = 2.0  # after the rollout exits, how long its last events ma
 
 
 def package_share() -> Path:
-    """The installed share dir of strands_robots, or the source tree when running from a checkout."""
+    """Return the installed share dir of strands_robots, or the source tree when running from a checkout."""
     try:
         from ament_index_python.packages import get_package_share_directory
 
@@ -136,8 +136,10 @@ def _run(args: argparse.Namespace, config: str) -> int:
 
 
 def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_parameters_rc: int) -> int:
-    """Print the last line and return the exit code: success only when the rollout exited 0 and every episode
-    asked for was seen to end ok."""
+    """Print the last line and return the exit code.
+
+    Success only when the rollout exited 0 and every episode asked for was seen to end ok.
+    """
     ok = [e for e in printer.ended if e.outcome == "ok"]
     counts = (f"{len(printer.ended)}/{episodes} episode(s) ended, {len(ok)} ok, {printer.events} events received, "
               f"{printer.gaps} lost (event_seq gaps)")
@@ -153,5 +155,6 @@ def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_pa
     if why:
         print(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout_rc}", flush=True)
         return code
-    print(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {counts}; rollout exit code 0", flush=True)
+    print(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {printer.events} events received, "
+          f"{printer.gaps} lost (event_seq gaps); rollout exit code 0", flush=True)
     return 0

@@ -73,8 +73,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def init_without_signal_handlers(argv: "Sequence[str] | None") -> None:
-    """``rclpy.init`` leaving SIGINT/SIGTERM to us (plain init where rclpy has no signal handler options), with
-    the node processes' GIL switch interval (``NODE_SWITCH_INTERVAL_S``).
+    """Call ``rclpy.init`` leaving SIGINT/SIGTERM to us, with the node processes' GIL switch interval.
+
+    Plain init where rclpy has no signal handler options; the interval is ``NODE_SWITCH_INTERVAL_S``.
 
     An init that fails on the command line (an unreadable or malformed ``--params-file``, a bad ``-p``) prints
     one line naming the program and the reason on stderr and exits with ``EXIT_BAD_PARAMETERS``. Starts the
@@ -101,7 +102,7 @@ def init_without_signal_handlers(argv: "Sequence[str] | None") -> None:
 
 
 def params_files(argv: Sequence[str]) -> list:
-    """The ``--params-file`` paths among the ``--ros-args`` of ``argv``."""
+    """Return the ``--params-file`` paths among the ``--ros-args`` of ``argv``."""
     files, in_ros_args = [], False
     for i, arg in enumerate(argv):
         if arg == "--ros-args":
@@ -114,8 +115,10 @@ def params_files(argv: Sequence[str]) -> list:
 
 
 def params_file_error(path: str) -> str:
-    """Why ``path`` is not a ROS parameters file (missing, not YAML, not ``node: {ros__parameters: {...}}``),
-    in one line naming the file (and the line of a YAML error); "" when it reads as one."""
+    """Say in one line why ``path`` is not a ROS parameters file; "" when it reads as one.
+
+    Missing, not YAML (the line and column are named), not ``node: {ros__parameters: {...}}``.
+    """
     import yaml
 
     try:
@@ -145,8 +148,9 @@ def _ignore_stop_signals() -> None:
 
 
 class StopSignals:
-    """SIGINT/SIGTERM set ``event`` (the first one's number in ``signum``; every one counted in ``count``)
-    instead of raising.
+    """SIGINT/SIGTERM set ``event`` instead of raising.
+
+    The first one's number is in ``signum``; every one is counted in ``count``.
 
     :meth:`install` takes them for the rest of the process (a node's ``main``); ``with StopSignals() as s:``
     takes them for the block and puts the previous handlers back after it.
@@ -175,7 +179,7 @@ class StopSignals:
         return signals
 
     def restore(self) -> None:
-        """The process is ending: from here on stop signals are ignored until it has exited.
+        """Ignore stop signals from here on: the process is ending.
 
         Python's default SIGINT handler is deliberately not put back (see the module docstring): a second
         Ctrl-C during the last part of the shutdown would raise KeyboardInterrupt out of it. Ignoring (SIG_IGN)
@@ -240,15 +244,17 @@ class SpinThread(threading.Thread):
 
 
 def spin_in_background(executor: Any, name: str) -> SpinThread:
-    """Spin ``executor`` on a daemon :class:`SpinThread` until it is shut down (a context shutdown ends it
-    quietly; an exception out of a callback is kept on ``thread.error`` and logged)."""
+    """Spin ``executor`` on a daemon :class:`SpinThread` until it is shut down.
+
+    A context shutdown ends it quietly; an exception out of a callback is kept on ``thread.error`` and logged.
+    """
     thread = SpinThread(executor, name)
     thread.start()
     return thread
 
 
 def executor_died(*threads: SpinThread) -> Optional[SpinThread]:
-    """The first of ``threads`` whose executor died of an error (see :class:`SpinThread`), else None."""
+    """Return the first of ``threads`` whose executor died of an error (see :class:`SpinThread`), else None."""
     for thread in threads:
         if thread is not None and getattr(thread, "died", False):
             return thread
@@ -257,8 +263,10 @@ def executor_died(*threads: SpinThread) -> Optional[SpinThread]:
 
 # ------------------------------------------------------------------------------------------- supervisor watch
 def watch_supervisor(environ: "dict | None" = None) -> Optional[threading.Thread]:
-    """When ``SUPERVISOR_PIPE_ENV`` names a pipe from the supervisor, watch it on a daemon thread and send this
-    process SIGTERM once it reads end-of-file (the supervisor exited, however it died). None when unset."""
+    """Watch the supervisor's pipe named by ``SUPERVISOR_PIPE_ENV``, if any, on a daemon thread.
+
+    At end-of-file (the supervisor exited, however it died) this process gets SIGTERM. None when unset.
+    """
     env = os.environ if environ is None else environ
     value = env.get(SUPERVISOR_PIPE_ENV, "")
     if not value:
