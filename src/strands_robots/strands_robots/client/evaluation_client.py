@@ -162,6 +162,7 @@ class EvaluationClient:
                 if reply is not None:
                     outbox.put(reply)
                     if reply.WhichOneof("kind") == "error":
+                        self._half_close_and_drain(outbox, responses)
                         raise errors.PolicyFailed(f"{reply.error.type}: {reply.error.message}")
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
@@ -172,6 +173,24 @@ class EvaluationClient:
             raise errors.SessionAborted(f"the relay ended the policy session of job {job_id!r} before the job "
                                         f"ended")
         return final
+
+    @staticmethod
+    def _half_close_and_drain(outbox: "queue.Queue[Any]", responses: Any, timeout_s: float = 10.0) -> None:
+        """End our side after the queued replies went out (a cancel could drop the error reply), then wait for
+        the relay to end its side (bounded)."""
+        import threading
+
+        outbox.put(_CLOSE)
+        timer = threading.Timer(timeout_s, responses.cancel)
+        timer.daemon = True
+        timer.start()
+        try:
+            for _ in responses:
+                pass
+        except grpc.RpcError:
+            pass
+        finally:
+            timer.cancel()
 
     @staticmethod
     def _answer(policy: Policy, request: Any, kind: str) -> Any:
