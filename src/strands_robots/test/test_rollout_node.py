@@ -193,6 +193,9 @@ class Rig:
             self.driver_proc.wait(10.0)
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         try:
             if self.rollout is not None:
                 self.rollout.close()

@@ -1,0 +1,95 @@
+"""The rollout under a dying arm driver (issue 6 item 1), over real DDS, the driver in its own process.
+
+kill -9, SIGINT and SIGTERM of ``arm_driver_node`` mid-episode: the rollout notices the silence (no
+joint_states, no verdicts) within its bound and ends the episode as an error naming the driver and the
+silence, well before the budget; the observer stream is dense with exactly one Ended; the MCAP recording is
+readable, dense, and holds no run of stale (repeated) joint_states frames after the kill; the driver process is
+gone. Nothing is timed by the wall clock: the tests count steps, events and frames.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from action_msgs.msg import GoalStatus  # noqa: E402
+from test_rollout_node import RATE_HZ, lifecycle, rig  # noqa: E402,F401  (rig is the fixture)
+
+from strands_robots.simulation.observers import RunPolicyStep  # noqa: E402
+
+BUDGET_S = 20.0
+SILENCE_S = 0.25  # the node's default bound at 50 Hz (10 periods, at least 0.25 s)
+
+
+def _read_recording(path: str, namespace: str) -> tuple[list, list]:
+    """(joint_states position tuples in log order, observer event_seq in log order) of an MCAP recording."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    frames: list = []
+    seqs: list = []
+    with open(path, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        for _schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+            if channel.topic == f"{namespace}/joint_states":
+                frames.append((message.log_time, tuple(decoded.position)))
+            elif channel.topic == f"{namespace}/observer_events":
+                seqs.append(decoded.event_seq)
+    return frames, seqs
+
+
+def _longest_repeat(frames: list) -> int:
+    """The longest run of consecutive frames whose positions equal the frame before (the mock always moves)."""
+    longest = run = 0
+    for (_, prev), (_, cur) in zip(frames, frames[1:]):
+        run = run + 1 if cur == prev else 0
+        longest = max(longest, run)
+    return longest
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["kill9", "sigint", "sigterm"])
+def test_driver_stopped_mid_episode_ends_the_episode_as_an_error_naming_the_driver(rig, tmp_path, signum):
+    r = rig(driver="process")
+    budget = int(BUDGET_S * RATE_HZ)
+    handle = r.send(policy_provider="mock", duration_s=BUDGET_S, record=True, recording_dir=str(tmp_path))
+    r.wait_steps(25, timeout_s=60.0)
+    kill_ns = time.monotonic_ns()
+    os.kill(r.driver_proc.pid, signum)
+    result, status = r.result(handle, timeout_s=60.0)
+    ended = result.ended
+
+    # No process left: the driver is gone (a stop signal lets it exit on its own).
+    r.driver_proc.wait(20.0)
+    assert r.driver_proc.poll() is not None
+    if signum != signal.SIGKILL:
+        assert r.driver_proc.returncode == 0, r.driver_proc.communicate()[0][-2000:]
+
+    assert status == GoalStatus.STATUS_ABORTED
+    assert ended.outcome == "error" and ended.stopped_reason == "error", ended.end_detail
+    assert "arm driver" in ended.end_detail and r.namespace in ended.end_detail and "silent" in ended.end_detail
+    assert ended.applied_actions < budget // 4  # well before the budget
+    started, steps, end_event = lifecycle(r, ended)  # exactly one Started and one Ended, event_seq dense
+    assert end_event.outcome == "error"
+    after_kill = [s for s in steps if s.monotonic_ns > kill_ns]
+    # Noticed within the silence bound: at most the bound's worth of steps (plus the one in flight) ran on.
+    assert len(after_kill) <= math.ceil(SILENCE_S * RATE_HZ) + 2, len(after_kill)
+    assert len(ended.action_errors) == ended.unknown_count
+
+    # The recording: readable, one joint_states frame per step, events dense, and no stale frames.
+    assert ended.recording_path and os.path.isfile(ended.recording_path)
+    frames, seqs = _read_recording(ended.recording_path, r.namespace)
+    assert len(frames) == ended.recorded_frames == ended.legacy_steps_used
+    assert seqs == list(range(len(seqs))) and seqs[-1] == end_event.event_seq
+    # The mock moves every joint every step, so a frame equal to the one before is a reused (stale) reading;
+    # the old node recorded ~350 of them in a row after a kill -9.
+    assert _longest_repeat(frames) <= math.ceil(SILENCE_S * RATE_HZ) + 1
+    assert not [s for s in steps if s.applied_action_index >= ended.applied_actions]
+    assert all(isinstance(s, RunPolicyStep) for s in steps)
