@@ -1,6 +1,7 @@
 """The demo job (mixed end conditions, a kept takeover, a discarded re-run) runs unattended in process.
 
-DEMO_JOB is the job given to the lead for ``config/demo_job.yaml``; when that file exists it is run too."""
+DEMO_JOB is the job given to the lead for ``config/demo_job.yaml``; when that file exists it is run too.
+"""
 
 import os
 

@@ -1,7 +1,8 @@
 """Operator actions (OperatorConsole) and the ScriptedOperator (station/operator.py).
 
 The console's rules are exercised during real in-process rollouts (InProcessRobot): an operator
-implementation that tries every action at the wrong and the right moment records each reply."""
+implementation that tries every action at the wrong and the right moment records each reply.
+"""
 
 import pytest
 
@@ -9,10 +10,9 @@ from strands_robots.station.episodes import JobRunner
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job import plan_episode
 from strands_robots.station.job_file import job_spec_from_mapping
-from strands_robots.station.model import AnswerType, JobState, ScoringItemDefinition as Item, ScoringSheet
+from strands_robots.station.model import JobState, ScoringSheet
 from strands_robots.station.operator import (
     DECISION_CANCELLED,
-    DECISION_SCORED,
     OperatorConsole,
     PendingEpisode,
     ScriptedOperator,

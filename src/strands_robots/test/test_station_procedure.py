@@ -1,8 +1,10 @@
-"""The episode procedure end to end, in process: JobRunner over a real simulated station (InProcessRobot on a
-Simulation / PolicyRunner with a real LeaseManager) and the ScriptedOperator. No ROS, no mocks."""
+"""The episode procedure end to end, in process, with no ROS and no mocks.
+
+JobRunner over a real simulated station (InProcessRobot on a Simulation / PolicyRunner with a real
+LeaseManager) and the ScriptedOperator.
+"""
 
 import re
-import threading
 
 import pytest
 

@@ -92,8 +92,10 @@ class RobotPort(Protocol):
     """The station's robot side; the station node implements it over ROS, ``inprocess`` on a Simulation."""
 
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
-        """Block until the job's policy can run (a relay session connected), or ``cancelled`` is set.
-        ``(ready, detail)``."""
+        """Block until the job's policy can run (a relay session connected) or ``cancelled`` is set.
+
+        :returns: ``(ready, detail)``.
+        """
 
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
         """Claim the arms for the rollout (the robot side renews it while the rollout runs)."""
@@ -117,22 +119,24 @@ class RobotPort(Protocol):
         """Cooperative stop of the running rollout (job cancelled)."""
 
     def claim_arms(self, holder: str) -> Tuple[bool, str]:
-        """An operator takes the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""
+        """Let an operator take the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""
 
 
 class OperatorPort(Protocol):
-    """The person (or :class:`~strands_robots.station.operator.ScriptedOperator`) at the station. Each hook
-    may act through the console; a human operator's actions arrive through services instead."""
+    """The person (or :class:`~strands_robots.station.operator.ScriptedOperator`) at the station.
+
+    Each hook may act through the console; a human operator's actions arrive through services instead.
+    """
 
     def episode_started(self, plan: EpisodePlan, console: OperatorConsole) -> None:
-        """An episode starts (before the lease); raise ValueError to refuse the task's operator settings."""
+        """Prepare for an episode (before the lease); raise ValueError to refuse the task's operator settings."""
 
     def rollout_progress(self, plan: EpisodePlan, rollout_time_s: float, console: OperatorConsole) -> None:
-        """Called after each rollout step (on the rollout's thread: return quickly)."""
+        """Watch the rollout after each step (called on the rollout's thread: return quickly)."""
 
     def rollout_ended(self, pending: PendingEpisode, final_observation: Mapping[str, Any],
                       console: OperatorConsole) -> None:
-        """The rollout ended and its sheet is awaited."""
+        """Judge the finished rollout: its sheet is awaited."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class JobRunner:
         return self._record.spec
 
     def status(self) -> JobStatus:
-        """The latest snapshot (the one last persisted and published)."""
+        """Return the latest snapshot (the one last persisted and published)."""
         with self._lock:
             assert self._last_status is not None
             return self._last_status
@@ -300,8 +304,11 @@ class JobRunner:
             raise _Failed(value)
 
     def _episode(self, plan: EpisodePlan) -> Tuple[str, Any]:
-        """Run one episode: ("kept", EpisodeResult) / ("discarded", None) / ("policy_lost", detail) /
-        ("cancelled", None) / ("failed", reason)."""
+        """Run one episode.
+
+        :returns: ("kept", EpisodeResult) / ("discarded", None) / ("policy_lost", detail) / ("cancelled", None)
+            / ("failed", reason).
+        """
         console = self.console
         console.begin_episode(plan.episode_id, plan.task.scoring)
         try:
@@ -423,7 +430,7 @@ class JobRunner:
 
 
 def _end_detail(end_condition: str, detail: str) -> str:
-    """The station's words for how the episode ended; empty when the end condition says it all."""
+    """Word how the episode ended, as the station says it; empty when the end condition says it all."""
     if end_condition == END_TIMEOUT:
         return ""
     if end_condition == END_SAFETY_STOP and not detail:

@@ -1,6 +1,8 @@
-"""A station robot side in one process: the :class:`~strands_robots.station.episodes.RobotPort` over a
-:class:`~strands_robots.simulation.Simulation` robot (MuJoCo arms, ``PolicyRunner``), with a real
-:class:`~strands_robots.arm.lease.LeaseManager` the driver core enforces.
+"""A station robot side in one process, over a simulation and a real lease.
+
+The :class:`~strands_robots.station.episodes.RobotPort` over a :class:`~strands_robots.simulation.Simulation`
+robot (MuJoCo arms, ``PolicyRunner``), with a real :class:`~strands_robots.arm.lease.LeaseManager` the driver
+core enforces.
 
 What it does per episode, as the station node does over ROS:
 
@@ -58,8 +60,10 @@ class StepClock:
 
 
 class _StationBackend:
-    """The rollout's view of the arms: the in-process backend, except that ``reset`` does nothing — the station
-    reset the scene and moved to the start pose before the rollout, and the rollout starts from there."""
+    """The rollout's view of the arms: the in-process backend, except that ``reset`` does nothing.
+
+    The station reset the scene and moved to the start pose before the rollout; the rollout starts from there.
+    """
 
     def __init__(self, inner: InProcessBackend) -> None:
         self._inner = inner

@@ -124,7 +124,7 @@ class JobSpec:
             object.__setattr__(self, "policy_config", MappingProxyType(dict(self.policy_config)))
 
     def task_for(self, slot: int) -> Task:
-        """The task of kept-episode slot ``slot`` (0-based): tasks cycle in order."""
+        """Return the task of kept-episode slot ``slot`` (0-based): tasks cycle in order."""
         return self.tasks[slot % len(self.tasks)]
 
 
@@ -248,7 +248,7 @@ def _policy_value(text: str) -> Any:
 
 
 def plan_episode(spec: JobSpec, episode_id: str, slot: int, attempt: int = 0) -> EpisodePlan:
-    """The plan of episode ``episode_id`` running kept-slot ``slot`` (``attempt`` 0 the first time)."""
+    """Plan episode ``episode_id`` running kept-slot ``slot`` (``attempt`` 0 the first time)."""
     task = spec.task_for(slot)
     params = task.parameters
     config = dict(spec.policy_config)
@@ -361,7 +361,7 @@ class JobStateMachine:
         return record
 
     def cancel(self, message: str) -> Transition:
-        """CANCELLED from any non-terminal state.
+        """Move to CANCELLED, from any non-terminal state.
 
         :raises JobTransitionError: the job already ended (the reason names its terminal state).
         """

@@ -75,7 +75,7 @@ def _number(value: Any, what: str, field: str, index: "int | None") -> float:
 
 # -- score sheet ------------------------------------------------------------------------------------------------
 def sheet_from_items(items: Any, task_index: "int | None" = None) -> ScoringSheet:
-    """A :class:`ScoringSheet` from a list of item mappings (types checked here, rules in score_sheet)."""
+    """Build a :class:`ScoringSheet` from a list of item mappings (types checked here, rules in score_sheet)."""
     if not isinstance(items, (list, tuple)) or not items:
         raise JobSpecError("scoring", "must be a non-empty list of items, the success item first", task_index)
     out = []
@@ -120,7 +120,7 @@ def sheet_from_items(items: Any, task_index: "int | None" = None) -> ScoringShee
 
 
 def sheet_to_items(sheet: ScoringSheet) -> list:
-    """The inverse of :func:`sheet_from_items`."""
+    """Return the item mappings of a sheet (the inverse of :func:`sheet_from_items`)."""
     items = []
     for item in sheet.items:
         entry: dict = {"name": item.name, "question": item.question, "answer_type": item.answer_type.value,
@@ -138,7 +138,7 @@ def sheet_to_items(sheet: ScoringSheet) -> list:
 
 # -- task -------------------------------------------------------------------------------------------------------
 def task_from_mapping(data: Any, index: int) -> Task:
-    """A :class:`Task` from its mapping (``tasks[index]``); types checked, rules in ``validate_task``."""
+    """Build a :class:`Task` from its mapping (``tasks[index]``); types checked, rules in ``validate_task``."""
     if not isinstance(data, Mapping):
         raise JobSpecError("task", f"must be a mapping, got {type(data).__name__}", index)
     unknown = _unknown(data, _TASK_KEYS)
@@ -164,14 +164,14 @@ def task_from_mapping(data: Any, index: int) -> Task:
 
 
 def task_to_mapping(task: Task) -> dict:
-    """The inverse of :func:`task_from_mapping`."""
+    """Return the mapping of a task (the inverse of :func:`task_from_mapping`)."""
     return {"task_id": task.task_id, "instruction": task.instruction, "layout": task.layout,
             "parameters": dict(task.parameters), "scoring": sheet_to_items(task.scoring)}
 
 
 # -- job --------------------------------------------------------------------------------------------------------
 def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
-    """A validated :class:`JobSpec` from a job mapping.
+    """Build a validated :class:`JobSpec` from a job mapping.
 
     :param overrides: job-level fields that replace the mapping's (e.g. ``job_id``, ``client_id`` assigned
         by the relay), applied before validation.
@@ -212,7 +212,7 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
 
 
 def job_spec_to_mapping(spec: JobSpec) -> dict:
-    """The inverse of :func:`job_spec_from_mapping` (JSON- and YAML-compatible)."""
+    """Return the mapping of a job (the inverse of :func:`job_spec_from_mapping`; JSON- and YAML-compatible)."""
     return {
         "job_id": spec.job_id,
         "client_id": spec.client_id,
@@ -227,7 +227,7 @@ def job_spec_to_mapping(spec: JobSpec) -> dict:
 
 
 def job_spec_from_yaml(text: str, **overrides: Any) -> JobSpec:
-    """A validated :class:`JobSpec` from YAML text (``yaml.safe_load``)."""
+    """Build a validated :class:`JobSpec` from YAML text (``yaml.safe_load``)."""
     import yaml
 
     try:
@@ -238,6 +238,6 @@ def job_spec_from_yaml(text: str, **overrides: Any) -> JobSpec:
 
 
 def load_job_file(path: str, **overrides: Any) -> JobSpec:
-    """A validated :class:`JobSpec` from a YAML job file."""
+    """Load a validated :class:`JobSpec` from a YAML job file."""
     with open(path, encoding="utf-8") as handle:
         return job_spec_from_yaml(handle.read(), **overrides)

@@ -85,7 +85,7 @@ Answer = Union[bool, int]
 
 
 def frozen_parameters(parameters: Mapping[str, str] | None) -> Mapping[str, str]:
-    """A read-only copy of a task's parameters (keys and values as strings, insertion order kept)."""
+    """Return a read-only copy of a task's parameters (keys and values as strings, insertion order kept)."""
     return MappingProxyType(dict(parameters or {}))
 
 

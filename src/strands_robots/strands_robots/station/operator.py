@@ -129,7 +129,7 @@ class OperatorConsole:
             self._phase = _ROLLOUT
 
     def rollout_ended(self) -> bool:
-        """The rollout is over; the episode awaits its sheet. Returns whether it was taken over."""
+        """Mark the rollout over (the episode awaits its sheet); return whether it was taken over."""
         with self._cond:
             self._phase = _SCORING
             self._in_takeover = False
@@ -144,14 +144,13 @@ class OperatorConsole:
             self._cond.notify_all()
 
     def cancel(self) -> None:
-        """The job was cancelled: any wait for a decision ends at once."""
+        """Cancel the job: any wait for a decision ends at once."""
         with self._cond:
             self._cancelled = True
             self._cond.notify_all()
 
     def wait_decision(self, timeout_s: Optional[float] = None) -> Decision:
-        """Block until the operator decides for the episode awaiting its sheet, the job is cancelled, or
-        ``timeout_s`` (None: no limit) passes."""
+        """Block until the operator decides, the job is cancelled, or ``timeout_s`` passes (None: no limit)."""
         with self._cond:
             ended = self._cond.wait_for(lambda: self._decision is not None or self._cancelled, timeout_s)
             if self._decision is not None:
@@ -183,7 +182,7 @@ class OperatorConsole:
 
     # -- operator actions -----------------------------------------------------------------------------------
     def takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
-        """The operator takes the arms; the rollout clock stands still until :meth:`resume`."""
+        """Take the arms over; the rollout clock stands still until :meth:`resume`."""
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
         with self._cond:
@@ -215,7 +214,7 @@ class OperatorConsole:
             return OperatorReply(True, f"{operator_name} handed {self._episode_id} back to the policy")
 
     def claim_arms(self, operator_name: str) -> OperatorReply:
-        """The operator holds the arms with a higher-priority lease: the episode ends ``authority_lost``."""
+        """Hold the arms with a higher-priority lease: the episode ends ``authority_lost``."""
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
         with self._cond:
@@ -240,8 +239,11 @@ class OperatorConsole:
             return OperatorReply(True, f"{episode_id} discarded; its task runs again as a new episode")
 
     def submit_score_sheet(self, episode_id: str, answers: Any) -> OperatorReply:
-        """Score the episode awaiting its sheet. ``answers``: ``{name: answer}`` or ``(name, answer)`` pairs,
-        typed (bool / int) or as text ("yes", "3", a choice)."""
+        """Score the episode awaiting its sheet.
+
+        :param answers: ``{name: answer}`` or ``(name, answer)`` pairs, typed (bool / int) or as text ("yes",
+            "3", a choice).
+        """
         with self._cond:
             refusal = self._scoring_refusal(episode_id)
             if refusal:
@@ -302,7 +304,9 @@ _END_IS = re.compile(r"^\s*end_condition\s*(?:==|=|in)\s*([a-z_|, ]+)\s*$")
 
 
 def parse_success_predicate(text: str) -> SuccessPredicate:
-    """A success predicate on the final state from its text form (no eval):
+    """Parse a success predicate on the final state from its text form (no eval).
+
+    The forms:
 
     - ``end_condition == policy_completed`` (or ``end_condition in timeout|policy_completed``);
     - ``<observation key> <op> <number>`` with ``op`` one of ``< <= > >=``, e.g. ``right.joint_4.pos > 1.2``
@@ -458,7 +462,7 @@ class ScriptedOperator:
 
     # -- answers ----------------------------------------------------------------------------------------------
     def answers(self, plan: EpisodePlan, success: bool) -> list:
-        """The sheet as this operator answers it for a final state judged ``success``."""
+        """Answer the sheet as this operator does for a final state judged ``success``."""
         sheet = plan.task.scoring
         params = plan.task.parameters
         out = []

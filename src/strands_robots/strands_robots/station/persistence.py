@@ -109,7 +109,10 @@ def record_to_mapping(record: JobRecord) -> dict:
 
 
 def record_from_mapping(data: Mapping[str, Any]) -> JobRecord:
-    """:raises PersistenceError: another format version, or a field missing or malformed."""
+    """Read a record from its mapping.
+
+    :raises PersistenceError: another format version, or a field missing or malformed.
+    """
     if not isinstance(data, Mapping):
         raise PersistenceError(f"a job file holds a JSON object, got {type(data).__name__}")
     version = data.get("format_version")
@@ -192,7 +195,10 @@ class JobStore:
             os.close(fd)
 
     def load(self, job_id: str) -> JobRecord:
-        """:raises PersistenceError: no such job, or its file does not parse (the reason names the file)."""
+        """Load a job's record.
+
+        :raises PersistenceError: no such job, or its file does not parse (the reason names the file).
+        """
         path = self.path_of(job_id)
         try:
             with open(path, encoding="utf-8") as handle:
@@ -222,7 +228,7 @@ class JobStore:
 
 # -- restart ----------------------------------------------------------------------------------------------------
 def recover(record: JobRecord) -> JobRecord:
-    """The record a restarted station continues from (see the module docstring). Terminal jobs are unchanged.
+    """Return the record a restarted station continues from (see the module docstring); terminal ones as is.
 
     The state stays a legal one for the state machine: a RUNNING job becomes WAITING_POLICY, FAILED after
     too many restarts; CREATED, WAITING_POLICY and FINALIZING are kept.

@@ -242,7 +242,7 @@ def score_answers(sheet: ScoringSheet, answers: Answers) -> SheetScore:
 
 # -- text form (ROS messages, command line) ---------------------------------------------------------------------
 def parse_answer(item: ScoringItemDefinition, text: str) -> Answer:
-    """The typed answer from its text form: "yes"/"no", a decimal count, or the choice itself.
+    """Parse a typed answer from its text form: "yes"/"no", a decimal count, or the choice itself.
 
     :raises ScoreSheetError: the text is not a valid answer for the item.
     """
@@ -266,7 +266,7 @@ def parse_answer(item: ScoringItemDefinition, text: str) -> Answer:
 
 
 def format_answer(item: ScoringItemDefinition, answer: Answer) -> str:
-    """The text form of a typed answer (the inverse of :func:`parse_answer`)."""
+    """Format a typed answer as text (the inverse of :func:`parse_answer`)."""
     kind = item.answer_type
     if kind is AnswerType.YES_NO:
         return "yes" if answer else "no"
@@ -276,5 +276,5 @@ def format_answer(item: ScoringItemDefinition, answer: Answer) -> str:
 
 
 def sheet_items(items: Sequence[ScoringItemDefinition]) -> ScoringSheet:
-    """A validated :class:`ScoringSheet` of ``items`` (success item first)."""
+    """Build a validated :class:`ScoringSheet` of ``items`` (success item first)."""
     return validate_sheet(ScoringSheet(tuple(items)))

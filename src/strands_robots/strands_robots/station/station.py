@@ -132,7 +132,7 @@ class Station:
         return OperatorReply(True, f"job {job_id} cancelled")
 
     def status(self, job_id: str) -> Optional[JobStatus]:
-        """The job's latest snapshot; None for an unknown job."""
+        """Return the job's latest snapshot; None for an unknown job."""
         with self._lock:
             return self._statuses.get(job_id)
 
@@ -142,7 +142,7 @@ class Station:
             return tuple(self._statuses.values())
 
     def operator(self) -> Tuple[Optional[OperatorConsole], str]:
-        """The running job's console, or ``(None, why not)``."""
+        """Return the running job's console, or ``(None, why not)``."""
         with self._lock:
             runner = self._runner
         if runner is None:

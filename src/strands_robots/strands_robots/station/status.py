@@ -50,7 +50,7 @@ class JobAggregates:
 
 
 def aggregate(episodes: Iterable[EpisodeResult]) -> JobAggregates:
-    """The aggregates of ``episodes`` (taken-over and unscored episodes stay out of the rates)."""
+    """Aggregate ``episodes`` (taken-over and unscored episodes stay out of the rates)."""
     episodes = tuple(episodes)
     counted = [e for e in episodes if e.scored and not e.taken_over]
     successes = sum(1 for e in counted if e.success)
@@ -76,7 +76,7 @@ def make_snapshot(
     message: str,
     clock_ms: UnixMsClock = unix_ms_now,
 ) -> JobStatus:
-    """A :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order."""
+    """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order."""
     if not isinstance(state, JobState):
         raise ValueError(f"state must be a JobState, got {state!r}")
     return JobStatus(job_id=job_id, station_id=station_id, state=state, episodes_total=int(episodes_total),
