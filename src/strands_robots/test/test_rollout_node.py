@@ -145,15 +145,16 @@ class Rig:
             f"fewer than {n} step events within {timeout_s} s ({len(self.steps_so_far())})")
 
     # -- the action ---------------------------------------------------------------------------------------------
-    def send(self, timeout_s: float = 60.0, **fields):
-        """Send a RunEpisode goal; returns the accepted goal handle."""
+    def send(self, timeout_s: float = 60.0, feedback: "list | None" = None, **fields):
+        """Send a RunEpisode goal; returns the accepted goal handle (feedback messages go to ``feedback``)."""
         goal = RunEpisode.Goal()
         goal.seed = -1
         goal.control_frequency = RATE_HZ
         for k, v in fields.items():
             setattr(goal, k, v)
         done = threading.Event()
-        future = self.action.send_goal_async(goal)
+        on_feedback = None if feedback is None else (lambda msg: feedback.append(msg.feedback))
+        future = self.action.send_goal_async(goal, feedback_callback=on_feedback)
         future.add_done_callback(lambda _f: done.set())
         assert done.wait(timeout_s), "RunEpisode goal: no answer"
         handle = future.result()
@@ -173,8 +174,8 @@ class Rig:
                 "the Ended event did not arrive on observer_events")
         return res.result, res.status
 
-    def run(self, **fields):
-        return self.result(self.send(**fields))
+    def run(self, feedback: "list | None" = None, **fields):
+        return self.result(self.send(feedback=feedback, **fields))
 
     def acquire(self, holder: str, priority: int, duration_s: float = 10.0) -> AcquireLease.Response:
         assert self.acquire_client.wait_for_service(timeout_sec=10.0)
@@ -501,3 +502,108 @@ def test_lease_revoked_mid_episode_ends_as_lease_lost(rig):
     for s in steps[refused[0]:]:
         assert s.action_resolution == "none"
         assert set(s.unresolved_action_reasons) == {"not_lease_holder"}
+
+
+def test_goal_robot_name_is_reported_and_event_counts_and_feedback_are_per_goal(rig):
+    r = rig()
+    r.run(policy_provider="mock", max_steps=10)  # an earlier goal: its events must not count for the next
+    feedback: list = []
+    result, _ = r.run(policy_provider="mock", duration_s=1.0, robot_name="alice", feedback=feedback)
+    ended = result.ended
+    started, steps, _ = lifecycle(r, ended)
+
+    assert started.robot_name == "alice"
+    assert result.events_published == len(steps) + 2 and result.events_dropped == 0
+    assert feedback, "no feedback arrived"
+    assert all(fb.total_steps == 50 and fb.run_id == ended.run_id for fb in feedback)
+    assert all(0 < fb.applied_actions <= 50 for fb in feedback)
+    assert [fb.applied_actions for fb in feedback] == sorted(fb.applied_actions for fb in feedback)
+    missed_steps = sum(1 for s in steps if s.deadline_missed)
+    assert all(fb.missed_deadlines <= missed_steps for fb in feedback)
+
+
+def test_goal_max_steps_is_the_step_budget_as_in_process(rig):
+    r = rig()
+    result, _ = r.run(policy_provider="mock", max_steps=7, duration_s=10.0)
+    assert result.ended.applied_actions == 7 and result.ended.stopped_reason == "budget"
+    result, _ = r.run(policy_provider="mock", max_steps=40, duration_s=0.2)  # a budget, not a cap on 10 steps
+    assert result.ended.applied_actions == 40 and result.ended.stopped_reason == "budget"
+    started, _, _ = lifecycle(r, result.ended)
+    assert started.total_steps == 40
+
+
+def test_goal_turns_recording_on_and_off_and_recordings_are_numbered_per_node(rig, tmp_path):
+    r = rig(record=True, recording_dir=str(tmp_path / "param_dir"))  # the parameter is for autorun episodes
+    off, _ = r.run(policy_provider="mock", max_steps=5, record=False)
+    assert off.ended.recording_path == "" and off.ended.recorded_frames == 0
+    first, _ = r.run(policy_provider="mock", max_steps=5, record=True, recording_dir=str(tmp_path))
+    second, _ = r.run(policy_provider="mock", max_steps=5, record=True, recording_dir=str(tmp_path))
+    names = [os.path.basename(x.ended.recording_path) for x in (first, second)]
+    assert names[0].startswith("episode_0001_") and names[1].startswith("episode_0002_"), names
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+def test_goal_seed_reaches_the_policy(rig):
+    r = rig()
+
+    def offsets(seed: int) -> list:
+        result, _ = r.run(policy_provider="mock", max_steps=8, seed=seed)
+        _, steps, _ = lifecycle(r, result.ended)
+        anchor = steps[0].observation
+        return [round(v - anchor[f"{k}.pos"], 9) for s in steps for k, v in sorted(s.action.items())]
+
+    a, b, c = offsets(7), offsets(7), offsets(8)
+    assert a == b
+    assert a != c
+
+
+def test_every_episode_starts_from_the_start_pose(rig):
+    r = rig(start_pose_before_episode=True)
+
+    def positions(obs: dict) -> dict:
+        return {k: v for k, v in obs.items() if k.endswith(".pos")}
+
+    first, _ = r.run(policy_provider="mock", duration_s=1.0, seed=1)
+    _, steps1, _ = lifecycle(r, first.ended)
+    second, _ = r.run(policy_provider="mock", duration_s=1.0, seed=2)
+    _, steps2, _ = lifecycle(r, second.ended)
+
+    start1, end1, start2 = (positions(steps1[0].observation), positions(steps1[-1].observation),
+                            positions(steps2[0].observation))
+    assert max(abs(end1[k] - start1[k]) for k in start1) > 0.05  # the first episode left the start pose
+    assert max(abs(start2[k] - start1[k]) for k in start1) < 0.02  # the second began at it again
+
+
+def test_construction_only_parameters_are_read_only_and_ranges_come_from_the_shared_limits(rig):
+    from strands_robots.rollout.run_spec import FIELD_LIMITS
+
+    r = rig()
+    node = r.rollout
+    for name, value in (("driver_namespace", "/elsewhere"), ("command_path", "service"),
+                        ("event_queue_depth", 10), ("action_timeout_s", 1.0), ("autorun_episodes", 3)):
+        res = node.set_parameters([Parameter(name, value=value)])[0]
+        assert not res.successful, f"{name} accepted a runtime change"
+    assert node.get_parameter("command_path").value == COMMAND_PATH
+    assert node.set_parameters([Parameter("robot_name", value="bob")])[0].successful  # applied per goal
+    assert not node.set_parameters([Parameter("control_frequency", value=5000.0)])[0].successful
+    assert not node.set_parameters([Parameter("policy_provider", value="no_such_policy")])[0].successful
+    rng = node.describe_parameter("control_frequency").floating_point_range[0]
+    assert rng.to_value == FIELD_LIMITS["control_frequency"].maximum
+    assert node.describe_parameter("action_horizon").integer_range[0].to_value == \
+        FIELD_LIMITS["action_horizon"].maximum
+
+
+def test_the_rollout_is_one_node_with_parameter_services(rig):
+    from rcl_interfaces.srv import ListParameters
+
+    r = rig()
+    assert wait_for(lambda: ("rollout", r.namespace) in r.client.get_node_names_and_namespaces(), 10.0)
+    names = [n for n, ns in r.client.get_node_names_and_namespaces() if ns == r.namespace]
+    assert sorted(names) == ["arm_driver", "rollout", "rollout_test_client"], names
+    client = r.client.create_client(ListParameters, f"{r.namespace}/rollout/list_parameters")
+    assert client.wait_for_service(timeout_sec=10.0)
+    done = threading.Event()
+    future = client.call_async(ListParameters.Request())
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0), "list_parameters did not answer"
+    assert {"command_path", "driver_silence_s", "control_frequency"} <= set(future.result().result.names)
