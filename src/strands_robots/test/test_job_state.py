@@ -184,3 +184,11 @@ def test_tasks_cycle_in_order_and_task_parameters_override_the_plan():
     assert dict(plan.policy_config) == {"seed": 1, "end_after_steps": 7, "mode": "hold"}
     default = plan_episode(s, "ep_0000", 0)
     assert default.duration_s == 2.0 and dict(default.policy_config) == {"seed": 1} and default.seed is None
+
+
+def test_same_task_id_with_another_definition_is_refused_but_a_repeat_is_not():
+    validate_job_spec(spec(tasks=(task("a"), task("b"), task("a"))))
+    with pytest.raises(JobSpecError) as info:
+        validate_job_spec(spec(tasks=(task("a"), task("a", instruction="something else"))))
+    err = info.value
+    assert (err.task_index, err.field) == (1, "task_id") and "also tasks[0]" in err.reason

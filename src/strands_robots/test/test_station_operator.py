@@ -4,6 +4,8 @@ The console's rules are exercised during real in-process rollouts (InProcessRobo
 implementation that tries every action at the wrong and the right moment records each reply.
 """
 
+import threading
+
 import pytest
 
 from strands_robots.station.episodes import JobRunner
@@ -174,3 +176,38 @@ def test_success_when_on_the_final_joint_position_judges_a_real_rollout():
     params = {"success_when": "right.joint_4.pos > 1.5"}
     final = JobRunner(JobRecord(spec(params, duration_s=1.0)), InProcessRobot(), ScriptedOperator()).run()
     assert not final.episodes[0].success and final.episodes[0].scored
+
+
+class RacingOperators(ScriptedOperator):
+    """Eight operators press Takeover at the same instant during a real rollout, then one resumes."""
+
+    def __init__(self):
+        super().__init__()
+        self.takeovers = []
+        self.fired = False
+
+    def rollout_progress(self, plan, t, console):
+        if t < 0.2 or self.fired:
+            return
+        self.fired = True
+        barrier = threading.Barrier(8)
+
+        def press(i):
+            barrier.wait()
+            self.takeovers.append(console.takeover(f"op{i}"))
+
+        threads = [threading.Thread(target=press, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.resume_reply = console.resume("op0")
+
+
+def test_simultaneous_takeovers_grant_exactly_one():
+    operator = RacingOperators()
+    final = JobRunner(JobRecord(spec(duration_s=0.5)), InProcessRobot(), operator).run()
+    assert sum(r.ok for r in operator.takeovers) == 1
+    assert sum("already in force" in r.message for r in operator.takeovers) == 7
+    assert operator.resume_reply.ok
+    assert final.episodes[0].taken_over and final.episodes[0].end_condition == "timeout"

@@ -197,8 +197,13 @@ def validate_job_spec(spec: Any) -> JobSpec:
         raise JobSpecError("episodes_total", f"must be an integer >= 1, got {spec.episodes_total!r}")
     if not isinstance(spec.tasks, tuple) or not spec.tasks:
         raise JobSpecError("tasks", "a job needs at least one task")
+    first_index: dict = {}
     for index, task in enumerate(spec.tasks):
         validate_task(task, index)
+        earlier = first_index.setdefault(task.task_id, index)
+        if earlier != index and spec.tasks[earlier] != task:
+            raise JobSpecError("task_id", f"{task.task_id!r} is also tasks[{earlier}] with a different definition",
+                               index)
     if not _non_empty_str(spec.policy_provider):
         raise JobSpecError("policy_provider", "must name a policy provider")
     if not isinstance(spec.policy_config, Mapping):
