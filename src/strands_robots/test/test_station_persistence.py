@@ -181,3 +181,57 @@ def test_malformed_record_is_refused_with_the_reason():
     with pytest.raises(PersistenceError) as info:
         record_from_mapping(data)
     assert "malformed job state" in str(info.value) and "episodes" in str(info.value)
+
+
+CHILD = r"""
+import sys
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.inprocess import InProcessRobot
+from strands_robots.station.job_file import job_spec_from_mapping
+from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.persistence import JobStore
+from strands_robots.station.record import JobRecord
+import json
+spec = job_spec_from_mapping(json.loads(sys.argv[2]))
+JobRunner(JobRecord(spec), InProcessRobot(fast_mode=False), ScriptedOperator(), store=JobStore(sys.argv[1])).run()
+"""
+
+
+def test_station_process_killed_mid_episode_is_resumed_by_the_next_one(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from strands_robots.station.job_file import job_spec_to_mapping
+
+    store = JobStore(str(tmp_path))
+    job = spec(episodes=3)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), json.dumps(job_spec_to_mapping(job))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = None
+        for _ in range(6000):  # poll the job file (at most ~60 s, normally well under 2 s)
+            if proc.poll() is not None:
+                break
+            try:
+                record = store.load("persist-1")
+            except PersistenceError:
+                record = None  # not written yet
+            if record is not None and record.running is not None and record.running.episode_id == "ep_0001":
+                seen = record
+                break
+            time.sleep(0.01)
+        assert seen is not None, proc.stderr.read().decode() if proc.poll() is not None else "never ran ep_0001"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    crashed = store.load("persist-1")
+    assert crashed.state is JobState.RUNNING and crashed.running.episode_id == "ep_0001"
+    final = JobRunner(recover(crashed), InProcessRobot(), ScriptedOperator(), store=store).run()
+    assert final.state is JobState.SUCCEEDED
+    assert [e.episode_id for e in final.episodes] == ["ep_0000", "ep_0002", "ep_0003"]
+    assert store.load("persist-1").interrupted == ("ep_0001",)
