@@ -254,8 +254,9 @@ def test_in_process_backend_sends_its_lease_token():
 
 
 def test_reset_with_noise_is_seeded():
-    from strands_robots.arm.config import DriverConfig
     import dataclasses
+
+    from strands_robots.arm.config import DriverConfig
 
     cfg = dataclasses.replace(DriverConfig.default(), reset_noise_rad=0.05)
     a, b = DriverCore.simulated(cfg), DriverCore.simulated(cfg)

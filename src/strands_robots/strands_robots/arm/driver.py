@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.arm.adapter import HardwareAdapter, JointReadings
 from strands_robots.arm.command_stream import CommandSequencer, StreamCommand, refuse_every_key
@@ -305,6 +305,11 @@ class DriverCore:
                 self._adapter.step(k * ts)
                 self._check_safety()
             n -= k
+
+    def hold(self) -> None:
+        """Freeze every arm where it is (targets := current positions): deactivation, an aborted move."""
+        with self._lock:
+            self._adapter.hold()
 
     # -- safety ---------------------------------------------------------------------------------------------
     @property

@@ -2,22 +2,24 @@
 
 Lifecycle (``ros2 lifecycle set /arm_driver configure|activate|deactivate|cleanup|shutdown``):
 
-- configure: load the driver config (parameter ``config_file``), build the MuJoCo arms and the core, create
-  the publishers and services. The latched topics announce the state at once (``DriverStatus.active`` false).
-- activate: start the physics thread (real time, on deadlines) and the publish timers.
-- deactivate: stop the timers and the physics thread, hold the arms; ``send_action`` answers "driver not
-  active".
-- cleanup: revoke the lease and drop the model, publishers and services.
-- shutdown: all of the above from any state.
+- configure: load the driver config (``config_file``), build the arms named by ``hardware``
+  (:mod:`strands_robots.arm.hardware`) and the core, create the publishers, the command stream, the services
+  and the start-pose action. The latched topics announce the state at once (``DriverStatus.active`` false).
+- activate: start the hardware's real-time runner (the simulator's physics thread) and the publish timers.
+- deactivate: stop the timers and the runner, hold the arms; commands answer "driver not active". It stays
+  that way until an explicit activate.
+- cleanup: revoke the lease and drop the arms, publishers and services. shutdown: all of it from any state.
 
 Topics (relative names, so a launch namespace applies): ``joint_states`` (``sensor_msgs/JointState``, names
-``<arm>.<joint>``, stamped with robot time, at ``control_rate_hz``), ``safety_stop``, ``driver_status`` and
-``lease_state`` (latched: reliable + transient_local depth 1), and ``/diagnostics``.
+``<arm>.<joint>``, stamped with the node clock, robot time carried as ``convert.driver_joint_state`` says, at
+``control_rate_hz``), ``action_commands`` in and ``action_verdicts`` out (:mod:`.driver_stream`),
+``safety_stop``, ``driver_status``, ``lease_state`` (latched), ``/diagnostics``, and ``/clock`` (robot time) with
+``publish_clock``.
 
-Services: ``send_action``, ``acquire_lease``, ``renew_lease``, ``release_lease``, ``reset_safety``,
-``move_to_start_pose`` (served by a side node ``<name>_start_pose`` in the same namespace, on its own thread,
-because it blocks for the whole move). Every rule (verdicts, safety, leases, start pose) lives in the core; this module
-translates messages (:mod:`strands_robots.convert`), keeps time, and publishes.
+Services: ``send_action``, ``acquire_lease``, ``renew_lease``, ``release_lease``, ``reset_safety`` (the lease
+holder only). Action: ``move_to_start_pose`` (:mod:`.driver_start_pose`; also still a service). Parameters:
+:mod:`.driver_params`. Every rule lives in the core; this module translates (:mod:`strands_robots.convert`),
+keeps time and publishes.
 
 Run: ``ros2 run strands_robots arm_driver_node --ros-args --params-file config/arm_driver.yaml`` and drive
 the lifecycle, or add ``--autostart`` (or ``-p autostart:=true``) to configure and activate at start.
@@ -31,11 +33,11 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
 from rclpy.executors import SingleThreadedExecutor
@@ -44,42 +46,28 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from strands_robots_msgs.msg import DriverStatus, LeaseState, SafetyStop
-from strands_robots_msgs.srv import (
-    AcquireLease,
-    MoveToStartPose,
-    ReleaseLease,
-    RenewLease,
-    ResetSafety,
-    SendAction,
-)
+from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, ResetSafety, SendAction
 
 from strands_robots import convert
+from strands_robots.arm import hardware as hardware_registry
+from strands_robots.arm.command_stream import StreamCommand
 from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.driver import DriverCore
 from strands_robots.arm.lease import LeaseManager, LeaseSnapshot
-from strands_robots.arm.start_pose import StartPoseReport, StartPoseSettings, run_start_pose
+from strands_robots.arm.realtime import Runner
+from strands_robots.arm.start_pose import StartPoseAborted, StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
+from strands_robots.nodes import driver_params as params
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
-from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
+from strands_robots.nodes.driver_start_pose import StartPoseServer
+from strands_robots.nodes.driver_stream import CommandStream
+from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
 
 NODE_NAME = "arm_driver"
-HARDWARE = "mujoco"
 
 # How often the lease is polled for a lazy expiry to be published (LeaseState "on change").
 LEASE_POLL_HZ = 10.0
-# Physics that falls this far behind the wall clock drops the backlog instead of running a catch-up burst.
-MAX_PHYSICS_LAG_S = 0.1
-# Timers that run only while active (the lease poll runs while configured).
-_ACTIVE_TIMERS = ("status", "diagnostics")
-
-_DEFAULTS = {
-    "config_file": "",
-    "control_rate_hz": 200.0,
-    "status_rate_hz": 2.0,
-    "diagnostics_rate_hz": 1.0,
-    "require_lease": True,
-    "autostart": False,
-}
 
 
 def default_config_path() -> Optional[str]:
@@ -103,90 +91,6 @@ def default_config_path() -> Optional[str]:
     return None
 
 
-class _MoveAborted(Exception):
-    """The start-pose move stopped before settling (driver deactivated, lease lost, arm stopped)."""
-
-
-class _PhysicsThread:
-    """Steps the core in real time: one physics timestep per deadline, deadlines on the monotonic clock.
-
-    Deadlines advance by a fixed period (no drift from sleep jitter); a late tick steps at once to catch up,
-    and a backlog over :data:`MAX_PHYSICS_LAG_S` is dropped and counted as an overrun (robot time then lags
-    the wall clock rather than jumping).
-    """
-
-    def __init__(self, core: DriverCore, on_tick: Callable[[], None], on_fault: Callable[[BaseException], None]):
-        self._core = core
-        self._period = float(core.adapter.timestep_s)
-        self._on_tick = on_tick
-        self._on_fault = on_fault
-        self._stop = threading.Event()
-        self._ticked = threading.Condition()
-        self._thread: Optional[threading.Thread] = None
-        self.overruns = 0
-        self.steps = 0
-        self.fault = ""
-
-    @property
-    def rate_hz(self) -> float:
-        return 1.0 / self._period
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="arm_driver_physics", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        with self._ticked:
-            self._ticked.notify_all()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
-
-    def wait_sim_time(self, target_s: float, wall_timeout_s: float) -> bool:
-        """Block until robot time reaches ``target_s``; False if physics stopped or the wall timeout passed."""
-        deadline = time.monotonic() + wall_timeout_s
-        adapter = self._core.adapter
-        with self._ticked:
-            while adapter.time_s() < target_s - 1e-9:
-                if self._stop.is_set():
-                    return False
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._ticked.wait(min(left, 0.05))
-        return True
-
-    def _run(self) -> None:
-        period = self._period
-        core = self._core
-        deadline = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                deadline += period
-                delay = deadline - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-                elif delay < -MAX_PHYSICS_LAG_S:
-                    self.overruns += 1
-                    deadline = time.monotonic()
-                core.step(period)
-                self.steps += 1
-                with self._ticked:
-                    self._ticked.notify_all()
-                self._on_tick()
-        except BaseException as exc:  # the physics must never die silently: report, then stop
-            self.fault = f"{type(exc).__name__}: {exc}"
-            self._stop.set()
-            with self._ticked:
-                self._ticked.notify_all()
-            self._on_fault(exc)
-
-
 class ArmDriverNode(LifecycleNode):
     """The arm driver as a lifecycle node (see the module docstring for topics, services and transitions).
 
@@ -202,100 +106,83 @@ class ArmDriverNode(LifecycleNode):
         # never races a command that already passed the check.
         self._gate = threading.Lock()
         self._active = False
+        self._lifecycle_label = params.STATE_UNCONFIGURED
         self._core: Optional[DriverCore] = None
-        self._physics: Optional[_PhysicsThread] = None
+        self._hardware_name = ""
+        self._hardware: Optional[hardware_registry.Hardware] = None
+        self._runner: Optional[Runner] = None
+        # Written by the executor (parameters, transitions) and read by the runner thread.
+        self._tick_lock = threading.Lock()
+        self._joint_states_period_s = 1.0 / params.DEFAULTS["control_rate_hz"]
+        self._next_joint_states = 0.0
         self._publish_lock = threading.Lock()
         self._published_stopped: Optional[bool] = None
         self._published_status_key: Optional[tuple] = None
         self._published_lease: Optional[LeaseSnapshot] = None
-        self._diag_prev: Optional[tuple[float, float]] = None
-        self._joint_states_period_s = 1.0 / _DEFAULTS["control_rate_hz"]
-        self._next_joint_states = 0.0
-        self._driver_pubs: dict[str, Any] = {}
-        self._driver_services: List[Any] = []
-        self._driver_timers: dict[str, Any] = {}
+        self._diag_prev: Optional[Tuple[float, float]] = None
+        self._drv_pubs: dict[str, Any] = {}
+        self._drv_services: List[Any] = []
+        self._drv_timers: dict[str, Any] = {}
+        self._stream: Optional[CommandStream] = None
+        self._start_pose: Optional[StartPoseServer] = None
 
         super().__init__(node_name, **kwargs)
-        self._declare_parameters()
-        refusal = self._validate(self._parameters_now())
-        if refusal:
-            raise ValueError(f"invalid parameter: {refusal}")
+        for name, default in params.DEFAULTS.items():
+            self.declare_parameter(name, default, params.descriptor(name))
+        for name in params.DEFAULTS:
+            reason = params.value_refusal(name, self._param(name))
+            if reason:
+                raise ValueError(f"invalid parameter: {reason}")
+        try:
+            hardware_registry.resolve(self._param("hardware"))
+        except ConfigError as exc:
+            raise ValueError(f"invalid parameter: {exc}") from exc
+        self._hardware_name = self._param("hardware")
+        with self._tick_lock:
+            self._joint_states_period_s = 1.0 / float(self._param("control_rate_hz"))
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        guard_change_state(self)
 
-        self._command_group = MutuallyExclusiveCallbackGroup()   # send_action, leases, reset_safety
+        self._command_group = MutuallyExclusiveCallbackGroup()   # commands, leases, reset_safety
         self._housekeeping_group = MutuallyExclusiveCallbackGroup()  # status, lease poll, diagnostics
-        # move_to_start_pose blocks for the whole move (its answer is the move's outcome), so it is served by a
-        # side node on its own single-threaded executor: the driver's own executor stays single-threaded
-        # (rclpy's MultiThreadedExecutor busy-waits holding the GIL, which starved the control path) and keeps
-        # answering send_action and lease renewals during a move. Same namespace, so the service name is
-        # <ns>/move_to_start_pose as if the driver served it.
-        # use_global_arguments=False: the process's `__node:=` remap must not rename this node too.
-        self._move_node = rclpy.create_node(f"{self.get_name()}_start_pose", namespace=self.get_namespace(),
-                                            context=self.context, use_global_arguments=False,
-                                            start_parameter_services=False)
-        self._move_executor = SingleThreadedExecutor(context=self.context)
-        self._move_executor.add_node(self._move_node)
-        self._move_thread = spin_in_background(self._move_executor, f"{self.get_name()}_start_pose")
+        self._move_group = MutuallyExclusiveCallbackGroup()  # start pose (its callbacks never block)
 
     # -- parameters -------------------------------------------------------------------------------------------
-    def _declare_parameters(self) -> None:
-        # `-p control_rate_hz:=50` arrives as an integer; a float parameter would refuse it at declare time.
-        overrides = getattr(self, "_parameter_overrides", None)
-        if isinstance(overrides, dict):
-            for name, default in _DEFAULTS.items():
-                given = overrides.get(name)
-                if isinstance(default, float) and given is not None and given.type_ == Parameter.Type.INTEGER:
-                    overrides[name] = Parameter(name, value=float(given.value))
-
-        def rate(description: str, low: float, high: float) -> ParameterDescriptor:
-            return ParameterDescriptor(
-                description=description,
-                floating_point_range=[FloatingPointRange(from_value=low, to_value=high, step=0.0)],
-            )
-
-        self.declare_parameter("config_file", _DEFAULTS["config_file"], ParameterDescriptor(
-            description="Driver config YAML (ratings, margins, start pose); empty: the package's "
-                        "config/arms.yaml. Read at configure."))
-        self.declare_parameter("control_rate_hz", _DEFAULTS["control_rate_hz"], rate(
-            "joint_states publish rate in Hz; keep it equal to the rollout's control rate so every control "
-            "step observes a fresh state. Applies at the next activate.", 1.0, 2000.0))
-        self.declare_parameter("status_rate_hz", _DEFAULTS["status_rate_hz"], rate(
-            "driver_status heartbeat rate in Hz (it is also published on every change). Applies at the next "
-            "activate.", 0.1, 50.0))
-        self.declare_parameter("diagnostics_rate_hz", _DEFAULTS["diagnostics_rate_hz"], rate(
-            "/diagnostics rate in Hz. Applies at the next activate.", 0.1, 10.0))
-        self.declare_parameter("require_lease", _DEFAULTS["require_lease"], ParameterDescriptor(
-            description="Apply send_action / move_to_start_pose only with the current lease token. Takes "
-                        "effect at once."))
-        self.declare_parameter("autostart", _DEFAULTS["autostart"], ParameterDescriptor(
-            description="Configure and activate at start (main() only), without lifecycle tools.",
-            read_only=True))
-
-    def _parameters_now(self) -> List[Parameter]:
-        return [self.get_parameter(name) for name in _DEFAULTS]
-
-    @staticmethod
-    def _validate(parameters: List[Parameter]) -> str:
-        """Why the values are refused (empty when accepted); ranges and types are checked by rclpy first."""
-        for p in parameters:
-            if p.name == "config_file":
-                path = p.value
-                if path and not os.path.isfile(path):
-                    return f"config_file: no such file: {path!r}"
-            elif p.name.endswith("_rate_hz"):
-                if not math.isfinite(p.value) or p.value <= 0:
-                    return f"{p.name} must be a finite number > 0, got {p.value!r}"
-        return ""
-
-    def _on_set_parameters(self, parameters: List[Parameter]) -> SetParametersResult:
-        reason = self._validate(parameters)
-        if reason:
-            self.get_logger().warning(f"parameter refused: {reason}")
-            return SetParametersResult(successful=False, reason=reason)
-        return SetParametersResult(successful=True)
-
     def _param(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    def _on_set_parameters(self, parameters: List[Parameter]) -> SetParametersResult:
+        for p in parameters:
+            if p.name not in params.DEFAULTS:
+                continue
+            old = self._param(p.name)
+            reason = params.change_refusal(p.name, old, p.value, self._lifecycle_label)
+            if p.name in params.SAFETY_PARAMETERS:  # every attempt on a safety parameter is logged
+                self.get_logger().warning(
+                    f"parameter {p.name}: {old!r} -> {p.value!r} " + (f"refused: {reason}" if reason else "accepted"))
+            if reason:
+                if p.name not in params.SAFETY_PARAMETERS:
+                    self.get_logger().warning(f"parameter refused: {reason}")
+                return SetParametersResult(successful=False, reason=reason)
+        for p in parameters:
+            self._apply_parameter(p.name, p.value)
+        return SetParametersResult(successful=True)
+
+    def _apply_parameter(self, name: str, value: Any) -> None:
+        """Rates apply at once (the value is already validated)."""
+        if name == "control_rate_hz":
+            with self._tick_lock:
+                self._joint_states_period_s = 1.0 / float(value)
+        elif name in ("status_rate_hz", "diagnostics_rate_hz") and self._active:
+            key = name.split("_")[0]
+            timer = self._drv_timers.pop(key, None)
+            if timer is not None:
+                self.destroy_timer(timer)
+            self._create_rate_timer(key, float(value))
+
+    def _create_rate_timer(self, key: str, rate_hz: float) -> None:
+        callback = self._publish_status if key == "status" else self._publish_diagnostics
+        self._drv_timers[key] = self.create_timer(1.0 / rate_hz, callback, callback_group=self._housekeeping_group)
 
     def _lease_valid(self, token: str) -> bool:
         """The core's lease validator: every token passes while ``require_lease`` is false."""
@@ -315,6 +202,11 @@ class ArmDriverNode(LifecycleNode):
     def is_active(self) -> bool:
         return self._active
 
+    @property
+    def runner(self) -> Optional[Runner]:
+        """The hardware's real-time runner while active."""
+        return self._runner
+
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load the config and build the arms; create publishers and services (nothing moves yet)."""
         try:
@@ -324,62 +216,65 @@ class ArmDriverNode(LifecycleNode):
             else:
                 self.get_logger().warning("no config/arms.yaml found; using the built-in default configuration")
                 config = DriverConfig.default()
-            core = DriverCore.simulated(config, lease_validator=self._lease_valid)
+            hw = hardware_registry.load(self._hardware_name, config)
+            core = DriverCore(hw.adapter, config, lease_validator=self._lease_valid, clock_ns=self._now_ns,
+                              lease_refusal=self._leases.refusal)
         except (ConfigError, ValueError, OSError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
         except Exception as exc:  # e.g. MuJoCo cannot load the model: say so instead of a silent ERROR
             self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._core = core
+        self._core, self._hardware = core, hw
         self._published_stopped = None
         self._published_status_key = None
         self._published_lease = None
         self._create_interfaces()
+        self._lifecycle_label = params.STATE_INACTIVE
         self._publish_safety_if_changed(force=True)
         self._publish_status()
         self._publish_lease_if_changed(force=True)
         self.get_logger().info(
-            f"configured: {HARDWARE} arms {', '.join(core.adapter.arm_names())} "
-            f"({len(core.action_keys())} actuator keys, physics {1.0 / core.adapter.timestep_s:g} Hz) "
+            f"configured: {self._hardware_name} arms {', '.join(core.adapter.arm_names())} "
+            f"({len(core.action_keys())} actuator keys, {1.0 / core.adapter.timestep_s:g} Hz) "
             f"from {path or 'built-in defaults'}")
         return super().on_configure(state)
 
     def on_activate(self, state: State) -> TransitionCallbackReturn:
-        """Start the physics thread and the publish timers; commands are accepted from now on."""
-        core = self._core
-        if core is None:
+        """Start the hardware's runner and the publish timers; commands are accepted from now on."""
+        core, hw = self._core, self._hardware
+        if core is None or hw is None:
             return TransitionCallbackReturn.FAILURE
         ret = super().on_activate(state)  # activates the lifecycle publishers before anything publishes
         if ret != TransitionCallbackReturn.SUCCESS:
             return ret
-        self._physics = _PhysicsThread(core, self._on_physics_tick, self._on_physics_fault)
-        self._joint_states_period_s = 1.0 / self._param("control_rate_hz")
-        self._next_joint_states = time.monotonic()
+        runner = hw.runner(core, self._on_tick, self._on_runner_fault)
+        with self._tick_lock:
+            self._next_joint_states = time.monotonic()
         with self._gate:
+            self._runner = runner
             self._active = True
-        self._physics.start()
+            self._lifecycle_label = params.STATE_ACTIVE
+        runner.start()
         self._diag_prev = None
-        self._driver_timers["status"] = self.create_timer(
-            1.0 / self._param("status_rate_hz"), self._publish_status, callback_group=self._housekeeping_group)
-        self._driver_timers["diagnostics"] = self.create_timer(
-            1.0 / self._param("diagnostics_rate_hz"), self._publish_diagnostics,
-            callback_group=self._housekeeping_group)
+        self._create_rate_timer("status", float(self._param("status_rate_hz")))
+        self._create_rate_timer("diagnostics", float(self._param("diagnostics_rate_hz")))
         self._publish_status()
         self.get_logger().info(
-            f"active: physics {self._physics.rate_hz:g} Hz real time, joint_states "
-            f"{self._param('control_rate_hz'):g} Hz, require_lease={self._param('require_lease')}")
+            f"active: {self._hardware_name} {runner.rate_hz:g} Hz real time, joint_states "
+            f"{float(self._param('control_rate_hz')):g} Hz, require_lease={self._param('require_lease')}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
-        """Stop publishing and the physics; the arms hold where they are."""
+        """Stop publishing and the runner; the arms hold where they are until an explicit activate."""
         self._stop_running()
+        self._lifecycle_label = params.STATE_INACTIVE
         self._publish_status()
-        self.get_logger().info("inactive: physics stopped, arms held")
+        self.get_logger().info("inactive: arms held, commands refused until activated again")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        """Revoke the lease and drop the model, publishers and services."""
+        """Revoke the lease and drop the arms, publishers and services."""
         self._stop_running()
         self._teardown()
         self.get_logger().info("cleaned up")
@@ -398,54 +293,50 @@ class ArmDriverNode(LifecycleNode):
         return super().on_error(state)
 
     def destroy_node(self) -> None:
-        """Stop the physics before the node goes away, whatever state it is in."""
+        """Stop the runner before the node goes away, whatever state it is in."""
         self._stop_running()
         self._teardown()
-        # getattr: a node whose __init__ refused its parameters is destroyed by the context's cleanup too
-        executor = getattr(self, "_move_executor", None)
-        if executor is not None:
-            executor.shutdown(timeout_sec=2.0)
-            self._move_thread.join(2.0)
-            self._move_node.destroy_node()
-            self._move_executor = None
         super().destroy_node()
 
     def _stop_running(self) -> None:
         with self._gate:
             was_active = self._active
             self._active = False
-        for name in _ACTIVE_TIMERS:
-            timer = self._driver_timers.pop(name, None)
+            runner, self._runner = self._runner, None
+        for name in ("status", "diagnostics"):
+            timer = self._drv_timers.pop(name, None)
             if timer is not None:
                 self.destroy_timer(timer)
-        physics, self._physics = self._physics, None
-        if physics is not None:
-            physics.stop()
+        if runner is not None:
+            runner.stop()
         core = self._core
         if was_active and core is not None:
-            # Nothing else touches the adapter now: the gate is closed and the physics thread joined.
-            core.adapter.hold()
+            core.hold()  # the gate is closed and the runner joined: nothing commands the arms after this
 
     def _teardown(self) -> None:
         if self._leases.revoke("revoked: the driver was cleaned up"):
             self._publish_lease_if_changed()
-        for srv in self._driver_services:
-            owner = self._move_node if srv in self._move_node.services else self
-            owner.destroy_service(srv)
-        self._driver_services.clear()
-        timer = self._driver_timers.pop("lease", None)
+        for part in (self._stream, self._start_pose):
+            if part is not None:
+                part.destroy()
+        self._stream = self._start_pose = None
+        for srv in self._drv_services:
+            self.destroy_service(srv)
+        self._drv_services.clear()
+        timer = self._drv_timers.pop("lease", None)
         if timer is not None:
             self.destroy_timer(timer)
-        for name, pub in list(self._driver_pubs.items()):
+        for name, pub in list(self._drv_pubs.items()):
             if name in ("joint_states", "diagnostics"):
                 getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)(pub)
             else:
                 self.destroy_publisher(pub)
-        self._driver_pubs.clear()
-        self._core = None
+        self._drv_pubs.clear()
+        self._core = self._hardware = None
+        self._lifecycle_label = params.STATE_UNCONFIGURED
 
     def _create_interfaces(self) -> None:
-        self._driver_pubs = {
+        self._drv_pubs = {
             "joint_states": self.create_lifecycle_publisher(JointState, "joint_states", STATE_QOS),
             "diagnostics": self.create_lifecycle_publisher(DiagnosticArray, "/diagnostics", DIAGNOSTICS_QOS),
             # Latched state: plain publishers so the state is announced while inactive too.
@@ -453,76 +344,83 @@ class ArmDriverNode(LifecycleNode):
             "driver_status": self.create_publisher(DriverStatus, "driver_status", LATCHED_QOS),
             "lease_state": self.create_publisher(LeaseState, "lease_state", LATCHED_QOS),
         }
+        if self._param("publish_clock"):
+            from rosgraph_msgs.msg import Clock
+
+            from strands_robots.nodes._qos import STATE_QOS as CLOCK_QOS
+
+            self._drv_pubs["clock"] = self.create_publisher(Clock, "/clock", CLOCK_QOS)
         g = self._command_group
-        self._driver_services = [
+        self._drv_services = [
             self.create_service(SendAction, "send_action", self._on_send_action, callback_group=g),
             self.create_service(AcquireLease, "acquire_lease", self._on_acquire_lease, callback_group=g),
             self.create_service(RenewLease, "renew_lease", self._on_renew_lease, callback_group=g),
             self.create_service(ReleaseLease, "release_lease", self._on_release_lease, callback_group=g),
             self.create_service(ResetSafety, "reset_safety", self._on_reset_safety, callback_group=g),
-            self._move_node.create_service(MoveToStartPose, "move_to_start_pose", self._on_move_to_start_pose),
         ]
+        self._stream = CommandStream(self, self._apply_command, self._now_ns, self._log_refusal, callback_group=g)
+        self._start_pose = StartPoseServer(self, self._run_move, self._log_move, callback_group=self._move_group)
         # The lease can expire while the driver is inactive too, so its poll lives as long as the services.
-        self._driver_timers["lease"] = self.create_timer(1.0 / LEASE_POLL_HZ, self._publish_lease_if_changed,
+        self._drv_timers["lease"] = self.create_timer(1.0 / LEASE_POLL_HZ, self._publish_lease_if_changed,
                                                   callback_group=self._housekeeping_group)
 
-    # -- physics thread hooks --------------------------------------------------------------------------------
-    def _on_physics_tick(self) -> None:
-        """After every physics step (physics thread): joint_states when due, SafetyStop on a change.
+    # -- runner hooks (runner thread) ------------------------------------------------------------------------
+    def _on_tick(self) -> None:
+        """After every step: joint_states (and /clock) when due, SafetyStop on a change.
 
-        joint_states is published here rather than from an executor timer: it is the freshest state (just
-        stepped), its deadlines do not drift, and a 200 Hz rclpy timer in the MultiThreadedExecutor was
-        measured to delay service answers (send_action p99 ~10 ms -> ~350 ms on a 2-core machine). Rates
-        above the physics rate publish once per physics step (no newer state exists).
+        Published here rather than from an executor timer: it is the freshest state (just stepped) and its
+        deadlines do not drift. Rates above the step rate publish once per step (no newer state exists).
         """
         now = time.monotonic()
-        if now >= self._next_joint_states:
-            self._next_joint_states += self._joint_states_period_s
-            if self._next_joint_states < now:  # fell behind (e.g. rate above the physics rate): no bursts
-                self._next_joint_states = now + self._joint_states_period_s
+        with self._tick_lock:
+            due = now >= self._next_joint_states
+            if due:
+                self._next_joint_states += self._joint_states_period_s
+                if self._next_joint_states < now:  # fell behind (e.g. rate above the step rate): no bursts
+                    self._next_joint_states = now + self._joint_states_period_s
+        if due:
             self._publish_joint_states()
         core = self._core
         if core is not None and core.stopped != self._published_stopped:
             self._publish_safety_if_changed()
 
-    def _on_physics_fault(self, exc: BaseException) -> None:
-        self.get_logger().error(f"physics stopped: {type(exc).__name__}: {exc}; the driver refuses commands")
+    def _on_runner_fault(self, exc: BaseException) -> None:
+        self.get_logger().error(f"{self._hardware_name} stopped: {type(exc).__name__}: {exc}; commands refused")
         with self._gate:
             self._active = False
         self._publish_status()
 
-    # -- services ----------------------------------------------------------------------------------------------
-    def _on_send_action(self, req: SendAction.Request, res: SendAction.Response) -> SendAction.Response:
-        """Resolve and command; never waits on the physics (the verdict is known at once)."""
+    # -- commands ----------------------------------------------------------------------------------------------
+    def _gated(self, run: Any) -> Tuple[ActionVerdict, bool, float]:
+        """``run(core) -> verdict`` while active (else "driver not active"), with the stop and robot time after."""
         stopped, sim_time = False, 0.0
         with self._gate:
             core = self._core
-            if not self._active or core is None:
-                verdict = ActionVerdict.coarse("driver not active")
-            else:
-                verdict = self._execute(core, req)
+            verdict = run(core) if self._active and core is not None else ActionVerdict.coarse("driver not active")
             if core is not None:
                 stopped, sim_time = core.stopped, core.adapter.time_s()
         if core is not None and stopped != self._published_stopped:
             self._publish_safety_if_changed()
+        return verdict, stopped, sim_time
+
+    def _apply_command(self, command: StreamCommand) -> Tuple[ActionVerdict, bool, float]:
+        return self._gated(lambda core: core.apply_command(command))
+
+    def _log_refusal(self, step_index: int, verdict: ActionVerdict) -> None:
+        self.get_logger().warning(
+            f"command step {step_index}: "
+            + (verdict.error or ", ".join(f"{k}: {r}" for k, r in verdict.reasons().items())),
+            throttle_duration_sec=1.0)
+
+    def _on_send_action(self, req: SendAction.Request, res: SendAction.Response) -> SendAction.Response:
+        """Resolve and command; never waits on the runner (the verdict is known at once)."""
+        verdict, stopped, sim_time = self._gated(
+            lambda core: core.execute(list(req.keys), list(req.values), req.lease_token))
         if verdict.is_coarse_error or verdict.unresolved_keys:
-            self.get_logger().warning(
-                f"send_action step {req.step_index}: "
-                + (verdict.error or ", ".join(f"{k}: {r}" for k, r in verdict.reasons().items())),
-                throttle_duration_sec=1.0)
+            self._log_refusal(req.step_index, verdict)
         return convert.verdict_to_response(verdict, stopped=stopped, sim_time_s=sim_time)
 
-    @staticmethod
-    def _execute(core: DriverCore, req: SendAction.Request) -> ActionVerdict:
-        keys = list(req.keys)
-        if len(keys) != len(req.values):
-            return ActionVerdict.coarse(f"send_action has {len(keys)} keys but {len(req.values)} values")
-        if len(set(keys)) != len(keys):
-            seen: set = set()
-            dupes = sorted({k for k in keys if k in seen or seen.add(k)})
-            return ActionVerdict.coarse(f"send_action repeats keys {dupes}")
-        return core.send_action(convert.request_to_action(req), req.lease_token)
-
+    # -- leases and safety -------------------------------------------------------------------------------------
     def _expires_unix_ms(self, expires_at: float) -> int:
         if not expires_at:
             return 0
@@ -564,102 +462,62 @@ class ArmDriverNode(LifecycleNode):
         core = self._core
         if core is None:
             res.ok, res.message = False, "driver not configured"
-            return res
-        was = core.safety_stop_detail()
-        core.reset_safety()
-        self._publish_safety_if_changed()
-        if core.stopped:
-            res.ok = False
-            res.message = f"still outside the safety envelope: {core.safety_stop_detail()}"
         else:
-            res.ok = True
-            res.message = f"safety stop cleared (was: {was})" if was else "no safety stop in force"
-        self.get_logger().warning(f"reset_safety by {req.operator_name or 'unnamed operator'}: {res.message}")
+            outcome = core.reset_safety(req.lease_token)
+            res.ok, res.message = outcome.ok, outcome.message
+            self._publish_safety_if_changed()
+        who = req.operator_name or "unnamed operator"
+        lease = self._leases.state()
+        holder = lease.holder if lease.state == "held" else "nobody"
+        self.get_logger().warning(f"reset_safety by {who} (lease held by {holder}): {res.message}")
         return res
 
-    def _on_move_to_start_pose(self, req: MoveToStartPose.Request,
-                               res: MoveToStartPose.Response) -> MoveToStartPose.Response:
-        """Ramp to the start pose and wait until the arms settle, in robot time.
+    # -- start pose (on the start-pose server's thread) ----------------------------------------------------------
+    def _run_move(self, token: str, tolerance: float, timeout_s: float, should_stop: Any,
+                  on_progress: Any) -> StartPoseReport:
+        with self._gate:
+            core, runner = self._core, self._runner
+            if not self._active or core is None or runner is None:
+                return StartPoseReport(False, math.inf, 0.0, "driver not active")
 
-        This callback blocks its executor thread for the move (bounded by the timeout), on purpose: the
-        answer *is* the outcome of the move, the wait is on a condition variable the physics thread signals
-        (no polling, no sleep), and the callback sits alone in a mutually exclusive group so a second move
-        queues instead of interleaving two ramps, while ``send_action``, the leases and the publish timers
-        keep being served by the driver's own executor (this one is the side node's; see ``__init__``).
-        """
-        report = self._move_to_start_pose(req)
-        res.reached = report.reached
-        res.max_error = float(report.max_error) if math.isfinite(report.max_error) else -1.0
-        res.elapsed_s = float(report.elapsed_s)
-        res.detail = report.detail
+        def advance(dt: float) -> None:
+            # Robot time passes on the runner thread; wait for it (generous wall margin for a slow machine).
+            if not runner.wait_time(core.adapter.time_s() + dt, wall_timeout_s=10.0 * dt + 1.0):
+                raise StartPoseAborted("driver deactivated during the move" if not runner.running
+                                       else "robot time did not advance")
+
+        def stop_reason() -> str:
+            return should_stop() or ("" if self._active else "driver deactivated during the move")
+
+        report = core.move_to_start_pose(tolerance=tolerance or None, timeout_s=timeout_s or None,
+                                         lease_token=token, advance=advance, should_stop=stop_reason,
+                                         on_progress=on_progress)
+        return report
+
+    def _log_move(self, report: StartPoseReport) -> None:
         text = (f"move_to_start_pose: {'reached' if report.reached else 'not reached'} in "
                 f"{report.elapsed_s:.2f} s, max error {report.max_error:.4f} rad"
                 f"{': ' + report.detail if report.detail else ''}")
-        # rclpy keys a log call site to one severity, hence two calls
-        if report.reached:
+        if report.reached:  # rclpy keys a log call site to one severity, hence two calls
             self.get_logger().info(text)
         else:
             self.get_logger().warning(text)
-        return res
-
-    def _move_to_start_pose(self, req: MoveToStartPose.Request) -> StartPoseReport:
-        core, physics = self._core, self._physics
-        if not self._active or core is None or physics is None:
-            return StartPoseReport(False, math.inf, 0.0, "driver not active")
-        token = req.lease_token
-        if not self._lease_valid(token):
-            return StartPoseReport(False, math.inf, 0.0,
-                                   f"not the lease holder: {self._leases.refusal(token)}")
-        base = core.config.start_pose
-        try:
-            settings = StartPoseSettings(
-                pose=base.pose,
-                position_tolerance_rad=req.tolerance if req.tolerance != 0.0 else base.position_tolerance_rad,
-                velocity_tolerance_rad_s=base.velocity_tolerance_rad_s,
-                timeout_s=req.timeout_s if req.timeout_s != 0.0 else base.timeout_s,
-                max_speed_rad_s=base.max_speed_rad_s,
-                control_period_s=base.control_period_s,
-            )
-        except ValueError as exc:
-            return StartPoseReport(False, math.inf, 0.0, str(exc))
-
-        def command(targets: Any) -> None:
-            # Through send_action, so the core enforces the lease, the safety stop and the limits on every
-            # ramp step (an operator who takes the lease mid-move stops it at once).
-            with self._gate:
-                if not self._active:
-                    raise _MoveAborted("driver deactivated during the move")
-                verdict = core.send_action(targets, token)
-            if verdict.is_coarse_error:
-                raise _MoveAborted(verdict.error)
-            reasons = set(verdict.unresolved_reasons)
-            if reasons and reasons != {"arm_stopped"}:  # a stop is reported by run_start_pose itself
-                raise _MoveAborted(f"start pose command refused: {', '.join(sorted(reasons))}")
-
-        def step(dt: float) -> None:
-            # Robot time passes on the physics thread; wait for it (generous wall margin for a slow machine).
-            if not physics.wait_sim_time(core.adapter.time_s() + dt, wall_timeout_s=10.0 * dt + 1.0):
-                raise _MoveAborted("physics stopped during the move" if not physics.running
-                                   else "physics did not advance")
-
-        t0 = core.adapter.time_s()
-        try:
-            return run_start_pose(read=core.read, command=command, step=step,
-                                  stop_detail=core.safety_stop_detail, settings=settings)
-        except _MoveAborted as exc:
-            return StartPoseReport(False, math.inf, core.adapter.time_s() - t0, str(exc))
 
     # -- publishing --------------------------------------------------------------------------------------------
     def _publish_joint_states(self) -> None:
         core = self._core
-        pub = self._driver_pubs.get("joint_states")
+        pub = self._drv_pubs.get("joint_states")
         if core is None or pub is None or not self._active:
             return
-        pub.publish(convert.observation_to_joint_state(core.observe()))
+        obs = core.observe()
+        pub.publish(convert.driver_joint_state(obs, self._now_ns()))
+        clock = self._drv_pubs.get("clock")
+        if clock is not None:
+            clock.publish(convert.clock_msg(obs[convert.SIM_TIME_KEY]))
 
     def _publish_safety_if_changed(self, force: bool = False) -> None:
         core = self._core
-        pub = self._driver_pubs.get("safety_stop")
+        pub = self._drv_pubs.get("safety_stop")
         if core is None or pub is None:
             return
         with self._publish_lock:
@@ -667,10 +525,11 @@ class ArmDriverNode(LifecycleNode):
             if not force and stopped == self._published_stopped:
                 return
             checks = core.safety_checks() if stopped else ()
-            pub.publish(convert.safety_stop_to_msg(checks, stopped=stopped, stamp_ns=self._now_ns()))
+            msg = convert.safety_stop_to_msg(checks, stopped=stopped, stamp_ns=self._now_ns())
+            pub.publish(msg)
             self._published_stopped = stopped
         if stopped:
-            self.get_logger().error(f"SAFETY STOP: {convert.safety_stop_to_msg(checks).detail}")
+            self.get_logger().error(f"SAFETY STOP: {msg.detail}")
         elif not force:
             self.get_logger().warning("safety stop released")
         self._publish_status()
@@ -679,59 +538,39 @@ class ArmDriverNode(LifecycleNode):
         core = self._core
         if core is None:
             return None
-        s = core.status()
         lease = self._leases.state()
-        msg = DriverStatus()
-        msg.stamp = self.get_clock().now().to_msg()
-        msg.hardware = HARDWARE
-        msg.active = self._active
-        msg.stopped = s.stopped
-        msg.safety_detail = s.stop_detail
-        msg.sim_time_s = float(s.sim_time_s)
-        msg.physics_rate_hz = 1.0 / float(core.adapter.timestep_s)
-        msg.actions_applied = s.actions_applied
-        msg.actions_refused = s.actions_refused
-        msg.lease_holder = lease.holder if lease.state == "held" else ""
-        keys = list(core.action_keys())
-        specs = core.joint_specs()
-        msg.actuator_keys = keys
-        msg.lower_limits = [float(specs[k].lower) for k in keys]
-        msg.upper_limits = [float(specs[k].upper) for k in keys]
-        return msg
+        return convert.driver_status_to_msg(
+            core.status(), hardware=self._hardware_name, active=self._active,
+            physics_rate_hz=1.0 / float(core.adapter.timestep_s),
+            lease_holder=lease.holder if lease.state == "held" else "", keys=core.action_keys(),
+            specs=core.joint_specs(), stamp_ns=self._now_ns())
 
     def _publish_status(self) -> None:
-        pub = self._driver_pubs.get("driver_status")
+        pub = self._drv_pubs.get("driver_status")
         msg = self._status_msg()
         if pub is None or msg is None:
             return
-        pub.publish(msg)
-        self._published_status_key = (msg.active, msg.stopped, msg.lease_holder)
+        with self._publish_lock:
+            pub.publish(msg)
+            self._published_status_key = (msg.active, msg.stopped, msg.lease_holder)
 
     def _publish_lease_if_changed(self, force: bool = False) -> None:
-        pub = self._driver_pubs.get("lease_state")
+        pub = self._drv_pubs.get("lease_state")
         if pub is None:
             return
         with self._publish_lock:
             snap = self._leases.state()
             if not force and snap == self._published_lease:
                 return
-            msg = LeaseState()
-            msg.stamp = self.get_clock().now().to_msg()
-            msg.state = snap.state
-            msg.lease_id = snap.lease_id
-            msg.holder = snap.holder
-            msg.priority = int(snap.priority)
-            msg.expires_unix_ms = self._expires_unix_ms(snap.expires_at)
-            msg.previous_holder = snap.previous_holder
-            pub.publish(msg)
+            pub.publish(convert.lease_state_to_msg(snap, self._expires_unix_ms(snap.expires_at), self._now_ns()))
             self._published_lease = snap
-        if self._published_status_key is not None and (
-                (snap.holder if snap.state == "held" else "") != self._published_status_key[2]):
+            status_key = self._published_status_key
+        if status_key is not None and (snap.holder if snap.state == "held" else "") != status_key[2]:
             self._publish_status()
 
     def _publish_diagnostics(self) -> None:
-        core, physics = self._core, self._physics
-        pub = self._driver_pubs.get("diagnostics")
+        core, runner = self._core, self._runner
+        pub = self._drv_pubs.get("diagnostics")
         if core is None or pub is None:
             return
         s = core.status()
@@ -740,25 +579,23 @@ class ArmDriverNode(LifecycleNode):
         if self._diag_prev is not None and now > self._diag_prev[0]:
             rtf = (s.sim_time_s - self._diag_prev[1]) / (now - self._diag_prev[0])
         self._diag_prev = (now, s.sim_time_s)
-        status = DiagnosticStatus()
-        status.name = f"{self.get_name()}: arms"
-        status.hardware_id = HARDWARE
-        if physics is not None and physics.fault:
-            status.level, status.message = DiagnosticStatus.ERROR, f"physics stopped: {physics.fault}"
+        fault = runner.fault if runner is not None else ""
+        if fault:
+            level, message = "error", f"{self._hardware_name} stopped: {fault}"
         elif s.stopped:
-            status.level, status.message = DiagnosticStatus.ERROR, f"safety stop: {s.stop_detail}"
+            level, message = "error", f"safety stop: {s.stop_detail}"
         elif not self._active:
-            status.level, status.message = DiagnosticStatus.WARN, "inactive"
+            level, message = "warn", "inactive"
         elif math.isfinite(rtf) and rtf < 0.9:
-            status.level, status.message = DiagnosticStatus.WARN, f"physics behind real time ({rtf:.2f}x)"
+            level, message = "warn", f"behind real time ({rtf:.2f}x)"
         else:
-            status.level, status.message = DiagnosticStatus.OK, "running"
+            level, message = "ok", "running"
         lease = self._leases.state()
         values = {
             "sim_time_s": f"{s.sim_time_s:.3f}",
             "real_time_factor": f"{rtf:.3f}",
             "physics_rate_hz": f"{1.0 / core.adapter.timestep_s:g}",
-            "physics_overruns": str(physics.overruns if physics else 0),
+            "physics_overruns": str(runner.overruns if runner is not None else 0),
             "actions_received": str(s.actions_received),
             "actions_applied": str(s.actions_applied),
             "actions_refused": str(s.actions_refused),
@@ -768,11 +605,8 @@ class ArmDriverNode(LifecycleNode):
             "lease_state": lease.state,
             "lease_holder": lease.holder,
         }
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        array = DiagnosticArray()
-        array.header.stamp = self.get_clock().now().to_msg()
-        array.status = [status]
-        pub.publish(array)
+        pub.publish(convert.driver_diagnostics_to_msg(f"{self.get_name()}: arms", self._hardware_name, level,
+                                                      message, values, self._now_ns()))
 
     def _now_ns(self) -> int:
         return self.get_clock().now().nanoseconds
@@ -780,7 +614,8 @@ class ArmDriverNode(LifecycleNode):
 
 # -- entry point --------------------------------------------------------------------------------------------------
 def main(args: Optional[List[str]] = None) -> int:
-    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown.
+    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown, 1 when
+    autostart failed or the executor thread died, 2 for a refused parameter at start.
 
     ``--autostart`` (or the ``autostart`` parameter) configures and activates the node at start.
     """
@@ -796,13 +631,13 @@ def main(args: Optional[List[str]] = None) -> int:
     init_without_signal_handlers(argv)
     node: Optional[ArmDriverNode] = None
     executor: Optional[SingleThreadedExecutor] = None
-    spin_thread: Optional[threading.Thread] = None
+    spin: Optional[SpinThread] = None
     code = 0
     try:
         node = ArmDriverNode()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        spin_thread = spin_in_background(executor, "arm_driver_executor")
+        spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:
             if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
                 node.get_logger().error("autostart: configure failed")
@@ -811,8 +646,11 @@ def main(args: Optional[List[str]] = None) -> int:
                 node.get_logger().error("autostart: activate failed")
                 code = 1
         while code == 0 and not stop.wait(0.2):
-            if not spin_thread.is_alive():
+            if not spin.is_alive():
                 break
+        if spin.died or (not spin.is_alive() and not stop.is_set() and code == 0):
+            node.get_logger().fatal("the executor thread ended: the driver stops and exits non-zero")
+            code = 1
     except (ValueError, ParameterException) as exc:  # refused parameters at start: a reason, no traceback
         print(f"arm_driver_node: {exc}", file=sys.stderr)
         code = 2
@@ -820,12 +658,12 @@ def main(args: Optional[List[str]] = None) -> int:
         if node is not None:
             try:
                 node.trigger_shutdown()
-            except Exception:  # already finalized, or the context is gone: destroy_node still stops physics
+            except Exception:  # already finalized, or the context is gone: destroy_node still stops the runner
                 pass
-        if executor is not None:
+        if spin is not None:
+            spin.stop(2.0)
+        elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
-        if spin_thread is not None:
-            spin_thread.join(2.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

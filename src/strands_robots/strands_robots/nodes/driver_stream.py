@@ -1,0 +1,66 @@
+"""The arm driver's command stream: ``action_commands`` in, one ``ActionVerdict`` per command on
+``action_verdicts`` out (both relative to the driver's namespace, QoS from :mod:`strands_robots.nodes._qos`).
+
+Each command is applied on arrival by the driver core's :meth:`~strands_robots.arm.driver.DriverCore.apply_command`
+(the stale and out-of-order rules, then exactly the per-key path ``SendAction`` uses). Every command gets its
+verdict, a refused one too ("driver not active" while inactive), so the rollout never waits for one in vain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+from strands_robots_msgs.msg import ActionCommand
+from strands_robots_msgs.msg import ActionVerdict as ActionVerdictMsg
+
+from strands_robots import convert
+from strands_robots.arm.verdict import ActionVerdict
+from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
+
+COMMAND_TOPIC = "action_commands"
+VERDICT_TOPIC = "action_verdicts"
+
+
+class CommandStream:
+    """Subscribes to the commands and publishes the verdicts on ``node``.
+
+    :param node: the driver node (its executor calls :meth:`_on_command`).
+    :param apply: ``(command) -> (verdict, stopped, sim_time_s)``; the node gates it on being active.
+    :param now_ns: the node clock, for ``received``.
+    :param on_refused: told about every verdict with an unresolved key or an error (throttled logging).
+    :param callback_group: the node's command group (serialised with send_action and the leases).
+    """
+
+    def __init__(self, node: Any, apply: Callable[[Any], Tuple[ActionVerdict, bool, float]],
+                 now_ns: Callable[[], int], on_refused: Callable[[int, ActionVerdict], None],
+                 callback_group: Any = None) -> None:
+        self._node = node
+        self._apply = apply
+        self._now_ns = now_ns
+        self._on_refused = on_refused
+        self._publisher = node.create_publisher(ActionVerdictMsg, VERDICT_TOPIC, VERDICT_QOS)
+        self._subscription = node.create_subscription(ActionCommand, COMMAND_TOPIC, self._on_command, COMMAND_QOS,
+                                                      callback_group=callback_group)
+        self.received = 0
+
+    def _on_command(self, msg: ActionCommand) -> None:
+        received_ns = self._now_ns()
+        self.received += 1
+        try:
+            command = convert.msg_to_stream_command(msg)
+        except Exception as exc:  # never leave a command without its verdict
+            verdict, stopped, sim_time = ActionVerdict.coarse(f"unreadable command: {exc}"), False, 0.0
+        else:
+            verdict, stopped, sim_time = self._apply(command)
+        self._publisher.publish(convert.stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped,
+                                                              sim_time, received_ns))
+        if verdict.is_coarse_error or verdict.unresolved_keys:
+            self._on_refused(int(msg.step_index), verdict)
+
+    def destroy(self) -> None:
+        node: Optional[Any] = self._node
+        if node is None:
+            return
+        node.destroy_subscription(self._subscription)
+        node.destroy_publisher(self._publisher)
+        self._node = None
