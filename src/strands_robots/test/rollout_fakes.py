@@ -17,7 +17,8 @@ class FakeBackend:
     """A RobotBackend whose verdicts a test chooses (``verdict(index, action) -> ActionVerdict`` or raises)."""
 
     def __init__(self, keys=KEYS, verdict: "Callable[[int, Mapping], Any] | None" = None,
-                 safety_after: "int | None" = None) -> None:
+                 safety_after: "int | None" = None, clock: "Callable[[], float] | None" = None) -> None:
+        self.clock = clock or time.perf_counter
         self.keys = tuple(keys)
         self.verdict = verdict
         self.safety_after = safety_after
@@ -40,7 +41,7 @@ class FakeBackend:
     def send_action(self, action):
         index = len(self.sent)
         self.sent.append(action)
-        self.send_times.append(time.perf_counter())
+        self.send_times.append(self.clock())
         if self.verdict is not None:
             return self.verdict(index, action)
         return ActionVerdict(applied_keys=tuple(action))
@@ -152,3 +153,41 @@ def install_fake_recording(monkeypatch, fail_at_step=None):
     monkeypatch.setitem(sys.modules, "strands_robots.rollout.recording", mod)
     monkeypatch.setattr(rollout_pkg, "recording", mod, raising=False)
     return mod
+
+
+class FakeTime:
+    """Deterministic time for the pacer and the loop: ``clock()`` reads it, ``wait(event, timeout)`` (the pacer's
+    sleep) advances it, ``spend(s)`` is work taking time, ``at(t_s, fn)`` runs ``fn`` when time reaches ``t_s``."""
+
+    def __init__(self) -> None:
+        self.now_ns = 0
+        self.waits: list = []
+        self._timers: list = []
+
+    def clock(self) -> int:
+        return self.now_ns
+
+    def seconds(self) -> float:
+        return self.now_ns / 1e9
+
+    def spend(self, seconds: float) -> None:
+        self._advance(int(round(seconds * 1e9)))
+
+    def at(self, t_s: float, fn) -> None:
+        self._timers.append((int(round(t_s * 1e9)), fn))
+        self._timers.sort(key=lambda item: item[0])
+
+    def wait(self, event, timeout) -> bool:
+        self.waits.append(timeout)
+        if event.is_set():
+            return True
+        self._advance(int(round(timeout * 1e9)))
+        return event.is_set()
+
+    def _advance(self, ns: int) -> None:
+        target = self.now_ns + ns
+        while self._timers and self._timers[0][0] <= target:
+            t, fn = self._timers.pop(0)
+            self.now_ns = max(self.now_ns, t)
+            fn()
+        self.now_ns = target

@@ -71,15 +71,59 @@ class Robot:
         self.applied += 1
 
 
-def drive(pipe, robot, steps, step_sleep=0.0):
+def drive(pipe, robot, steps):
     out = []
     for _ in range(steps):
         planned = pipe.next_action(robot.observe)
         out.append((robot.applied, planned))
         robot.apply(planned)
-        if step_sleep:
-            time.sleep(step_sleep)
     return out
+
+
+def latency_clock(latencies):
+    """An injected act clock: call i of act is measured as ``latencies[i]`` seconds (the last repeats)."""
+    state = {"n": 0, "t": 0.0}
+
+    def clock():
+        n = state["n"]
+        state["n"] += 1
+        if n % 2:  # the end of act call n // 2
+            i = n // 2
+            state["t"] += latencies[min(i, len(latencies) - 1)]
+        return state["t"]
+    return clock
+
+
+def settle(pipe):
+    """Wait (bounded, never asserted on) until a prefetch in flight is done: as if each step took long enough."""
+    deadline = time.monotonic() + 10.0
+    while pipe._prefetch is not None and not pipe.prefetch_ready and time.monotonic() < deadline:
+        time.sleep(0.0002)
+
+
+def drive_settled(pipe, robot, steps):
+    out = []
+    for _ in range(steps):
+        planned = pipe.next_action(robot.observe)
+        out.append((robot.applied, planned))
+        robot.apply(planned)
+        settle(pipe)
+    return out
+
+
+class BlocksUntilWaitedFor(ScriptedChunks):
+    """Every inference after the first finishes only once the loop waits for it at the boundary (a block)."""
+
+    pipe = None
+
+    def act(self, observation):
+        n = self.calls
+        if n > 0:
+            deadline = time.monotonic() + 10.0
+            while (self.pipe.telemetry.prefetch_blocks < n and not self.pipe.closed
+                   and time.monotonic() < deadline):
+                time.sleep(0.0002)
+        return super().act(observation)
 
 
 @pytest.fixture
@@ -160,7 +204,7 @@ def test_first_action_after_swap_is_not_marked_reused(pipelines):
 def test_prefetch_hit_when_inference_fast(pipelines):
     robot = Robot()
     pipe = pipelines(ScriptedChunks(lengths=(4,)), action_horizon=4, async_prefetch=True)
-    drive(pipe, robot, 16, step_sleep=0.02)
+    drive_settled(pipe, robot, 16)
     telemetry = pipe.telemetry
     assert telemetry.chunks_inferred == 5  # 4 drained + the one prefetched during the last chunk
     assert telemetry.prefetch_hits == 3
@@ -169,11 +213,10 @@ def test_prefetch_hit_when_inference_fast(pipelines):
 
 def test_prefetch_block_counted_when_inference_slow(pipelines):
     robot = Robot()
-    policy = ScriptedChunks(lengths=(4,), delays=(0.0, 0.1))
-    pipe = pipelines(policy, action_horizon=4, async_prefetch=True)
-    start = time.perf_counter()
+    policy = BlocksUntilWaitedFor(lengths=(4,))
+    pipe = pipelines(policy, action_horizon=4, async_prefetch=True, clock=latency_clock([0.0, 0.1]))
+    policy.pipe = pipe
     trace = drive(pipe, robot, 12)
-    assert time.perf_counter() - start >= 0.2  # waited at both boundaries
     telemetry = pipe.telemetry
     assert telemetry.prefetch_blocks == 2
     assert telemetry.prefetch_hits == 0
@@ -187,11 +230,8 @@ def test_inference_timeout_raises(pipelines):
     pipe = pipelines(ScriptedChunks(lengths=(2,), gate=gate), action_horizon=2, async_prefetch=True,
                      inference_timeout_s=0.1)
     drive(pipe, robot, 2)
-    start = time.perf_counter()
-    with pytest.raises(InferenceTimeout):
+    with pytest.raises(InferenceTimeout, match="0.1 s"):
         pipe.next_action(robot.observe)
-    waited = time.perf_counter() - start
-    assert 0.09 <= waited < 1.0
     assert pipe.telemetry.prefetch_blocks == 1
     gate.set()
 
@@ -247,13 +287,14 @@ def test_chunk_longer_than_horizon_is_truncated(pipelines):
 
 def test_prefetch_point_adapts_to_inference_latency(pipelines):
     step_s = 0.01
-    fast = pipelines(ScriptedChunks(lengths=(16,)), action_horizon=16, async_prefetch=True)
+    fast = pipelines(ScriptedChunks(lengths=(16,)), action_horizon=16, async_prefetch=True,
+                     clock=latency_clock([0.0]))
     assert fast.prefetch_index == 0  # nothing installed yet
     robot = Robot()
     drive(fast, robot, 1)
     assert fast.prefetch_index == 8  # half the chunk until a step duration is known
     for _ in range(20):
-        fast.note_step_duration(step_s)
+        fast.note_step_interval(step_s)
     drive(fast, robot, 15 + 1)
     # a near-zero latency fits in one step: sample as late as possible, just before the last action
     assert fast.prefetch_index == 15
@@ -261,13 +302,14 @@ def test_prefetch_point_adapts_to_inference_latency(pipelines):
     assert robot.observed_at[-1] == 16 + 15  # the sample was taken at index 15 of the second chunk
 
     latency = 0.05
-    slow = pipelines(ScriptedChunks(lengths=(16,), delays=(latency,)), action_horizon=16, async_prefetch=True)
+    slow = pipelines(ScriptedChunks(lengths=(16,)), action_horizon=16, async_prefetch=True,
+                     clock=latency_clock([latency]))
     for _ in range(20):
-        slow.note_step_duration(step_s)
+        slow.note_step_interval(step_s)
     robot = Robot()
     drive(slow, robot, 1)
-    # expected = mean + margin >= 0.055 s -> at least 6 steps needed -> k <= 10; allow scheduler jitter
-    assert 4 <= slow.prefetch_index <= 10
+    # expected = mean + margin = 0.05 + 0.005 s -> 6 steps needed -> k = 16 - 6
+    assert slow.prefetch_index == 10
     k = slow.prefetch_index
     drive(slow, robot, 15)
     assert robot.observed_at == [0, k]
@@ -293,7 +335,7 @@ def test_end_episode_from_worker_surfaces_at_swap(pipelines, error):
     robot = Robot()
     policy = ScriptedChunks(lengths=(4,), raise_on={1: error})
     pipe = pipelines(policy, action_horizon=4, async_prefetch=True)
-    trace = drive(pipe, robot, 4, step_sleep=0.01)  # the prefetch fails during these steps ...
+    trace = drive(pipe, robot, 4)  # the prefetch fails during these steps or at the swap ...
     assert [p.action["joint"] for _, p in trace] == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(type(error)) as raised:  # ... and surfaces where its chunk was due
         pipe.next_action(robot.observe)
@@ -305,7 +347,7 @@ def test_worker_thread_stops_on_close():
         return [t for t in threading.enumerate() if t.name == WORKER_THREAD_NAME]
 
     before = len(workers())
-    policy = ScriptedChunks(lengths=(4,), delays=(0.0, 0.02))
+    policy = ScriptedChunks(lengths=(4,))
     pipe = ChunkPipeline(policy, action_horizon=4, async_prefetch=True, inference_timeout_s=5.0)
     drive(pipe, Robot(), 14)  # several chunks, one prefetch in flight at the end
     assert len(workers()) == before + 1
@@ -333,14 +375,14 @@ def test_sync_mode_runs_act_on_one_worker_that_close_ends(pipelines):
 
 
 def test_telemetry_counts_chunks_and_latency(pipelines):
-    policy = ScriptedChunks(lengths=(2,), delays=(0.01, 0.03, 0.02))
-    pipe = pipelines(policy, action_horizon=2)
+    policy = ScriptedChunks(lengths=(2,))
+    pipe = pipelines(policy, action_horizon=2, clock=latency_clock([0.01, 0.03, 0.02]))
     assert pipe.telemetry == ChunkTelemetry(0, 0, 0, 0.0, 0.0)
     drive(pipe, Robot(), 6)
     telemetry = pipe.telemetry
     assert telemetry.chunks_inferred == 3
-    assert 0.02 <= telemetry.latency_p50_s < 0.03
-    assert 0.03 <= telemetry.latency_max_s < 0.2
+    assert telemetry.latency_p50_s == pytest.approx(0.02)
+    assert telemetry.latency_max_s == pytest.approx(0.03)
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -2,74 +2,112 @@
 
 from __future__ import annotations
 
+import random
 import threading
-import time
 
 import pytest
 
 from strands_robots.rollout.pacing import DeadlinePacer
 from strands_robots.rollout.stop import StopToken
 
+from rollout_fakes import FakeTime
+
+
+def fake_pacer(period, **kwargs):
+    t = FakeTime()
+    pacer = DeadlinePacer(period, clock_ns=t.clock, waiter=t.wait, stop=kwargs.pop("stop", StopToken()), **kwargs)
+    return pacer, t
+
 
 def test_pacing_deadlines_follow_the_grid_without_drift():
     period = 0.004
-    pacer = DeadlinePacer(period)
+    pacer, t = fake_pacer(period)
     pacer.start()
+    rng = random.Random(3)
     stamps = []
     for _ in range(100):
         assert pacer.wait()
-        stamps.append(time.perf_counter_ns())
-    start = stamps[0]
-    # Every step starts on the grid start + k*period (k counts dropped deadlines too): no drift, whatever
-    # the per-step jitter or a stall of a loaded machine.
-    for n, stamp in enumerate(stamps):
-        k = round((stamp - start) / (period * 1e9))
-        assert abs((stamp - start) - k * period * 1e9) < 0.5 * period * 1e9
-    assert round((stamps[-1] - start) / (period * 1e9)) == 99 + pacer.missed_deadlines
+        stamps.append(t.now_ns)
+        t.spend(rng.uniform(0.0, 0.9) * period)  # the step's own work, under a period
+    # Every step starts exactly on the grid: start + k * period, k = step index (nothing dropped).
+    assert stamps == [k * 4_000_000 for k in range(100)]
+    assert pacer.missed_deadlines == 0
+
+
+def test_pacing_jitter_does_not_drift_and_overruns_stay_on_the_grid():
+    period = 0.004
+    pacer, t = fake_pacer(period)
+    pacer.start()
+    stamps = []
+    for i in range(50):
+        assert pacer.wait()
+        stamps.append(t.now_ns)
+        t.spend(2.2 * period if i % 10 == 9 else 0.5 * period)  # an occasional stall
+    assert all(s % 4_000_000 == 0 for s in stamps)  # on the grid, whatever the stalls
+    # Each of the four stalls seen by a later wait (2.2 periods) drops the two deadlines it overran.
+    assert pacer.missed_deadlines == 4 * 2 and stamps[-1] // 4_000_000 == 49 + pacer.missed_deadlines
 
 
 def test_pacing_overrun_drops_missed_deadlines_and_never_catches_up():
-    now = [0]
-    pacer = DeadlinePacer(0.01, clock_ns=lambda: now[0], spin_ns=0, stop=StopToken())
+    pacer, t = fake_pacer(0.01)
     pacer.start()
     assert pacer.wait() and pacer.last_dropped == 0  # first deadline: at once
-    now[0] = 35_000_000  # the step took 3.5 periods: deadlines 10, 20, 30 ms passed
-    pacer.stop.event.wait = lambda timeout=None: now.__setitem__(0, now[0] + int(timeout * 1e9)) or False
+    t.spend(0.035)  # the step took 3.5 periods: deadlines 10, 20, 30 ms passed
     assert pacer.wait()
     assert pacer.last_dropped == 3 and pacer.missed_deadlines == 3
-    assert now[0] == 40_000_000  # ran at the next grid deadline, not at 10/20/30 in a burst
-    assert pacer.wait() and now[0] == 50_000_000 and pacer.last_dropped == 0
+    assert t.now_ns == 40_000_000  # ran at the next grid deadline, not at 10/20/30 in a burst
+    assert pacer.wait() and t.now_ns == 50_000_000 and pacer.last_dropped == 0
 
 
 def test_pacing_fast_mode_does_not_wait():
-    pacer = DeadlinePacer(1.0, fast_mode=True)
+    pacer, t = fake_pacer(1.0, fast_mode=True)
     pacer.start()
-    t0 = time.perf_counter()
     for _ in range(1000):
         assert pacer.wait()
-    assert time.perf_counter() - t0 < 0.5 and pacer.missed_deadlines == 0
+    assert t.waits == [] and t.now_ns == 0 and pacer.missed_deadlines == 0
 
 
 def test_pacing_wait_is_interrupted_by_a_stop():
     token = StopToken()
-    pacer = DeadlinePacer(30.0, stop=token)
+    pacer, t = fake_pacer(30.0, stop=token)
     pacer.start()
     assert pacer.wait()  # first deadline: now
-    threading.Timer(0.05, token.request, args=("cancel",)).start()
-    t0 = time.perf_counter()
-    assert pacer.wait() is False  # would otherwise wait 30 s
-    assert time.perf_counter() - t0 < 5.0
+    t.at(0.05, lambda: token.request("cancel"))
+    original = t.wait
+
+    def wait(event, timeout):  # the stop arrives 50 ms into a 30 s wait, which ends there
+        t.waits.append(timeout)
+        t._advance(50_000_000)
+        return event.is_set() or original(event, 0.0)
+
+    pacer._waiter = wait
+    assert pacer.wait() is False
+    assert t.now_ns == 50_000_000 and t.waits[0] == pytest.approx(30.0)
+
+
+def test_pacing_real_wait_is_interrupted_by_a_stop_from_another_thread():
+    token = StopToken()
+    pacer = DeadlinePacer(3600.0, stop=token)
+    pacer.start()
+    assert pacer.wait()
+    timer = threading.Timer(0.01, token.request, args=("cancel",))
+    timer.start()
+    try:
+        assert pacer.wait() is False  # would otherwise wait an hour
+    finally:
+        timer.cancel()
 
 
 def test_pacing_pause_holds_the_budget_clock():
-    pacer = DeadlinePacer(0.01)
+    pacer, t = fake_pacer(0.01)
     pacer.start()
     assert pacer.wait()
+    t.spend(0.002)
     pacer.pause()
-    threading.Timer(0.1, pacer.resume).start()
+    t.at(0.102, pacer.resume)
     assert pacer.wait()  # held until resume
-    assert pacer.paused_s >= 0.09
-    assert pacer.elapsed_s < 0.05
+    assert pacer.paused_s == pytest.approx(0.1)
+    assert pacer.elapsed_s == pytest.approx(0.002)
     assert pacer.take_resumed() and not pacer.take_resumed()
     assert pacer.missed_deadlines == 0
 

@@ -17,7 +17,7 @@ from strands_robots.simulation.observers import (
     RunPolicyStep,
 )
 
-from rollout_fakes import KEYS, Collect, FakeBackend, ScriptedPolicy, install_fake_recording
+from rollout_fakes import FakeTime, KEYS, Collect, FakeBackend, ScriptedPolicy, install_fake_recording
 
 
 def runner_for(backend=None, **kwargs):
@@ -339,20 +339,33 @@ def test_stop_requested_before_run_is_not_lost():
 
 
 def test_takeover_pause_stops_the_budget_clock_and_resumes_policy():
-    import time
-
-    backend = FakeBackend()
+    t = FakeTime()
+    backend = FakeBackend(clock=t.seconds)
     policy = ScriptedPolicy()
-    runner = runner_for(backend)
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait)
+    observations_at_resume = []
+    original_resume = policy.resume
+
+    def resume(observation):
+        observations_at_resume.append(observation)
+        original_resume(observation)
+
+    policy.resume = resume
 
     def observer(event):
         if isinstance(event, RunPolicyStep) and event.applied_action_index == 2:
             runner.pause()
-            threading.Timer(0.1, runner.resume).start()
+            t.at(t.seconds() + 0.1, runner.resume)
 
     collect = Collect(observer)
     result = runner.run(policy, observer=collect, n_steps=6, control_frequency=100)
     (ep,) = result["episodes"]
-    assert ep["paused_s"] >= 0.09 and ep["elapsed_s"] < 0.09 + 0.06
+    # Steps at 0, 10, 20 ms; paused 20..120 ms; the grid restarts at the resume: 120, 130, 140 ms.
+    assert ep["paused_s"] == pytest.approx(0.1) and ep["elapsed_s"] == pytest.approx(0.04)
+    assert backend.send_times == pytest.approx([0.0, 0.01, 0.02, 0.12, 0.13, 0.14])
     assert ep["missed_deadlines"] == 0 and policy.resumed == 1 and ep["applied_actions"] == 6
-    del time
+    # resume() got the arm's current state, observed after the takeover (not the chunk's stale snapshot)
+    # (three steps advanced the robot to 0.03 s; the chunk in use was inferred from the 0.0 s snapshot)
+    assert observations_at_resume[0]["sim_time_s"] == pytest.approx(0.03)
+    steps = collect.of(RunPolicyStep)
+    assert [s.elapsed_s for s in steps] == pytest.approx([0.0, 0.01, 0.02, 0.02, 0.03, 0.04])

@@ -246,6 +246,10 @@ class ChunkPipeline:
     note_step_duration = note_step_interval  # the earlier name; it was always meant as the interval
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def prefetch_ready(self) -> bool:
         """Async mode: a prefetched chunk is in flight and done (swapping now would be a hit)."""
         prefetch = self._prefetch

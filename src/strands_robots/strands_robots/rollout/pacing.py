@@ -38,7 +38,9 @@ class DeadlinePacer:
     :param fast_mode: no pacing at all: :meth:`wait` returns at once (still honouring a stop).
     :param stop: the token whose request interrupts a wait (a private one when None).
     :param spin_ns: length of the final spin-wait.
-    :param clock_ns: monotonic ns clock (tests inject one).
+    :param clock_ns: monotonic ns clock (tests and simulated time inject one).
+    :param waiter: ``waiter(event, timeout_s) -> bool``, how a wait sleeps (default ``event.wait``); injected
+        with ``clock_ns`` so a test's time passes in its own clock, deterministically.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class DeadlinePacer:
         stop: "StopToken | None" = None,
         spin_ns: int = DEFAULT_SPIN_NS,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
+        waiter: "Callable[[threading.Event, float], bool] | None" = None,
     ) -> None:
         if not (isinstance(period_s, (int, float)) and period_s > 0):
             raise ValueError(f"period_s must be > 0, got {period_s!r}")
@@ -56,8 +59,10 @@ class DeadlinePacer:
         self._period_ns = max(1, int(round(period_s * 1e9)))
         self.fast_mode = bool(fast_mode)
         self.stop = stop if stop is not None else StopToken()
-        self._spin_ns = max(0, int(spin_ns))
+        # An injected waiter owns the passing of time: no spin on a clock that only it advances.
+        self._spin_ns = max(0, int(spin_ns)) if waiter is None else 0
         self._clock = clock_ns
+        self._waiter = waiter
         self._next_ns = 0
         self._start_ns = 0
         self._paused_ns = 0
@@ -162,7 +167,9 @@ class DeadlinePacer:
         # Bulk: sleep on the stop event (a stop request wakes it at once).
         remaining = target - now - self._spin_ns
         if remaining > 0:
-            if stop_event.wait(remaining / 1e9):
+            waited = stop_event.wait(remaining / 1e9) if self._waiter is None else self._waiter(stop_event,
+                                                                                             remaining / 1e9)
+            if waited:
                 return False
             if self._paused.is_set():
                 return self.wait()
@@ -181,7 +188,8 @@ class DeadlinePacer:
 
     def _wait_paused(self) -> bool:
         stop_event = self.stop.event
+        poll = min(self.period_s, _PAUSE_POLL_S)
         while self._paused.is_set():
-            if stop_event.wait(min(self.period_s, _PAUSE_POLL_S)):
+            if (stop_event.wait(poll) if self._waiter is None else self._waiter(stop_event, poll)):
                 return False
         return not stop_event.is_set()

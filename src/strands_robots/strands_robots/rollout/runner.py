@@ -170,9 +170,14 @@ class PolicyRunner:
     :param robot_name: reported as ``RunPolicyStarted.robot_name``.
     :param stop: the cooperative stop token; :meth:`request_stop` sets it. A stop requested before ``run`` is
         seen before the first step (it is cleared only by :meth:`StopToken.clear`).
+    :param clock_ns: the pacing clock (monotonic ns); with ``waiter``, tests and simulated time run the loop
+        on their own time, deterministically.
+    :param waiter: ``waiter(event, timeout_s) -> bool``, how the pacer sleeps (default ``event.wait``).
     """
 
-    def __init__(self, backend: RobotBackend, *, robot_name: str = "robot", stop: "StopToken | None" = None) -> None:
+    def __init__(self, backend: RobotBackend, *, robot_name: str = "robot", stop: "StopToken | None" = None,
+                 clock_ns: "Callable[[], int]" = time.perf_counter_ns,
+                 waiter: "Callable[[Any, float], bool] | None" = None) -> None:
         for method in ("action_keys", "observe", "send_action", "reset", "advance", "safety_stop_detail"):
             if not callable(getattr(backend, method, None)):
                 raise TypeError(f"backend lacks {method}(); it must implement RobotBackend")
@@ -181,6 +186,9 @@ class PolicyRunner:
         self._stop_supplied = stop is not None
         self.stop = stop if stop is not None else StopToken()
         self._pacer: "DeadlinePacer | None" = None
+        # The pacing clock and how its waits sleep (tests and simulated time inject both; see DeadlinePacer).
+        self._clock_ns = clock_ns
+        self._waiter = waiter
 
     # -- control from other threads ---------------------------------------------------------------------------
     def request_stop(self, reason: str = "cancelled") -> None:
@@ -377,7 +385,8 @@ class PolicyRunner:
                 recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
                                                actuator_keys=s.actuator_keys, robot_name=s.robot_name,
                                                topic_prefix=s.spec.recording_topic_prefix)
-            pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop)
+            pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop, clock_ns=self._clock_ns,
+                                  waiter=self._waiter)
         except Exception as exc:
             if recorder is not None:
                 try:
@@ -465,7 +474,7 @@ class PolicyRunner:
         hook_present = s.hook_present
         max_onframe = s.max_onframe_failures
         fail_fast_n = min(FAIL_FAST_STEPS, total)
-        clock = time.perf_counter_ns
+        clock = self._clock_ns
         run_id = lane.run_id
         stamp = lane.stamp
         dispatch = lane.dispatch
