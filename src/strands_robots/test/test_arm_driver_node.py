@@ -873,6 +873,20 @@ def test_invalid_transition_is_refused_and_the_driver_keeps_serving(active):
         assert not res.success, transition
     assert h.driver.is_active
     assert h.backend.send_action({"left.joint_1": 0.0}).applied_keys == ("left.joint_1",)
+    # Jazzy's rclpy raises RCLError inside this callback instead (ros2/rclpy#1209): the driver's guard answers
+    # such a request as refused instead of letting it reach the executor
+    (service,) = [s for s in h.driver.services if s.srv_name.endswith("/change_state")]
+    assert service.callback.__name__ == "guarded"
+    res = service.callback(_RaisingRequest(), ChangeState.Response())
+    assert res.success is False and h.driver.is_active
+
+
+class _RaisingRequest:
+    """A change_state request whose transition cannot be read: the inner callback raises, as Jazzy's does."""
+
+    @property
+    def transition(self):
+        raise RuntimeError("transition is not registered")
 
 
 def test_a_raising_callback_does_not_kill_the_drivers_executor():

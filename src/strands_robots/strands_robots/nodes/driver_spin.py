@@ -36,9 +36,11 @@ def guard_change_state(node: Any) -> bool:
                 try:
                     return _inner(request, response)
                 except Exception as exc:
-                    node.get_logger().error(
-                        f"lifecycle transition {request.transition.id} {request.transition.label!r} refused: "
-                        f"{type(exc).__name__}: {exc}")
+                    try:
+                        which = f"{request.transition.id} {request.transition.label!r}"
+                    except Exception:
+                        which = "(unreadable)"
+                    node.get_logger().error(f"lifecycle transition {which} refused: {type(exc).__name__}: {exc}")
                     response.success = False
                     return response
 

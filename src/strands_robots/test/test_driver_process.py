@@ -1,0 +1,191 @@
+"""The arm driver as its own process over real DDS (issue 8 "done when", issue 6 item 10): the command stream
+gives the service path's verdict for every per-key case; stale and out-of-order commands are refused and
+nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits 0 on SIGTERM.
+
+The driver runs as ``python -m strands_robots.nodes.arm_driver_node --autostart`` in a namespace of its own and
+is ended by PID in ``finally``; the test side is a plain rclpy node in this process.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from lifecycle_msgs.msg import Transition  # noqa: E402
+from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from strands_robots_msgs.msg import ActionCommand, ActionVerdict  # noqa: E402
+from strands_robots_msgs.srv import AcquireLease, SendAction  # noqa: E402
+
+from strands_robots import convert  # noqa: E402
+from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
+from strands_robots.nodes.process import spin_in_background  # noqa: E402
+
+from ros_harness import wait_for  # noqa: E402
+
+
+class DriverProcess:
+    """The driver in its own process, in namespace ``ns``, and a client node here to talk to it."""
+
+    def __init__(self) -> None:
+        self.ns = f"/h2_{uuid.uuid4().hex[:8]}"
+        package_root = Path(__file__).resolve().parents[1]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
+        env["PYTHONUNBUFFERED"] = "1"
+        self.lines: list = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+             "--ros-args", "-r", f"__ns:={self.ns}"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("h2_driver_probe", namespace=self.ns, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = spin_in_background(self.executor, "h2_probe")
+        self.joint_states: list = []
+        self.verdicts: dict = {}
+        self._cond = threading.Condition()
+        self.node.create_subscription(JointState, "joint_states", self.joint_states.append, STATE_QOS)
+        self.node.create_subscription(ActionVerdict, "action_verdicts", self._on_verdict, VERDICT_QOS)
+        self.commands = self.node.create_publisher(ActionCommand, "action_commands", COMMAND_QOS)
+        self.send_action = self.node.create_client(SendAction, "send_action")
+        self.token = ""
+
+    def _on_verdict(self, msg) -> None:
+        with self._cond:
+            self.verdicts[(msg.run_id, msg.step_index)] = msg
+            self._cond.notify_all()
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def call(self, client, request, timeout_s: float = 10.0):
+        assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} not available\n{self.output()}"
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout_s), f"{client.srv_name}: no answer"
+        return future.result()
+
+    def ready(self) -> None:
+        assert wait_for(lambda: len(self.joint_states) > 3 and self.commands.get_subscription_count() > 0, 60.0), \
+            self.output()
+        acquire = self.node.create_client(AcquireLease, "acquire_lease")
+        grant = self.call(acquire, AcquireLease.Request(holder="h2", priority=1, duration_s=30.0))
+        assert grant.granted, grant.message
+        self.token = grant.token
+
+    def command(self, keys, values, token, run_id, step, apply_by_ns=None):
+        msg = ActionCommand(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step,
+                            lease_token=token)
+        now = self.node.get_clock().now().nanoseconds
+        msg.sent.sec, msg.sent.nanosec = divmod(now, 10**9)
+        deadline = now + 5 * 10**9 if apply_by_ns is None else apply_by_ns
+        msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
+        self.commands.publish(msg)
+        with self._cond:
+            assert self._cond.wait_for(lambda: (run_id, step) in self.verdicts, 10.0), (run_id, step)
+            return self.verdicts[(run_id, step)]
+
+    def service(self, keys, values, token):
+        return self.call(self.send_action, SendAction.Request(lease_token=token, keys=list(keys), values=list(values)))
+
+    def positions_after(self, robot_time_s: float) -> dict:
+        """The positions of the first joint state at least ``robot_time_s`` of robot time after the latest one."""
+        start = convert.joint_state_robot_time_s(self.joint_states[-1])
+        assert wait_for(lambda: convert.joint_state_robot_time_s(self.joint_states[-1]) >= start + robot_time_s,
+                        20.0)
+        msg = self.joint_states[-1]
+        return dict(zip(msg.name, msg.position))
+
+    def close(self) -> int:
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                return self.proc.wait(timeout=15.0)
+            return self.proc.returncode
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.executor.shutdown()
+            self.thread.join(5.0)
+            self.node.destroy_node()
+            self.context.try_shutdown()
+
+
+@pytest.fixture
+def driver():
+    d = DriverProcess()
+    try:
+        d.ready()
+        yield d
+    finally:
+        d.close()
+
+
+CASES = [
+    (["left.joint_1", "right.joint_2"], [0.05, 0.45], True),
+    (["left.joint_1", "left.joint_9", "right.joint_4", "right.gripper", "torso"], [0.05, 0.0, 2.5, math.nan, 1.0],
+     True),
+    (["left.joint_1", "left.joint_9"], [0.05, 0.0], False),
+    (["left.joint_2"], [math.inf], True),
+    (["left.joint_1", "left.joint_1"], [0.05, 0.05], True),
+    (["left.joint_1"], [0.05, 0.06], True),
+]
+
+
+def test_stream_and_service_give_the_same_verdicts_with_the_driver_in_its_own_process(driver):
+    for i, (keys, values, holder) in enumerate(CASES):
+        token = driver.token if holder else "f" * 32
+        by_service = driver.service(keys, values, token)
+        by_stream = driver.command(keys, values, token, "cases", i)
+        for field in ("applied_keys", "unresolved_keys", "unresolved_reasons"):
+            assert list(getattr(by_stream, field)) == list(getattr(by_service, field)), (i, field)
+        assert by_stream.error == by_service.error, i
+
+
+def test_stale_and_out_of_order_commands_move_nothing_with_the_driver_in_its_own_process(driver):
+    keys = ["left.joint_1", "right.joint_1"]
+    assert list(driver.command(keys, [0.0, 0.0], driver.token, "r", 10).applied_keys) == keys
+    held = driver.positions_after(0.3)
+    past = driver.node.get_clock().now().nanoseconds - 10**9
+    stale = driver.command(keys, [0.15, -0.15], driver.token, "r", 11, apply_by_ns=past)
+    assert list(stale.unresolved_reasons) == ["stale", "stale"] and list(stale.applied_keys) == []
+    older = driver.command(keys, [0.15, -0.15], driver.token, "r", 9)
+    assert list(older.unresolved_reasons) == ["out_of_order", "out_of_order"]
+    after = driver.positions_after(0.3)
+    for key in keys:
+        assert after[key] == pytest.approx(held[key], abs=2e-3), f"{key} moved after a refused command"
+    assert list(driver.command(keys, [0.01, -0.01], driver.token, "r", 12).applied_keys) == keys
+
+
+def test_invalid_transition_is_refused_and_the_driver_process_keeps_serving_and_exits_zero(driver):
+    change = driver.node.create_client(ChangeState, "arm_driver/change_state")
+    get = driver.node.create_client(GetState, "arm_driver/get_state")
+    for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_CLEANUP, 42):
+        assert not driver.call(change, ChangeState.Request(transition=Transition(id=transition))).success
+    assert driver.call(get, GetState.Request()).current_state.label == "active"
+    assert list(driver.service(["left.joint_1"], [0.0], driver.token).applied_keys) == ["left.joint_1"]
+    assert driver.proc.poll() is None
+    rc = driver.close()
+    assert rc == 0, driver.output()
+    assert "Traceback" not in driver.output(), driver.output()
