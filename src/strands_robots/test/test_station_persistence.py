@@ -235,3 +235,54 @@ def test_station_process_killed_mid_episode_is_resumed_by_the_next_one(tmp_path)
     assert final.state is JobState.SUCCEEDED
     assert [e.episode_id for e in final.episodes] == ["ep_0000", "ep_0002", "ep_0003"]
     assert store.load("persist-1").interrupted == ("ep_0001",)
+
+
+def test_crash_between_the_episode_append_and_the_job_file_keeps_the_counted_episodes(tmp_path, monkeypatch):
+    store = JobStore(str(tmp_path))
+    final_record = None
+
+    def keep(status):
+        nonlocal final_record
+        final_record = status
+
+    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store, publish=keep).run()
+    done = store.load("persist-1")
+    two = done.replace(episodes=done.episodes[:2], state=JobState.RUNNING, message="two kept")
+    store.save(two)
+    assert len(store.load("persist-1").episodes) == 2
+
+    def crash(src, dst):
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(persistence.os, "replace", crash)
+    with pytest.raises(PersistenceError):
+        store.save(done)  # the third episode reached the log, the job file still counts two
+    monkeypatch.undo()
+    log_lines = open(store.log_path_of("persist-1"), "rb").read().count(b"\n")
+    assert log_lines == 3
+    fresh = JobStore(str(tmp_path))  # a restarted station
+    reloaded = fresh.load("persist-1")
+    assert reloaded.message == "two kept" and reloaded.episodes == done.episodes[:2]
+    fresh.save(reloaded.replace(message="after restart"))  # the uncounted line is cut off
+    assert open(fresh.log_path_of("persist-1"), "rb").read().count(b"\n") == 2
+    assert JobStore(str(tmp_path)).load("persist-1").episodes == done.episodes[:2]
+
+
+def test_episode_log_shorter_than_its_count_is_refused(tmp_path):
+    store = JobStore(str(tmp_path))
+    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store).run()
+    log = store.log_path_of("persist-1")
+    data = open(log, "rb").read()
+    open(log, "wb").write(data[: data.rindex(b"\n", 0, len(data) - 1) + 1])  # lose the last episode
+    with pytest.raises(PersistenceError) as info:
+        JobStore(str(tmp_path)).load("persist-1")
+    assert log in str(info.value) and "counts 3 episodes but the log holds 2" in str(info.value)
+
+
+def test_episodes_store_their_task_by_index_into_the_job(tmp_path):
+    store = JobStore(str(tmp_path))
+    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store).run()
+    lines = [json.loads(line) for line in open(store.log_path_of("persist-1"))]
+    assert [line["task_index"] for line in lines] == [0, 1, 0] and all("task" not in line for line in lines)
+    job_file = json.loads(open(store.path_of("persist-1")).read())
+    assert job_file["episodes_logged"] == 3 and "episodes" not in job_file

@@ -1,9 +1,18 @@
-"""The station's durable job state: one JSON file per job, rewritten atomically after every change.
+"""The station's durable job state, written after every change.
 
-Write: serialise, write a temp file in the same directory, flush + fsync it, ``os.replace`` it over the job's
-file, fsync the directory. A crash at any point leaves either the old or the new file, never a torn one.
-Each file carries ``format_version``; a file of another version, or one that does not parse, is refused with
-the reason (never silently skipped).
+Two files per job, so a change costs the same at episode 1 and episode 10 000:
+
+- ``<job_id>.job.json``: the job (spec, state, message, counters, the running episode) and how many episodes
+  the log holds (``episodes_logged``). Rewritten atomically: a temp file in the same directory, flush + fsync,
+  ``os.replace`` over the old one, fsync the directory. A crash leaves the old or the new file, never a torn
+  one.
+- ``<job_id>.episodes.jsonl``: one line per finished episode, appended (flush + fsync) *before* the job file
+  that counts it is replaced. Lines past ``episodes_logged`` (a crash between the two writes) are ignored on
+  load and cut off by the next write; a log shorter than its count is refused.
+
+An episode's task is stored as ``task_index`` into the job's tasks when it is one of them (always, for the
+station's own episodes). The job file carries ``format_version``; a file of another version, or one that does
+not parse, is refused with the reason (never silently skipped).
 
 After a restart (:func:`recover`) the station **resumes** every non-terminal job:
 
@@ -22,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping, task_from_mapping, \
     task_to_mapping
@@ -50,6 +59,7 @@ __all__ = [
 FORMAT_VERSION = 1
 MAX_RESTARTS = 3
 _SUFFIX = ".job.json"
+_LOG_SUFFIX = ".episodes.jsonl"
 
 
 class PersistenceError(RuntimeError):
@@ -57,8 +67,9 @@ class PersistenceError(RuntimeError):
 
 
 # -- codec ------------------------------------------------------------------------------------------------------
-def episode_to_mapping(episode: EpisodeResult) -> dict:
-    return {
+def episode_to_mapping(episode: EpisodeResult, tasks: tuple = ()) -> dict:
+    """Return the JSON mapping of an episode; its task as ``task_index`` when it is one of ``tasks``."""
+    data = {
         "episode_id": episode.episode_id,
         "end_condition": episode.end_condition,
         "scored": episode.scored,
@@ -67,14 +78,20 @@ def episode_to_mapping(episode: EpisodeResult) -> dict:
         "items": [{"name": i.name, "question": i.question, "answer_type": i.answer_type.value,
                    "answer": i.answer, "points": i.points, "max_points": i.max_points,
                    "is_success_item": i.is_success_item} for i in episode.items],
-        "task": task_to_mapping(episode.task),
         "taken_over": episode.taken_over,
         "end_detail": episode.end_detail,
         "run_id": episode.run_id,
     }
+    index = next((i for i, task in enumerate(tasks) if task == episode.task), None)
+    if index is None:
+        data["task"] = task_to_mapping(episode.task)
+    else:
+        data["task_index"] = index
+    return data
 
 
-def episode_from_mapping(data: Mapping[str, Any]) -> EpisodeResult:
+def episode_from_mapping(data: Mapping[str, Any], tasks: tuple = ()) -> EpisodeResult:
+    """Read an episode from its mapping (``task_index`` refers into ``tasks``)."""
     items = []
     for raw in data["items"]:
         kind = AnswerType(raw["answer_type"])
@@ -86,18 +103,19 @@ def episode_from_mapping(data: Mapping[str, Any]) -> EpisodeResult:
     return EpisodeResult(
         episode_id=data["episode_id"], end_condition=data["end_condition"], scored=bool(data["scored"]),
         success=bool(data["success"]), score=float(data["score"]), items=tuple(items),
-        task=task_from_mapping(data["task"], 0), taken_over=bool(data["taken_over"]),
+        task=tasks[int(data["task_index"])] if "task_index" in data else task_from_mapping(data["task"], 0),
+        taken_over=bool(data["taken_over"]),
         end_detail=data["end_detail"], run_id=data.get("run_id", ""))
 
 
-def record_to_mapping(record: JobRecord) -> dict:
+def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
+    """Return the JSON mapping of a record (``with_episodes=False``: the job file's, counting them instead)."""
     running = record.running
-    return {
+    data = {
         "format_version": FORMAT_VERSION,
         "job": job_spec_to_mapping(record.spec),
         "state": record.state.value,
         "message": record.message,
-        "episodes": [episode_to_mapping(e) for e in record.episodes],
         "next_episode_number": record.next_episode_number,
         "discarded": list(record.discarded),
         "interrupted": list(record.interrupted),
@@ -106,10 +124,15 @@ def record_to_mapping(record: JobRecord) -> dict:
         "restarts": record.restarts,
         "slot_attempts": record.slot_attempts,
     }
+    if with_episodes:
+        data["episodes"] = [episode_to_mapping(e, record.spec.tasks) for e in record.episodes]
+    else:
+        data["episodes_logged"] = len(record.episodes)
+    return data
 
 
-def record_from_mapping(data: Mapping[str, Any]) -> JobRecord:
-    """Read a record from its mapping.
+def record_from_mapping(data: Mapping[str, Any], episode_mappings: "Sequence[Mapping] | None" = None) -> JobRecord:
+    """Read a record from its mapping (``episode_mappings``: the logged episodes, for a job file's mapping).
 
     :raises PersistenceError: another format version, or a field missing or malformed.
     """
@@ -121,11 +144,15 @@ def record_from_mapping(data: Mapping[str, Any]) -> JobRecord:
                                "reads")
     try:
         running = data["running"]
+        spec = job_spec_from_mapping(data["job"])
+        if episode_mappings is None:
+            episode_mappings = data["episodes"]
+        episodes = tuple(episode_from_mapping(e, spec.tasks) for e in episode_mappings)
         return JobRecord(
-            spec=job_spec_from_mapping(data["job"]),
+            spec=spec,
             state=JobState(data["state"]),
             message=str(data["message"]),
-            episodes=tuple(episode_from_mapping(e) for e in data["episodes"]),
+            episodes=tuple(episodes),
             next_episode_number=int(data["next_episode_number"]),
             discarded=tuple(str(x) for x in data["discarded"]),
             interrupted=tuple(str(x) for x in data["interrupted"]),
@@ -144,26 +171,88 @@ def record_from_mapping(data: Mapping[str, Any]) -> JobRecord:
 class JobStore:
     """Job files in one directory (created if missing). Writes are atomic; one writer per job at a time.
 
-    :param directory: where ``<job_id>.job.json`` files live.
+    :param directory: where ``<job_id>.job.json`` and ``<job_id>.episodes.jsonl`` live.
     :param fsync: flush to the disk on every write (disable only in benchmarks).
     """
 
     def __init__(self, directory: str, *, fsync: bool = True) -> None:
         self.directory = os.fspath(directory)
         self._fsync = bool(fsync)
+        self._logged: dict = {}  # job_id -> (episodes in the log, its valid length in bytes)
         os.makedirs(self.directory, exist_ok=True)
 
     def path_of(self, job_id: str) -> str:
+        """Return the job file's path."""
         return os.path.join(self.directory, job_id + _SUFFIX)
 
-    def save(self, record: JobRecord) -> None:
-        """Replace the job's file with ``record`` atomically.
+    def log_path_of(self, job_id: str) -> str:
+        """Return the episode log's path."""
+        return os.path.join(self.directory, job_id + _LOG_SUFFIX)
 
-        :raises PersistenceError: the write failed (the previous file is intact).
+    # -- writing --------------------------------------------------------------------------------------------
+    def save(self, record: JobRecord) -> None:
+        """Persist ``record``: new episodes appended to the log, then the job file replaced atomically.
+
+        :raises PersistenceError: a write failed (what was on disk before still loads).
         """
-        text = json.dumps(record_to_mapping(record), indent=1, sort_keys=True, allow_nan=False)
-        target = self.path_of(record.job_id)
-        fd, tmp = tempfile.mkstemp(prefix="." + record.job_id + ".", suffix=".tmp", dir=self.directory)
+        job_id = record.job_id
+        count, size = self._logged_state(job_id)
+        episodes = record.episodes
+        if len(episodes) < count:  # never happens in a procedure (episodes only grow): rewrite the log
+            count, size = 0, 0
+        if len(episodes) > count or self._log_size(job_id) != size:
+            count, size = self._append(job_id, size, episodes[count:], record.spec.tasks, count)
+        text = json.dumps(record_to_mapping(record, with_episodes=False), indent=1, sort_keys=True,
+                          allow_nan=False)
+        self._replace(self.path_of(job_id), text)
+        self._logged[job_id] = (count, size)
+
+    def _logged_state(self, job_id: str) -> tuple:
+        known = self._logged.get(job_id)
+        if known is not None:
+            return known
+        try:
+            with open(self.path_of(job_id), encoding="utf-8") as handle:
+                count = int(json.load(handle).get("episodes_logged", 0))
+        except FileNotFoundError:
+            return 0, 0
+        except (OSError, ValueError, AttributeError) as exc:
+            raise PersistenceError(f"{self.path_of(job_id)}: unreadable job state: {type(exc).__name__}: {exc}") \
+                from exc
+        lines, size = self._read_log(job_id, count)
+        return len(lines), size
+
+    def _log_size(self, job_id: str) -> int:
+        try:
+            return os.path.getsize(self.log_path_of(job_id))
+        except FileNotFoundError:
+            return 0
+
+    def _append(self, job_id: str, size: int, new: tuple, tasks: tuple, count: int) -> tuple:
+        path = self.log_path_of(job_id)
+        payload = "".join(json.dumps(episode_to_mapping(e, tasks), sort_keys=True, allow_nan=False) + "\n"
+                          for e in new).encode("utf-8")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, size)  # drop lines a crash left past the last committed count
+                os.lseek(fd, size, os.SEEK_SET)
+                written = 0
+                while written < len(payload):
+                    written += os.write(fd, payload[written:])
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise PersistenceError(f"could not append to {path}: {type(exc).__name__}: {exc}") from exc
+        if size == 0 and self._fsync:
+            self._fsync_directory()
+        return count + len(new), size + len(payload)
+
+    def _replace(self, target: str, text: str) -> None:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp",
+                                   dir=self.directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -194,10 +283,41 @@ class JobStore:
         finally:
             os.close(fd)
 
+    # -- reading --------------------------------------------------------------------------------------------
+    def _read_log(self, job_id: str, count: int) -> tuple:
+        """Return the first ``count`` episode mappings of the log and their length in bytes.
+
+        :raises PersistenceError: the log holds fewer than ``count`` whole, parsable lines.
+        """
+        path = self.log_path_of(job_id)
+        if count == 0:
+            return [], 0
+        lines = []
+        size = 0
+        try:
+            with open(path, "rb") as handle:
+                for raw in handle:
+                    if len(lines) == count:
+                        break
+                    if not raw.endswith(b"\n"):
+                        break  # torn last line
+                    try:
+                        lines.append(json.loads(raw))
+                    except ValueError as exc:
+                        raise PersistenceError(f"{path}: line {len(lines) + 1} does not parse: {exc}") from exc
+                    size += len(raw)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise PersistenceError(f"{path}: unreadable episode log: {type(exc).__name__}: {exc}") from exc
+        if len(lines) < count:
+            raise PersistenceError(f"{path}: the job file counts {count} episodes but the log holds {len(lines)}")
+        return lines, size
+
     def load(self, job_id: str) -> JobRecord:
         """Load a job's record.
 
-        :raises PersistenceError: no such job, or its file does not parse (the reason names the file).
+        :raises PersistenceError: no such job, or its files do not parse (the reason names the file).
         """
         path = self.path_of(job_id)
         try:
@@ -207,13 +327,22 @@ class JobStore:
             raise PersistenceError(f"no saved state for job {job_id!r} ({path})") from None
         except (OSError, ValueError) as exc:
             raise PersistenceError(f"{path}: unreadable job state: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise PersistenceError(f"{path}: a job file holds a JSON object, got {type(data).__name__}")
         try:
-            return record_from_mapping(data)
+            count = int(data.get("episodes_logged", 0))
+        except (TypeError, ValueError):
+            raise PersistenceError(f"{path}: episodes_logged must be an integer") from None
+        lines, size = self._read_log(job_id, count)
+        try:
+            record = record_from_mapping(data, lines)
         except PersistenceError as exc:
             raise PersistenceError(f"{path}: {exc}") from exc
+        self._logged[job_id] = (count, size)
+        return record
 
     def job_ids(self) -> tuple:
-        """Every job with a file here, sorted (temp files of an interrupted write are ignored)."""
+        """Return every job with a file here, sorted (temp files of an interrupted write are ignored)."""
         names = []
         for name in os.listdir(self.directory):
             if name.endswith(_SUFFIX) and not name.startswith("."):
@@ -221,7 +350,7 @@ class JobStore:
         return tuple(sorted(names))
 
     def load_all(self) -> Iterator[JobRecord]:
-        """Every saved job; a file that does not load raises (it is never skipped silently)."""
+        """Yield every saved job; a file that does not load raises (it is never skipped silently)."""
         for job_id in self.job_ids():
             yield self.load(job_id)
 
