@@ -171,3 +171,18 @@ def test_store_url_names_the_backend_or_is_refused_with_the_forms(tmp_path):
         open_store("mysql://x")
     with pytest.raises(StoreError, match="needs a path"):
         open_store("sqlite:")
+
+
+def test_view_reads_the_job_its_latest_snapshot_and_its_stations_last_heard_together(store_factory):
+    store = store_factory()
+    assert store.view("job-1") is None
+    store.create_job(_job())
+    first = store.view("job-1")
+    assert (first.job, first.snapshot, first.station_last_heard) == (_job(), None, None)
+    store.put_snapshot(_snap(t=9000, state="RUNNING"))
+    store.station_heard("sim_station", 9100)
+    store.station_heard("other_station", 9999)
+    got = store.view("job-1")
+    assert (got.snapshot.updated_unix_ms, got.snapshot.state, got.station_last_heard) == (9000, "RUNNING", 9100)
+    store.put_snapshot(_snap(t=9500, state="SUCCEEDED"))
+    assert store.view("job-1").snapshot.state == "SUCCEEDED"  # a reader sees what the writer committed

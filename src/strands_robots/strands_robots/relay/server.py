@@ -44,7 +44,16 @@ from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.proto import station_service_pb2 as ss
 from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
 from strands_robots.relay.sessions import END, Abort, Broker, SessionBusy
-from strands_robots.relay.store import TERMINAL_STATES, JobExists, JobRecord, Snapshot, Store, StoreError, open_store
+from strands_robots.relay.store import (
+    TERMINAL_STATES,
+    JobExists,
+    JobRecord,
+    JobView,
+    Snapshot,
+    Store,
+    StoreError,
+    open_store,
+)
 
 _log = logging.getLogger("strands_robots.relay")
 
@@ -94,18 +103,24 @@ class _Core:
             self.store.station_heard(result.principal.name, self.clock_ms())
         return result.principal
 
-    def own_job(self, context: Any, principal: Principal, job_id: str) -> JobRecord:
-        """The job if ``principal`` may see it; NOT_FOUND otherwise (same answer for missing and foreign)."""
-        job = self.store.get_job(job_id) if job_id else None
+    def own_view(self, context: Any, principal: Principal, job_id: str) -> JobView:
+        """The job (with its snapshot) if ``principal`` may see it; NOT_FOUND otherwise, with the same answer
+        for a missing job and another's."""
+        view = self.store.view(job_id) if job_id else None
+        job = view.job if view is not None else None
         owner = job.client_id if (job and principal.kind == KIND_CLIENT) else (job.station_id if job else None)
-        if job is None or owner != principal.name:
+        if view is None or owner != principal.name:
             who = "this client" if principal.kind == KIND_CLIENT else f"station {principal.name!r}"
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r} for {who}")
-        return job
+        return view
+
+    def own_job(self, context: Any, principal: Principal, job_id: str) -> JobRecord:
+        return self.own_view(context, principal, job_id).job
 
     # -- snapshots ------------------------------------------------------------------------------------------
-    def status_of(self, job: JobRecord) -> Any:
-        snap = self.store.get_snapshot(job.job_id)
+    @staticmethod
+    def status_of_view(view: JobView) -> Any:
+        job, snap = view.job, view.snapshot
         if snap is not None:
             status = ev.JobStatus.FromString(snap.payload)
         else:
@@ -113,17 +128,19 @@ class _Core:
             status = ev.JobStatus(job_id=job.job_id, station_id=job.station_id, state="CREATED",
                                   episodes_total=request.episodes, updated_unix_ms=0,
                                   message=f"submitted; station {job.station_id!r} has not reported on it yet")
-        heard = self.store.station_last_heard(job.station_id)
-        if heard is not None:
-            status.station_last_heard_unix_ms = heard
+        if view.station_last_heard is not None:
+            status.station_last_heard_unix_ms = view.station_last_heard
         else:
             status.ClearField("station_last_heard_unix_ms")
         return status
 
+    def status_of(self, job: JobRecord) -> Any:
+        return self.status_of_view(self.store.view(job.job_id))
+
     def terminal_status(self, job: JobRecord) -> Optional[Any]:
-        snap = self.store.get_snapshot(job.job_id)
-        if snap is not None and snap.state in TERMINAL_STATES:
-            return self.status_of(job)
+        view = self.store.view(job.job_id)
+        if view is not None and view.snapshot is not None and view.snapshot.state in TERMINAL_STATES:
+            return self.status_of_view(view)
         return None
 
     # -- wake-ups for TakeJobs -----------------------------------------------------------------------------
@@ -190,7 +207,7 @@ class EvaluationServicer(es_grpc.EvaluationServicer):
     def GetStatus(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_CLIENT)
-        return core.status_of(core.own_job(context, principal, request.job_id))
+        return core.status_of_view(core.own_view(context, principal, request.job_id))
 
     def CancelJob(self, request, context):
         core = self._core

@@ -58,12 +58,25 @@ class Snapshot:
     payload: bytes
 
 
+@dataclass(frozen=True)
+class JobView:
+    """A job with its latest snapshot (None before the first report) and when its station was last heard."""
+
+    job: JobRecord
+    snapshot: Optional[Snapshot]
+    station_last_heard: Optional[int]
+
+
 class Store(Protocol):
     """What the relay needs from its store. Implementations are thread-safe."""
 
     def create_job(self, job: JobRecord) -> None: ...
 
     def get_job(self, job_id: str) -> Optional[JobRecord]: ...
+
+    def view(self, job_id: str) -> Optional[JobView]:
+        """The job, its latest snapshot and its station's last-heard time, read together (one query)."""
+        ...
 
     def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
         """Jobs addressed to ``station_id`` whose latest snapshot is not terminal (or that have none)."""
@@ -130,6 +143,12 @@ _OPEN_JOBS = (
     "WHERE j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) "
     "ORDER BY j.submitted_unix_ms, j.job_id"
 )
+_VIEW = (
+    "SELECT j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
+    "j.cancel_reason, s.updated_unix_ms, s.state, s.payload, st.last_heard_unix_ms FROM jobs j "
+    "LEFT JOIN snapshots s ON s.job_id = j.job_id LEFT JOIN stations st ON st.station_id = j.station_id "
+    "WHERE j.job_id = {p}"
+)
 _GET_JOB = (
     "SELECT job_id, client_id, station_id, request, submitted_unix_ms, cancel_requested, cancel_reason "
     "FROM jobs WHERE job_id = {p}"
@@ -184,6 +203,18 @@ class _SqlStore:
     def get_job(self, job_id: str) -> Optional[JobRecord]:
         rows = self._execute(self._sql(_GET_JOB), (job_id,))
         return _job(rows[0]) if rows else None
+
+    def view(self, job_id: str) -> Optional[JobView]:
+        rows = self._read(self._sql(_VIEW), (job_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        snapshot = None if r[7] is None else Snapshot(job_id=r[0], updated_unix_ms=int(r[7]), state=r[8],
+                                                      payload=bytes(r[9]))
+        return JobView(job=_job(r[:7]), snapshot=snapshot, station_last_heard=None if r[10] is None else int(r[10]))
+
+    def _read(self, sql: str, params: Sequence = ()) -> list:
+        return self._execute(sql, params)
 
     def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
         return [_job(r) for r in self._execute(self._sql(_OPEN_JOBS), (station_id,))]
@@ -245,9 +276,28 @@ class SqliteStore(_SqlStore):
                 self._conn.execute(stmt.format(blob="BLOB"))
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
+        self._readers = threading.local()
+        self._reader_conns: list = []
 
     def _integrity_errors(self) -> tuple:
         return (sqlite3.IntegrityError,)
+
+    def _read(self, sql: str, params: Sequence = ()) -> list:
+        # WAL lets readers run beside the one writer: each thread reads on a connection of its own, so polls
+        # (get_status) neither wait for the writer's lock nor for each other.
+        conn = getattr(self._readers, "conn", None)
+        if conn is None:
+            if self.path == ":memory:":
+                return self._execute(sql, params)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+            self._readers.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        cur = conn.execute(sql, tuple(params))
+        try:
+            return cur.fetchall()
+        finally:
+            cur.close()
 
     def _execute(self, sql: str, params: Sequence = ()) -> list:
         with self._lock:
@@ -259,6 +309,9 @@ class SqliteStore(_SqlStore):
 
     def close(self) -> None:
         with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
             self._conn.close()
 
 
