@@ -392,3 +392,29 @@ def test_invalid_settings_are_refused(kwargs):
     settings = {"action_horizon": 4, "async_prefetch": False, "inference_timeout_s": 1.0, **kwargs}
     with pytest.raises(ValueError):
         ChunkPipeline(ScriptedChunks(), **settings)
+
+
+@pytest.mark.parametrize("async_prefetch", [False, True])
+def test_stop_while_waiting_for_an_inference_raises_cooperative_stop_and_abandons_it(pipelines, async_prefetch):
+    from strands_robots.rollout.stop import StopToken
+    from strands_robots.simulation.observers import CooperativeStop
+
+    gate = threading.Event()
+    token = StopToken()
+    policy = ScriptedChunks(lengths=(2,), gate=gate)  # every inference after the first waits for the gate
+    pipe = pipelines(policy, action_horizon=2, async_prefetch=async_prefetch, inference_timeout_s=60.0,
+                     stop=token)
+    robot = Robot()
+    drive(pipe, robot, 2)
+    # The loop waits at the boundary (sync: the act; async: the prefetch block) until the stop arrives.
+    timer = threading.Timer(0.01, token.request, args=("goal cancelled",))
+    timer.start()
+    try:
+        with pytest.raises(CooperativeStop, match="goal cancelled"):
+            pipe.next_action(robot.observe)
+        assert not gate.is_set()  # the act is still blocked: it was abandoned, not waited for
+        pipe.close()  # does not wait for the abandoned act
+        assert not gate.is_set()
+    finally:
+        timer.cancel()
+        gate.set()

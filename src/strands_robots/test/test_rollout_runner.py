@@ -369,3 +369,34 @@ def test_takeover_pause_stops_the_budget_clock_and_resumes_policy():
     assert observations_at_resume[0]["sim_time_s"] == pytest.approx(0.03)
     steps = collect.of(RunPolicyStep)
     assert [s.elapsed_s for s in steps] == pytest.approx([0.0, 0.01, 0.02, 0.02, 0.03, 0.04])
+
+
+def test_takeover_asked_before_the_first_step_holds_the_episode_until_resume():
+    t = FakeTime()
+    backend = FakeBackend(clock=t.seconds)
+    policy = ScriptedPolicy()
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait)
+    runner.pause()  # the station takes over before the episode starts
+    t.at(0.25, runner.resume)
+    out = runner.run(policy, n_steps=3, control_frequency=100)
+    (ep,) = out["episodes"]
+    assert backend.send_times == pytest.approx([0.25, 0.26, 0.27])  # nothing moved while held
+    assert ep["paused_s"] == pytest.approx(0.25) and ep["elapsed_s"] == pytest.approx(0.02)
+    assert policy.resumed == 1 and not runner.paused
+
+
+def test_stop_during_takeover_cancels_and_the_pause_does_not_leak_into_the_next_run():
+    t = FakeTime()
+    backend = FakeBackend(clock=t.seconds)
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait)
+
+    def observer(event):
+        if isinstance(event, RunPolicyStep) and event.applied_action_index == 1:
+            runner.pause()
+            t.at(t.seconds() + 0.05, lambda: runner.request_stop("operator ended the episode"))
+
+    out = runner.run(ScriptedPolicy(), n_steps=10, control_frequency=100, observer=observer)
+    (ep,) = out["episodes"]
+    assert (ep["outcome"], ep["stopped_reason"]) == ("cancelled", "cancelled") and ep["applied_actions"] == 2
+    again = runner.run(ScriptedPolicy(), n_steps=3, control_frequency=100)
+    assert again["episodes"][0]["applied_actions"] == 3 and again["episodes"][0]["paused_s"] == 0.0

@@ -27,8 +27,12 @@ def test_spec_example_runs_verbatim(sim, capsys):
         if isinstance(event, RunPolicyStep) and event.action_resolution != "full":
             print(event.applied_action_index, event.unresolved_action_keys)
 
-    sim.run_policy(robot_name="alice", policy_provider="mock", observer=watch)
+    result = sim.run_policy(robot_name="alice", policy_provider="mock", observer=watch)
 
+    # The run happened: 10 s at 50 Hz, every step dispatched to the observer (which received them all).
+    (ep,) = result["episodes"]
+    assert result["status"] == "success" and ep["outcome"] == "ok" and ep["stopped_reason"] == "budget"
+    assert ep["applied_actions"] == 500 and ep["full_count"] == 500 and result["observer_failures"] == 0
     # The mock policy stays inside the limits: every step resolved full, so the example printed nothing.
     assert capsys.readouterr().out == ""
     collect = Collect()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -186,6 +187,8 @@ class PolicyRunner:
         self._stop_supplied = stop is not None
         self.stop = stop if stop is not None else StopToken()
         self._pacer: "DeadlinePacer | None" = None
+        self._pause_lock = threading.Lock()
+        self._pause_requested = False
         # The pacing clock and how its waits sleep (tests and simulated time inject both; see DeadlinePacer).
         self._clock_ns = clock_ns
         self._waiter = waiter
@@ -196,16 +199,29 @@ class PolicyRunner:
         self.stop.request(reason)
 
     def pause(self) -> None:
-        """Operator takeover: the loop holds before its next step and the budget clock stands still."""
-        pacer = self._pacer
+        """Operator takeover: the loop holds before its next step and the budget clock stands still.
+
+        Safe from any thread at any time of a run, also before its first step or between episodes (the next
+        episode then starts held); it holds until :meth:`resume`, a stop, or the end of the ``run`` call.
+        """
+        with self._pause_lock:
+            self._pause_requested = True
+            pacer = self._pacer
         if pacer is not None:
             pacer.pause()
 
     def resume(self) -> None:
-        """End of takeover: the policy's ``resume`` is called and the loop continues from the current state."""
-        pacer = self._pacer
+        """End of takeover: the policy's ``resume`` is called with a fresh observation and the loop continues
+        from the arm's current state (the chunk in use is dropped, so no stale command is sent)."""
+        with self._pause_lock:
+            self._pause_requested = False
+            pacer = self._pacer
         if pacer is not None:
             pacer.resume()
+
+    @property
+    def paused(self) -> bool:
+        return self._pause_requested
 
     # -- the rollout ----------------------------------------------------------------------------------------
     def run(
@@ -288,6 +304,8 @@ class PolicyRunner:
                 break  # a cancel ends the call; an error (safety stop, failure) would repeat
         if not self._stop_supplied:
             self.stop.clear()  # our own token: a stop asked during this call does not leak into the next
+        with self._pause_lock:
+            self._pause_requested = False  # a takeover holds the run it was asked during, not the next one
         out: dict = {"status": status, "episodes": episodes}
         if observed:
             out["observer_failures"] = lane.total_failures
@@ -409,7 +427,10 @@ class PolicyRunner:
                 episode_index=index, n_episodes=s.n_episodes, actuator_keys=s.actuator_keys,
                 recording_path=recording_path)
             pacer.start()
-            self._pacer = pacer
+            with self._pause_lock:
+                self._pacer = pacer
+                if self._pause_requested:  # a takeover asked before this episode's first step
+                    pacer.pause()
             lane.dispatch(started)
             if recorder is not None:
                 self._write_event(recorder, started, s)
@@ -429,7 +450,8 @@ class PolicyRunner:
             in_flight = exc
             propagate = True
         finally:
-            self._pacer = None
+            with self._pause_lock:
+                self._pacer = None
             for pipeline in pipelines:
                 try:
                     pipeline.close()
@@ -493,8 +515,8 @@ class PolicyRunner:
                 st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
                 return
             if pacer.take_resumed():  # after a takeover: continue from the arm's current state
+                pipeline.close()  # first: no inference of the old chunk runs beside resume()
                 s.policy.resume(observe())
-                pipeline.close()
                 pipeline = new_pipeline()
             step_start = clock()
             dropped = pacer.last_dropped
