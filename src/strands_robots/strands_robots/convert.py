@@ -953,6 +953,26 @@ def job_status_from_pb(msg: Any) -> Any:
     )
 
 
+def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any) -> Any:
+    """A relay ``Job`` (what ``StationLink``'s ``on_job`` receives) -> a validated ``station.job.JobSpec``.
+
+    :param options: the other ``JobSpec`` fields (policy_config, duration_s, control_frequency, max_discards).
+    :raises station.job.JobSpecError: naming the task index, the field and the reason.
+    """
+    from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
+
+    tasks = []
+    for index, task in enumerate(job.tasks):
+        try:
+            tasks.append(task_from_pb(task))
+        except ValueError as exc:
+            raise JobSpecError("scoring", str(exc), index) from None
+    return validate_job_spec(JobSpec(
+        job_id=job.job_id, client_id=job.client_id, station_id=job.station_id, tasks=tuple(tasks),
+        episodes_total=int(job.episodes_total), policy_provider=policy_provider, **options,
+    ))
+
+
 # -- arm driver messages --------------------------------------------------------------------------------------
 # Built by the arm driver node: the command/verdict stream, joint_states with the robot time carried beside a
 # node-clock stamp, /clock, DriverStatus, LeaseState and the diagnostics.

@@ -183,3 +183,19 @@ def test_no_pickle_in_the_relay_or_the_client():
                 offenders += [f"{path.relative_to(root)}: {n}" for n in names if n in banned]
     assert offenders == []
     assert (root / "relay" / "server.py").exists()  # the walk saw the relay
+
+
+def test_a_relay_job_becomes_the_station_cores_job_spec_or_is_refused_naming_the_task():
+    from strands_robots.relay.proto import station_service_pb2 as ss
+    from strands_robots.station.job import JobSpecError
+
+    model = _model_status()
+    job = ss.Job(job_id="job-7", client_id="team_a", station_id="sim_station", episodes_total=3,
+                 tasks=[convert.task_to_pb(model.episodes[0].task)])
+    spec = convert.job_spec_from_pb(job, duration_s=4.0)
+    assert (spec.job_id, spec.client_id, spec.station_id, spec.episodes_total, spec.policy_provider) == (
+        "job-7", "team_a", "sim_station", 3, "relay")
+    assert spec.tasks == (model.episodes[0].task,) and spec.duration_s == 4.0
+    job.tasks.add(task_id="blank", instruction="")
+    with pytest.raises(JobSpecError, match=r"tasks\[1\]\.instruction"):
+        convert.job_spec_from_pb(job)
