@@ -51,9 +51,10 @@ class ProbingOperator:
 
     def rollout_progress(self, plan, t, console):
         if t >= 0.2 and not any(w == "takeover" for w, *_ in self.log):
+            self.note("discard before a takeover", console.discard(plan.episode_id))
             self.note("takeover", console.takeover("ann", "adjust the cube"))
             self.note("takeover again", console.takeover("bob"))
-            self.note("discard during the rollout", console.discard(plan.episode_id))
+            self.note("discard another episode", console.discard("ep_0042"))
             self.note("score during the rollout", console.submit_score_sheet(plan.episode_id, {"done": True}))
             self.note("resume", console.resume("ann"))
             self.note("resume again", console.resume("ann"))
@@ -75,8 +76,8 @@ def test_operator_actions_are_refused_out_of_turn_with_reasons_and_accepted_in_t
     assert log["resume before the rollout"] == (False, "no takeover is in force")
     assert log["takeover"][0] and "rollout time stands still" in log["takeover"][1]
     assert not log["takeover again"][0] and "already in force" in log["takeover again"][1]
-    assert not log["discard during the rollout"][0] and "no episode awaits a score sheet" in log[
-        "discard during the rollout"][1]
+    assert not log["discard before a takeover"][0] and "was not taken over" in log["discard before a takeover"][1]
+    assert not log["discard another episode"][0] and "no episode awaits" in log["discard another episode"][1]
     assert not log["score during the rollout"][0]
     assert log["resume"][0] and not log["resume again"][0]
     assert not log["score another episode"][0] and "'ep_9999' does not await" in log["score another episode"][1]

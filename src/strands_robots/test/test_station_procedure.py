@@ -180,7 +180,7 @@ class CancellingOperator(ScriptedOperator):
         self.runner = None
 
     def rollout_progress(self, plan, t, console):
-        if t >= self.at_s and self.runner is not None and not self.runner._cancel.is_set():
+        if t >= self.at_s and self.runner is not None and not self.runner.cancel_requested:
             self.runner.cancel("client cancelled")
 
 
@@ -261,3 +261,27 @@ def test_operator_score_false_keeps_an_unscored_episode_out_of_the_rates():
     assert not a.scored and a.items == () and b.scored
     agg = aggregate(final.episodes)
     assert agg.counted == 1 and agg.success_rate == 1.0
+
+
+def test_discard_during_a_takeover_stops_the_rollout_and_reruns_the_task():
+    class DiscardMidway(ScriptedOperator):
+        def __init__(self):
+            super().__init__()
+            self.discard_reply = None
+
+        def rollout_progress(self, plan, t, console):
+            if plan.attempt == 0 and t >= 0.2 and self.discard_reply is None:
+                console.takeover(self.name, "the cube fell")
+                self.discard_reply = console.discard(plan.episode_id)
+
+    operator = DiscardMidway()
+    robot = InProcessRobot()
+    runs = []
+    runner = JobRunner(JobRecord(job(task("fragile", duration_s="5", success_when="end_condition == timeout"))),
+                       robot, operator, publish=lambda s: runs.append(robot.last_ended))
+    final = runner.run()
+    assert operator.discard_reply.ok and "its rollout stops" in operator.discard_reply.message
+    assert runner.record.discarded == ("ep_0000",)
+    assert [(e.episode_id, e.end_condition, e.taken_over) for e in final.episodes] == [("ep_0001", "timeout", False)]
+    first = next(r for r in runs if r is not None)
+    assert first["stopped_reason"] == "cancelled" and first["applied_actions"] < 250  # stopped, not run out

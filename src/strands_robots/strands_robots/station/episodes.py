@@ -24,6 +24,7 @@ The job's state is persisted after every change (``persistence.JobStore``) and p
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
@@ -154,6 +155,19 @@ class ProcedureSettings:
     lease_duration_s: float = 1.0
     scoring_timeout_s: Optional[float] = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.lease_holder, str) or not self.lease_holder.strip():
+            raise ValueError("lease_holder must be a non-empty string")
+        if isinstance(self.lease_priority, bool) or not isinstance(self.lease_priority, int):
+            raise ValueError(f"lease_priority must be an integer, got {self.lease_priority!r}")
+        for name in ("lease_duration_s", "scoring_timeout_s"):
+            value = getattr(self, name)
+            if value is None and name == "scoring_timeout_s":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
 
 class _Cancelled(Exception):
     pass
@@ -211,6 +225,11 @@ class JobRunner:
     @property
     def spec(self) -> JobSpec:
         return self._record.spec
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether :meth:`cancel` was called."""
+        return self._cancel.is_set()
 
     def status(self) -> JobStatus:
         """Return the latest snapshot (the one last persisted and published)."""
@@ -337,6 +356,9 @@ class JobRunner:
             taken_over = taken_over or outcome.taken_over
             if self._cancel.is_set():
                 return "cancelled", None
+            early = console.decision
+            if early is not None and early.kind == DECISION_DISCARD:  # discarded during its takeover
+                return "discarded", None
             if outcome.policy_lost:
                 return "policy_lost", outcome.end_detail or outcome.stopped_reason
             end_condition = outcome.end_condition or end_condition_for(outcome.stopped_reason)

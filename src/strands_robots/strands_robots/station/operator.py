@@ -10,8 +10,8 @@ it, so a scripted run obeys the same rules as a person at the station:
   current state, never a stale command (the rollout loop does that on resume);
 - **claim** only while a rollout runs: the operator takes the arms with a higher-priority lease, and the
   episode ends ``authority_lost``;
-- **discard** only for the finished episode awaiting its sheet, and only if it was taken over: it is left out
-  of the job's episodes and its task runs again as a new episode;
+- **discard** only a taken-over episode, after its rollout (awaiting its sheet) or during it (the rollout
+  stops at once): it is left out of the job's episodes and its task runs again as a new episode;
 - **submit a score sheet** only for the finished episode awaiting its sheet; every item answered exactly
   once, with the right type (a refusal names the item and the reason; the operator may submit again);
 - **skip scoring**: the episode is kept unscored.
@@ -227,8 +227,20 @@ class OperatorConsole:
             return OperatorReply(True, f"{operator_name} holds the arms: {detail}")
 
     def discard(self, episode_id: str) -> OperatorReply:
-        """Leave the taken-over episode awaiting its sheet out of the job; its task runs again."""
+        """Leave a taken-over episode out of the job; its task runs again as a new episode.
+
+        Allowed for the episode awaiting its sheet, and during the rollout once it was taken over (the rollout
+        is then stopped at once: the operator need not hand back a ruined episode).
+        """
         with self._cond:
+            if self._phase == _ROLLOUT and episode_id == self._episode_id and self._decision is None:
+                if not self._taken_over:
+                    return OperatorReply(False, f"{episode_id} was not taken over; only a taken-over episode can "
+                                                "be discarded")
+                self._decide(Decision(DECISION_DISCARD, message=f"{episode_id} discarded during its takeover"))
+                self._robot.stop_rollout("discarded by the operator")
+                return OperatorReply(True, f"{episode_id} discarded; its rollout stops and its task runs again as "
+                                           "a new episode")
             refusal = self._scoring_refusal(episode_id)
             if refusal:
                 return OperatorReply(False, refusal)
@@ -237,6 +249,12 @@ class OperatorConsole:
                                             "discarded")
             self._decide(Decision(DECISION_DISCARD, message=f"{episode_id} discarded by the operator"))
             return OperatorReply(True, f"{episode_id} discarded; its task runs again as a new episode")
+
+    @property
+    def decision(self) -> Optional[Decision]:
+        """The decision already made for the current episode, if any."""
+        with self._cond:
+            return self._decision
 
     def submit_score_sheet(self, episode_id: str, answers: Any) -> OperatorReply:
         """Score the episode awaiting its sheet.
