@@ -64,6 +64,8 @@ _IDLE = "idle"
 _PREPARING = "preparing"
 _ROLLOUT = "rollout"
 _SCORING = "scoring"
+_PHASE_WORDS = {_IDLE: "idle", _PREPARING: "being prepared (lease, start pose)", _ROLLOUT: "running its rollout",
+                _SCORING: "awaiting its score sheet"}
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ class OperatorConsole:
         with self._cond:
             if self._phase != _ROLLOUT:
                 return OperatorReply(False, f"no rollout is running (episode {self._episode_id or 'none'} is "
-                                            f"{self._phase}); a takeover needs a running rollout")
+                                            f"{_PHASE_WORDS[self._phase]}); a takeover needs a running rollout")
             if self._in_takeover:
                 return OperatorReply(False, f"a takeover of {self._episode_id} is already in force")
             ok, detail = self._robot.pause_rollout()
@@ -289,7 +291,7 @@ class OperatorConsole:
     def _scoring_refusal(self, episode_id: str) -> str:
         if self._phase != _SCORING:
             if self._episode_id:
-                return f"no episode awaits a score sheet ({self._episode_id} is {self._phase})"
+                return f"no episode awaits a score sheet ({self._episode_id} is {_PHASE_WORDS[self._phase]})"
             return "no episode awaits a score sheet"
         if episode_id != self._episode_id:
             return f"episode {episode_id!r} does not await a score sheet; {self._episode_id} does"
