@@ -443,7 +443,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    print(f"relay listening on {args.listen} ({'TLS' if tls else 'plain'}; store {args.store.split('://')[0]}; "
+    print(f"relay listening on {args.listen} ({'TLS' if tls else 'plain'}; store {args.store.split(':')[0]}; "
           f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
     try:
         while not stop.wait(0.5):

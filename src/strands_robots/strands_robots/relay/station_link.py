@@ -190,6 +190,11 @@ class StationLink:
         with self._cond:
             return len(self._backlog)
 
+    def pending(self) -> List[Any]:
+        """A copy of the backlog, oldest first (``pb.JobStatus``)."""
+        with self._cond:
+            return list(self._backlog)
+
     @property
     def connected(self) -> bool:
         """Whether the last call to the relay succeeded."""
