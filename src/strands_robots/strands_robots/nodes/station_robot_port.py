@@ -1,0 +1,436 @@
+"""The station's :class:`~strands_robots.station.episodes.RobotPort` over ROS: the arm driver and the rollout node.
+
+Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
+
+- **lease**: ``RosDriverBackend.acquire`` (the driver's ``acquire_lease``) without the backend's own
+  heartbeat: this port renews the lease itself every third of its length, so a task can stop the heartbeat
+  (``fault.stop_heartbeat_at_s``, the worker's heartbeat stopping) and the lease runs out at the driver. The
+  lease is watched on the driver's latched ``lease_state`` and on every renewal answer: expired -> the
+  rollout is stopped and the episode ends ``lease_lost``; taken by a higher-priority claim (an operator, another
+  controller) -> ``authority_lost``;
+- **start pose**: a safety stop left by the previous episode is cleared first (``reset_safety`` as the lease
+  holder: the operator restored the scene), then ``RosDriverBackend.move_to_start_pose`` with the plan's
+  tolerance and timeout;
+- **rollout**: the rollout node's ``run_episode`` action, with the station's lease token; the policy provider
+  ``relay`` gets the relay, job and episode in ``policy_config_json`` (:mod:`strands_robots.policies.relay`).
+  Feedback (rollout time) reaches the operator's progress hook. A rollout whose relay policy was lost
+  (``RelayPolicyLost``) is reported ``policy_lost`` so the station waits for the policy and runs the task again;
+- **takeover**: the rollout node's ``pause_rollout`` / ``resume_rollout`` services;
+- **operator claim**: an ``acquire_lease`` above the rollout's priority (then released): the rollout's lease is
+  revoked and the episode ends ``authority_lost``;
+- **waiting for the policy**: a policy session opened on the relay until the job's client attaches.
+
+Every method blocks and is called from the station's job thread, never from an executor callback; the node is
+spun on another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Mapping, Optional, Tuple
+
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from strands_robots_msgs.action import RunEpisode
+from strands_robots_msgs.msg import LeaseState
+from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
+
+from strands_robots import convert
+from strands_robots.nodes._qos import LATCHED_QOS
+from strands_robots.nodes.driver_client import RosDriverBackend
+from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
+from strands_robots.station.episodes import RolloutOutcome
+from strands_robots.station.job import EpisodePlan, JobSpec
+from strands_robots.station.job_file import task_to_mapping
+
+__all__ = ["RosRobotPort", "RelaySettings", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY",
+           "POLICY_LOST_ERROR"]
+
+PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"
+OPERATOR_CLAIM_PRIORITY = 100
+POLICY_LOST_ERROR = "RelayPolicyLost"
+_CALL_TIMEOUT_S = 5.0
+
+
+class RelaySettings:
+    """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
+
+    def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
+                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0) -> None:
+        self.target = target
+        self.station_id = station_id
+        self.token = token
+        self.token_file = token_file
+        self.attach_timeout_s = attach_timeout_s
+        self.reply_timeout_s = reply_timeout_s
+
+
+def _name(prefix: str, name: str) -> str:
+    prefix = prefix.rstrip("/")
+    return f"{prefix}/{name}" if prefix else name
+
+
+class RosRobotPort:
+    """The robot side of the station node (see the module docstring).
+
+    :param node: the station node (spun on another thread).
+    :param driver_namespace: the arm driver's namespace ("" = the node's).
+    :param rollout_namespace: the rollout node's namespace ("" = the node's).
+    :param link: the station's :class:`~strands_robots.relay.station_link.StationLink` (None: no relay; only
+        in-process providers such as ``mock`` can run).
+    """
+
+    def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
+                 robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
+                 action_horizon: int = 8, operator_name: str = "station-operator") -> None:
+        self._node = node
+        self._relay = relay
+        self._link = link
+        self.robot_name = robot_name
+        self.action_horizon = int(action_horizon)
+        self.operator_name = operator_name
+        group = ReentrantCallbackGroup()
+        self.backend = RosDriverBackend(node, driver_namespace=driver_namespace, reset_moves_to_start_pose=False,
+                                        wait_timeout_s=5.0)
+        self._renew = node.create_client(RenewLease, _name(driver_namespace, "renew_lease"), callback_group=group)
+        self._claim = node.create_client(AcquireLease, _name(driver_namespace, "acquire_lease"),
+                                         callback_group=group)
+        self._release = node.create_client(ReleaseLease, _name(driver_namespace, "release_lease"),
+                                           callback_group=group)
+        self._lease_sub = node.create_subscription(LeaseState, _name(driver_namespace, "lease_state"),
+                                                   self._on_lease_state, LATCHED_QOS, callback_group=group)
+        self._run = ActionClient(node, RunEpisode, _name(rollout_namespace, "run_episode"), callback_group=group)
+        self._pause = node.create_client(Takeover, _name(rollout_namespace, "pause_rollout"), callback_group=group)
+        self._resume = node.create_client(Resume, _name(rollout_namespace, "resume_rollout"), callback_group=group)
+        self._lock = threading.Lock()
+        self._heartbeat_timer: Any = None
+        self._heartbeat = True
+        self._lease_duration_s = 1.0
+        self._lease_id = ""
+        self._holder = ""
+        self._lease_end: Tuple[str, str] = ("", "")
+        self._goal_handle: Any = None
+        self._running = False
+        self._pending_stop = ""
+        self._taken_over = False
+        self.claims: list = []  # (holder, message) of granted operator claims, newest last
+
+    # -- policy ---------------------------------------------------------------------------------------------
+    def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
+        if spec.policy_provider != "relay":
+            from strands_robots.policies.registry import make_policy
+
+            try:
+                make_policy(spec.policy_provider, dict(spec.policy_config))
+            except (ValueError, TypeError) as exc:
+                return False, f"policy {spec.policy_provider!r} refused: {exc}"
+            return True, f"{spec.policy_provider} policy on the rollout node"
+        if self._link is None or self._relay is None:
+            return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
+        from strands_robots.relay.station_link import PolicySessionError
+
+        while not cancelled.is_set():
+            session = self._link.open_session(spec.job_id)
+            try:
+                while not cancelled.is_set():
+                    try:
+                        client = session.wait_attached(timeout_s=0.5)
+                        return True, f"policy client {client!r} attached through {self._relay.target}"
+                    except PolicySessionError as exc:
+                        if session.error is not None:  # the session itself ended: open another
+                            self._node.get_logger().warning(f"policy session of {spec.job_id}: {exc}",
+                                                            throttle_duration_sec=5.0)
+                            break
+            finally:
+                session.close()
+            cancelled.wait(0.2)
+        return False, "cancelled while waiting for the policy"
+
+    # -- lease ----------------------------------------------------------------------------------------------
+    def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
+        if not self.backend.wait_until_ready(10.0):
+            return False, f"{self.backend.driver_name} is not ready"
+        try:
+            res = self.backend.acquire(holder, priority, duration_s, heartbeat=False)
+        except TimeoutError as exc:
+            return False, str(exc)
+        if not res.granted:
+            return False, res.message
+        with self._lock:
+            self._lease_id = res.lease_id
+            self._holder = holder
+            self._lease_duration_s = float(duration_s)
+            self._heartbeat = True
+            self._lease_end = ("", "")
+            if self._heartbeat_timer is not None:
+                self._node.destroy_timer(self._heartbeat_timer)
+            self._heartbeat_timer = self._node.create_timer(float(duration_s) / 3.0, self._renew_now)
+        return True, res.message or f"lease {res.lease_id} granted"
+
+    def release_lease(self) -> None:
+        with self._lock:
+            timer, self._heartbeat_timer = self._heartbeat_timer, None
+            self._lease_id = ""
+        if timer is not None:
+            self._node.destroy_timer(timer)
+        self.backend.release()  # refused when already expired or revoked: nothing to give up
+
+    def stop_heartbeat(self) -> None:
+        """Stop renewing the lease (fault injection): it runs out at the driver and the episode ends lease_lost."""
+        with self._lock:
+            self._heartbeat = False
+
+    def _renew_now(self) -> None:
+        with self._lock:
+            token, beat = self.backend.lease_token, self._heartbeat
+        if not token or not beat or not self._renew.service_is_ready():
+            return
+        req = RenewLease.Request()
+        req.token = token
+        req.duration_s = self._lease_duration_s
+        self._renew.call_async(req).add_done_callback(lambda f, token=token: self._on_renewed(f, token))
+
+    def _on_renewed(self, future: Any, token: str) -> None:
+        try:
+            res = future.result()
+        except Exception:
+            return
+        if res is None or res.ok or token != self.backend.lease_token:
+            return
+        condition = END_AUTHORITY_LOST if "revoked" in res.message else END_LEASE_LOST
+        self._lease_lost(condition, res.message or "lease not renewed")
+
+    def _on_lease_state(self, msg: Any) -> None:
+        with self._lock:
+            ours, holder = self._lease_id, self._holder
+        if not ours:
+            return
+        if msg.lease_id == ours and msg.state == LeaseState.STATE_EXPIRED:
+            self._lease_lost(END_LEASE_LOST, f"lease {ours} of {holder} expired without renewal")
+        elif msg.lease_id == ours and msg.state == LeaseState.STATE_REVOKED:
+            self._lease_lost(END_AUTHORITY_LOST, f"lease {ours} of {holder} was revoked by a higher-priority claim")
+        elif msg.lease_id != ours and msg.lease_id and msg.state == LeaseState.STATE_HELD \
+                and msg.previous_holder == holder:
+            self._lease_lost(END_AUTHORITY_LOST, f"lease {ours} of {holder} revoked by {msg.holder} "
+                                                 f"(priority {msg.priority})")
+
+    def _lease_lost(self, condition: str, detail: str) -> None:
+        with self._lock:
+            if self._lease_end[0] or not self._lease_id:
+                return
+            self._lease_end = (condition, detail)
+            handle = self._goal_handle
+        self._node.get_logger().warning(f"control lease lost ({condition}): {detail}")
+        if handle is not None:
+            handle.cancel_goal_async()
+
+    # -- start pose -----------------------------------------------------------------------------------------
+    def move_to_start_pose(self, plan: EpisodePlan) -> Tuple[bool, str]:
+        stop = self.backend.latest_safety_stop()
+        if stop is not None and stop.stopped:
+            try:
+                res = self.backend.reset_safety(self.operator_name)
+            except TimeoutError as exc:
+                return False, f"the safety stop could not be cleared: {exc}"
+            if not res.ok:
+                return False, f"the safety stop could not be cleared: {res.message}"
+        try:
+            report = self.backend.move_to_start_pose(tolerance=plan.start_pose_tolerance_rad,
+                                                     timeout_s=plan.start_pose_timeout_s)
+        except TimeoutError as exc:
+            return False, str(exc)
+        if report.reached:
+            return True, f"start pose reached (max error {report.max_error:.4f} rad in {report.elapsed_s:.2f} s)"
+        return False, report.detail
+
+    # -- rollout --------------------------------------------------------------------------------------------
+    def _policy_config(self, plan: EpisodePlan) -> dict:
+        if plan.policy_provider != "relay":
+            return dict(plan.policy_config)
+        # The remote policy reads its own options (``policy.*`` task parameters) from the task it is sent.
+        config: dict = {}
+        if self._relay is not None:
+            relay = self._relay
+            config.update(relay_target=relay.target, station_id=relay.station_id, job_id=self._job_id,
+                          episode_id=plan.episode_id, task=task_to_mapping(plan.task),
+                          attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
+            if relay.token_file:
+                config["station_token_file"] = relay.token_file
+            else:
+                config["station_token"] = relay.token
+        return config
+
+    _job_id = ""
+
+    def begin_job(self, job_id: str) -> None:
+        self._job_id = job_id
+
+    def run_rollout(self, plan: EpisodePlan, progress: Callable[[float], None]) -> RolloutOutcome:
+        with self._lock:
+            if self._pending_stop:
+                reason, self._pending_stop = self._pending_stop, ""
+                return RolloutOutcome(stopped_reason="cancelled", end_detail=reason)
+            token = self.backend.lease_token
+            self._taken_over = False
+        goal = RunEpisode.Goal()
+        goal.task = convert.station_task_to_msg(plan.task)
+        goal.robot_name = self.robot_name
+        goal.policy_provider = plan.policy_provider
+        goal.policy_config_json = json.dumps(self._policy_config(plan))
+        goal.control_frequency = float(plan.control_frequency)
+        goal.duration_s = float(plan.duration_s)
+        goal.action_horizon = self.action_horizon
+        goal.lease_token = token
+        goal.seed = -1 if plan.seed is None else int(plan.seed)
+        stop_heartbeat_at = _seconds_param(plan.task.parameters, PARAM_STOP_HEARTBEAT_AT_S)
+
+        latest = [-1.0]  # rollout time of the newest feedback (set on the executor, read on this thread)
+
+        def on_feedback(msg: Any) -> None:
+            latest[0] = float(msg.feedback.elapsed_s)
+
+        if not self._run.wait_for_server(timeout_sec=10.0):
+            return RolloutOutcome(stopped_reason="error", end_detail="the rollout node's run_episode action is "
+                                                                     "not available")
+        sent = threading.Event()
+        goal_future = self._run.send_goal_async(goal, feedback_callback=on_feedback)
+        goal_future.add_done_callback(lambda _f: sent.set())
+        if not sent.wait(_CALL_TIMEOUT_S):
+            return RolloutOutcome(stopped_reason="error", end_detail="run_episode goal not answered")
+        handle = goal_future.result()
+        if handle is None or not handle.accepted:
+            return RolloutOutcome(stopped_reason="error", end_detail="the rollout node refused the episode goal")
+        with self._lock:
+            self._goal_handle = handle
+            self._running = True
+            pending = self._pending_stop
+            lease_gone = bool(self._lease_end[0])
+        if pending or lease_gone:
+            handle.cancel_goal_async()
+        done = threading.Event()
+        result_future = handle.get_result_async()
+        result_future.add_done_callback(lambda _f: done.set())
+        seen = -1.0
+        while not done.wait(0.02):
+            t = latest[0]
+            if t == seen or t < 0:
+                continue
+            seen = t
+            if stop_heartbeat_at is not None and t >= stop_heartbeat_at:
+                self.stop_heartbeat()
+            progress(t)  # the operator's hook, on this (the job's) thread: it may call services
+        with self._lock:
+            self._goal_handle = None
+            self._running = False
+            lease_condition, lease_detail = self._lease_end
+            taken_over = self._taken_over
+            stop_reason, self._pending_stop = self._pending_stop, ""
+        final = self._final_observation()
+        res = result_future.result().result
+        ended = res.ended
+        run_id = ended.run_id
+        if lease_condition:
+            return RolloutOutcome(stopped_reason="cancelled", end_condition=lease_condition, end_detail=lease_detail,
+                                  run_id=run_id, taken_over=taken_over, final_observation=final)
+        if stop_reason:
+            return RolloutOutcome(stopped_reason="cancelled", end_detail=stop_reason, run_id=run_id,
+                                  taken_over=taken_over, final_observation=final)
+        if not run_id:  # no rollout ran: the message says why
+            lost = POLICY_LOST_ERROR in res.message
+            return RolloutOutcome(stopped_reason="error", end_detail=res.message or "no rollout ran",
+                                  policy_lost=lost, taken_over=taken_over, final_observation=final)
+        if ended.error_type == POLICY_LOST_ERROR or (ended.stopped_reason == "error"
+                                                    and POLICY_LOST_ERROR in ended.error_message):
+            return RolloutOutcome(stopped_reason="error", end_detail=ended.error_message, run_id=run_id,
+                                  policy_lost=True, taken_over=taken_over, final_observation=final)
+        detail = ended.end_detail
+        if ended.stopped_reason == "error" and ended.error_message:
+            detail = f"{ended.error_type or 'Error'}: {ended.error_message}"
+        return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
+                              end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final)
+
+    def _final_observation(self) -> Mapping[str, Any]:
+        try:
+            return self.backend.observe()
+        except Exception:
+            return {}
+
+    def pause_rollout(self) -> Tuple[bool, str]:
+        with self._lock:
+            if not self._running:
+                return False, "no rollout is running"
+        req = Takeover.Request()
+        req.operator_name = self.operator_name
+        req.reason = "operator takeover"
+        res = self._call(self._pause, req)
+        if res is None:
+            return False, "pause_rollout did not answer"
+        if res.ok:
+            with self._lock:
+                self._taken_over = True
+        return bool(res.ok), res.message
+
+    def resume_rollout(self) -> Tuple[bool, str]:
+        req = Resume.Request()
+        req.operator_name = self.operator_name
+        res = self._call(self._resume, req)
+        if res is None:
+            return False, "resume_rollout did not answer"
+        return bool(res.ok), res.message
+
+    def stop_rollout(self, reason: str) -> None:
+        with self._lock:
+            self._pending_stop = reason or "cancelled"
+            handle = self._goal_handle
+        if handle is not None:
+            handle.cancel_goal_async()
+
+    def claim_arms(self, holder: str) -> Tuple[bool, str]:
+        req = AcquireLease.Request()
+        req.holder = holder
+        req.priority = OPERATOR_CLAIM_PRIORITY
+        req.duration_s = 60.0
+        res = self._call(self._claim, req)
+        if res is None:
+            return False, "acquire_lease did not answer"
+        if not res.granted:
+            return False, res.message
+        self.claims.append((holder, res.message))
+        rel = ReleaseLease.Request()
+        rel.token = res.token
+        self._call(self._release, rel)  # the claim is the point; the arms are free for the next episode
+        return True, res.message or f"{holder} holds the arms"
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _call(self, client: Any, request: Any, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
+        """Call from the job thread (or an operator thread), waiting on an Event the response sets."""
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            return None
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout_s):
+            future.cancel()
+            return None
+        try:
+            return future.result()
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            timer, self._heartbeat_timer = self._heartbeat_timer, None
+        if timer is not None:
+            self._node.destroy_timer(timer)
+        self.backend.close()
+
+
+def _seconds_param(params: Mapping[str, str], name: str) -> Optional[float]:
+    if name not in params:
+        return None
+    try:
+        return float(params[name])
+    except ValueError:
+        raise ValueError(f"task parameter {name} must be a number, got {params[name]!r}") from None
+

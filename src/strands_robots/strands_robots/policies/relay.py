@@ -1,0 +1,198 @@
+"""RelayPolicy: a remote policy, served by an Evaluation Client, reached through the relay.
+
+The policy provider ``relay``. The rollout drives it like any other policy; each call goes to the policy
+client of the job through the relay's policy session (:class:`~strands_robots.relay.station_link.PolicySession`,
+the station's side): ``reset`` opens the session, waits for the client and starts the episode (the client's
+``reset(task)``), ``act`` returns the client's chunk (its ``EndEpisode`` ends the episode as
+``policy_completed``), ``resume`` is the client's ``resume(observation)`` after an operator takeover.
+
+Config (all from the station, in the RunEpisode goal's ``policy_config_json``):
+
+- ``relay_target`` (str, required): ``host:port`` of the relay;
+- ``station_id`` (str, required), and ``station_token`` or ``station_token_file`` (a file holding the token);
+- ``job_id`` (str, required), ``episode_id`` (str, required);
+- ``task`` (mapping, optional): the station's task in the job-file form (``station.job_file.task_to_mapping``);
+  the client gets it exactly (instruction, layout, parameters, scoring). Without it the rollout's instruction;
+- ``attach_timeout_s`` (float, default 10): how long ``reset`` waits for the policy client;
+- ``reply_timeout_s`` (float, default 10): how long each call waits for the client's answer;
+- ``root_certificates`` (str, optional): path of a PEM file for TLS.
+
+When the policy client is gone (it disconnected, or never attached in time) every call raises
+:class:`RelayPolicyLost`: the rollout ends with that error and the station re-runs the task once the policy is
+back. Only one session per job is open in a process: a new episode's ``reset`` closes the previous one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional
+
+from strands_robots.policies.base import EndEpisode
+
+__all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "make_relay_policy"]
+
+PROVIDER = "relay"
+OPTIONS = frozenset({"relay_target", "station_id", "station_token", "station_token_file", "job_id", "episode_id",
+                     "task", "attach_timeout_s", "reply_timeout_s", "root_certificates"})
+_REQUIRED = ("relay_target", "station_id", "job_id", "episode_id")
+_BUSY_RETRY_S = 0.05
+
+_live_lock = threading.Lock()
+_live: Dict[str, Any] = {}  # job_id -> (link, session) of the newest episode in this process
+
+
+class RelayPolicyLost(RuntimeError):
+    """The job's policy client is not there (disconnected, never attached, or the relay ended the session)."""
+
+
+def _positive(cfg: Mapping[str, Any], name: str, default: float) -> float:
+    value = cfg.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{PROVIDER} policy: {name} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _close_live(job_id: str) -> None:
+    with _live_lock:
+        old = _live.pop(job_id, None)
+    if old is not None:
+        link, session = old
+        try:
+            session.close()
+        finally:
+            link.close()
+
+
+class RelayPolicy:
+    """The ``relay`` provider (see the module docstring). Building it checks the config and connects to nothing."""
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+        cfg = dict(config or {})
+        unknown = sorted(set(cfg) - OPTIONS)
+        if unknown:
+            raise ValueError(f"{PROVIDER} policy: unknown options {unknown}; allowed: {sorted(OPTIONS)}")
+        for name in _REQUIRED:
+            if not isinstance(cfg.get(name), str) or not cfg[name].strip():
+                raise ValueError(f"{PROVIDER} policy: {name} must be a non-empty string")
+        if not cfg.get("station_token") and not cfg.get("station_token_file"):
+            raise ValueError(f"{PROVIDER} policy: station_token or station_token_file is required")
+        if cfg.get("task") is not None and not isinstance(cfg["task"], Mapping):
+            raise ValueError(f"{PROVIDER} policy: task must be a mapping (the job-file form of the task)")
+        self.target = cfg["relay_target"]
+        self.station_id = cfg["station_id"]
+        self.job_id = cfg["job_id"]
+        self.episode_id = cfg["episode_id"]
+        self._token = cfg.get("station_token") or ""
+        self._token_file = cfg.get("station_token_file") or ""
+        self._task_mapping = cfg.get("task")
+        self.attach_timeout_s = _positive(cfg, "attach_timeout_s", 10.0)
+        self.reply_timeout_s = _positive(cfg, "reply_timeout_s", 10.0)
+        self._root_certificates = cfg.get("root_certificates") or None
+        self._session: Any = None
+        self.client_id = ""
+
+    # -- Policy protocol --------------------------------------------------------------------------------------
+    def reset(self, task: Mapping[str, Any]) -> None:
+        """Open the job's session, wait for its policy client, start the episode (the client's ``reset``)."""
+        from strands_robots.relay.station_link import PolicySessionError
+
+        session = self._open()
+        station_task = self._station_task(task)
+        try:
+            session.start_episode(self.episode_id, station_task, action_keys=tuple(task.get("action_keys", ())),
+                                  control_frequency=float(task.get("control_frequency", 0.0) or 0.0),
+                                  action_horizon=int(task.get("action_horizon", 0) or 0))
+        except PolicySessionError as exc:
+            raise self._lost(exc) from None
+
+    def act(self, observation: Mapping[str, Any]) -> List[dict]:
+        from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionError, RemotePolicyError
+
+        session = self._require()
+        try:
+            return session.act(observation)
+        except EndEpisode:
+            raise
+        except RemotePolicyError:
+            raise
+        except (PolicyDisconnected, PolicySessionError) as exc:
+            raise self._lost(exc) from None
+
+    def resume(self, observation: Mapping[str, Any]) -> None:
+        from strands_robots.relay.station_link import PolicySessionError, RemotePolicyError
+
+        session = self._require()
+        try:
+            session.resume(observation)
+        except RemotePolicyError:
+            raise
+        except PolicySessionError as exc:
+            raise self._lost(exc) from None
+
+    def close(self) -> None:
+        """Close this episode's session (the next episode's ``reset`` does it too)."""
+        _close_live(self.job_id)
+        self._session = None
+
+    # -- internals ----------------------------------------------------------------------------------------------
+    def _token_value(self) -> str:
+        if self._token:
+            return self._token
+        try:
+            with open(self._token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            raise ValueError(f"{PROVIDER} policy: station_token_file {self._token_file!r}: {exc}") from None
+        if not token:
+            raise ValueError(f"{PROVIDER} policy: station_token_file {self._token_file!r} is empty")
+        return token
+
+    def _open(self) -> Any:
+        from strands_robots.relay.station_link import PolicySessionError, StationLink
+
+        _close_live(self.job_id)  # the previous episode's session of this job, if it is still open
+        link = StationLink(self.target, self.station_id, self._token_value(),
+                           root_certificates=self._root_certificates)
+        deadline = time.monotonic() + self.attach_timeout_s
+        while True:
+            session = link.open_session(self.job_id, reply_timeout_s=self.reply_timeout_s)
+            try:
+                self.client_id = session.wait_attached(timeout_s=max(0.01, deadline - time.monotonic()))
+                break
+            except PolicySessionError as exc:
+                session.close()
+                # The station's previous session of this job may still be closing at the relay: try again.
+                if "already has a policy session open" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(_BUSY_RETRY_S)
+                    continue
+                link.close()
+                raise self._lost(exc) from None
+        with _live_lock:
+            _live[self.job_id] = (link, session)
+        self._session = session
+        return session
+
+    def _require(self) -> Any:
+        if self._session is None:
+            raise RelayPolicyLost(f"the policy session of job {self.job_id!r} is not open (reset first)")
+        return self._session
+
+    def _station_task(self, task: Mapping[str, Any]) -> Any:
+        from strands_robots.station.model import ScoringSheet, Task
+
+        if self._task_mapping is not None:
+            from strands_robots.station.job_file import task_from_mapping
+
+            return task_from_mapping(self._task_mapping, 0)
+        return Task(task_id=str(task.get("task_id", "")), instruction=str(task.get("instruction", "")),
+                    layout=str(task.get("layout", "")), parameters=dict(task.get("parameters", {}) or {}),
+                    scoring=ScoringSheet(()))
+
+    def _lost(self, exc: Exception) -> RelayPolicyLost:
+        return RelayPolicyLost(f"policy session of job {self.job_id!r} lost during {self.episode_id}: {exc}")
+
+
+def make_relay_policy(config: Mapping[str, Any]) -> RelayPolicy:
+    """The registry's factory for ``relay``."""
+    return RelayPolicy(config)

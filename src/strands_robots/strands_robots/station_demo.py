@@ -1,0 +1,450 @@
+"""The main job: a simulated station evaluating a policy through the relay, end to end, on one machine.
+
+:func:`run_demo` (``strands-robots up`` with no ``--relay``):
+
+1. a local relay process (``python -m strands_robots.relay``) with tokens in a YAML file generated now (one
+   client, one station) and its SQLite store in a temporary directory;
+2. the arm driver, the rollout node (with its takeover services) and the station node, as processes under a
+   :class:`~strands_robots.supervisor.Supervisor` (every child ends with it, however it ends);
+3. the demo job (``config/demo_job.yaml``) submitted through :class:`~strands_robots.client.EvaluationClient`
+   exactly as a remote team would, and :class:`DemoPolicy` served through the relay: the job file's policy
+   (the mock policy or the scripted torque policy), with its ``policy.*`` task parameters, run on the client;
+4. a progress bar of finished episodes while the job runs, then a summary table (episode, end condition,
+   scored, success, score, taken over) and the success rate and mean score over the scored episodes that were
+   not taken over. Exit 0 when the job SUCCEEDED.
+
+:func:`run_station` (``strands-robots up --relay ADDR --station-token T``): the same three nodes taking jobs
+from that relay until Ctrl-C. :class:`LocalStation` is the process set both use (and the system tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Mapping, Optional, Sequence
+
+from strands_robots.client import Policy
+
+__all__ = ["DemoPolicy", "LocalStation", "run_demo", "run_station", "summary_table", "progress_bar",
+           "demo_tasks", "default_demo_job", "config_file", "free_port"]
+
+DEMO_CLIENT = "demo"
+DEMO_STATION = "sim_station"
+
+
+def config_file(name: str) -> str:
+    """``config/<name>`` of the installed package, or of the source tree when it is not installed there."""
+    candidates = []
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        candidates.append(Path(get_package_share_directory("strands_robots")) / "config" / name)
+    except Exception:
+        pass
+    candidates.append(Path(__file__).resolve().parents[1] / "config" / name)
+    for path in candidates:
+        if path.exists():
+            return str(path)
+    return str(candidates[-1])
+
+
+def default_demo_job() -> str:
+    return config_file("demo_job.yaml")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the client side ------------------------------------------------------------------------------------------
+class DemoPolicy(Policy):
+    """The demo team's policy, served through the relay: a built-in policy run on the client side.
+
+    Per episode: ``provider`` (``mock`` or ``scripted``) with ``config``, overridden by the task's
+    ``policy.<option>`` parameters (JSON values), the way the station applies them to its own providers. Its
+    ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``).
+    """
+
+    def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None) -> None:
+        self.provider = provider
+        self.config = dict(config or {})
+        self.inner: Any = None
+        self.episodes: List[str] = []
+        self.resumes = 0
+
+    def reset(self, task: Any) -> None:
+        from strands_robots.policies.registry import make_policy
+
+        config = dict(self.config)
+        for key, value in task.parameters.items():
+            if key.startswith("policy."):
+                try:
+                    config[key[len("policy."):]] = json.loads(value)
+                except ValueError:
+                    config[key[len("policy."):]] = value
+        episode = self.episode
+        self.inner = make_policy(self.provider, config)
+        self.inner.reset({
+            "instruction": task.instruction,
+            "action_keys": tuple(episode.action_keys) if episode is not None else (),
+            "control_frequency": (episode.control_frequency if episode is not None else 0.0) or 50.0,
+            "action_horizon": (episode.action_horizon if episode is not None else 0) or 8,
+            "joint_limits": {},
+        })
+        self.episodes.append(episode.episode_id if episode is not None else "")
+
+    def act(self, observation: Mapping[str, Any]) -> List[dict]:
+        from strands_robots.client import EndEpisode as ClientEndEpisode
+        from strands_robots.policies.base import EndEpisode
+
+        try:
+            chunk = self.inner.act(observation)
+        except EndEpisode as exc:
+            raise ClientEndEpisode(str(exc)) from None
+        return [{k: float(v) for k, v in action.items()} for action in chunk]
+
+    def resume(self, observation: Mapping[str, Any]) -> None:
+        self.resumes += 1
+        self.inner.resume(observation)
+
+
+def demo_tasks(spec: Any) -> list:
+    """The job's tasks as the client submits them (mappings), with the job-level rollout budget and rate
+    carried in each task's parameters (a submitted job is its tasks and episode count only)."""
+    from strands_robots.station.job_file import task_to_mapping
+
+    tasks = []
+    for task in spec.tasks:
+        mapping = task_to_mapping(task)
+        params = dict(mapping["parameters"])
+        params.setdefault("duration_s", f"{spec.duration_s:g}")
+        params.setdefault("control_frequency", f"{spec.control_frequency:g}")
+        mapping["parameters"] = params
+        tasks.append(mapping)
+    return tasks
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    total = max(total, 1)
+    filled = min(width, round(width * done / total))
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes"
+
+
+def summary_table(status: Any) -> str:
+    """The final table (episode, end condition, scored, success, score, taken over) and the job's rates."""
+    rows = [("episode", "end condition", "scored", "success", "score", "taken over")]
+    for e in status.episodes:
+        rows.append((e.episode_id, e.end_condition, "yes" if e.scored else "no",
+                     ("yes" if e.success else "no") if e.scored else "-", f"{e.score:.2f}" if e.scored else "-",
+                     "yes" if e.taken_over else "no"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counted = [e for e in status.episodes if e.scored and not e.taken_over]
+    if counted:
+        rate = sum(1 for e in counted if e.success) / len(counted)
+        mean = sum(e.score for e in counted) / len(counted)
+        lines.append(f"success rate {rate:.0%}, mean score {mean:.2f} over {len(counted)} scored episode(s) not "
+                     f"taken over ({sum(1 for e in status.episodes if e.taken_over)} taken over, "
+                     f"{sum(1 for e in status.episodes if not e.scored)} unscored left out)")
+    else:
+        lines.append("success rate n/a, mean score n/a: no scored episode that was not taken over")
+    return "\n".join(lines)
+
+
+def print_episode_ends(write: Callable[[str], None]) -> Callable[[Any], None]:
+    """An ``on_event`` for ``serve_policy`` that prints each episode's end as the station reports it."""
+
+    def on_event(request: Any) -> None:
+        if request.WhichOneof("kind") == "episode_end":
+            end = request.episode_end
+            write(f"  {end.episode_id}: {end.end_condition}" + (f" ({end.end_detail})" if end.end_detail else ""))
+
+    return on_event
+
+
+def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
+              stop: Optional[threading.Event] = None, timeout_s: Optional[float] = None) -> Any:
+    """Poll ``get_status`` until the job ends, printing the progress bar when it changes; the final status."""
+    from strands_robots.client import RelayError
+
+    terminal = {"SUCCEEDED", "FAILED", "CANCELLED"}
+    last = None
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    status = None
+    while True:
+        try:
+            status = client.get_status(job_id)
+        except RelayError as exc:
+            write(f"get_status: {exc}")
+            status = None
+        if status is not None:
+            shown = (len(status.episodes), status.state)
+            if shown != last:
+                last = shown
+                write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
+            if status.state in terminal:
+                return status
+        if stop is not None and stop.is_set():
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
+
+
+# -- the processes ------------------------------------------------------------------------------------------
+class LocalStation:
+    """A simulated station's processes (and, with no ``relay``, its local relay) under one supervisor.
+
+    :param workdir: tokens, the relay's store, the station's state and the parameters files go here.
+    :param namespace: ROS namespace of the three nodes.
+    :param relay: ``host:port`` of an existing relay (with ``station_token``); None starts one.
+    :param station_params: extra station node parameters (``-p``).
+    :param out: where children's output lines go (``(name, line)``); None prints them prefixed.
+    """
+
+    def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
+                 relay: Optional[str] = None, station_token: str = "", station_params: Optional[dict] = None,
+                 rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
+                 control_frequency: float = 50.0) -> None:
+        from strands_robots.supervisor import Supervisor
+
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.namespace = namespace.strip("/")
+        self.station_id = station_id
+        self.sup = Supervisor()
+        self.out = out
+        self.control_frequency = float(control_frequency)
+        self.station_params = dict(station_params or {})
+        self.rollout_params = dict(rollout_params or {})
+        self.client_token = ""
+        self.relay_proc: Any = None
+        self.relay_target = relay or ""
+        self.station_token = station_token
+        self.relay_ready = threading.Event()
+        self.store_path = str(self.workdir / "relay.sqlite")
+        self.tokens_path = str(self.workdir / "tokens.yaml")
+        self.state_dir = str(self.workdir / "station_state")
+
+    # -- relay ----------------------------------------------------------------------------------------------
+    def write_tokens(self) -> None:
+        import yaml
+
+        if not self.client_token:
+            self.client_token = secrets.token_urlsafe(24)
+            self.station_token = secrets.token_urlsafe(24)
+        data = {"clients": {DEMO_CLIENT: self.client_token}, "stations": {self.station_id: self.station_token}}
+        fd = os.open(self.tokens_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(data, handle)
+
+    def start_relay(self, port: Optional[int] = None) -> str:
+        """Start (or restart, on the same port and store) the local relay; returns its target."""
+        if not os.path.exists(self.tokens_path):
+            self.write_tokens()
+        if port is None:
+            port = int(self.relay_target.rsplit(":", 1)[1]) if self.relay_target else free_port()
+        self.relay_target = f"127.0.0.1:{port}"
+        self.relay_ready.clear()
+
+        def on_line(name: str, line: str) -> None:
+            if "relay listening" in line:
+                self.relay_ready.set()
+            self._emit(name, line)
+
+        self.relay_proc = self.sup.start("relay", [sys.executable, "-m", "strands_robots.relay", "--listen",
+                                                   self.relay_target, "--store", f"sqlite:{self.store_path}",
+                                                   "--tokens", self.tokens_path, "--poll-s", "0.2"],
+                                         on_line=on_line)
+        if not self.relay_ready.wait(30.0):
+            raise RuntimeError(f"the relay did not start listening on {self.relay_target}")
+        return self.relay_target
+
+    def stop_relay(self) -> None:
+        """SIGKILL the relay (a relay lost mid-job)."""
+        import signal
+
+        if self.relay_proc is not None and self.relay_proc.poll() is None:
+            os.killpg(self.relay_proc.pid, signal.SIGKILL)
+            self.relay_proc.wait(10.0)
+
+    # -- nodes ----------------------------------------------------------------------------------------------
+    def _node_argv(self, module: str, name: str, params_file: str, overrides: dict) -> list:
+        argv = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}", "-r",
+                f"__ns:=/{self.namespace}", "--params-file", params_file]
+        for key, value in overrides.items():
+            argv += ["-p", f"{key}:={value}"]
+        return argv
+
+    def start_nodes(self) -> None:
+        hz = f"{self.control_frequency:.1f}"
+        self.driver = self.sup.start("arm_driver", self._node_argv(
+            "strands_robots.nodes.arm_driver_node", "arm_driver", config_file("rollout.yaml"),
+            {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
+        rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
+                   "policy_provider": "mock"}
+        rollout.update(self.rollout_params)
+        self.rollout = self.sup.start("rollout", self._node_argv(
+            "strands_robots.nodes.rollout_takeover", "rollout", config_file("rollout.yaml"), rollout),
+            on_line=self._emit)
+        self.start_station()
+
+    def start_station(self) -> Any:
+        token_file = self.workdir / "station_token"
+        if self.station_token:
+            fd = os.open(str(token_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(self.station_token)
+        params = {"station_id": self.station_id, "state_dir": self.state_dir}
+        if self.relay_target:
+            params.update(relay_target=self.relay_target, station_token_file=str(token_file))
+        params.update(self.station_params)
+        self.station = self.sup.start("station", self._node_argv(
+            "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
+        return self.station
+
+    def kill_station(self) -> None:
+        """SIGKILL the station node (a station lost mid-job)."""
+        import signal
+
+        if self.station.poll() is None:
+            os.killpg(self.station.pid, signal.SIGKILL)
+            self.station.wait(10.0)
+
+    def client(self) -> Any:
+        from strands_robots.client import EvaluationClient
+
+        return EvaluationClient(self.relay_target, token=self.client_token)
+
+    def _emit(self, name: str, line: str) -> None:
+        if self.out is not None:
+            self.out(name, line)
+        else:
+            print(f"[{name}] {line}", flush=True)
+
+    def stop(self) -> None:
+        self.sup.stop_all()
+
+    def __enter__(self) -> "LocalStation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+# -- the commands ------------------------------------------------------------------------------------------
+def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
+             timeout_s: Optional[float] = None, write: Callable[[str], None] = print) -> int:
+    """The main job end to end on this machine (see the module docstring). 0 when the job SUCCEEDED,
+    1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM."""
+    from strands_robots.nodes.process import StopSignals
+    from strands_robots.station.job_file import load_job_file
+
+    spec = load_job_file(job_file or default_demo_job())
+    log_lines: List[str] = []
+
+    def out(name: str, line: str) -> None:
+        log_lines.append(f"[{name}] {line}")
+        if not quiet_nodes or " ERROR" in line or "Traceback" in line:
+            write(f"[{name}] {line}")
+
+    with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
+        station = LocalStation(workdir, namespace=namespace, station_id=spec.station_id, out=out,
+                               control_frequency=spec.control_frequency)
+        final = None
+        served: dict = {}
+        try:
+            target = station.start_relay()
+            write(f"[demo] relay on {target} (store {station.store_path}); starting the arm driver, rollout and "
+                  "station nodes")
+            station.start_nodes()
+            client = station.client()
+            job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
+                                       episodes=spec.episodes_total)
+            write(f"[demo] submitted job {job_id}: {spec.episodes_total} episodes of {len(spec.tasks)} tasks; "
+                  f"serving the {spec.policy_provider} policy through the relay")
+            policy = DemoPolicy(spec.policy_provider, dict(spec.policy_config))
+
+            def serve() -> None:
+                try:
+                    served["final"] = client.serve_policy(job_id, policy, on_event=print_episode_ends(write))
+                except Exception as exc:  # reported below; the status poll still sees the job end
+                    served["error"] = exc
+
+            threading.Thread(target=serve, name="demo-policy", daemon=True).start()
+            final = watch_job(client, job_id, write=write, stop=signals.event, timeout_s=timeout_s)
+            if signals.event.is_set():
+                write("\n[demo] stopping: cancelling the job and ending the nodes")
+                try:
+                    client.cancel(job_id, "the demo was interrupted")
+                except Exception:
+                    pass
+        finally:
+            station.stop()
+        if signals.signum:
+            return 128 + signals.signum
+        if "error" in served:
+            write(f"[demo] the policy client ended with {type(served['error']).__name__}: {served['error']}")
+        if final is None:
+            write("[demo] no status of the job was ever received")
+            return 1
+        write("")
+        write(summary_table(final))
+        write(f"job {final.job_id} {final.state}: {final.message}")
+        return 0 if final.state == "SUCCEEDED" else 1
+
+
+def run_station(relay: str, station_token: str, *, station_id: str = DEMO_STATION, namespace: str = "station",
+                state_dir: Optional[str] = None, write: Callable[[str], None] = print) -> int:
+    """The station's three nodes taking jobs from ``relay`` until Ctrl-C / SIGTERM (128 + the signal)."""
+    from strands_robots.nodes.process import StopSignals
+
+    with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
+        station = LocalStation(workdir, namespace=namespace, station_id=station_id, relay=relay,
+                               station_token=station_token,
+                               station_params={"state_dir": state_dir} if state_dir else None)
+        try:
+            station.start_nodes()
+            write(f"[up] station {station_id} takes jobs from {relay}; Ctrl-C stops it")
+            while not signals.event.wait(0.5):
+                for name in ("arm_driver", "rollout", "station"):
+                    proc = station.sup.procs.get(name)
+                    if proc is not None and proc.poll() is not None:
+                        write(f"[up] {name} exited with {proc.returncode}")
+                        return 1
+        finally:
+            station.stop()
+        return 128 + signals.signum if signals.signum else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m strands_robots.station_demo")
+    p.add_argument("--job-file", default=None)
+    p.add_argument("--relay", default=None)
+    p.add_argument("--station-token", default=None)
+    p.add_argument("--namespace", default="station")
+    p.add_argument("--verbose", action="store_true", help="print every node's output")
+    args = p.parse_args(argv)
+    if args.relay:
+        if not args.station_token:
+            print("--relay needs --station-token", file=sys.stderr)
+            return 2
+        return run_station(args.relay, args.station_token, namespace=args.namespace)
+    return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
