@@ -18,10 +18,20 @@ PolicyFactory = Callable[[Mapping[str, Any]], Policy]
 """Builds a policy from its config (an empty mapping when none was given)."""
 
 _lock = threading.Lock()
+
+
+def _relay_policy(config: Mapping[str, Any]) -> Policy:
+    # Imported on use: the relay provider's grpc dependency stays out of this module.
+    from strands_robots.policies.relay import RelayPolicy
+
+    return RelayPolicy(config)
+
+
 _factories: dict[str, PolicyFactory] = {
     "mock": MockPolicy,
     "replay": ReplayPolicy,
     "scripted": ScriptedPolicy,
+    "relay": _relay_policy,
 }
 
 
