@@ -285,3 +285,17 @@ def test_discard_during_a_takeover_stops_the_rollout_and_reruns_the_task():
     assert [(e.episode_id, e.end_condition, e.taken_over) for e in final.episodes] == [("ep_0001", "timeout", False)]
     first = next(r for r in runs if r is not None)
     assert first["stopped_reason"] == "cancelled" and first["applied_actions"] < 250  # stopped, not run out
+
+
+def test_a_stop_that_arrives_after_a_rollout_ended_does_not_end_the_next_one():
+    robot = InProcessRobot()
+
+    class LateDiscard(ScriptedOperator):
+        def rollout_ended(self, pending, obs, console):
+            robot.stop_rollout("late")  # e.g. a discard that raced the end of the rollout
+            super().rollout_ended(pending, obs, console)
+
+    final, _, _, _ = run(job(task("a", success_when="end_condition == timeout", duration_s="0.3"), episodes=2),
+                         robot=robot, operator=LateDiscard())
+    assert final.state is JobState.SUCCEEDED
+    assert [e.end_condition for e in final.episodes] == ["timeout", "timeout"]

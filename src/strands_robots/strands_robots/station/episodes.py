@@ -117,7 +117,11 @@ class RobotPort(Protocol):
         """End of takeover: the policy's ``resume()``, control from the current state."""
 
     def stop_rollout(self, reason: str) -> None:
-        """Cooperative stop of the running rollout (job cancelled)."""
+        """Stop the episode's rollout cooperatively (job cancelled, discarded during a takeover).
+
+        Also when it has not started yet: it then ends at once. A stop never carries over to the next episode
+        (the next :meth:`acquire_lease` starts a new one).
+        """
 
     def claim_arms(self, holder: str) -> Tuple[bool, str]:
         """Let an operator take the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""

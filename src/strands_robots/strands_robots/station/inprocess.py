@@ -131,6 +131,7 @@ class InProcessRobot:
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
         grant = self.lease.acquire(holder, priority, duration_s)
         with self._lock:
+            self._pending_stop = ""  # a new episode: a stop meant for the previous one does not carry over
             if grant.granted:
                 self._token = grant.token
                 self._backend.lease_token = grant.token
