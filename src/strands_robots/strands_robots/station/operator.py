@@ -459,7 +459,8 @@ class ScriptedOperator:
             self._log(reply)
             if reply.ok:
                 hold = _seconds(params, PARAM_TAKEOVER_FOR_S)
-                timer = threading.Timer(0.05 if hold is None else hold, self._resume, args=(console,))
+                timer = threading.Timer(0.05 if hold is None else hold, self._resume,
+                                        args=(console, plan.episode_id))
                 timer.daemon = True
                 with self._lock:
                     self._timers.append(timer)
@@ -513,7 +514,9 @@ class ScriptedOperator:
         for timer in timers:
             timer.cancel()
 
-    def _resume(self, console: OperatorConsole) -> None:
+    def _resume(self, console: OperatorConsole, episode_id: str) -> None:
+        if console.episode_id != episode_id:  # that episode already ended (cancelled, discarded): nothing to hand back
+            return
         self._log(console.resume(self.name))
 
     def _log(self, reply: OperatorReply) -> None:
