@@ -299,3 +299,28 @@ def test_a_stop_that_arrives_after_a_rollout_ended_does_not_end_the_next_one():
                          robot=robot, operator=LateDiscard())
     assert final.state is JobState.SUCCEEDED
     assert [e.end_condition for e in final.episodes] == ["timeout", "timeout"]
+
+
+def test_an_episode_slot_that_never_yields_a_result_fails_the_job():
+    class AlwaysDiscard(ScriptedOperator):
+        def rollout_ended(self, pending, obs, console):
+            console.discard(pending.episode_id)
+
+    spec = job(task("redo", operator_takeover_at_s="0.0", duration_s="0.2"), max_discards=50)
+    final, runner, _, _ = run(spec, operator=AlwaysDiscard(), settings=ProcedureSettings(max_attempts_per_episode=3))
+    assert final.state is JobState.FAILED
+    assert "attempted 3 times without a result" in final.message and "'redo'" in final.message
+    assert runner.record.discarded == ("ep_0000", "ep_0001", "ep_0002")
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"lease_duration_s": 0.0}, "lease_duration_s"),
+    ({"scoring_timeout_s": -1.0}, "scoring_timeout_s"),
+    ({"lease_priority": "high"}, "lease_priority"),
+    ({"max_attempts_per_episode": 0}, "max_attempts_per_episode"),
+    ({"lease_holder": ""}, "lease_holder"),
+])
+def test_procedure_settings_refuse_bad_values(kw, words):
+    with pytest.raises(ValueError) as info:
+        ProcedureSettings(**kw)
+    assert words in str(info.value)

@@ -152,14 +152,20 @@ class ProcedureSettings:
     :param lease_priority: the rollout's lease priority (an operator claims above it).
     :param lease_duration_s: lease length without renewal.
     :param scoring_timeout_s: how long to wait for a sheet before keeping the episode unscored (None: wait).
+    :param max_attempts_per_episode: ids one kept-episode slot may spend (discards, lost policy sessions,
+        restarts) before the job fails, so nothing re-runs without end.
     """
 
     lease_holder: str = "station"
     lease_priority: int = 10
     lease_duration_s: float = 1.0
     scoring_timeout_s: Optional[float] = None
+    max_attempts_per_episode: int = 10
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_attempts_per_episode, bool) or not isinstance(self.max_attempts_per_episode, int) \
+                or self.max_attempts_per_episode < 1:
+            raise ValueError(f"max_attempts_per_episode must be an integer >= 1, got {self.max_attempts_per_episode!r}")
         if not isinstance(self.lease_holder, str) or not self.lease_holder.strip():
             raise ValueError("lease_holder must be a non-empty string")
         if isinstance(self.lease_priority, bool) or not isinstance(self.lease_priority, int):
@@ -298,8 +304,12 @@ class JobRunner:
         if len(record.discarded) > self.spec.max_discards:
             raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
                           f"{self.spec.max_discards}); the job is failed rather than re-run without end")
-        episode_id = episode_id_for(record.next_episode_number)
         slot = record.next_slot
+        if record.slot_attempts >= self._settings.max_attempts_per_episode:
+            raise _Failed(f"task {self.spec.task_for(slot).task_id!r} (episode {slot + 1} of "
+                          f"{self.spec.episodes_total}) was attempted {record.slot_attempts} times without a result "
+                          f"(max_attempts_per_episode {self._settings.max_attempts_per_episode})")
+        episode_id = episode_id_for(record.next_episode_number)
         plan = plan_episode(self.spec, episode_id, slot, record.slot_attempts)
         self._update(running=RunningEpisode(episode_id, slot, plan.attempt),
                      next_episode_number=record.next_episode_number + 1,
