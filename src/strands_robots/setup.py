@@ -7,9 +7,13 @@ package_name = "strands_robots"
 setup(
     name=package_name,
     version="0.1.0",
-    packages=find_packages(exclude=["test"]),
-    package_data={"strands_robots": ["arm/assets/*.xml"]},
-    include_package_data=True,
+    # arm/assets holds only the MuJoCo model (no __init__.py): listed as a package so its data is installed
+    # with it, not as a package setuptools finds importable and then warns about.
+    packages=find_packages(exclude=["test"]) + ["strands_robots.arm.assets"],
+    package_data={
+        "strands_robots.arm.assets": ["*.xml"],
+        "strands_robots.relay.proto": ["*.proto", "*.pyi"],
+    },
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
@@ -22,7 +26,7 @@ setup(
     maintainer_email="dev@strands-robots.invalid",
     description="Robot-policy rollouts on arms, reported step by step.",
     license="Apache-2.0",
-    tests_require=["pytest"],
+    extras_require={"test": ["pytest"]},
     entry_points={
         "console_scripts": [
             "strands-robots = strands_robots.cli:main",

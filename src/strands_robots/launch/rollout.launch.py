@@ -1,34 +1,45 @@
-"""Bring up the simulated arm driver and the rollout node, and run one episode end to end.
+"""Bring up the simulated arm driver and the rollout node, and run the episodes end to end.
 
     ros2 launch strands_robots rollout.launch.py
     ros2 launch strands_robots rollout.launch.py policy_provider:=scripted control_frequency:=200.0
     ros2 topic echo /strands/observer_events      # in another shell
 
-The arm driver is a lifecycle node: this file configures it once the process is up and activates it once it is
-configured. The rollout node waits for the driver, runs ``episodes`` episodes, and exits; its exit ends the
-launch, so the launch's exit code is the episodes' (0 when every episode's outcome was ok; 1 after an error
-or a safety stop).
+The arm driver comes from arm_driver.launch.py (included: configured, then activated once). The rollout node
+waits for the driver, runs ``episodes`` episodes and exits; its exit ends the launch. The launch's exit code says
+how the episodes went: 0 when every episode's outcome was ok, non-zero (and ``[ERROR] [launch]: ... rollout
+exited with code 1``) after an error or a safety stop, or when the driver died. Ctrl-C stops both nodes and
+exits cleanly.
 """
 
+import os
+
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
-from launch.events import matches_action
+from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import LifecycleNode, Node
-from launch_ros.event_handlers import OnStateTransition
-from launch_ros.events.lifecycle import ChangeState
+from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
-from lifecycle_msgs.msg import Transition
+
+# The included file sits beside this one, installed and in the source tree alike.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _arm_driver_launch():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
+                                                  os.path.join(_HERE, "arm_driver.launch.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def generate_launch_description() -> LaunchDescription:
+    arm_driver = _arm_driver_launch()
     config_file = LaunchConfiguration("config_file")
     namespace = LaunchConfiguration("namespace")
     control_frequency = LaunchConfiguration("control_frequency")
-    policy_provider = LaunchConfiguration("policy_provider")
-    episode_duration = LaunchConfiguration("episode_duration")
-    episodes = LaunchConfiguration("episodes")
 
     args = [
         DeclareLaunchArgument(
@@ -44,16 +55,13 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("episode_duration", default_value="5.0", description="episode budget in seconds"),
         DeclareLaunchArgument("episodes", default_value="1", description="episodes to run before exiting"),
     ]
-
-    driver = LifecycleNode(
-        package="strands_robots",
-        executable="arm_driver_node",
-        name="arm_driver",
-        namespace=namespace,
-        parameters=[config_file, {"control_rate_hz": control_frequency}],
-        output="screen",
-        emulate_tty=True,
-        additional_env={"PYTHONUNBUFFERED": "1"},
+    driver = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
+        launch_arguments={
+            "config_file": config_file,
+            "namespace": namespace,
+            "control_frequency": control_frequency,
+        }.items(),
     )
     rollout = Node(
         package="strands_robots",
@@ -64,37 +72,18 @@ def generate_launch_description() -> LaunchDescription:
             config_file,
             {
                 "control_frequency": control_frequency,
-                "policy_provider": policy_provider,
-                "duration_s": episode_duration,
-                "autorun_episodes": episodes,
+                "policy_provider": LaunchConfiguration("policy_provider"),
+                "duration_s": LaunchConfiguration("episode_duration"),
+                "autorun_episodes": LaunchConfiguration("episodes"),
                 "exit_after_autorun": True,
             },
         ],
-        output="screen",
-        emulate_tty=True,
-        additional_env={"PYTHONUNBUFFERED": "1"},
-    )
-
-    configure = EmitEvent(
-        event=ChangeState(
-            lifecycle_node_matcher=matches_action(driver), transition_id=Transition.TRANSITION_CONFIGURE
-        )
-    )
-    activate_when_configured = RegisterEventHandler(
-        OnStateTransition(
-            target_lifecycle_node=driver,
-            goal_state="inactive",
-            entities=[
-                EmitEvent(
-                    event=ChangeState(
-                        lifecycle_node_matcher=matches_action(driver),
-                        transition_id=Transition.TRANSITION_ACTIVATE,
-                    )
-                )
-            ],
-        )
+        **arm_driver.output_options(),
     )
     end_with_rollout = RegisterEventHandler(
-        OnProcessExit(target_action=rollout, on_exit=[Shutdown(reason="rollout finished")])
+        OnProcessExit(
+            target_action=rollout,
+            on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
+        )
     )
-    return LaunchDescription(args + [driver, activate_when_configured, configure, rollout, end_with_rollout])
+    return LaunchDescription(args + [driver, rollout, end_with_rollout])

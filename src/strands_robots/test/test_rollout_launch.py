@@ -1,84 +1,237 @@
-"""launch_testing: rollout.launch.py brings up the driver and the rollout node and runs one episode.
+"""rollout.launch.py and arm_driver.launch.py under the real ``launch``: exit codes, Ctrl-C, deactivate, output.
 
-Runs under pytest with launch_testing's plugin (a ROS distro provides it); where ``launch_testing`` is not
-importable (the PyPI wheels carry no launch), the module is skipped with that reason and
-``test/test_system_up.py`` covers the same bring-up through ``strands-robots up``.
+Each test runs a launch file the way ``ros2 launch`` does (a ``LaunchService`` in a process of its own, in a
+session of its own so a signal sent to its group is what a terminal's Ctrl-C sends), and checks what a user sees:
+the exit status and the output. Where ``launch``/``launch_ros`` are not importable (the PyPI wheels carry
+none) the module is skipped with that reason; ``test/test_system_up.py`` pins the same behaviours through
+``strands-robots up``.
 """
 
+from __future__ import annotations
+
 import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
-import unittest
+import uuid
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip(
-    "launch_testing", reason="launch_testing is not installed (no ROS distro; the Kilted PyPI wheels lack launch)"
+    "launch", reason="launch is not installed (no ROS distro; the Kilted PyPI wheels lack launch)"
 )
 pytest.importorskip("launch_ros", reason="launch_ros is not installed (no ROS distro)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-import launch  # noqa: E402
-import launch_testing.actions  # noqa: E402
-import launch_testing.asserts  # noqa: E402
-import rclpy  # noqa: E402
-from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
-from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
+LAUNCH_DIR = Path(__file__).resolve().parent.parent / "launch"
+ROLLOUT_LAUNCH = LAUNCH_DIR / "rollout.launch.py"
+DRIVER_LAUNCH = LAUNCH_DIR / "arm_driver.launch.py"
+TIMEOUT_S = 120.0
 
-from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
-
-LAUNCH_FILE = os.path.join(os.path.dirname(__file__), "..", "launch", "rollout.launch.py")
-NAMESPACE = "launch_test"
-
-
-@pytest.mark.launch_test
-def generate_test_description():
-    rollout_launch = launch.actions.IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.abspath(LAUNCH_FILE)),
-        launch_arguments={
-            "namespace": NAMESPACE,
-            "control_frequency": "50.0",
-            "policy_provider": "mock",
-            "episode_duration": "1.0",
-        }.items(),
-    )
-    return launch.LaunchDescription([rollout_launch, launch_testing.actions.ReadyToTest()])
+# What `ros2 launch FILE name:=value ...` does, without needing the ros2 command on PATH.
+RUNNER = textwrap.dedent("""
+    import sys
+    import launch
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
+    arguments = [tuple(a.split(":=", 1)) for a in sys.argv[2:]]
+    service = launch.LaunchService(argv=sys.argv[2:])
+    service.include_launch_description(
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(sys.argv[1]), launch_arguments=arguments))
+    sys.exit(service.run())
+""")
 
 
-class TestEpisodeRuns(unittest.TestCase):
-    def test_observer_stream_ends_with_one_ended_event(self):
-        context = rclpy.Context()
-        rclpy.init(context=context)
-        node = rclpy.create_node("launch_test_listener", context=context)
-        events = []
-        done = threading.Event()
+class Launch:
+    """A launch file running in its own session, its output collected line by line."""
 
-        def on_event(msg):
-            events.append(msg)
-            if msg.kind == ObserverEvent.KIND_ENDED:
-                done.set()
+    def __init__(self, launch_file: Path, **arguments: str) -> None:
+        self.namespace = f"launch_{uuid.uuid4().hex[:8]}"
+        argv = [f"{k}:={v}" for k, v in {"namespace": self.namespace, **arguments}.items()]
+        self.lines: list = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(launch_file), *argv],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-        node.create_subscription(ObserverEvent, f"/{NAMESPACE}/observer_events", on_event, EVENT_QOS)
-        executor = rclpy.executors.SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        try:
-            deadline = time.monotonic() + 60.0
-            while not done.is_set() and time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.1)
-        finally:
-            executor.shutdown()
-            node.destroy_node()
-            rclpy.shutdown(context=context)
-        self.assertTrue(done.is_set(), "no RunPolicyEnded event within 60 s")
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def wait_line(self, pattern: str, timeout_s: float = TIMEOUT_S) -> str:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if regex.search(line):
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no line matching {pattern!r}:\n" + "\n".join(self.lines))
+                self._cond.wait(min(left, 0.5))
+
+    def wait(self, timeout_s: float = TIMEOUT_S) -> int:
+        rc = self.proc.wait(timeout=timeout_s)
+        self._reader.join(10.0)
+        return rc
+
+    def ctrl_c(self) -> None:
+        """What a terminal's Ctrl-C does: SIGINT to the whole process group (launch and its nodes)."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                pass
+        else:  # launch is gone; anything left in its group goes too
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._reader.join(5.0)
+
+
+def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event():
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from strands_robots_msgs.msg import ObserverEvent
+
+    from strands_robots.nodes._qos import EVENT_QOS
+
+    run = Launch(ROLLOUT_LAUNCH, episode_duration="1.0")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("launch_test_listener", context=context)
+    events: list = []
+    node.create_subscription(ObserverEvent, f"/{run.namespace}/observer_events", events.append, EVENT_QOS)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while run.proc.poll() is None and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        for _ in range(10):  # the last events may still be on their way
+            executor.spin_once(timeout_sec=0.05)
+        rc = run.wait()
+        assert rc == 0, run.output
         ended = [e for e in events if e.kind == ObserverEvent.KIND_ENDED]
-        self.assertEqual(len(ended), 1)
-        self.assertEqual(ended[0].ended[0].stopped_reason, "budget")
-        self.assertEqual(ended[0].ended[0].outcome, "ok")
+        assert len(ended) == 1, run.output
+        assert ended[0].ended[0].outcome == "ok" and ended[0].ended[0].stopped_reason == "budget"
         steps = [e for e in events if e.kind == ObserverEvent.KIND_STEP]
-        self.assertTrue(steps)
-        self.assertTrue(all(s.step[0].action_resolution == "full" for s in steps))
+        assert steps and [s.step[0].event_seq for s in steps] == list(range(1, len(steps) + 1))
+        assert "process has died" not in run.output and "Caught exception" not in run.output, run.output
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        run.kill()
 
 
-@launch_testing.post_shutdown_test()
-class TestExitCodes(unittest.TestCase):
-    def test_every_process_exits_cleanly(self, proc_info):
-        launch_testing.asserts.assertExitCodes(proc_info)
+def test_failed_episode_makes_the_launch_exit_nonzero_and_says_why():
+    run = Launch(ROLLOUT_LAUNCH, policy_provider="scripted", episode_duration="10.0")
+    try:
+        rc = run.wait()
+        assert rc != 0, run.output  # scripted drives joint 4 into its torque limit: a safety stop
+        assert "SAFETY STOP" in run.output, run.output
+        assert "rollout exited with code 1 (an episode ended in an error or a safety stop)" in run.output
+        assert "success" not in run.output.lower(), run.output
+    finally:
+        run.kill()
+
+
+@pytest.mark.parametrize("sigints, gap_s", [(1, 0.0), (2, 0.013), (2, 0.060)])
+def test_ctrl_c_stops_both_nodes_cleanly_and_the_launch_exits_zero(sigints, gap_s):
+    run = Launch(ROLLOUT_LAUNCH, episode_duration="30.0")
+    try:
+        run.wait_line(r"rollout\]: episode 0: ")
+        for i in range(sigints):
+            if i:
+                time.sleep(gap_s)
+            run.ctrl_c()
+        rc = run.wait()
+        out = run.output
+        assert rc == 0, out
+        assert "Cannot shutdown a ROS adapter" not in out and "Caught exception" not in out, out
+        assert "process has died" not in out, out  # neither node was killed by the second signal
+        assert re.search(r"rollout\]: episode \w+ ended: cancelled", out), out
+        assert len(re.findall(r"process has finished cleanly", out)) == 2, out
+    finally:
+        run.kill()
+
+
+def test_operator_deactivate_of_the_driver_stays_until_activated_again():
+    import rclpy
+    from lifecycle_msgs.msg import State, Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    from rclpy.executors import SingleThreadedExecutor
+
+    run = Launch(DRIVER_LAUNCH)
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("launch_test_operator", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        run.wait_line(r"arm_driver\]: active: ")
+        base = f"/{run.namespace}/arm_driver"
+        change = node.create_client(ChangeState, f"{base}/change_state")
+        get = node.create_client(GetState, f"{base}/get_state")
+        assert change.wait_for_service(timeout_sec=30.0) and get.wait_for_service(timeout_sec=30.0)
+
+        def call(client, request):
+            future = client.call_async(request)
+            executor.spin_until_future_complete(future, timeout_sec=30.0)
+            assert future.done(), "no answer from the driver"
+            return future.result()
+
+        def state() -> int:
+            return call(get, GetState.Request()).current_state.id
+
+        assert call(change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE))).success
+        for _ in range(20):  # 2 s of looking: the launch file must not have activated it again
+            assert state() == State.PRIMARY_STATE_INACTIVE, run.output
+            time.sleep(0.1)
+        assert call(change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_ACTIVATE))).success
+        assert state() == State.PRIMARY_STATE_ACTIVE
+        run.ctrl_c()
+        assert run.wait() == 0, run.output
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        run.kill()
+
+
+def test_output_to_a_pipe_carries_no_colour_codes_and_the_driver_comes_from_its_own_launch_file():
+    run = Launch(ROLLOUT_LAUNCH, episode_duration="0.5")
+    try:
+        assert run.wait() == 0, run.output
+        assert "\x1b[" not in run.output
+        assert "arm_driver_node-1" in run.output  # the node the included arm_driver.launch.py brought up
+    finally:
+        run.kill()
+    source = ROLLOUT_LAUNCH.read_text()
+    assert "arm_driver.launch.py" in source and "LifecycleNode(" not in source

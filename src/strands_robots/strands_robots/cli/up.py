@@ -147,8 +147,11 @@ def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_pa
         why = why or "the rollout node refused its parameters (its line above says why)"
     if not why and rollout_rc != 0:
         failed = [e for e in printer.ended if e.outcome != "ok"]
-        why = (f"{failed[0].outcome}: {failed[0].stopped_reason}" if failed
-               else f"the rollout node exited with {rollout_rc}")
+        if failed:
+            detail = " ".join(failed[0].end_detail.split())
+            why = f"{failed[0].outcome}: {failed[0].stopped_reason}" + (f", {detail[:200]}" if detail else "")
+        else:
+            why = f"the rollout node exited with {rollout_rc}"
     if not why and len(ok) < episodes:
         why = f"only {len(ok)} of {episodes} episode(s) were seen to end ok"
     code = rollout_rc if rollout_rc not in (None, 0) else 1
