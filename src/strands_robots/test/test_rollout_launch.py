@@ -92,7 +92,7 @@ class Launch:
         return rc
 
     def ctrl_c(self) -> None:
-        """What a terminal's Ctrl-C does: SIGINT to the whole process group (launch and its nodes)."""
+        """Send what a terminal's Ctrl-C sends: SIGINT to the whole process group (launch and its nodes)."""
         os.killpg(self.proc.pid, signal.SIGINT)
 
     def kill(self) -> None:
