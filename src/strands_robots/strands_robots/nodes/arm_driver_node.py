@@ -36,7 +36,6 @@ import time
 from typing import Any, List, Optional, Tuple
 
 import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
@@ -44,8 +43,6 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
-from strands_robots_msgs.msg import DriverStatus, LeaseState, SafetyStop
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, ResetSafety, SendAction
 
 from strands_robots import convert
@@ -53,12 +50,12 @@ from strands_robots.arm import hardware as hardware_registry
 from strands_robots.arm.command_stream import StreamCommand
 from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.driver import DriverCore
-from strands_robots.arm.lease import LeaseManager, LeaseSnapshot
+from strands_robots.arm.lease import LeaseManager
 from strands_robots.arm.realtime import Runner
 from strands_robots.arm.start_pose import StartPoseAborted, StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes import driver_params as params
-from strands_robots.nodes._qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
+from strands_robots.nodes.driver_publish import DriverPublishers, expires_unix_ms
 from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer
 from strands_robots.nodes.driver_stream import CommandStream
@@ -115,12 +112,7 @@ class ArmDriverNode(LifecycleNode):
         self._tick_lock = threading.Lock()
         self._joint_states_period_s = 1.0 / params.DEFAULTS["control_rate_hz"]
         self._next_joint_states = 0.0
-        self._publish_lock = threading.Lock()
-        self._published_stopped: Optional[bool] = None
-        self._published_status_key: Optional[tuple] = None
-        self._published_lease: Optional[LeaseSnapshot] = None
-        self._diag_prev: Optional[Tuple[float, float]] = None
-        self._drv_pubs: dict[str, Any] = {}
+        self._out: Optional[DriverPublishers] = None
         self._drv_services: List[Any] = []
         self._drv_timers: dict[str, Any] = {}
         self._stream: Optional[CommandStream] = None
@@ -226,14 +218,9 @@ class ArmDriverNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
             return TransitionCallbackReturn.FAILURE
         self._core, self._hardware = core, hw
-        self._published_stopped = None
-        self._published_status_key = None
-        self._published_lease = None
         self._create_interfaces()
         self._lifecycle_label = params.STATE_INACTIVE
-        self._publish_safety_if_changed(force=True)
-        self._publish_status()
-        self._publish_lease_if_changed(force=True)
+        self._out.announce()
         self.get_logger().info(
             f"configured: {self._hardware_name} arms {', '.join(core.adapter.arm_names())} "
             f"({len(core.action_keys())} actuator keys, {1.0 / core.adapter.timestep_s:g} Hz) "
@@ -256,7 +243,7 @@ class ArmDriverNode(LifecycleNode):
             self._active = True
             self._lifecycle_label = params.STATE_ACTIVE
         runner.start()
-        self._diag_prev = None
+        self._out.restart_rates()
         self._create_rate_timer("status", float(self._param("status_rate_hz")))
         self._create_rate_timer("diagnostics", float(self._param("diagnostics_rate_hz")))
         self._publish_status()
@@ -326,30 +313,15 @@ class ArmDriverNode(LifecycleNode):
         timer = self._drv_timers.pop("lease", None)
         if timer is not None:
             self.destroy_timer(timer)
-        for name, pub in list(self._drv_pubs.items()):
-            if name in ("joint_states", "diagnostics"):
-                getattr(self, "destroy_lifecycle_publisher", self.destroy_publisher)(pub)
-            else:
-                self.destroy_publisher(pub)
-        self._drv_pubs.clear()
+        if self._out is not None:
+            self._out.destroy()
+        self._out = None
         self._core = self._hardware = None
         self._lifecycle_label = params.STATE_UNCONFIGURED
 
     def _create_interfaces(self) -> None:
-        self._drv_pubs = {
-            "joint_states": self.create_lifecycle_publisher(JointState, "joint_states", STATE_QOS),
-            "diagnostics": self.create_lifecycle_publisher(DiagnosticArray, "/diagnostics", DIAGNOSTICS_QOS),
-            # Latched state: plain publishers so the state is announced while inactive too.
-            "safety_stop": self.create_publisher(SafetyStop, "safety_stop", LATCHED_QOS),
-            "driver_status": self.create_publisher(DriverStatus, "driver_status", LATCHED_QOS),
-            "lease_state": self.create_publisher(LeaseState, "lease_state", LATCHED_QOS),
-        }
-        if self._param("publish_clock"):
-            from rosgraph_msgs.msg import Clock
-
-            from strands_robots.nodes._qos import STATE_QOS as CLOCK_QOS
-
-            self._drv_pubs["clock"] = self.create_publisher(Clock, "/clock", CLOCK_QOS)
+        self._out = DriverPublishers(self, lambda: (self._core, self._active, self._runner), self._leases,
+                                     self._hardware_name, bool(self._param("publish_clock")))
         g = self._command_group
         self._drv_services = [
             self.create_service(SendAction, "send_action", self._on_send_action, callback_group=g),
@@ -378,11 +350,13 @@ class ArmDriverNode(LifecycleNode):
                 self._next_joint_states += self._joint_states_period_s
                 if self._next_joint_states < now:  # fell behind (e.g. rate above the step rate): no bursts
                     self._next_joint_states = now + self._joint_states_period_s
+        out, core = self._out, self._core
+        if out is None:
+            return
         if due:
-            self._publish_joint_states()
-        core = self._core
-        if core is not None and core.stopped != self._published_stopped:
-            self._publish_safety_if_changed()
+            out.joint_states()
+        if core is not None and core.stopped != out.published_stopped:
+            out.safety_if_changed()
 
     def _on_runner_fault(self, exc: BaseException) -> None:
         self.get_logger().error(f"{self._hardware_name} stopped: {type(exc).__name__}: {exc}; commands refused")
@@ -399,8 +373,9 @@ class ArmDriverNode(LifecycleNode):
             verdict = run(core) if self._active and core is not None else ActionVerdict.coarse("driver not active")
             if core is not None:
                 stopped, sim_time = core.stopped, core.adapter.time_s()
-        if core is not None and stopped != self._published_stopped:
-            self._publish_safety_if_changed()
+        out = self._out
+        if out is not None and core is not None and stopped != out.published_stopped:
+            out.safety_if_changed()
         return verdict, stopped, sim_time
 
     def _apply_command(self, command: StreamCommand) -> Tuple[ActionVerdict, bool, float]:
@@ -422,9 +397,7 @@ class ArmDriverNode(LifecycleNode):
 
     # -- leases and safety -------------------------------------------------------------------------------------
     def _expires_unix_ms(self, expires_at: float) -> int:
-        if not expires_at:
-            return 0
-        return int(round((time.time() + (expires_at - self._leases.now())) * 1000.0))
+        return expires_unix_ms(self._leases, expires_at)
 
     def _on_acquire_lease(self, req: AcquireLease.Request, res: AcquireLease.Response) -> AcquireLease.Response:
         grant = self._leases.acquire(req.holder, int(req.priority), float(req.duration_s))
@@ -503,110 +476,22 @@ class ArmDriverNode(LifecycleNode):
         else:
             self.get_logger().warning(text)
 
-    # -- publishing --------------------------------------------------------------------------------------------
-    def _publish_joint_states(self) -> None:
-        core = self._core
-        pub = self._drv_pubs.get("joint_states")
-        if core is None or pub is None or not self._active:
-            return
-        obs = core.observe()
-        pub.publish(convert.driver_joint_state(obs, self._now_ns()))
-        clock = self._drv_pubs.get("clock")
-        if clock is not None:
-            clock.publish(convert.clock_msg(obs[convert.SIM_TIME_KEY]))
-
-    def _publish_safety_if_changed(self, force: bool = False) -> None:
-        core = self._core
-        pub = self._drv_pubs.get("safety_stop")
-        if core is None or pub is None:
-            return
-        with self._publish_lock:
-            stopped = core.stopped
-            if not force and stopped == self._published_stopped:
-                return
-            checks = core.safety_checks() if stopped else ()
-            msg = convert.safety_stop_to_msg(checks, stopped=stopped, stamp_ns=self._now_ns())
-            pub.publish(msg)
-            self._published_stopped = stopped
-        if stopped:
-            self.get_logger().error(f"SAFETY STOP: {msg.detail}")
-        elif not force:
-            self.get_logger().warning("safety stop released")
-        self._publish_status()
-
-    def _status_msg(self) -> Optional[DriverStatus]:
-        core = self._core
-        if core is None:
-            return None
-        lease = self._leases.state()
-        return convert.driver_status_to_msg(
-            core.status(), hardware=self._hardware_name, active=self._active,
-            physics_rate_hz=1.0 / float(core.adapter.timestep_s),
-            lease_holder=lease.holder if lease.state == "held" else "", keys=core.action_keys(),
-            specs=core.joint_specs(), stamp_ns=self._now_ns())
-
+    # -- publishing (each a no-op while unconfigured) --------------------------------------------------------
     def _publish_status(self) -> None:
-        pub = self._drv_pubs.get("driver_status")
-        msg = self._status_msg()
-        if pub is None or msg is None:
-            return
-        with self._publish_lock:
-            pub.publish(msg)
-            self._published_status_key = (msg.active, msg.stopped, msg.lease_holder)
-
-    def _publish_lease_if_changed(self, force: bool = False) -> None:
-        pub = self._drv_pubs.get("lease_state")
-        if pub is None:
-            return
-        with self._publish_lock:
-            snap = self._leases.state()
-            if not force and snap == self._published_lease:
-                return
-            pub.publish(convert.lease_state_to_msg(snap, self._expires_unix_ms(snap.expires_at), self._now_ns()))
-            self._published_lease = snap
-            status_key = self._published_status_key
-        if status_key is not None and (snap.holder if snap.state == "held" else "") != status_key[2]:
-            self._publish_status()
+        if self._out is not None:
+            self._out.status()
 
     def _publish_diagnostics(self) -> None:
-        core, runner = self._core, self._runner
-        pub = self._drv_pubs.get("diagnostics")
-        if core is None or pub is None:
-            return
-        s = core.status()
-        now = time.monotonic()
-        rtf = float("nan")
-        if self._diag_prev is not None and now > self._diag_prev[0]:
-            rtf = (s.sim_time_s - self._diag_prev[1]) / (now - self._diag_prev[0])
-        self._diag_prev = (now, s.sim_time_s)
-        fault = runner.fault if runner is not None else ""
-        if fault:
-            level, message = "error", f"{self._hardware_name} stopped: {fault}"
-        elif s.stopped:
-            level, message = "error", f"safety stop: {s.stop_detail}"
-        elif not self._active:
-            level, message = "warn", "inactive"
-        elif math.isfinite(rtf) and rtf < 0.9:
-            level, message = "warn", f"behind real time ({rtf:.2f}x)"
-        else:
-            level, message = "ok", "running"
-        lease = self._leases.state()
-        values = {
-            "sim_time_s": f"{s.sim_time_s:.3f}",
-            "real_time_factor": f"{rtf:.3f}",
-            "physics_rate_hz": f"{1.0 / core.adapter.timestep_s:g}",
-            "physics_overruns": str(runner.overruns if runner is not None else 0),
-            "actions_received": str(s.actions_received),
-            "actions_applied": str(s.actions_applied),
-            "actions_refused": str(s.actions_refused),
-            "coarse_errors": str(s.coarse_errors),
-            "safety_trips": str(s.safety_trips),
-            "stopped_arms": ",".join(s.stopped_arms),
-            "lease_state": lease.state,
-            "lease_holder": lease.holder,
-        }
-        pub.publish(convert.driver_diagnostics_to_msg(f"{self.get_name()}: arms", self._hardware_name, level,
-                                                      message, values, self._now_ns()))
+        if self._out is not None:
+            self._out.diagnostics()
+
+    def _publish_lease_if_changed(self) -> None:
+        if self._out is not None:
+            self._out.lease_if_changed()
+
+    def _publish_safety_if_changed(self) -> None:
+        if self._out is not None:
+            self._out.safety_if_changed()
 
     def _now_ns(self) -> int:
         return self.get_clock().now().nanoseconds
