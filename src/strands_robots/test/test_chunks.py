@@ -418,3 +418,27 @@ def test_stop_while_waiting_for_an_inference_raises_cooperative_stop_and_abandon
     finally:
         timer.cancel()
         gate.set()
+
+
+def test_a_policy_that_never_blocks_runs_sync_act_on_the_loop_thread(pipelines):
+    def workers():
+        return [t for t in threading.enumerate() if t.name == WORKER_THREAD_NAME]
+
+    class Pure(ScriptedChunks):
+        never_blocks = True
+
+    before = len(workers())
+    policy = Pure()
+    pipe = pipelines(policy)
+    drive(pipe, Robot(), 9)
+    assert set(policy.threads) == {threading.get_ident()} and len(workers()) == before
+    asynchronous = pipelines(Pure(), async_prefetch=True)  # async always infers on the worker
+    assert len(workers()) == before + 1
+    asynchronous.close()
+
+
+def test_builtin_providers_declare_never_blocks_unless_told_to_sleep():
+    from strands_robots.policies.registry import make_policy
+
+    assert make_policy("mock").never_blocks is True
+    assert make_policy("mock", {"inference_delay_s": 0.5}).never_blocks is False

@@ -25,3 +25,10 @@ class Policy(Protocol):
 
     def resume(self, observation: Mapping[str, Any]) -> None:
         """Called after an operator takeover ends; continue from the arm's current state."""
+
+
+NEVER_BLOCKS = "never_blocks"
+"""Optional policy attribute: ``True`` declares that ``act`` is pure computation of microseconds (no I/O, no
+sleep, no lock held by others). The chunk pipeline then calls a synchronous ``act`` on the control thread
+itself; any other policy's ``act`` runs on a worker thread the loop can abandon on a cancel. Absent means
+``False``."""

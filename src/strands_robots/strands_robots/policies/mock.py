@@ -93,6 +93,11 @@ class MockPolicy:
         self._emitted = 0
 
     @property
+    def never_blocks(self) -> bool:
+        """Pure computation unless ``inference_delay_s`` makes it sleep (see ``policies.base.NEVER_BLOCKS``)."""
+        return self._delay_s <= 0.0
+
+    @property
     def action_keys(self) -> tuple[str, ...]:
         """The keys every action carries (after ``reset``)."""
         return self._emit_keys

@@ -195,6 +195,8 @@ class ReplayPolicy:
         self._step = 0
         self._task = task
 
+    never_blocks = True  # plays recorded actions from memory (policies.base.NEVER_BLOCKS)
+
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
         """The next ``action_horizon`` actions (fewer at the end). The observation is not used.
 

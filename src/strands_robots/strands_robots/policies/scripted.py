@@ -157,6 +157,8 @@ class ScriptedPolicy:
         self._emitted = 0
         self._task = task
 
+    never_blocks = True  # computes its script's actions (policies.base.NEVER_BLOCKS)
+
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
         """The next ``action_horizon`` actions of the script.
 
