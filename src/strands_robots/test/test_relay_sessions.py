@@ -238,3 +238,46 @@ def test_a_policy_client_that_disconnects_mid_episode_ends_the_stations_session_
             session.close()
             link.close()
             client.close()
+
+
+def test_a_remote_policy_drives_the_simulated_arms_through_the_relay(tmp_path):
+    pytest.importorskip("mujoco")
+    from strands_robots.simulation import Simulation
+
+    class Hold(Policy):
+        def __init__(self):
+            self.acts = 0
+            self.keys = ()
+
+        def reset(self, task):
+            self.keys = tuple(self.episode.action_keys)
+
+        def act(self, observation):
+            self.acts += 1
+            if self.acts > 3:
+                raise EndEpisode("held long enough")
+            return [{k: float(observation.get(k, 0.0)) for k in self.keys} for _ in range(4)]
+
+    sim = Simulation()
+    sim.add_robot("alice")
+    with running_relay(tmp_path) as relay:
+        client, link, job = _setup(relay)
+        remote = Hold()
+        thread, result = _serve_in_thread(client, job, remote)
+        session = link.open_session(job)
+        try:
+            session.wait_attached(10)
+            out = sim.run_policy(robot_name="alice", policy_provider=session, instruction="hold still",
+                                 n_steps=100, action_horizon=4, fast_mode=True)
+            (ep,) = out["episodes"]
+            assert out["status"] == "success", out
+            assert ep["stopped_reason"] == "policy_completed"
+            assert ep["applied_actions"] == 12  # three chunks of four, then EndEpisode
+            assert len(remote.keys) == 14
+            _finish(link, job)
+            thread.join(10)
+            assert result["final"].state == "SUCCEEDED"
+        finally:
+            session.close()
+            link.close()
+            client.close()
