@@ -324,3 +324,17 @@ def test_procedure_settings_refuse_bad_values(kw, words):
     with pytest.raises(ValueError) as info:
         ProcedureSettings(**kw)
     assert words in str(info.value)
+
+
+def test_lost_policy_session_waits_for_the_policy_again_and_reruns_the_task():
+    spec = job(task("a", success_when="end_condition == timeout", duration_s="0.3"),
+               task("b", **{"fault.policy_lost_at_s": "0.1", "success_when": "end_condition == timeout",
+                            "duration_s": "0.3"}))
+    final, runner, _, snapshots = run(spec)
+    assert final.state is JobState.SUCCEEDED
+    assert [(e.episode_id, e.task.task_id) for e in final.episodes] == [("ep_0000", "a"), ("ep_0002", "b")]
+    assert runner.record.interrupted == ("ep_0001",)
+    states = [s.state for s in snapshots]
+    back = states.index(JobState.WAITING_POLICY, states.index(JobState.RUNNING))
+    assert "policy session was lost during ep_0001" in snapshots[back].message
+    assert JobState.RUNNING in states[back:]

@@ -20,7 +20,9 @@ What it does per episode, as the station node does over ROS:
 Lease time runs on a step clock: each control step advances it by one control period, so leases expire after
 the same number of steps however fast the simulation runs (``fast_mode``). Fault injection for tests and the
 demo: the task parameter ``fault.stop_heartbeat_at_s`` stops the heartbeat at that rollout time (the episode
-then ends ``lease_lost``), and :meth:`InProcessRobot.stop_heartbeat` does it at once.
+then ends ``lease_lost``), and :meth:`InProcessRobot.stop_heartbeat` does it at once; ``fault.policy_lost_at_s``
+ends the first attempt of an episode at that rollout time as if the policy session had dropped (the outcome is
+``policy_lost``, as the relay provider reports a disconnected client).
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from strands_robots.simulation.observers import CooperativeStop, RunPolicyStep
 from strands_robots.station.episodes import RolloutOutcome
 from strands_robots.station.job import EpisodePlan, JobSpec
 
-__all__ = ["InProcessRobot", "StepClock", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY"]
+__all__ = ["InProcessRobot", "StepClock", "PARAM_STOP_HEARTBEAT_AT_S", "PARAM_POLICY_LOST_AT_S",
+           "OPERATOR_CLAIM_PRIORITY"]
 
 PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"
+PARAM_POLICY_LOST_AT_S = "fault.policy_lost_at_s"
 OPERATOR_CLAIM_PRIORITY = 100
 _STOP_CANCELLED = "cancelled"
 
@@ -171,10 +175,15 @@ class InProcessRobot:
             token = self._token
         period = 1.0 / plan.control_frequency
         stop_heartbeat_at = _seconds_param(plan.task.parameters, PARAM_STOP_HEARTBEAT_AT_S)
+        policy_lost_at = _seconds_param(plan.task.parameters, PARAM_POLICY_LOST_AT_S) if plan.attempt == 0 else None
+        policy_lost = []
 
         def on_frame(step: int, observation: Mapping[str, Any], action: Mapping[str, float]) -> None:
             self.clock.advance(period)
             rollout_time = (step + 1) * period
+            if policy_lost_at is not None and rollout_time >= policy_lost_at:
+                policy_lost.append(rollout_time)
+                raise CooperativeStop("policy session lost")
             if stop_heartbeat_at is not None and rollout_time >= stop_heartbeat_at:
                 with self._lock:
                     self._heartbeat = False
@@ -214,6 +223,10 @@ class InProcessRobot:
             lease_condition, lease_detail = self._lease_end
             taken_over = self._taken_over
         stopped = ended["stopped_reason"]
+        if policy_lost:
+            return RolloutOutcome(stopped_reason=stopped, end_detail=f"policy session lost at {policy_lost[0]:.2f} s "
+                                  "(fault injection)", run_id=ended["run_id"], taken_over=taken_over,
+                                  final_observation=final, policy_lost=True)
         if stopped == "cancelled" and lease_condition:
             return RolloutOutcome(stopped_reason=stopped, end_condition=lease_condition, end_detail=lease_detail,
                                   run_id=ended["run_id"], taken_over=taken_over, final_observation=final)
