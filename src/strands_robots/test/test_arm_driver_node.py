@@ -957,3 +957,17 @@ def test_an_executor_thread_that_dies_is_recorded_for_the_exit_code():
         executor.shutdown()
         node.destroy_node()
         context.try_shutdown()
+
+
+def test_joint_states_follow_simulation_time_with_use_sim_time(harness):
+    h = harness(publish_clock=True, use_sim_time=True)
+    got = []
+    h.client.create_subscription(JointState, "joint_states", got.append, STATE_QOS)
+    assert h.driver.trigger_configure() == SUCCESS and h.driver.trigger_activate() == SUCCESS
+    # the node clock follows the /clock the driver offers: stamps become robot time (a tick or so behind)
+    assert wait_for(lambda: len(got) > 20 and convert.time_to_ns(got[-1].header.stamp) > 0, 10.0)
+    msg = got[-1]
+    stamp_s = convert.time_to_ns(msg.header.stamp) / 1e9
+    robot = convert.joint_state_robot_time_s(msg)
+    assert 0.0 < stamp_s <= robot + 1e-9
+    assert robot - stamp_s < 0.5

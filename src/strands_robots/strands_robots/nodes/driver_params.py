@@ -109,7 +109,3 @@ def change_refusal(name: str, old: Any, new: Any, state: str) -> str:
     if name in CONFIGURE_PARAMETERS and state in (STATE_INACTIVE, STATE_ACTIVE):
         return f"{name} applies at configure: clean the driver up first"
     return ""
-
-
-def as_float(value: Any) -> float:
-    return float(value)
