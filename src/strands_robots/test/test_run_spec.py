@@ -156,3 +156,10 @@ def test_run_spec_runs_a_validated_spec_with_its_robot_name():
     assert out["status"] == "success" and out["episodes"][0]["applied_actions"] == 5
     assert seen.events[0].robot_name == "bob" and seen.events[0].total_steps == 5
     assert len(backend.sent) == 5
+
+
+def test_duration_zero_with_a_step_budget_means_steps_only():
+    spec = validate_run(duration_s=0.0, n_steps=100, control_frequency=50.0)
+    assert spec.n_steps == 100 and spec.duration_s == 2.0
+    assert validate_run(n_steps=25, control_frequency=50.0).duration_s == 0.5
+    assert refused(duration_s=0.0).field == "duration_s"  # without a step budget, 0 s is no episode

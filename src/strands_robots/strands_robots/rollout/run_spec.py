@@ -234,7 +234,8 @@ def validate_run(**kwargs: Any) -> RunSpec:
 
     Keywords (the peer's names; all optional): ``policy_provider`` (a registered provider name or a policy
     object; default ``mock``), ``policy_config`` (mapping), ``instruction``, ``duration_s`` (alias
-    ``duration``, default 10 s), ``control_frequency`` (50 Hz), ``action_horizon`` (8), ``fast_mode``,
+    ``duration``, default 10 s; with a step budget, 0 or absent means steps only and it becomes
+    ``n_steps / control_frequency``), ``control_frequency`` (50 Hz), ``action_horizon`` (8), ``fast_mode``,
     ``n_steps`` (alias ``max_steps``: the step budget), ``n_episodes`` (1), ``reset_between`` (True),
     ``max_onframe_failures`` (3), ``seed`` (None), ``async_rtc``, ``rtc_inference_timeout_s`` (10 s),
     ``record``, ``recording_dir``, ``fps`` (default: the control frequency), ``task`` (mapping handed to the
@@ -258,10 +259,15 @@ def validate_run(**kwargs: Any) -> RunSpec:
     max_onframe = _number("max_onframe_failures", kw.get("max_onframe_failures", DEFAULT_MAX_ONFRAME_FAILURES))
     timeout = kw.get("rtc_inference_timeout_s")
     timeout = _number("rtc_inference_timeout_s", DEFAULT_INFERENCE_TIMEOUT_S if timeout is None else timeout)
-    duration_s = _number("duration_s", 10.0 if duration is None else duration)
     if steps is not None:
         n_steps = _number("n_steps", steps)
+        if duration is None or (not isinstance(duration, bool) and isinstance(duration, numbers.Real)
+                                and duration == 0):
+            duration_s = n_steps / control_frequency  # steps only (the goal's duration_s 0): what they last
+        else:
+            duration_s = _number("duration_s", duration)
     else:
+        duration_s = _number("duration_s", 10.0 if duration is None else duration)
         derived = round(duration_s * control_frequency)
         limit = FIELD_LIMITS["n_steps"]
         if derived < 1:
