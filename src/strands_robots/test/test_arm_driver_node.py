@@ -858,10 +858,16 @@ def test_start_pose_goal_with_a_foreign_token_is_refused_with_reason_and_nothing
     client.destroy()
 
 
-def test_the_driver_runs_no_side_node(active):
-    names = active.client.get_node_names()
-    assert "arm_driver" in names
-    assert not [n for n in names if n.startswith("arm_driver_")], names
+def test_the_driver_runs_no_side_node_and_every_node_answers_parameter_listing(active):
+    from rcl_interfaces.srv import ListParameters
+
+    names = active.client.get_node_names_and_namespaces()
+    assert ("arm_driver", "/") in names
+    assert not [n for n, _ in names if n.startswith("arm_driver_")], names
+    # what `ros2 param list` does: ask every node for its parameters; none may stall
+    lister = active.client.create_client(ListParameters, "/arm_driver/list_parameters")
+    listed = active.call(lister, ListParameters.Request(), timeout_s=5.0).result.names
+    assert {"hardware", "require_lease", "control_rate_hz", "publish_clock"} <= set(listed)
 
 
 # -- a bad lifecycle request or a raising callback never kills the driver (issue 6 item 10) --------------------------
