@@ -10,6 +10,13 @@
   ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
 ``strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]``
   The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
+``strands-robots station [--job-file F] [--relay ADDR --station-token T]``
+  The simulated station (driver, rollout, station node) running the demo job through a local relay, or taking
+  jobs from a relay (``strands_robots.station_demo``).
+``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
+  The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
+``strands-robots job submit|status|watch|cancel ...``
+  The Evaluation Client from the command line (``strands_robots.job_cli``).
 """
 
 from __future__ import annotations
@@ -58,10 +65,36 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=1)
     demo.add_argument("--every-step", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+    # Commands whose own module parses their arguments (they keep one parser each, usable as `python -m`).
+    for name, text in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False).add_argument("args", nargs=argparse.REMAINDER)
+    from strands_robots.job_cli import add_job_parser
+
+    add_job_parser(sub)
     return parser
 
 
+DELEGATED = {
+    "station": "the simulated station through a local relay (the demo job), or taking jobs from a relay",
+    "relay": "the relay between stations and Evaluation Clients (gRPC)",
+}
+
+
+def _delegate(name: str, argv: "list[str]") -> int:
+    if name == "station":
+        from strands_robots.station_demo import main as station_main
+
+        return int(station_main(argv) or 0)
+    from strands_robots.relay.server import main as relay_main
+
+    return int(relay_main(argv) or 0)
+
+
 def main(argv: "Sequence[str] | None" = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        return _delegate(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
