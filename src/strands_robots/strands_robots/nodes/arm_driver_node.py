@@ -59,6 +59,7 @@ from strands_robots.nodes.driver_publish import DriverPublishers, expires_unix_m
 from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer
 from strands_robots.nodes.driver_stream import CommandStream
+from strands_robots.nodes import process
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
 
 NODE_NAME = "arm_driver"
@@ -499,8 +500,10 @@ class ArmDriverNode(LifecycleNode):
 
 # -- entry point --------------------------------------------------------------------------------------------------
 def main(args: Optional[List[str]] = None) -> int:
-    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM; exit 0 on a clean shutdown, 1 when
-    autostart failed or the executor thread died, 2 for a refused parameter at start.
+    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM.
+
+    Exit 0 on a clean shutdown, 1 when autostart failed, 2 for a refused parameter at start, and
+    ``process.EXIT_EXECUTOR_DIED`` when the executor thread died (a callback error alone never ends it).
 
     ``--autostart`` (or the ``autostart`` parameter) configures and activates the node at start.
     """
@@ -535,7 +538,7 @@ def main(args: Optional[List[str]] = None) -> int:
                 break
         if spin.died or (not spin.is_alive() and not stop.is_set() and code == 0):
             node.get_logger().fatal("the executor thread ended: the driver stops and exits non-zero")
-            code = 1
+            code = getattr(process, "EXIT_EXECUTOR_DIED", 1)
     except (ValueError, ParameterException) as exc:  # refused parameters at start: a reason, no traceback
         print(f"arm_driver_node: {exc}", file=sys.stderr)
         code = 2
