@@ -86,3 +86,61 @@ def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(tmp_path, store_ur
         link.close()
         client.close()
         stop_process(relay)
+
+
+def test_policy_client_reattaches_after_a_relay_restart_and_serves_to_the_end(tmp_path):
+    import threading
+
+    from strands_robots.client import Policy
+    from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionError
+
+    class Echo(Policy):
+        def act(self, observation):
+            return [{"k": observation["x"]}]
+
+    tokens = write_tokens(tmp_path)
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    store_url = f"sqlite:{tmp_path / 'relay.db'}"
+    relay = start_relay_process(port, store_url, tokens, "--poll-s", "0.1")
+    link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.1, retry_s=(0.05, 0.5))
+    client = EvaluationClient(target, token=CLIENT_TOKENS["team_a"], timeout_s=10)
+    result = {}
+    try:
+        job = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=2)
+        link.start()
+        serving = threading.Thread(target=lambda: result.setdefault(
+            "final", client.serve_policy(job, Echo(), reconnect_s=30)), daemon=True)
+        serving.start()
+        session = link.open_session(job)
+        session.wait_attached(30)
+        session.start_episode("ep_0000", pb.Task(task_id="t", instruction="go"))
+        assert session.act({"x": 1.0}) == [{"k": 1.0}]
+
+        stop_process(relay, sig=signal.SIGKILL)
+        with pytest.raises(PolicyDisconnected):
+            session.act({"x": 2.0})
+        relay = start_relay_process(port, store_url, tokens, "--poll-s", "0.1")
+
+        def reattached():
+            s = link.open_session(job)
+            try:
+                s.wait_attached(3)
+                return s
+            except PolicySessionError:
+                s.close()
+                return None
+
+        again = wait_until(reattached, timeout_s=30, interval_s=0.2, what="the policy client to reattach")
+        again.start_episode("ep_0001", pb.Task(task_id="t", instruction="go"))
+        assert again.act({"x": 3.0}) == [{"k": 3.0}]
+        again.close()
+        link.report(pb.JobStatus(job_id=job, station_id="sim_station", state="SUCCEEDED", episodes_total=2,
+                                 updated_unix_ms=10))
+        assert link.flush(10)
+        serving.join(30)
+        assert result["final"].state == "SUCCEEDED"
+    finally:
+        link.close()
+        client.close()
+        stop_process(relay)

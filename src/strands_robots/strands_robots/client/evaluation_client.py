@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
@@ -128,16 +129,38 @@ class EvaluationClient:
 
     # -- the policy session --------------------------------------------------------------------------------
     def serve_policy(self, job_id: str, policy: Policy,
-                     on_event: Optional[Callable[[Any], None]] = None) -> Any:
+                     on_event: Optional[Callable[[Any], None]] = None, *, reconnect_s: float = 0.0) -> Any:
         """Serve ``policy`` for the job until it ends; returns the final ``pb.JobStatus``.
 
         The relay forwards the station's requests: a new episode (``policy.reset(task)``), observations
         (``policy.act`` -> chunk; :class:`EndEpisode` ends the episode as policy_completed), the end of a
         takeover (``policy.resume``). ``on_event`` sees every request (e.g. to print episode ends).
 
+        :param reconnect_s: when the relay becomes unreachable (restarted, network), keep trying to attach
+            again for up to this many seconds per outage (0: raise at once). The station ends the episode that
+            was running (its session broke) and continues with the next one.
         :raises errors.PolicyFailed: the policy raised something else (the station is told first).
         :raises errors.SessionAborted: the relay ended the session before the job ended.
+        :raises errors.Unavailable: the relay could not be reached (for longer than ``reconnect_s``).
         """
+        outage_since: Optional[float] = None
+        delay = 0.1
+        while True:
+            progress = []
+            try:
+                return self._serve_once(job_id, policy, on_event, progress)
+            except errors.Unavailable:
+                now = time.monotonic()
+                if progress or outage_since is None:
+                    outage_since, delay = now, 0.1
+                if reconnect_s <= 0 or now - outage_since >= reconnect_s:
+                    raise
+                _log.warning("relay %s unreachable; attaching to job %s again in %.1f s", self.target, job_id, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _serve_once(self, job_id: str, policy: Policy, on_event: Optional[Callable[[Any], None]],
+                    progress: list) -> Any:
         outbox: "queue.Queue[Any]" = queue.Queue()
         outbox.put(pb.PolicyReply(attach=pb.SessionAttach(job_id=job_id)))
 
@@ -152,6 +175,8 @@ class EvaluationClient:
         final = None
         try:
             for request in responses:
+                if not progress:
+                    progress.append(True)  # attached: a later outage starts a new reconnect window
                 if on_event is not None:
                     on_event(request)
                 kind = request.WhichOneof("kind")
