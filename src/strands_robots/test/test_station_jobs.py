@@ -110,3 +110,22 @@ def test_recover_resumes_saved_jobs_and_reruns_the_interrupted_episode(tmp_path)
     finally:
         station.stop()
         operator.close()
+
+
+def test_stopping_the_station_suspends_the_running_job_for_the_next_start(tmp_path):
+    store = JobStore(str(tmp_path))
+    started = threading.Event()
+    operator = ScriptedOperator()
+    station = Station("sim", InProcessRobot(), operator, store=store,
+                      publish=lambda s: started.set() if "ep_0000 running" in s.message else None)
+    station.submit(spec("long", episodes=1, duration_s=30.0))
+    station.start()
+    try:
+        assert started.wait(30.0)
+    finally:
+        assert station.stop(timeout_s=30.0)
+        operator.close()
+    saved = store.load("long")
+    assert saved.state is JobState.RUNNING and saved.running.episode_id == "ep_0000"
+    again = Station("sim", InProcessRobot(), ScriptedOperator(), store=store)
+    assert again.recover()[0].startswith("long: resumed (WAITING_POLICY)")

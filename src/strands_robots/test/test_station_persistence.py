@@ -286,3 +286,26 @@ def test_episodes_store_their_task_by_index_into_the_job(tmp_path):
     assert [line["task_index"] for line in lines] == [0, 1, 0] and all("task" not in line for line in lines)
     job_file = json.loads(open(store.path_of("persist-1")).read())
     assert job_file["episodes_logged"] == 3 and "episodes" not in job_file
+
+
+def test_suspended_job_keeps_its_saved_state_and_a_restarted_station_resumes_it(tmp_path):
+    store = JobStore(str(tmp_path))
+    holder = {}
+
+    class SuspendMidway(ScriptedOperator):
+        def rollout_progress(self, plan, t, console):
+            if plan.episode_id == "ep_0001" and t >= 0.06:  # task b ends itself after 5 steps (0.1 s)
+                holder["runner"].suspend("station shutting down")
+
+    runner = JobRunner(JobRecord(spec()), InProcessRobot(),
+                       SuspendMidway(), store=store)
+    holder["runner"] = runner
+    last = runner.run()
+    assert last.state is JobState.RUNNING and runner.suspended  # not terminal: nothing ended the job
+    saved = store.load("persist-1")
+    assert saved.state is JobState.RUNNING and saved.running.episode_id == "ep_0001"
+    assert [e.episode_id for e in saved.episodes] == ["ep_0000"]
+    assert not runner.cancel("too late").ok
+    final = JobRunner(recover(saved), InProcessRobot(), ScriptedOperator(), store=store).run()
+    assert final.state is JobState.SUCCEEDED
+    assert [e.episode_id for e in final.episodes] == ["ep_0000", "ep_0002", "ep_0003"]

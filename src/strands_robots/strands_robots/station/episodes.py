@@ -187,6 +187,10 @@ class _Failed(Exception):
     pass
 
 
+class _Suspended(Exception):
+    pass
+
+
 class JobRunner:
     """Runs one job to a terminal state: state machine, episodes, persistence, snapshots.
 
@@ -222,6 +226,7 @@ class JobRunner:
         self._machine = JobStateMachine(record.state, record.message, clock_ms=clock_ms)
         self._cancel = threading.Event()
         self._cancel_reason = ""
+        self._suspended = threading.Event()
         self.console = OperatorConsole(robot)
         self._last_status: Optional[JobStatus] = None
         self._commit()
@@ -253,6 +258,8 @@ class JobRunner:
         with self._lock:
             if self._machine.terminal:
                 return OperatorReply(False, f"job {self.spec.job_id} already ended ({self._machine.state.value})")
+            if self._suspended.is_set():
+                return OperatorReply(False, f"job {self.spec.job_id} is suspended (the station is shutting down)")
             if self._cancel.is_set():
                 return OperatorReply(False, f"job {self.spec.job_id} is already being cancelled")
             self._cancel_reason = reason.strip() if isinstance(reason, str) and reason.strip() else "cancelled"
@@ -263,10 +270,39 @@ class JobRunner:
             self._robot.stop_rollout("cancelled")
         return OperatorReply(True, f"job {self.spec.job_id} cancelling")
 
+    def suspend(self, reason: str = "station shutting down") -> None:
+        """Stop running this job without ending it (the station is shutting down).
+
+        The rollout is stopped, any wait ends, and nothing more is persisted or published: the saved state stays
+        what it was, with the running episode still marked running, so a restarted station resumes the job
+        (``persistence.recover`` re-runs that episode under a new id). :meth:`run` then returns the last
+        snapshot, which is not terminal.
+        """
+        with self._lock:
+            if self._machine.terminal or self._suspended.is_set():
+                return
+            self._suspended.set()
+            self._cancel.set()  # ends waits for the policy; _check_cancel sees the suspension first
+            self._cancel_reason = reason
+            running = self._record.running
+        self.console.cancel()
+        if running is not None:
+            self._robot.stop_rollout(reason or "suspended")
+
+    @property
+    def suspended(self) -> bool:
+        """Whether :meth:`suspend` was called."""
+        return self._suspended.is_set()
+
     def run(self) -> JobStatus:
-        """Drive the job to a terminal state (blocking) and return the final snapshot."""
+        """Drive the job to a terminal state (blocking) and return the final snapshot.
+
+        After :meth:`suspend` it returns the last snapshot before the suspension instead (not terminal).
+        """
         try:
             self._drive()
+        except _Suspended:
+            pass
         except _Cancelled:
             self._terminal(JobState.CANCELLED, self._cancel_message())
         except _Failed as exc:
@@ -316,6 +352,7 @@ class JobRunner:
                      message=f"{episode_id} running (task {plan.task.task_id!r}, episode {slot + 1} of "
                              f"{self.spec.episodes_total})")
         kind, value = self._episode(plan)
+        self._check_suspended()
         record = self.record
         if kind == "kept":
             self._update(running=None, episodes=record.episodes + (value,), slot_attempts=0,
@@ -409,8 +446,14 @@ class JobRunner:
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
     def _check_cancel(self) -> None:
+        if self._suspended.is_set():
+            raise _Suspended()
         if self._cancel.is_set():
             raise _Cancelled()
+
+    def _check_suspended(self) -> None:
+        if self._suspended.is_set():
+            raise _Suspended()
 
     def _cancel_message(self) -> str:
         running = self.record.running
@@ -426,13 +469,14 @@ class JobRunner:
 
     def _transition(self, target: JobState, message: str) -> None:
         with self._lock:
+            self._check_suspended()
             self._machine.transition(target, message)
             self._record = self._record.replace(state=target, message=message)
             self._commit()
 
     def _terminal(self, target: JobState, message: str) -> None:
         with self._lock:
-            if self._machine.terminal:
+            if self._machine.terminal or self._suspended.is_set():
                 return
             try:
                 self._machine.transition(target, message)
@@ -447,6 +491,7 @@ class JobRunner:
 
     def _update(self, **changes: Any) -> None:
         with self._lock:
+            self._check_suspended()
             if "message" in changes:
                 self._machine.set_message(changes["message"])
             self._record = self._record.replace(**changes)

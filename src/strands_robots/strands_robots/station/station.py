@@ -185,14 +185,14 @@ class Station:
             self._worker.start()
 
     def stop(self, timeout_s: float = 10.0, reason: str = "station shutting down") -> bool:
-        """Stop taking jobs; the running job is cancelled with ``reason``. True when the worker ended."""
+        """Stop taking jobs and suspend the running one (a restarted station resumes it); True once stopped."""
         with self._lock:
             self._stopping = True
             runner = self._runner
             worker = self._worker
             self._lock.notify_all()
         if runner is not None:
-            runner.cancel(reason)
+            runner.suspend(reason)
         if worker is None:
             return True
         worker.join(timeout_s)
