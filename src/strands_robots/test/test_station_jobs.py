@@ -26,9 +26,9 @@ def spec(job_id, station_id="sim", episodes=2, duration_s=0.3):
 def make_station():
     made = []
 
-    def make(publish=None):
+    def make(publish=None, fast_mode=True):
         operator = ScriptedOperator()
-        st = Station("sim", InProcessRobot(), operator, publish=publish)
+        st = Station("sim", InProcessRobot(fast_mode=fast_mode), operator, publish=publish)
         made.append((st, operator))
         return st
 
@@ -74,7 +74,8 @@ def test_cancel_of_a_queued_job_ends_it_before_it_starts(make_station):
 
 def test_cancel_of_the_running_job_stops_it_and_operator_actions_reach_its_console(make_station):
     started = threading.Event()
-    station = make_station(publish=lambda s: started.set() if "ep_0000 running" in s.message else None)
+    station = make_station(publish=lambda s: started.set() if "ep_0000 running" in s.message else None,
+                           fast_mode=False)  # paced: the 30 s rollout is surely still running when cancelled
     console, why = station.operator()
     assert console is None and "no job is running" in why
     station.submit(spec("long", episodes=1, duration_s=30.0))
@@ -116,7 +117,7 @@ def test_stopping_the_station_suspends_the_running_job_for_the_next_start(tmp_pa
     store = JobStore(str(tmp_path))
     started = threading.Event()
     operator = ScriptedOperator()
-    station = Station("sim", InProcessRobot(), operator, store=store,
+    station = Station("sim", InProcessRobot(fast_mode=False), operator, store=store,  # paced: 30 s of rollout
                       publish=lambda s: started.set() if "ep_0000 running" in s.message else None)
     station.submit(spec("long", episodes=1, duration_s=30.0))
     station.start()
