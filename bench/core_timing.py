@@ -1,5 +1,7 @@
-"""Core timing figures moved out of the unit tests (issue 6 item 20): the tests run on injected clocks and
-pin behaviour; this script measures the same behaviours on the real clock and prints figures. Not pass/fail.
+"""Core timing figures moved out of the unit tests (issue 6 item 20).
+
+The tests run on injected clocks and pin behaviour; this script measures the same behaviours on the real clock
+and prints figures. Not pass/fail.
 
 Figures:
 
@@ -100,7 +102,8 @@ def takeover() -> None:
     out = runner.run(ScriptedPolicy(), n_steps=6, control_frequency=100.0, observer=observer)
     ep = out["episodes"][0]
     print(f"  100 ms takeover at 100 Hz: paused_s {ep['paused_s'] * 1e3:.1f} ms, elapsed_s "
-          f"{ep['elapsed_s'] * 1e3:.1f} ms (steps at 0-20 and 120-140 ms: 40 ms of budget), missed {ep['missed_deadlines']}")
+          f"{ep['elapsed_s'] * 1e3:.1f} ms (steps at 0-20 and 120-140 ms: 40 ms of budget), "
+          f"missed {ep['missed_deadlines']}")
 
 
 class SleepyPolicy:

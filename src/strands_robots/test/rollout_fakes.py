@@ -1,5 +1,8 @@
-"""Small test doubles for the rollout loop: a robot backend returning chosen verdicts, a scripted policy,
-an observer that keeps every event, and an in-memory recorder module."""
+"""Small test doubles for the rollout loop.
+
+A robot backend returning chosen verdicts, a scripted policy, an observer that keeps every event, an in-memory
+recorder module, and deterministic time for the pacer.
+"""
 
 from __future__ import annotations
 
@@ -102,7 +105,7 @@ class Collect:
 
 
 def fake_recording_module(fail_at_step: "int | None" = None):
-    """A stand-in for ``strands_robots.rollout.recording`` keeping frames in memory."""
+    """Return a stand-in for ``strands_robots.rollout.recording`` keeping frames in memory."""
     mod = types.ModuleType("strands_robots.rollout.recording")
 
     class RecordingError(OSError):
@@ -156,8 +159,11 @@ def install_fake_recording(monkeypatch, fail_at_step=None):
 
 
 class FakeTime:
-    """Deterministic time for the pacer and the loop: ``clock()`` reads it, ``wait(event, timeout)`` (the pacer's
-    sleep) advances it, ``spend(s)`` is work taking time, ``at(t_s, fn)`` runs ``fn`` when time reaches ``t_s``."""
+    """Deterministic time for the pacer and the loop.
+
+    ``clock()`` reads it, ``wait(event, timeout)`` (the pacer's sleep) advances it, ``spend(s)`` is work taking
+    time, ``at(t_s, fn)`` runs ``fn`` when time reaches ``t_s``.
+    """
 
     def __init__(self) -> None:
         self.now_ns = 0

@@ -81,7 +81,7 @@ def drive(pipe, robot, steps):
 
 
 def latency_clock(latencies):
-    """An injected act clock: call i of act is measured as ``latencies[i]`` seconds (the last repeats)."""
+    """Return an injected act clock: act call i is measured as ``latencies[i]`` s (the last repeats)."""
     state = {"n": 0, "t": 0.0}
 
     def clock():

@@ -199,7 +199,7 @@ def test_recording_refused_when_a_schema_is_not_installed(tmp_path):
 
 @contextmanager
 def file_size_limit(limit_bytes):
-    """A real write failure (EFBIG, as on a full quota), also for root: RLIMIT_FSIZE with SIGXFSZ ignored."""
+    """Make writes fail for real (EFBIG, as a full quota), also for root: RLIMIT_FSIZE, SIGXFSZ ignored."""
     previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, hard))

@@ -102,8 +102,11 @@ def test_cancel_during_a_blocking_sync_act_ends_the_episode_without_waiting_for_
 
 # -- item 12: adaptive prefetch fed the step interval ---------------------------------------------------------------
 class KPeriodPolicy:
-    """Inference that takes ``k`` control steps: a chunk is ready once the loop applied ``k`` more actions
-    after its observation was taken (or at once when the loop waits for it, as a blocked loop would)."""
+    """Inference that takes ``k`` control steps.
+
+    A chunk is ready once the loop applied ``k`` more actions after its observation was taken (or at once when
+    the loop waits for it, as a blocked loop would).
+    """
 
     def __init__(self, length: int, k: int, pipe_ref: list, world: dict, cv: threading.Condition) -> None:
         self.length, self.k, self.pipe_ref, self.world, self.cv = length, k, pipe_ref, world, cv

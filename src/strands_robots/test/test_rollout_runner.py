@@ -56,7 +56,8 @@ def test_exactly_one_ended_on_every_exit_path(path):
     elif path == "end_episode":
         policy = _policy_raising(EndEpisode("done"))
     elif path == "cancel":
-        on_frame = lambda step, obs, action: runner.request_stop("goal cancelled") if step == 2 else None
+        def on_frame(step, obs, action):
+            return runner.request_stop("goal cancelled") if step == 2 else None
     collect = Collect()
     if path == "keyboard_interrupt":
         with pytest.raises(KeyboardInterrupt):

@@ -24,7 +24,7 @@ class Policy(Protocol):
         """Infer an action chunk from an observation. May raise EndEpisode."""
 
     def resume(self, observation: Mapping[str, Any]) -> None:
-        """Called after an operator takeover ends; continue from the arm's current state."""
+        """Continue from the arm's current state after an operator takeover ends."""
 
 
 NEVER_BLOCKS = "never_blocks"

@@ -140,7 +140,7 @@ class MockPolicy:
         self._task = task
 
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
-        """The next chunk: ``action_horizon`` actions, fewer right before ``end/fail_after_steps``.
+        """Return the next chunk: ``action_horizon`` actions, fewer right before ``end/fail_after_steps``.
 
         :raises EndEpisode: ``end_after_steps`` actions were already emitted.
         :raises MockPolicyError: ``fail_after_steps`` actions were already emitted.

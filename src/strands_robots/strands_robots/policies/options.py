@@ -68,7 +68,7 @@ def finite_float(provider: str, name: str, value: Any, *, minimum: float | None 
 
 
 def action_horizon(provider: str, configured: int | None, task: Mapping[str, Any]) -> int:
-    """The chunk length: the provider's own option wins, then the task's, then ``DEFAULT_ACTION_HORIZON``."""
+    """Return the chunk length: the provider's own option, then the task's, then ``DEFAULT_ACTION_HORIZON``."""
     if configured is not None:
         return configured
     value = optional_int(provider, "task action_horizon", task.get("action_horizon"), minimum=1)
@@ -76,7 +76,7 @@ def action_horizon(provider: str, configured: int | None, task: Mapping[str, Any
 
 
 def action_keys(provider: str, task: Mapping[str, Any]) -> tuple[str, ...]:
-    """The task's actuator keys; a task without them cannot be run."""
+    """Return the task's actuator keys; a task without them cannot be run."""
     keys = task.get("action_keys")
     if keys is None or isinstance(keys, (str, bytes)):
         raise ValueError(f"{provider} policy: task must give action_keys as a sequence of actuator keys")
@@ -84,7 +84,7 @@ def action_keys(provider: str, task: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def joint_limits(provider: str, task: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
-    """The task's ``{key: (lower, upper)}`` limits, checked to be finite and ordered; empty when not given."""
+    """Return the task's ``{key: (lower, upper)}`` limits, checked finite and ordered; empty when not given."""
     raw = task.get("joint_limits") or {}
     limits: dict[str, tuple[float, float]] = {}
     for key, bounds in raw.items():
@@ -114,7 +114,7 @@ def control_period(provider: str, task: Mapping[str, Any]) -> float:
 def observed_position(
     observation: Mapping[str, Any], key: str, limits: Mapping[str, tuple[float, float]]
 ) -> float:
-    """The measured position of ``key``; without one, the middle of its limits, else 0.0.
+    """Return the measured position of ``key``; without one, the middle of its limits, else 0.0.
 
     A key the arm does not report (an unknown key emitted on purpose) still needs a value to command.
     """

@@ -59,13 +59,13 @@ def register_provider(name: str, factory: PolicyFactory, *, replace: bool = Fals
 
 
 def known_providers() -> tuple[str, ...]:
-    """The registered provider names, sorted."""
+    """Return the registered provider names, sorted."""
     with _lock:
         return tuple(sorted(_factories))
 
 
 def make_policy(provider: str | Policy, config: Mapping[str, Any] | None = None) -> Policy:
-    """The policy ``provider`` names, built from ``config``; a ``Policy`` instance is returned as is.
+    """Build the policy ``provider`` names from ``config``; a ``Policy`` instance is returned as is.
 
     :param provider: a registered provider name (``mock``, ``replay``, ``scripted``, …) or a policy object.
     :param config: the provider's options (see each provider's docstring); ``None`` means none.

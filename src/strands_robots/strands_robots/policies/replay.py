@@ -198,7 +198,7 @@ class ReplayPolicy:
     never_blocks = True  # plays recorded actions from memory (policies.base.NEVER_BLOCKS)
 
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
-        """The next ``action_horizon`` actions (fewer at the end). The observation is not used.
+        """Return the next ``action_horizon`` actions (fewer at the end). The observation is not used.
 
         :raises EndEpisode: the trajectory is exhausted.
         """

@@ -160,7 +160,7 @@ class ScriptedPolicy:
     never_blocks = True  # computes its script's actions (policies.base.NEVER_BLOCKS)
 
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
-        """The next ``action_horizon`` actions of the script.
+        """Return the next ``action_horizon`` actions of the script.
 
         :raises EndEpisode: ``end_after_steps`` actions were already emitted.
         """

@@ -27,7 +27,7 @@ class RobotBackend(Protocol):
         """Every key ``send_action`` can apply, e.g. ``left.joint_1`` … ``right.gripper``."""
 
     def observe(self) -> dict[str, Any]:
-        """A fresh observation: ``{key: float}`` joint positions/velocities/torques plus ``sim_time_s``.
+        """Return a fresh observation: ``{key: float}`` joint positions/velocities/torques and ``sim_time_s``.
 
         Keys: ``<arm>.<joint>.pos``, ``<arm>.<joint>.vel``, ``<arm>.<joint>.effort`` for each actuator key,
         and ``sim_time_s`` (seconds of simulated or hardware time).

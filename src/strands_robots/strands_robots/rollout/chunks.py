@@ -211,7 +211,7 @@ class ChunkPipeline:
     # ------------------------------------------------------------------ public API
 
     def next_action(self, observe: Callable[[], Mapping[str, Any]]) -> PlannedAction:
-        """The action for this control step.
+        """Return the action for this control step.
 
         ``observe`` is called only when a snapshot is needed (chunk start, prefetch point), or on every call
         with ``refresh_every_step``. Raises ``EndEpisode`` or the policy's own exception (in async mode at the
@@ -240,8 +240,11 @@ class ChunkPipeline:
         return PlannedAction(action, self._chunk_observation, index, index > 0, self._base_age + index)
 
     def note_step_interval(self, seconds: float) -> None:
-        """Record the interval from one control step's start to the next (the period when paced), so the
-        prefetch point can adapt; ignores non-positive and non-finite values."""
+        """Record the interval from one control step's start to the next, so the prefetch point can adapt.
+
+        The interval is the period when paced (more after dropped deadlines), not the step's own work time;
+        non-positive and non-finite values are ignored.
+        """
         if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
             return
         with self._lock:
@@ -306,7 +309,7 @@ class ChunkPipeline:
     # ------------------------------------------------------------------ chunk boundaries
 
     def _infer_at_boundary(self, observe: Callable[[], Mapping[str, Any]], fresh: Mapping[str, Any] | None) -> None:
-        """Synchronous inference: first chunk of an episode, every chunk in sync mode, the empty re-query."""
+        """Infer synchronously: first chunk of an episode, every chunk in sync mode, the empty re-query."""
         snapshot = fresh if fresh is not None else observe()
         chunk = self._infer_now(snapshot)
         if not chunk:
@@ -363,8 +366,11 @@ class ChunkPipeline:
     # ------------------------------------------------------------------ inference
 
     def _infer_now(self, snapshot: Mapping[str, Any]) -> list[Mapping[str, float]]:
-        """Infer and wait on the worker: unbounded in sync mode, bounded by the timeout in async mode; a stop
-        ends the wait either way. A ``never_blocks`` policy in sync mode is called right here."""
+        """Infer and wait for the chunk.
+
+        On the worker: unbounded in sync mode, bounded by the timeout in async mode; a stop ends the wait either
+        way. A ``never_blocks`` policy in sync mode is called right here.
+        """
         if self._inline:
             return self._act(snapshot)
         job = self._submit(snapshot)
@@ -427,7 +433,7 @@ class ChunkPipeline:
         return job
 
     def _work(self) -> None:
-        """The one worker thread: runs queued inferences in order until told to stop."""
+        """Run queued inferences in order until told to stop (the one worker thread)."""
         while True:
             job = self._jobs.get()
             if job is _STOP:

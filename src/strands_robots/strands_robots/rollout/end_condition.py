@@ -34,7 +34,7 @@ _BY_STOPPED_REASON = {
 
 
 def end_condition_for(stopped_reason: str, *, cancel_reason: str = "") -> str:
-    """The end condition of a rollout that stopped for ``stopped_reason``; empty when it has none.
+    """Return the end condition of a rollout that stopped for ``stopped_reason``; empty when none.
 
     :param cancel_reason: the cooperative stop's reason; ``authority_lost`` / ``lease_lost`` pass through (the
         rollout node stops with ``lease_lost`` when the driver refuses its lease, and the station with

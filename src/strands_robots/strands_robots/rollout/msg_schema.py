@@ -69,7 +69,7 @@ def candidate_paths(type_name: str, search_path: Sequence[str | os.PathLike[str]
 
 
 def find_msg_file(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> Path:
-    """The first existing .msg file for ``type_name``; MsgDefinitionNotFound lists where it looked."""
+    """Return the first existing .msg file for ``type_name``; MsgDefinitionNotFound lists where it looked."""
     candidates = candidate_paths(type_name, search_path)
     for path in candidates:
         if path.is_file():
@@ -80,8 +80,11 @@ def find_msg_file(type_name: str, search_path: Sequence[str | os.PathLike[str]] 
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One field of a message: its name, its message type (``pkg/Type``; empty for a primitive) and
-    whether it is an array (``[]``, ``[N]`` or ``[<=N]``)."""
+    """One field of a message.
+
+    Its name, its message type (``pkg/Type``; empty for a primitive) and whether it is an array (``[]``,
+    ``[N]`` or ``[<=N]``).
+    """
 
     name: str
     message_type: str
@@ -89,7 +92,7 @@ class FieldSpec:
 
 
 def parse_fields(msg_text: str, package: str) -> tuple[FieldSpec, ...]:
-    """The fields of one .msg text, in order; constants and comments are skipped.
+    """Return the fields of one .msg text, in order; constants and comments are skipped.
 
     An unqualified message type belongs to the message's own package.
     """
@@ -115,7 +118,7 @@ def parse_fields(msg_text: str, package: str) -> tuple[FieldSpec, ...]:
 
 
 def field_dependencies(msg_text: str, package: str) -> list[str]:
-    """The message types (``pkg/Type``, sorted, unique) that the fields of one .msg text use."""
+    """Return the message types (``pkg/Type``, sorted, unique) that the fields of one .msg text use."""
     return sorted({f.message_type for f in parse_fields(msg_text, package) if f.message_type})
 
 
@@ -131,7 +134,7 @@ class MsgDefinitions:
         self._files: dict[str, Path] = {}
 
     def msg_text(self, type_name: str) -> str:
-        """The verbatim .msg text of one type."""
+        """Return the verbatim .msg text of one type."""
         package, name = split_type_name(type_name)
         key = f"{package}/{name}"
         if key not in self._texts:
@@ -147,12 +150,12 @@ class MsgDefinitions:
         return self._files[f"{package}/{name}"]
 
     def fields(self, type_name: str) -> tuple[FieldSpec, ...]:
-        """The fields of ``type_name`` (see :func:`parse_fields`)."""
+        """Return the fields of ``type_name`` (see :func:`parse_fields`)."""
         package, _ = split_type_name(type_name)
         return parse_fields(self.msg_text(type_name), package)
 
     def full_text(self, type_name: str) -> str:
-        """The complete definition: the type's text, then each dependency (depth first, each once)."""
+        """Return the complete definition: the type's text, then each dependency (depth first, each once)."""
         package, name = split_type_name(type_name)
         seen = {f"{package}/{name}"}
         parts: list[str] = []
@@ -174,5 +177,5 @@ class MsgDefinitions:
 
 
 def full_text(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> str:
-    """The complete ros2msg definition of ``type_name`` (see :class:`MsgDefinitions`)."""
+    """Return the complete ros2msg definition of ``type_name`` (see :class:`MsgDefinitions`)."""
     return MsgDefinitions(search_path).full_text(type_name)

@@ -125,7 +125,7 @@ class DeadlinePacer:
                 self._paused.clear()
 
     def take_resumed(self) -> bool:
-        """True once after a resume (the loop then calls the policy's ``resume`` and drops its chunk)."""
+        """Return True once after a resume (the loop then calls the policy's ``resume``, drops its chunk)."""
         flag = self._resumed_flag
         self._resumed_flag = False
         return flag

@@ -103,7 +103,7 @@ def _ros_time(stamp_ns: int) -> dict[str, int]:
 
 
 def ros_distro() -> str:
-    """The ROS distro: ``$ROS_DISTRO``, else from the installed rclpy's major version, else ``unknown``."""
+    """Return the ROS distro: ``$ROS_DISTRO``, else from the installed rclpy's major version, else unknown."""
     distro = os.environ.get("ROS_DISTRO", "").strip()
     if distro:
         return distro
@@ -174,7 +174,7 @@ _EVENT_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _numeric_items(mapping: Mapping[str, Any]) -> tuple[list[str], list[float]]:
-    """The numeric-scalar entries (not bools) of an observation or action, in order."""
+    """Return the numeric-scalar entries (not bools) of an observation or action, in order."""
     keys: list[str] = []
     values: list[float] = []
     for key, value in mapping.items():
@@ -188,7 +188,7 @@ def _numeric_items(mapping: Mapping[str, Any]) -> tuple[list[str], list[float]]:
 
 
 def event_envelope(event: Any) -> dict[str, Any]:
-    """An observer event dataclass as the dict form of an ``ObserverEvent`` (payload arrays as lists).
+    """Encode an observer event dataclass as the dict form of an ``ObserverEvent`` (arrays as lists).
 
     A step's ``observation``/``action`` become ``observation_keys/values`` and ``action_keys/values``.
     """
@@ -396,8 +396,10 @@ class EpisodeRecorder:
         self._last_step_index = step_index
 
     def write_event(self, event: Any) -> None:
-        """Record one ObserverEvent: an event dataclass (``RunPolicyStarted`` / ``Step`` / ``Ended``), encoded
-        here, or a dict shaped like the message (payload arrays as lists).
+        """Record one ObserverEvent.
+
+        The event is a dataclass (``RunPolicyStarted`` / ``Step`` / ``Ended``), encoded here, or a dict shaped
+        like the message (payload arrays as lists).
 
         Logged at its ``utc_ns`` (or now when that is absent), with ``event_seq`` as the MCAP sequence.
         """
@@ -490,7 +492,7 @@ class EpisodeRecorder:
         return message
 
     def _message(self, type_name: str, value: Any) -> SimpleNamespace:
-        """A message dict checked against its definition and shaped as the CDR encoder needs it.
+        """Check a message dict against its definition and shape it as the CDR encoder needs it.
 
         Every field name must exist in the .msg (a misspelt field would otherwise be recorded silently as its
         default). Nested messages become namespaces, never dicts: the encoder falls back to
@@ -548,8 +550,10 @@ class EpisodeRecorder:
             self._durable = self._accepted
 
     def _cut_back(self) -> None:
-        """After a failed write: cut the file back to the end of the last whole write, so a partial chunk
-        never follows the recoverable ones."""
+        """Cut the file back to the end of the last whole write, after a failed one.
+
+        So a partial chunk never follows the recoverable ones.
+        """
         try:
             self._stream.truncate_to(self._good_offset)
         except (OSError, AttributeError):

@@ -56,8 +56,11 @@ class RunRefused(PreflightRefused):
 
 @dataclasses.dataclass(frozen=True)
 class FieldLimit:
-    """The allowed range of one numeric field: ``minimum``..``maximum``, both inclusive unless
-    ``exclusive_minimum`` (then ``value > minimum``). Non-finite values are always refused."""
+    """The allowed range of one numeric field.
+
+    ``minimum``..``maximum``, both inclusive unless ``exclusive_minimum`` (then ``value > minimum``).
+    Non-finite values are always refused.
+    """
 
     minimum: float
     maximum: float
@@ -72,7 +75,7 @@ class FieldLimit:
         return value > self.minimum if self.exclusive_minimum else value >= self.minimum
 
     def text(self) -> str:
-        """The range as a reader writes it: ``(0, 2000] Hz``, ``[1, 1000]``."""
+        """Return the range as a reader writes it: ``(0, 2000] Hz``, ``[1, 1000]``."""
         lo = "(" if self.exclusive_minimum else "["
         fmt = (lambda v: f"{int(v)}") if self.integer else (lambda v: f"{v:g}")
         return f"{lo}{fmt(self.minimum)}, {fmt(self.maximum)}]" + (f" {self.unit}" if self.unit else "")
@@ -138,7 +141,7 @@ class RunSpec:
         return p if isinstance(p, str) else type(p).__name__
 
     def episode_seed(self, index: int) -> "int | None":
-        """The seed of episode ``index``: ``seed + index`` (``None`` without a seed)."""
+        """Return the seed of episode ``index``: ``seed + index`` (``None`` without a seed)."""
         return None if self.seed is None else self.seed + index
 
 
@@ -198,7 +201,7 @@ def _mapping(field: str, value: Any) -> Mapping[str, Any]:
 
 
 def _alias(kwargs: dict, name: str, alias: str) -> Any:
-    """The value under ``name`` or ``alias``; both given with different values is refused."""
+    """Return the value under ``name`` or ``alias``; both given with different values is refused."""
     a = kwargs.pop(name, None)
     b = kwargs.pop(alias, None)
     if a is not None and b is not None and a != b:
@@ -208,7 +211,7 @@ def _alias(kwargs: dict, name: str, alias: str) -> Any:
 
 
 def _check_recording_dir(path: str) -> None:
-    """The directory exists and is writable, or can be created (nothing is created here)."""
+    """Check the directory exists and is writable, or can be created (nothing is created here)."""
     field = "recording_dir"
     probe = os.path.abspath(os.path.expanduser(path))
     if os.path.exists(probe):

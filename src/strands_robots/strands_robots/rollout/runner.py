@@ -78,7 +78,9 @@ from strands_robots.simulation.observers import (
 )
 
 __all__ = [
-    "PolicyRunner", "PreflightRefused", "RunRefused", "RunSpec", "validate_run", "UnknownActionKeys", "classify_verdict", "FAIL_FAST_STEPS", "DEFAULT_MAX_ONFRAME_FAILURES",
+    "PolicyRunner", "PreflightRefused", "RunRefused", "RunSpec", "validate_run", "UnknownActionKeys",
+    "classify_verdict", "FAIL_FAST_STEPS", "DEFAULT_MAX_ONFRAME_FAILURES", "DEFAULT_INFERENCE_TIMEOUT_S",
+    "DRIVER_FAULT",
     "STATUS_SUCCESS", "STATUS_ERROR",
 ]
 
@@ -211,8 +213,11 @@ class PolicyRunner:
             pacer.pause()
 
     def resume(self) -> None:
-        """End of takeover: the policy's ``resume`` is called with a fresh observation and the loop continues
-        from the arm's current state (the chunk in use is dropped, so no stale command is sent)."""
+        """End the takeover: the loop continues from the arm's current state.
+
+        The policy's ``resume`` is called with a fresh observation and the chunk in use is dropped, so no stale
+        command is sent.
+        """
         with self._pause_lock:
             self._pause_requested = False
             pacer = self._pacer
@@ -315,7 +320,7 @@ class PolicyRunner:
 
     # -- preflight ------------------------------------------------------------------------------------------
     def _preflight(self, spec: RunSpec, stop_when: Any, on_frame: Any) -> _Settings:
-        """The robot-side checks of a validated spec; nothing moves."""
+        """Run the robot-side checks of a validated spec; nothing moves."""
         s = _Settings()
         s.spec = spec
         s.control_frequency = spec.control_frequency
@@ -510,6 +515,7 @@ class PolicyRunner:
 
         pipeline = new_pipeline()
         index = 0
+        last_start = 0
         while True:
             if not pacer.wait():
                 st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
@@ -649,7 +655,7 @@ class PolicyRunner:
 
     @staticmethod
     def _driver_fault(detail: Any, st: "_EpisodeState") -> bool:
-        """A non-empty ``fault_detail()`` (the driver is gone or silent) ends the episode as an error."""
+        """End the episode as an error on a non-empty ``fault_detail()`` (the driver is gone or silent)."""
         if not detail:
             return False
         detail = str(detail)

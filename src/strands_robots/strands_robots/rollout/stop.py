@@ -38,8 +38,11 @@ class StopToken:
             waker.set()
 
     def add_waker(self, event: threading.Event) -> None:
-        """Also set ``event`` when a stop is requested: a thread waiting on something else (an inference in
-        flight) waits on one event that either its work or a stop sets. Check :attr:`requested` after adding."""
+        """Also set ``event`` when a stop is requested.
+
+        A thread waiting on something else (an inference in flight) then waits on one event that either its
+        work or a stop sets. Check :attr:`requested` after adding.
+        """
         with self._lock:
             self._wakers.append(event)
 

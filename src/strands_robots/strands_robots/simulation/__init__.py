@@ -1,5 +1,8 @@
-"""In-process simulation API (no rclpy): :class:`Simulation` with named robots and ``run_policy``, and the
-observer lane's events in :mod:`strands_robots.simulation.observers`."""
+"""In-process simulation API (no rclpy).
+
+:class:`Simulation` with named robots and ``run_policy``, and the observer lane's events in
+:mod:`strands_robots.simulation.observers`.
+"""
 
 from strands_robots.simulation.observers import (
     CooperativeStop,

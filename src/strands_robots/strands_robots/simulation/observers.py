@@ -207,7 +207,7 @@ class RunPolicyEnded:
     recorded_frames: int = 0
 
     def to_result(self) -> dict:
-        """The episode's JSON-able result: every field (tuples as lists)."""
+        """Return the episode's JSON-able result: every field (tuples as lists)."""
         out = {}
         for name in _ENDED_FIELDS:
             value = getattr(self, name)
@@ -257,7 +257,7 @@ def _is_number(value: Any) -> bool:
 
 
 def new_run_id() -> str:
-    """A fresh lifecycle id (uuid4 hex, 32 characters)."""
+    """Return a fresh lifecycle id (uuid4 hex, 32 characters)."""
     return uuid.uuid4().hex
 
 

@@ -15,7 +15,7 @@ first included. Nothing here imports rclpy.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any
 
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
@@ -40,8 +40,11 @@ class SimRobot:
 
 
 class Simulation:
-    """Named simulated robots, each a MuJoCo two-arm :class:`~strands_robots.arm.driver.DriverCore` driven
-    through :class:`~strands_robots.arm.backend.InProcessBackend`."""
+    """Named simulated robots.
+
+    Each is a MuJoCo two-arm :class:`~strands_robots.arm.driver.DriverCore` driven through
+    :class:`~strands_robots.arm.backend.InProcessBackend`.
+    """
 
     def __init__(self) -> None:
         self._robots: dict = {}
@@ -49,12 +52,13 @@ class Simulation:
 
     @classmethod
     def with_robot(cls, name: str = "alice", **kwargs: Any) -> "Simulation":
-        """A simulation holding one robot ``name`` (see :meth:`add_robot` for ``kwargs``)."""
+        """Return a simulation holding one robot ``name`` (see :meth:`add_robot` for ``kwargs``)."""
         sim = cls()
         sim.add_robot(name, **kwargs)
         return sim
 
-    def add_robot(self, name: str, *, backend: Any = None, config: Any = None, model_path: "str | None" = None) -> SimRobot:
+    def add_robot(self, name: str, *, backend: Any = None, config: Any = None,
+                  model_path: "str | None" = None) -> SimRobot:
         """Add a robot.
 
         :param name: unique robot name (``run_policy(robot_name=name)``).
