@@ -117,6 +117,7 @@ class OperatorConsole:
 
     # -- what the procedure calls ---------------------------------------------------------------------------
     def begin_episode(self, episode_id: str, sheet: ScoringSheet) -> None:
+        """Start the console's record of ``episode_id`` (lease and start pose come next)."""
         with self._cond:
             self._phase = _PREPARING
             self._episode_id = episode_id
@@ -127,6 +128,7 @@ class OperatorConsole:
             self._decision = None
 
     def rollout_started(self) -> None:
+        """Open takeover, resume and claim: the rollout runs."""
         with self._cond:
             self._phase = _ROLLOUT
 
@@ -138,6 +140,7 @@ class OperatorConsole:
             return self._taken_over
 
     def end_episode(self) -> None:
+        """Close the episode: every action refers to nothing until the next :meth:`begin_episode`."""
         with self._cond:
             self._phase = _IDLE
             self._episode_id = ""
@@ -164,21 +167,25 @@ class OperatorConsole:
 
     @property
     def episode_id(self) -> str:
+        """The current episode's id (empty between episodes)."""
         with self._cond:
             return self._episode_id
 
     @property
     def taken_over(self) -> bool:
+        """Whether the current episode was taken over at some point."""
         with self._cond:
             return self._taken_over
 
     @property
     def in_takeover(self) -> bool:
+        """Whether a takeover is in force now."""
         with self._cond:
             return self._in_takeover
 
     @property
     def claimed_by(self) -> str:
+        """The operator who claimed the arms during the current episode, if any."""
         with self._cond:
             return self._claimed_by
 
