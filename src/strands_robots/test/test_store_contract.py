@@ -186,3 +186,24 @@ def test_view_reads_the_job_its_latest_snapshot_and_its_stations_last_heard_toge
     assert (got.snapshot.updated_unix_ms, got.snapshot.state, got.station_last_heard) == (9000, "RUNNING", 9100)
     store.put_snapshot(_snap(t=9500, state="SUCCEEDED"))
     assert store.view("job-1").snapshot.state == "SUCCEEDED"  # a reader sees what the writer committed
+
+
+def test_postgres_store_replaces_a_broken_connection_and_keeps_serving(postgres_url):
+    import psycopg
+
+    reset_postgres(postgres_url)
+    store = PostgresStore(postgres_url, pool_size=2)
+    try:
+        store.create_job(_job())
+        store.put_snapshot(_snap(t=100))
+        # the server ends every session of the store (as a restart would)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                   "WHERE pid <> pg_backend_pid() AND datname = current_database()").fetchone()[0]
+        assert killed >= 2
+        for _ in range(3):  # every pooled connection is found broken and replaced
+            assert store.get_snapshot("job-1").updated_unix_ms == 100
+        assert store.put_snapshot(_snap(t=200)) is True
+        assert store.get_snapshot("job-1").updated_unix_ms == 200
+    finally:
+        store.close()

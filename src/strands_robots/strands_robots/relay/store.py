@@ -18,11 +18,12 @@ fields it must query (job id, station, owner, state, time).
 
 from __future__ import annotations
 
+import queue
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
@@ -318,43 +319,103 @@ class SqliteStore(_SqlStore):
 class PostgresStore(_SqlStore):
     """A store several relays share: PostgreSQL through psycopg 3, autocommit (every call committed).
 
+    Calls run on a small pool of connections (``pool_size``), so concurrent polls do not queue behind one
+    connection. A connection that breaks (server restarted) is replaced on its next use, and the call is
+    tried once more on the new one; a failure after that raises :class:`StoreError`.
+
     :param conninfo: a ``postgresql://`` URL or a libpq connection string.
     """
 
     _p = "%s"
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, pool_size: int = 4) -> None:
         super().__init__()
         try:
             import psycopg
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise StoreError(f"the PostgreSQL store needs psycopg: {exc}") from exc
+        if pool_size < 1:
+            raise StoreError(f"pool_size must be >= 1, got {pool_size}")
         self._psycopg = psycopg
         self.conninfo = conninfo
+        self._pool: "queue.Queue[Any]" = queue.Queue()
+        self._all: list = []
+        self._closed = False
         try:
-            self._conn = psycopg.connect(conninfo, autocommit=True)
+            first = self._connect()
             # One relay creating the tables while another does: the advisory lock serialises the DDL.
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(7262001)")
+            with first.transaction():
+                first.execute("SELECT pg_advisory_xact_lock(7262001)")
                 for stmt in _SCHEMA:
-                    self._conn.execute(stmt.format(blob="BYTEA"))
+                    first.execute(stmt.format(blob="BYTEA"))
+            self._pool.put(first)
+            for _ in range(pool_size - 1):
+                self._pool.put(self._connect())
         except psycopg.Error as exc:
+            self.close()
             raise StoreError(f"cannot open PostgreSQL store: {exc}") from exc
+
+    def _connect(self) -> Any:
+        conn = self._psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+        with self._lock:
+            self._all.append(conn)
+        return conn
 
     def _integrity_errors(self) -> tuple:
         return (self._psycopg.errors.UniqueViolation,)
 
+    @staticmethod
+    def _run(conn: Any, sql: str, params: Sequence) -> list:
+        cur = conn.execute(sql, tuple(params))
+        try:
+            return cur.fetchall() if cur.description is not None else []
+        finally:
+            cur.close()
+
     def _execute(self, sql: str, params: Sequence = ()) -> list:
-        with self._lock:
-            cur = self._conn.execute(sql, tuple(params))
+        # The pool holds connections, or None where one broke and could not be replaced yet.
+        psycopg = self._psycopg
+        if self._closed:
+            raise StoreError("the PostgreSQL store is closed")
+        try:
+            conn = self._pool.get(timeout=30.0)
+        except queue.Empty:
+            raise StoreError("no PostgreSQL connection came free within 30 s") from None
+        try:
+            if conn is None:
+                conn = self._connect()
             try:
-                return cur.fetchall() if cur.description is not None else []
-            finally:
-                cur.close()
+                return self._run(conn, sql, params)
+            except psycopg.OperationalError:
+                if not (conn.closed or conn.broken):
+                    raise
+            # the connection broke (server restarted, network): once more on a new one
+            self._drop(conn)
+            conn = None
+            conn = self._connect()
+            return self._run(conn, sql, params)
+        except psycopg.IntegrityError:
+            raise
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store: {exc}") from exc
+        finally:
+            self._pool.put(conn)
+
+    def _drop(self, conn: Any) -> None:
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        try:
+            conn.close()
+        except Exception:  # already broken
+            pass
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
-            self._conn.close()
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
 
 
 def open_store(url: str) -> Store:
