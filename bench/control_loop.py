@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import platform
@@ -55,11 +56,13 @@ ROOT = os.path.dirname(HERE)
 RESULTS_DIR = os.path.join(HERE, "results")
 NAMESPACE = "/bench"
 EVENTS_TOPIC = f"{NAMESPACE}/observer_events"
-DEFAULT_RATES = "50,200,500"
+DEFAULT_RATES = "200,500,1000"
+ROS_MODES = ("stream", "service")
 DEFAULT_INPROC_EXTRA = (1000.0,)
 
 # DESIGN.md §8.
 TARGET_ROS_RATE = 200.0
+TARGET_ROS_RATES = (200.0, 500.0)
 TARGET_ROS_P99_MS = 1.0
 TARGET_MISSED_PCT = 0.1
 TARGET_INPROC_RATES = (500.0, 1000.0)
@@ -302,6 +305,10 @@ WALL_CAP_EXTRA_S = 10.0
 
 
 def run_rollout(runner: Any, rate: float, duration: float, observer: Any) -> dict:
+    # As the rollout node's main(): what exists before the run is frozen out of the garbage collector, so a full
+    # collection (13 ms over ~60 000 objects here) does not stall the loop.
+    gc.collect()
+    gc.freeze()
     cap_s = duration * WALL_CAP_FACTOR + WALL_CAP_EXTRA_S
     timer = threading.Timer(cap_s, runner.request_stop, args=(f"bench wall-clock cap {cap_s:g} s",))
     timer.daemon = True
@@ -331,6 +338,9 @@ def summarise(mode: str, with_obs: bool, rate: float, duration: float, result: d
         "observer_failures": result.get("observer_failures", 0),
     }
     row.update(loop_metrics(timed, rate))
+    # Command-to-verdict latency: on the stream, publish to verdict arrival (set in extra); on the service and
+    # in process the verdict is the call's return, so it is the round trip.
+    row["c2v_ms"] = row["rtt_ms"]
     row["observer_cost"] = observer_metrics(timed_obs, steps)
     row["cpu"] = cpu
     row.update(extra)
@@ -386,8 +396,10 @@ def run_inproc(rate: float, duration: float, with_obs: bool, observer_kind: str)
 class RosHarness:
     """One driver process (at one joint_states rate) and this process's client node, executor and lease."""
 
-    def __init__(self, driver_rate_hz: float, log_dir: str, executor: str, executor_threads: int) -> None:
+    def __init__(self, driver_rate_hz: float, log_dir: str, executor: str, executor_threads: int,
+                 command_path: str = "stream") -> None:
         self.driver_rate_hz = driver_rate_hz
+        self.command_path = command_path
         self.log_dir = log_dir
         self.executor_kind = executor
         self.executor_threads = executor_threads
@@ -418,14 +430,17 @@ class RosHarness:
         from strands_robots.nodes._qos import EVENT_QOS
         from strands_robots.nodes.driver_client import RosDriverBackend
 
-        self._log = open(os.path.join(self.log_dir, f"driver-{self.driver_rate_hz:g}hz.log"), "ab")
+        self._log = open(os.path.join(self.log_dir, f"driver-{self.command_path}-{self.driver_rate_hz:g}hz.log"), "ab")
         argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
                 "-r", f"__ns:={NAMESPACE}", "-p", "autostart:=true",
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
         self.driver = Child("driver", argv, self._log, subprocess.STDOUT)
         self.node = rclpy.create_node("bench_rollout", namespace=NAMESPACE)
-        # As the rollout node (its defaults; the joint limits come from the driver's DriverStatus).
-        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0)
+        # As the rollout node (its defaults; the joint limits come from the driver's DriverStatus). The start
+        # pose is moved to before every run, outside the timed episode, so reset() does not move again.
+        self.backend = RosDriverBackend(self.node, action_timeout_s=0.5, wait_timeout_s=30.0,
+                                        command_path=self.command_path, control_frequency=self.driver_rate_hz,
+                                        reset_moves_to_start_pose=False)
         self.events_pub = self.node.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
@@ -496,6 +511,12 @@ class RosHarness:
         move = backend.move_to_start_pose()
         if not move.reached:
             raise RuntimeError(f"start pose not reached: {move.detail}")
+        backend.set_control_frequency(rate)
+        # A run id of its own, as the rollout node gives each episode (the stream's step indices restart at 0).
+        backend.begin_run(f"bench-{self.command_path}-{rate:g}-{time.monotonic_ns()}")
+        stream = backend.stream
+        stream.latencies_ns.clear()
+        stream_counts0 = (stream.sent, stream.answered, stream.late)
         steps = int(round(duration * rate))
         timed = TimedBackend(backend, steps + 16)
         runner = PolicyRunner(timed, robot_name="bench_ros", stop=StopToken())
@@ -505,7 +526,9 @@ class RosHarness:
         extra: dict = {"observer_kind": "", "driver_joint_states_hz": self.driver_rate_hz,
                        "client_executor": (f"MultiThreadedExecutor({self.executor_threads})"
                                            if self.executor_kind == "multi" else "SingleThreadedExecutor"),
-                       "start_pose_s": move.elapsed_s}
+                       "start_pose_s": move.elapsed_s, "command_path": self.command_path,
+                       "start_pose_via": move.via, "verdict_wait_ms": backend.verdict_wait_s * 1e3,
+                       "driver_silence_s": backend.silence_s}
         children = {"driver": self.driver}
         try:
             if with_obs:
@@ -535,7 +558,12 @@ class RosHarness:
             if counter is not None:
                 counter.stop(grace_s=2.0)
         extra["driver_alive"] = self.driver.alive() if self.driver else False
-        return summarise("ros", with_obs, rate, duration, result, timed, timed_obs, cpu, extra)
+        if self.command_path == "stream":
+            lat = np.asarray(stream.latencies_ns, dtype=np.int64) / 1e6
+            extra["c2v_ms"] = _pcts(lat)
+            extra["stream"] = {"sent": stream.sent - stream_counts0[0], "answered": stream.answered - stream_counts0[1],
+                               "late": stream.late - stream_counts0[2]}
+        return summarise(self.command_path, with_obs, rate, duration, result, timed, timed_obs, cpu, extra)
 
     @staticmethod
     def _collect(counter: Child, queued: Any, flushed: bool) -> dict:
@@ -779,7 +807,7 @@ def _f(value: Any, fmt: str = "{:.3f}") -> str:
 
 
 COLUMNS = [
-    ("mode", 6, lambda r: r["mode"]),
+    ("mode", 7, lambda r: r["mode"]),
     ("obs", 4, lambda r: "with" if r["observer"] else "-"),
     ("Hz", 5, lambda r: _f(r["rate_hz"], "{:g}")),
     ("steps/s", 8, lambda r: _f(r.get("achieved_hz"), "{:.1f}")),
@@ -789,6 +817,8 @@ COLUMNS = [
     ("miss %", 7, lambda r: _f(r.get("missed_pct"), "{:.2f}")),
     ("rtt p50", 8, lambda r: _f(r.get("rtt_ms", {}).get("p50"))),
     ("rtt p99", 8, lambda r: _f(r.get("rtt_ms", {}).get("p99"))),
+    ("c2v p50", 8, lambda r: _f(r.get("c2v_ms", {}).get("p50"))),
+    ("c2v p99", 8, lambda r: _f(r.get("c2v_ms", {}).get("p99"))),
     ("events pub/recv/lost", 20, lambda r: _events_cell(r)),
     ("obs us/st", 9, lambda r: _f(r.get("observer_cost", {}).get("us_per_step"), "{:.1f}")),
     ("cpu%", 5, lambda r: _f(r.get("cpu", {}).get("bench_cpu_pct"), "{:.0f}")),
@@ -813,7 +843,7 @@ def table(rows: list) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.get("failed"):
-            lines.append(f"{r['mode']:>6} {'with' if r['observer'] else '-':>4} {r['rate_hz']:>5g}  FAILED: "
+            lines.append(f"{r['mode']:>7} {'with' if r['observer'] else '-':>4} {r['rate_hz']:>5g}  FAILED: "
                          f"{r['failed']}")
             continue
         lines.append(" ".join(str(fn(r)).rjust(w) for _, w, fn in COLUMNS))
@@ -844,15 +874,19 @@ def ratios(rows: list) -> list:
     rates = sorted({r["rate_hz"] for r in rows})
     for rate in rates:
         for obs in (False, True):
-            ros, inp = _find(rows, "ros", rate, obs), _find(rows, "inproc", rate, obs)
-            if ros and inp:
-                lines.append(
-                    f"ROS / in-process @ {rate:g} Hz{' (with observer)' if obs else ''}: "
-                    f"RTT p50 {ros['rtt_ms']['p50']:.3f} / {inp['rtt_ms']['p50']:.3f} ms = "
-                    f"{_ratio(ros['rtt_ms']['p50'], inp['rtt_ms']['p50'])}, "
-                    f"p99 deviation {ros['interval_dev_ms']['p99']:.3f} / {inp['interval_dev_ms']['p99']:.3f} ms = "
-                    f"{_ratio(ros['interval_dev_ms']['p99'], inp['interval_dev_ms']['p99'])}")
-    for mode in ("ros", "inproc"):
+            stream, service, inp = (_find(rows, "stream", rate, obs), _find(rows, "service", rate, obs),
+                                    _find(rows, "inproc", rate, obs))
+            tag = f"@ {rate:g} Hz{' (with observer)' if obs else ''}"
+            for name, other in (("service", service), ("in-process", inp)):
+                if stream and other:
+                    lines.append(
+                        f"stream / {name} {tag}: p99 deviation {stream['interval_dev_ms']['p99']:.3f} / "
+                        f"{other['interval_dev_ms']['p99']:.3f} ms = "
+                        f"{_ratio(stream['interval_dev_ms']['p99'], other['interval_dev_ms']['p99'])}, missed "
+                        f"{stream['missed_pct']:.2f} / {other['missed_pct']:.2f} %, steps/s "
+                        f"{stream['achieved_hz']:.1f} / {other['achieved_hz']:.1f}, command-to-verdict p50 "
+                        f"{stream['c2v_ms']['p50']:.3f} / {other['c2v_ms']['p50']:.3f} ms")
+    for mode in ("stream", "service", "inproc"):
         for rate in rates:
             w, wo = _find(rows, mode, rate, True), _find(rows, mode, rate, False)
             if w and wo:
@@ -860,7 +894,7 @@ def ratios(rows: list) -> list:
                 cpu_wo = wo["cpu"]["bench_cpu_s"]
                 delta_us = (cpu_w / max(1, w["steps"]) - cpu_wo / max(1, wo["steps"])) * 1e6
                 extra = ""
-                if mode == "ros" and "counter_cpu_s" in w["cpu"]:
+                if mode != "inproc" and "counter_cpu_s" in w["cpu"]:
                     extra = f", + counter process {w['cpu']['counter_cpu_pct']:.0f}% CPU"
                 lines.append(
                     f"with / without observer, {mode} @ {rate:g} Hz: p99 deviation "
@@ -879,18 +913,21 @@ def targets(rows: list, micro: dict) -> list:
     def verdict(ok: bool) -> str:
         return "met   " if ok else "MISSED"
 
-    r = _find(rows, "ros", TARGET_ROS_RATE, True) or _find(rows, "ros", TARGET_ROS_RATE, False)
-    if r:
+    for mode, rate in [(m, x) for m in ("stream", "service") for x in TARGET_ROS_RATES]:
+        r = _find(rows, mode, rate, True) or _find(rows, mode, rate, False)
+        if not r:
+            continue
         p99 = r["interval_dev_ms"]["p99"]
-        lines.append(f"[{verdict(p99 < TARGET_ROS_P99_MS)}] ROS {TARGET_ROS_RATE:g} Hz p99 deviation < "
+        label = f"ROS ({mode}) {rate:g} Hz"
+        lines.append(f"[{verdict(p99 < TARGET_ROS_P99_MS)}] {label} p99 deviation < "
                      f"{TARGET_ROS_P99_MS:g} ms: {p99:.3f} ms ({'with' if r['observer'] else 'without'} observer)")
-        lines.append(f"[{verdict(r['missed_pct'] < TARGET_MISSED_PCT)}] ROS {TARGET_ROS_RATE:g} Hz missed "
+        lines.append(f"[{verdict(r['missed_pct'] < TARGET_MISSED_PCT)}] {label} missed "
                      f"deadlines < {TARGET_MISSED_PCT:g} %: {r['missed_pct']:.3f} %")
         ev = r.get("events")
         if ev:
             lost = ev.get("lost")
-            lines.append(f"[{verdict(lost == 0 and ev.get('missing') == 0 and not ev.get('dropped'))}] ROS "
-                         f"{TARGET_ROS_RATE:g} Hz zero lost events: published {ev['published']}, dropped "
+            lines.append(f"[{verdict(lost == 0 and ev.get('missing') == 0 and not ev.get('dropped'))}] {label} "
+                         f"zero lost events: published {ev['published']}, dropped "
                          f"{ev['dropped']}, received {ev['received']}, event_seq gaps {ev.get('missing')}")
     for rate in TARGET_INPROC_RATES:
         for obs in (False, True):
@@ -921,7 +958,9 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     p.add_argument("--inproc-rates", default=None,
                    help="in-process rates (default: --rates, plus 1000 when --rates is not given)")
     p.add_argument("--duration", type=float, default=20.0, help="seconds per run (default 20)")
-    p.add_argument("--modes", default="ros,inproc", help="ros, inproc or both (default ros,inproc)")
+    p.add_argument("--modes", default="stream,service,inproc",
+                   help="stream (the nodes' command path), service (SendAction per step), inproc; comma-separated "
+                        "(default all three; ros = service)")
     p.add_argument("--observer", choices=("both", "with", "without"), default="both")
     p.add_argument("--inproc-observer", choices=("counting", "queued"), default="counting",
                    help="in-process 'with observer': a counting observer (default) or the QueuedEventPublisher")
@@ -957,10 +996,10 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
     else:
         args.inproc_rate_list = args.rate_list + (
             [r for r in DEFAULT_INPROC_EXTRA if r not in args.rate_list] if args.rates is None else [])
-    args.mode_list = [m.strip() for m in args.modes.split(",") if m.strip()]
+    args.mode_list = [("service" if m.strip() == "ros" else m.strip()) for m in args.modes.split(",") if m.strip()]
     for m in args.mode_list:
-        if m not in ("ros", "inproc"):
-            p.error(f"unknown mode {m!r} (ros, inproc)")
+        if m not in ROS_MODES + ("inproc",):
+            p.error(f"unknown mode {m!r} (stream, service, inproc)")
     args.obs_list = {"both": [False, True], "with": [True], "without": [False]}[args.observer]
     if args.duration <= 0:
         p.error("--duration must be > 0")
@@ -987,7 +1026,7 @@ def main(argv: "list[str] | None" = None) -> int:
     log_dir = os.path.join(RESULTS_DIR, f"logs-{stamp}")
     os.makedirs(log_dir, exist_ok=True)
 
-    ros_needed = "ros" in args.mode_list
+    ros_needed = any(m in ROS_MODES for m in args.mode_list)
     rclpy = None
     if ros_needed:
         import rclpy as _rclpy
@@ -1003,7 +1042,7 @@ def main(argv: "list[str] | None" = None) -> int:
     print(machine_line(machine), flush=True)
     plan = []
     for mode in args.mode_list:
-        for rate in (args.rate_list if mode == "ros" else args.inproc_rate_list):
+        for rate in (args.rate_list if mode in ROS_MODES else args.inproc_rate_list):
             for obs in args.obs_list:
                 plan.append((mode, rate, obs))
     labels = ", ".join(f"{m} {r:g} Hz{' +obs' if o else ''}" for m, r, o in plan)
@@ -1020,7 +1059,7 @@ def main(argv: "list[str] | None" = None) -> int:
             print("microbench: observer lane ...", flush=True)
             micro.update(microbench(args.micro_events))
         if args.floor_duration > 0:
-            all_rates = sorted(set(args.rate_list if "ros" in args.mode_list else [])
+            all_rates = sorted(set(args.rate_list if ros_needed else [])
                                | set(args.inproc_rate_list if "inproc" in args.mode_list else []))
             print(f"pacer floor: DeadlinePacer alone, {args.floor_duration:g} s per rate ...", flush=True)
             for rate in all_rates:
@@ -1041,7 +1080,7 @@ def main(argv: "list[str] | None" = None) -> int:
                     by_driver_rate.setdefault(drv, []).append(rate)
                 for drv, rates in by_driver_rate.items():
                     try:
-                        with RosHarness(drv, log_dir, args.executor, args.executor_threads) as ros:
+                        with RosHarness(drv, log_dir, args.executor, args.executor_threads, mode) as ros:
                             for rate in rates:
                                 for obs in args.obs_list:
                                     rows.append(_one(lambda: ros.run(rate, args.duration, obs), mode, rate, obs,
@@ -1072,8 +1111,9 @@ def main(argv: "list[str] | None" = None) -> int:
         executor = ("SingleThreadedExecutor" if args.executor == "single"
                     else f"MultiThreadedExecutor({args.executor_threads})")
         print(f"{args.duration:g} s per run; mock policy, deadline pacing; deviation = |step interval - period| "
-              f"between send_action starts, ms; rtt = send_action round trip, ms"
-              + (f"; ROS client executor: {executor}" if "ros" in args.mode_list else ""))
+              f"between send_action starts, ms; rtt = send_action on the control thread, ms; c2v = command to "
+              f"verdict (stream: publish to verdict arrival; service/inproc: the round trip), ms"
+              + (f"; ROS client executor: {executor}" if ros_needed else ""))
         print(table(rows))
         others = [r["cpu"]["others_cpu_pct"] for r in rows if "others_cpu_pct" in r.get("cpu", {})]
         if others:

@@ -96,10 +96,10 @@ class Rig:
                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
         # A generous send_action deadline: on a loaded machine a late answer must not turn into an unknown step
         # in tests about per-key verdicts (the killed-driver test sets its own).
-        # Likewise a step waits up to 0.9 of a period for its streamed verdict (the node's default is 0.5): the
-        # driver, the rollout and the client share one interpreter here, unlike the node processes.
+        # Likewise a step waits up to 1 s for its streamed verdict (the node's default is a fraction of the period):
+        # tests of verdicts must not see a late one as unknown (the fault tests use the default).
         params = {"start_pose_before_episode": False, "control_frequency": RATE_HZ, "driver_timeout_s": 30.0,
-                  "action_timeout_s": 5.0, "command_path": COMMAND_PATH, "verdict_wait_fraction": 0.9}
+                  "action_timeout_s": 5.0, "command_path": COMMAND_PATH, "verdict_timeout_s": 1.0}
         params.update(rollout)
         self.rollout = self._add(RolloutNode(
             context=self.context, namespace=self.namespace,
@@ -580,8 +580,9 @@ def test_construction_only_parameters_are_read_only_and_ranges_come_from_the_sha
     r = rig()
     node = r.rollout
     for name, value in (("driver_namespace", "/elsewhere"), ("command_path", "service"),
-                        ("event_queue_depth", 10), ("action_timeout_s", 1.0), ("autorun_episodes", 3)):
-        res = node.set_parameters([Parameter(name, value=value)])[0]
+                        ("event_queue_depth", 10), ("action_timeout_s", 1.0), ("autorun_episodes", 3),
+                        ("driver_silence_s", 0.3), ("verdict_timeout_s", 0.5), ("verdict_wait_fraction", 0.3)):
+        res = node.set_parameters([Parameter(name, value=value)])[0]  # noqa: PLW2901
         assert not res.successful, f"{name} accepted a runtime change"
     assert node.get_parameter("command_path").value == COMMAND_PATH
     assert node.set_parameters([Parameter("robot_name", value="bob")])[0].successful  # applied per goal

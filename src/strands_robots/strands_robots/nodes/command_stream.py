@@ -5,17 +5,19 @@ verdict and classifies it at once (full / partial / none / unknown), so ``RunPol
 own verdict. Over the stream that works like this:
 
 - ``send`` publishes the ``ActionCommand`` (run id, step index, lease token, keys, values, ``sent``, and
-  ``apply_by = sent + stale_after_s``; the rollout sets ``stale_after_s`` to one control period, so the driver
-  never applies an action after its period is over) and waits on an event that the verdict subscription sets
-  when **this** step's verdict arrives. No service, no future, no executor round trip on the control thread:
+  ``apply_by = sent + stale_after_s``; the rollout sets ``stale_after_s`` to three control periods, at least
+  10 ms: a delivery a loaded machine delayed still applies, in order, while a command the loop has long moved
+  on from never moves the arms) and waits on an event that the verdict subscription sets when **this** step's
+  verdict arrives. No service, no future, no executor round trip on the control thread:
   the publish is a DDS write, and the answer is one ``threading.Event`` hand-over from the executor thread.
 - The wait is bounded by ``wait_s``, a fraction of the control period (``verdict_wait_fraction``, default
-  0.5), so a missing verdict costs at most that and never a deadline: the driver answers within ~0.3-1 ms on
-  this machine (bench/README.md), well inside half a period at 500 Hz. Past the bound the step is ``unknown``
+  0.6), so a missing verdict costs at most that and never a deadline: the driver answers within ~0.5-1 ms on
+  this machine (bench/README.md), inside the bound at 200 and 500 Hz. Past the bound the step is ``unknown``
   with a coarse error (``no verdict within ...``); the verdict, if it still comes, is counted as ``late`` and
   its step stays unknown (the loop has moved on; unknown means "not known", never a guess). A command that
   arrives at the driver after its ``apply_by`` is refused as ``stale`` and the arms hold, so a step the loop
-  gave up on is, at worst, unknown, never applied behind the loop's back a period late.
+  gave up on is unknown (it may still have applied within its ``apply_by``), and nothing older than that
+  ever moves the arms.
 - Steps that go unanswered count toward the dead-driver detection (:mod:`strands_robots.nodes.driver_watch`).
 
 Why not pipeline the classification one step late (send k, read verdict k while step k+1 runs)? The runner

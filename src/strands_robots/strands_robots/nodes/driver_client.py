@@ -62,7 +62,12 @@ COMMAND_PATH_STREAM = "stream"
 COMMAND_PATH_SERVICE = "service"
 COMMAND_PATHS = (COMMAND_PATH_STREAM, COMMAND_PATH_SERVICE)
 # Fraction of the control period the stream path waits for a step's verdict (command_stream.py).
-DEFAULT_VERDICT_WAIT_FRACTION = 0.5
+DEFAULT_VERDICT_WAIT_FRACTION = 0.6
+# A streamed command is stale (the driver refuses it) this many control periods after it was sent, and never
+# sooner than STALE_AFTER_MIN_S: late enough that a delivery delayed by a loaded machine still applies in order,
+# early enough that a command the loop has long moved on from never moves the arms.
+STALE_AFTER_PERIODS = 3
+STALE_AFTER_MIN_S = 0.010
 # How long move_to_start_pose looks for the driver's action server before it falls back to the service.
 _START_POSE_DISCOVERY_S = 2.0
 
@@ -101,6 +106,8 @@ class RosDriverBackend:
     :param control_frequency: the rollout's rate; sets the verdict wait, the commands' ``apply_by`` and the
         default silence bound (:meth:`set_control_frequency` changes it per episode).
     :param verdict_wait_fraction: stream path: the share of a control period a step waits for its verdict.
+    :param verdict_timeout_s: stream path: wait this long instead (0: the fraction); longer than a period trades
+        missed deadlines for fewer unknown steps on a loaded machine.
     :param driver_silence_s: the dead-driver bound; 0 derives it from the control period
         (:func:`~strands_robots.nodes.driver_watch.default_silence_s`).
     :param reset_moves_to_start_pose: ``reset()`` moves the arms to the start pose (raises when unreached).
@@ -117,6 +124,7 @@ class RosDriverBackend:
         command_path: str = COMMAND_PATH_STREAM,
         control_frequency: float = 50.0,
         verdict_wait_fraction: float = DEFAULT_VERDICT_WAIT_FRACTION,
+        verdict_timeout_s: float = 0.0,
         driver_silence_s: float = 0.0,
         reset_moves_to_start_pose: bool = True,
     ) -> None:
@@ -133,6 +141,10 @@ class RosDriverBackend:
         self._action_timeout_s = float(action_timeout_s)
         self._wait_timeout_s = float(wait_timeout_s)
         self._verdict_wait_fraction = float(verdict_wait_fraction)
+        if not (isinstance(verdict_timeout_s, (int, float)) and math.isfinite(verdict_timeout_s)
+                and verdict_timeout_s >= 0):
+            raise ValueError(f"verdict_timeout_s must be a finite number >= 0, got {verdict_timeout_s!r}")
+        self._verdict_timeout_s = float(verdict_timeout_s)
         self._silence_override_s = float(driver_silence_s or 0.0)
         self.reset_moves_to_start_pose = bool(reset_moves_to_start_pose)
         self.lease_token = lease_token
@@ -209,7 +221,12 @@ class RosDriverBackend:
     @property
     def verdict_wait_s(self) -> float:
         """Stream path: how long a step waits for its verdict (s)."""
-        return self._verdict_wait_fraction * self._period_s
+        return self._verdict_timeout_s or self._verdict_wait_fraction * self._period_s
+
+    @property
+    def stale_after_s(self) -> float:
+        """Stream path: how long after sending a command the driver still applies it (``apply_by``)."""
+        return max(STALE_AFTER_PERIODS * self._period_s, STALE_AFTER_MIN_S, self.verdict_wait_s)
 
     @property
     def stream(self) -> CommandStream:
@@ -319,7 +336,7 @@ class RosDriverBackend:
         wire = {k: _as_wire_float(v) for k, v in action.items()}
         wait_s = self.verdict_wait_s
         self._watch.command_sent()
-        msg = self._stream.send(wire, run_id, step_index, self.lease_token, wait_s, stale_after_s=self._period_s)
+        msg = self._stream.send(wire, run_id, step_index, self.lease_token, wait_s, stale_after_s=self.stale_after_s)
         if msg is None:
             return ActionVerdict.coarse(f"no verdict from the {self.driver_name} within {wait_s * 1e3:.2f} ms "
                                         f"(step {step_index})")

@@ -41,6 +41,7 @@ condition, 1 otherwise.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import sys
@@ -112,10 +113,13 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
                                "service (one SendAction call per step, for comparison)", {"read_only": True}),
     "verdict_wait_fraction": (DEFAULT_VERDICT_WAIT_FRACTION,
                               "stream path: share of a control period a step waits for its verdict; later is "
-                              "unknown", {"floating_point_range": _float_range(0.05, 0.9)}),
+                              "unknown", {"floating_point_range": _float_range(0.05, 0.9), "read_only": True}),
+    "verdict_timeout_s": (0.0, "stream path: wait this long for a step's verdict instead (0: the fraction); "
+                               "past a period it costs deadlines", {"floating_point_range": _float_range(0.0, 60.0),
+                                                                    "read_only": True}),
     "driver_silence_s": (0.0, f"end the episode as an error when the driver is silent this long (no joint_states "
                               f"or no answers); 0: 10 control periods within [0.25, {SILENCE_MAX_S:g}] s",
-                         {"floating_point_range": _float_range(0.0, SILENCE_MAX_S)}),
+                         {"floating_point_range": _float_range(0.0, SILENCE_MAX_S), "read_only": True}),
     "control_frequency": (50.0, _describe("control_frequency", "control rate in Hz"), _limit("control_frequency")),
     "policy_provider": ("mock", "policy provider: " + ", ".join(known_providers()), {}),
     "policy_config_json": ("", "policy provider options as a JSON object; empty for none", {}),
@@ -189,7 +193,8 @@ class RolloutNode(Node):
             self, driver_namespace=self.p("driver_namespace"), action_timeout_s=self.p("action_timeout_s"),
             wait_timeout_s=self.p("driver_timeout_s"), command_path=self.p("command_path"),
             control_frequency=self.p("control_frequency"), verdict_wait_fraction=self.p("verdict_wait_fraction"),
-            driver_silence_s=self.p("driver_silence_s"), reset_moves_to_start_pose=False,
+            verdict_timeout_s=self.p("verdict_timeout_s"), driver_silence_s=self.p("driver_silence_s"),
+            reset_moves_to_start_pose=False,
         )
         self._observers = [_RunTracker(self.backend), self._events]
         self._stop = StopToken()
@@ -505,6 +510,11 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         node = RolloutNode()
         executor.add_node(node)
+        # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
+        # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
+        # or its verdict callback every few seconds. Only what episodes allocate is collected from here on.
+        gc.collect()
+        gc.freeze()
         spinner = spin_in_background(executor, "rollout-executor")
         while not stop.is_set() and not node.done.wait(0.1):
             if executor_died is not None and executor_died(spinner) is not None:
