@@ -991,8 +991,10 @@ def driver_joint_state(observation: Mapping[str, Any], stamp_ns: int) -> Any:
 
 
 def joint_state_robot_time_s(msg: Any) -> "float | None":
-    """The robot time of a driver ``JointState`` (see :func:`driver_joint_state`); None when it carries none
-    (another publisher: then only the stamp is known)."""
+    """Return the robot time a driver ``JointState`` carries (see :func:`driver_joint_state`).
+
+    None when it carries none (another publisher: then only the stamp is known).
+    """
     frame = msg.header.frame_id
     if not frame.startswith(ROBOT_TIME_FRAME_PREFIX):
         return None
@@ -1003,14 +1005,15 @@ def joint_state_robot_time_s(msg: Any) -> "float | None":
 
 
 def driver_joint_state_to_observation(msg: Any) -> dict[str, float]:
-    """The observation of a driver ``JointState``: ``sim_time_s`` is the robot time it carries (falling back to
-    the stamp for a JointState from elsewhere)."""
+    """Return the observation of a driver ``JointState``, ``sim_time_s`` being the robot time it carries.
+
+    A JointState from elsewhere falls back to its stamp.
+    """
     return joint_state_to_observation(msg, sim_time_s=joint_state_robot_time_s(msg))
 
 
 def clock_msg(robot_time_s: float) -> Any:
-    """``rosgraph_msgs/Clock`` of the robot time (published on ``/clock`` when the driver offers simulation
-    time)."""
+    """Build the ``rosgraph_msgs/Clock`` of the robot time (``/clock`` when the driver offers simulation time)."""
     from rosgraph_msgs.msg import Clock
 
     m = Clock()
@@ -1019,8 +1022,10 @@ def clock_msg(robot_time_s: float) -> Any:
 
 
 def msg_to_stream_command(msg: Any) -> Any:
-    """The :class:`~strands_robots.arm.command_stream.StreamCommand` of an ``ActionCommand`` (``apply_by`` in
-    ns; zero = no deadline)."""
+    """Return the :class:`~strands_robots.arm.command_stream.StreamCommand` of an ``ActionCommand``.
+
+    ``apply_by`` becomes nanoseconds; zero means no deadline.
+    """
     from strands_robots.arm.command_stream import StreamCommand
 
     return StreamCommand(tuple(msg.keys), tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_token,
@@ -1029,8 +1034,10 @@ def msg_to_stream_command(msg: Any) -> Any:
 
 def stream_verdict_to_msg(verdict: Any, run_id: str, step_index: int, stopped: bool = False,
                           sim_time_s: float = 0.0, received_ns: int = 0) -> Any:
-    """``ActionVerdict`` message for a core verdict on one streamed command (SendAction's response fields, plus
-    the command's run id and step and when it was received)."""
+    """Build the ``ActionVerdict`` message for a core verdict on one streamed command.
+
+    SendAction's response fields, plus the command's run id and step and when it was received.
+    """
     from strands_robots_msgs.msg import ActionVerdict as VerdictMsg
 
     m = VerdictMsg()

@@ -112,7 +112,7 @@ def harness():
 
 @pytest.fixture
 def active(harness):
-    """An active driver, a ready backend holding the lease (priority 1, 10 s, heartbeat on)."""
+    """Give an active driver and a ready backend holding the lease (priority 1, 10 s, heartbeat on)."""
     h = harness()
     assert h.driver.trigger_configure() == SUCCESS
     assert h.driver.trigger_activate() == SUCCESS
@@ -128,7 +128,7 @@ def start_pose_action(h: Harness) -> dict:
 
 
 def commanded_targets(h: Harness, keys) -> dict:
-    """The position targets the simulation holds for ``keys`` (MuJoCo ctrl by actuator name)."""
+    """Return the position targets the simulation holds for ``keys`` (MuJoCo ctrl by actuator name)."""
     import mujoco
 
     from strands_robots.arm.model import mjcf_name

@@ -1,5 +1,8 @@
-"""The command stream's rules in the driver core: stale and out-of-order commands apply nothing; every other
-command gets exactly the verdict the SendAction path gives (same core code)."""
+"""The command stream's rules in the driver core.
+
+Stale and out-of-order commands apply nothing; every other command gets exactly the verdict the SendAction
+path gives (same core code).
+"""
 
 import math
 

@@ -1,6 +1,9 @@
-"""Hardware bindings by name (issue 6 item 17): the built-in mujoco one, module:factory, refusals with a reason;
-and a second, real adapter — a kinematic arm pair that integrates commanded positions — that the driver node
-runs through its ``hardware`` parameter (test_arm_driver_node.py brings the node up with it)."""
+"""Hardware bindings by name (issue 6 item 17).
+
+The built-in mujoco one, module:factory, refusals with a reason; and a second, real adapter — a kinematic arm
+pair that integrates commanded positions — that the driver node runs through its ``hardware`` parameter
+(test_arm_driver_node.py brings the node up with it).
+"""
 
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ class KinematicArms:
 
 
 def kinematic_hardware(config: DriverConfig) -> KinematicArms:
-    """The binding factory the node's ``hardware`` parameter names (a bare adapter: generic real-time runner)."""
+    """Build the binding the node's ``hardware`` parameter names (a bare adapter: generic real-time runner)."""
     return KinematicArms(config)
 
 

@@ -1,5 +1,8 @@
-"""The arm driver's message builders (convert.py, "arm driver messages"): joint_states carry the node-clock
-stamp and the robot time apart; streamed commands and verdicts keep every field."""
+"""The arm driver's message builders (convert.py, "arm driver messages").
+
+joint_states carry the node-clock stamp and the robot time apart; streamed commands and verdicts keep every
+field.
+"""
 
 import math
 

@@ -1,6 +1,8 @@
-"""The arm driver as its own process over real DDS (issue 8 "done when", issue 6 item 10): the command stream
-gives the service path's verdict for every per-key case; stale and out-of-order commands are refused and
-nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits 0 on SIGTERM.
+"""The arm driver as its own process over real DDS (issue 8 "done when", issue 6 item 10).
+
+The command stream gives the service path's verdict for every per-key case; stale and out-of-order commands
+are refused and nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits
+0 on SIGTERM.
 
 The driver runs as ``python -m strands_robots.nodes.arm_driver_node --autostart`` in a namespace of its own and
 is ended by PID in ``finally``; the test side is a plain rclpy node in this process.
@@ -109,7 +111,7 @@ class DriverProcess:
         return self.call(self.send_action, SendAction.Request(lease_token=token, keys=list(keys), values=list(values)))
 
     def positions_after(self, robot_time_s: float) -> dict:
-        """The positions of the first joint state at least ``robot_time_s`` of robot time after the latest one."""
+        """Return the positions of the first joint state ``robot_time_s`` of robot time after the latest one."""
         start = convert.joint_state_robot_time_s(self.joint_states[-1])
         assert wait_for(lambda: convert.joint_state_robot_time_s(self.joint_states[-1]) >= start + robot_time_s,
                         20.0)

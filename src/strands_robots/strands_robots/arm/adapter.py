@@ -32,10 +32,10 @@ class HardwareAdapter(Protocol):
     """A pair of arms, simulated or real, driven by position targets."""
 
     def arm_names(self) -> tuple[str, ...]:
-        """The arms, e.g. ``("left", "right")``."""
+        """Return the arms, e.g. ``("left", "right")``."""
 
     def joint_names(self, arm: str) -> tuple[str, ...]:
-        """The joints of one arm in actuator order, e.g. ``("joint_1", …, "joint_6", "gripper")``."""
+        """Return the joints of one arm in actuator order, e.g. ``("joint_1", …, "joint_6", "gripper")``."""
 
     def keys(self) -> tuple[str, ...]:
         """Every actuator key ``<arm>.<joint>`` in read order (arm by arm, joints in actuator order)."""

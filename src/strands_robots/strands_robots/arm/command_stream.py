@@ -44,7 +44,7 @@ class StreamCommand:
 
 
 def refuse_every_key(keys: Sequence[str], reason: str) -> ActionVerdict:
-    """A per-key verdict that applies nothing: every emitted key unresolved for ``reason``."""
+    """Return a per-key verdict that applies nothing: every emitted key unresolved for ``reason``."""
     keys = tuple(keys)
     return ActionVerdict((), keys, (reason,) * len(keys))
 
@@ -77,5 +77,5 @@ class CommandSequencer:
             runs.popitem(last=False)
 
     def last_applied(self, run_id: str) -> "int | None":
-        """The newest step applied for ``run_id`` (None when none was)."""
+        """Return the newest step applied for ``run_id`` (None when none was)."""
         return self._last_applied.get(run_id)

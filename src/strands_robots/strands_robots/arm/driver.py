@@ -130,7 +130,7 @@ class DriverCore:
         model_path: "str | None" = None,
         **kwargs: Any,
     ) -> "DriverCore":
-        """A driver on the bundled MuJoCo model (imports MuJoCo only here); ``kwargs`` as the constructor's."""
+        """Build a driver on the bundled MuJoCo model (imports MuJoCo only here); ``kwargs`` as the constructor's."""
         from strands_robots.arm.mujoco_sim import make_arms
 
         config = config or DriverConfig.default()
@@ -184,9 +184,11 @@ class DriverCore:
         return obs
 
     def execute(self, keys: Sequence[str], values: Sequence[float], lease_token: str = "") -> ActionVerdict:
-        """One command as it arrives over ROS (``SendAction`` request or ``ActionCommand``): parallel key
-        and value lists. Mismatched lengths or a repeated key are a coarse error (no per-key breakdown can
-        be complete); otherwise exactly :meth:`send_action`."""
+        """Apply one command as it arrives over ROS (``SendAction`` request or ``ActionCommand``).
+
+        Keys and values are parallel lists. Mismatched lengths or a repeated key are a coarse error (no per-key
+        breakdown can be complete); otherwise exactly :meth:`send_action`.
+        """
         if len(keys) != len(values):
             return ActionVerdict.coarse(f"send_action has {len(keys)} keys but {len(values)} values")
         action = dict(zip(keys, values))
@@ -197,7 +199,7 @@ class DriverCore:
         return self.send_action(action, lease_token)
 
     def apply_command(self, command: StreamCommand) -> ActionVerdict:
-        """A command from the stream: the stale and out-of-order rules, then exactly :meth:`execute`.
+        """Apply a command from the stream: the stale and out-of-order rules, then exactly :meth:`execute`.
 
         A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
         arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
@@ -241,8 +243,10 @@ class DriverCore:
             return False, f"lease check failed: {type(exc).__name__}: {exc}"
 
     def _resolve_and_command(self, action: Any, lease_valid: bool, count: bool) -> ActionVerdict:
-        """The per-key rules, then command the applied keys and check the envelope. ``count``: update the
-        action counters (the start-pose ramp's own commands are not actions)."""
+        """Run the per-key rules, command the applied keys and check the envelope.
+
+        ``count``: update the action counters (the start-pose ramp's own commands are not actions).
+        """
         with self._lock:
             resolution = resolve_action(action, self._specs, lease_valid=lease_valid,
                                         stopped_arms=self._envelope.stopped_arms)

@@ -89,7 +89,7 @@ def available() -> tuple[str, ...]:
 
 
 def resolve(name: str) -> Callable[[DriverConfig], Any]:
-    """The factory named ``name`` (see the module docstring for the order).
+    """Return the factory named ``name`` (see the module docstring for the order).
 
     :raises HardwareError: unknown name, or the factory cannot be imported.
     """

@@ -124,7 +124,7 @@ class LeaseManager:
                 "(keep control by renewing)")
 
     def now(self) -> float:
-        """The manager's clock (to convert ``expires_at`` to another time base)."""
+        """Return the manager's clock (to convert ``expires_at`` to another time base)."""
         return self._clock()
 
     # -- the four operations ---------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class LeaseManager:
             return self._refusal(token)
 
     def state(self) -> LeaseSnapshot:
-        """The lease now (expiry evaluated first)."""
+        """Return the lease now (expiry evaluated first)."""
         with self._lock:
             self._expire(self._clock())
             return LeaseSnapshot(self._state, self._holder, self._priority, self._lease_id, self._expires_at,

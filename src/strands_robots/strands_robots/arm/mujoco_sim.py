@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def make_arms(config: "DriverConfig", model_path: "str | None" = None) -> "MujocoArms":
-    """The simulated arms for ``config`` (home pose, reset noise); its timestep must be the model's.
+    """Build the simulated arms for ``config`` (home pose, reset noise); its timestep must be the model's.
 
     :raises ConfigError: ``physics.timestep_s`` differs from the MJCF's timestep.
     """
@@ -31,8 +31,11 @@ def make_arms(config: "DriverConfig", model_path: "str | None" = None) -> "Mujoc
 
 
 def hardware(config: "DriverConfig") -> "Hardware":
-    """The built-in ``mujoco`` hardware binding: the simulated arms, stepped in real time by the simulator's
-    own physics thread (:class:`~strands_robots.arm.realtime.RealTimeStepper` at the model's timestep)."""
+    """Build the built-in ``mujoco`` hardware binding.
+
+    The simulated arms, stepped in real time by the simulator's own physics thread
+    (:class:`~strands_robots.arm.realtime.RealTimeStepper` at the model's timestep).
+    """
     from strands_robots.arm.hardware import Hardware
     from strands_robots.arm.realtime import RealTimeStepper
 

@@ -33,7 +33,7 @@ class Resolution:
 
 
 def _as_finite_float(value: Any) -> "float | None":
-    """The value as a float if it is a finite real number (bool and str are not), else None."""
+    """Return the value as a float if it is a finite real number (bool and str are not), else None."""
     if type(value) is float:  # the common case (also what the ROS path delivers): no ABC check on the hot path
         return value if math.isfinite(value) else None
     if isinstance(value, np.ndarray) and value.ndim == 0:

@@ -53,7 +53,7 @@ class SafetyCheck:
     unit: str
 
     def text(self) -> str:
-        """The spec's text form, e.g. ``right: joint 4 reads +3.4 N*m`` (signed, one decimal)."""
+        """Return the spec's text form, e.g. ``right: joint 4 reads +3.4 N*m`` (signed, one decimal)."""
         return f"{self.arm}: {joint_label(self.joint)} reads {self.value:+.1f} {self.unit}"
 
 

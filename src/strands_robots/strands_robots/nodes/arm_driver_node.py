@@ -69,7 +69,7 @@ LEASE_POLL_HZ = 10.0
 
 
 def default_config_path() -> Optional[str]:
-    """The package's ``config/arms.yaml``: beside the imported sources first, else the ament share dir.
+    """Return the package's ``config/arms.yaml``: beside the imported sources first, else the ament share dir.
 
     The source tree wins so a developer running from ``src/`` never reads a stale installed copy that no
     longer matches the (also source-tree) MJCF.
@@ -178,7 +178,7 @@ class ArmDriverNode(LifecycleNode):
         self._drv_timers[key] = self.create_timer(1.0 / rate_hz, callback, callback_group=self._housekeeping_group)
 
     def _lease_valid(self, token: str) -> bool:
-        """The core's lease validator: every token passes while ``require_lease`` is false."""
+        """Validate a lease token for the core: every token passes while ``require_lease`` is false."""
         return (not self._param("require_lease")) or self._leases.validate(token)
 
     # -- lifecycle --------------------------------------------------------------------------------------------

@@ -99,8 +99,10 @@ def value_refusal(name: str, value: Any) -> str:
 
 
 def change_refusal(name: str, old: Any, new: Any, state: str) -> str:
-    """Why a run-time change of ``name`` from ``old`` to ``new`` is refused in lifecycle ``state`` (empty when
-    allowed); the value itself is checked by :func:`value_refusal`."""
+    """Say why a run-time change of ``name`` from ``old`` to ``new`` is refused in lifecycle ``state``.
+
+    Empty when allowed; the value itself is checked by :func:`value_refusal`.
+    """
     reason = value_refusal(name, new)
     if reason or new == old:
         return reason

@@ -1,5 +1,7 @@
-"""What the arm driver node publishes, and when: ``joint_states`` (and ``/clock``), the latched ``safety_stop``,
-``driver_status`` and ``lease_state`` (on every change, plus the status heartbeat), and ``/diagnostics``.
+"""What the arm driver node publishes, and when.
+
+``joint_states`` (and ``/clock``), the latched ``safety_stop``, ``driver_status`` and ``lease_state`` (on every
+change, plus the status heartbeat), and ``/diagnostics``.
 
 Called from the executor (timers, services) and from the runner thread (every step): the "last published"
 state each change detection compares against is guarded by one lock.
@@ -25,7 +27,7 @@ View = Callable[[], Tuple[Any, bool, Any]]
 
 
 def expires_unix_ms(leases: LeaseManager, expires_at: float) -> int:
-    """A lease expiry on the manager's monotonic clock as Unix milliseconds (0 for none)."""
+    """Convert a lease expiry on the manager's monotonic clock to Unix milliseconds (0 for none)."""
     if not expires_at:
         return 0
     return int(round((time.time() + (expires_at - leases.now())) * 1000.0))

@@ -23,8 +23,9 @@ except ImportError:  # pragma: no cover - every supported distro has it
 
 
 def guard_change_state(node: Any) -> bool:
-    """Wrap the lifecycle ``change_state`` service of ``node`` so an exception answers ``success=False`` and
-    is logged, instead of propagating into the executor. Returns whether the service was found.
+    """Wrap the lifecycle ``change_state`` service of ``node``: an exception answers ``success=False``.
+
+    The exception is logged instead of propagating into the executor. Returns whether the service was found.
 
     Uses only public API: ``Node.services`` and a service's ``callback`` attribute.
     """

@@ -1,5 +1,7 @@
-"""The start-pose move served by the driver node itself: the cancellable action ``move_to_start_pose`` (with
-per-joint feedback) and, until the clients have moved to it, the ``MoveToStartPose`` service of the same name.
+"""The start-pose move, served by the driver node itself.
+
+The cancellable action ``move_to_start_pose`` (with per-joint feedback) and, until the clients have moved to
+it, the ``MoveToStartPose`` service of the same name.
 
 The move is :meth:`~strands_robots.arm.driver.DriverCore.move_to_start_pose` (one implementation: validation,
 lease, safety, settling). It runs on a thread of its own, because the driver's executor is single-threaded

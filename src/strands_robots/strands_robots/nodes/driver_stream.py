@@ -1,5 +1,6 @@
-"""The arm driver's command stream: ``action_commands`` in, one ``ActionVerdict`` per command on
-``action_verdicts`` out (both relative to the driver's namespace, QoS from :mod:`strands_robots.nodes._qos`).
+"""The arm driver's command stream: ``action_commands`` in, one ``ActionVerdict`` each on ``action_verdicts``.
+
+Both names are relative to the driver's namespace; the QoS is :mod:`strands_robots.nodes._qos`'s.
 
 Each command is applied on arrival by the driver core's :meth:`~strands_robots.arm.driver.DriverCore.apply_command`
 (the stale and out-of-order rules, then exactly the per-key path ``SendAction`` uses). Every command gets its
