@@ -184,3 +184,22 @@ def test_replay_mcap_topic_without_parallel_arrays_is_refused(tmp_path):
         writer.finish()
     with pytest.raises(ValueError, match="std_msgs/msg/String"):
         ReplayPolicy({"path": path})
+
+
+def test_replay_finds_the_namespaced_actions_topic_of_a_rollout_recording(tmp_path):
+    from rollout_fakes import FakeBackend, ScriptedPolicy as Constant
+
+    from strands_robots.rollout.runner import PolicyRunner
+
+    out = PolicyRunner(FakeBackend()).run(Constant(horizon=2), n_steps=4, fast_mode=True, record=True,
+                                          recording_dir=str(tmp_path), recording_topic_prefix="/strands")
+    policy = ReplayPolicy({"path": out["episodes"][0]["recording_path"]})
+    assert len(policy.trajectory.actions) == 4
+    assert policy.trajectory.actions[1] == {"a": 0.1, "b": 0.1}
+
+
+def test_replay_with_several_actions_topics_asks_for_the_topic(tmp_path):
+    path = write_mcap(tmp_path / "two.mcap", [(["left.joint_1"], [1.0])], topic="/a/actions",
+                      extra_topic="/b/actions")
+    with pytest.raises(ValueError, match="several actions topics"):
+        ReplayPolicy({"path": path})

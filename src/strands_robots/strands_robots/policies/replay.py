@@ -4,7 +4,8 @@ Two sources:
 
 - **CSV**: the header names the action keys (``left.joint_1,...``), one row per action; an optional ``t``
   column gives each row's time in seconds. An empty cell leaves that key out of that action.
-- **MCAP** (ROS 2 CDR): every message on one topic (``/actions`` by default) whose type has the parallel arrays
+- **MCAP** (ROS 2 CDR): every message on one topic (by default the recording's actions topic: ``/actions`` or
+  ``<namespace>/actions``, as the rollout records under the live names) whose type has the parallel arrays
   ``string[] keys`` and ``float64[] values`` (``strands_robots_msgs/msg/ActionCommand``) is one action; its log
   time is its ``t``. Read with ``mcap_ros2``, so no ROS install is needed.
 
@@ -99,9 +100,26 @@ def load_csv(path: str | os.PathLike[str]) -> Trajectory:
     return Trajectory(tuple(actions), _relative_times(path, times) if time_col is not None else None)
 
 
-def load_mcap(path: str | os.PathLike[str], topic: str = DEFAULT_TOPIC) -> Trajectory:
+def _actions_topic(path: Any, reader: Any) -> str:
+    """Return the recording's actions topic: ``/actions``, else the one topic ending in ``/actions``."""
+    summary = reader.get_summary()
+    topics = sorted({c.topic for c in summary.channels.values()}) if summary else []
+    if DEFAULT_TOPIC in topics:
+        return DEFAULT_TOPIC
+    candidates = [t for t in topics if t.endswith(DEFAULT_TOPIC)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        raise ValueError(f"replay policy: {path} has several actions topics ({', '.join(candidates)}); "
+                         "give the option 'topic'")
+    raise ValueError(f"replay policy: {path} has no messages on topic {DEFAULT_TOPIC} (nor <namespace>"
+                     f"{DEFAULT_TOPIC}); its topics: {', '.join(topics) or 'none'}")
+
+
+def load_mcap(path: str | os.PathLike[str], topic: "str | None" = None) -> Trajectory:
     """Read every message on ``topic`` (fields ``keys`` and ``values``) of a ROS 2 MCAP file, in log-time order.
 
+    :param topic: the topic to read; ``None``: ``/actions``, else the file's one ``<namespace>/actions`` topic.
     :raises ValueError: no message on ``topic`` (listing the topics the file has), a message without the
         parallel arrays, or arrays of different lengths.
     """
@@ -113,6 +131,8 @@ def load_mcap(path: str | os.PathLike[str], topic: str = DEFAULT_TOPIC) -> Traje
     times_ns: list[int] = []
     with open(path, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        if topic is None:
+            topic = _actions_topic(path, reader)
         for schema, _channel, message, msg in reader.iter_decoded_messages(topics=[topic], log_time_order=True):
             try:
                 keys, values = list(msg.keys), list(msg.values)
@@ -154,7 +174,7 @@ class ReplayPolicy:
 
     - ``path`` (required): the CSV or MCAP file.
     - ``format`` (``auto`` | ``csv`` | ``mcap``, default ``auto``: by the file's suffix, ``.mcap`` or else CSV).
-    - ``topic`` (str, default ``/actions``): the MCAP topic to read.
+    - ``topic`` (str): the MCAP topic to read; default ``/actions``, else the file's one ``<ns>/actions``.
     - ``timing`` (``rows`` | ``t``, default ``rows``): ``rows`` plays one row per control step, whatever the
       recorded times; ``t`` follows the recorded times at the task's ``control_frequency`` (each step plays the
       latest row at or before its time, so rows repeat or are skipped) and needs times (a ``t`` column or MCAP).
@@ -179,7 +199,8 @@ class ReplayPolicy:
         if fmt == "auto":
             fmt = "mcap" if os.fspath(path).lower().endswith(".mcap") else "csv"
         if fmt == "mcap":
-            self.trajectory = load_mcap(path, str(cfg.get("topic", DEFAULT_TOPIC)))
+            topic = cfg.get("topic")
+            self.trajectory = load_mcap(path, None if topic is None else str(topic))
         else:
             self.trajectory = load_csv(path)
         if timing == "t" and self.trajectory.times is None:
