@@ -338,3 +338,15 @@ def test_lost_policy_session_waits_for_the_policy_again_and_reruns_the_task():
     back = states.index(JobState.WAITING_POLICY, states.index(JobState.RUNNING))
     assert "policy session was lost during ep_0001" in snapshots[back].message
     assert JobState.RUNNING in states[back:]
+
+
+def test_operator_actions_become_the_jobs_progress_message():
+    spec = job(task("assisted", operator_takeover_at_s="0.2", success_when="end_condition == timeout",
+                    duration_s="0.5"))
+    final, _, _, snapshots = run(spec)
+    messages = [s.message for s in snapshots]
+    took = next(i for i, m in enumerate(messages) if "scripted-operator took over ep_0000" in m)
+    back = next(i for i, m in enumerate(messages) if "scripted-operator handed ep_0000 back" in m)
+    scored = next(i for i, m in enumerate(messages) if m.startswith("ep_0000 scored"))
+    assert took < back < scored
+    assert all(snapshots[i].state is JobState.RUNNING for i in (took, back, scored))

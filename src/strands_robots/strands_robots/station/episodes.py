@@ -227,7 +227,7 @@ class JobRunner:
         self._cancel = threading.Event()
         self._cancel_reason = ""
         self._suspended = threading.Event()
-        self.console = OperatorConsole(robot)
+        self.console = OperatorConsole(robot, on_action=self._operator_action)
         self._last_status: Optional[JobStatus] = None
         self._commit()
 
@@ -445,6 +445,13 @@ class JobRunner:
                              score=0.0, items=(), task=plan.task, taken_over=False, end_detail=detail)
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
+    def _operator_action(self, message: str) -> None:
+        """Make an accepted operator action the job's progress message (a takeover is news to a remote team)."""
+        try:
+            self._update(message=message)
+        except _Suspended:
+            pass
+
     def _check_cancel(self) -> None:
         if self._suspended.is_set():
             raise _Suspended()

@@ -101,10 +101,13 @@ class OperatorConsole:
     """Operator actions for the episode the station is running (one at a time).
 
     :param robot: the station's robot port (``pause_rollout``, ``resume_rollout``, ``claim_arms``).
+    :param on_action: called with the message of every accepted action, outside the console's lock (the job
+        runner makes it the job's progress message).
     """
 
-    def __init__(self, robot: Any) -> None:
+    def __init__(self, robot: Any, on_action: Optional[Callable[[str], None]] = None) -> None:
         self._robot = robot
+        self._on_action = on_action
         self._cond = threading.Condition()
         self._phase = _IDLE
         self._episode_id = ""
@@ -192,6 +195,9 @@ class OperatorConsole:
     # -- operator actions -----------------------------------------------------------------------------------
     def takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
         """Take the arms over; the rollout clock stands still until :meth:`resume`."""
+        return self._notify(self._takeover(operator_name, reason))
+
+    def _takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
         with self._cond:
@@ -211,6 +217,9 @@ class OperatorConsole:
 
     def resume(self, operator_name: str) -> OperatorReply:
         """Hand the arms back: the policy's ``resume()`` runs and control restarts from the current state."""
+        return self._notify(self._resume(operator_name))
+
+    def _resume(self, operator_name: str) -> OperatorReply:
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
         with self._cond:
@@ -224,6 +233,9 @@ class OperatorConsole:
 
     def claim_arms(self, operator_name: str) -> OperatorReply:
         """Hold the arms with a higher-priority lease: the episode ends ``authority_lost``."""
+        return self._notify(self._claim_arms(operator_name))
+
+    def _claim_arms(self, operator_name: str) -> OperatorReply:
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
         with self._cond:
@@ -241,6 +253,9 @@ class OperatorConsole:
         Allowed for the episode awaiting its sheet, and during the rollout once it was taken over (the rollout
         is then stopped at once: the operator need not hand back a ruined episode).
         """
+        return self._notify(self._discard(episode_id))
+
+    def _discard(self, episode_id: str) -> OperatorReply:
         with self._cond:
             if self._phase == _ROLLOUT and episode_id == self._episode_id and self._decision is None:
                 if not self._taken_over:
@@ -271,6 +286,9 @@ class OperatorConsole:
         :param answers: ``{name: answer}`` or ``(name, answer)`` pairs, typed (bool / int) or as text ("yes",
             "3", a choice).
         """
+        return self._notify(self._submit_score_sheet(episode_id, answers))
+
+    def _submit_score_sheet(self, episode_id: str, answers: Any) -> OperatorReply:
         with self._cond:
             refusal = self._scoring_refusal(episode_id)
             if refusal:
@@ -287,6 +305,9 @@ class OperatorConsole:
 
     def skip_scoring(self, episode_id: str, reason: str = "") -> OperatorReply:
         """Keep the episode awaiting its sheet unscored."""
+        return self._notify(self._skip_scoring(episode_id, reason))
+
+    def _skip_scoring(self, episode_id: str, reason: str = "") -> OperatorReply:
         with self._cond:
             refusal = self._scoring_refusal(episode_id)
             if refusal:
@@ -294,7 +315,12 @@ class OperatorConsole:
             self._decide(Decision(DECISION_UNSCORED, message=reason or "the operator did not score it"))
             return OperatorReply(True, f"{episode_id} kept unscored")
 
-    # -- internals (caller holds the lock) --------------------------------------------------------------------
+    # -- internals ------------------------------------------------------------------------------------------
+    def _notify(self, reply: OperatorReply) -> OperatorReply:
+        if reply.ok and self._on_action is not None:
+            self._on_action(reply.message)
+        return reply
+
     def _scoring_refusal(self, episode_id: str) -> str:
         if self._phase != _SCORING:
             if self._episode_id:
