@@ -315,3 +315,44 @@ def test_time_conversions_keep_nanoseconds_and_negative_times():
     assert convert.seconds_to_ns(0.1) == 100_000_000
     if importlib_available("builtin_interfaces.msg"):
         assert convert.time_to_ns(convert.time_msg(UTC_NS)) == UTC_NS
+
+
+# -- rollout node messages ------------------------------------------------------------------------------------
+def test_stream_command_carries_run_step_token_and_deadline_over_dds(dds_echo):
+    action = {"right.gripper": 0.02, "left.joint_3": -1.25, "left.joint_1": float("nan")}
+    sent_ns = UTC_NS
+    msg = dds_echo(convert.stream_command_msg(action, "r" * 32, 41, "tok-1", sent_ns, sent_ns + 6_000_000))
+    assert (msg.run_id, msg.step_index, msg.lease_token) == ("r" * 32, 41, "tok-1")
+    assert convert.time_to_ns(msg.sent) == sent_ns
+    assert convert.time_to_ns(msg.apply_by) - convert.time_to_ns(msg.sent) == 6_000_000
+    back = convert.command_to_action(msg)
+    assert list(back) == list(action) and math.isnan(back["left.joint_1"])  # order kept, NaN reaches the driver
+    with pytest.raises(TypeError):
+        convert.stream_command_msg({"left.joint_1": "fast"}, "r", 0, "", 0, 0)
+
+
+def test_verdict_message_gives_the_per_key_verdict_and_a_coarse_error_drops_keys(dds_echo):
+    m = _msgs()
+    msg = m.ActionVerdict()
+    msg.run_id, msg.step_index = "r" * 32, 7
+    msg.applied_keys = ["left.joint_1"]
+    msg.unresolved_keys = ["left.bogus", "right.joint_1"]
+    msg.unresolved_reasons = [m.ActionVerdict.REASON_UNKNOWN_KEY, m.ActionVerdict.REASON_STALE]
+    back = convert.verdict_msg_to_verdict(dds_echo(msg))
+    assert back == ActionVerdict(("left.joint_1",), ("left.bogus", "right.joint_1"), ("unknown_key", "stale"))
+
+    msg.error = "driver not active"
+    back = convert.verdict_msg_to_verdict(dds_echo(msg))
+    assert back == ActionVerdict.coarse("driver not active") and back.applied_keys == back.unresolved_keys == ()
+
+
+def test_rollout_episode_result_names_the_run_and_end_condition_and_is_not_scored(dds_echo):
+    m = _msgs()
+    task = m.Task()
+    task.instruction = "stack the cubes"
+    msg = dds_echo(convert.rollout_episode_result_msg({"run_id": "r" * 32}, "safety_stop",
+                                                       "right: joint 4 reads +3.4 N*m", task))
+    assert (msg.run_id, msg.end_condition, msg.end_detail) == ("r" * 32, "safety_stop", "right: joint 4 reads +3.4 N*m")
+    assert msg.task.instruction == "stack the cubes" and not msg.scored and list(msg.items) == []
+    none_ran = convert.rollout_episode_result_msg(None, "start_pose_unreached", "left.joint_2 off by 0.2 rad")
+    assert none_ran.run_id == "" and none_ran.end_condition == "start_pose_unreached"
