@@ -212,3 +212,13 @@ def test_simultaneous_takeovers_grant_exactly_one():
     assert sum("already in force" in r.message for r in operator.takeovers) == 7
     assert operator.resume_reply.ok
     assert final.episodes[0].taken_over and final.episodes[0].end_condition == "timeout"
+
+
+@pytest.mark.parametrize("params,words", [
+    ({"answer.blocks": "many"}, "task parameter answer.blocks: a count must be a decimal integer"),
+    ({"answer.colour": "red"}, "answer.colour names no item"),
+    ({"answer.done": "yes"}, "answered from success_when"),
+])
+def test_scripted_answer_parameters_are_checked_before_the_episode_runs(params, words):
+    final = JobRunner(JobRecord(spec(params)), InProcessRobot(), ScriptedOperator()).run()
+    assert final.state is JobState.FAILED and words in final.message and final.episodes == ()

@@ -469,6 +469,19 @@ class ScriptedOperator:
         _flag(params, PARAM_SCORE, True)
         if self._predicate is None:
             parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
+        items = {item.name: item for item in plan.task.scoring.items}
+        for key, text in params.items():
+            if not key.startswith(PARAM_ANSWER_PREFIX):
+                continue
+            name = key[len(PARAM_ANSWER_PREFIX):]
+            if name not in items:
+                raise ValueError(f"task parameter {key} names no item of the sheet ({', '.join(items)})")
+            if name == plan.task.scoring.items[0].name:
+                raise ValueError(f"task parameter {key}: the success item is answered from success_when")
+            try:
+                parse_answer(items[name], text)
+            except ScoreSheetError as exc:
+                raise ValueError(f"task parameter {key}: {exc.reason}") from None
         with self._lock:
             self._plan = plan
             self._took_over = False
@@ -512,7 +525,10 @@ class ScriptedOperator:
             return
         predicate = self._predicate or parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
         success = bool(predicate(pending, final_observation))
-        self._log(console.submit_score_sheet(pending.episode_id, self.answers(pending.plan, success)))
+        reply = console.submit_score_sheet(pending.episode_id, self.answers(pending.plan, success))
+        self._log(reply)
+        if not reply.ok:  # never leave the procedure waiting for a sheet this operator cannot give
+            self._log(console.skip_scoring(pending.episode_id, f"the scripted sheet was refused: {reply.message}"))
 
     # -- answers ----------------------------------------------------------------------------------------------
     def answers(self, plan: EpisodePlan, success: bool) -> list:
