@@ -224,3 +224,15 @@ def test_relay_command_refuses_a_bad_token_file_or_store_with_the_reason(tmp_pat
     assert "unknown store 'mysql://x'" in capsys.readouterr().err
     assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--tls-cert", "c.pem"]) == 2
     assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
+
+
+def test_a_failing_store_answers_unavailable_with_the_reason(tmp_path):
+    from strands_robots.client import Unavailable
+    from strands_robots.relay.store import SqliteStore
+
+    store = SqliteStore(str(tmp_path / "r.db"))
+    with running_relay(tmp_path, store=store) as relay, _client(relay) as client:
+        job = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
+        store.close()
+        with pytest.raises(Unavailable, match="relay store unavailable: SQLite store .*closed"):
+            client.get_status(job)

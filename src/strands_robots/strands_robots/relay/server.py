@@ -22,6 +22,8 @@ What it does, and nothing more (it holds no job rules: the station does):
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import logging
 import queue
 import signal
@@ -161,6 +163,26 @@ class _Core:
             return self._generation
 
 
+def _store_guard(method: Callable) -> Callable:
+    """A store failure answers UNAVAILABLE with the reason (not UNKNOWN with a traceback)."""
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def streaming(self, request, context):
+            try:
+                yield from method(self, request, context)
+            except StoreError as exc:
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"relay store unavailable: {exc}")
+        return streaming
+
+    @functools.wraps(method)
+    def unary(self, request, context):
+        try:
+            return method(self, request, context)
+        except StoreError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"relay store unavailable: {exc}")
+    return unary
+
+
 def _pump(request_iterator: Any, on_message: Callable[[Any], None], on_end: Callable[[], None]) -> threading.Thread:
     def run() -> None:
         try:
@@ -180,6 +202,7 @@ class EvaluationServicer(es_grpc.EvaluationServicer):
     def __init__(self, core: _Core) -> None:
         self._core = core
 
+    @_store_guard
     def SubmitJob(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_CLIENT)
@@ -204,11 +227,13 @@ class EvaluationServicer(es_grpc.EvaluationServicer):
                   request.station_id, len(request.tasks), request.episodes)
         return es.SubmitJobResponse(job_id=job_id)
 
+    @_store_guard
     def GetStatus(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_CLIENT)
         return core.status_of_view(core.own_view(context, principal, request.job_id))
 
+    @_store_guard
     def CancelJob(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_CLIENT)
@@ -219,6 +244,7 @@ class EvaluationServicer(es_grpc.EvaluationServicer):
         core.notify()
         return es.CancelJobResponse(already_terminal=False)
 
+    @_store_guard
     def ServePolicy(self, request_iterator, context):
         core = self._core
         principal = core.principal(context, KIND_CLIENT)
@@ -263,11 +289,13 @@ class StationServicer(ss_grpc.StationServicer):
             context.abort(grpc.StatusCode.PERMISSION_DENIED,
                           f"this token is station {principal.name!r}'s, not {station_id!r}'s")
 
+    @_store_guard
     def Heartbeat(self, request, context):
         principal = self._core.principal(context, KIND_STATION)
         self._check_station_id(context, principal, request.station_id)
         return ss.HeartbeatResponse(relay_unix_ms=self._core.clock_ms())
 
+    @_store_guard
     def ReportStatus(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_STATION)
@@ -304,6 +332,7 @@ class StationServicer(ss_grpc.StationServicer):
                 response.stale += 1
         return response
 
+    @_store_guard
     def TakeJobs(self, request, context):
         core = self._core
         principal = core.principal(context, KIND_STATION)
@@ -324,6 +353,7 @@ class StationServicer(ss_grpc.StationServicer):
                     cancels_sent.add(job.job_id)
             seen = core.wait_change(seen, core.poll_s)
 
+    @_store_guard
     def PolicySession(self, request_iterator, context):
         core = self._core
         principal = core.principal(context, KIND_STATION)

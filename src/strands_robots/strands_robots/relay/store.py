@@ -279,6 +279,7 @@ class SqliteStore(_SqlStore):
             raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
         self._readers = threading.local()
         self._reader_conns: list = []
+        self._closed = False
 
     def _integrity_errors(self) -> tuple:
         return (sqlite3.IntegrityError,)
@@ -286,6 +287,8 @@ class SqliteStore(_SqlStore):
     def _read(self, sql: str, params: Sequence = ()) -> list:
         # WAL lets readers run beside the one writer: each thread reads on a connection of its own, so polls
         # (get_status) neither wait for the writer's lock nor for each other.
+        if self._closed:
+            raise StoreError(f"SQLite store {self.path!r} is closed")
         conn = getattr(self._readers, "conn", None)
         if conn is None:
             if self.path == ":memory:":
@@ -294,22 +297,31 @@ class SqliteStore(_SqlStore):
             self._readers.conn = conn
             with self._lock:
                 self._reader_conns.append(conn)
-        cur = conn.execute(sql, tuple(params))
         try:
-            return cur.fetchall()
-        finally:
-            cur.close()
-
-    def _execute(self, sql: str, params: Sequence = ()) -> list:
-        with self._lock:
-            cur = self._conn.execute(sql, tuple(params))
+            cur = conn.execute(sql, tuple(params))
             try:
                 return cur.fetchall()
             finally:
                 cur.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
+
+    def _execute(self, sql: str, params: Sequence = ()) -> list:
+        with self._lock:
+            try:
+                cur = self._conn.execute(sql, tuple(params))
+                try:
+                    return cur.fetchall()
+                finally:
+                    cur.close()
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for conn in self._reader_conns:
                 conn.close()
             self._reader_conns.clear()
