@@ -4,9 +4,13 @@
 - ``store.py``: jobs, owners, the latest snapshot per job and when each station was heard (SQLite or
   PostgreSQL).
 - ``auth.py``: bearer tokens from a YAML file, checked on every call.
+- ``job_request.py``: a submitted job checked with the station core's rules before it is stored.
 - ``sessions.py``: the policy-session broker (station stream <-> client stream).
 - ``server.py``: the servicers and ``main(argv)`` (``python -m strands_robots.relay``).
 - ``station_link.py``: the station's side: reporting with a backlog, jobs, policy sessions.
+
+Limits: a policy session is brokered inside one relay process, so a job's station and its policy client must
+reach the same relay; several relays share jobs, snapshots and last-heard times through one PostgreSQL store.
 
 Importing this package imports nothing heavy; grpc is loaded by the modules that need it.
 """
