@@ -97,7 +97,7 @@ def latency_clock(latencies):
 def settle(pipe):
     """Wait (bounded, never asserted on) until a prefetch in flight is done: as if each step took long enough."""
     deadline = time.monotonic() + 10.0
-    while pipe._prefetch is not None and not pipe.prefetch_ready and time.monotonic() < deadline:
+    while pipe.prefetch_pending and not pipe.prefetch_ready and time.monotonic() < deadline:
         time.sleep(0.0002)
 
 

@@ -164,7 +164,7 @@ def drive_with_latency(length: int, k: int, period: float, feed, steps: int):
             sampled = [st for st in world["blocks_before"] if st > 0]
             if sampled and world["steps"] >= max(sampled) + k and not pipe.prefetch_ready:
                 deadline = time.monotonic() + 30.0
-                while pipe._prefetch is not None and not pipe.prefetch_ready and time.monotonic() < deadline:
+                while pipe.prefetch_pending and not pipe.prefetch_ready and time.monotonic() < deadline:
                     time.sleep(0.0002)
             if feed is not None:
                 pipe.note_step_interval(feed)

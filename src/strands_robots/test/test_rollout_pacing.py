@@ -69,20 +69,20 @@ def test_pacing_fast_mode_does_not_wait():
 
 def test_pacing_wait_is_interrupted_by_a_stop():
     token = StopToken()
-    pacer, t = fake_pacer(30.0, stop=token)
-    pacer.start()
-    assert pacer.wait()  # first deadline: now
-    t.at(0.05, lambda: token.request("cancel"))
-    original = t.wait
+    t = FakeTime()
+    waits = []
 
     def wait(event, timeout):  # the stop arrives 50 ms into a 30 s wait, which ends there
-        t.waits.append(timeout)
-        t._advance(50_000_000)
-        return event.is_set() or original(event, 0.0)
+        waits.append(timeout)
+        t.spend(0.05)
+        token.request("cancel")
+        return event.is_set()
 
-    pacer._waiter = wait
+    pacer = DeadlinePacer(30.0, stop=token, clock_ns=t.clock, waiter=wait)
+    pacer.start()
+    assert pacer.wait()  # first deadline: now
     assert pacer.wait() is False
-    assert t.now_ns == 50_000_000 and t.waits[0] == pytest.approx(30.0)
+    assert t.now_ns == 50_000_000 and waits == [pytest.approx(30.0)]
 
 
 def test_pacing_real_wait_is_interrupted_by_a_stop_from_another_thread():

@@ -260,6 +260,11 @@ class ChunkPipeline:
         return self._closed
 
     @property
+    def prefetch_pending(self) -> bool:
+        """Async mode: a prefetch was submitted and not yet swapped in (done or not)."""
+        return self._prefetch is not None
+
+    @property
     def prefetch_ready(self) -> bool:
         """Async mode: a prefetched chunk is in flight and done (swapping now would be a hit)."""
         prefetch = self._prefetch
