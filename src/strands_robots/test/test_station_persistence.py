@@ -309,3 +309,14 @@ def test_suspended_job_keeps_its_saved_state_and_a_restarted_station_resumes_it(
     final = JobRunner(recover(saved), InProcessRobot(), ScriptedOperator(), store=store).run()
     assert final.state is JobState.SUCCEEDED
     assert [e.episode_id for e in final.episodes] == ["ep_0000", "ep_0002", "ep_0003"]
+
+
+def test_killed_while_finalizing_finishes_without_running_anything(tmp_path):
+    store = JobStore(str(tmp_path))
+    run_until(store, "finishing:")
+    saved = store.load("persist-1")
+    assert saved.state is JobState.FINALIZING and len(saved.episodes) == 3
+    robot = InProcessRobot()
+    final = JobRunner(recover(saved), robot, ScriptedOperator(), store=store).run()
+    assert final.state is JobState.SUCCEEDED and final.episodes == saved.episodes
+    assert robot.last_ended is None  # no rollout ran after the restart
