@@ -292,8 +292,10 @@ class LocalStation:
         self.driver = self.sup.start("arm_driver", self._node_argv(
             "strands_robots.nodes.arm_driver_node", "arm_driver", config_file("rollout.yaml"),
             {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
+        # The station moves the arms to the start pose itself (start_pose_unreached is its end condition). The
+        # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
-                   "policy_provider": "mock"}
+                   "policy_provider": "mock", "driver_silence_s": "0.5"}
         rollout.update(self.rollout_params)
         self.rollout = self.sup.start("rollout", self._node_argv(
             "strands_robots.nodes.rollout_takeover", "rollout", config_file("rollout.yaml"), rollout),

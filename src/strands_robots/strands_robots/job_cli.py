@@ -1,0 +1,185 @@
+"""``strands-robots job submit | status | watch | cancel``: the Evaluation Client from the command line.
+
+    strands-robots job submit --relay 127.0.0.1:50051 --token-file T  config/demo_job.yaml [--serve] [--watch]
+    strands-robots job status --relay ... --token-file T JOB_ID        # one snapshot, field by field
+    strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
+    strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
+
+``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
+``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
+also serves the file's policy (:class:`~strands_robots.station_demo.DemoPolicy`) through the relay and watches
+the job to its end. Exit codes: 0 done (``watch``/``--serve``: the job SUCCEEDED), 1 the job ended otherwise, 2
+a bad command line or file, 3 the relay refused (the reason is printed).
+
+:func:`add_job_parser` adds the ``job`` command to an argparse parser (the CLI wires it in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+__all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "main",
+           "format_status"]
+
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+
+
+def _token(args: argparse.Namespace) -> str:
+    if getattr(args, "token", None):
+        return args.token
+    path = getattr(args, "token_file", None)
+    if not path:
+        raise ValueError("give --token or --token-file")
+    with open(path, encoding="utf-8") as handle:
+        token = handle.read().strip()
+    if not token:
+        raise ValueError(f"--token-file {path}: the file is empty")
+    return token
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from strands_robots.client import EvaluationClient
+
+    return EvaluationClient(args.relay, token=_token(args), root_certificates=args.root_certificates or None)
+
+
+def _fail(text: str, code: int) -> int:
+    print(f"strands-robots job: {text}", file=sys.stderr, flush=True)
+    return code
+
+
+def format_status(status: Any) -> str:
+    """One snapshot, as the spec names its fields."""
+    lines = [f"job_id           {status.job_id}", f"station_id       {status.station_id}",
+             f"state            {status.state}", f"episodes_total   {status.episodes_total}",
+             f"episodes         {len(status.episodes)} finished",
+             f"updated_unix_ms  {status.updated_unix_ms}", f"message          {status.message}"]
+    if status.HasField("station_last_heard_unix_ms"):
+        lines.append(f"station heard    {status.station_last_heard_unix_ms} (unix ms, relay clock)")
+    if status.episodes:
+        from strands_robots.station_demo import summary_table
+
+        lines += ["", summary_table(status)]
+    return "\n".join(lines)
+
+
+def _guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def wrapped(args: argparse.Namespace) -> int:
+        from strands_robots.client import RelayError
+
+        try:
+            return run(args)
+        except (ValueError, OSError) as exc:
+            return _fail(str(exc), EXIT_USAGE)
+        except RelayError as exc:
+            return _fail(f"{type(exc).__name__}: {exc}", EXIT_REFUSED)
+
+    wrapped.__name__ = run.__name__
+    wrapped.__doc__ = run.__doc__
+    return wrapped
+
+
+@_guard
+def cmd_job_submit(args: argparse.Namespace) -> int:
+    """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
+    from strands_robots.station.job_file import load_job_file
+    from strands_robots.station_demo import DemoPolicy, demo_tasks, summary_table, watch_job
+
+    spec = load_job_file(args.job_file)
+    client = _client(args)
+    episodes = args.episodes or spec.episodes_total
+    job_id = client.submit_job(station_id=args.station or spec.station_id, tasks=demo_tasks(spec), episodes=episodes)
+    print(job_id, flush=True)
+    if not args.serve and not args.watch:
+        return 0
+    served: dict = {}
+    if args.serve:
+        policy = DemoPolicy(spec.policy_provider, dict(spec.policy_config))
+
+        def serve() -> None:
+            try:
+                served["final"] = client.serve_policy(job_id, policy)
+            except Exception as exc:
+                served["error"] = exc
+
+        threading.Thread(target=serve, name="job-policy", daemon=True).start()
+    final = watch_job(client, job_id, poll_s=args.poll_s)
+    if "error" in served:
+        print(f"policy: {type(served['error']).__name__}: {served['error']}", file=sys.stderr)
+    print(summary_table(final))
+    return 0 if final.state == "SUCCEEDED" else 1
+
+
+@_guard
+def cmd_job_status(args: argparse.Namespace) -> int:
+    """Print the job's latest snapshot."""
+    print(format_status(_client(args).get_status(args.job_id)))
+    return 0
+
+
+@_guard
+def cmd_job_watch(args: argparse.Namespace) -> int:
+    """Progress bar of finished episodes until the job ends, then the summary table."""
+    from strands_robots.station_demo import summary_table, watch_job
+
+    final = watch_job(_client(args), args.job_id, poll_s=args.poll_s)
+    print(summary_table(final))
+    print(f"job {final.job_id} {final.state}: {final.message}")
+    return 0 if final.state == "SUCCEEDED" else 1
+
+
+@_guard
+def cmd_job_cancel(args: argparse.Namespace) -> int:
+    """Ask the station to cancel the job."""
+    if _client(args).cancel(args.job_id, args.reason):
+        print(f"job {args.job_id}: cancel requested")
+        return 0
+    print(f"job {args.job_id} had already ended; nothing to cancel")
+    return 1
+
+
+def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``job`` with its four commands to ``subparsers`` (each sets ``func``)."""
+    job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay")
+    commands = job.add_subparsers(dest="job_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--relay", default="127.0.0.1:50051", help="host:port of the relay (default %(default)s)")
+        p.add_argument("--token", help="this client's token")
+        p.add_argument("--token-file", help="a file holding this client's token")
+        p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
+        p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
+
+    submit = commands.add_parser("submit", help="submit a job file's tasks")
+    common(submit)
+    submit.add_argument("job_file")
+    submit.add_argument("--station", help="station id (default: the file's)")
+    submit.add_argument("--episodes", type=int, default=0, help="episodes (default: the file's episodes_total)")
+    submit.add_argument("--serve", action="store_true", help="serve the file's policy and watch the job")
+    submit.add_argument("--watch", action="store_true", help="watch the job to its end")
+    submit.set_defaults(func=cmd_job_submit)
+    for name, func, text in (("status", cmd_job_status, "print the latest snapshot"),
+                             ("watch", cmd_job_watch, "progress bar until the job ends, then the table"),
+                             ("cancel", cmd_job_cancel, "ask the station to cancel the job")):
+        p = commands.add_parser(name, help=text)
+        common(p)
+        p.add_argument("job_id")
+        if name == "cancel":
+            p.add_argument("--reason", default="cancelled from the command line")
+        p.set_defaults(func=func)
+    return job
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="strands-robots")
+    add_job_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""System tests: whole evaluation jobs through the relay, with a client-side Policy, on the simulated station.
+
+One set of processes for the module (relay, arm driver, rollout node with its takeover services, station node:
+``station_demo.LocalStation``), started here and ended by PID in ``finally``. Each test submits its own job
+through ``EvaluationClient`` exactly as a remote team would and serves its policy through the relay. Episodes
+are 1 s at 50 Hz.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+pytest.importorskip("grpc", reason="grpcio is not installed")
+
+from strands_robots.client import pb  # noqa: E402
+from strands_robots.station_demo import DemoPolicy, LocalStation  # noqa: E402
+
+JOB_TIMEOUT_S = 150.0
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+SPEC_STATES = {"CREATED", "WAITING_POLICY", "RUNNING", "FINALIZING", "SUCCEEDED", "FAILED", "CANCELLED"}
+SPEC_END_CONDITIONS = {"timeout", "policy_completed", "lease_lost", "authority_lost", "safety_stop",
+                       "start_pose_unreached"}
+SCRIPTED = {"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}  # holds right.joint_4 near start
+
+SHEET = [
+    {"name": "task_done", "question": "Did the arm do what the instruction asked?", "answer_type": "yes_no",
+     "max_points": 2, "success_answer": "yes"},
+    {"name": "motion", "question": "How smooth was the motion?", "answer_type": "choice", "max_points": 1,
+     "choices": ["jerky", "acceptable", "smooth"], "choice_points": [0, 0.5, 1]},
+    {"name": "touches", "question": "How many touches?", "answer_type": "count", "max_points": 0,
+     "points_per_unit": 0},
+]
+
+
+def task(task_id: str, **params: str) -> dict:
+    parameters = {"duration_s": "1", "control_frequency": "50", **params}
+    return {"task_id": task_id, "instruction": f"instruction of {task_id}", "layout": f"layout of {task_id}",
+            "parameters": parameters, "scoring": SHEET}
+
+
+class TeamPolicy(DemoPolicy):
+    """The remote team's policy: the scripted torque policy on the client, counting what the station asked."""
+
+    def __init__(self, disconnect_in: "str | None" = None, client=None) -> None:
+        super().__init__("scripted", SCRIPTED)
+        self.acts = 0
+        self.disconnect_in = disconnect_in
+        self.client = client
+        self.tasks: dict = {}
+
+    def reset(self, task_msg) -> None:
+        super().reset(task_msg)
+        self.tasks[self.episode.episode_id] = task_msg
+
+    def act(self, observation):
+        self.acts += 1
+        if self.disconnect_in and self.episode.episode_id == self.disconnect_in and self.acts > 5:
+            self.disconnect_in = None
+            self.client.close()  # the team's process goes away mid-episode
+        return super().act(observation)
+
+
+@pytest.fixture(scope="module")
+def station(tmp_path_factory):
+    lines: list = []
+    stack = LocalStation(str(tmp_path_factory.mktemp("station")), namespace=f"sys_station_{int(time.time())}",
+                         out=lambda name, line: lines.append(f"[{name}] {line}"))
+    stack.lines = lines
+    try:
+        stack.start_relay()
+        stack.start_nodes()
+        yield stack
+    finally:
+        stack.stop()  # every child by its PID (process group), SIGINT then SIGTERM then SIGKILL
+
+
+def serve_in_background(client, job_id, policy) -> dict:
+    out: dict = {}
+
+    def run():
+        try:
+            out["final"] = client.serve_policy(job_id, policy)
+        except Exception as exc:
+            out["error"] = exc
+
+    out["thread"] = threading.Thread(target=run, daemon=True)
+    out["thread"].start()
+    return out
+
+
+def wait_status(client, job_id, predicate, timeout_s=JOB_TIMEOUT_S, station=None):
+    deadline = time.monotonic() + timeout_s
+    status = None
+    while time.monotonic() < deadline:
+        try:
+            status = client.get_status(job_id)
+        except Exception:
+            status = None
+        if status is not None and predicate(status):
+            return status
+        time.sleep(0.2)
+    tail = "\n".join(station.lines[-60:]) if station is not None else ""
+    raise AssertionError(f"job {job_id} never reached the expected state; last status:\n{status}\n{tail}")
+
+
+def run_job(station, tasks, episodes, policy_factory=TeamPolicy):
+    client = station.client()
+    submitted_ms = int(time.time() * 1000)
+    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=episodes)
+    policy = policy_factory()
+    served = serve_in_background(client, job_id, policy)
+    final = wait_status(client, job_id, lambda s: s.state in TERMINAL, station=station)
+    served["thread"].join(10.0)
+    return client, job_id, final, policy, served, submitted_ms
+
+
+def rows(status):
+    return [(e.episode_id, e.task.task_id, e.end_condition, e.scored, e.taken_over) for e in status.episodes]
+
+
+def test_job_through_the_relay_ends_every_way_and_reports_as_the_spec_says(station):
+    tasks = [
+        task("hold", success_when="right.joint_4.pos > 0.95"),                      # timeout
+        task("reach", **{"policy.end_after_steps": "20", "answer.motion": "smooth"}),  # EndEpisode
+        task("push", **{"policy.target": "2.0", "duration_s": "3", "answer.touches": "1",
+                        "success_when": "end_condition == timeout"}),               # safety_stop
+        task("assisted", operator_takeover_at_s="0.4", success_when="end_condition == timeout"),
+        task("redo", operator_takeover_at_s="0.3", operator_discard="true"),         # discarded, re-run
+        task("heartbeat", **{"fault.stop_heartbeat_at_s": "0.3", "duration_s": "3"}),                  # lease_lost
+        task("claim", operator_claim_at_s="0.3"),                                    # authority_lost
+        task("blocked", start_pose_timeout_s="0.05"),                                # start_pose_unreached
+    ]
+    client, job_id, final, policy, served, submitted_ms = run_job(station, tasks, len(tasks))
+    assert final.state == "SUCCEEDED", (final.message, "\n".join(station.lines[-80:]))
+    assert rows(final) == [
+        ("ep_0000", "hold", "timeout", True, False),
+        ("ep_0001", "reach", "policy_completed", True, False),
+        ("ep_0002", "push", "safety_stop", True, False),
+        ("ep_0003", "assisted", "timeout", True, True),
+        ("ep_0005", "redo", "timeout", True, True),   # ep_0004 was discarded: left out, its task ran again
+        ("ep_0006", "heartbeat", "lease_lost", True, False),
+        ("ep_0007", "claim", "authority_lost", True, False),
+        ("ep_0008", "blocked", "start_pose_unreached", False, False),
+    ], [(e.episode_id, e.end_condition, e.end_detail) for e in final.episodes]
+    by_id = {e.episode_id: e for e in final.episodes}
+    assert "ep_0004" in policy.tasks and "ep_0004" not in by_id  # it ran, was discarded, and is not listed
+    assert re.fullmatch(r"right: joint 4 reads \+\d+\.\d N\*m(; .+)?", by_id["ep_0002"].end_detail), \
+        by_id["ep_0002"].end_detail
+    assert by_id["ep_0000"].end_detail == ""  # the end condition says it all
+    assert "expired" in by_id["ep_0006"].end_detail
+    assert "revoked" in by_id["ep_0007"].end_detail or "station-operator" in by_id["ep_0007"].end_detail
+    assert policy.resumes >= 2  # each takeover handed back through the policy's resume()
+    assert "ep_0008" not in policy.tasks  # no rollout ran, so the policy never started that episode
+
+    # -- get_status, field by field (spec/evaluation-status.txt) --------------------------------------------
+    status = client.get_status(job_id)
+    assert status.station_id == station.station_id
+    assert isinstance(status.state, str) and status.state in SPEC_STATES and status.state == "SUCCEEDED"
+    assert isinstance(status.episodes_total, int) and status.episodes_total == len(tasks)
+    assert len(status.episodes) == len(tasks)  # finished episodes, unscored ones included; none running
+    assert isinstance(status.updated_unix_ms, int) and submitted_ms <= status.updated_unix_ms
+    assert status.HasField("station_last_heard_unix_ms")
+    assert "success rate" in status.message
+    submitted = {t["task_id"]: t for t in tasks}
+    for e in status.episodes:
+        assert re.fullmatch(r"ep_\d{4}", e.episode_id)
+        assert e.end_condition in SPEC_END_CONDITIONS
+        sent = submitted[e.task.task_id]
+        assert (e.task.instruction, e.task.layout, dict(e.task.parameters)) == (
+            sent["instruction"], sent["layout"], sent["parameters"])
+        assert [i.name for i in e.task.scoring.items] == [i["name"] for i in SHEET]
+        assert e.task.scoring.items[0].answer_type == pb.ANSWER_TYPE_YES_NO
+        if not e.scored:
+            assert len(e.items) == 0 and e.score == 0.0 and not e.success
+            continue
+        assert [i.name for i in e.items] == [i["name"] for i in SHEET]
+        assert [i.is_success_item for i in e.items] == [True, False, False]
+        assert [i.WhichOneof("answer") for i in e.items] == ["yes_no", "choice_index", "count"]
+        assert 0.0 <= e.score <= 1.0
+        earned = sum(i.points for i in e.items)
+        assert e.score == pytest.approx(earned / sum(i.max_points for i in e.items))
+        assert e.success == e.items[0].yes_no
+    hold, reach, push = by_id["ep_0000"], by_id["ep_0001"], by_id["ep_0002"]
+    assert hold.success and reach.success and not push.success
+    assert reach.items[1].choice_index == 2 and reach.score == pytest.approx(1.0)
+    assert push.items[2].count == 1 and push.items[0].HasField("yes_no") and push.items[0].yes_no is False
+    # Rates leave the taken-over episodes and the unscored one out.
+    counted = [e for e in status.episodes if e.scored and not e.taken_over]
+    assert len(counted) == 5
+    assert served.get("final") is not None and served["final"].state == "SUCCEEDED"
+
+
+def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again(station):
+    tasks = [task("first"), task("second")]
+    client = station.client()
+    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
+    first = TeamPolicy(disconnect_in="ep_0001", client=client)
+    served = serve_in_background(client, job_id, first)
+    served["thread"].join(JOB_TIMEOUT_S)
+    assert "error" in served  # the team's side of the session broke when its channel closed
+    again = station.client()
+    status = wait_status(again, job_id, lambda s: s.state == "WAITING_POLICY" and len(s.episodes) == 1,
+                         station=station)
+    assert "policy session was lost during ep_0001" in status.message
+    second = TeamPolicy()
+    served2 = serve_in_background(again, job_id, second)
+    final = wait_status(again, job_id, lambda s: s.state in TERMINAL, station=station)
+    served2["thread"].join(10.0)
+    assert final.state == "SUCCEEDED", final.message
+    assert rows(final) == [("ep_0000", "first", "timeout", True, False), ("ep_0002", "second", "timeout", True, False)]
+    assert "ep_0001" in first.tasks and list(second.tasks) == ["ep_0002"]
+
+
+def test_station_killed_mid_job_resumes_it_after_a_restart(station):
+    tasks = [task("a", duration_s="2"), task("b", duration_s="2")]
+    client = station.client()
+    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
+    policy = TeamPolicy()
+    served = serve_in_background(client, job_id, policy)
+    wait_status(client, job_id, lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message, station=station)
+    time.sleep(0.3)
+    station.kill_station()
+    station.start_station()
+    final = wait_status(client, job_id, lambda s: s.state in TERMINAL, station=station)
+    served["thread"].join(10.0)
+    assert final.state == "SUCCEEDED", final.message
+    ids = [e.episode_id for e in final.episodes]
+    assert ids[0] == "ep_0000" and len(ids) == 2 and ids[1] not in ("ep_0000", "ep_0001")
+    assert [e.task.task_id for e in final.episodes] == ["a", "b"]
+
+
+def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(station):
+    tasks = [task("x"), task("y"), task("z")]
+    client = station.client()
+    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=3)
+    served = serve_in_background(client, job_id, TeamPolicy())
+    wait_status(client, job_id, lambda s: len(s.episodes) == 1, station=station)
+    station.stop_relay()
+    served["thread"].join(30.0)
+    time.sleep(1.0)
+    station.start_relay()
+    again = station.client()
+    served2 = serve_in_background(again, job_id, TeamPolicy())
+    final = wait_status(again, job_id, lambda s: s.state in TERMINAL, station=station)
+    served2["thread"].join(10.0)
+    assert final.state == "SUCCEEDED", final.message
+    assert [e.task.task_id for e in final.episodes] == ["x", "y", "z"]
+    assert final.episodes[0].episode_id == "ep_0000"
