@@ -61,3 +61,45 @@ def test_stream_gives_the_same_verdicts_as_the_service_for_every_per_key_case(ri
     reasons = {reason for steps, _ in seen["stream"].values() for step in steps for reason in step[4]}
     assert reasons == {"unknown_key", "non_finite", "outside_limits", "not_lease_holder"}
     assert seen["stream"]["only_unknown_keys"][1][7] == "UnknownActionKeys"  # fail fast still works
+
+
+def test_stale_and_out_of_order_commands_are_refused_and_the_arms_hold(rig):
+    import time
+
+    from test_rollout_node import _positions
+
+    r = rig(driver="process")
+    backend = r.rollout.backend
+    assert backend.wait_until_ready(30.0)
+    grant = backend.acquire("stream_test", 10, 30.0)
+    assert grant.granted, grant.message
+    stream = backend.stream
+    joints = ("left.joint_1", "right.joint_1")
+
+    def settle_positions() -> dict:
+        time.sleep(0.6)  # the arms follow a command within a few hundred ms; this only lets them settle
+        return _positions(r)
+
+    start = settle_positions()
+
+    def command(step: int, offset: float, stale_after_s: float = 1.0):
+        action = {k: start[f"{k}.pos"] + offset for k in joints}
+        return stream.send(action, "stream-test", step, backend.lease_token, wait_s=5.0, stale_after_s=stale_after_s)
+
+    stale = command(0, 0.15, stale_after_s=-1.0)  # its apply_by is a second before it was sent
+    assert stale is not None and not stale.error
+    assert list(stale.applied_keys) == [] and list(stale.unresolved_keys) == list(joints)
+    assert set(stale.unresolved_reasons) == {"stale"}
+    held = settle_positions()
+    assert all(abs(held[f"{k}.pos"] - start[f"{k}.pos"]) < 0.02 for k in joints), "a stale command moved the arms"
+
+    fresh = command(5, 0.15)
+    assert list(fresh.applied_keys) == list(joints)
+    moved = settle_positions()
+    assert all(abs(moved[f"{k}.pos"] - start[f"{k}.pos"]) > 0.1 for k in joints), "the check cannot see a move"
+
+    older = command(3, -0.15)  # step 3 after step 5 of the same run
+    assert list(older.applied_keys) == [] and set(older.unresolved_reasons) == {"out_of_order"}
+    after = settle_positions()
+    assert all(abs(after[f"{k}.pos"] - moved[f"{k}.pos"]) < 0.02 for k in joints), "an out-of-order command moved"
+    backend.release()

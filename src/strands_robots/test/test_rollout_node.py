@@ -289,8 +289,8 @@ def test_refused_goal_is_aborted_with_the_reason_and_opens_no_lifecycle(rig):
 def _positions(r: Rig) -> dict:
     """Joint positions from the latest joint_states the rollout node received (after a fresh one arrived)."""
     backend = r.rollout.backend
-    first = backend._joint_state
-    assert wait_for(lambda: backend._joint_state is not first, 5.0), "no new joint_states"
+    first = backend.latest_joint_state()
+    assert wait_for(lambda: backend.latest_joint_state() is not first, 5.0), "no new joint_states"
     return {k: v for k, v in backend.observe().items() if k.endswith(".pos")}
 
 
@@ -608,3 +608,22 @@ def test_the_rollout_is_one_node_with_parameter_services(rig):
     future.add_done_callback(lambda _f: done.set())
     assert done.wait(10.0), "list_parameters did not answer"
     assert {"command_path", "driver_silence_s", "control_frequency"} <= set(future.result().result.names)
+
+
+def test_cancel_during_the_start_pose_stops_the_move_and_opens_no_lifecycle(rig):
+    r = rig(start_pose_before_episode=True)
+    result, _ = r.run(policy_provider="mock", duration_s=1.0, seed=3)  # leaves the arms away from the start pose
+    assert result.ended.stopped_reason == "budget", result.message
+    events_before = len(r.events)
+    backend = r.rollout.backend
+    backend.start_pose_feedback = None
+    handle = r.send(policy_provider="mock", duration_s=1.0)
+    assert wait_for(lambda: backend.start_pose_feedback is not None, 20.0), "no start-pose feedback"
+    done = threading.Event()
+    handle.cancel_goal_async().add_done_callback(lambda _f: done.set())
+    assert done.wait(10.0), "cancel request not answered"
+    result, status = r.result(handle)
+
+    assert status == GoalStatus.STATUS_CANCELED
+    assert result.message.startswith("stopped during the start pose"), result.message
+    assert result.ended.run_id == "" and len(r.events) == events_before  # no episode ran

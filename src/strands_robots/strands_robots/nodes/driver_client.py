@@ -402,6 +402,10 @@ class RosDriverBackend:
     def latest_status(self) -> Optional[DriverStatus]:
         return self._status
 
+    def latest_joint_state(self) -> Optional[JointState]:
+        """The latest ``joint_states`` message as received (None before the first)."""
+        return self._joint_state
+
     def latest_safety_stop(self) -> Optional[SafetyStop]:
         return self._safety
 
