@@ -1,5 +1,6 @@
-"""Relay benchmark: ``get_status`` throughput and latency under concurrent clients, and the cost of a policy
-round trip through the relay against a direct in-process call. Not a pass/fail test: it prints figures.
+"""Relay benchmark: ``get_status`` under concurrent clients, and a policy round trip through the relay.
+
+The round trip is set against a direct in-process call. Not a pass/fail test: it prints figures.
 
 - The relay runs as its own process (``python -m strands_robots.relay``) on a throwaway SQLite store (or
   ``--store postgresql://...``), listening on 127.0.0.1 only.

@@ -954,7 +954,7 @@ def job_status_from_pb(msg: Any) -> Any:
 
 
 def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any) -> Any:
-    """A relay ``Job`` (what ``StationLink``'s ``on_job`` receives) -> a validated ``station.job.JobSpec``.
+    """Convert a relay ``Job`` (what ``StationLink``'s ``on_job`` receives) to a validated ``JobSpec``.
 
     :param options: the other ``JobSpec`` fields (policy_config, duration_s, control_frequency, max_discards).
     :raises station.job.JobSpecError: naming the task index, the field and the reason.
@@ -1032,15 +1032,21 @@ def msg_to_stream_command(msg: Any) -> Any:
                          time_to_ns(msg.apply_by))
 
 
+_NEW_VERDICT: "Callable[[], Any] | None" = None
+
+
 def stream_verdict_to_msg(verdict: Any, run_id: str, step_index: int, stopped: bool = False,
                           sim_time_s: float = 0.0, received_ns: int = 0) -> Any:
     """Build the ``ActionVerdict`` message for a core verdict on one streamed command.
 
     SendAction's response fields, plus the command's run id and step and when it was received.
     """
-    from strands_robots_msgs.msg import ActionVerdict as VerdictMsg
+    global _NEW_VERDICT
+    if _NEW_VERDICT is None:
+        from strands_robots_msgs.msg import ActionVerdict as VerdictMsg
 
-    m = VerdictMsg()
+        _NEW_VERDICT = _blank_factory(VerdictMsg)
+    m = _NEW_VERDICT()  # every field is assigned below (the verdict stream runs at the control rate)
     m.run_id = run_id
     m.step_index = int(step_index)
     m.applied_keys = list(verdict.applied_keys)
@@ -1049,7 +1055,9 @@ def stream_verdict_to_msg(verdict: Any, run_id: str, step_index: int, stopped: b
     m.error = verdict.error
     m.stopped = bool(stopped)
     m.sim_time_s = float(sim_time_s)
-    m.received.sec, m.received.nanosec = divmod(int(received_ns), _NS_PER_S)
+    received = (_ROS or _ros()).new_time()
+    received.sec, received.nanosec = divmod(int(received_ns), _NS_PER_S)
+    m.received = received
     return m
 
 

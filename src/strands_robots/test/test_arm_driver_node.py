@@ -336,8 +336,8 @@ def test_lease_heartbeat_keeps_lease_and_revocation_is_published(harness):
     assert h.driver.trigger_activate() == SUCCESS
     worker = h.make_backend()
     assert worker.wait_until_ready(10.0)
-    assert worker.acquire("worker", 1, 0.6).granted
-    time.sleep(1.5)  # 2.5 lease lengths: only the heartbeat keeps it
+    assert worker.acquire("worker", 1, 1.0).granted
+    time.sleep(2.5)  # 2.5 lease lengths: only the heartbeat (every third of one) keeps it
     assert worker.lease_lost == ""
     assert worker.send_action({"left.joint_1": 0.0}).applied_keys == ("left.joint_1",)
 

@@ -1,5 +1,7 @@
-"""The Evaluation Client installs with pip into a fresh venv (no system site packages, no ROS, no MuJoCo) and
-runs a whole job there against a relay started by this test."""
+"""The Evaluation Client installs with pip into a fresh venv and runs a whole job there.
+
+The venv has no system site packages, no ROS and no MuJoCo; the relay is started by the test.
+"""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ _TEAM_SCRIPT = textwrap.dedent("""
 
 
 def _station(link, jobs):
-    """The station's side, in this process: one episode driven by the remote policy, then SUCCEEDED."""
+    """Play the station's side in this process: one episode driven by the remote policy, then SUCCEEDED."""
     job = jobs[0]
     link_session = link.open_session(job.job_id)
     try:

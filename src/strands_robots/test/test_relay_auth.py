@@ -1,5 +1,7 @@
-"""Who may call the relay: token files, constant-time lookup, every call authenticated, own jobs only, TLS,
-message size limits."""
+"""Who may call the relay.
+
+Token files, constant-time lookup, every call authenticated, own jobs only, TLS, message size limits.
+"""
 
 from __future__ import annotations
 

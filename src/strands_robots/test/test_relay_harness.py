@@ -1,6 +1,7 @@
-"""Shared pieces of the relay, store and client tests: a real PostgreSQL server, token files, certificates,
-an in-process relay and a relay process. Nothing here is a test; the helpers start real parts and stop them by
-PID (or handle) in ``finally``.
+"""Shared pieces of the relay, store and client tests.
+
+A real PostgreSQL server, token files, certificates, an in-process relay and a relay process. Nothing here is a
+test; the helpers start real parts and stop them by PID (or handle) in ``finally``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def postgres_bin_dir() -> "str | None":
 
 
 def _as_postgres_user(argv: list[str]) -> list[str]:
-    """initdb refuses to run as root: run the server tools as the ``postgres`` account when we are root."""
+    """Initdb refuses to run as root: run the server tools as the ``postgres`` account when we are root."""
     if os.geteuid() != 0:
         return argv
     runuser = shutil.which("runuser")
@@ -57,7 +58,7 @@ def _as_postgres_user(argv: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def postgres_server():
-    """A throwaway PostgreSQL server on 127.0.0.1 (free port; unix socket in its temp dir). Yields its URL.
+    """Run a throwaway PostgreSQL server on 127.0.0.1 (free port; unix socket in its temp dir); yield its URL.
 
     Skips with the reason when Debian's binaries are missing (``apt-get install -y postgresql``).
     """
@@ -113,7 +114,7 @@ def reset_postgres(url: str) -> None:
 
 # -- TLS --------------------------------------------------------------------------------------------------------
 def self_signed_cert(directory: Path) -> "tuple[Path, Path]":
-    """A self-signed certificate for 127.0.0.1/localhost (openssl from Debian); skips when openssl is missing."""
+    """Make a self-signed certificate for 127.0.0.1/localhost (openssl); skip when openssl is missing."""
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl is not installed (apt-get install -y openssl): cannot make a test certificate")
@@ -179,7 +180,7 @@ def wait_until(predicate, timeout_s: float = 15.0, interval_s: float = 0.02, wha
 # -- relay in this process ----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def running_relay(directory: Path, store=None, **kwargs):
-    """A RelayServer on 127.0.0.1 (free port) with the test tokens; yields a namespace with target, store."""
+    """Run a RelayServer on 127.0.0.1 (free port) with the test tokens; yield a namespace (target, store)."""
     from types import SimpleNamespace
 
     from strands_robots.relay.auth import TokenBook

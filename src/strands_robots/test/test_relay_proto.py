@@ -1,5 +1,8 @@
-"""The wire format: committed modules match the .proto files; protobuf semantics as the spec describes them;
-station model <-> protobuf conversions lose nothing."""
+"""The wire format.
+
+Committed modules match the .proto files; protobuf semantics as the spec describes them; station model <->
+protobuf conversions lose nothing.
+"""
 
 from __future__ import annotations
 

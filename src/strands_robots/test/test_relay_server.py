@@ -1,5 +1,8 @@
-"""The relay's job service: submit checks, cached snapshots with the station's time and when it was heard,
-cancels, job streams, several relays on one PostgreSQL store, and the command line."""
+"""The relay's job service.
+
+Submit checks, cached snapshots with the station's time and when it was heard, cancels, job streams, several
+relays on one PostgreSQL store, and the command line.
+"""
 
 from __future__ import annotations
 

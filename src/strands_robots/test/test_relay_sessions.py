@@ -1,5 +1,7 @@
-"""Policy sessions through the relay: observations out, chunks back, EndEpisode, resume, job end, and what
-each side sees when the other goes away."""
+"""Policy sessions through the relay.
+
+Observations out, chunks back, EndEpisode, resume, job end, and what each side sees when the other goes away.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ import textwrap
 import threading
 
 import pytest
-from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, relay_env, running_relay, stop_process, wait_until, yes_no_task
+from test_relay_harness import (
+    CLIENT_TOKENS,
+    STATION_TOKENS,
+    relay_env,
+    running_relay,
+    stop_process,
+    wait_until,
+    yes_no_task,
+)
 
 from strands_robots.client import AlreadyExists, EndEpisode, EvaluationClient, Policy, PolicyFailed, pb
 from strands_robots.policies.base import EndEpisode as CoreEndEpisode

@@ -59,9 +59,12 @@ class CommandSequencer:
         self._clock_ns = clock_ns
         self._last_applied: "OrderedDict[str, int]" = OrderedDict()
 
-    def refusal(self, command: StreamCommand) -> str:
-        """``stale``, ``out_of_order``, or empty when the command may go on to the per-key rules."""
-        if command.apply_by_ns and self._clock_ns() > command.apply_by_ns:
+    def refusal(self, command: StreamCommand, now_ns: "int | None" = None) -> str:
+        """Return ``stale``, ``out_of_order``, or empty when the command may go on to the per-key rules.
+
+        :param now_ns: judge staleness at this time instead of the clock's now.
+        """
+        if command.apply_by_ns and (self._clock_ns() if now_ns is None else now_ns) > command.apply_by_ns:
             return REASON_STALE
         last = self._last_applied.get(command.run_id)
         if last is not None and command.step_index <= last:

@@ -198,17 +198,20 @@ class DriverCore:
             return ActionVerdict.coarse(f"send_action repeats keys {dupes}")
         return self.send_action(action, lease_token)
 
-    def apply_command(self, command: StreamCommand) -> ActionVerdict:
+    def apply_command(self, command: StreamCommand, now_ns: "int | None" = None) -> ActionVerdict:
         """Apply a command from the stream: the stale and out-of-order rules, then exactly :meth:`execute`.
 
         A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
         arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
+
+        :param now_ns: the time the command is judged at (default: the core's clock now); the node passes the
+            time it received the command, so one clock read serves the verdict's ``received`` and the rule.
         """
         keys, values = command.keys, command.values
         if len(keys) != len(values) or len(set(keys)) != len(keys):
             return self.execute(keys, values, command.lease_token)
         with self._lock:
-            refusal = self._sequencer.refusal(command)
+            refusal = self._sequencer.refusal(command, now_ns)
             if refusal:
                 self._actions_received += 1
                 self._actions_refused += 1

@@ -120,7 +120,7 @@ def observation_from_pb(msg: Any) -> Dict[str, Any]:
 
 
 def action_chunk_to_pb(chunk: Iterable[Mapping[str, float]]) -> Any:
-    """A sequence of ``{actuator_key: value}`` -> ``pb.ActionChunk``; CodecError names the step and key."""
+    """Convert a sequence of ``{actuator_key: value}`` to ``pb.ActionChunk``; CodecError names step and key."""
     if isinstance(chunk, Mapping):
         raise CodecError("an action chunk is a sequence of {key: value} mappings, got a single mapping")
     msg = _ps.ActionChunk()

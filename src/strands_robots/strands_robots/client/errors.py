@@ -80,7 +80,7 @@ _BY_CODE["PERMISSION_DENIED"] = Unauthenticated
 
 
 def from_rpc_error(exc: Exception) -> RelayError:
-    """The typed error for a ``grpc.RpcError`` (keeps the server's details as the reason)."""
+    """Return the typed error for a ``grpc.RpcError`` (the server's details as the reason)."""
     code = exc.code() if hasattr(exc, "code") else None
     name = getattr(code, "name", "UNKNOWN")
     details = exc.details() if hasattr(exc, "details") else ""

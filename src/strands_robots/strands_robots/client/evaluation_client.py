@@ -38,7 +38,7 @@ TaskLike = Union[Any, Mapping[str, Any]]
 
 
 def task_from_dict(data: Mapping[str, Any], index: int = 0) -> Any:
-    """A ``pb.Task`` from a plain mapping (``answer_type`` as ``"yes_no"``, ``"ANSWER_TYPE_YES_NO"`` or int).
+    """Build a ``pb.Task`` from a plain mapping (``answer_type``: ``"yes_no"``, ``"ANSWER_TYPE_YES_NO"`` or int).
 
     :raises errors.InvalidTask: naming ``tasks[index]`` and what is wrong.
     """
@@ -119,7 +119,7 @@ class EvaluationClient:
         return self._call(self._stub.SubmitJob, request).job_id
 
     def get_status(self, job_id: str) -> Any:
-        """The latest snapshot of the job (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known."""
+        """Return the job's latest snapshot (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known."""
         return self._call(self._stub.GetStatus, pb.GetStatusRequest(job_id=job_id))
 
     def cancel(self, job_id: str, reason: str = "") -> bool:
@@ -201,8 +201,10 @@ class EvaluationClient:
 
     @staticmethod
     def _half_close_and_drain(outbox: "queue.Queue[Any]", responses: Any, timeout_s: float = 10.0) -> None:
-        """End our side after the queued replies went out (a cancel could drop the error reply), then wait for
-        the relay to end its side (bounded)."""
+        """End our side once the queued replies went out, then wait (bounded) for the relay to end its side.
+
+        A cancel instead could drop the error reply before it is sent.
+        """
         import threading
 
         outbox.put(_CLOSE)

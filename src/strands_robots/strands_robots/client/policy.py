@@ -19,7 +19,7 @@ class Policy:
     episode: Any = None
 
     def reset(self, task: Any) -> None:
-        """A new episode starts with ``task`` (``pb.Task``: instruction, layout, parameters, scoring)."""
+        """Start a new episode of ``task`` (``pb.Task``: instruction, layout, parameters, scoring)."""
 
     def act(self, observation: Mapping[str, Any]) -> List[Mapping[str, float]]:
         """Return an action chunk: a list of ``{actuator_key: value}``, applied one per control step.
@@ -30,4 +30,4 @@ class Policy:
         raise NotImplementedError("Policy.act must be overridden")
 
     def resume(self, observation: Mapping[str, Any]) -> None:
-        """An operator takeover ended: continue from the arms' current state in ``observation``."""
+        """Continue after an operator takeover, from the arms' current state in ``observation``."""

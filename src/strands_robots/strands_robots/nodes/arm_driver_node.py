@@ -131,6 +131,8 @@ class ArmDriverNode(LifecycleNode):
         except ConfigError as exc:
             raise ValueError(f"invalid parameter: {exc}") from exc
         self._hardware_name = self._param("hardware")
+        # Read on every command; it changes only while inactive, through _apply_parameter.
+        self._require_lease = bool(self._param("require_lease"))
         with self._tick_lock:
             self._joint_states_period_s = 1.0 / float(self._param("control_rate_hz"))
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -163,7 +165,9 @@ class ArmDriverNode(LifecycleNode):
 
     def _apply_parameter(self, name: str, value: Any) -> None:
         """Rates apply at once (the value is already validated)."""
-        if name == "control_rate_hz":
+        if name == "require_lease":
+            self._require_lease = bool(value)
+        elif name == "control_rate_hz":
             with self._tick_lock:
                 self._joint_states_period_s = 1.0 / float(value)
         elif name in ("status_rate_hz", "diagnostics_rate_hz") and self._active:
@@ -179,7 +183,7 @@ class ArmDriverNode(LifecycleNode):
 
     def _lease_valid(self, token: str) -> bool:
         """Validate a lease token for the core: every token passes while ``require_lease`` is false."""
-        return (not self._param("require_lease")) or self._leases.validate(token)
+        return (not self._require_lease) or self._leases.validate(token)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
@@ -379,8 +383,8 @@ class ArmDriverNode(LifecycleNode):
             out.safety_if_changed()
         return verdict, stopped, sim_time
 
-    def _apply_command(self, command: StreamCommand) -> Tuple[ActionVerdict, bool, float]:
-        return self._gated(lambda core: core.apply_command(command))
+    def _apply_command(self, command: StreamCommand, received_ns: int) -> Tuple[ActionVerdict, bool, float]:
+        return self._gated(lambda core: core.apply_command(command, received_ns))
 
     def _log_refusal(self, step_index: int, verdict: ActionVerdict) -> None:
         self.get_logger().warning(

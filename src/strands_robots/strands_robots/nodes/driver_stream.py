@@ -26,13 +26,13 @@ class CommandStream:
     """Subscribes to the commands and publishes the verdicts on ``node``.
 
     :param node: the driver node (its executor calls :meth:`_on_command`).
-    :param apply: ``(command) -> (verdict, stopped, sim_time_s)``; the node gates it on being active.
+    :param apply: ``(command, received_ns) -> (verdict, stopped, sim_time_s)``; the node gates it on being active.
     :param now_ns: the node clock, for ``received``.
     :param on_refused: told about every verdict with an unresolved key or an error (throttled logging).
     :param callback_group: the node's command group (serialised with send_action and the leases).
     """
 
-    def __init__(self, node: Any, apply: Callable[[Any], Tuple[ActionVerdict, bool, float]],
+    def __init__(self, node: Any, apply: Callable[[Any, int], Tuple[ActionVerdict, bool, float]],
                  now_ns: Callable[[], int], on_refused: Callable[[int, ActionVerdict], None],
                  callback_group: Any = None) -> None:
         self._node = node
@@ -52,7 +52,7 @@ class CommandStream:
         except Exception as exc:  # never leave a command without its verdict
             verdict, stopped, sim_time = ActionVerdict.coarse(f"unreadable command: {exc}"), False, 0.0
         else:
-            verdict, stopped, sim_time = self._apply(command)
+            verdict, stopped, sim_time = self._apply(command, received_ns)
         self._publisher.publish(convert.stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped,
                                                               sim_time, received_ns))
         if verdict.is_coarse_error or verdict.unresolved_keys:

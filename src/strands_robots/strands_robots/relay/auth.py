@@ -118,7 +118,7 @@ class TokenBook:
         return cls.from_yaml_text(text, source=str(path))
 
     def identify(self, token: str) -> Optional[Principal]:
-        """The principal ``token`` belongs to, or None. Compares against every entry (constant time)."""
+        """Return the principal ``token`` belongs to, or None; compares with every entry (constant time)."""
         presented = token.encode("utf-8")
         found = None
         for known, principal in self._entries:

@@ -20,12 +20,12 @@ class InvalidJob(ValueError):
 
 
 def new_job_id() -> str:
-    """A fresh job id: unguessable, so one client cannot probe for another's jobs."""
+    """Return a fresh job id: unguessable, so one client cannot probe for another's jobs."""
     return "job-" + secrets.token_hex(8)
 
 
 def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str]) -> str:
-    """The job id to create for ``request`` (a ``SubmitJobRequest``), or :class:`InvalidJob` with the reason."""
+    """Return the job id to create for ``request`` (a ``SubmitJobRequest``); raise :class:`InvalidJob` if refused."""
     from strands_robots.convert import task_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 

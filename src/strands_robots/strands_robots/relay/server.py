@@ -106,8 +106,10 @@ class _Core:
         return result.principal
 
     def own_view(self, context: Any, principal: Principal, job_id: str) -> JobView:
-        """The job (with its snapshot) if ``principal`` may see it; NOT_FOUND otherwise, with the same answer
-        for a missing job and another's."""
+        """Return the job (with its snapshot) if ``principal`` may see it, else abort with NOT_FOUND.
+
+        A missing job and another's get the same answer, so ids do not leak.
+        """
         view = self.store.view(job_id) if job_id else None
         job = view.job if view is not None else None
         owner = job.client_id if (job and principal.kind == KIND_CLIENT) else (job.station_id if job else None)
@@ -164,7 +166,7 @@ class _Core:
 
 
 def _store_guard(method: Callable) -> Callable:
-    """A store failure answers UNAVAILABLE with the reason (not UNKNOWN with a traceback)."""
+    """Answer a store failure with UNAVAILABLE and the reason (not UNKNOWN with a traceback)."""
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def streaming(self, request, context):

@@ -116,7 +116,7 @@ class Broker:
             return side
 
     def close_station(self, side: Side, reason: str) -> None:
-        """The station's stream ended; the client (if any) is told ``station_left``."""
+        """Forget the station's side (its stream ended); the client, if any, is told ``station_left``."""
         with self._lock:
             s = self._sessions.get(side.job_id)
             if s is None or s.station is not side:
@@ -129,7 +129,7 @@ class Broker:
             self._drop_if_idle(side.job_id)
 
     def close_client(self, side: Side) -> None:
-        """The client's stream ended; a paired station's stream is aborted with the reason."""
+        """Forget the client's side (its stream ended); a paired station's stream is aborted with the reason."""
         with self._lock:
             s = self._sessions.get(side.job_id)
             if s is None or s.client is not side:
@@ -148,7 +148,7 @@ class Broker:
 
     # -- traffic ---------------------------------------------------------------------------------------------
     def from_station(self, side: Side, request: Any) -> None:
-        """A ``PolicyRequest`` from the station: forwarded to the client (queued until one attaches)."""
+        """Forward a ``PolicyRequest`` from the station to the client (queued until one attaches)."""
         kind = request.WhichOneof("kind")
         with self._lock:
             s = self._sessions.get(side.job_id)
@@ -164,7 +164,7 @@ class Broker:
                 s.client_backlog.append(request)
 
     def from_client(self, side: Side, reply: Any) -> None:
-        """A ``PolicyReply`` from the client: forwarded to the station (dropped when none is paired)."""
+        """Forward a ``PolicyReply`` from the client to the station (dropped when none is paired)."""
         with self._lock:
             s = self._sessions.get(side.job_id)
             if s is None or s.client is not side:
@@ -173,7 +173,7 @@ class Broker:
                 s.station.outbox.put(reply)
 
     def job_ended(self, job_id: str, status: Any) -> None:
-        """The job reached a terminal state: its client gets ``job_ended`` and its stream ends."""
+        """Tell the job's client that the job reached a terminal state (``job_ended``); its stream ends."""
         with self._lock:
             s = self._sessions.get(job_id)
             if s is not None:

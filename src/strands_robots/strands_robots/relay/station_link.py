@@ -191,7 +191,7 @@ class StationLink:
             return len(self._backlog)
 
     def pending(self) -> List[Any]:
-        """A copy of the backlog, oldest first (``pb.JobStatus``)."""
+        """Return a copy of the backlog, oldest first (``pb.JobStatus``)."""
         with self._cond:
             return list(self._backlog)
 
@@ -403,7 +403,7 @@ class PolicySession:
 
     def start_episode(self, episode_id: str, task: Any, *, action_keys: Sequence[str] = (),
                       control_frequency: float = 0.0, action_horizon: int = 0) -> None:
-        """The policy's ``reset(task)`` for a new episode (``task``: ``station.model.Task`` or ``pb.Task``)."""
+        """Start a new episode: the policy's ``reset(task)`` (``station.model.Task`` or ``pb.Task``)."""
         if not isinstance(task, ev.Task):
             from strands_robots.convert import task_to_pb
 
@@ -422,8 +422,11 @@ class PolicySession:
 
     # -- the rollout's Policy protocol ------------------------------------------------------------------------
     def reset(self, task: Mapping[str, Any]) -> None:
-        """Rollout form: ``task`` holds ``instruction`` and ``action_keys``; ``episode_id`` and ``task``
-        (the station's Task) when the station passes them. Sends the episode start and waits for the ack."""
+        """Start an episode from the rollout's task mapping; wait for the policy's ack.
+
+        ``task`` holds ``instruction`` and ``action_keys``, and ``episode_id`` and ``task`` (the station's Task)
+        when the station passes them.
+        """
         station_task = task.get("task")
         if station_task is None:
             station_task = ev.Task(task_id=str(task.get("task_id", "")), instruction=str(task.get("instruction", "")))
@@ -433,7 +436,7 @@ class PolicySession:
                            action_horizon=int(task.get("action_horizon", 0) or 0))
 
     def act(self, observation: Mapping[str, Any]) -> List[dict]:
-        """The policy's action chunk for ``observation``; raises ``EndEpisode`` when the policy ended it."""
+        """Return the policy's action chunk for ``observation``; raise ``EndEpisode`` when the policy ended it."""
         reply = self._request(act=codec.observation_to_pb(observation, skip_unsupported=True))
         kind = reply.WhichOneof("kind")
         if kind == "end_episode":

@@ -76,7 +76,7 @@ class Store(Protocol):
     def get_job(self, job_id: str) -> Optional[JobRecord]: ...
 
     def view(self, job_id: str) -> Optional[JobView]:
-        """The job, its latest snapshot and its station's last-heard time, read together (one query)."""
+        """Read the job, its latest snapshot and its station's last-heard time together (one query)."""
         ...
 
     def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
@@ -431,7 +431,7 @@ class PostgresStore(_SqlStore):
 
 
 def open_store(url: str) -> Store:
-    """The store a ``--store`` argument names: ``sqlite:PATH`` or ``postgresql://...`` (``postgres://``)."""
+    """Open the store a ``--store`` argument names: ``sqlite:PATH`` or ``postgresql://...`` (``postgres://``)."""
     if url.startswith("sqlite:"):
         path = url[len("sqlite:"):]
         if path.startswith("//"):
