@@ -128,3 +128,10 @@ def test_sequencer_forgets_old_runs_but_keeps_recent_ones():
         seq.record_applied(StreamCommand((), (), f"run-{i}", 5))
     assert seq.last_applied("run-199") == 5
     assert seq.last_applied("run-0") is None
+
+
+def test_commands_outside_an_episode_have_no_order_but_can_be_stale(core, clock):
+    for value in (0.1, 0.05, 0.1):  # the same step 0 again and again, as `ros2 topic pub` sends it
+        assert core.apply_command(cmd(["left.joint_1"], [value], 0, run="")).applied_keys == ("left.joint_1",)
+    v = core.apply_command(cmd(["left.joint_1"], [0.2], 0, run="", apply_by_ns=clock.ns - 1))
+    assert v.unresolved_reasons == (REASON_STALE,)

@@ -6,6 +6,7 @@ the rollout has already moved past, so the driver refuses it and the arms hold:
 
 1. ``stale``: the clock is past the command's ``apply_by`` deadline (``apply_by_ns == 0``: no deadline).
 2. ``out_of_order``: its ``step_index`` is not newer than the last step *applied* for the same ``run_id``.
+   Commands outside an episode (empty ``run_id``, e.g. ``ros2 topic pub``) have no order to keep.
 
 Stale is checked first (a late command is refused for being late, whatever its order). "Applied" means the
 command passed these rules and at least one of its keys was commanded: a command from a foreign lease token
@@ -66,6 +67,8 @@ class CommandSequencer:
         """
         if command.apply_by_ns and (self._clock_ns() if now_ns is None else now_ns) > command.apply_by_ns:
             return REASON_STALE
+        if not command.run_id:
+            return ""
         last = self._last_applied.get(command.run_id)
         if last is not None and command.step_index <= last:
             return REASON_OUT_OF_ORDER
@@ -73,6 +76,8 @@ class CommandSequencer:
 
     def record_applied(self, command: StreamCommand) -> None:
         """Remember that ``command`` moved something: older steps of its run are out of order from now on."""
+        if not command.run_id:
+            return
         runs = self._last_applied
         runs[command.run_id] = max(command.step_index, runs.get(command.run_id, command.step_index))
         runs.move_to_end(command.run_id)
