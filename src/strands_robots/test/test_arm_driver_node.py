@@ -978,3 +978,15 @@ def test_joint_states_follow_simulation_time_with_use_sim_time(harness):
     robot = convert.joint_state_robot_time_s(msg)
     assert 0.0 < stamp_s <= robot + 1e-9
     assert robot - stamp_s < 0.5
+
+
+def test_the_start_pose_service_still_answers_on_the_same_core_move(active):
+    from strands_robots_msgs.srv import MoveToStartPose
+
+    h = active
+    client = h.client.create_client(MoveToStartPose, "move_to_start_pose")
+    res = h.call(client, MoveToStartPose.Request(lease_token=h.backend.lease_token), timeout_s=30.0)
+    assert res.reached and res.detail == "" and res.elapsed_s > 0.0
+    refused = h.call(client, MoveToStartPose.Request(lease_token="f" * 32, tolerance=-1.0))
+    assert not refused.reached and refused.max_error == -1.0
+    assert "position_tolerance_rad must be a finite number > 0" in refused.detail  # validated before the lease
