@@ -89,6 +89,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
         executor.add_node(node)
         spinner = spin_in_background(executor, "up-executor")
         why = ""
+        failure_code = None
         rollout_rc = None
         try:
             print(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
@@ -110,7 +111,10 @@ def _run(args: argparse.Namespace, config: str) -> int:
             ))
             while rollout.poll() is None and not signals.event.is_set():
                 if driver.poll() is not None:
-                    why = f"the arm driver exited with {driver.returncode} during the run"
+                    why = ("the arm driver refused its parameters (its line above says why)"
+                           if driver.returncode == EXIT_BAD_PARAMETERS
+                           else f"the arm driver exited with {driver.returncode} during the run")
+                    failure_code = EXIT_BAD_PARAMETERS if driver.returncode == EXIT_BAD_PARAMETERS else 1
                     break
                 signals.event.wait(0.1)
             rollout_rc = rollout.poll()
@@ -132,19 +136,20 @@ def _run(args: argparse.Namespace, config: str) -> int:
             rclpy.try_shutdown()
     if signals.signum:
         return 128 + signals.signum
-    return _verdict(printer, args.episodes, rollout_rc, why, EXIT_BAD_PARAMETERS)
+    return _verdict(printer, args.episodes, rollout_rc, why, failure_code, EXIT_BAD_PARAMETERS)
 
 
-def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_parameters_rc: int) -> int:
+def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, failure_code, bad_parameters_rc: int) -> int:
     """Print the last line and return the exit code.
 
-    Success only when the rollout exited 0 and every episode asked for was seen to end ok.
+    Success only when the rollout exited 0 and every episode asked for was seen to end ok. ``why`` (with
+    ``failure_code``) is a failure already known, e.g. the driver died.
     """
     ok = [e for e in printer.ended if e.outcome == "ok"]
     counts = (f"{len(printer.ended)}/{episodes} episode(s) ended, {len(ok)} ok, {printer.events} events received, "
               f"{printer.gaps} lost (event_seq gaps)")
-    if rollout_rc == bad_parameters_rc and not printer.ended:
-        why = why or "the rollout node refused its parameters (its line above says why)"
+    if not why and rollout_rc == bad_parameters_rc and not printer.ended:
+        why = "the rollout node refused its parameters (its line above says why)"
     if not why and rollout_rc != 0:
         failed = [e for e in printer.ended if e.outcome != "ok"]
         if failed:
@@ -154,9 +159,10 @@ def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, bad_pa
             why = f"the rollout node exited with {rollout_rc}"
     if not why and len(ok) < episodes:
         why = f"only {len(ok)} of {episodes} episode(s) were seen to end ok"
-    code = rollout_rc if rollout_rc not in (None, 0) else 1
     if why:
-        print(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout_rc}", flush=True)
+        code = failure_code or (rollout_rc if rollout_rc not in (None, 0) else 1)
+        rollout = "still running when stopped" if rollout_rc is None else str(rollout_rc)
+        print(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout}", flush=True)
         return code
     print(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {printer.events} events received, "
           f"{printer.gaps} lost (event_seq gaps); rollout exit code 0", flush=True)
