@@ -776,7 +776,7 @@ def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int
 
 
 def verdict_msg_to_verdict(msg: Any) -> Any:
-    """The :class:`~strands_robots.arm.verdict.ActionVerdict` of an ``ActionVerdict`` message.
+    """Return the :class:`~strands_robots.arm.verdict.ActionVerdict` of an ``ActionVerdict`` message.
 
     A message with ``error`` set is a coarse verdict: its key lists are dropped (nothing is known per key).
     ``stale`` and ``out_of_order`` refusals are per-key verdicts (every key unresolved with that reason).
@@ -794,8 +794,9 @@ def verdict_msg_to_verdict(msg: Any) -> Any:
 
 def rollout_episode_result_msg(ended: "Mapping[str, Any] | None", end_condition: str, end_detail: str,
                                task: Any = None) -> Any:
-    """``EpisodeResult`` as the rollout node publishes it on ``episode_results`` (not scored: the station adds
-    the score sheet and the episode id).
+    """Build the ``EpisodeResult`` the rollout node publishes on ``episode_results``.
+
+    Not scored: the station adds the score sheet and the episode id.
 
     :param ended: the episode's Ended event as a dict (``run_id`` read from it); None when no rollout ran.
     :param task: the goal's ``Task`` message, or None for an empty one.

@@ -15,7 +15,8 @@ pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from test_rollout_node import lifecycle, rig  # noqa: E402,F401  (rig is the fixture)
+from test_rollout_node import lifecycle  # noqa: E402
+from test_rollout_node import rig as rig  # noqa: E402,F401  (the fixture, used by name)
 
 CASES = {
     "full": dict(policy_provider="mock", max_steps=20),

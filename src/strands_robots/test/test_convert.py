@@ -269,8 +269,8 @@ def test_station_types_convert_through_their_dict_forms():
             "scoring": {"items": [{"name": "success", "question": "Stacked?", "answer_type": "yes_no",
                                    "max_points": 1, "choices": [], "choice_points": [],
                                    "points_per_unit": 0.0, "success_answer": "yes"}]}}
-    item = {"name": "success", "question": "Stacked?", "answer_type": "yes_no", "answer": "yes", "points": 1.0, "max_points": 1.0,
-            "is_success_item": True}
+    item = {"name": "success", "question": "Stacked?", "answer_type": "yes_no", "answer": "yes", "points": 1.0,
+            "max_points": 1.0, "is_success_item": True}
     episode = {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True,
                "score": 1.0, "items": [item], "task": task, "taken_over": False, "end_detail": "",
                "run_id": "a" * 32}

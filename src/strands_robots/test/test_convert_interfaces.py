@@ -1,5 +1,7 @@
-"""Every strands_robots_msgs interface: listed by the ament index, declared fields present, and a fully
-populated instance survives real DDS and the generic dict path unchanged."""
+"""Every strands_robots_msgs interface, listed by the ament index, with its declared fields.
+
+A fully populated instance survives real DDS and the generic dict path unchanged.
+"""
 
 from __future__ import annotations
 
@@ -132,7 +134,7 @@ def _value(slot, n: int, name: str):
 
 
 def populated(cls, salt: int = 0):
-    """An instance with every field set to a distinctive non-default value, sequences non-empty."""
+    """Build an instance with every field set to a distinctive non-default value, sequences non-empty."""
     msg = cls()
     for i, (name, slot) in enumerate(zip(cls.get_fields_and_field_types(), cls.SLOT_TYPES)):
         setattr(msg, name, _value(slot, salt + i + 1, name))
@@ -209,8 +211,11 @@ def test_every_interface_round_trips_over_dds(type_id, dds_echo):
 
 
 def test_action_wrappers_add_only_goal_ids_and_status():
-    """Goal/Result/Feedback convert on their own: the _SendGoal/_GetResult/_FeedbackMessage wrappers that
-    rclpy's action server and client build only add a goal id, a stamp, acceptance and a status."""
+    """Goal/Result/Feedback convert on their own.
+
+    The _SendGoal/_GetResult/_FeedbackMessage wrappers that rclpy's action server and client build only add a
+    goal id, a stamp, acceptance and a status.
+    """
     action = pytest.importorskip(f"{PKG}.action", reason="generated messages not importable")
     impl = action.RunEpisode.Impl
     wrapper_only = {"unique_identifier_msgs/UUID", "builtin_interfaces/Time", "boolean", "int8"}

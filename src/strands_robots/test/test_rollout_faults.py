@@ -21,12 +21,13 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus  # noqa: E402
-from test_rollout_node import RATE_HZ, lifecycle, rig  # noqa: E402,F401  (rig is the fixture)
+from test_rollout_node import RATE_HZ, lifecycle  # noqa: E402
+from test_rollout_node import rig as rig  # noqa: E402,F401  (the fixture, used by name)
 
 from strands_robots.simulation.observers import RunPolicyStep  # noqa: E402
 
 BUDGET_S = 20.0
-SILENCE_S = 0.25  # the node's default bound at 50 Hz (10 periods, at least 0.25 s)
+SILENCE_S = 0.5  # the rig's bound (the ceiling; the default at 50 Hz is 0.25 s, see test_command_stream_watch)
 
 
 def _read_recording(path: str, namespace: str) -> tuple[list, list]:
@@ -47,7 +48,7 @@ def _read_recording(path: str, namespace: str) -> tuple[list, list]:
 
 
 def _longest_repeat(frames: list) -> int:
-    """The longest run of consecutive frames whose positions equal the frame before (the mock always moves)."""
+    """Count the longest run of consecutive frames equal to the frame before (the mock always moves)."""
     longest = run = 0
     for (_, prev), (_, cur) in zip(frames, frames[1:]):
         run = run + 1 if cur == prev else 0

@@ -3,10 +3,10 @@
 Each test brings up, in its own rclpy Context and namespace, the arm driver node (configured and active; a
 subprocess where the test kills it), the rollout node and a client node (RunEpisode action client, an
 ``observer_events`` subscriber, a latched ``safety_stop`` subscriber), each spun by its own executor thread as
-in the node processes (ros_harness.NodeSpinners). The fixture tears everything down, and ends a driver subprocess by its PID, even when the
-test fails. What is asserted is what arrived over DDS (events, action result, SafetyStop) and the driver's
-own counters; episodes are short (0.5-2 s at 50 Hz) and nothing is timed by the wall clock: the tests count
-steps and events.
+in the node processes (ros_harness.NodeSpinners). The fixture tears everything down, and ends a driver
+subprocess by its PID, even when the test fails. What is asserted is what arrived over DDS (events, action
+result, SafetyStop) and the driver's own counters; episodes are short (0.5-2 s at 50 Hz) and nothing is timed
+by the wall clock: the tests count steps and events.
 """
 
 from __future__ import annotations
@@ -97,9 +97,12 @@ class Rig:
         # A generous send_action deadline: on a loaded machine a late answer must not turn into an unknown step
         # in tests about per-key verdicts (the killed-driver test sets its own).
         # Likewise a step waits up to 1 s for its streamed verdict (the node's default is a fraction of the period):
-        # tests of verdicts must not see a late one as unknown (the fault tests use the default).
+        # tests of verdicts must not see a late one as unknown (the fault tests use the default). The dead-driver
+        # bound is its ceiling, 0.5 s (the default at 50 Hz is 0.25 s): on this shared 2-core machine other jobs
+        # have starved a healthy driver for longer than 0.25 s.
         params = {"start_pose_before_episode": False, "control_frequency": RATE_HZ, "driver_timeout_s": 30.0,
-                  "action_timeout_s": 5.0, "command_path": COMMAND_PATH, "verdict_timeout_s": 1.0}
+                  "action_timeout_s": 5.0, "command_path": COMMAND_PATH, "verdict_timeout_s": 1.0,
+                  "driver_silence_s": 0.5}
         params.update(rollout)
         self.rollout = self._add(RolloutNode(
             context=self.context, namespace=self.namespace,
@@ -237,7 +240,7 @@ def rig():
 
 
 def lifecycle(r: Rig, ended) -> tuple:
-    """(Started, steps, Ended) of one run as received; asserts one Started, one Ended and a dense event_seq."""
+    """Return (Started, steps, Ended) of one run as received; assert one Started, one Ended, dense event_seq."""
     events = r.run_events(ended.run_id)
     started = [e for e in events if isinstance(e, RunPolicyStarted)]
     steps = [e for e in events if isinstance(e, RunPolicyStep)]

@@ -206,7 +206,7 @@ class RosDriverBackend:
 
     # -- configuration per episode -----------------------------------------------------------------------------
     def set_control_frequency(self, hz: float) -> None:
-        """The rollout's rate for the next episode: verdict wait, ``apply_by`` and the default silence bound."""
+        """Set the rollout's rate for the next episode: verdict wait, ``apply_by``, default silence bound."""
         hz = float(hz)
         if not (math.isfinite(hz) and hz > 0):
             raise ValueError(f"control frequency must be a finite number > 0, got {hz!r}")
@@ -234,8 +234,11 @@ class RosDriverBackend:
         return self._stream
 
     def begin_run(self, run_id: str) -> None:
-        """A new episode (lifecycle ``run_id``): commands carry it, step indices count from 0 again, and the
-        last episode's unanswered commands no longer count toward the silence."""
+        """Begin a new episode (lifecycle ``run_id``).
+
+        Commands carry the run id, step indices count from 0 again, and the last episode's unanswered commands
+        no longer count toward the silence.
+        """
         with self._lock:
             self._run_id = str(run_id)
             self._step_index = 0
@@ -273,8 +276,10 @@ class RosDriverBackend:
         return tuple(self._status.actuator_keys)
 
     def joint_limits(self) -> dict[str, tuple[float, float]]:
-        """The command range per key as the running driver announces it (``DriverStatus``), else as given at
-        construction; the runner tells the policy. The driver enforces its own limits either way."""
+        """Return the command range per key as the running driver announces it (``DriverStatus``).
+
+        Else as given at construction; the runner tells the policy. The driver enforces its own limits either way.
+        """
         status = self._status
         if status is not None and len(status.lower_limits) == len(status.actuator_keys) == len(status.upper_limits) \
                 and status.actuator_keys:
@@ -283,7 +288,7 @@ class RosDriverBackend:
         return dict(self._joint_limits)
 
     def observe(self) -> dict[str, Any]:
-        """The latest joint state as an observation dict (``sim_time_s`` = the message's robot-time stamp).
+        """Return the latest joint state as an observation dict (``sim_time_s``: the message's robot time).
 
         :raises TimeoutError: no ``joint_states`` within ``wait_timeout_s`` (driver not active?).
         :raises DriverSilent: the latest ``joint_states`` is older than the silence bound: it is not handed out
@@ -309,8 +314,10 @@ class RosDriverBackend:
         return self._watch.fault()
 
     def send_action(self, action: Mapping[str, float]) -> ActionVerdict:
-        """Apply one action by the command path; a verdict for every key, or a coarse error (no verdict in time,
-        no driver, bad input)."""
+        """Apply one action by the command path.
+
+        :returns: a verdict for every key, or a coarse error (no verdict in time, no driver, bad input).
+        """
         if not isinstance(action, Mapping):
             return ActionVerdict.coarse(
                 f"action must be a mapping of actuator key to float, got {type(action).__name__}")
@@ -403,15 +410,18 @@ class RosDriverBackend:
         return self._status
 
     def latest_joint_state(self) -> Optional[JointState]:
-        """The latest ``joint_states`` message as received (None before the first)."""
+        """Return the latest ``joint_states`` message as received (None before the first)."""
         return self._joint_state
 
     def latest_safety_stop(self) -> Optional[SafetyStop]:
         return self._safety
 
     def wait_until_ready(self, timeout_s: float = 5.0) -> bool:
-        """Whether, within ``timeout_s``, the driver's command path is up (the command stream matched, or the
-        ``send_action`` service) and a fresh joint state (younger than the silence bound) has arrived."""
+        """Wait until the driver is ready; False when it was not within ``timeout_s``.
+
+        Ready: the command path is up (the command stream matched, or the ``send_action`` service) and a fresh
+        joint state (younger than the silence bound) has arrived.
+        """
         deadline = time.monotonic() + timeout_s
         if self.command_path == COMMAND_PATH_SERVICE:
             if not self._send.wait_for_service(timeout_sec=timeout_s):
@@ -608,7 +618,7 @@ class RosDriverBackend:
 
 
 def _as_wire_float(value: Any) -> float:
-    """The value as a float64 for the request; anything that is not a real number (bool included) -> NaN."""
+    """Return the value as a float64 for the wire; anything that is not a real number (bool included) is NaN."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d numpy array
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -36,9 +36,11 @@ _NS = 1_000_000_000
 
 
 def default_silence_s(period_s: float) -> float:
-    """The silence bound for a control period: ``DEFAULT_SILENCE_PERIODS`` periods, at least
-    ``DEFAULT_SILENCE_FLOOR_S`` and at most ``SILENCE_MAX_S`` (0.25 s at 40 Hz and above, 0.5 s at 20 Hz and
-    below)."""
+    """Return the silence bound for a control period.
+
+    ``DEFAULT_SILENCE_PERIODS`` periods, at least ``DEFAULT_SILENCE_FLOOR_S`` and at most ``SILENCE_MAX_S``
+    (0.25 s at 40 Hz and above, 0.5 s at 20 Hz and below).
+    """
     return min(SILENCE_MAX_S, max(DEFAULT_SILENCE_FLOOR_S, DEFAULT_SILENCE_PERIODS * float(period_s)))
 
 
@@ -70,7 +72,7 @@ class DriverWatch:
         return self._silence_ns / _NS
 
     def set_silence(self, silence_s: float) -> None:
-        """:raises ValueError: outside [SILENCE_MIN_S, SILENCE_MAX_S]."""
+        """Set the bound. :raises ValueError: outside [SILENCE_MIN_S, SILENCE_MAX_S]."""
         if not (SILENCE_MIN_S <= float(silence_s) <= SILENCE_MAX_S):
             raise ValueError(f"driver silence bound {silence_s!r} s outside [{SILENCE_MIN_S:g}, {SILENCE_MAX_S:g}] s")
         self._silence_ns = int(float(silence_s) * _NS)
@@ -83,7 +85,7 @@ class DriverWatch:
         self._status_ns = self._clock_ns()
 
     def answered(self) -> None:
-        """A verdict or a service response arrived: the command path is alive."""
+        """Note that a verdict or a service response arrived: the command path is alive."""
         with self._lock:
             self._answer_ns = self._clock_ns()
             self._first_unanswered_ns = 0
@@ -97,7 +99,7 @@ class DriverWatch:
             self._unanswered += 1
 
     def begin(self) -> None:
-        """A new episode: commands of the last one that were never answered do not count against this one."""
+        """Begin a new episode: commands of the last one that were never answered do not count against it."""
         with self._lock:
             self._first_unanswered_ns = 0
             self._unanswered = 0

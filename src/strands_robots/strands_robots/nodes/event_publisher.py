@@ -79,8 +79,10 @@ class QueuedEventPublisher:
             self._cond.notify()
 
     def _evict_newest_step(self) -> None:
-        """Drop the newest queued step event (under the lock); none queued: the lifecycle event goes over the
-        bound by one instead."""
+        """Drop the newest queued step event (under the lock).
+
+        With no step event queued, the lifecycle event goes over the bound by one instead.
+        """
         items = self._items
         for i in range(len(items) - 1, -1, -1):
             item = items[i]

@@ -82,8 +82,10 @@ def _int_range(lo: int, hi: int) -> list:
 
 
 def _limit(field: str, zero_ok: bool = False, none_value: "int | None" = None) -> dict:
-    """Descriptor range of a run field from the shared ``FIELD_LIMITS`` (an exclusive minimum becomes the
-    smallest representable value above it for floats; the exact rule is enforced by ``validate_run``).
+    """Return the descriptor range of a run field from the shared ``FIELD_LIMITS``.
+
+    An exclusive minimum becomes the smallest representable value above it for floats; the exact rule is
+    enforced by ``validate_run``.
 
     :param zero_ok: the parameter also takes 0 (meaning "derive it", e.g. ``max_steps``).
     :param none_value: an integer below the range that means "none" (``seed`` -1).
@@ -157,8 +159,10 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
 
 
 class _RunTracker:
-    """Observer (first in the list, on the control thread): tells the backend each new run_id, so the command
-    stream carries the episode's lifecycle id and its step indices restart at 0."""
+    """Observer (first in the list, on the control thread) telling the backend each new run_id.
+
+    So the command stream carries the episode's lifecycle id and its step indices restart at 0.
+    """
 
     def __init__(self, backend: RosDriverBackend) -> None:
         self._backend = backend
@@ -303,7 +307,7 @@ class RolloutNode(Node):
         return result
 
     def _feedback_from_event(self, event: Any) -> None:
-        """Publisher thread: turn step events into action feedback, at most 10 per second."""
+        """Turn step events into action feedback, at most 10 per second (publisher thread)."""
         handle = self._feedback_target
         if handle is None:
             return
@@ -329,7 +333,7 @@ class RolloutNode(Node):
         handle.publish_feedback(fb)
 
     def _watch_lease(self) -> None:
-        """A lease the driver no longer honours ends the episode as lease_lost, not as a run of refusals."""
+        """End the episode as lease_lost when the driver no longer honours the lease (not as refusals)."""
         if self._busy.locked() and self.backend.lease_lost and not self._stop.requested:
             self.get_logger().warning(f"control lease lost ({self.backend.lease_lost}); stopping the episode")
             self._stop.request("lease_lost")
@@ -395,12 +399,13 @@ class RolloutNode(Node):
             ended = out["episodes"][0]
             end_condition = end_condition_of_result(ended)
             self._publish_result(goal, ended, end_condition, ended.get("end_detail", ""))
-            log.info(f"episode {ended['run_id']} ended: {ended['stopped_reason']} ({end_condition or 'no end condition'})"
-                     f", {ended['applied_actions']} actions, {ended['missed_deadlines']} missed deadlines")
+            log.info(f"episode {ended['run_id']} ended: {ended['stopped_reason']} "
+                     f"({end_condition or 'no end condition'}), {ended['applied_actions']} actions, "
+                     f"{ended['missed_deadlines']} missed deadlines")
             return ended, end_condition, ""
 
     def _run_kwargs(self, goal: RunEpisode.Goal, autorun: bool = False) -> dict:
-        """The run arguments of a goal, for ``validate_run``; a field left 0 / empty takes the parameter.
+        """Return the run arguments of a goal for ``validate_run``; a field left 0 / empty takes the parameter.
 
         :raises RunRefused: ``policy_config_json`` is not a JSON object.
         """
@@ -468,8 +473,11 @@ class RolloutNode(Node):
             self.done.set()
 
     def _wait_for_event_subscribers(self, count: int, timeout_s: float) -> None:
-        """Wait until ``observer_events`` is matched by ``count`` subscribers; events are volatile, and DDS
-        discovery of a subscriber that was up before this node can take seconds (the periodic announcement)."""
+        """Wait until ``observer_events`` is matched by ``count`` subscribers.
+
+        Events are volatile, and DDS discovery of a subscriber that was up before this node can take seconds
+        (the periodic announcement).
+        """
         deadline = time.monotonic() + timeout_s
         while self._events_pub.get_subscription_count() < count:
             if self._closing.is_set():
@@ -492,8 +500,9 @@ class RolloutNode(Node):
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    """Run the node until its autorun is done (``exit_after_autorun``) or SIGINT/SIGTERM; 0 on a clean stop,
-    2 on invalid parameters, non-zero when the executor died.
+    """Run the node until its autorun is done (``exit_after_autorun``) or SIGINT/SIGTERM.
+
+    Exit code: 0 on a clean stop, 2 on invalid parameters, ``EXIT_EXECUTOR_DIED`` when the executor died.
 
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
