@@ -1,0 +1,59 @@
+"""Raw subscriptions to the strands topics: serialized CDR bytes handed on unchanged (rclpy shell).
+
+``record`` and ``--foxglove`` never deserialize a message: the bytes a publisher sent (with their CDR
+encapsulation header) go into the MCAP file or out to Foxglove as they came, the way rosbag2 records. Each
+subscription uses the publisher's own QoS profile, so latched (transient-local) samples are received.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from strands_robots.monitoring.topics import COMMAND, DIAGNOSTICS, EVENT, LATCHED, STATE, StrandsTopic
+
+__all__ = ["qos_profile", "RawTap"]
+
+RawCallback = Callable[[str, StrandsTopic, bytes, int], None]
+
+
+def qos_profile(kind: str) -> Any:
+    """The rclpy QoS profile of a QoS kind (``nodes/_qos.py``)."""
+    from strands_robots.nodes import _qos
+
+    return {EVENT: _qos.EVENT_QOS, LATCHED: _qos.LATCHED_QOS, STATE: _qos.STATE_QOS, COMMAND: _qos.COMMAND_QOS,
+            DIAGNOSTICS: _qos.DIAGNOSTICS_QOS}[kind]
+
+
+class RawTap:
+    """Raw subscriptions on ``node`` for ``(live name, topic)`` pairs; ``on_message(name, topic, data, recv_ns)``.
+
+    The callback runs on the executor thread that spins ``node``; ``recv_ns`` is the wall clock at receipt.
+    """
+
+    def __init__(self, node: Any, topics: Iterable[tuple[str, StrandsTopic]], on_message: RawCallback) -> None:
+        from strands_robots.convert import message_class
+
+        self._node = node
+        self._subscriptions = []
+        self.topics = list(topics)
+        for name, topic in self.topics:
+            cls = message_class(topic.type_name)
+            self._subscriptions.append(node.create_subscription(
+                cls, name, self._handler(name, topic, on_message), qos_profile(topic.qos), raw=True))
+
+    @staticmethod
+    def _handler(name: str, topic: StrandsTopic, on_message: RawCallback) -> Callable[[bytes], None]:
+        def handle(data: bytes) -> None:
+            on_message(name, topic, bytes(data), time.time_ns())
+
+        return handle
+
+    def publisher_count(self, name: str) -> int:
+        """Publishers currently matched on ``name`` (0 before discovery)."""
+        return self._node.count_publishers(name)
+
+    def destroy(self) -> None:
+        for sub in self._subscriptions:
+            self._node.destroy_subscription(sub)
+        self._subscriptions.clear()
