@@ -291,3 +291,31 @@ def test_a_remote_policy_drives_the_simulated_arms_through_the_relay(tmp_path):
             session.close()
             link.close()
             client.close()
+
+
+def test_a_newer_session_of_the_station_replaces_a_stale_one(tmp_path):
+    with running_relay(tmp_path) as relay:
+        client, link, job = _setup(relay)
+        events = []
+        thread, result = _serve_in_thread(client, job, Doubler(), events)
+        stale = link.open_session(job)
+        try:
+            stale.wait_attached(10)
+            stale.start_episode("ep_0000", pb.Task(task_id="t", instruction="go"))
+            fresh = link.open_session(job)  # e.g. the station restarted while the old stream still looks alive
+            assert fresh.wait_attached(10) == "team_a"
+            with pytest.raises(PolicyDisconnected, match="replaced by a newer policy session of station "
+                                                         "'sim_station'"):
+                stale.act({"x": 1.0})
+            fresh.start_episode("ep_0001", pb.Task(task_id="t", instruction="go"))
+            assert fresh.act({"x": 2.0}) == [{"left/j1": 4.0}, {"left/j1": 5.0}]
+            left = [e.station_left.reason for e in events if e.WhichOneof("kind") == "station_left"]
+            assert left and "replaced by a newer policy session" in left[0]
+            fresh.close()
+            _finish(link, job)
+            thread.join(10)
+            assert result["final"].state == "SUCCEEDED"
+        finally:
+            stale.close()
+            link.close()
+            client.close()

@@ -363,10 +363,7 @@ class StationServicer(ss_grpc.StationServicer):
         if first is None or first.WhichOneof("kind") != "open":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of PolicySession must be open")
         job = core.own_job(context, principal, first.open.job_id)
-        try:
-            side = core.broker.open_station(job.job_id, principal.name)
-        except SessionBusy as exc:
-            context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        side = core.broker.open_station(job.job_id, principal.name)
         context.add_callback(lambda: side.outbox.put(END))
         _pump(request_iterator, lambda req: core.broker.from_station(side, req), lambda: side.outbox.put(END))
         try:

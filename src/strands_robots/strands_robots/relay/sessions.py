@@ -5,6 +5,9 @@ Each job has at most one station side and one client side at a time. Messages fr
 outbox; the relay adds only its own kinds:
 
 - ``attached`` to the station when both sides are present (the station waits for it before an episode);
+- a station opening a side for a job whose side it still holds replaces it: the old stream is aborted
+  ("replaced by a newer policy session ...") and the client told ``station_left``; replies are forwarded
+  only for requests the current station side sent, so a late answer to the old side is dropped;
 - ``station_left`` to the client when the station's stream ends (the client keeps waiting: a station that
   reconnects opens a new session);
 - when the client's stream ends while a station is paired, the station's stream is ended with an
@@ -28,7 +31,7 @@ from typing import Any, Callable, Dict, Optional
 
 
 class SessionBusy(Exception):
-    """The job already has a station (or a client) side; the message says which."""
+    """The job already has a policy client; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Side:
     job_id: str
     name: str
     outbox: "queue.Queue[Any]" = field(default_factory=queue.Queue)
+    #: request ids this (station) side sent and the client has not answered yet
+    pending: set = field(default_factory=set)
 
 
 class _Session:
@@ -91,11 +96,19 @@ class Broker:
 
     # -- the two ends open and close ---------------------------------------------------------------------------
     def open_station(self, job_id: str, station_id: str) -> Side:
+        """Open the station's side; a side the station still had for this job is replaced (and aborted).
+
+        Only the job's own station can open it, so a second open means the first is stale: a station that
+        restarted, or a connection the relay has not yet seen die. Waiting for it would block the recovery.
+        """
         with self._lock:
             s = self._session(job_id)
             if s.station is not None:
-                raise SessionBusy(f"station {s.station.name!r} already has a policy session open for job "
-                                  f"{job_id!r}")
+                reason = f"replaced by a newer policy session of station {station_id!r} for job {job_id!r}"
+                s.station.outbox.put(Abort(reason))
+                s.client_backlog.clear()
+                if s.client is not None:
+                    s.client.outbox.put(self._make_station_left(reason))
             side = s.station = Side(job_id, station_id)
             s.episode_id = ""
             if s.client is not None:
@@ -158,18 +171,25 @@ class Broker:
                 s.episode_id = request.episode_start.episode_id
             elif kind == "episode_end":
                 s.episode_id = ""
+            if request.request_id:
+                side.pending.add(request.request_id)
             if s.client is not None:
                 s.client.outbox.put(request)
             else:
                 s.client_backlog.append(request)
 
     def from_client(self, side: Side, reply: Any) -> None:
-        """Forward a ``PolicyReply`` from the client to the station (dropped when none is paired)."""
+        """Forward a ``PolicyReply`` to the station; dropped unless it answers that station's open request.
+
+        So a late answer to a replaced (or closed) station side never reaches the next one, whose request ids
+        start again at 1.
+        """
         with self._lock:
             s = self._sessions.get(side.job_id)
             if s is None or s.client is not side:
                 return
-            if s.station is not None:
+            if s.station is not None and reply.request_id in s.station.pending:
+                s.station.pending.discard(reply.request_id)
                 s.station.outbox.put(reply)
 
     def job_ended(self, job_id: str, status: Any) -> None:

@@ -28,7 +28,9 @@ on the link's thread: hand the work over, don't block in them.
 Policy sessions: :class:`PolicySession` also implements the rollout's ``Policy`` protocol (``reset``, ``act``,
 ``resume``), so a rollout can drive a remote policy directly. If the policy client disconnects, the relay
 ends the station's stream and every pending or later call raises :class:`PolicyDisconnected` with the relay's
-reason; open a new session for the next episode.
+reason; open a new session for the next episode. Opening a session for a job replaces the one this station
+still had for it (the old one ends with ``PolicyDisconnected``: "replaced by a newer policy session ..."), so
+a restarted station is never locked out by its own stale session.
 """
 
 from __future__ import annotations
