@@ -7,7 +7,10 @@
   (``PolicyRunner.pause()``); refused when no episode runs or a takeover is already in force;
 - ``resume_rollout`` (``strands_robots_msgs/srv/Resume``): the policy's ``resume()`` runs with a fresh
   observation and control restarts from the arms' current state (``PolicyRunner.resume()``); refused when no
-  takeover is in force.
+  takeover is in force;
+- ``close_policy_sessions`` (``Resume`` type, reused): close the ``relay`` provider's policy sessions still open
+  in this process (the station calls it after each episode and when it finds a session of its job left open by
+  a previous station process).
 
 The station node calls them when its operator takes over and hands back. The callbacks only flip the runner's
 pause state (no waiting), so they are safe on a single-threaded executor that also serves the episode.
@@ -41,6 +44,9 @@ class TakeoverServices:
         self._paused_episode: Any = None
         self.pause = node.create_service(Takeover, "pause_rollout", self._on_pause, callback_group=callback_group)
         self.resume = node.create_service(Resume, "resume_rollout", self._on_resume, callback_group=callback_group)
+        # (The Resume type is reused: a name in, ok and a message out.)
+        self.close_sessions = node.create_service(Resume, "close_policy_sessions", self._on_close_sessions,
+                                                  callback_group=callback_group)
 
     def _on_pause(self, request: Any, response: Any) -> Any:
         name = request.operator_name.strip()
@@ -74,6 +80,14 @@ class TakeoverServices:
                 response.ok, response.message = True, f"{name} handed the arms back to the policy"
         if response.ok:
             self._node.get_logger().info(response.message)
+        return response
+
+    def _on_close_sessions(self, request: Any, response: Any) -> Any:
+        """The station is done with the episode (or restarted): close the relay policy sessions left open."""
+        from strands_robots.policies.relay import close_sessions
+
+        closed = close_sessions()
+        response.ok, response.message = True, f"{closed} policy session(s) closed"
         return response
 
     def _episode(self) -> Any:

@@ -50,6 +50,7 @@ __all__ = ["RosRobotPort", "RelaySettings", "PARAM_STOP_HEARTBEAT_AT_S", "OPERAT
 PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"
 OPERATOR_CLAIM_PRIORITY = 100
 POLICY_LOST_ERROR = "RelayPolicyLost"
+POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
 
 
@@ -103,6 +104,8 @@ class RosRobotPort:
         self._run = ActionClient(node, RunEpisode, _name(rollout_namespace, "run_episode"), callback_group=group)
         self._pause = node.create_client(Takeover, _name(rollout_namespace, "pause_rollout"), callback_group=group)
         self._resume = node.create_client(Resume, _name(rollout_namespace, "resume_rollout"), callback_group=group)
+        self._close_sessions = node.create_client(Resume, _name(rollout_namespace, "close_policy_sessions"),
+                                                  callback_group=group)
         self._lock = threading.Lock()
         self._heartbeat_timer: Any = None
         self._heartbeat = True
@@ -138,6 +141,9 @@ class RosRobotPort:
                         client = session.wait_attached(timeout_s=0.5)
                         return True, f"policy client {client!r} attached through {self._relay.target}"
                     except PolicySessionError as exc:
+                        if session.error is not None and "already has a policy session open" in str(exc):
+                            self.close_policy_sessions()  # left open by the rollout of a previous station run
+                            break
                         if session.error is not None:  # the session itself ended: open another
                             self._node.get_logger().warning(f"policy session of {spec.job_id}: {exc}",
                                                             throttle_duration_sec=5.0)
@@ -327,6 +333,8 @@ class RosRobotPort:
             taken_over = self._taken_over
             stop_reason, self._pending_stop = self._pending_stop, ""
         final = self._final_observation()
+        if plan.policy_provider == "relay":
+            self.close_policy_sessions()  # the episode is over: the next one opens its own session
         res = result_future.result().result
         ended = res.ended
         run_id = ended.run_id
@@ -337,11 +345,11 @@ class RosRobotPort:
             return RolloutOutcome(stopped_reason="cancelled", end_detail=stop_reason, run_id=run_id,
                                   taken_over=taken_over, final_observation=final)
         if not run_id:  # no rollout ran: the message says why
-            lost = POLICY_LOST_ERROR in res.message
+            lost = POLICY_LOST_ERROR in res.message or POLICY_LOST_MARKER in res.message
             return RolloutOutcome(stopped_reason="error", end_detail=res.message or "no rollout ran",
                                   policy_lost=lost, taken_over=taken_over, final_observation=final)
         if ended.error_type == POLICY_LOST_ERROR or (ended.stopped_reason == "error"
-                                                    and POLICY_LOST_ERROR in ended.error_message):
+                                                    and POLICY_LOST_MARKER in ended.error_message):
             return RolloutOutcome(stopped_reason="error", end_detail=ended.error_message, run_id=run_id,
                                   policy_lost=True, taken_over=taken_over, final_observation=final)
         detail = ended.end_detail
@@ -349,6 +357,12 @@ class RosRobotPort:
             detail = f"{ended.error_type or 'Error'}: {ended.error_message}"
         return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
                               end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final)
+
+    def close_policy_sessions(self) -> None:
+        """Ask the rollout node to close the relay policy sessions it still holds (best effort)."""
+        req = Resume.Request()
+        req.operator_name = "station"
+        self._call(self._close_sessions, req, timeout_s=2.0)
 
     def _final_observation(self) -> Mapping[str, Any]:
         try:

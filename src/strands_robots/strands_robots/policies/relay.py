@@ -30,13 +30,15 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from strands_robots.policies.base import EndEpisode
 
-__all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "make_relay_policy"]
+__all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "make_relay_policy", "close_sessions"]
 
 PROVIDER = "relay"
 OPTIONS = frozenset({"relay_target", "station_id", "station_token", "station_token_file", "job_id", "episode_id",
                      "task", "attach_timeout_s", "reply_timeout_s", "root_certificates"})
 _REQUIRED = ("relay_target", "station_id", "job_id", "episode_id")
 _BUSY_RETRY_S = 0.05
+#: Begins every RelayPolicyLost message, so the station recognises it in a rollout's result text.
+LOST_MARKER = "relay policy lost"
 
 _live_lock = threading.Lock()
 _live: Dict[str, Any] = {}  # job_id -> (link, session) of the newest episode in this process
@@ -62,6 +64,16 @@ def _close_live(job_id: str) -> None:
             session.close()
         finally:
             link.close()
+
+
+def close_sessions() -> int:
+    """Close every policy session this process holds open (the episode is over, or its station went away);
+    the number closed."""
+    with _live_lock:
+        jobs = list(_live)
+    for job_id in jobs:
+        _close_live(job_id)
+    return len(jobs)
 
 
 class RelayPolicy:
@@ -175,7 +187,8 @@ class RelayPolicy:
 
     def _require(self) -> Any:
         if self._session is None:
-            raise RelayPolicyLost(f"the policy session of job {self.job_id!r} is not open (reset first)")
+            raise RelayPolicyLost(f"{LOST_MARKER}: the policy session of job {self.job_id!r} is not open (reset "
+                              "first)")
         return self._session
 
     def _station_task(self, task: Mapping[str, Any]) -> Any:
@@ -190,7 +203,8 @@ class RelayPolicy:
                     scoring=ScoringSheet(()))
 
     def _lost(self, exc: Exception) -> RelayPolicyLost:
-        return RelayPolicyLost(f"policy session of job {self.job_id!r} lost during {self.episode_id}: {exc}")
+        return RelayPolicyLost(f"{LOST_MARKER}: the policy session of job {self.job_id!r} was lost during "
+                               f"{self.episode_id}: {exc}")
 
 
 def make_relay_policy(config: Mapping[str, Any]) -> RelayPolicy:
