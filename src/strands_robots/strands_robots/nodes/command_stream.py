@@ -124,6 +124,23 @@ class CommandStream:
                     return None
         return self._answer
 
+    def summary(self, since: "tuple[int, int, int] | None" = None) -> str:
+        """Describe the stream's counters (since ``counts()`` was taken) and its command-to-verdict latency."""
+        sent, answered, late = self.counts()
+        if since is not None:
+            sent, answered, late = sent - since[0], answered - since[1], late - since[2]
+        lat = list(self.latencies_ns)[-answered:] if answered > 0 else []  # this episode's, in arrival order
+        text = f"{sent} commands, {answered} verdicts in time, {late} late"
+        if lat:
+            lat.sort()
+            p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+            text += f", command-to-verdict p50 {p50 / 1e6:.3f} ms p99 {p99 / 1e6:.3f} ms"
+        return text
+
+    def counts(self) -> "tuple[int, int, int]":
+        """``(sent, answered, late)`` so far."""
+        return self.sent, self.answered, self.late
+
     def close(self) -> None:
         self._node.destroy_subscription(self._sub)
         self._node.destroy_publisher(self._pub)

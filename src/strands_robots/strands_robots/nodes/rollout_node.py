@@ -387,7 +387,10 @@ class RolloutNode(Node):
                 log.info(f"episode {self._episodes_run}: {spec.policy_name} at {spec.control_frequency:g} Hz, "
                          f"budget {spec.n_steps} steps, command path {self.backend.command_path}")
                 self._episodes_run += 1
+                stream_counts = self.backend.stream.counts()
                 out = self.runner.run_spec(spec, observer=self._observers)
+                if self.backend.command_path == "stream":
+                    log.info(f"command stream: {self.backend.stream.summary(since=stream_counts)}")
             finally:
                 if acquired:
                     self.backend.release()
