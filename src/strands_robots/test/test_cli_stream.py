@@ -122,7 +122,7 @@ def test_interval_deviation_needs_the_started_event_for_the_period(two_runs):
             tracker.add(e)
     run = tracker.runs[run_ids[0]]
     assert math.isnan(run.interval_deviation_ms(0.99))
-    assert "interval_dev_p50/p99=n/a/n/ams" in summary_line(run)
+    assert "interval_dev_p50/p99=-/-ms" in summary_line(run)
 
 
 def test_step_lines_are_paced_by_the_injected_clock(two_runs):

@@ -131,7 +131,7 @@ class StreamTracker:
 
 
 def _fmt(value: float, spec: str = ".3f") -> str:
-    return "n/a" if isinstance(value, float) and math.isnan(value) else format(value, spec)
+    return "-" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
 def summary_line(run: RunFigures) -> str:
