@@ -1,0 +1,359 @@
+"""``strands-robots report RECORDING.mcap``: a PNG per episode and one for the job, drawn from a recording.
+
+Reads either kind of recording — an episode file of the rollout (``record=True``: ``joint_states``, ``actions``,
+``observer_events``) or a ``strands-robots record`` file of the whole station (every strands topic) — by message
+type, not topic name, so any namespace works. Episodes are the observer stream's runs (``run_id``); everything else
+is assigned to the run whose Started..Ended window (log time) holds it.
+
+Per episode (``<stem>_episode_<n>_<run>.png``): one panel per arm with the commanded position of each joint
+(dashed, the step's emitted action) against the measured one (solid: ``joint_states`` in the window, else the
+``<key>.pos`` the step's observation carried); a panel of the step resolutions with the unresolved steps marked;
+missed deadlines as vertical lines on every panel; the safety stop as a red line with every tripped check written
+out; the end condition and the score in the title.
+
+Job summary (``<stem>_job.png``): a bar per episode (its score, or its full-resolution rate when no score sheet
+was recorded), success rate and mean score in the title — computed over the scored episodes that were not taken
+over, as spec/evaluation-status.txt counts them.
+
+Every artist the tests look for carries a ``gid`` (``commanded:<key>``, ``measured:<key>``, ``unresolved``,
+``missed_deadline``, ``safety_stop``, ``safety_checks``, ``episode:<id>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+__all__ = ["EpisodeTrace", "JobSummary", "load_recording", "job_summary", "episode_figure", "job_figure",
+           "write_report", "main"]
+
+_NS = 1e-9
+
+
+@dataclass
+class StepPoint:
+    t: float                       # seconds since the run's Started (log time)
+    index: int
+    resolution: str
+    unresolved: tuple[str, ...]
+    reasons: tuple[str, ...]
+    deadline_missed: bool
+    action: dict[str, float]
+    observation: dict[str, float]
+
+
+@dataclass
+class EpisodeTrace:
+    """One run of the observer stream with what the recording holds about it."""
+
+    run_id: str
+    start_ns: int
+    robot_name: str = ""
+    policy: str = ""
+    instruction: str = ""
+    episode_index: int = 0
+    actuator_keys: tuple[str, ...] = ()
+    end_ns: "int | None" = None
+    steps: list[StepPoint] = field(default_factory=list)
+    ended: "dict[str, Any] | None" = None
+    measured: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
+    safety_checks: list[str] = field(default_factory=list)
+    safety_t: "float | None" = None
+    episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
+
+    @property
+    def end_condition(self) -> str:
+        if self.episode and self.episode.get("end_condition"):
+            return str(self.episode["end_condition"])
+        return str((self.ended or {}).get("stopped_reason", "") or "running")
+
+    @property
+    def score_text(self) -> str:
+        ep = self.episode
+        if not ep:
+            return "not scored (no score sheet recorded)"
+        if not ep.get("scored"):
+            return "not scored"
+        text = f"score {float(ep.get('score', 0.0)):.2f} ({'success' if ep.get('success') else 'failure'})"
+        return text + (", taken over" if ep.get("taken_over") else "")
+
+    @property
+    def missed_deadline_times(self) -> list[float]:
+        return [s.t for s in self.steps if s.deadline_missed]
+
+    @property
+    def unresolved_steps(self) -> list[StepPoint]:
+        return [s for s in self.steps if s.resolution != "full"]
+
+
+def _plain(value: Any) -> Any:
+    """A decoded mcap_ros2 message as dicts/lists (its ``__slots__`` are its fields)."""
+    slots = getattr(type(value), "__slots__", None)
+    if slots and not isinstance(value, (str, bytes)):
+        return {name: _plain(getattr(value, name)) for name in slots}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[EpisodeTrace], "dict | None"]:
+    """Episodes (in Started order) and the last JobStatus (as a dict) from one or more MCAP files."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    records: list[tuple[int, str, Any]] = []
+    for path in paths:
+        with open(path, "rb") as handle:
+            reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+            for schema, _channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+                records.append((message.log_time, schema.name.split("/")[-1], decoded))
+    records.sort(key=lambda r: r[0])
+    runs: dict[str, EpisodeTrace] = {}
+    order: list[EpisodeTrace] = []
+    others: list[tuple[int, str, Any]] = []
+    job: "dict | None" = None
+    results: list[dict] = []
+    for log_ns, kind, msg in records:
+        if kind == "ObserverEvent":
+            _fold_event(runs, order, log_ns, msg)
+        elif kind == "JobStatus":
+            job = _plain(msg)
+        elif kind == "EpisodeResult":
+            results.append(_plain(msg))
+        else:
+            others.append((log_ns, kind, msg))
+    for trace in order:
+        _attach(trace, others)
+    by_run = {r.get("run_id"): r for r in results if r.get("run_id")}
+    if job:
+        by_run.update({e.get("run_id"): e for e in job.get("episodes", []) if e.get("run_id")})
+    for trace in order:
+        trace.episode = by_run.get(trace.run_id, trace.episode)
+    return order, job
+
+
+def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
+    trace = runs.get(msg.run_id)
+    if msg.kind == "started" or trace is None:
+        trace = EpisodeTrace(run_id=msg.run_id, start_ns=log_ns)
+        runs[msg.run_id] = trace
+        order.append(trace)
+    if msg.kind == "started" and msg.started:
+        s = msg.started[0]
+        trace.robot_name, trace.policy, trace.instruction = s.robot_name, s.policy, s.instruction
+        trace.episode_index, trace.actuator_keys = int(s.episode_index), tuple(s.actuator_keys)
+    elif msg.kind == "step" and msg.step:
+        s = msg.step[0]
+        trace.steps.append(StepPoint(
+            t=(log_ns - trace.start_ns) * _NS, index=int(s.applied_action_index), resolution=s.action_resolution,
+            unresolved=tuple(s.unresolved_action_keys), reasons=tuple(s.unresolved_action_reasons),
+            deadline_missed=bool(s.deadline_missed), action=dict(zip(s.action_keys, map(float, s.action_values))),
+            observation=dict(zip(s.observation_keys, map(float, s.observation_values)))))
+    elif msg.kind == "ended" and msg.ended:
+        trace.ended = _plain(msg.ended[0])
+        trace.end_ns = log_ns
+
+
+def _attach(trace: EpisodeTrace, others: list) -> None:
+    """Joint readings and safety stops inside the run's window."""
+    end = trace.end_ns if trace.end_ns is not None else float("inf")
+    for log_ns, kind, msg in others:
+        if not trace.start_ns <= log_ns <= end:
+            continue
+        t = (log_ns - trace.start_ns) * _NS
+        if kind == "JointState":
+            for name, position in zip(msg.name, msg.position):
+                times, values = trace.measured.setdefault(name, ([], []))
+                times.append(t)
+                values.append(float(position))
+        elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
+            trace.safety_t = t
+            trace.safety_checks = [c.text for c in msg.checks] or [msg.detail]
+    if not trace.measured:  # no joint_states in the file: the observation each step was inferred from
+        for s in trace.steps:
+            for key, value in s.observation.items():
+                if key.endswith(".pos"):
+                    times, values = trace.measured.setdefault(key[:-4], ([], []))
+                    times.append(s.t)
+                    values.append(value)
+    if trace.safety_t is None and trace.ended and trace.ended.get("stopped_reason") == "safety_stop":
+        trace.safety_t = trace.steps[-1].t if trace.steps else 0.0
+        detail = str(trace.ended.get("end_detail", ""))
+        trace.safety_checks = [c.strip() for c in detail.split(";") if c.strip()]
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """Per-episode bars and the job's figures (success rate and mean score over the counted episodes)."""
+
+    labels: tuple[str, ...]
+    values: tuple[float, ...]          # score, or full rate when not scored
+    scored: tuple[bool, ...]
+    success: tuple[bool, ...]
+    taken_over: tuple[bool, ...]
+    end_conditions: tuple[str, ...]
+    success_rate: "float | None"       # None: no episode counts (none scored, or all taken over)
+    mean_score: "float | None"
+    title: str
+
+
+def job_summary(traces: Sequence[EpisodeTrace], job: "dict | None") -> JobSummary:
+    rows = []
+    if job and job.get("episodes"):
+        for ep in job["episodes"]:
+            rows.append((ep.get("episode_id", ""), float(ep.get("score", 0.0)), bool(ep.get("scored")),
+                         bool(ep.get("success")), bool(ep.get("taken_over")), str(ep.get("end_condition", ""))))
+    else:
+        for n, trace in enumerate(traces):
+            ep = trace.episode or {}
+            scored = bool(ep.get("scored"))
+            value = float(ep.get("score", 0.0)) if scored else float((trace.ended or {}).get("full_rate", 0.0))
+            rows.append((ep.get("episode_id") or f"run {n} ({trace.run_id[:8]})", value, scored,
+                         bool(ep.get("success")), bool(ep.get("taken_over")), trace.end_condition))
+    counted = [r for r in rows if r[2] and not r[4]]
+    success_rate = sum(r[3] for r in counted) / len(counted) if counted else None
+    mean_score = sum(r[1] for r in counted) / len(counted) if counted else None
+    head = f"job {job.get('job_id')} {job.get('state')}" if job else "recording"
+    rate = "n/a (nothing scored)" if success_rate is None else f"{success_rate:.0%}"
+    mean = "n/a" if mean_score is None else f"{mean_score:.2f}"
+    title = (f"{head}: {len(rows)} episode(s), success rate {rate}, mean score {mean} "
+             f"({len(counted)} counted; taken over and unscored excluded)")
+    return JobSummary(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
+                      tuple(r[3] for r in rows), tuple(r[4] for r in rows), tuple(r[5] for r in rows),
+                      success_rate, mean_score, title)
+
+
+def _arm_of(key: str) -> str:
+    return key.split(".", 1)[0] if "." in key else ""
+
+
+def episode_figure(trace: EpisodeTrace) -> Any:
+    """The episode's figure (a matplotlib ``Figure``; no pyplot state)."""
+    from matplotlib.figure import Figure
+
+    keys = list(trace.actuator_keys) or sorted({k for s in trace.steps for k in s.action} | set(trace.measured))
+    arms = sorted({_arm_of(k) for k in keys}) or [""]
+    fig = Figure(figsize=(11, 3.0 * len(arms) + 2.4), layout="constrained")
+    axes = fig.subplots(len(arms) + 1, 1, sharex=True, height_ratios=[3] * len(arms) + [1.2])
+    colors = [f"C{i}" for i in range(10)]
+    for ax, arm in zip(axes, arms):
+        arm_keys = [k for k in keys if _arm_of(k) == arm]
+        for n, key in enumerate(arm_keys):
+            color = colors[n % len(colors)]
+            commanded = [(s.t, s.action[key]) for s in trace.steps if key in s.action]
+            if commanded:
+                ax.plot([c[0] for c in commanded], [c[1] for c in commanded], linestyle="--", color=color,
+                        linewidth=1.0, gid=f"commanded:{key}", label=f"{key.split('.', 1)[-1]} commanded")
+            if key in trace.measured:
+                times, values = trace.measured[key]
+                ax.plot(times, values, linestyle="-", color=color, linewidth=1.4, gid=f"measured:{key}",
+                        label=f"{key.split('.', 1)[-1]} measured")
+        ax.set_ylabel(f"{arm or 'joints'} position (rad)")
+        ax.legend(loc="upper left", fontsize=6, ncol=4)
+    timeline = axes[-1]
+    levels = {"full": 0, "partial": 1, "none": 2, "unknown": 3}
+    timeline.set_yticks(list(levels.values()), list(levels))
+    timeline.set_ylim(-0.5, 3.5)
+    bad = trace.unresolved_steps
+    if trace.steps:
+        good = [s for s in trace.steps if s.resolution == "full"]
+        timeline.scatter([s.t for s in good], [0] * len(good), s=4, color="C2", gid="resolved", label="full")
+    if bad:
+        timeline.scatter([s.t for s in bad], [levels.get(s.resolution, 3) for s in bad], marker="x", color="C3",
+                         s=24, gid="unresolved", label=f"unresolved ({len(bad)} steps)")
+    for ax in axes:
+        for n, t in enumerate(trace.missed_deadline_times):
+            ax.axvline(t, color="orange", linewidth=0.8, alpha=0.8, gid="missed_deadline",
+                       label=f"missed deadline ({len(trace.missed_deadline_times)})" if n == 0 and ax is timeline
+                       else None)
+        if trace.safety_t is not None:
+            ax.axvline(trace.safety_t, color="red", linewidth=2.0, gid="safety_stop",
+                       label="safety stop" if ax is timeline else None)
+    timeline.set_xlabel("time since the episode started (s)")
+    timeline.legend(loc="upper left", fontsize=6, ncol=4)
+    if trace.safety_checks:
+        text = "SAFETY STOP\n" + "\n".join(trace.safety_checks)
+        axes[0].text(0.99, 0.97, text, transform=axes[0].transAxes, ha="right", va="top", fontsize=8,
+                     color="darkred", gid="safety_checks",
+                     bbox={"boxstyle": "round", "facecolor": "mistyrose", "edgecolor": "red"})
+    ended = trace.ended or {}
+    counts = (f"full {ended.get('full_count', 0)} / partial {ended.get('partial_count', 0)} / none "
+              f"{ended.get('none_count', 0)} / unknown {ended.get('unknown_count', 0)}, missed deadlines "
+              f"{ended.get('missed_deadlines', len(trace.missed_deadline_times))}") if ended else "no Ended event"
+    fig.suptitle(f"{trace.robot_name or 'robot'} episode {trace.episode_index} (run {trace.run_id[:8]}, "
+                 f"{trace.policy or 'policy'}) — end: {trace.end_condition} — {trace.score_text}\n{counts}",
+                 fontsize=10)
+    return fig
+
+
+def job_figure(summary: JobSummary) -> Any:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6.0, 0.7 * len(summary.labels) + 3), 4.5), layout="constrained")
+    ax = fig.subplots()
+    for n, label in enumerate(summary.labels):
+        scored, taken = summary.scored[n], summary.taken_over[n]
+        color = "lightgray" if not scored else ("C2" if summary.success[n] else "C3")
+        ax.bar(n, summary.values[n], color=color, hatch="//" if taken else None, edgecolor="black",
+               gid=f"episode:{label}")
+        ax.text(n, summary.values[n] + 0.02, summary.end_conditions[n], ha="center", fontsize=7, rotation=90)
+    ax.set_xticks(range(len(summary.labels)), summary.labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.35)
+    ax.set_ylabel("score (gray: not scored, full-resolution rate)")
+    ax.set_title(summary.title, fontsize=9)
+    return fig
+
+
+def write_report(paths: Sequence["str | Path"], out_dir: "str | Path") -> list[Path]:
+    """Write the PNGs; the paths written (episodes first, the job summary last)."""
+    traces, job = load_recording(paths)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(paths[0]).stem if len(paths) == 1 else "recordings"
+    written = []
+    for n, trace in enumerate(traces):
+        target = out / f"{stem}_episode_{n}_{trace.run_id[:8]}.png"
+        episode_figure(trace).savefig(target, dpi=110)
+        written.append(target)
+    target = out / f"{stem}_job.png"
+    job_figure(job_summary(traces, job)).savefig(target, dpi=110)
+    written.append(target)
+    return written
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strands-robots report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="+", help="MCAP files (one job's episodes, or one station recording)")
+    parser.add_argument("-o", "--output-dir", default="", help="where the PNGs go (default: beside the first file)")
+    return parser
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    """0 with the PNG paths printed; 2 when a file is missing or holds no observer stream."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    paths = [Path(p) for p in args.recordings]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"strands-robots report: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        written = write_report(paths, args.output_dir or paths[0].parent)
+    except Exception as exc:  # not an MCAP file, a schema mcap_ros2 cannot read: say which and why
+        print(f"strands-robots report: cannot read {', '.join(map(str, paths))}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 2
+    if len(written) == 1:
+        print(f"strands-robots report: no observer events in {', '.join(map(str, paths))}; wrote only "
+              f"{written[0]}", file=sys.stderr)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
