@@ -362,7 +362,8 @@ class RolloutNode(Node):
                 return None, "", message
             self.backend.set_control_frequency(spec.control_frequency)
             acquired = False
-            if goal.lease_token:
+            borrowed = bool(goal.lease_token)  # the caller's lease (e.g. the station's): used for this goal only
+            if borrowed:
                 self.backend.lease_token = goal.lease_token
             elif self.p("require_lease"):
                 res = self.backend.acquire(self.p("lease_holder"), self.p("lease_priority"),
@@ -394,6 +395,8 @@ class RolloutNode(Node):
             finally:
                 if acquired:
                     self.backend.release()
+                elif borrowed:
+                    self.backend.lease_token = ""
             self._events.flush(5.0)
             if not out["episodes"]:
                 message = f"episode refused before it started: {out.get('error_message', '')}"
