@@ -120,7 +120,8 @@ class DemoPolicy(Policy):
 
 def demo_tasks(spec: Any) -> list:
     """The job's tasks as the client submits them (mappings), with the job-level rollout budget and rate
-    carried in each task's parameters (a submitted job is its tasks and episode count only)."""
+    carried in each task's parameters (a submitted job is its tasks and episode count only).
+    """
     from strands_robots.station.job_file import task_to_mapping
 
     tasks = []
@@ -349,7 +350,8 @@ class LocalStation:
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
              timeout_s: Optional[float] = None, write: Callable[[str], None] = print) -> int:
     """The main job end to end on this machine (see the module docstring). 0 when the job SUCCEEDED,
-    1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM."""
+    1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
+    """
     from strands_robots.nodes.process import StopSignals
     from strands_robots.station.job_file import load_job_file
 

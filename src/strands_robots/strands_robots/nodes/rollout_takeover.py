@@ -118,7 +118,8 @@ def add_takeover_services(node: Any, runner: Any, callback_group: Any = None,
 
 def main(argv: "list[str] | None" = None) -> int:
     """``python -m strands_robots.nodes.rollout_takeover``: the rollout node with the takeover services added
-    (what the station needs), for as long as ``rollout_node`` does not create them itself."""
+    (what the station needs), for as long as ``rollout_node`` does not create them itself.
+    """
     from strands_robots.nodes import rollout_node
 
     base = rollout_node.RolloutNode

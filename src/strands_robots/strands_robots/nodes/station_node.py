@@ -75,7 +75,8 @@ PARAMETERS = {
 
 class ManualOperator:
     """The operator port of a station with a person at it: no scripted actions; everything comes through the
-    node's operator services (takeover, resume, discard, submit_score_sheet)."""
+    node's operator services (takeover, resume, discard, submit_score_sheet).
+    """
 
     def episode_started(self, plan: Any, console: Any) -> None:
         return None

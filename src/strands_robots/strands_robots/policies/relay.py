@@ -68,7 +68,8 @@ def _close_live(job_id: str) -> None:
 
 def close_sessions() -> int:
     """Close every policy session this process holds open (the episode is over, or its station went away);
-    the number closed."""
+    the number closed.
+    """
     with _live_lock:
         jobs = list(_live)
     for job_id in jobs:
