@@ -439,7 +439,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
                    help="largest message either way (default %(default)s)")
-    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server threads (default %(default)s)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help="server threads (default %(default)s); every open stream holds one: a station's job "
+                        "stream and policy session, a client's serve_policy")
     p.add_argument("--poll-s", type=float, default=1.0, help="job streams re-read the store this often")
     return p
 
