@@ -453,6 +453,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("relay: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if args.workers < 4:
+        print(f"relay: --workers must be >= 4 (streams hold threads), got {args.workers}", file=sys.stderr)
+        return 2
+    if not args.poll_s > 0:
+        print(f"relay: --poll-s must be > 0, got {args.poll_s}", file=sys.stderr)
+        return 2
     if args.max_message_bytes < 1024:
         print(f"relay: --max-message-bytes must be >= 1024, got {args.max_message_bytes}", file=sys.stderr)
         return 2
