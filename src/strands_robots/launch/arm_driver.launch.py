@@ -5,14 +5,16 @@
 
 The activation happens once, after the first configure: an operator's ``deactivate`` (or ``cleanup`` and a new
 ``configure``) is not undone by this file. When the driver exits on its own the launch ends, and a non-zero exit
-code (a driver that died) makes the launch exit non-zero. Colour codes only reach a terminal.
+code (a driver that died) makes the launch exit non-zero, and so does a parameters file that does not read as
+one (checked before the driver starts, the file and the reason in one line). Colour codes only reach a
+terminal.
 rollout.launch.py includes this file.
 """
 
 import sys
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
 from launch.event_handlers import OnProcessExit
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -43,6 +45,21 @@ def end_launch_with(name: str, meaning: str):
         return [Shutdown(reason=f"{name} finished")]
 
     return on_exit
+
+
+class BadParametersFile(ValueError):
+    """The parameters file given to the launch does not read as one (missing, not YAML, not node sections)."""
+
+
+def check_parameters_file(context, config_file):
+    """Refuse a bad parameters file before any node starts: one error line naming the file and the reason."""
+    from strands_robots.nodes.process import params_file_error
+
+    path = config_file.perform(context)
+    reason = params_file_error(path)
+    if reason:
+        raise BadParametersFile(reason)
+    return []
 
 
 def output_options() -> dict:
@@ -96,4 +113,5 @@ def generate_launch_description() -> LaunchDescription:
     end_with_driver = RegisterEventHandler(
         OnProcessExit(target_action=driver, on_exit=end_launch_with("arm_driver", "the arm driver died"))
     )
-    return LaunchDescription(args + [driver, activate_once_configured, configure, end_with_driver])
+    check = OpaqueFunction(function=check_parameters_file, args=[config_file])
+    return LaunchDescription(args + [check, driver, activate_once_configured, configure, end_with_driver])

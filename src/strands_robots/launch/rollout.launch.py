@@ -7,14 +7,14 @@
 The arm driver comes from arm_driver.launch.py (included: configured, then activated once). The rollout node
 waits for the driver, runs ``episodes`` episodes and exits; its exit ends the launch. The launch's exit code says
 how the episodes went: 0 when every episode's outcome was ok, non-zero (and ``[ERROR] [launch]: ... rollout
-exited with code 1``) after an error or a safety stop, or when the driver died. Ctrl-C stops both nodes and
-exits cleanly.
+exited with code 1``) after an error or a safety stop, when the driver died, or when ``config_file`` does not
+read as a parameters file (no node is started then). Ctrl-C stops both nodes and exits cleanly.
 """
 
 import os
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, RegisterEventHandler
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -86,4 +86,5 @@ def generate_launch_description() -> LaunchDescription:
             on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
         )
     )
-    return LaunchDescription(args + [driver, rollout, end_with_rollout])
+    check = OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file])
+    return LaunchDescription(args + [check, driver, rollout, end_with_rollout])
