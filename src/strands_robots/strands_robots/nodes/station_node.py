@@ -12,7 +12,8 @@ or ``manual``: the operator services below, a person's answers).
 Services: ``submit_job`` (SubmitJob), ``cancel_job`` (CancelJob), ``get_status`` (GetStatus); operator:
 ``takeover`` (Takeover), ``resume`` (Resume), ``discard`` (Discard), ``submit_score_sheet`` (SubmitScoreSheet).
 Topics: ``job_status`` (JobStatus, transient local: a late subscriber gets the latest snapshot) and
-``episode_results`` (EpisodeResult, each finished episode once).
+``~/episode_results`` (EpisodeResult, each finished episode of a job once, with its id and sheet; a private name
+because the rollout node's ``episode_results`` in the same namespace carries every rollout).
 
 Restart safety: every job's state is persisted under ``state_dir`` (``station.persistence.JobStore``) after each
 change. A restarted station reloads the jobs that had not ended and resumes each (the episode that was running
@@ -105,7 +106,9 @@ class StationNode(Node):
             raise ValueError("station_id must be a non-empty string")
         self._group = ReentrantCallbackGroup()
         self._status_pub = self.create_publisher(JobStatus, "job_status", LATCHED_QOS)
-        self._results_pub = self.create_publisher(EpisodeResult, "episode_results", EVENT_QOS)
+        # Private name (<ns>/station/episode_results): the rollout node's own episode_results in the same namespace
+        # carries every rollout, this one the job's finished episodes with their ids and sheets.
+        self._results_pub = self.create_publisher(EpisodeResult, "~/episode_results", EVENT_QOS)
         self.store = JobStore(self.p("state_dir"))
         self._lock = threading.RLock()
         self._latest: Dict[str, Any] = {}  # job_id -> latest station.model.JobStatus

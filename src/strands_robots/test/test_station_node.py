@@ -1,0 +1,246 @@
+"""station_node over ROS: its services, its latched job_status and episode_results stream, the operator services,
+and the rollout's takeover services — with a real arm driver node and rollout node in this process (no relay:
+the jobs come from ``submit_job`` and run a built-in policy on the rollout node)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from ros_harness import NodeSpinners, wait_for  # noqa: E402
+from strands_robots_msgs.msg import EpisodeResult, JobStatus, ScoredItem  # noqa: E402
+from strands_robots_msgs.srv import (  # noqa: E402
+    CancelJob,
+    Discard,
+    GetStatus,
+    Resume,
+    SubmitJob,
+    SubmitScoreSheet,
+    Takeover,
+)
+
+from strands_robots import convert  # noqa: E402
+from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.station.job_file import task_from_mapping  # noqa: E402
+
+RATE_HZ = 50.0
+SHEET = [{"name": "done", "question": "Did it hold?", "answer_type": "yes_no", "max_points": 2,
+          "success_answer": "yes"},
+         {"name": "touches", "question": "Touches?", "answer_type": "count", "max_points": 3, "points_per_unit": 1}]
+
+
+def ros_task(task_id, **params):
+    parameters = {"duration_s": "1", **params}
+    return convert.station_task_to_msg(task_from_mapping(
+        {"task_id": task_id, "instruction": f"do {task_id}", "layout": "table", "parameters": parameters,
+         "scoring": SHEET}, 0))
+
+
+class Station:
+    """Driver, rollout (with the takeover services) and station nodes in this process, plus a client node."""
+
+    def __init__(self, tmp_path, operator="scripted", **station_params):
+        from strands_robots.nodes.arm_driver_node import ArmDriverNode
+        from strands_robots.nodes.rollout_node import RolloutNode
+        from strands_robots.nodes.rollout_takeover import add_takeover_services
+        from strands_robots.nodes.station_node import StationNode
+
+        self.namespace = f"/station_test_{uuid.uuid4().hex[:8]}"
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.spinners = NodeSpinners(self.context)
+        self.nodes = []
+        self.lock = threading.Lock()
+        self.statuses, self.results = [], []
+        try:
+            self.driver = self._add(ArmDriverNode(context=self.context, namespace=self.namespace,
+                                                  parameter_overrides=[Parameter("control_rate_hz", value=RATE_HZ)]))
+            assert self.driver.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert self.driver.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            self.rollout = RolloutNode(context=self.context, namespace=self.namespace, parameter_overrides=[
+                Parameter("start_pose_before_episode", value=False), Parameter("control_frequency", value=RATE_HZ),
+                Parameter("driver_silence_s", value=0.5), Parameter("driver_timeout_s", value=30.0)])
+            self.takeover = add_takeover_services(self.rollout, self.rollout.runner)
+            self._add(self.rollout)
+            params = {"state_dir": str(tmp_path / "state"), "operator": operator, **station_params}
+            self.station = self._add(StationNode(
+                context=self.context, namespace=self.namespace,
+                parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]), multi=True)
+            self.client = self._add(rclpy.create_node("station_test_client", namespace=self.namespace,
+                                                      context=self.context), multi=True)
+            self.client.create_subscription(JobStatus, "job_status", self._on_status, LATCHED_QOS)
+            self.client.create_subscription(EpisodeResult, "station/episode_results", self._on_result,
+                                            EVENT_QOS)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add(self, node, multi=False):
+        self.nodes.append(node)
+        return self.spinners.add(node, multi=multi)
+
+    def _on_status(self, msg):
+        with self.lock:
+            self.statuses.append(msg)
+
+    def _on_result(self, msg):
+        with self.lock:
+            self.results.append(msg)
+
+    def call(self, srv_type, name, timeout_s=20.0, **fields):
+        client = self.client.create_client(srv_type, name)
+        try:
+            assert client.wait_for_service(timeout_sec=timeout_s), f"{name} not available"
+            req = srv_type.Request()
+            for k, v in fields.items():
+                setattr(req, k, v)
+            done = threading.Event()
+            future = client.call_async(req)
+            future.add_done_callback(lambda _f: done.set())
+            assert done.wait(timeout_s), f"{name}: no answer"
+            return future.result()
+        finally:
+            self.client.destroy_client(client)
+
+    def submit(self, tasks, episodes, provider="scripted",
+               config='{"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}'):
+        res = self.call(SubmitJob, "submit_job", client_id="test", tasks=tasks, episodes_total=episodes,
+                        policy_provider=provider, policy_config_json=config)
+        assert res.accepted, res.message
+        return res.job_id
+
+    def latest(self, job_id):
+        with self.lock:
+            mine = [s for s in self.statuses if s.job_id == job_id]
+        return mine[-1] if mine else None
+
+    def wait_state(self, job_id, predicate, timeout_s=60.0):
+        ok = wait_for(lambda: self.latest(job_id) is not None and predicate(self.latest(job_id)), timeout_s)
+        assert ok, f"job {job_id}: last status {self.latest(job_id)}"
+        return self.latest(job_id)
+
+    def close(self):
+        for node in self.nodes:
+            close = getattr(node, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception as exc:  # noqa: BLE001  (teardown goes on; the test's own assertions decide)
+                    print(f"close {node.get_name()}: {exc}")
+        self.spinners.shutdown()
+        for node in reversed(self.nodes):
+            node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        sys.setswitchinterval(self._switch)
+
+
+@pytest.fixture
+def station(tmp_path):
+    s = Station(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def manual_station(tmp_path):
+    s = Station(tmp_path, operator="manual")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_takeover_services_refuse_without_an_episode(station):
+    res = station.call(Takeover, "pause_rollout", operator_name="op", reason="check")
+    assert (res.ok, res.message) == (False, "no episode is running")
+    res = station.call(Resume, "resume_rollout", operator_name="op")
+    assert (res.ok, res.message) == (False, "no takeover is in force")
+    res = station.call(Takeover, "pause_rollout", operator_name="  ")
+    assert (res.ok, res.message) == (False, "operator_name must be a non-empty string")
+
+
+def test_a_submitted_job_is_published_latched_with_each_episode_result_once(station):
+    job_id = station.submit([ros_task("hold"), ros_task("takeover", operator_takeover_at_s="0.3")], 2)
+    final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+    assert final.state == "SUCCEEDED", final.message
+    assert [(e.episode_id, e.end_condition, e.taken_over) for e in final.episodes] == [
+        ("ep_0000", "timeout", False), ("ep_0001", "timeout", True)]
+    assert wait_for(lambda: len([r for r in station.results]) >= 2, 5.0)
+    assert [r.episode_id for r in station.results] == ["ep_0000", "ep_0001"]  # each once, in order
+    assert station.takeover.in_takeover is False
+    # A subscriber that comes late still gets the latest snapshot (transient local).
+    late = []
+    sub = station.client.create_subscription(JobStatus, "job_status", late.append, LATCHED_QOS)
+    try:
+        assert wait_for(lambda: any(m.job_id == job_id and m.state == "SUCCEEDED" for m in late), 10.0)
+    finally:
+        station.client.destroy_subscription(sub)
+    res = station.call(GetStatus, "get_status", job_id=job_id)
+    assert res.found and res.status.state == "SUCCEEDED" and len(res.status.episodes) == 2
+    assert res.status.station_id == "sim_station" and res.status.episodes_total == 2
+    assert res.status.episodes[0].items[0].is_success_item and res.status.episodes[0].items[0].answer in ("yes", "no")
+    assert station.call(GetStatus, "get_status", job_id="job-unknown").found is False
+    res = station.call(CancelJob, "cancel_job", job_id=job_id, reason="too late")
+    assert (res.ok, res.message) == (False, f"job {job_id} already ended (SUCCEEDED)")
+
+
+def test_submit_job_refuses_a_malformed_task_naming_the_task_and_field(station):
+    bad = ros_task("hold")
+    bad.scoring.items[0].answer_type = "maybe"
+    res = station.call(SubmitJob, "submit_job", client_id="t", tasks=[ros_task("ok"), bad], episodes_total=1,
+                       policy_provider="mock", policy_config_json="")
+    assert not res.accepted
+    assert res.message.startswith("tasks[1].scoring:") and "'maybe'" in res.message
+    res = station.call(SubmitJob, "submit_job", client_id="t", tasks=[ros_task("ok")], episodes_total=0,
+                       policy_provider="mock", policy_config_json="")
+    assert (res.accepted, res.message) == (False, "episodes_total: must be an integer >= 1, got 0")
+
+
+def test_cancel_job_stops_the_running_episode_and_the_job_ends_cancelled(station):
+    job_id = station.submit([ros_task("long", duration_s="30")], 1)
+    station.wait_state(job_id, lambda s: "ep_0000 running" in s.message)
+    res = station.call(CancelJob, "cancel_job", job_id=job_id, reason="the team asked")
+    assert res.ok, res.message
+    final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"), 20.0)
+    assert final.state == "CANCELLED" and "the team asked" in final.message
+    assert len(final.episodes) == 0  # the interrupted episode has no result
+
+
+def test_manual_operator_scores_through_the_services_and_every_refusal_says_why(manual_station):
+    s = manual_station
+    job_id = s.submit([ros_task("hold")], 1)
+    s.wait_state(job_id, lambda st: "waiting for the score sheet" in st.message)
+    res = s.call(Takeover, "takeover", operator_name="op", reason="late")
+    assert not res.ok and "no rollout is running" in res.message
+    res = s.call(Discard, "discard", episode_id="ep_0000")
+    assert (res.ok, res.message) == (False, "ep_0000 was not taken over; only a taken-over episode can be discarded")
+    res = s.call(SubmitScoreSheet, "submit_score_sheet", episode_id="ep_0000",
+                 answers=[ScoredItem(name="done", answer="yes"), ScoredItem(name="touches", answer="lots")])
+    assert not res.ok and "touches" in res.message and "'lots'" in res.message
+    res = s.call(SubmitScoreSheet, "submit_score_sheet", episode_id="ep_0009",
+                 answers=[ScoredItem(name="done", answer="yes"), ScoredItem(name="touches", answer="1")])
+    assert not res.ok and "'ep_0009' does not await a score sheet; ep_0000 does" in res.message
+    res = s.call(SubmitScoreSheet, "submit_score_sheet", episode_id="ep_0000",
+                 answers=[ScoredItem(name="done", answer="yes"), ScoredItem(name="touches", answer="1")])
+    assert res.ok, res.message
+    final = s.wait_state(job_id, lambda st: st.state == "SUCCEEDED")
+    (episode,) = final.episodes
+    assert episode.scored and episode.success
+    assert [(i.name, i.answer, i.points, i.max_points) for i in episode.items] == [
+        ("done", "yes", 2.0, 2.0), ("touches", "1", 1.0, 3.0)]
+    assert episode.score == pytest.approx(3.0 / 5.0)
