@@ -66,7 +66,8 @@ class DriverProcess:
         self.verdicts: dict = {}
         self._cond = threading.Condition()
         self.node.create_subscription(JointState, "joint_states", self.joint_states.append, STATE_QOS)
-        self.node.create_subscription(ActionVerdict, "action_verdicts", self._on_verdict, VERDICT_QOS)
+        self.verdict_sub = self.node.create_subscription(ActionVerdict, "action_verdicts", self._on_verdict,
+                                                         VERDICT_QOS)
         self.commands = self.node.create_publisher(ActionCommand, "action_commands", COMMAND_QOS)
         self.send_action = self.node.create_client(SendAction, "send_action")
         self.token = ""
@@ -88,8 +89,10 @@ class DriverProcess:
         return future.result()
 
     def ready(self) -> None:
-        assert wait_for(lambda: len(self.joint_states) > 3 and self.commands.get_subscription_count() > 0, 60.0), \
-            self.output()
+        # both directions matched before the first command: a verdict published before our subscription
+        # matched would be gone (volatile)
+        assert wait_for(lambda: len(self.joint_states) > 3 and self.commands.get_subscription_count() > 0
+                        and self.verdict_sub.get_publisher_count() > 0, 60.0), self.output()
         acquire = self.node.create_client(AcquireLease, "acquire_lease")
         grant = self.call(acquire, AcquireLease.Request(holder="h2", priority=1, duration_s=30.0))
         assert grant.granted, grant.message

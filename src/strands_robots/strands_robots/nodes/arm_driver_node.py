@@ -43,7 +43,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, ResetSafety, SendAction
+from strands_robots_msgs.srv import ResetSafety, SendAction
 
 from strands_robots import convert
 from strands_robots.arm import hardware as hardware_registry
@@ -55,7 +55,8 @@ from strands_robots.arm.realtime import Runner
 from strands_robots.arm.start_pose import StartPoseAborted, StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes import driver_params as params
-from strands_robots.nodes.driver_publish import DriverPublishers, expires_unix_ms
+from strands_robots.nodes.driver_leases import LeaseServices
+from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer
 from strands_robots.nodes.driver_stream import CommandStream
@@ -118,6 +119,7 @@ class ArmDriverNode(LifecycleNode):
         self._drv_timers: dict[str, Any] = {}
         self._stream: Optional[CommandStream] = None
         self._start_pose: Optional[StartPoseServer] = None
+        self._lease_services: Optional[LeaseServices] = None
 
         super().__init__(node_name, **kwargs)
         for name, default in params.DEFAULTS.items():
@@ -308,10 +310,10 @@ class ArmDriverNode(LifecycleNode):
     def _teardown(self) -> None:
         if self._leases.revoke("revoked: the driver was cleaned up"):
             self._publish_lease_if_changed()
-        for part in (self._stream, self._start_pose):
+        for part in (self._stream, self._start_pose, self._lease_services):
             if part is not None:
                 part.destroy()
-        self._stream = self._start_pose = None
+        self._stream = self._start_pose = self._lease_services = None
         for srv in self._drv_services:
             self.destroy_service(srv)
         self._drv_services.clear()
@@ -330,11 +332,9 @@ class ArmDriverNode(LifecycleNode):
         g = self._command_group
         self._drv_services = [
             self.create_service(SendAction, "send_action", self._on_send_action, callback_group=g),
-            self.create_service(AcquireLease, "acquire_lease", self._on_acquire_lease, callback_group=g),
-            self.create_service(RenewLease, "renew_lease", self._on_renew_lease, callback_group=g),
-            self.create_service(ReleaseLease, "release_lease", self._on_release_lease, callback_group=g),
             self.create_service(ResetSafety, "reset_safety", self._on_reset_safety, callback_group=g),
         ]
+        self._lease_services = LeaseServices(self, self._leases, self._publish_lease_if_changed, g)
         self._stream = CommandStream(self, self._apply_command, self._now_ns, self._log_refusal, callback_group=g)
         self._start_pose = StartPoseServer(self, self._run_move, self._log_move, callback_group=self._move_group)
         # The lease can expire while the driver is inactive too, so its poll lives as long as the services.
@@ -400,42 +400,7 @@ class ArmDriverNode(LifecycleNode):
             self._log_refusal(req.step_index, verdict)
         return convert.verdict_to_response(verdict, stopped=stopped, sim_time_s=sim_time)
 
-    # -- leases and safety -------------------------------------------------------------------------------------
-    def _expires_unix_ms(self, expires_at: float) -> int:
-        return expires_unix_ms(self._leases, expires_at)
-
-    def _on_acquire_lease(self, req: AcquireLease.Request, res: AcquireLease.Response) -> AcquireLease.Response:
-        grant = self._leases.acquire(req.holder, int(req.priority), float(req.duration_s))
-        res.granted = grant.granted
-        res.token = grant.token
-        res.lease_id = grant.lease_id
-        res.expires_unix_ms = self._expires_unix_ms(grant.expires_at) if grant.granted else 0
-        res.message = grant.message
-        if grant.granted:
-            self.get_logger().info(f"lease {grant.lease_id} granted to {req.holder!r} (priority {req.priority})"
-                                   + (f", revoking {grant.revoked_holder!r}" if grant.revoked_holder else ""))
-        else:
-            self.get_logger().info(f"lease refused to {req.holder!r}: {grant.message}")
-        self._publish_lease_if_changed()
-        return res
-
-    def _on_renew_lease(self, req: RenewLease.Request, res: RenewLease.Response) -> RenewLease.Response:
-        renewal = self._leases.renew(req.token, float(req.duration_s))
-        res.ok = renewal.ok
-        res.expires_unix_ms = self._expires_unix_ms(renewal.expires_at) if renewal.ok else 0
-        res.message = renewal.message
-        if not renewal.ok:
-            self.get_logger().warning(f"lease renewal refused: {renewal.message}", throttle_duration_sec=1.0)
-        self._publish_lease_if_changed()
-        return res
-
-    def _on_release_lease(self, req: ReleaseLease.Request, res: ReleaseLease.Response) -> ReleaseLease.Response:
-        released = self._leases.release(req.token)
-        res.ok = released.ok
-        res.message = released.message
-        self._publish_lease_if_changed()
-        return res
-
+    # -- safety -------------------------------------------------------------------------------------
     def _on_reset_safety(self, req: ResetSafety.Request, res: ResetSafety.Response) -> ResetSafety.Response:
         core = self._core
         if core is None:
