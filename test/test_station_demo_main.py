@@ -1,0 +1,125 @@
+"""System test: the main job (``station_demo.run_demo``, what ``strands-robots up`` runs with no ``--relay``).
+
+Runs ``python -m strands_robots.station_demo`` as a subprocess in a session of its own, ended by its PID in
+``finally``; its children (relay, arm driver, rollout, station) are found with ``ps --ppid``. What is asserted
+is what a user sees: the exit code, the progress bar and the summary table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+pytest.importorskip("grpc", reason="grpcio is not installed")
+
+TIMEOUT_S = 180.0
+
+
+class Demo:
+    def __init__(self, *args: str) -> None:
+        self.lines: list = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen([sys.executable, "-m", "strands_robots.station_demo", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def wait_line(self, pattern: str, timeout_s: float) -> str:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if regex.search(line):
+                        return line
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no line matching {pattern!r}:\n{self.output}")
+                self._cond.wait(min(left, 0.5))
+
+    def children(self) -> list:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10.0)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead
+        return f.read().split()[2] != "Z"
+
+
+def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_table():
+    demo = Demo()
+    try:
+        rc = demo.proc.wait(TIMEOUT_S)
+        demo._reader.join(5.0)
+        out = demo.output
+        assert rc == 0, out
+        assert re.search(r"^\[#{5,}\.+\] 1/6 episodes", out, re.M), out
+        assert re.search(r"^\[#{30}\] 6/6 episodes  SUCCEEDED", out, re.M), out
+        header = next(i for i, line in enumerate(demo.lines) if line.startswith("episode  end condition"))
+        assert demo.lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken",
+                                              "over"]
+        rows = [line.split() for line in demo.lines[header + 2:header + 8]]
+        assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
+            ("ep_0000", "timeout", "yes", "no"),
+            ("ep_0001", "policy_completed", "yes", "no"),
+            ("ep_0002", "safety_stop", "yes", "no"),
+            ("ep_0003", "timeout", "yes", "yes"),       # taken over, kept, left out of the rates
+            ("ep_0005", "timeout", "yes", "yes"),       # ep_0004 was discarded; its task ran again
+            ("ep_0006", "start_pose_unreached", "no", "no"),
+        ]
+        assert re.search(r"^success rate 67%, mean score \d\.\d\d over 3 scored episode\(s\) not taken over", out,
+                         re.M), out
+    finally:
+        demo.kill()
+
+
+def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():
+    demo = Demo()
+    try:
+        demo.wait_line(r"submitted job job-", 90.0)
+        children = demo.children()
+        assert len(children) >= 4, (children, demo.output)  # relay, arm driver, rollout, station
+        demo.proc.send_signal(signal.SIGINT)
+        rc = demo.proc.wait(60.0)
+        assert rc == 128 + signal.SIGINT, demo.output
+        deadline = time.monotonic() + 10.0
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in children if alive(p)] == []
+    finally:
+        demo.kill()
