@@ -161,7 +161,12 @@ def test_observation_and_chunk_codec_keeps_numbers_text_flags_and_arrays():
     back = codec.observation_from_pb(wire)
     assert back["left/joint_1"] == 0.25 and back["step"] == 3.0
     assert back["instruction"] == "pick" and back["gripper_closed"] is False
-    assert back["image"].shape == (2, 3, 2) and back["image"][1, 2, 1] == 11.0
+    assert wire.values["image"].tensor.dtype == "uint8" and len(wire.values["image"].tensor.data) == 12
+    assert back["image"].shape == (2, 3, 2) and back["image"].dtype == np.uint8 and back["image"][1, 2, 1] == 11
+    floats = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
+    packed = pb.Observation.FromString(codec.observation_to_pb({"f": floats}).SerializeToString())
+    assert packed.values["f"].tensor.dtype == "float32" and len(packed.values["f"].tensor.data) == 24
+    assert np.array_equal(codec.observation_from_pb(packed)["f"], floats)
     assert back["vec"].tolist() == [[1.0, 2.0], [3.0, 4.0]]
     chunk = [{"left/joint_1": 0.5}, {"left/joint_1": 0.75, "right/joint_2": -1.0}]
     assert codec.action_chunk_from_pb(pb.ActionChunk.FromString(
@@ -211,3 +216,24 @@ def test_a_relay_job_becomes_the_station_cores_job_spec_or_is_refused_naming_the
     job.tasks.add(task_id="blank", instruction="")
     with pytest.raises(JobSpecError, match=r"tasks\[1\]\.instruction"):
         convert.job_spec_from_pb(job)
+
+
+def test_packed_arrays_decode_to_nested_lists_without_numpy(monkeypatch):
+    np = pytest.importorskip("numpy")
+    wire = codec.observation_to_pb({"img": np.arange(6, dtype=np.uint16).reshape(2, 3) * 1000,
+                                    "v": np.array([0.5, -2.0])})
+    monkeypatch.setattr(codec, "_np", None)
+    back = codec.observation_from_pb(wire)
+    assert back == {"img": [[0, 1000, 2000], [3000, 4000, 5000]], "v": [0.5, -2.0]}
+
+
+def test_a_packed_tensor_of_the_wrong_size_or_dtype_is_refused():
+    bad = pb.Observation()
+    bad.values["img"].tensor.shape.extend([2, 2])
+    bad.values["img"].tensor.dtype = "uint8"
+    bad.values["img"].tensor.data = b"abc"
+    with pytest.raises(codec.CodecError, match=r"shape \[2, 2\] and dtype uint8 carries 3 bytes, not 4"):
+        codec.observation_from_pb(bad)
+    bad.values["img"].tensor.dtype = "complex128"
+    with pytest.raises(codec.CodecError, match="'complex128' is not one of"):
+        codec.observation_from_pb(bad)

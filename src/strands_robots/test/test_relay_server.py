@@ -227,6 +227,10 @@ def test_relay_command_refuses_a_bad_token_file_or_store_with_the_reason(tmp_pat
     assert "unknown store 'mysql://x'" in capsys.readouterr().err
     assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--tls-cert", "c.pem"]) == 2
     assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
+    assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--workers", "1"]) == 2
+    assert "--workers must be >= 4" in capsys.readouterr().err
+    assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--poll-s", "0"]) == 2
+    assert "--poll-s must be > 0" in capsys.readouterr().err
 
 
 def test_a_failing_store_answers_unavailable_with_the_reason(tmp_path):
@@ -239,7 +243,3 @@ def test_a_failing_store_answers_unavailable_with_the_reason(tmp_path):
         store.close()
         with pytest.raises(Unavailable, match="relay store unavailable: SQLite store .*closed"):
             client.get_status(job)
-    assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--workers", "1"]) == 2
-    assert "--workers must be >= 4" in capsys.readouterr().err
-    assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--poll-s", "0"]) == 2
-    assert "--poll-s must be > 0" in capsys.readouterr().err

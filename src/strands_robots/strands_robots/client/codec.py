@@ -1,13 +1,16 @@
 """Observations and action chunks <-> their protobuf messages (the policy session's payload).
 
 Used by both ends of a session: the Evaluation Client (this package, no other strands_robots import) and the
-station's link (``relay/station_link.py``). Arrays go as row-major ``Tensor`` of doubles; numpy is used when
-it is installed and never required.
+station's link (``relay/station_link.py``). numpy arrays go as row-major ``Tensor`` packed in their own dtype
+(little-endian bytes: an image stays one byte per value); nested lists go as doubles. numpy is used when it
+is installed and never required: without it, arrays come back as nested lists.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from array import array
 from typing import Any, Dict, Iterable, List, Mapping, Sequence
 
 from strands_robots.relay.proto import policy_session_pb2 as _ps
@@ -20,6 +23,12 @@ except ImportError:  # pragma: no cover - the client venv test covers it
 
 class CodecError(ValueError):
     """A value that cannot go on the wire; the message names the key."""
+
+
+# Packed dtypes and the array module's typecode of the same size (for decoding without numpy).
+_PACKED = {"uint8": "B", "int8": "b", "uint16": "H", "int16": "h", "int32": "i", "int64": "q",
+           "float32": "f", "float64": "d"}
+_BOOL_AS = "uint8"
 
 
 def _shape_of(value: Sequence) -> List[int]:
@@ -49,8 +58,12 @@ def _value(key: str, value: Any) -> Any:
     elif _np is not None and isinstance(value, _np.ndarray):
         if value.dtype.kind not in "biuf":
             raise CodecError(f"observation[{key!r}]: arrays must be numeric, got dtype {value.dtype}")
+        name = _BOOL_AS if value.dtype.kind == "b" else value.dtype.name
+        if name not in _PACKED:
+            name = "float64"
         v.tensor.shape.extend(int(d) for d in value.shape)
-        v.tensor.values.extend(value.astype(float).ravel().tolist())
+        v.tensor.dtype = name
+        v.tensor.data = _np.ascontiguousarray(value, dtype=_np.dtype(name).newbyteorder("<")).tobytes()
     elif isinstance(value, (list, tuple)):
         flat: List[float] = []
         try:
@@ -84,11 +97,38 @@ def observation_to_pb(observation: Mapping[str, Any], skip_unsupported: bool = F
     return msg
 
 
+def _unpack(t: Any) -> Any:
+    """Return the flat values of a packed tensor: a numpy array, or a list without numpy."""
+    if _np is not None:
+        return _np.frombuffer(t.data, dtype=_np.dtype(t.dtype).newbyteorder("<"))
+    flat = array(_PACKED[t.dtype])
+    if flat.itemsize != _np_itemsize(t.dtype):
+        raise CodecError(f"tensor dtype {t.dtype!r}: this platform's array typecode has another size")
+    flat.frombytes(t.data)
+    if sys.byteorder == "big":
+        flat.byteswap()
+    return flat.tolist()
+
+
+def _np_itemsize(dtype: str) -> int:
+    return {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8, "float32": 4,
+            "float64": 8}[dtype]
+
+
 def _tensor_from_pb(t: Any) -> Any:
     shape = tuple(t.shape)
+    packed = bool(t.dtype)
+    if packed:
+        if t.dtype not in _PACKED:
+            raise CodecError(f"tensor dtype {t.dtype!r} is not one of {', '.join(_PACKED)}")
+        count = math.prod(shape) if shape else 1
+        if len(t.data) != count * _np_itemsize(t.dtype):
+            raise CodecError(f"tensor of shape {list(shape)} and dtype {t.dtype} carries {len(t.data)} bytes, "
+                             f"not {count * _np_itemsize(t.dtype)}")
     if _np is not None:
-        return _np.asarray(t.values, dtype=float).reshape(shape)
-    values = list(t.values)
+        flat = _unpack(t) if packed else _np.asarray(t.values, dtype=float)
+        return flat.reshape(shape).copy() if packed else flat.reshape(shape)
+    values = _unpack(t) if packed else list(t.values)
     if not shape:
         return values[0] if values else 0.0
 
