@@ -253,3 +253,71 @@ def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(station):
     assert final.state == "SUCCEEDED", final.message
     assert [e.task.task_id for e in final.episodes] == ["x", "y", "z"]
     assert final.episodes[0].episode_id == "ep_0000"
+
+
+JOB_FILE = """\
+job_id: cli_job
+client_id: demo
+station_id: sim_station
+episodes_total: 2
+duration_s: 1.0
+control_frequency: 50
+policy:
+  provider: scripted
+  config: {mode: torque_ramp, joint: right.joint_4, target: 1.0}
+tasks:
+  - task_id: hold
+    instruction: hold the right wrist steady
+    parameters: {success_when: "right.joint_4.pos > 0.95"}
+    scoring:
+      - {name: done, question: "Did it hold?", answer_type: yes_no, max_points: 1, success_answer: "yes"}
+  - task_id: reach
+    instruction: reach, then stop
+    parameters: {policy.end_after_steps: 10}
+    scoring:
+      - {name: done, question: "Did it stop?", answer_type: yes_no, max_points: 1, success_answer: "yes"}
+"""
+
+
+def job_command(*args, timeout_s=JOB_TIMEOUT_S):
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.job_cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait(10.0)
+
+
+def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path):
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(JOB_FILE)
+    token_file = tmp_path / "token"
+    token_file.write_text(station.client_token)
+    common = ("--relay", station.relay_target, "--token-file", str(token_file), "--poll-s", "0.2")
+    rc, out = job_command("submit", *common, str(job_file), "--serve")
+    assert rc == 0, out + "\n".join(station.lines[-40:])
+    job_id = out.splitlines()[0]
+    assert re.fullmatch(r"job-[0-9a-f]{16}", job_id), out
+    assert re.search(r"^\[#{30}\] 2/2 episodes  SUCCEEDED", out, re.M), out
+    assert re.search(r"^ep_0000\s+timeout\s+yes\s+yes\s+1\.00\s+no$", out, re.M), out
+    assert re.search(r"^ep_0001\s+policy_completed\s+yes\s+yes\s+1\.00\s+no$", out, re.M), out
+    rc, out = job_command("status", *common, job_id)
+    assert rc == 0, out
+    fields = dict(line.split(None, 1) for line in out.splitlines()[:7])
+    assert fields["job_id"] == job_id and fields["station_id"] == "sim_station"
+    assert fields["state"] == "SUCCEEDED" and fields["episodes_total"] == "2"
+    assert fields["episodes"] == "2 finished" and int(fields["updated_unix_ms"]) > 0
+    rc, out = job_command("cancel", *common, job_id)
+    assert (rc, out.strip()) == (1, f"job {job_id} had already ended; nothing to cancel")
+    rc, out = job_command("status", *common, "job-0000000000000000")
+    assert rc == 3 and "NotFound" in out, out
+    rc, out = job_command("status", "--relay", station.relay_target, "--token", "wrong-token", job_id)
+    assert rc == 3 and "Unauthenticated" in out, out

@@ -175,6 +175,10 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m strands_robots.job_cli submit ...`` (or ``job submit ...``), as ``strands-robots job`` will."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "job":
+        argv.insert(0, "job")
     parser = argparse.ArgumentParser(prog="strands-robots")
     add_job_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
