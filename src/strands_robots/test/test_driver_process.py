@@ -40,20 +40,25 @@ from strands_robots.nodes.process import spin_in_background  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 
 
+def driver_env() -> dict:
+    """Return the environment of a driver process: this package and its tests importable (test adapter)."""
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here.parent), str(here), env.get("PYTHONPATH", "")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 class DriverProcess:
     """The driver in its own process, in namespace ``ns``, and a client node here to talk to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *ros_args: str) -> None:
         self.ns = f"/h2_{uuid.uuid4().hex[:8]}"
-        package_root = Path(__file__).resolve().parents[1]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
-        env["PYTHONUNBUFFERED"] = "1"
         self.lines: list = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
-             "--ros-args", "-r", f"__ns:={self.ns}"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             "--ros-args", "-r", f"__ns:={self.ns}", *ros_args],
+            env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
         self._reader.start()
         self.context = Context()
@@ -194,3 +199,33 @@ def test_invalid_transition_is_refused_and_the_driver_process_keeps_serving_and_
     rc = driver.close()
     assert rc == 0, driver.output()
     assert "Traceback" not in driver.output(), driver.output()
+
+
+def test_the_driver_process_runs_the_adapter_its_hardware_parameter_names():
+    from strands_robots_msgs.msg import DriverStatus
+
+    from strands_robots.nodes._qos import LATCHED_QOS
+
+    d = DriverProcess("-p", "hardware:=test_driver_hardware:kinematic_hardware")
+    try:
+        status = []
+        d.node.create_subscription(DriverStatus, "driver_status", status.append, LATCHED_QOS)
+        d.ready()
+        assert wait_for(lambda: status and status[-1].active, 20.0), d.output()
+        assert status[-1].hardware == "test_driver_hardware:kinematic_hardware"
+        assert "configured: test_driver_hardware:kinematic_hardware arms left, right" in d.output()
+        assert list(d.command(["left.joint_1"], [0.3], d.token, "k", 0).applied_keys) == ["left.joint_1"]
+        assert wait_for(lambda: abs(dict(zip(d.joint_states[-1].name, d.joint_states[-1].position))["left.joint_1"]
+                                    - 0.3) < 1e-6, 20.0)  # the kinematic arm integrated the command
+    finally:
+        assert d.close() == 0, d.output()
+
+
+def test_an_unknown_hardware_name_is_refused_at_start_with_reason():
+    proc = subprocess.run(
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart", "--ros-args",
+         "-r", f"__ns:=/h2_{uuid.uuid4().hex[:8]}", "-p", "hardware:=no_such_arm"],
+        env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout
+    assert "Traceback" not in proc.stdout, proc.stdout
+    assert "unknown hardware 'no_such_arm'" in proc.stdout, proc.stdout
