@@ -243,10 +243,17 @@ def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(station):
     served = serve_in_background(client, job_id, TeamPolicy())
     wait_status(client, job_id, lambda s: len(s.episodes) == 1, station=station)
     station.stop_relay()
+    killed_ms = int(time.time() * 1000)
     served["thread"].join(30.0)
     time.sleep(1.0)
+    restarted_ms = int(time.time() * 1000)
     station.start_relay()
     again = station.client()
+    # What the station reported while the relay was down (the running episode lost its policy with it) reaches
+    # the restarted relay from the station's backlog, with the station's time of the change.
+    backlog = wait_status(again, job_id, lambda s: s.state == "WAITING_POLICY", station=station)
+    assert "the policy session was lost during ep_0001" in backlog.message
+    assert killed_ms <= backlog.updated_unix_ms < restarted_ms and len(backlog.episodes) == 1
     served2 = serve_in_background(again, job_id, TeamPolicy())
     final = wait_status(again, job_id, lambda s: s.state in TERMINAL, station=station)
     served2["thread"].join(10.0)
