@@ -234,6 +234,10 @@ def test_station_killed_mid_job_resumes_it_after_a_restart(station):
     ids = [e.episode_id for e in final.episodes]
     assert ids[0] == "ep_0000" and len(ids) == 2 and ids[1] not in ("ep_0000", "ep_0001")
     assert [e.task.task_id for e in final.episodes] == ["a", "b"]
+    from strands_robots.station.persistence import JobStore
+
+    record = JobStore(station.state_dir).load(job_id)  # what the restarted station persisted
+    assert record.restarts == 1 and "ep_0001" in record.interrupted
 
 
 def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(station):
