@@ -73,7 +73,7 @@ class RunView:
 
     @property
     def full_rate(self) -> "float | None":
-        """full / (full + partial + none); unknown steps are not in the denominator (RunPolicyEnded.full_rate)."""
+        """Return full / (full + partial + none); unknown steps are not counted (as RunPolicyEnded.full_rate)."""
         known = sum(self.resolutions[r] for r in ("full", "partial", "none"))
         return self.resolutions["full"] / known if known else None
 
@@ -169,7 +169,7 @@ class MonitorModel:
             self.driver = dict(status)
 
     def on_reply(self, service: str, ok: bool, message: str) -> None:
-        """The answer of an operator service call (or why it could not be made)."""
+        """Keep the answer of an operator service call (or why it could not be made)."""
         with self._lock:
             self.replies.append(f"{service}: {'ok' if ok else 'refused'}{' — ' + message if message else ''}")
 
@@ -189,7 +189,7 @@ class MonitorModel:
             return list(view.rows) if view else []
 
     def summary_lines(self, run_id: "str | None" = None) -> list[str]:
-        """The current run's figures, as the widget's summary panel shows them."""
+        """Return the current run's figures, as the widget's summary panel shows them."""
         with self._lock:
             view = self.runs.get(run_id) if run_id else self.current
             if view is None:
@@ -267,7 +267,7 @@ class MonitorModel:
             return text + (f" — {job['message']}" if job.get("message") else "")
 
     def episode_rows(self) -> list[tuple[str, ...]]:
-        """The job's episodes (the latest snapshot), else the episode results seen on the topic."""
+        """Return the job's episodes (the latest snapshot), else the episode results seen on the topic."""
         with self._lock:
             episodes = (self.job or {}).get("episodes") or self.results
             rows = []

@@ -51,7 +51,8 @@ class RosLink:
     """
 
     def __init__(self, node: Any, namespace: str, inbox: "queue.Queue[tuple[str, Any]]") -> None:
-        from strands_robots_msgs.msg import DriverStatus, EpisodeResult, JobStatus, LeaseState, ObserverEvent, SafetyStop
+        from strands_robots_msgs.msg import (DriverStatus, EpisodeResult, JobStatus, LeaseState, ObserverEvent,
+                                             SafetyStop)
         from strands_robots_msgs.srv import Discard, Resume, SubmitScoreSheet, Takeover
 
         from strands_robots.convert import msg_to_dict, msg_to_event

@@ -14,7 +14,7 @@ pytest.importorskip("foxglove", reason="foxglove-sdk is not installed (pip insta
 websockets = pytest.importorskip("websockets", reason="the websockets client package is not installed")
 
 from mcap_ros2._dynamic import generate_dynamic  # noqa: E402
-from monitor_helpers import Publishers, job_status_dict, start_module, started, step, stop_process  # noqa: E402
+from monitor_helpers import Publishers, job_status_dict, start_module, step, stop_process  # noqa: E402
 
 from strands_robots.rollout.msg_schema import full_text  # noqa: E402
 

@@ -1,5 +1,7 @@
-"""rqt finds the monitor plugin on a fresh install (no --force-discover): the package installs its ament index
-marker, package.xml (with the <rqt_gui> export) and plugin.xml, and the export points at the installed plugin.xml.
+"""rqt finds the monitor plugin on a fresh install (no --force-discover).
+
+The package installs its ament index marker, package.xml (with the <rqt_gui> export) and plugin.xml, and the
+export points at the installed plugin.xml.
 
 The discovery below is the one rqt_gui's ROS plugin provider performs: every package in the ament index whose
 installed package.xml exports ``rqt_gui`` with a ``plugin`` attribute, ``${prefix}`` being the package's share
@@ -27,7 +29,7 @@ PACKAGE = "rqt_strands_robots"
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The package installed into an empty prefix the way colcon's ament_python build does (setup.py)."""
+    """Install the package into an empty prefix the way colcon's ament_python build does (setup.py)."""
     work = tmp_path_factory.mktemp("rqt")
     source = work / "src"
     shutil.copytree(REPO / "src" / PACKAGE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))

@@ -25,8 +25,11 @@ def artists(fig, gid):
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
-    """Two real episodes recorded in process: one with a stalled observer (missed deadlines) and unknown keys
-    (partial steps), one driven into the safety envelope by the scripted torque ramp."""
+    """Record two real episodes in process.
+
+    One with a stalled observer (missed deadlines) and unknown keys (partial steps), one driven into the safety
+    envelope by the scripted torque ramp.
+    """
     out = tmp_path_factory.mktemp("rec")
     steps: list = []
 

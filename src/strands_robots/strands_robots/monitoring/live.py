@@ -18,7 +18,7 @@ RawCallback = Callable[[str, StrandsTopic, bytes, int], None]
 
 
 def qos_profile(kind: str) -> Any:
-    """The rclpy QoS profile of a QoS kind (``nodes/_qos.py``)."""
+    """Return the rclpy QoS profile of a QoS kind (``nodes/_qos.py``)."""
     from strands_robots.nodes import _qos
 
     return {EVENT: _qos.EVENT_QOS, LATCHED: _qos.LATCHED_QOS, STATE: _qos.STATE_QOS, COMMAND: _qos.COMMAND_QOS,
@@ -50,7 +50,7 @@ class RawTap:
         return handle
 
     def publisher_count(self, name: str) -> int:
-        """Publishers currently matched on ``name`` (0 before discovery)."""
+        """Count the publishers currently matched on ``name`` (0 before discovery)."""
         return self._node.count_publishers(name)
 
     def destroy(self) -> None:

@@ -128,7 +128,7 @@ class TopicRecorder:
             return set(self._latched)
 
     def offer(self, name: str, data: bytes, recv_ns: int) -> None:
-        """A message as received on live topic ``name``."""
+        """Take one message as received on live topic ``name``."""
         with self._lock:
             if self._closed or name not in self._channels:
                 return
@@ -179,8 +179,11 @@ class TopicRecorder:
 
 def wait_for_latched(recorder: TopicRecorder, publisher_count: Any, *, settle_s: float, max_wait_s: float,
                      stop: "threading.Event | None" = None) -> list[str]:
-    """End the capture window once every latched topic with a publisher delivered its sample (after
-    ``settle_s`` for discovery), or at ``max_wait_s``; the latched topics that had a publisher but no sample."""
+    """End the capture window when the latched state is in; return the latched topics still missing.
+
+    That is once every latched topic with a publisher delivered its sample (after ``settle_s`` for discovery),
+    or at ``max_wait_s``.
+    """
     started = time.monotonic()
     while True:
         elapsed = time.monotonic() - started

@@ -90,7 +90,7 @@ class EpisodeTrace:
 
 
 def _plain(value: Any) -> Any:
-    """A decoded mcap_ros2 message as dicts/lists (its ``__slots__`` are its fields)."""
+    """Return a decoded mcap_ros2 message as dicts/lists (its ``__slots__`` are its fields)."""
     slots = getattr(type(value), "__slots__", None)
     if slots and not isinstance(value, (str, bytes)):
         return {name: _plain(getattr(value, name)) for name in slots}
@@ -233,7 +233,7 @@ def _arm_of(key: str) -> str:
 
 
 def episode_figure(trace: EpisodeTrace) -> Any:
-    """The episode's figure (a matplotlib ``Figure``; no pyplot state)."""
+    """Draw the episode's figure (a matplotlib ``Figure``; no pyplot state)."""
     from matplotlib.figure import Figure
 
     keys = list(trace.actuator_keys) or sorted({k for s in trace.steps for k in s.action} | set(trace.measured))

@@ -49,7 +49,7 @@ class StrandsTopic:
         return self.qos == LATCHED
 
     def resolve(self, namespace: str) -> str:
-        """The live topic name under ``namespace`` (``strands`` or ``/strands``; "" is the root)."""
+        """Return the live topic name under ``namespace`` (``strands`` or ``/strands``; "" is the root)."""
         return resolve(namespace, self.name)
 
 
