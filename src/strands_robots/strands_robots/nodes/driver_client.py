@@ -190,7 +190,9 @@ class RosDriverBackend:
         self._stream = CommandStream(node, name("action_commands"), name("action_verdicts"),
                                      callback_group=self._stream_group, on_verdict=self._on_verdict)
         g = self._group
-        self._send = node.create_client(SendAction, name("send_action"), callback_group=g)
+        # The per-step service only on the service path: every entity of the node is in each executor wait.
+        self._send = (node.create_client(SendAction, name("send_action"), callback_group=g)
+                      if command_path == COMMAND_PATH_SERVICE else None)
         self._acquire = node.create_client(AcquireLease, name("acquire_lease"), callback_group=g)
         self._renew = node.create_client(RenewLease, name("renew_lease"), callback_group=g)
         self._release = node.create_client(ReleaseLease, name("release_lease"), callback_group=g)
@@ -565,7 +567,8 @@ class RosDriverBackend:
         self._subs = []
         self._stream.close()
         for client in (self._send, self._acquire, self._renew, self._release, self._reset_safety, self._move):
-            self._node.destroy_client(client)
+            if client is not None:
+                self._node.destroy_client(client)
         self._move_action.destroy()
 
     # -- internals ---------------------------------------------------------------------------------------------
