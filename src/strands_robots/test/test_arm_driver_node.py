@@ -39,7 +39,8 @@ from strands_robots_msgs.msg import SafetyCheck as SafetyCheckMsg  # noqa: E402
 from strands_robots import convert  # noqa: E402
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
-from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
+from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
+from strands_robots_msgs.srv import SendAction  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
 
 from ros_harness import NodeSpinners, wait_for  # noqa: E402
@@ -206,7 +207,8 @@ def test_duplicate_or_mismatched_keys_are_a_coarse_error(active):
 def test_foreign_lease_token_applies_nothing_over_dds(active):
     h = active
     adapter = h.driver.core.adapter
-    released = RosDriverBackend(h.client, action_timeout_s=5.0)
+    # the SendAction path (the stream's own cases are in the command-stream tests below)
+    released = RosDriverBackend(h.client, action_timeout_s=5.0, command_path=COMMAND_PATH_SERVICE)
     before = adapter.data.ctrl.copy()
     action = {"left.joint_1": 0.2, "right.joint_2": 0.3, "left.joint_9": 0.0}
     try:
@@ -229,12 +231,14 @@ def test_foreign_lease_token_applies_nothing_over_dds(active):
 
 def test_inactive_driver_returns_coarse_error(harness):
     h = harness()
-    backend = h.make_backend(action_timeout_s=2.0)
+    backend = h.make_backend(action_timeout_s=2.0, command_path=COMMAND_PATH_SERVICE)
     # unconfigured: the service does not exist yet
     verdict = backend.send_action({"left.joint_1": 0.1})
     assert verdict.error.startswith("arm driver not available")
     assert h.driver.trigger_configure() == SUCCESS
-    assert backend._send.wait_for_service(timeout_sec=10.0)
+    probe = h.client.create_client(SendAction, "send_action")
+    assert probe.wait_for_service(timeout_sec=10.0)
+    h.client.destroy_client(probe)
     verdict = backend.send_action({"left.joint_1": 0.1})
     assert verdict.error == "driver not active"
     assert verdict.applied_keys == () and verdict.unresolved_keys == ()
