@@ -67,6 +67,8 @@ PARAMETERS = {
     "lease_priority": (10, "the rollout's lease priority (an operator claims above it)"),
     "lease_duration_s": (1.0, "lease length; renewed every third of it while the episode runs"),
     "action_horizon": (8, "longest action chunk the rollout applies"),
+    "async_rtc": (False, "prefetch the next chunk while one plays (hides a remote policy's round trip)"),
+    "rtc_inference_timeout_s": (0.0, "async inference deadline; 0 uses the rollout node's"),
     "scoring_timeout_s": (0.0, "keep an episode unscored when no sheet comes within this; 0: wait"),
     "attach_timeout_s": (10.0, "relay provider: how long an episode waits for the policy client"),
     "reply_timeout_s": (10.0, "relay provider: how long each policy call waits for its answer"),
@@ -134,7 +136,8 @@ class StationNode(Node):
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
-                                  operator_name=self.p("operator_name"))
+                                  operator_name=self.p("operator_name"), async_rtc=self.p("async_rtc"),
+                                  rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"))
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),
