@@ -282,3 +282,36 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run():
         if echo is not None:
             echo.kill()
         up.kill()
+
+
+def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_running():
+    up = Up("--duration", "30")
+    children: list = []
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        children = children_of(up.proc.pid)
+        driver = [p for p in children if "arm_driver_node" in _cmdline(p)]
+        assert len(children) == 2 and len(driver) == 1, f"{children}\n{up.output}"
+        os.kill(driver[0], signal.SIGKILL)
+        rc = up.wait(TIMEOUT_S)
+        assert rc != 0, up.output
+        failed = up.wait_line(r"^\[up\] FAILED", 1.0)
+        assert "0 ok" in failed, failed
+        assert not [line for line in up.lines if line.startswith("[up] done")], up.output
+        deadline = time.monotonic() + 10.0
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if alive(p)], f"node processes left running\n{up.output}"
+    finally:
+        for pid in children:
+            if alive(pid):
+                _kill(pid)
+        up.kill()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -119,8 +119,10 @@ class Supervisor:
             if on_line is not None:
                 on_line(name, text)
                 continue
-            with self._print_lock:
-                print(f"[{name}] {text}", file=self.out or sys.stdout, flush=True)
+            out = self.out or sys.stdout
+            with self._print_lock:  # one write per line: other threads' lines never land inside it
+                out.write(f"[{name}] {text}\n")
+                out.flush()
 
     def alive(self) -> list:
         """Names of the children still running."""

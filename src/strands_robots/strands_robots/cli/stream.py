@@ -269,4 +269,8 @@ class StreamPrinter:
         )
 
     def _line(self, text: str) -> None:
-        print(text, file=self.out or sys.stdout, flush=True)
+        # One write per line (print writes the text and its newline separately): another thread printing at
+        # the same time (a child's output) cannot land in the middle of it.
+        out = self.out or sys.stdout
+        out.write(text + "\n")
+        out.flush()

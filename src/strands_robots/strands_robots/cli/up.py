@@ -45,6 +45,12 @@ def node_argv(module: str, name: str, namespace: str, params_file: str, override
     return argv
 
 
+def _say(text: str) -> None:
+    """Print one line in one write, so the children's output (printed by other threads) cannot split it."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _usage_error(text: str) -> int:
     print(f"strands-robots up: {text}", file=sys.stderr, flush=True)
     return EXIT_USAGE
@@ -92,8 +98,8 @@ def _run(args: argparse.Namespace, config: str) -> int:
         failure_code = None
         rollout_rc = None
         try:
-            print(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
-                  f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)", flush=True)
+            _say(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
+                 f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)")
             driver = sup.start("arm_driver", node_argv(
                 "strands_robots.nodes.arm_driver_node", "arm_driver", args.namespace, config,
                 {"control_rate_hz": args.control_frequency, "autostart": "true"},
@@ -125,7 +131,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
                     time.sleep(0.02)
             if signals.event.is_set():
                 name = "Ctrl-C" if signals.signum == 2 else f"signal {signals.signum}"
-                print(f"\n[up] {name}: stopping the nodes", flush=True)
+                _say(f"\n[up] {name}: stopping the nodes")
         finally:
             sup.stop_all()
             executor.shutdown()
@@ -162,8 +168,8 @@ def _verdict(printer: StreamPrinter, episodes: int, rollout_rc, why: str, failur
     if why:
         code = failure_code or (rollout_rc if rollout_rc not in (None, 0) else 1)
         rollout = "still running when stopped" if rollout_rc is None else str(rollout_rc)
-        print(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout}", flush=True)
+        _say(f"[up] FAILED ({why}): {counts}; rollout exit code {rollout}")
         return code
-    print(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {printer.events} events received, "
-          f"{printer.gaps} lost (event_seq gaps); rollout exit code 0", flush=True)
+    _say(f"[up] done: {len(ok)}/{episodes} episode(s) ended ok, {printer.events} events received, "
+         f"{printer.gaps} lost (event_seq gaps); rollout exit code 0")
     return 0
