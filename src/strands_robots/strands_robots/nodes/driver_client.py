@@ -418,21 +418,22 @@ class RosDriverBackend:
     def latest_safety_stop(self) -> Optional[SafetyStop]:
         return self._safety
 
-    def wait_until_ready(self, timeout_s: float = 5.0) -> bool:
-        """Wait until the driver is ready; False when it was not within ``timeout_s``.
+    def wait_until_ready(self, timeout_s: float = 5.0, should_stop: "Callable[[], bool] | None" = None) -> bool:
+        """Wait until the driver is ready; False when it was not within ``timeout_s`` (or ``should_stop()``).
 
         Ready: the command path is up (the command stream matched, or the ``send_action`` service) and a fresh
         joint state (younger than the silence bound) has arrived.
         """
         deadline = time.monotonic() + timeout_s
-        if self.command_path == COMMAND_PATH_SERVICE:
-            if not self._send.wait_for_service(timeout_sec=timeout_s):
-                return False
+        stop = should_stop or (lambda: False)
         while True:
-            path_up = self.command_path == COMMAND_PATH_SERVICE or self._stream.driver_listening()
+            if self.command_path == COMMAND_PATH_SERVICE:
+                path_up = self._send.service_is_ready()
+            else:
+                path_up = self._stream.driver_listening()
             if path_up and self._watch.joint_state_age_s() <= self._watch.silence_s:
                 return True
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or stop():
                 return False
             time.sleep(0.01)
 

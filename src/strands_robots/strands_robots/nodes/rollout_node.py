@@ -355,7 +355,8 @@ class RolloutNode(Node):
                 message = f"goal refused: {exc.reason}"
                 log.error(message)
                 return None, "", message
-            if not self.backend.wait_until_ready(self.p("driver_timeout_s")):
+            if not self.backend.wait_until_ready(self.p("driver_timeout_s"),
+                                                 should_stop=lambda: self._stop.requested or self._closing.is_set()):
                 message = (f"{self.backend.driver_name} not ready (no {self.backend.command_path} command path "
                            "or no fresh joint_states)")
                 log.error(message)
@@ -546,7 +547,7 @@ def main(argv: "list[str] | None" = None) -> int:
     finally:
         if node is not None:
             node.close()
-        executor.shutdown()
+        executor.shutdown(timeout_sec=5.0)
         if spinner is not None:
             spinner.join(2.0)
         if node is not None:
