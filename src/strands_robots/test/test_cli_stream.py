@@ -138,3 +138,61 @@ def test_step_lines_are_paced_by_the_injected_clock(two_runs):
     now[0] = 1.0
     printer(full[0])
     assert len([line for line in out.getvalue().splitlines() if line.startswith("Step")]) == 2
+
+
+# ------------------------------------------------------------------------ up's verdict over what it received
+def _verdict_of(events, episodes: int, rollout_rc, why: str = "", failure_code=None):
+    from strands_robots.cli.up import _verdict
+
+    out = io.StringIO()
+    printer = StreamPrinter(out=out, expected_episodes=episodes)
+    for event in events:
+        printer(event)
+    import contextlib
+
+    with contextlib.redirect_stdout(out):
+        code = _verdict(printer, episodes, rollout_rc, why, failure_code, 2)
+    return code, out.getvalue().splitlines()[-1]
+
+
+def test_up_verdict_is_done_only_when_every_episode_was_seen_to_end_ok(two_runs):
+    events, run_ids = two_runs
+    code, line = _verdict_of(events, 2, 0)
+    assert code == 0 and line.startswith("[up] done: 2/2 episode(s) ended ok"), line
+
+
+def test_up_verdict_trusts_the_rollout_when_only_a_last_ended_event_was_lost(two_runs):
+    events, run_ids = two_runs
+    lost_last_ended = [e for e in events if not (e.run_id == run_ids[1] and isinstance(e, RunPolicyEnded))]
+    code, line = _verdict_of(lost_last_ended, 2, 0)
+    assert code == 0, line
+    assert "the rollout reports 2/2 episode(s) ok, but only 1 Ended event(s) arrived" in line, line
+
+
+def test_up_verdict_fails_when_an_episode_was_never_seen_to_start(two_runs):
+    events, run_ids = two_runs
+    first_only = [e for e in events if e.run_id == run_ids[0]]
+    code, line = _verdict_of(first_only, 2, 0)
+    assert code == 1 and line.startswith("[up] FAILED (only 1 of 2 episode(s) were seen to end ok)"), line
+
+
+def test_up_verdict_of_a_safety_stop_is_failed_with_the_rollout_code_and_the_detail():
+    from strands_robots.simulation import Simulation
+
+    events: list = []
+    sim = Simulation()
+    sim.add_robot("alice")
+    sim.run_policy(robot_name="alice", policy_provider="scripted", duration=10.0, control_frequency=50.0,
+                   observer=events.append, fast_mode=True)
+    ended = [e for e in events if isinstance(e, RunPolicyEnded)]
+    assert len(ended) == 1 and ended[0].outcome == "error" and ended[0].stopped_reason == "safety_stop"
+    code, line = _verdict_of(events, 1, 1)
+    assert code == 1 and line.startswith("[up] FAILED (error: safety_stop, "), line
+    assert "done" not in line and "rollout exit code 1" in line
+
+
+def test_up_verdict_of_refused_parameters_is_exit_2_naming_the_node():
+    code, line = _verdict_of([], 1, 2)
+    assert code == 2 and "the rollout node refused its parameters" in line, line
+    code, line = _verdict_of([], 1, None, "the arm driver refused its parameters (its line above says why)", 2)
+    assert code == 2 and "rollout exit code still running when stopped" in line, line
