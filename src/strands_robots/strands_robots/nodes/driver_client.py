@@ -525,8 +525,11 @@ class RosDriverBackend:
         sent = threading.Event()
         goal_future = self._move_action.send_goal_async(goal, feedback_callback=self._on_start_pose_feedback)
         goal_future.add_done_callback(lambda _f: sent.set())
-        if not sent.wait(max(0.0, deadline - time.monotonic())):
-            raise TimeoutError(f"move_to_start_pose: goal not answered within {wait:g} s")
+        while not sent.wait(0.02):
+            if stop():
+                return StartPoseOutcome(False, -1.0, 0.0, "cancelled", "action")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"move_to_start_pose: goal not answered within {wait:g} s")
         handle = goal_future.result()
         if handle is None or not handle.accepted:
             return StartPoseOutcome(False, -1.0, 0.0, "the driver refused the start-pose goal", "action")
