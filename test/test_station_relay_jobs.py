@@ -9,6 +9,7 @@ are 1 s at 50 Hz.
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 
@@ -218,7 +219,8 @@ def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again
     assert "ep_0001" in first.tasks and list(second.tasks) == ["ep_0002"]
 
 
-def test_station_killed_mid_job_resumes_it_after_a_restart(station):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "stopped"])
+def test_station_killed_or_stopped_mid_job_resumes_it_after_a_restart(station, sig):
     tasks = [task("a", duration_s="2"), task("b", duration_s="2")]
     client = station.client()
     job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
@@ -226,7 +228,8 @@ def test_station_killed_mid_job_resumes_it_after_a_restart(station):
     served = serve_in_background(client, job_id, policy)
     wait_status(client, job_id, lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message, station=station)
     time.sleep(0.3)
-    station.kill_station()
+    code = station.kill_station(sig)
+    assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
     station.start_station()
     final = wait_status(client, job_id, lambda s: s.state in TERMINAL, station=station)
     served["thread"].join(10.0)

@@ -317,13 +317,11 @@ class LocalStation:
             "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
         return self.station
 
-    def kill_station(self) -> None:
-        """SIGKILL the station node (a station lost mid-job)."""
-        import signal
-
+    def kill_station(self, sig: int = 9) -> int:
+        """Signal the station node (default SIGKILL: a station lost mid-job) and wait for it; its exit code."""
         if self.station.poll() is None:
-            os.killpg(self.station.pid, signal.SIGKILL)
-            self.station.wait(10.0)
+            os.killpg(self.station.pid, sig)
+        return self.station.wait(20.0)
 
     def client(self) -> Any:
         from strands_robots.client import EvaluationClient

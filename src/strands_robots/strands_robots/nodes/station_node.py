@@ -94,6 +94,20 @@ class ManualOperator:
         return None
 
 
+class _ClosingStore:
+    """The job store as the runner sees it: saves stop once the node is closing, so what a job does while the
+    process goes down (a rollout stopped under it) is never persisted — the restarted station resumes the job
+    from its last state instead of finding it failed."""
+
+    def __init__(self, store: JobStore, closing: threading.Event) -> None:
+        self._store = store
+        self._closing = closing
+
+    def save(self, record: JobRecord) -> None:
+        if not self._closing.is_set():
+            self._store.save(record)
+
+
 class StationNode(Node):
     """The station (see the module docstring)."""
 
@@ -247,8 +261,8 @@ class StationNode(Node):
             else ManualOperator()
         try:
             self.robot.begin_job(record.job_id)
-            runner = JobRunner(record, self.robot, operator, store=self.store, publish=self._note,
-                               settings=self.settings)
+            runner = JobRunner(record, self.robot, operator, store=_ClosingStore(self.store, self._closing),
+                               publish=self._note, settings=self.settings)
             with self._lock:
                 self._queued.pop(record.job_id, None)
                 self._current = runner
@@ -268,6 +282,8 @@ class StationNode(Node):
 
     def _note(self, status: Any, publish_episodes: bool = True) -> None:
         """A new snapshot: keep it, publish it (job_status, new episode_results) and report it to the relay."""
+        if self._closing.is_set():
+            return  # not persisted either (_ClosingStore): the job resumes from its last state after a restart
         with self._lock:
             self._latest[status.job_id] = status
             before = self._published_episodes.get(status.job_id, 0 if publish_episodes else len(status.episodes))
@@ -370,7 +386,8 @@ class StationNode(Node):
 
     # -- lifetime --------------------------------------------------------------------------------------------
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop taking jobs and stop the running one's rollout (its state stays persisted as it was)."""
+        """Stop taking jobs and stop the running one's rollout; its state stays persisted as it was before, so a
+        restarted station resumes it."""
         self._closing.set()
         self._queue.put(None)
         runner = self.current

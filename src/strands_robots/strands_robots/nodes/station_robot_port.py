@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from rclpy.action import ActionClient
@@ -52,6 +53,7 @@ OPERATOR_CLAIM_PRIORITY = 100
 POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
+_ROLLOUT_GONE_S = 3.0  # a run_episode server unseen this long mid-episode: the rollout node died
 
 
 class RelaySettings:
@@ -323,7 +325,19 @@ class RosRobotPort:
         result_future = handle.get_result_async()
         result_future.add_done_callback(lambda _f: done.set())
         seen = -1.0
+        gone_since: Optional[float] = None
         while not done.wait(0.02):
+            if self._run.server_is_ready():
+                gone_since = None
+            elif gone_since is None:
+                gone_since = time.monotonic()
+            elif time.monotonic() - gone_since > _ROLLOUT_GONE_S:
+                with self._lock:
+                    self._goal_handle = None
+                    self._running = False
+                return RolloutOutcome(stopped_reason="error", end_detail=(
+                    f"the rollout node went away during the episode (no run_episode server for "
+                    f"{_ROLLOUT_GONE_S:g} s)"), taken_over=self._taken_over, final_observation=self._final_observation())
             t = latest[0]
             if t == seen or t < 0:
                 continue
