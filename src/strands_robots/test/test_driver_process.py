@@ -85,7 +85,7 @@ class DriverProcess:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def call(self, client, request, timeout_s: float = 10.0):
+    def call(self, client, request, timeout_s: float = 30.0):  # generous: other jobs share this machine
         assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} not available\n{self.output()}"
         done = threading.Event()
         future = client.call_async(request)
@@ -112,7 +112,7 @@ class DriverProcess:
         msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
         self.commands.publish(msg)
         with self._cond:
-            assert self._cond.wait_for(lambda: (run_id, step) in self.verdicts, 10.0), (run_id, step)
+            assert self._cond.wait_for(lambda: (run_id, step) in self.verdicts, 30.0), (run_id, step)
             return self.verdicts[(run_id, step)]
 
     def service(self, keys, values, token):
