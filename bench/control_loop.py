@@ -3,10 +3,13 @@ observer stream (DESIGN.md §5 "Rollout loop", §8 targets). Not a pass/fail tes
 
 Modes:
 
-- ``ros``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``, autostart,
-  leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner` drives a
-  :class:`RosDriverBackend` whose node a ``MultiThreadedExecutor`` (4 threads, as the rollout node; or a
-  ``SingleThreadedExecutor`` with ``--executor single``) spins on a background thread. The lease is acquired once per driver; the arms move to the start pose before every run.
+- ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``,
+  autostart, leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner`
+  drives a :class:`RosDriverBackend` (``command_path`` ``stream``: an ActionCommand per step and that step's
+  ActionVerdict awaited at most 0.6 of a period, the rollout node's default; ``service``: one SendAction call
+  per step) whose node a ``SingleThreadedExecutor`` (as the rollout node; ``--executor multi`` for a
+  ``MultiThreadedExecutor``) spins on a background thread. The lease is acquired once per driver; the arms
+  move to the start pose before every run. ``ros`` is another name for ``service``.
   "with observer": the rollout node's own :class:`QueuedEventPublisher` publishes every event on
   ``/bench/observer_events`` and ``bench/event_counter.py``, **a separate process**, subscribes with
   ``EVENT_QOS`` and counts what arrives (per ``run_id``, gaps in ``event_seq``).
@@ -847,6 +850,10 @@ def table(rows: list) -> str:
                          f"{r['failed']}")
             continue
         lines.append(" ".join(str(fn(r)).rjust(w) for _, w, fn in COLUMNS))
+        st = r.get("stream")
+        if st:
+            lines.append(f"{'':>12}verdicts: {st['sent']} commands, {st['answered']} verdicts in time, "
+                         f"{st['late']} late, {st['sent'] - st['answered'] - st['late']} never arrived")
         if r.get("outcome") != "ok" or r.get("unknown_count"):
             lines.append(f"{'':>12}note: outcome={r.get('outcome')} ({r.get('stopped_reason')}: "
                          f"{r.get('end_detail') or r.get('error') or ''}), {r.get('steps')} of "
