@@ -132,22 +132,32 @@ class MonitorWidget(QtWidgets.QWidget):
     def _build(self, namespace: str, operator_name: str) -> None:
         W = QtWidgets
         root = W.QVBoxLayout(self)
-        top = W.QHBoxLayout()
-        top.addWidget(W.QLabel("namespace"))
+        top = W.QGridLayout()
+        top.addWidget(W.QLabel("namespace"), 0, 0)
         self.namespace_edit = W.QLineEdit(namespace)
         self.namespace_edit.setMaximumWidth(160)
         self.namespace_edit.editingFinished.connect(lambda: self.set_namespace(self.namespace_edit.text()))
-        top.addWidget(self.namespace_edit)
+        top.addWidget(self.namespace_edit, 0, 1)
         self.job_label, self.lease_label, self.driver_label = W.QLabel(), W.QLabel(), W.QLabel()
         for label in (self.job_label, self.lease_label, self.driver_label):
-            top.addWidget(label, 1)
+            label.setWordWrap(True)  # long job messages wrap instead of widening the window
+            label.setSizePolicy(W.QSizePolicy.Ignored, W.QSizePolicy.Preferred)
+        top.addWidget(self.job_label, 0, 2, 1, 2)
+        top.addWidget(self.lease_label, 1, 2)
+        top.addWidget(self.driver_label, 1, 3)
+        top.setColumnStretch(2, 1)
+        top.setColumnStretch(3, 1)
         root.addLayout(top)
 
         split = W.QSplitter(QtCore.Qt.Horizontal)
         self.steps_table = W.QTableWidget(0, len(STEP_COLUMNS))
         self.steps_table.setHorizontalHeaderLabels(list(STEP_COLUMNS))
         self.steps_table.verticalHeader().setVisible(False)
-        self.steps_table.horizontalHeader().setStretchLastSection(True)
+        header = self.steps_table.horizontalHeader()
+        for column, width in enumerate((50, 80, 0, 70, 40, 60, 60, 60)):
+            if width:
+                self.steps_table.setColumnWidth(column, width)
+        header.setSectionResizeMode(2, W.QHeaderView.Stretch)  # the unresolved keys and reasons
         self.steps_table.setEditTriggers(W.QAbstractItemView.NoEditTriggers)
         split.addWidget(self.steps_table)
         right = W.QWidget()

@@ -221,8 +221,8 @@ def job_summary(traces: Sequence[EpisodeTrace], job: "dict | None") -> JobSummar
     head = f"job {job.get('job_id')} {job.get('state')}" if job else "recording"
     rate = "n/a (nothing scored)" if success_rate is None else f"{success_rate:.0%}"
     mean = "n/a" if mean_score is None else f"{mean_score:.2f}"
-    title = (f"{head}: {len(rows)} episode(s), success rate {rate}, mean score {mean} "
-             f"({len(counted)} counted; taken over and unscored excluded)")
+    title = (f"{head}: {len(rows)} episode(s), success rate {rate}, mean score {mean}\n"
+             f"over {len(counted)} scored episode(s) not taken over (hatched: taken over; gray: not scored)")
     return JobSummary(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
                       tuple(r[3] for r in rows), tuple(r[4] for r in rows), tuple(r[5] for r in rows),
                       success_rate, mean_score, title)
@@ -285,7 +285,8 @@ def episode_figure(trace: EpisodeTrace) -> Any:
     counts = (f"full {ended.get('full_count', 0)} / partial {ended.get('partial_count', 0)} / none "
               f"{ended.get('none_count', 0)} / unknown {ended.get('unknown_count', 0)}, missed deadlines "
               f"{ended.get('missed_deadlines', len(trace.missed_deadline_times))}") if ended else "no Ended event"
-    fig.suptitle(f"{trace.robot_name or 'robot'} episode {trace.episode_index} (run {trace.run_id[:8]}, "
+    episode = (trace.episode or {}).get("episode_id") or f"episode {trace.episode_index}"
+    fig.suptitle(f"{trace.robot_name or 'robot'} {episode} (run {trace.run_id[:8]}, "
                  f"{trace.policy or 'policy'}) — end: {trace.end_condition} — {trace.score_text}\n{counts}",
                  fontsize=10)
     return fig
