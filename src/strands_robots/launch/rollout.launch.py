@@ -35,6 +35,40 @@ def _arm_driver_launch():
     return module
 
 
+def _rollout(context, arm_driver, config_file, namespace):
+    """Return the rollout node and the handler that ends the launch with it.
+
+    Built when the launch arguments are known, so an empty ``robot_name`` or ``recording_dir`` leaves the
+    config file's value in force instead of overriding it with "".
+    """
+    overrides = {
+        "control_frequency": LaunchConfiguration("control_frequency"),
+        "policy_provider": LaunchConfiguration("policy_provider"),
+        "duration_s": LaunchConfiguration("episode_duration"),
+        "autorun_episodes": LaunchConfiguration("episodes"),
+        "exit_after_autorun": True,
+    }
+    for argument in ("robot_name", "recording_dir"):
+        value = LaunchConfiguration(argument).perform(context)
+        if value:
+            overrides[argument] = value
+    rollout = Node(
+        package="strands_robots",
+        executable="rollout_node",
+        name="rollout",
+        namespace=namespace,
+        parameters=[config_file, overrides],
+        **arm_driver.output_options(),
+    )
+    end_with_rollout = RegisterEventHandler(
+        OnProcessExit(
+            target_action=rollout,
+            on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
+        )
+    )
+    return [rollout, end_with_rollout]
+
+
 def generate_launch_description() -> LaunchDescription:
     arm_driver = _arm_driver_launch()
     config_file = LaunchConfiguration("config_file")
@@ -54,6 +88,10 @@ def generate_launch_description() -> LaunchDescription:
         ),
         DeclareLaunchArgument("episode_duration", default_value="5.0", description="episode budget in seconds"),
         DeclareLaunchArgument("episodes", default_value="1", description="episodes to run before exiting"),
+        DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config file's)"),
+        DeclareLaunchArgument(
+            "recording_dir", default_value="", description="where episodes are recorded (empty: the config file's)"
+        ),
     ]
     driver = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
@@ -63,28 +101,6 @@ def generate_launch_description() -> LaunchDescription:
             "control_frequency": control_frequency,
         }.items(),
     )
-    rollout = Node(
-        package="strands_robots",
-        executable="rollout_node",
-        name="rollout",
-        namespace=namespace,
-        parameters=[
-            config_file,
-            {
-                "control_frequency": control_frequency,
-                "policy_provider": LaunchConfiguration("policy_provider"),
-                "duration_s": LaunchConfiguration("episode_duration"),
-                "autorun_episodes": LaunchConfiguration("episodes"),
-                "exit_after_autorun": True,
-            },
-        ],
-        **arm_driver.output_options(),
-    )
-    end_with_rollout = RegisterEventHandler(
-        OnProcessExit(
-            target_action=rollout,
-            on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
-        )
-    )
+    rollout_and_its_end = OpaqueFunction(function=_rollout, args=[arm_driver, config_file, namespace])
     check = OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file])
-    return LaunchDescription(args + [check, driver, rollout, end_with_rollout])
+    return LaunchDescription(args + [check, driver, rollout_and_its_end])

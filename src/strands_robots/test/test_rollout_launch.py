@@ -113,14 +113,14 @@ class Launch:
         self._reader.join(5.0)
 
 
-def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event():
+def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event(tmp_path):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from strands_robots_msgs.msg import ObserverEvent
 
     from strands_robots.nodes._qos import EVENT_QOS
 
-    run = Launch(ROLLOUT_LAUNCH, episode_duration="1.0")
+    run = Launch(ROLLOUT_LAUNCH, episode_duration="1.0", robot_name="launch_bot", recording_dir=str(tmp_path))
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("launch_test_listener", context=context)
@@ -143,6 +143,12 @@ def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event():
         # This listener may join a little after the episode started (discovery): dense from its first event.
         assert steps and steps == list(range(steps[0], steps[0] + len(steps))), steps
         assert ended[0].ended[0].event_seq == steps[-1] + 1
+        # The launch arguments reached the rollout: its recording is where recording_dir says.
+        recordings = sorted(p.name for p in tmp_path.glob("*.mcap"))
+        assert recordings and ended[0].ended[0].recording_path == str(tmp_path / recordings[0]), recordings
+        started = [e for e in events if e.kind == ObserverEvent.KIND_STARTED]
+        if started:  # the listener may have joined after Started went out
+            assert started[0].started[0].robot_name == "launch_bot"
         assert "process has died" not in run.output and "Caught exception" not in run.output, run.output
     finally:
         executor.shutdown()
