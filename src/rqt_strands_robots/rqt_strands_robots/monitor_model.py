@@ -87,9 +87,10 @@ def _unresolved_text(step: Any) -> str:
 class MonitorModel:
     """The monitor's state. Thread-safe, though the widget only calls it on the GUI thread."""
 
-    def __init__(self, max_rows: int = 500) -> None:
+    def __init__(self, max_rows: int = 500, max_runs: int = 50) -> None:
         self._lock = threading.RLock()
         self.max_rows = max_rows
+        self.max_runs = max_runs  # older runs are forgotten (a station runs for days)
         self.runs: dict[str, RunView] = {}
         self.run_order: list[str] = []
         self.job: "dict[str, Any] | None" = None
@@ -108,6 +109,8 @@ class MonitorModel:
             view = RunView(run_id, rows=deque(maxlen=self.max_rows))
             self.runs[run_id] = view
             self.run_order.append(run_id)
+            while len(self.run_order) > self.max_runs:
+                self.runs.pop(self.run_order.pop(0), None)
         return view
 
     def on_event(self, event: Any, dropped_before: int = 0) -> None:

@@ -223,6 +223,8 @@ class MonitorWidget(QtWidgets.QWidget):
             return
         if self.link is not None:
             self.link.destroy()
+        while not self.inbox.empty():  # what the old station sent does not belong to the new one's model
+            self.inbox.get_nowait()
         self.model = MonitorModel()
         self.link = RosLink(self.node, namespace, self.inbox)
         self.namespace_edit.setText(namespace)

@@ -86,3 +86,11 @@ def test_job_episodes_lease_and_results():
                                        "right: joint 4 reads +4.5 N*m")
     model.on_lease_state(lease_dict("operator"))
     assert model.lease_text() == "lease: held, holder operator (priority 10)"
+
+
+def test_only_the_latest_runs_are_kept():
+    model = MonitorModel(max_runs=3)
+    for n in range(5):
+        model.on_event(started(f"r{n}"))
+    assert model.run_order == ["r2", "r3", "r4"] and set(model.runs) == {"r2", "r3", "r4"}
+    assert model.current.run_id == "r4"
