@@ -190,3 +190,40 @@ def test_standalone_monitor_window_runs_offscreen_and_saves_a_screenshot(ros_con
         pubs.destroy()
     assert proc.returncode == 0, err
     assert shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_take_over_button_reaches_the_real_station_node(app, ros_context, tmp_path):
+    """The station node itself answers: with no job running it refuses, in its own words."""
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from rqt_strands_robots.monitor_widget import MonitorWidget
+    from strands_robots.nodes.process import spin_in_background
+    from strands_robots.nodes.station_node import StationNode
+
+    station = StationNode(context=ros_context, namespace="real_station",
+                          parameter_overrides=[Parameter("state_dir", value=str(tmp_path / "state")),
+                                               Parameter("operator", value="manual")])
+    node = rclpy.create_node("monitor_real_station", context=ros_context)
+    executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    executor.add_node(station)
+    executor.add_node(node)
+    spin = spin_in_background(executor, "test-real-station")
+    widget = MonitorWidget(node, namespace="real_station")
+    try:
+        assert pump(app, widget, lambda: widget.link.ready("takeover") and widget.link.ready("discard"))
+        widget.takeover_button.click()
+        assert pump(app, widget, lambda: widget.reply_label.text().startswith("takeover"))
+        assert widget.reply_label.text() == "takeover: refused — no job is running"
+        widget.episode_edit.setText("ep_0000")
+        widget.discard_button.click()
+        assert pump(app, widget, lambda: widget.reply_label.text().startswith("discard"))
+        assert widget.reply_label.text() == "discard: refused — no job is running"
+    finally:
+        widget.shutdown()
+        station.close()
+        executor.shutdown()
+        spin.join(5.0)
+        node.destroy_node()
+        station.destroy_node()
