@@ -1,0 +1,58 @@
+"""The chain on a real simulated station: strands-robots record beside the demo job, then report on the file.
+
+The job summary the report draws from the recording must say what the station itself printed, and the
+safety-stop episode's figure must carry the station's own words for the tripped check.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
+pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
+pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)")
+
+from monitor_helpers import start_module, stop_process, subprocess_env  # noqa: E402
+
+from strands_robots.monitoring import report  # noqa: E402
+
+
+def test_report_of_a_recorded_station_job_matches_the_station_summary(ros_context, tmp_path):
+    del ros_context  # only for its skip: the station and the recorder are processes of their own
+    path = tmp_path / "station.mcap"
+    recorder = start_module("strands_robots.monitoring.record", "-o", str(path), "--namespace", "station",
+                            "--latch-wait", "1")
+    station = None
+    try:
+        time.sleep(2.0)
+        station = subprocess.run([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
+                                 capture_output=True, text=True, timeout=240)
+        time.sleep(1.0)
+    finally:
+        rec_out, rec_err = stop_process(recorder)
+    assert station is not None and station.returncode == 0, station.stdout[-2000:] + station.stderr[-2000:]
+    assert recorder.returncode == 0, rec_err
+    printed = re.search(r"success rate (\d+)%, mean score ([\d.]+) over (\d+) scored", station.stdout)
+    assert printed, station.stdout[-2000:]
+
+    traces, job = report.load_recording(path)
+    assert job is not None and job["state"] == "SUCCEEDED"
+    summary = report.job_summary(traces, job)
+    assert round(summary.success_rate * 100) == int(printed.group(1))
+    assert f"{summary.mean_score:.2f}" == printed.group(2)
+    assert sum(s and not t for s, t in zip(summary.scored, summary.taken_over)) == int(printed.group(3))
+
+    stops = [e for e in job["episodes"] if e["end_condition"] == "safety_stop"]
+    assert stops, "the demo job has a safety-stop episode"
+    trace = next(t for t in traces if t.run_id == stops[0]["run_id"])
+    fig = report.episode_figure(trace)
+    boxes = [a for ax in fig.axes for a in ax.get_children() if a.get_gid() == "safety_checks"]
+    assert len(boxes) == 1 and stops[0]["end_detail"].split("; ")[0] in boxes[0].get_text()
+    assert "end: safety_stop" in fig._suptitle.get_text() and stops[0]["episode_id"] in fig._suptitle.get_text()
+    written = report.write_report([path], tmp_path / "png")
+    assert len(written) == len(traces) + 1
