@@ -149,6 +149,12 @@ class ArmDriverNode(LifecycleNode):
         return self.get_parameter(name).value
 
     def _on_set_parameters(self, parameters: List[Parameter]) -> SetParametersResult:
+        # Under the gate: an activation (from another thread at autostart) cannot slip between the check of
+        # the lifecycle state and the change of a safety parameter.
+        with self._gate:
+            return self._set_parameters_checked(parameters)
+
+    def _set_parameters_checked(self, parameters: List[Parameter]) -> SetParametersResult:
         for p in parameters:
             if p.name not in params.DEFAULTS:
                 continue
