@@ -335,3 +335,25 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     assert rc == 3 and "NotFound" in out, out
     rc, out = job_command("status", "--relay", station.relay_target, "--token", "wrong-token", job_id)
     assert rc == 3 and "Unauthenticated" in out, out
+
+
+def test_rollout_node_dying_mid_episode_fails_the_job_with_the_reason(station):
+    client = station.client()
+    job_id = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="20")], episodes=1)
+    policy = TeamPolicy()
+    served = serve_in_background(client, job_id, policy)
+    try:
+        deadline = time.monotonic() + 60.0
+        while policy.acts < 5 and time.monotonic() < deadline:  # the rollout is under way
+            time.sleep(0.05)
+        import os
+
+        os.killpg(station.rollout.pid, signal.SIGKILL)
+        station.rollout.wait(10.0)
+        final = wait_status(client, job_id, lambda s: s.state in TERMINAL, timeout_s=60.0, station=station)
+        assert final.state == "FAILED"
+        assert "ep_0000" in final.message and "the rollout node went away during the episode" in final.message
+        assert len(final.episodes) == 0
+        served["thread"].join(10.0)
+    finally:
+        station.start_rollout()  # the module's station goes on with a rollout node

@@ -298,10 +298,16 @@ class LocalStation:
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
                    "policy_provider": "mock", "driver_silence_s": "0.5"}
         rollout.update(self.rollout_params)
-        self.rollout = self.sup.start("rollout", self._node_argv(
-            "strands_robots.nodes.rollout_takeover", "rollout", config_file("rollout.yaml"), rollout),
-            on_line=self._emit)
+        self._rollout_overrides = rollout
+        self.start_rollout()
         self.start_station()
+
+    def start_rollout(self) -> Any:
+        """Start (or restart) the rollout node, with its takeover services."""
+        self.rollout = self.sup.start("rollout", self._node_argv(
+            "strands_robots.nodes.rollout_takeover", "rollout", config_file("rollout.yaml"),
+            self._rollout_overrides), on_line=self._emit)
+        return self.rollout
 
     def start_station(self) -> Any:
         token_file = self.workdir / "station_token"

@@ -310,7 +310,8 @@ class RosRobotPort:
         goal_future = self._run.send_goal_async(goal, feedback_callback=on_feedback)
         goal_future.add_done_callback(lambda _f: sent.set())
         if not sent.wait(_CALL_TIMEOUT_S):
-            return RolloutOutcome(stopped_reason="error", end_detail="run_episode goal not answered")
+            return RolloutOutcome(stopped_reason="error", end_detail=f"the rollout node did not answer the "
+                                                                     f"run_episode goal within {_CALL_TIMEOUT_S:g} s")
         handle = goal_future.result()
         if handle is None or not handle.accepted:
             return RolloutOutcome(stopped_reason="error", end_detail="the rollout node refused the episode goal")
