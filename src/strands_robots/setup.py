@@ -32,6 +32,7 @@ setup(
             "strands-robots = strands_robots.cli:main",
             "rollout_node = strands_robots.nodes.rollout_node:main",
             "arm_driver_node = strands_robots.nodes.arm_driver_node:main",
+            "station_node = strands_robots.nodes.station_node:main",
         ],
     },
 )

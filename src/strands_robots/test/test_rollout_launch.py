@@ -1,4 +1,4 @@
-"""rollout.launch.py and arm_driver.launch.py under the real ``launch``: exit codes, Ctrl-C, deactivate, output.
+"""The launch files under the real ``launch``: exit codes, Ctrl-C, deactivate, output, a station job.
 
 Each test runs a launch file the way ``ros2 launch`` does (a ``LaunchService`` in a process of its own, in a
 session of its own so a signal sent to its group is what a terminal's Ctrl-C sends), and checks what a user sees:
@@ -256,4 +256,65 @@ def test_a_malformed_parameters_file_fails_the_launch_in_one_line_before_any_nod
         assert f"parameters file {config}: line 4 column 1: not valid YAML" in errors[0], run.output
         assert "process started" not in run.output, run.output
     finally:
+        run.kill()
+
+
+STATION_LAUNCH = LAUNCH_DIR / "station.launch.py"
+
+
+def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_and_clean_exits(tmp_path):
+    import rclpy
+    from diagnostic_msgs.msg import KeyValue
+    from rclpy.executors import SingleThreadedExecutor
+    from strands_robots_msgs.msg import JobStatus, ObserverEvent
+    from strands_robots_msgs.srv import SubmitJob
+
+    from strands_robots import convert
+    from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+    from strands_robots.station.job_file import load_job_file
+
+    run = Launch(STATION_LAUNCH, state_dir=str(tmp_path / "state"))
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("launch_test_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    statuses: list = []
+    events: list = []
+    node.create_subscription(JobStatus, f"/{run.namespace}/job_status", statuses.append, LATCHED_QOS)
+    node.create_subscription(ObserverEvent, f"/{run.namespace}/observer_events", events.append, EVENT_QOS)
+    try:
+        submit = node.create_client(SubmitJob, f"/{run.namespace}/submit_job")
+        assert submit.wait_for_service(timeout_sec=60.0), run.output
+        task = convert.station_task_to_msg(load_job_file(str(LAUNCH_DIR.parent / "config" / "demo_job.yaml")).tasks[0])
+        task.parameters = list(task.parameters) + [KeyValue(key="duration_s", value="1"),
+                                                   KeyValue(key="control_frequency", value="50")]
+        future = submit.call_async(SubmitJob.Request(client_id="launch_test", tasks=[task], episodes_total=2,
+                                                     policy_provider="mock"))
+        executor.spin_until_future_complete(future, timeout_sec=30.0)
+        assert future.done() and future.result().accepted, future.result()
+        job_id = future.result().job_id
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and not (
+                statuses and statuses[-1].job_id == job_id and statuses[-1].state in ("SUCCEEDED", "FAILED",
+                                                                                      "CANCELLED")):
+            executor.spin_once(timeout_sec=0.1)
+        assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], run.output)
+        assert len(statuses[-1].episodes) == 2
+        by_run: dict = {}
+        for event in events:
+            by_run.setdefault(event.run_id, []).append(event)
+        assert len(by_run) == 2, sorted(by_run)
+        for run_events in by_run.values():
+            seqs = [e.event_seq for e in run_events]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # no gap from the first one seen
+            assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1
+        run.ctrl_c()
+        assert run.wait() == 0, run.output
+        assert len(re.findall(r"process has finished cleanly", run.output)) == 3, run.output
+        assert "process has died" not in run.output and "Caught exception" not in run.output, run.output
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
         run.kill()

@@ -1,0 +1,120 @@
+"""Bring up a simulated station: the arm driver, the rollout node and the station node, in one namespace.
+
+    ros2 launch strands_robots station.launch.py
+    ros2 launch strands_robots station.launch.py relay_target:=127.0.0.1:50051 station_token_file:=/path/token
+    ros2 service call /strands/submit_job strands_robots_msgs/srv/SubmitJob "{...}"   # without a relay
+
+The driver comes from arm_driver.launch.py (configured, then activated once). The rollout node takes its
+episodes from the station (no autorun; the station moves the arms to the start pose and holds the lease). The
+station takes jobs from the relay at ``relay_target``, or from its ``submit_job`` service when that is empty,
+and runs until Ctrl-C; when a node dies the launch ends non-zero and names it. Every parameter not given here
+comes from ``config_file`` (the driver's and the rollout's) and ``station_config_file`` (the station's).
+"""
+
+import os
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.substitutions import FindPackageShare
+
+# The included file sits beside this one, installed and in the source tree alike.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _arm_driver_launch():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
+                                                  os.path.join(_HERE, "arm_driver.launch.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _station(context, arm_driver, station_config_file, namespace):
+    """Return the station node and the handler that ends the launch when it dies.
+
+    Built when the launch arguments are known, so an empty argument leaves the config file's value in force.
+    """
+    overrides = {}
+    for argument in ("station_id", "relay_target", "station_token_file", "state_dir"):
+        value = LaunchConfiguration(argument).perform(context)
+        if value:
+            overrides[argument] = value
+    station = Node(
+        package="strands_robots",
+        executable="station_node",
+        name="station",
+        namespace=namespace,
+        parameters=[station_config_file, overrides],
+        **arm_driver.output_options(),
+    )
+    end_with_station = RegisterEventHandler(
+        OnProcessExit(target_action=station, on_exit=arm_driver.end_launch_with("station", "the station stopped"))
+    )
+    return [station, end_with_station]
+
+
+def generate_launch_description() -> LaunchDescription:
+    arm_driver = _arm_driver_launch()
+    config_file = LaunchConfiguration("config_file")
+    station_config_file = LaunchConfiguration("station_config_file")
+    namespace = LaunchConfiguration("namespace")
+    control_frequency = LaunchConfiguration("control_frequency")
+    share = FindPackageShare("strands_robots")
+
+    args = [
+        DeclareLaunchArgument(
+            "config_file", default_value=PathJoinSubstitution([share, "config", "rollout.yaml"]),
+            description="ROS parameters file for the arm driver and rollout nodes",
+        ),
+        DeclareLaunchArgument(
+            "station_config_file", default_value=PathJoinSubstitution([share, "config", "station.yaml"]),
+            description="ROS parameters file for the station node",
+        ),
+        DeclareLaunchArgument("namespace", default_value="strands", description="namespace of the station's nodes"),
+        DeclareLaunchArgument("control_frequency", default_value="50.0", description="control rate in Hz"),
+        DeclareLaunchArgument("station_id", default_value="", description="station id (empty: the config file's)"),
+        DeclareLaunchArgument(
+            "relay_target", default_value="", description="host:port of the relay (empty: jobs from submit_job)"
+        ),
+        DeclareLaunchArgument("station_token_file", default_value="", description="file with the relay token"),
+        DeclareLaunchArgument("state_dir", default_value="", description="persisted job state (empty: config's)"),
+    ]
+    driver = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
+        launch_arguments={
+            "config_file": config_file,
+            "namespace": namespace,
+            "control_frequency": control_frequency,
+        }.items(),
+    )
+    rollout = Node(
+        package="strands_robots",
+        executable="rollout_node",
+        name="rollout",
+        namespace=namespace,
+        parameters=[
+            config_file,
+            {
+                "control_frequency": control_frequency,
+                "start_pose_before_episode": False,  # the station moves the arms to the start pose
+                "autorun_episodes": 0,
+                "exit_after_autorun": False,
+            },
+        ],
+        **arm_driver.output_options(),
+    )
+    end_with_rollout = RegisterEventHandler(
+        OnProcessExit(target_action=rollout, on_exit=arm_driver.end_launch_with("rollout", "the rollout stopped"))
+    )
+    checks = [
+        OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file]),
+        OpaqueFunction(function=arm_driver.check_parameters_file, args=[station_config_file]),
+    ]
+    station = OpaqueFunction(function=_station, args=[arm_driver, station_config_file, namespace])
+    return LaunchDescription(args + checks + [driver, rollout, end_with_rollout, station])
