@@ -480,6 +480,7 @@ def test_diagnostics_report_the_driver(active):
     values = {kv.key: kv.value for kv in status.values}
     assert values["lease_holder"] == "test_worker"
     assert float(values["sim_time_s"]) > 0.0
+    assert values["commands_stale"] == "0" and values["commands_out_of_order"] == "0"
 
 
 # -- entry point -----------------------------------------------------------------------------------------------------

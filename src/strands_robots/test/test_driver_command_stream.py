@@ -135,3 +135,13 @@ def test_commands_outside_an_episode_have_no_order_but_can_be_stale(core, clock)
         assert core.apply_command(cmd(["left.joint_1"], [value], 0, run="")).applied_keys == ("left.joint_1",)
     v = core.apply_command(cmd(["left.joint_1"], [0.2], 0, run="", apply_by_ns=clock.ns - 1))
     assert v.unresolved_reasons == (REASON_STALE,)
+
+
+def test_status_counts_stale_and_out_of_order_commands(core, clock):
+    assert core.apply_command(cmd(["left.joint_1"], [0.1], 3)).applied_keys
+    core.apply_command(cmd(["left.joint_1"], [0.1], 2))
+    core.apply_command(cmd(["left.joint_1"], [0.1], 4, apply_by_ns=clock.ns - 1))
+    core.apply_command(cmd(["left.joint_1"], [0.1], 1))
+    s = core.status()
+    assert (s.commands_stale, s.commands_out_of_order) == (1, 2)
+    assert s.actions_refused == 3 and s.actions_applied == 1

@@ -37,7 +37,7 @@ from strands_robots.arm.start_pose import (
     StartPoseSettings,
     run_start_pose,
 )
-from strands_robots.arm.verdict import REASON_ARM_STOPPED, ActionVerdict
+from strands_robots.arm.verdict import REASON_ARM_STOPPED, REASON_OUT_OF_ORDER, REASON_STALE, ActionVerdict
 
 __all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset"]
 
@@ -70,6 +70,8 @@ class DriverStatus:
     keys_unresolved: int
     coarse_errors: int
     safety_trips: int
+    commands_stale: int = 0  # streamed commands refused for arriving past their deadline
+    commands_out_of_order: int = 0  # streamed commands refused for an older step than one applied
 
     @property
     def stop_detail(self) -> str:
@@ -144,6 +146,7 @@ class DriverCore:
         self._keys_unresolved = 0
         self._coarse_errors = 0
         self._safety_trips = 0
+        self._refused_by_rule = {REASON_STALE: 0, REASON_OUT_OF_ORDER: 0}
 
     # -- what the driver is ---------------------------------------------------------------------------------
     @property
@@ -216,6 +219,7 @@ class DriverCore:
                 self._actions_received += 1
                 self._actions_refused += 1
                 self._keys_unresolved += len(keys)
+                self._refused_by_rule[refusal] += 1
                 return refuse_every_key(keys, refusal)
             verdict = self.execute(keys, values, command.lease_token)
             if verdict.applied_keys:
@@ -450,4 +454,6 @@ class DriverCore:
                 keys_unresolved=self._keys_unresolved,
                 coarse_errors=self._coarse_errors,
                 safety_trips=self._safety_trips,
+                commands_stale=self._refused_by_rule[REASON_STALE],
+                commands_out_of_order=self._refused_by_rule[REASON_OUT_OF_ORDER],
             )

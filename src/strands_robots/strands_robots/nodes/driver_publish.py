@@ -187,6 +187,8 @@ class DriverPublishers:
             "actions_refused": str(s.actions_refused),
             "coarse_errors": str(s.coarse_errors),
             "safety_trips": str(s.safety_trips),
+            "commands_stale": str(s.commands_stale),
+            "commands_out_of_order": str(s.commands_out_of_order),
             "stopped_arms": ",".join(s.stopped_arms),
             "lease_state": lease.state,
             "lease_holder": lease.holder,
