@@ -60,7 +60,7 @@ def default_demo_job() -> str:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+    """Return a TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -119,8 +119,10 @@ class DemoPolicy(Policy):
 
 
 def demo_tasks(spec: Any) -> list:
-    """The job's tasks as the client submits them (mappings), with the job-level rollout budget and rate
-    carried in each task's parameters (a submitted job is its tasks and episode count only).
+    """Return the job's tasks as the client submits them (mappings).
+
+    The job-level rollout budget and rate are carried in each task's parameters (a submitted job is its tasks
+    and episode count only).
     """
     from strands_robots.station.job_file import task_to_mapping
 
@@ -142,7 +144,7 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
 
 
 def summary_table(status: Any) -> str:
-    """The final table (episode, end condition, scored, success, score, taken over) and the job's rates."""
+    """Format the final table (episode, end condition, scored, success, score, taken over) and the rates."""
     rows = [("episode", "end condition", "scored", "success", "score", "taken over")]
     for e in status.episodes:
         rows.append((e.episode_id, e.end_condition, "yes" if e.scored else "no",
@@ -164,7 +166,7 @@ def summary_table(status: Any) -> str:
 
 
 def print_episode_ends(write: Callable[[str], None]) -> Callable[[Any], None]:
-    """An ``on_event`` for ``serve_policy`` that prints each episode's end as the station reports it."""
+    """Return an ``on_event`` for ``serve_policy`` that prints each episode's end as the station reports it."""
 
     def on_event(request: Any) -> None:
         if request.WhichOneof("kind") == "episode_end":
@@ -353,8 +355,9 @@ class LocalStation:
 # -- the commands ------------------------------------------------------------------------------------------
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
              timeout_s: Optional[float] = None, write: Callable[[str], None] = print) -> int:
-    """The main job end to end on this machine (see the module docstring). 0 when the job SUCCEEDED,
-    1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
+    """Run the main job end to end on this machine (see the module docstring).
+
+    0 when the job SUCCEEDED, 1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
     """
     from strands_robots.nodes.process import StopSignals
     from strands_robots.station.job_file import load_job_file
@@ -415,7 +418,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
 
 def run_station(relay: str, station_token: str, *, station_id: str = DEMO_STATION, namespace: str = "station",
                 state_dir: Optional[str] = None, write: Callable[[str], None] = print) -> int:
-    """The station's three nodes taking jobs from ``relay`` until Ctrl-C / SIGTERM (128 + the signal)."""
+    """Run the station's three nodes taking jobs from ``relay`` until Ctrl-C / SIGTERM (128 + the signal)."""
     from strands_robots.nodes.process import StopSignals
 
     with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:

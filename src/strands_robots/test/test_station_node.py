@@ -1,6 +1,8 @@
-"""station_node over ROS: its services, its latched job_status and episode_results stream, the operator services,
-and the rollout's takeover services — with a real arm driver node and rollout node in this process (no relay:
-the jobs come from ``submit_job`` and run a built-in policy on the rollout node)."""
+"""station_node over ROS: its services, job_status, episode results, operator and takeover services.
+
+With a real arm driver node and rollout node in this process (no relay: the jobs come from ``submit_job`` and
+run a built-in policy on the rollout node).
+"""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ class TakeoverServices:
         return response
 
     def _on_close_sessions(self, request: Any, response: Any) -> Any:
-        """The station is done with the episode (or restarted): close the relay policy sessions left open."""
+        """Close the relay policy sessions left open (the station is done with the episode, or restarted)."""
         from strands_robots.policies.relay import close_sessions
 
         closed = close_sessions()
@@ -91,7 +91,7 @@ class TakeoverServices:
         return response
 
     def _episode(self) -> Any:
-        """What identifies the running episode (PolicyRunner: its pacer), so a takeover never outlives it."""
+        """Return what identifies the running episode (PolicyRunner: its pacer): a takeover never outlives it."""
         return getattr(self._runner, "_pacer", None)
 
     def episode_ended(self) -> None:
@@ -117,8 +117,9 @@ def add_takeover_services(node: Any, runner: Any, callback_group: Any = None,
 
 
 def main(argv: "list[str] | None" = None) -> int:
-    """``python -m strands_robots.nodes.rollout_takeover``: the rollout node with the takeover services added
-    (what the station needs), for as long as ``rollout_node`` does not create them itself.
+    """Run the rollout node with the takeover services added (``python -m strands_robots.nodes.rollout_takeover``).
+
+    This is what the station needs, for as long as ``rollout_node`` does not create them itself.
     """
     from strands_robots.nodes import rollout_node
 

@@ -77,8 +77,9 @@ PARAMETERS = {
 
 
 class ManualOperator:
-    """The operator port of a station with a person at it: no scripted actions; everything comes through the
-    node's operator services (takeover, resume, discard, submit_score_sheet).
+    """The operator port of a station with a person at it: no scripted actions.
+
+    Everything comes through the node's operator services (takeover, resume, discard, submit_score_sheet).
     """
 
     def episode_started(self, plan: Any, console: Any) -> None:
@@ -95,9 +96,11 @@ class ManualOperator:
 
 
 class _ClosingStore:
-    """The job store as the runner sees it: saves stop once the node is closing, so what a job does while the
-    process goes down (a rollout stopped under it) is never persisted — the restarted station resumes the job
-    from its last state instead of finding it failed."""
+    """The job store as the runner sees it: saves stop once the node is closing.
+
+    What a job does while the process goes down (a rollout stopped under it) is never persisted, so the
+    restarted station resumes the job from its last state instead of finding it failed.
+    """
 
     def __init__(self, store: JobStore, closing: threading.Event) -> None:
         self._store = store
@@ -281,7 +284,7 @@ class StationNode(Node):
                 self._current = None
 
     def _note(self, status: Any, publish_episodes: bool = True) -> None:
-        """A new snapshot: keep it, publish it (job_status, new episode_results) and report it to the relay."""
+        """Keep a new snapshot, publish it (job_status, new episode_results) and report it to the relay."""
         if self._closing.is_set():
             return  # not persisted either (_ClosingStore): the job resumes from its last state after a restart
         with self._lock:
@@ -386,8 +389,10 @@ class StationNode(Node):
 
     # -- lifetime --------------------------------------------------------------------------------------------
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop taking jobs and stop the running one's rollout; its state stays persisted as it was before, so a
-        restarted station resumes it."""
+        """Stop taking jobs and stop the running one's rollout.
+
+        Its state stays persisted as it was before, so a restarted station resumes it.
+        """
         self._closing.set()
         self._queue.put(None)
         runner = self.current
@@ -413,7 +418,7 @@ def _read_token(path: str) -> str:
 
 
 def _placeholder_spec(job: Any, station_id: str) -> JobSpec:
-    """A spec to persist a refused relay job under (its tasks did not validate)."""
+    """Return a spec to persist a refused relay job under (its tasks did not validate)."""
     from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet, Task
 
     sheet = ScoringSheet((ScoringItemDefinition("refused", "refused", AnswerType.YES_NO, 1.0,

@@ -338,7 +338,8 @@ class RosRobotPort:
                     self._running = False
                 return RolloutOutcome(stopped_reason="error", end_detail=(
                     f"the rollout node went away during the episode (no run_episode server for "
-                    f"{_ROLLOUT_GONE_S:g} s)"), taken_over=self._taken_over, final_observation=self._final_observation())
+                    f"{_ROLLOUT_GONE_S:g} s)"), taken_over=self._taken_over,
+                    final_observation=self._final_observation())
             t = latest[0]
             if t == seen or t < 0:
                 continue

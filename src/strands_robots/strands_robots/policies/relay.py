@@ -67,8 +67,9 @@ def _close_live(job_id: str) -> None:
 
 
 def close_sessions() -> int:
-    """Close every policy session this process holds open (the episode is over, or its station went away);
-    the number closed.
+    """Close every policy session this process holds open; return how many.
+
+    The episode is over, or its station went away.
     """
     with _live_lock:
         jobs = list(_live)
@@ -209,5 +210,5 @@ class RelayPolicy:
 
 
 def make_relay_policy(config: Mapping[str, Any]) -> RelayPolicy:
-    """The registry's factory for ``relay``."""
+    """Build the ``relay`` provider (the registry's factory)."""
     return RelayPolicy(config)
