@@ -337,6 +337,26 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     assert rc == 3 and "Unauthenticated" in out, out
 
 
+def test_client_cancel_reaches_the_station_for_a_running_and_a_queued_job(station):
+    client = station.client()
+    running = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="30")], episodes=1)
+    queued = client.submit_job(station_id=station.station_id, tasks=[task("next")], episodes=1)
+    served = serve_in_background(client, running, TeamPolicy())
+    wait_status(client, running, lambda s: "ep_0000 running" in s.message, station=station)
+    status = wait_status(client, queued, lambda s: s.message.startswith("queued at station"), station=station)
+    assert status.state == "CREATED" and status.message == "queued at station sim_station behind 1 job(s)"
+    assert client.cancel(queued, "not needed any more")
+    assert client.cancel(running, "the team changed its mind")
+    final = wait_status(client, running, lambda s: s.state in TERMINAL, timeout_s=30.0, station=station)
+    assert final.state == "CANCELLED" and "the team changed its mind" in final.message
+    assert len(final.episodes) == 0  # the running episode was interrupted: no result
+    other = wait_status(client, queued, lambda s: s.state in TERMINAL, timeout_s=30.0, station=station)
+    assert other.state == "CANCELLED" and "not needed any more" in other.message
+    assert client.cancel(running) is False  # it had already ended: nothing to cancel
+    served["thread"].join(10.0)
+    assert served["final"].state == "CANCELLED"
+
+
 def test_rollout_node_dying_mid_episode_fails_the_job_with_the_reason(station):
     client = station.client()
     job_id = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="20")], episodes=1)

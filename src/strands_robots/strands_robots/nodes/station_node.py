@@ -230,7 +230,13 @@ class StationNode(Node):
             return
         self.get_logger().info(f"job {spec.job_id} from the relay: {spec.episodes_total} episode(s) of "
                                f"{len(spec.tasks)} task(s) for {spec.client_id}")
+        with self._lock:
+            ahead = len(self._queued) + (1 if self._current is not None else 0)
         self._enqueue(JobRecord(spec))
+        if ahead:
+            self._note(make_snapshot(job_id=spec.job_id, station_id=self.station_id, state=JobState.CREATED,
+                                     episodes_total=spec.episodes_total, episodes=(),
+                                     message=f"queued at station {self.station_id} behind {ahead} job(s)"))
 
     def _on_relay_cancel(self, job_id: str, reason: str) -> None:
         self.cancel(job_id, reason or "cancelled by the client")
