@@ -18,6 +18,7 @@ pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
 pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)")
 
 from monitor_helpers import start_module, stop_process, subprocess_env  # noqa: E402
+from test_record_live import LATCHED, read_file  # noqa: E402
 
 from strands_robots.monitoring import report  # noqa: E402
 
@@ -27,18 +28,35 @@ def test_report_of_a_recorded_station_job_matches_the_station_summary(ros_contex
     path = tmp_path / "station.mcap"
     recorder = start_module("strands_robots.monitoring.record", "-o", str(path), "--namespace", "station",
                             "--latch-wait", "1")
-    station = None
+    station = late = None
     try:
         time.sleep(2.0)
-        station = subprocess.run([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
-                                 capture_output=True, text=True, timeout=240)
+        station = subprocess.Popen([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8.0)  # the job is running: its latched state was published long before this recorder
+        late = start_module("strands_robots.monitoring.record", "-o", str(tmp_path / "late.mcap"), "--namespace",
+                            "station", "--latch-wait", "3")
+        station_out, station_err = station.communicate(timeout=240)
         time.sleep(1.0)
     finally:
+        if station is not None and station.poll() is None:
+            stop_process(station)
+        if late is not None:
+            stop_process(late)
         rec_out, rec_err = stop_process(recorder)
-    assert station is not None and station.returncode == 0, station.stdout[-2000:] + station.stderr[-2000:]
-    assert recorder.returncode == 0, rec_err
-    printed = re.search(r"success rate (\d+)%, mean score ([\d.]+) over (\d+) scored", station.stdout)
-    assert printed, station.stdout[-2000:]
+    assert station.returncode == 0, station_out[-2000:] + station_err[-2000:]
+    assert recorder.returncode == 0 and late.returncode == 0, rec_err
+    # the late recording starts with the state in force when it started, every latched topic's
+    _, _, _, late_messages = read_file(tmp_path / "late.mcap")
+    first = []
+    for topic, _, _, decoded in late_messages:
+        if topic.rsplit("/", 1)[1] not in LATCHED:
+            break
+        first.append((topic.rsplit("/", 1)[1], decoded))
+    assert {name for name, _ in first} == LATCHED
+    assert dict(first)["job_status"].state == "RUNNING" and dict(first)["driver_status"].active
+    printed = re.search(r"success rate (\d+)%, mean score ([\d.]+) over (\d+) scored", station_out)
+    assert printed, station_out[-2000:]
 
     traces, job = report.load_recording(path)
     assert job is not None and job["state"] == "SUCCEEDED"

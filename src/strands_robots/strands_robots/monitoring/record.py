@@ -13,10 +13,10 @@ Conventions (what ``ros2 bag info/play`` with the MCAP storage plugin and Foxglo
 
 Latched state first. A transient-local topic published before the recorder started (the lease, the driver's
 status, a safety stop in force, the job's snapshot) is delivered only once, when the subscription matches. The
-recorder holds everything back for a short capture window (until every latched topic that has a publisher has
-delivered its sample, at most ``--latch-wait`` seconds), then writes the latest sample of each latched topic
-first, logged at the time the recording started, and only then the messages held back, in arrival order. A
-later change of a latched topic is recorded where it happens.
+recorder holds everything back for a short capture window (until every latched topic has delivered its sample,
+at most ``--latch-wait`` seconds: discovery on a loaded machine takes a while), then writes the latest sample of
+each latched topic first, logged at the time the recording started, and only then the messages held back, in
+arrival order. A later change of a latched topic is recorded where it happens.
 """
 
 from __future__ import annotations
@@ -177,21 +177,20 @@ class TopicRecorder:
             return dict(self.counts)
 
 
-def wait_for_latched(recorder: TopicRecorder, publisher_count: Any, *, settle_s: float, max_wait_s: float,
-                     stop: "threading.Event | None" = None) -> list[str]:
-    """End the capture window when the latched state is in; return the latched topics still missing.
+def wait_for_latched(recorder: TopicRecorder, publisher_count: Any, *, max_wait_s: float,
+                     stop: "threading.Event | None" = None) -> tuple[list[str], list[str]]:
+    """End the capture window once every latched topic delivered its state, or at ``max_wait_s``.
 
-    That is once every latched topic with a publisher delivered its sample (after ``settle_s`` for discovery),
-    or at ``max_wait_s``.
+    Discovery on a loaded machine can take seconds, so a latched topic whose publisher is not known yet is
+    waited for too. Return the latched topics missing at the end: ``(with a publisher, without one)``.
     """
     started = time.monotonic()
     while True:
-        elapsed = time.monotonic() - started
-        with_publisher = [n for n in recorder.latched_names() if publisher_count(n) > 0]
-        missing = [n for n in with_publisher if n not in recorder.captured_latched()]
-        if (elapsed >= settle_s and not missing) or elapsed >= max_wait_s or (stop is not None and stop.is_set()):
+        missing = [n for n in recorder.latched_names() if n not in recorder.captured_latched()]
+        if not missing or time.monotonic() - started >= max_wait_s or (stop is not None and stop.is_set()):
             recorder.end_capture()
-            return missing
+            with_publisher = [n for n in missing if publisher_count(n) > 0]
+            return with_publisher, [n for n in missing if n not in with_publisher]
         time.sleep(0.02)
 
 
@@ -207,8 +206,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="strands", help="the station's namespace")
     parser.add_argument("--topics", nargs="*", default=None, help="relative topic names (default: all)")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
-    parser.add_argument("--latch-wait", type=float, default=2.0,
-                        help="longest wait for the latched state before writing (s)")
+    parser.add_argument("--latch-wait", type=float, default=3.0,
+                        help="longest wait for the latched state (discovery included) before writing (s)")
     parser.add_argument("--foxglove", action="store_true",
                         help="also serve the live topics over the Foxglove WebSocket protocol")
     parser.add_argument("--foxglove-host", default="127.0.0.1", help="Foxglove server address (loopback default)")
@@ -273,11 +272,13 @@ def run_live(args: argparse.Namespace, topics: list, recorder: "TopicRecorder | 
             if recorder is not None:
                 print(f"recording {len(topics)} topics under /{args.namespace.strip('/')} to {recorder.path}",
                       flush=True)
-                missing = wait_for_latched(recorder, tap.publisher_count, settle_s=min(0.5, args.latch_wait),
-                                           max_wait_s=args.latch_wait, stop=signals.event)
-                for name in missing:
+                silent, absent = wait_for_latched(recorder, tap.publisher_count, max_wait_s=args.latch_wait,
+                                                  stop=signals.event)
+                for name in silent:
                     print(f"record: {name} has a publisher but sent no latched sample within {args.latch_wait} s",
                           file=sys.stderr, flush=True)
+                if absent:
+                    print(f"record: no publisher of {', '.join(absent)} yet; recorded as they come", flush=True)
             deadline = time.monotonic() + args.duration if args.duration > 0 else None
             while not signals.event.wait(0.1) and spin.is_alive():
                 if deadline is not None and time.monotonic() >= deadline:
