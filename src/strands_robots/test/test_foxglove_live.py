@@ -59,9 +59,14 @@ def decode(channel: dict, payload: bytes):
     return decoders[channel["schemaName"]](payload)
 
 
-def test_foxglove_client_subscribes_and_decodes_live_and_latched_messages(ros_context):
+@pytest.mark.parametrize("command", ["foxglove", "record --foxglove"])
+def test_foxglove_client_subscribes_and_decodes_live_and_latched_messages(ros_context, tmp_path, command):
     pubs = Publishers(ros_context, NS)
-    proc = start_module("strands_robots.monitoring.foxglove_live", "--namespace", NS, "--port", "0")
+    if command == "foxglove":
+        proc = start_module("strands_robots.monitoring.foxglove_live", "--namespace", NS, "--port", "0")
+    else:
+        proc = start_module("strands_robots.monitoring.record", "-o", str(tmp_path / "both.mcap"), "--namespace",
+                            NS, "--foxglove", "--foxglove-port", "0", "--latch-wait", "0.5")
     try:
         line = proc.stdout.readline()
         match = re.search(r"ws://(127\.0\.0\.1):(\d+)", line)
@@ -108,3 +113,5 @@ def test_foxglove_client_subscribes_and_decodes_live_and_latched_messages(ros_co
     assert event.kind == "step" and event.run_id == "run-f"
     assert event.step[0].action_resolution == "full"
     assert proc.returncode == 0, stderr
+    if command != "foxglove":  # the same messages went into the file
+        assert "wrote" in stdout and (tmp_path / "both.mcap").stat().st_size > 0
