@@ -21,6 +21,7 @@ from rqt_strands_robots.qt import QtCore, QtWidgets
 __all__ = ["MonitorWidget", "RosLink", "parse_answers"]
 
 REFRESH_MS = 100
+SHOWN_STEPS = 200  # newest first; the model keeps more for its figures
 
 
 def _name(namespace: str, name: str) -> str:
@@ -258,7 +259,7 @@ class MonitorWidget(QtWidgets.QWidget):
         self.safety_text.setPlainText("\n".join(safety))
         stopped = bool(m.safety and m.safety.get("stopped"))
         self.safety_text.setStyleSheet("QPlainTextEdit { color: #b00000; font-weight: bold; }" if stopped else "")
-        self._fill(self.steps_table, [r.cells() for r in reversed(m.step_rows())])
+        self._fill(self.steps_table, [r.cells() for r in reversed(m.step_rows()[-SHOWN_STEPS:])])
         self._fill(self.episodes_table, m.episode_rows())
         if m.replies:
             self.reply_label.setText(m.replies[-1])
