@@ -165,17 +165,6 @@ def summary_table(status: Any) -> str:
     return "\n".join(lines)
 
 
-def print_episode_ends(write: Callable[[str], None]) -> Callable[[Any], None]:
-    """Return an ``on_event`` for ``serve_policy`` that prints each episode's end as the station reports it."""
-
-    def on_event(request: Any) -> None:
-        if request.WhichOneof("kind") == "episode_end":
-            end = request.episode_end
-            write(f"  {end.episode_id}: {end.end_condition}" + (f" ({end.end_detail})" if end.end_detail else ""))
-
-    return on_event
-
-
 def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
               stop: Optional[threading.Event] = None, timeout_s: Optional[float] = None) -> Any:
     """Poll ``get_status`` until the job ends, printing the progress bar when it changes; the final status."""
@@ -389,7 +378,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
 
             def serve() -> None:
                 try:
-                    served["final"] = client.serve_policy(job_id, policy, on_event=print_episode_ends(write))
+                    served["final"] = client.serve_policy(job_id, policy)
                 except Exception as exc:  # reported below; the status poll still sees the job end
                     served["error"] = exc
 

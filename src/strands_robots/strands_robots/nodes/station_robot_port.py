@@ -48,7 +48,7 @@ from strands_robots.station.job_file import task_to_mapping
 __all__ = ["RosRobotPort", "RelaySettings", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY",
            "POLICY_LOST_ERROR"]
 
-PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"
+PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"  # the same names as station.inprocess uses
 OPERATOR_CLAIM_PRIORITY = 100
 POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
