@@ -246,3 +246,40 @@ def test_manual_operator_scores_through_the_services_and_every_refusal_says_why(
     assert [(i.name, i.answer, i.points, i.max_points) for i in episode.items] == [
         ("done", "yes", 2.0, 2.0), ("touches", "1", 1.0, 3.0)]
     assert episode.score == pytest.approx(3.0 / 5.0)
+
+
+def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
+    from rclpy.action import ActionClient
+    from strands_robots_msgs.action import RunEpisode
+    from strands_robots_msgs.msg import ObserverEvent
+
+    steps = []
+    station.client.create_subscription(ObserverEvent, "observer_events",
+                                       lambda m: steps.append(m) if m.kind == "step" else None, EVENT_QOS)
+    action = ActionClient(station.client, RunEpisode, "run_episode")
+    assert action.wait_for_server(timeout_sec=20.0)
+    goal = RunEpisode.Goal()
+    goal.policy_provider, goal.duration_s, goal.control_frequency, goal.seed = "mock", 2.0, RATE_HZ, -1
+    sent = threading.Event()
+    future = action.send_goal_async(goal)
+    future.add_done_callback(lambda _f: sent.set())
+    assert sent.wait(20.0) and future.result().accepted
+    handle = future.result()
+    assert wait_for(lambda: len(steps) >= 10, 20.0)
+    res = station.call(Takeover, "pause_rollout", operator_name="op", reason="adjust the cube")
+    assert (res.ok, res.message) == (True, "op took over (adjust the cube); rollout time stands still")
+    res = station.call(Takeover, "pause_rollout", operator_name="other")
+    assert (res.ok, res.message) == (False, "op already took the rollout over")
+    held = len(steps)
+    wait_for(lambda: False, 0.5)  # the operator holds the arms for a while
+    during = len(steps) - held
+    res = station.call(Resume, "resume_rollout", operator_name="op")
+    assert (res.ok, res.message) == (True, "op handed the arms back to the policy")
+    done = threading.Event()
+    result_future = handle.get_result_async()
+    result_future.add_done_callback(lambda _f: done.set())
+    assert done.wait(30.0)
+    result = result_future.result().result
+    assert during <= 2  # at most the step under way when the pause came (and its event in flight)
+    assert result.ended.applied_actions == 100 and result.end_condition == "timeout"  # the whole budget ran
+    assert station.takeover.in_takeover is False
