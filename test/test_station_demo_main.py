@@ -123,3 +123,33 @@ def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():
         assert [p for p in children if alive(p)] == []
     finally:
         demo.kill()
+
+
+def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(tmp_path):
+    from strands_robots.station_demo import DemoPolicy, LocalStation
+
+    relay = LocalStation(str(tmp_path), out=lambda name, line: None)  # only its relay is started here
+    demo = None
+    try:
+        target = relay.start_relay()
+        demo = Demo("--relay", target, "--station-token", relay.station_token, "--namespace", "remote_station")
+        demo.wait_line(r"takes jobs from", 60.0)
+        client = relay.client()
+        task = {"task_id": "hold", "instruction": "hold", "parameters": {"duration_s": "1"},
+                "scoring": [{"name": "done", "question": "Held?", "answer_type": "yes_no", "max_points": 1,
+                             "success_answer": "yes"}]}
+        job_id = client.submit_job(station_id="sim_station", tasks=[task], episodes=1)
+        final = client.serve_policy(job_id, DemoPolicy("scripted", {"mode": "torque_ramp", "target": 1.0}))
+        assert final.state == "SUCCEEDED", (final.message, demo.output)
+        assert [(e.episode_id, e.end_condition) for e in final.episodes] == [("ep_0000", "timeout")]
+        children = demo.children()
+        demo.proc.send_signal(signal.SIGINT)
+        assert demo.proc.wait(60.0) == 128 + signal.SIGINT
+        deadline = time.monotonic() + 10.0
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in children if alive(p)] == []
+    finally:
+        if demo is not None:
+            demo.kill()
+        relay.stop()
