@@ -995,3 +995,22 @@ def test_the_start_pose_service_still_answers_on_the_same_core_move(active):
     refused = h.call(client, MoveToStartPose.Request(lease_token="f" * 32, tolerance=-1.0))
     assert not refused.reached and refused.max_error == -1.0
     assert "position_tolerance_rad must be a finite number > 0" in refused.detail  # validated before the lease
+
+
+def test_a_burst_of_commands_gets_every_verdict_in_order(active):
+    h = active
+    probe = StreamProbe(h)
+    token = h.backend.lease_token
+    keys = list(h.driver.core.action_keys())
+    here = h.driver.core.read().positions.tolist()
+    deadline = h.client.get_clock().now().nanoseconds + 60 * 10**9
+    for step in range(500):  # as fast as this process can publish: the driver drains its queue in batches
+        msg = probe.cls(keys=keys, values=here, run_id="burst", step_index=step, lease_token=token)
+        msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
+        probe.pub.publish(msg)
+    assert wait_for(lambda: sum(1 for (run, _) in list(probe.verdicts) if run == "burst") == 500, 60.0), \
+        sum(1 for (run, _) in list(probe.verdicts) if run == "burst")
+    verdicts = [probe.verdicts[("burst", step)] for step in range(500)]
+    assert all(list(v.applied_keys) == keys for v in verdicts)
+    received = [convert.time_to_ns(v.received) for v in verdicts]
+    assert received == sorted(received)  # applied in the order sent

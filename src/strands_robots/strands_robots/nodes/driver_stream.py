@@ -19,6 +19,8 @@ from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
 
 COMMAND_TOPIC = "action_commands"
+# Commands taken per callback beyond the one the executor hands over.
+DRAIN_MAX = 32
 VERDICT_TOPIC = "action_verdicts"
 
 
@@ -45,6 +47,25 @@ class CommandStream:
         self.received = 0
 
     def _on_command(self, msg: ActionCommand) -> None:
+        self._handle(msg)
+        # Drain what else has arrived (bounded, so lease renewals and the rest are never starved): each
+        # command the executor would otherwise dispatch costs a whole pass over the node's wait set, and on a
+        # loaded machine that is what made a backlog at 500 Hz and 1 kHz. The take is the one rclpy's own
+        # executor makes (Subscription.handle.take_message, the same on Humble through Kilted).
+        sub = self._subscription
+        for _ in range(DRAIN_MAX):
+            if self._node is None:
+                return
+            try:
+                with sub.handle:
+                    taken = sub.handle.take_message(ActionCommand, False)
+            except Exception:  # destroyed under us (cleanup): the executor will not call us again
+                return
+            if taken is None:
+                return
+            self._handle(taken[0])
+
+    def _handle(self, msg: ActionCommand) -> None:
         received_ns = self._now_ns()
         self.received += 1
         try:
@@ -53,8 +74,13 @@ class CommandStream:
             verdict, stopped, sim_time = ActionVerdict.coarse(f"unreadable command: {exc}"), False, 0.0
         else:
             verdict, stopped, sim_time = self._apply(command, received_ns)
-        self._publisher.publish(convert.stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped,
-                                                              sim_time, received_ns))
+        reply = convert.stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped, sim_time, received_ns)
+        try:
+            self._publisher.publish(reply)
+        except Exception:
+            if self._node is not None:  # not a cleanup racing this callback: a real failure
+                raise
+            return
         if verdict.is_coarse_error or verdict.unresolved_keys:
             self._on_refused(int(msg.step_index), verdict)
 
@@ -62,6 +88,6 @@ class CommandStream:
         node: Optional[Any] = self._node
         if node is None:
             return
+        self._node = None  # first: a callback still running sees it and stops
         node.destroy_subscription(self._subscription)
         node.destroy_publisher(self._publisher)
-        self._node = None
