@@ -146,7 +146,8 @@ class StationNode(Node):
             from strands_robots.relay.station_link import StationLink
 
             relay = RelaySettings(target, self.station_id, token, self.p("station_token_file"),
-                                  self.p("attach_timeout_s"), self.p("reply_timeout_s"))
+                                  self.p("attach_timeout_s"), self.p("reply_timeout_s"),
+                                  self.p("relay_root_certificates"))
             self.link = StationLink(target, self.station_id, token, on_job=self._on_relay_job,
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
                                     root_certificates=self.p("relay_root_certificates") or None)

@@ -60,8 +60,9 @@ class RelaySettings:
     """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
 
     def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
-                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0) -> None:
+                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "") -> None:
         self.target = target
+        self.root_certificates = root_certificates
         self.station_id = station_id
         self.token = token
         self.token_file = token_file
@@ -266,6 +267,8 @@ class RosRobotPort:
             config.update(relay_target=relay.target, station_id=relay.station_id, job_id=self._job_id,
                           episode_id=plan.episode_id, task=task_to_mapping(plan.task),
                           attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
+            if relay.root_certificates:
+                config["root_certificates"] = relay.root_certificates
             if relay.token_file:
                 config["station_token_file"] = relay.token_file
             else:
