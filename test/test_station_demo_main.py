@@ -153,3 +153,33 @@ def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(t
         if demo is not None:
             demo.kill()
         relay.stop()
+
+
+def test_a_whole_job_runs_over_tls_when_the_relay_has_a_certificate(tmp_path):
+    from test_relay_harness import self_signed_cert
+
+    from strands_robots.station_demo import DemoPolicy, LocalStation
+
+    cert, key = self_signed_cert(tmp_path)
+    lines: list = []
+    station = LocalStation(str(tmp_path / "station"), namespace="tls_station", tls=(cert, key),
+                           out=lambda name, line: lines.append(f"[{name}] {line}"))
+    try:
+        station.start_relay()
+        assert any("(TLS;" in line for line in lines), lines
+        station.start_nodes()
+        client = station.client()
+        task = {"task_id": "hold", "instruction": "hold", "parameters": {"duration_s": "1"},
+                "scoring": [{"name": "done", "question": "Held?", "answer_type": "yes_no", "max_points": 1,
+                             "success_answer": "yes"}]}
+        job_id = client.submit_job(station_id="sim_station", tasks=[task], episodes=1)
+        final = client.serve_policy(job_id, DemoPolicy("scripted", {"mode": "torque_ramp", "target": 1.0}))
+        assert final.state == "SUCCEEDED", (final.message, "\n".join(lines[-40:]))
+        assert [(e.episode_id, e.end_condition) for e in final.episodes] == [("ep_0000", "timeout")]
+        from strands_robots.client import EvaluationClient, Unavailable
+
+        plain = EvaluationClient(station.relay_target, token=station.client_token, timeout_s=3.0)
+        with pytest.raises(Unavailable):
+            plain.get_status(job_id)  # a plain channel does not reach a TLS relay
+    finally:
+        station.stop()

@@ -208,7 +208,7 @@ class LocalStation:
     def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
                  relay: Optional[str] = None, station_token: str = "", station_params: Optional[dict] = None,
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
-                 control_frequency: float = 50.0) -> None:
+                 control_frequency: float = 50.0, tls: Optional[tuple] = None) -> None:
         from strands_robots.supervisor import Supervisor
 
         self.workdir = Path(workdir)
@@ -228,6 +228,7 @@ class LocalStation:
         self.store_path = str(self.workdir / "relay.sqlite")
         self.tokens_path = str(self.workdir / "tokens.yaml")
         self.state_dir = str(self.workdir / "station_state")
+        self.tls = tls  # (certificate PEM path, key PEM path): the local relay serves TLS, everyone trusts it
 
     # -- relay ----------------------------------------------------------------------------------------------
     def write_tokens(self) -> None:
@@ -255,10 +256,11 @@ class LocalStation:
                 self.relay_ready.set()
             self._emit(name, line)
 
-        self.relay_proc = self.sup.start("relay", [sys.executable, "-m", "strands_robots.relay", "--listen",
-                                                   self.relay_target, "--store", f"sqlite:{self.store_path}",
-                                                   "--tokens", self.tokens_path, "--poll-s", "0.2"],
-                                         on_line=on_line)
+        argv = [sys.executable, "-m", "strands_robots.relay", "--listen", self.relay_target, "--store",
+                f"sqlite:{self.store_path}", "--tokens", self.tokens_path, "--poll-s", "0.2"]
+        if self.tls:
+            argv += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+        self.relay_proc = self.sup.start("relay", argv, on_line=on_line)
         if not self.relay_ready.wait(30.0):
             raise RuntimeError(f"the relay did not start listening on {self.relay_target}")
         return self.relay_target
@@ -309,6 +311,8 @@ class LocalStation:
         params = {"station_id": self.station_id, "state_dir": self.state_dir}
         if self.relay_target:
             params.update(relay_target=self.relay_target, station_token_file=str(token_file))
+            if self.tls:
+                params["relay_root_certificates"] = str(self.tls[0])
         params.update(self.station_params)
         self.station = self.sup.start("station", self._node_argv(
             "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
@@ -323,7 +327,8 @@ class LocalStation:
     def client(self) -> Any:
         from strands_robots.client import EvaluationClient
 
-        return EvaluationClient(self.relay_target, token=self.client_token)
+        return EvaluationClient(self.relay_target, token=self.client_token,
+                                root_certificates=str(self.tls[0]) if self.tls else None)
 
     def _emit(self, name: str, line: str) -> None:
         if self.out is not None:
