@@ -2,11 +2,13 @@
 # Debian packages the tests use, installed when missing (the tests start their own servers on loopback):
 #   postgresql      the relay's shared store (tests run initdb/pg_ctl in a temp dir)
 #   libxml2-utils   xmllint, which the lint test runs on package.xml
+#   openssl         the relay TLS test makes a self-signed certificate
 # Needs root (CI and the dev machines are root); elsewhere it says what to install and the tests that need
 # them skip with that reason.
 set -euo pipefail
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v xmllint >/dev/null 2>&1 || missing+=(libxml2-utils)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
