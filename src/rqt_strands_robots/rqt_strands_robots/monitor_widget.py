@@ -137,7 +137,7 @@ class MonitorWidget(QtWidgets.QWidget):
         top.addWidget(W.QLabel("namespace"), 0, 0)
         self.namespace_edit = W.QLineEdit(namespace)
         self.namespace_edit.setMaximumWidth(160)
-        self.namespace_edit.editingFinished.connect(lambda: self.set_namespace(self.namespace_edit.text()))
+        self.namespace_edit.editingFinished.connect(self._namespace_edited)
         top.addWidget(self.namespace_edit, 0, 1)
         self.job_label, self.lease_label, self.driver_label = W.QLabel(), W.QLabel(), W.QLabel()
         for label in (self.job_label, self.lease_label, self.driver_label):
@@ -209,13 +209,18 @@ class MonitorWidget(QtWidgets.QWidget):
         self.reply_label = W.QLabel("")
         root.addWidget(self.reply_label)
 
-        self.takeover_button.clicked.connect(self.take_over)
-        self.resume_button.clicked.connect(self.resume)
-        self.discard_button.clicked.connect(self.discard)
-        self.sheet_button.clicked.connect(self.submit_score_sheet)
+        for button, action in ((self.takeover_button, self.take_over), (self.resume_button, self.resume),
+                               (self.discard_button, self.discard), (self.sheet_button, self.submit_score_sheet)):
+            button.clicked.connect(self._guarded(action))
         self.refresh()
 
     # -- ROS --------------------------------------------------------------------------------------------------
+    def _namespace_edited(self) -> None:
+        # Qt emits editingFinished when the field loses focus, also while the widget is being destroyed; an
+        # exception escaping a slot aborts the process under PyQt5, so nothing here may raise.
+        if not self._closed:
+            self.set_namespace(self.namespace_edit.text())
+
     def set_namespace(self, namespace: str) -> None:
         """Watch another station: new subscriptions and clients, a fresh model."""
         if self._closed:
@@ -239,12 +244,15 @@ class MonitorWidget(QtWidgets.QWidget):
             except queue.Empty:
                 break
             taken += 1
-            if kind == "event":
-                self.model.on_event(*payload)
-            elif kind == "reply":
-                self.model.on_reply(*payload)
-            else:
-                getattr(self.model, f"on_{kind}")(payload)
+            try:
+                if kind == "event":
+                    self.model.on_event(*payload)
+                elif kind == "reply":
+                    self.model.on_reply(*payload)
+                else:
+                    getattr(self.model, f"on_{kind}")(payload)
+            except Exception as exc:  # a slot must not raise (PyQt5 aborts); show what could not be shown
+                self.model.on_reply("monitor", False, f"could not show a {kind} message: {type(exc).__name__}: {exc}")
         if taken:
             self.refresh()
         return taken
@@ -276,6 +284,19 @@ class MonitorWidget(QtWidgets.QWidget):
                     item.setText(text)
 
     # -- operator actions -------------------------------------------------------------------------------------
+    def _guarded(self, action: Callable[[], None]) -> Callable[..., None]:
+        """A slot that shows a failure instead of raising it (an exception escaping a PyQt5 slot aborts)."""
+        def slot(*_: Any) -> None:
+            if self._closed or self.link is None:
+                return
+            try:
+                action()
+            except Exception as exc:
+                self.model.on_reply(action.__name__, False, f"{type(exc).__name__}: {exc}")
+                self.refresh()
+
+        return slot
+
     def _operator(self) -> str:
         return self.operator_edit.text().strip() or "operator"
 
@@ -321,6 +342,7 @@ class MonitorWidget(QtWidgets.QWidget):
         """Stop the timer and drop the subscriptions and clients (the node stays the caller's)."""
         self._closed = True
         self.timer.stop()
+        self.namespace_edit.editingFinished.disconnect(self._namespace_edited)
         if self.link is not None:
             self.link.destroy()
             self.link = None

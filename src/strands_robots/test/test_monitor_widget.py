@@ -227,3 +227,31 @@ def test_take_over_button_reaches_the_real_station_node(app, ros_context, tmp_pa
         spin.join(5.0)
         node.destroy_node()
         station.destroy_node()
+
+
+def test_a_shown_widget_collected_after_shutdown_does_not_abort_the_process(tmp_path):
+    """Qt emits editingFinished while a shown widget is destroyed; a slot raising then aborts under PyQt5."""
+    import subprocess
+
+    from monitor_helpers import subprocess_env
+
+    script = tmp_path / "collect.py"
+    script.write_text(
+        "import gc, rclpy\n"
+        "from rclpy.context import Context\n"
+        "from rqt_strands_robots.qt import QtWidgets\n"
+        "from rqt_strands_robots.monitor_widget import MonitorWidget\n"
+        "app = QtWidgets.QApplication(['t'])\n"
+        "ctx = Context(); rclpy.init(context=ctx)\n"
+        "node = rclpy.create_node('collect_check', context=ctx)\n"
+        "w = MonitorWidget(node, namespace='collect_check'); w.show(); app.processEvents()\n"
+        "w.namespace_edit.setFocus(); app.processEvents()\n"
+        "w.takeover_button.click(); w.drain()\n"
+        "w.shutdown(); node.destroy_node()\n"
+        "w.takeover_button.click()\n"
+        "del w; gc.collect()\n"
+        "print('collected')\n")
+    env = subprocess_env()
+    env["QT_QPA_PLATFORM"] = "offscreen"
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "collected" in proc.stdout, proc.stderr[-2000:]
