@@ -52,11 +52,14 @@ class BadParametersFile(ValueError):
 
 
 def check_parameters_file(context, config_file):
-    """Refuse a bad parameters file before any node starts: one error line naming the file and the reason."""
-    from strands_robots.nodes.process import params_file_error
+    """Refuse a bad parameters file before any node starts: one error line naming the file and the reason.
+
+    Bad: missing, not YAML, not node sections, or a parameter none of our nodes declares (a typo ROS ignores).
+    """
+    from strands_robots.nodes.process import params_file_error, unknown_parameters_error
 
     path = config_file.perform(context)
-    reason = params_file_error(path)
+    reason = params_file_error(path) or unknown_parameters_error(path)
     if reason:
         raise BadParametersFile(reason)
     return []

@@ -326,3 +326,18 @@ def test_package_parameters_file_reads_as_one():
     assert process.params_files(["x", "--ros-args", "-r", "__ns:=/a", "--params-file", "p.yaml", "--", "y"]) == [
         "p.yaml"
     ]
+
+
+def test_a_misspelt_parameter_is_named_with_the_close_spelling(tmp_path):
+    source = (PACKAGE_SRC / "config" / "rollout.yaml").read_text()
+    assert "    control_frequency: 50.0" in source
+    path = tmp_path / "rollout.yaml"
+    path.write_text(source.replace("    control_frequency: 50.0", "    control_frequncy: 50.0"))
+    assert process.params_file_error(str(path)) == ""  # sound YAML: only the key is wrong
+    assert process.unknown_parameters_error(str(path)) == (
+        f"parameters file {path}: /**/rollout: unknown parameter 'control_frequncy' (did you mean control_frequency?)")
+
+
+def test_the_package_config_files_declare_only_known_parameters():
+    for name in ("rollout.yaml", "arm_driver.yaml", "station.yaml"):
+        assert process.unknown_parameters_error(str(PACKAGE_SRC / "config" / name)) == "", name

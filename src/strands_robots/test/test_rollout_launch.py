@@ -245,15 +245,20 @@ def test_output_to_a_pipe_carries_no_colour_codes_and_the_driver_comes_from_its_
     assert "arm_driver.launch.py" in source and "LifecycleNode(" not in source
 
 
-def test_a_malformed_parameters_file_fails_the_launch_in_one_line_before_any_node_starts(tmp_path):
+@pytest.mark.parametrize("content, reason", [
+    ("/**/rollout:\n  ros__parameters:\n    control_frequency: [50.0\n", "line 4 column 1: not valid YAML"),
+    ("/**/rollout:\n  ros__parameters:\n    control_frequncy: 50.0\n",
+     "/**/rollout: unknown parameter 'control_frequncy' (did you mean control_frequency?)"),
+])
+def test_a_bad_parameters_file_fails_the_launch_in_one_line_before_any_node_starts(tmp_path, content, reason):
     config = tmp_path / "rollout.yaml"
-    config.write_text("/**/rollout:\n  ros__parameters:\n    control_frequency: [50.0\n")
+    config.write_text(content)
     run = Launch(ROLLOUT_LAUNCH, config_file=str(config))
     try:
         assert run.wait() != 0, run.output
         errors = [line for line in run.lines if "ERROR" in line]
         assert len(errors) == 1, run.output
-        assert f"parameters file {config}: line 4 column 1: not valid YAML" in errors[0], run.output
+        assert f"parameters file {config}: {reason}" in errors[0], run.output
         assert "process started" not in run.output, run.output
     finally:
         run.kill()

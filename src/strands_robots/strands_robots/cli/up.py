@@ -63,10 +63,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not value > 0:
             return _usage_error(f"{flag} {value:g}: must be greater than 0")
     ros_env_check("up")
-    from strands_robots.nodes.process import params_file_error
+    from strands_robots.nodes.process import params_file_error, unknown_parameters_error
 
     config = args.config_file or default_config_file()
-    reason = params_file_error(config)
+    reason = params_file_error(config) or unknown_parameters_error(config)
     if reason:
         return _usage_error(reason)
     return _run(args, config)
