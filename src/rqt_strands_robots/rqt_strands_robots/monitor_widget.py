@@ -285,7 +285,7 @@ class MonitorWidget(QtWidgets.QWidget):
 
     # -- operator actions -------------------------------------------------------------------------------------
     def _guarded(self, action: Callable[[], None]) -> Callable[..., None]:
-        """A slot that shows a failure instead of raising it (an exception escaping a PyQt5 slot aborts)."""
+        """Wrap an action as a slot that shows a failure instead of raising it (PyQt5 aborts on one)."""
         def slot(*_: Any) -> None:
             if self._closed or self.link is None:
                 return
