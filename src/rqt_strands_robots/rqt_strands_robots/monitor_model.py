@@ -234,8 +234,8 @@ class MonitorModel:
             checks = stop.get("checks") or []
             lines = [f"SAFETY STOP in force: {len(checks)} check(s) tripped"]
             for c in checks:
-                lines.append(f"  {c.get('text')}  [{c.get('quantity')} {c.get('value'):+.3g} {c.get('unit')}, "
-                             f"limit {c.get('limit'):.3g}]")
+                lines.append(f"  {c.get('text')}  [{c.get('quantity')} {float(c.get('value') or 0.0):+.3g} "
+                             f"{c.get('unit')}, limit {float(c.get('limit') or 0.0):.3g}]")
             if not checks and stop.get("detail"):
                 lines.append(f"  {stop['detail']}")
             return lines

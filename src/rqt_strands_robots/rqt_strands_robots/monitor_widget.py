@@ -254,7 +254,10 @@ class MonitorWidget(QtWidgets.QWidget):
             except Exception as exc:  # a slot must not raise (PyQt5 aborts); show what could not be shown
                 self.model.on_reply("monitor", False, f"could not show a {kind} message: {type(exc).__name__}: {exc}")
         if taken:
-            self.refresh()
+            try:
+                self.refresh()
+            except Exception as exc:  # a timer slot must not raise either
+                self.reply_label.setText(f"monitor: could not refresh: {type(exc).__name__}: {exc}")
         return taken
 
     def refresh(self) -> None:
