@@ -120,6 +120,14 @@ def test_job_summary_counts_only_scored_episodes_not_taken_over():
     assert "success rate 50%" in fig.axes[0].get_title() and "mean score 0.75" in fig.axes[0].get_title()
 
 
-def test_report_refuses_a_missing_file(tmp_path, capsys):
+def test_report_refuses_a_missing_file_and_an_empty_directory(tmp_path, capsys):
     assert report.main([str(tmp_path / "nope.mcap")]) == 2
     assert "no such file" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert report.main([str(tmp_path / "empty")]) == 2
+
+
+def test_report_of_a_recording_directory_takes_every_episode_file(recordings, tmp_path):
+    out, first, _, _ = recordings
+    assert report.main([str(out / "a"), "-o", str(tmp_path)]) == 0
+    assert len(list(tmp_path.glob("*_episode_*.png"))) == 1

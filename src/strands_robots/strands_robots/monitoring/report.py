@@ -329,7 +329,8 @@ def write_report(paths: Sequence["str | Path"], out_dir: "str | Path") -> list[P
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strands-robots report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("recordings", nargs="+", help="MCAP files (one job's episodes, or one station recording)")
+    parser.add_argument("recordings", nargs="+",
+                        help="MCAP files or directories of them (one job's episodes, or one station recording)")
     parser.add_argument("-o", "--output-dir", default="", help="where the PNGs go (default: beside the first file)")
     return parser
 
@@ -337,10 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """0 with the PNG paths printed; 2 when a file is missing or holds no observer stream."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    paths = [Path(p) for p in args.recordings]
-    missing = [str(p) for p in paths if not p.is_file()]
+    paths: list[Path] = []
+    for given in map(Path, args.recordings):  # a directory: its episode files, in name (= episode) order
+        paths.extend(sorted(given.glob("*.mcap")) if given.is_dir() else [given])
+    missing = [str(p) for p in paths if not p.is_file()] or ([] if paths else list(args.recordings))
     if missing:
-        print(f"strands-robots report: no such file: {', '.join(missing)}", file=sys.stderr)
+        print(f"strands-robots report: no such file (or no .mcap in the directory): {', '.join(missing)}",
+              file=sys.stderr)
         return 2
     try:
         written = write_report(paths, args.output_dir or paths[0].parent)
