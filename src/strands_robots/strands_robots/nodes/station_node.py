@@ -269,6 +269,7 @@ class StationNode(Node):
     def _run_job(self, record: JobRecord) -> None:
         operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
             else ManualOperator()
+        runner = None
         try:
             self.robot.begin_job(record.job_id)
             runner = JobRunner(record, self.robot, operator, store=_ClosingStore(self.store, self._closing),
@@ -283,8 +284,20 @@ class StationNode(Node):
                 return
             final = runner.run()
             self.get_logger().info(f"job {record.job_id} {final.state.value}: {final.message}")
-        except Exception as exc:  # a job that cannot even start must not take the station down
-            self.get_logger().error(f"job {record.job_id} could not run: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a job that cannot even start must not take the station down, nor vanish
+            message = f"the station could not run the job: {type(exc).__name__}: {exc}"
+            self.get_logger().error(f"job {record.job_id}: {message}")
+            if runner is None and not self._closing.is_set():
+                failed = record.replace(state=JobState.FAILED, running=None, message=message)
+                try:
+                    self.store.save(failed)
+                except Exception as save_exc:  # noqa: BLE001  (the snapshot below still tells the client)
+                    self.get_logger().error(f"job {record.job_id} could not be persisted: {save_exc}")
+                self._note(make_snapshot(job_id=record.job_id, station_id=record.spec.station_id,
+                                         state=JobState.FAILED, episodes_total=record.spec.episodes_total,
+                                         episodes=record.episodes, message=message))
+            with self._lock:
+                self._queued.pop(record.job_id, None)
         finally:
             operator.close()
             with self._lock:
