@@ -62,6 +62,16 @@ def test_recorder_writes_latched_state_before_messages_that_arrived_first(tmp_pa
     assert [m.publish_time for _, _, m, _ in messages[:2]] == [4_000, 3_000]
 
 
+def test_offered_qos_is_written_as_the_distro_s_rosbag2_writes_it():
+    from strands_robots.monitoring.record import qos_yaml
+
+    assert "durability: transient_local" in qos_yaml("latched", "jazzy")
+    assert "reliability: reliable" in qos_yaml("event", "kilted")
+    humble = qos_yaml("latched", "humble")  # rmw enum numbers before bag format 9
+    assert "history: 1" in humble and "reliability: 1" in humble and "durability: 1" in humble
+    assert "durability: 2" in qos_yaml("event", "humble")
+
+
 def test_record_refuses_an_existing_file(tmp_path):
     from strands_robots.monitoring.record import RecordRefused
 

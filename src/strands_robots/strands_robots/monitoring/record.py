@@ -53,11 +53,20 @@ class RecordRefused(ValueError):
     """The recording cannot start as asked; nothing was created."""
 
 
-def qos_yaml(kind: str) -> str:
-    """rosbag2's ``offered_qos_profiles`` text for one publisher of a QoS kind."""
+# Before Jazzy (bag format version 9) rosbag2 wrote the policies as rmw enum numbers, since then as words.
+_NUMERIC_QOS_DISTROS = frozenset({"foxy", "galactic", "humble", "iron"})
+_RMW_ENUMS = {"keep_last": 1, "reliable": 1, "transient_local": 1, "volatile": 2, "automatic": 1}
+
+
+def qos_yaml(kind: str, distro: str = "") -> str:
+    """Return rosbag2's ``offered_qos_profiles`` text for one publisher of a QoS kind, as ``distro`` writes it."""
     history, depth, reliability, durability = _QOS_FIELDS[kind]
+    liveliness: "str | int" = "automatic"
+    if distro in _NUMERIC_QOS_DISTROS:
+        history, reliability, durability, liveliness = (_RMW_ENUMS[history], _RMW_ENUMS[reliability],
+                                                        _RMW_ENUMS[durability], _RMW_ENUMS["automatic"])
     return (f"- history: {history}\n  depth: {depth}\n  reliability: {reliability}\n  durability: {durability}\n"
-            f"  deadline: {_INFINITE}\n  lifespan: {_INFINITE}\n  liveliness: automatic\n"
+            f"  deadline: {_INFINITE}\n  lifespan: {_INFINITE}\n  liveliness: {liveliness}\n"
             f"  liveliness_lease_duration: {_INFINITE}\n  avoid_ros_namespace_conventions: false\n")
 
 
@@ -96,14 +105,14 @@ class TopicRecorder:
         self._writer.start(profile=PROFILE, library=LIBRARY)
         schema_ids = {name: self._writer.register_schema(name, "ros2msg", text.encode("utf-8"))
                       for name, text in texts.items()}
+        self.distro = distro or ros_distro()
         self._channels: dict[str, int] = {}
         self._topics: dict[str, StrandsTopic] = {}
         for name, topic in topics:
             self._channels[name] = self._writer.register_channel(
                 name, "cdr", schema_ids[canonical_type_name(topic.type_name)],
-                {"offered_qos_profiles": qos_yaml(topic.qos)})
+                {"offered_qos_profiles": qos_yaml(topic.qos, self.distro)})
             self._topics[name] = topic
-        self.distro = distro or ros_distro()
         self._writer.add_metadata(METADATA_ROSBAG2, {METADATA_ROS_DISTRO_KEY: self.distro})
         self.started_ns = int(started_ns if started_ns is not None else time.time_ns())
         self._lock = threading.Lock()
