@@ -68,6 +68,10 @@ class Harness:
 
     def make_backend(self, **kwargs) -> RosDriverBackend:
         kwargs.setdefault("action_timeout_s", 5.0)
+        # The service path: a verdict per call whatever the machine's load (the client's stream path gives each
+        # command a one-period deadline, which a loaded test machine can miss). The stream's own semantics are
+        # pinned by the StreamProbe tests with generous deadlines.
+        kwargs.setdefault("command_path", COMMAND_PATH_SERVICE)
         self.backend = RosDriverBackend(self.client, **kwargs)
         return self.backend
 
