@@ -135,7 +135,7 @@ def test_stop_signals_are_counted_then_ignored_after_restore_and_a_with_block_pu
         os.kill(os.getpid(), signal.SIGTERM)
         assert wait_for(lambda: signals.count == 1, 5.0)
         assert signals.signum == signal.SIGTERM and signals.event.is_set()
-        signals.restore()
+        signals.restore()  # a with block: no exit watch (this test process goes on)
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         os.kill(os.getpid(), signal.SIGTERM)  # ignored: this test process lives on
@@ -345,3 +345,30 @@ def test_the_package_config_files_declare_only_known_parameters():
     assert {"station_id", "relay_target"} <= known["station"]
     for name in ("rollout.yaml", "arm_driver.yaml", "station.yaml"):
         assert process.unknown_parameters_error(str(PACKAGE_SRC / "config" / name)) == "", name
+
+
+# A main whose shutdown is done but whose exit hangs: a non-daemon thread that never ends.
+HANGING_EXIT = textwrap.dedent("""
+    import sys, threading, time
+    from strands_robots.nodes.process import StopSignals
+    signals = StopSignals.install()
+    threading.Thread(target=time.sleep, args=(600,), name="never-ends").start()  # not a daemon
+    print("ready", flush=True)
+    signals.event.wait(30.0)
+    signals.restore(exit_grace_s=float(sys.argv[1]))
+    sys.exit(0)
+""")
+
+
+def test_a_process_whose_exit_hangs_after_restore_ends_itself_with_exit_4_and_says_why():
+    proc = _spawn([sys.executable, "-c", HANGING_EXIT, "0.5"])
+    try:
+        _read_until(proc, "ready", 30.0)
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)  # ignored: the watch, not a signal, ends it
+        out, _ = proc.communicate(timeout=30.0)
+        assert proc.returncode == process.EXIT_HUNG_AT_EXIT, out
+        assert "still running 0.5 s after its shutdown" in out and "never-ends" in out, out
+    finally:
+        _end(proc)

@@ -22,8 +22,9 @@ Stop signals keep being taken until the process exits. A terminal's Ctrl-C reach
 is still shutting down let that second signal kill it (exit -2, ``process has died``), and so does the
 interpreter's own teardown, which resets Python's handlers to the default action. :meth:`StopSignals.restore`
 (and interpreter exit after :meth:`StopSignals.install`) therefore sets the stop signals to SIG_IGN, which the
-teardown leaves alone; only a ``with StopSignals()`` block, for code that runs inside another program, puts the
-previous handlers back at its end.
+teardown leaves alone, and watches the exit: a process still there ``EXIT_GRACE_S`` later (a thread that never
+ends) exits with ``EXIT_HUNG_AT_EXIT`` and a line naming its threads. Only a ``with StopSignals()`` block, for
+code that runs inside another program, puts the previous handlers back at its end.
 
 Under ``strands-robots up`` the nodes are children of a supervisor that may die without a word (kill -9). The
 supervisor sets PR_SET_PDEATHSIG in the child (Linux) and also hands it the read end of a pipe whose number is in
@@ -38,6 +39,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import Any, Optional, Sequence
 
@@ -50,6 +52,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Exit codes of the node processes (beside 0, a clean stop, and 1, a failed run).
 EXIT_BAD_PARAMETERS = 2  # refused parameters or an unreadable parameters file
 EXIT_EXECUTOR_DIED = 3  # an exception escaped a callback and ended the executor's spin
+EXIT_HUNG_AT_EXIT = 4  # the process had not exited EXIT_GRACE_S after its shutdown (a thread that never ended)
+
+# How long a node process may take from StopSignals.restore() (its shutdown done) to its exit. Stop signals are
+# ignored in that time, so a process stuck there (a non-daemon thread that never ends) ends itself instead.
+EXIT_GRACE_S = 10.0
 
 # The read end of a pipe from the supervising process (a file descriptor number); end-of-file on it means the
 # supervisor is gone.
@@ -191,6 +198,14 @@ def _similar(a: str, b: str) -> bool:
     return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
 
 
+def _exit_if_still_here(grace_s: float) -> None:
+    time.sleep(grace_s)
+    sys.stderr.write(f"{_program_name(None)}: still running {grace_s:g} s after its shutdown "
+                     f"(threads left: {', '.join(t.name for t in threading.enumerate())}); exiting now\n")
+    sys.stderr.flush()
+    os._exit(EXIT_HUNG_AT_EXIT)
+
+
 def _ignore_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
@@ -211,6 +226,7 @@ class StopSignals:
         self.signum = 0
         self.count = 0
         self._previous: dict = {}
+        self._process_wide = False  # taken by install(): this process's main, which ends after restore()
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.signum = self.signum or signum
@@ -225,10 +241,11 @@ class StopSignals:
         """Take SIGINT/SIGTERM from now until the process exits."""
         signals = cls()
         signals._take()
+        signals._process_wide = True
         atexit.register(_ignore_stop_signals)
         return signals
 
-    def restore(self) -> None:
+    def restore(self, exit_grace_s: "float | None" = EXIT_GRACE_S) -> None:
         """Ignore stop signals from here on: the process is ending.
 
         Python's default SIGINT handler is deliberately not put back (see the module docstring): a second
@@ -237,8 +254,14 @@ class StopSignals:
         handler of its own back to the default action (and a signal then kills the process) but leaves an
         ignored signal ignored. :meth:`install` arranges the same at interpreter exit, should ``main`` not get
         here.
+
+        Since stop signals no longer end it, a watch ends the process with ``EXIT_HUNG_AT_EXIT`` (and a line
+        saying so) should it still be there ``exit_grace_s`` later; only after :meth:`install`, the signals of
+        a process's main (a ``with`` block runs inside a program that goes on).
         """
         _ignore_stop_signals()
+        if self._process_wide and exit_grace_s is not None and exit_grace_s >= 0:
+            threading.Thread(target=_exit_if_still_here, args=(exit_grace_s,), name="exit-watch", daemon=True).start()
 
     def uninstall(self) -> None:
         """Put the handlers that were there before back (for code that runs inside another program)."""
