@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 TIMEOUT_S = 120.0
+PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 
 
 class Up:
@@ -265,8 +267,16 @@ class Echo(Up):
         self._reader.start()
 
 
-def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run():
-    up = Up("--duration", "4")
+def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
+    # Starting the echo process (an interpreter, rclpy and a DDS participant) can hold a 2-core machine for a
+    # quarter second, the rollout's default driver-silence limit: this test is about the echo, so it allows
+    # the most the rollout accepts (0.5 s).
+    config = tmp_path / "rollout.yaml"
+    source = (PACKAGE_SRC / "config" / "rollout.yaml").read_text()
+    marker = "/**/rollout:\n  ros__parameters:\n"
+    assert marker in source
+    config.write_text(source.replace(marker, marker + "    driver_silence_s: 0.5\n", 1))
+    up = Up("--duration", "4", "--config-file", str(config))
     echo = None
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
