@@ -205,8 +205,9 @@ def test_up_scripted_policy_ends_in_a_safety_stop_exits_1_and_never_prints_done(
         up.kill()
 
 
-@pytest.mark.parametrize("sigints, gap_s", [(2, 0.013), (2, 0.060), (3, 0.030)])
-def test_up_takes_repeated_sigints_and_still_stops_the_nodes_cleanly(sigints, gap_s):
+@pytest.mark.parametrize("sig, sigints, gap_s", [(signal.SIGINT, 2, 0.013), (signal.SIGINT, 2, 0.060),
+                                                 (signal.SIGINT, 3, 0.030), (signal.SIGTERM, 2, 0.030)])
+def test_up_takes_repeated_stop_signals_and_still_stops_the_nodes_cleanly(sig, sigints, gap_s):
     up = Up("--duration", "30")
     children: list = []
     try:
@@ -214,10 +215,10 @@ def test_up_takes_repeated_sigints_and_still_stops_the_nodes_cleanly(sigints, ga
         children = children_of(up.proc.pid)
         assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
         for _ in range(sigints):
-            os.kill(up.proc.pid, signal.SIGINT)
+            os.kill(up.proc.pid, sig)
             time.sleep(gap_s)
         rc = up.wait(30.0)
-        assert rc == 130, up.output
+        assert rc == 128 + sig, up.output
         ended = [line for line in up.lines if line.startswith("Ended")]
         assert len(ended) == 1 and "stopped_reason=cancelled" in ended[0], up.output
         assert "Traceback" not in up.output and "KeyboardInterrupt" not in up.output, up.output
