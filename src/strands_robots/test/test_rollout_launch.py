@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+# "launch.launch_service", not "launch": the package's own launch/ directory is importable as a namespace
+# package named launch wherever build/strands_robots is on the path.
 pytest.importorskip(
-    "launch", reason="launch is not installed (no ROS distro; the Kilted PyPI wheels lack launch)"
+    "launch.launch_service", reason="launch is not installed (no ROS distro; the Kilted PyPI wheels lack launch)"
 )
 pytest.importorskip("launch_ros", reason="launch_ros is not installed (no ROS distro)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
