@@ -5,10 +5,11 @@ verdict and classifies it at once (full / partial / none / unknown), so ``RunPol
 own verdict. Over the stream that works like this:
 
 - ``send`` publishes the ``ActionCommand`` (run id, step index, lease token, keys, values, ``sent``, and
-  ``apply_by = sent + stale_after_s``; the rollout sets ``stale_after_s`` to three control periods, at least
-  10 ms: a delivery a loaded machine delayed still applies, in order, while a command the loop has long moved
-  on from never moves the arms) and waits on an event that the verdict subscription sets when **this** step's
-  verdict arrives. No service, no future, no executor round trip on the control thread:
+  ``apply_by = sent + stale_after_s``; the rollout sets ``stale_after_s`` to its dead-driver bound: a delivery a
+  loaded machine delayed still applies, in order, so the arms follow the trajectory late instead of holding and
+  then jumping to a fresh target, while a command the rollout would already have given the driver up for never
+  moves the arms) and waits on an event that the verdict subscription sets when **this** step's verdict
+  arrives. No service, no future, no executor round trip on the control thread:
   the publish is a DDS write, and the answer is one ``threading.Event`` hand-over from the executor thread.
 - The wait is bounded by ``wait_s``, a fraction of the control period (``verdict_wait_fraction``, default
   0.6), so a missing verdict costs at most that and never a deadline: the driver answers within ~0.5-1 ms on

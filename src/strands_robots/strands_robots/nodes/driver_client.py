@@ -63,11 +63,11 @@ COMMAND_PATH_SERVICE = "service"
 COMMAND_PATHS = (COMMAND_PATH_STREAM, COMMAND_PATH_SERVICE)
 # Fraction of the control period the stream path waits for a step's verdict (command_stream.py).
 DEFAULT_VERDICT_WAIT_FRACTION = 0.6
-# A streamed command is stale (the driver refuses it) this many control periods after it was sent, and never
-# sooner than STALE_AFTER_MIN_S: late enough that a delivery delayed by a loaded machine still applies in order,
-# early enough that a command the loop has long moved on from never moves the arms.
-STALE_AFTER_PERIODS = 3
-STALE_AFTER_MIN_S = 0.010
+# A streamed command is stale (the driver refuses it, the arms hold) once the dead-driver bound has passed since
+# it was sent: a delivery a loaded machine delayed still applies, in order, so the arms follow the trajectory
+# late instead of holding and then jumping to a fresh target (with a 10 ms bound, 500 Hz runs on this loaded
+# machine ended in safety trips: bench/README.md); and a command the rollout would already have given the
+# driver up for never moves the arms.
 # How long move_to_start_pose looks for the driver's action server before it falls back to the service.
 _START_POSE_DISCOVERY_S = 2.0
 
@@ -227,8 +227,11 @@ class RosDriverBackend:
 
     @property
     def stale_after_s(self) -> float:
-        """Stream path: how long after sending a command the driver still applies it (``apply_by``)."""
-        return max(STALE_AFTER_PERIODS * self._period_s, STALE_AFTER_MIN_S, self.verdict_wait_s)
+        """Stream path: how long after sending a command the driver still applies it (``apply_by``).
+
+        The dead-driver bound, or the verdict wait when longer.
+        """
+        return max(self._watch.silence_s, self.verdict_wait_s)
 
     @property
     def stream(self) -> CommandStream:
