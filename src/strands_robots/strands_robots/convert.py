@@ -102,7 +102,7 @@ _ROS: SimpleNamespace | None = None
 
 
 def _ros() -> SimpleNamespace:
-    """The message classes the fast paths use, imported once on first use."""
+    """Return the message classes the fast paths use, imported once on first use."""
     global _ROS
     if _ROS is None:
         from builtin_interfaces.msg import Time
@@ -145,7 +145,7 @@ def _plain_slots(cls: type) -> bool:
 
 
 def _blank_factory(cls: type) -> Callable[[], Any]:
-    """A maker of instances whose fields are all still unset, for callers that assign every field.
+    """Return a maker of instances whose fields are all still unset, for callers that assign every field.
 
     The generated ``__init__`` runs every setter once with a default (about 3 us for RunPolicyStep), and the
     fast paths then run them all again. ``__init__`` is only skipped where the class's state is exactly its
@@ -175,7 +175,7 @@ def _snake(name: str) -> str:
 
 
 def message_class(type_name: str) -> type:
-    """The generated class for a type name.
+    """Return the generated class for a type name.
 
     Accepts ``pkg/msg/Type``, ``pkg/Type`` (a msg), ``pkg/srv/SendAction_Request``,
     ``pkg/action/RunEpisode_Goal`` and the dotted ``pkg/srv/SendAction.Request`` form.
@@ -347,7 +347,7 @@ def _is_numeric_scalar(value: Any) -> bool:
 
 
 def join_numeric(keys: Iterable[str], values: Iterable[float]) -> dict[str, float]:
-    """The mapping back from parallel keys and values (plain floats)."""
+    """Return the mapping back from parallel keys and values (plain floats)."""
     return dict(zip(keys, map(float, values)))
 
 
@@ -356,7 +356,7 @@ _KIND_BY_TYPE: dict[type, str] = {}
 
 
 def event_kind(event: Any) -> str:
-    """``started`` / ``step`` / ``ended`` for an event dataclass (by class name, so no import is needed)."""
+    """Return ``started`` / ``step`` / ``ended`` for an event dataclass (by class name, so no import is needed)."""
     t = type(event)
     kind = _KIND_BY_TYPE.get(t)
     if kind is None:
@@ -410,7 +410,7 @@ def _step_dict(e: Any) -> dict[str, Any]:
 
 
 def event_to_dict(event: Any, dropped_before: int = 0) -> dict[str, Any]:
-    """An event dataclass as the dict form of an ``ObserverEvent`` envelope (no ROS needed).
+    """Return an event dataclass as the dict form of an ``ObserverEvent`` envelope (no ROS needed).
 
     Equal to ``msg_to_dict(event_to_msg(event, dropped_before))``; ``mcap_ros2`` serializes it with the
     ``ObserverEvent`` schema.
@@ -478,7 +478,7 @@ def _payload_msg(kind: str, event: Any) -> Any:
 
 def event_to_msg(event: Any, dropped_before: int = 0, observation: "Mapping[str, Any] | None" = None,
                  action: "Mapping[str, Any] | None" = None) -> Any:
-    """An event dataclass wrapped in an ``ObserverEvent`` envelope (stamp from ``utc_ns``).
+    """Wrap an event dataclass in an ``ObserverEvent`` envelope (stamp from ``utc_ns``).
 
     On the rollout node's publishing path at the control rate: no introspection, direct assignment.
 
@@ -534,7 +534,7 @@ def _payload_to_event(kind: str, p: Any) -> Any:
 
 
 def msg_to_event(msg: Any) -> Any:
-    """The event dataclass of an ``ObserverEvent`` envelope, or of a bare ``RunPolicy*`` payload message.
+    """Return the event dataclass of an ``ObserverEvent`` envelope, or of a bare ``RunPolicy*`` payload message.
 
     Also accepts the dict forms (:func:`event_to_dict`, :func:`msg_to_dict`), e.g. read back from MCAP.
 
@@ -582,7 +582,7 @@ def action_to_request(action: Mapping[str, float], lease_token: str = "", step_i
 
 
 def request_to_action(req: Any) -> dict[str, float]:
-    """The action mapping of a ``SendAction.Request`` (or ``ActionCommand``), in emission order.
+    """Return the action mapping of a ``SendAction.Request`` (or ``ActionCommand``), in emission order.
 
     :raises ValueError: keys and values of different lengths.
     """
@@ -620,7 +620,7 @@ def verdict_to_response(verdict: Any, stopped: bool = False, sim_time_s: float =
 
 
 def response_to_verdict(res: Any) -> Any:
-    """The :class:`~strands_robots.arm.verdict.ActionVerdict` of a ``SendAction.Response``.
+    """Return the :class:`~strands_robots.arm.verdict.ActionVerdict` of a ``SendAction.Response``.
 
     A response with ``error`` set is a coarse verdict: its key lists are dropped (nothing is known per key).
     """
@@ -700,7 +700,7 @@ def observation_to_joint_state(observation: Mapping[str, Any], stamp_ns: "int | 
 
 
 def joint_state_to_observation(msg: Any, sim_time_s: "float | None" = None) -> dict[str, float]:
-    """The observation dict of a ``JointState`` (absent arrays add no keys).
+    """Return the observation dict of a ``JointState`` (absent arrays add no keys).
 
     :param sim_time_s: robot time to report; by default the header stamp in seconds.
     """
@@ -728,7 +728,7 @@ def safety_check_to_msg(check: Any) -> Any:
 
 
 def msg_to_safety_check(msg: Any) -> Any:
-    """The :class:`~strands_robots.arm.safety.SafetyCheck` of a message (``text`` is derived, not stored)."""
+    """Return the :class:`~strands_robots.arm.safety.SafetyCheck` of a message (``text`` is derived, not stored)."""
     from strands_robots.arm.safety import SafetyCheck
 
     return SafetyCheck(arm=msg.arm, joint=msg.joint, quantity=msg.quantity, value=msg.value,
@@ -750,7 +750,7 @@ def safety_stop_to_msg(checks: Iterable[Any], stopped: bool = True, stamp_ns: in
 
 
 def msg_to_safety_checks(msg: Any) -> tuple[Any, ...]:
-    """The checks of a ``SafetyStop`` message as dataclasses."""
+    """Return the checks of a ``SafetyStop`` message as dataclasses."""
     return tuple(msg_to_safety_check(c) for c in msg.checks)
 
 

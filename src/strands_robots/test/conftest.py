@@ -16,7 +16,7 @@ isolate_dds()
 
 @pytest.fixture(scope="module")
 def ros_context():
-    """An initialised rclpy Context of its own for one test module; shut down after the module.
+    """Yield an initialised rclpy Context of its own for one test module; shut down after the module.
 
     Skips the requesting tests when rclpy cannot be imported (no ROS install and no .venv wheels).
     """

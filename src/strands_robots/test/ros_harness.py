@@ -24,8 +24,11 @@ def _ros_distro_is_humble() -> bool:
 
 
 def isolate_dds() -> None:
-    """Give this pytest process its own ROS_DOMAIN_ID (1..100, seeded by the pid) and keep discovery on this
-    host, before anything calls ``rclpy.init`` (subprocesses inherit it). Values already set win."""
+    """Give this pytest process its own ROS_DOMAIN_ID and keep discovery on this host.
+
+    The domain is 1..100, seeded by the pid; call it before anything calls ``rclpy.init`` (subprocesses inherit
+    it). Values already set win.
+    """
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
     if _ros_distro_is_humble():
         os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
