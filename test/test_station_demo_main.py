@@ -125,6 +125,36 @@ def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():
         demo.kill()
 
 
+def test_a_node_killed_mid_job_ends_the_demo_with_an_error_instead_of_waiting_forever():
+    demo = Demo()
+    try:
+        demo.wait_line(r"ep_0000 running", 120.0)
+        children = demo.children()
+        station = [p for p in children if "strands_robots.nodes.station_node" in _cmdline(p)]
+        assert len(station) == 1, (children, demo.output)
+        os.kill(station[0], signal.SIGKILL)
+        rc = demo.proc.wait(60.0)
+        demo._reader.join(5.0)
+        assert rc == 1, demo.output
+        assert re.search(r"^\[demo\] station exited with code -9 before the job ended; stopping", demo.output,
+                         re.M), demo.output
+        assert "SUCCEEDED" not in demo.output
+        deadline = time.monotonic() + 10.0
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in children if alive(p)] == []
+    finally:
+        demo.kill()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(tmp_path):
     from strands_robots.station_demo import DemoPolicy, LocalStation
 

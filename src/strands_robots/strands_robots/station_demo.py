@@ -369,6 +369,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                                control_frequency=spec.control_frequency)
         final = None
         served: dict = {}
+        died: dict = {}
         try:
             target = station.start_relay()
             write(f"[demo] relay on {target} (store {station.store_path}); starting the arm driver, rollout and "
@@ -388,7 +389,31 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                     served["error"] = exc
 
             threading.Thread(target=serve, name="demo-policy", daemon=True).start()
-            final = watch_job(client, job_id, write=write, stop=signals.event, timeout_s=timeout_s)
+            # Stop watching on Ctrl-C, and as soon as a node or the relay exits: a job whose station is gone
+            # never ends, so waiting for it would hang the demo.
+            stop = threading.Event()
+
+            def watch_children() -> None:
+                while not stop.is_set():
+                    if signals.event.is_set():
+                        stop.set()
+                        return
+                    for name, proc in list(station.sup.procs.items()):
+                        if proc.poll() is not None:
+                            died[name] = proc.returncode
+                            stop.set()
+                            return
+                    stop.wait(0.2)
+
+            threading.Thread(target=watch_children, name="demo-children", daemon=True).start()
+            final = watch_job(client, job_id, write=write, stop=stop, timeout_s=timeout_s)
+            stop.set()
+            if died and (final is None or final.state not in ("SUCCEEDED", "FAILED", "CANCELLED")):
+                name, code = next(iter(died.items()))
+                write(f"\n[demo] {name} exited with code {code} before the job ended; stopping")
+                for line in log_lines[-20:]:
+                    write(line)
+                final = None
             if signals.event.is_set():
                 write("\n[demo] stopping: cancelling the job and ending the nodes")
                 try:
@@ -402,7 +427,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
         if "error" in served:
             write(f"[demo] the policy client ended with {type(served['error']).__name__}: {served['error']}")
         if final is None:
-            write("[demo] no status of the job was ever received")
+            if not died:
+                write("[demo] no status of the job was ever received")
             return 1
         write("")
         write(summary_table(final))
