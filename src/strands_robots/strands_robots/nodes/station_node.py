@@ -417,8 +417,7 @@ class StationNode(Node):
         self._queue.put(None)
         runner = self.current
         if runner is not None:
-            self.robot.stop_rollout("station shutting down")
-            runner.console.cancel()
+            runner.suspend("station shutting down")  # stops the rollout; the job stays as persisted
         if self.link is not None:
             self.link.close(flush_timeout_s=1.0)
         self.robot.close()

@@ -170,6 +170,8 @@ class RosRobotPort:
         if not res.granted:
             return False, res.message
         with self._lock:
+            # A stop that raced the end of the previous rollout belongs to that episode, not to this one.
+            self._pending_stop = ""
             self._lease_id = res.lease_id
             self._holder = holder
             self._lease_duration_s = float(duration_s)
