@@ -3,6 +3,7 @@
 #   postgresql      the relay's shared store (tests run initdb/pg_ctl in a temp dir)
 #   libxml2-utils   xmllint, which the lint test runs on package.xml
 #   openssl         the relay TLS test makes a self-signed certificate
+#   libgl1 libglib2.0-0 libfontconfig1 libdbus-1-3   what PyQt5's wheels load for the offscreen monitor test
 # Needs root (CI and the dev machines are root); elsewhere it says what to install and the tests that need
 # them skip with that reason.
 set -euo pipefail
@@ -10,6 +11,9 @@ missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v xmllint >/dev/null 2>&1 || missing+=(libxml2-utils)
+for pkg in libgl1 libglib2.0-0 libfontconfig1 libdbus-1-3; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "[setup] not root or no apt-get: install ${missing[*]} yourself (their tests skip until then)"
