@@ -133,8 +133,8 @@ def test_stop_signals_are_counted_then_ignored_after_restore_and_a_with_block_pu
     previous = signal.getsignal(signal.SIGTERM)
     with process.StopSignals() as signals:
         os.kill(os.getpid(), signal.SIGTERM)
-        assert wait_for(lambda: signals.count == 1, 5.0)
-        assert signals.signum == signal.SIGTERM and signals.event.is_set()
+        assert wait_for(lambda: signals.count == 1 and signals.event.is_set(), 5.0)
+        assert signals.signum == signal.SIGTERM
         signals.restore()  # a with block: no exit watch (this test process goes on)
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
@@ -372,3 +372,33 @@ def test_a_process_whose_exit_hangs_after_restore_ends_itself_with_exit_4_and_sa
         assert "still running 0.5 s after its shutdown" in out and "never-ends" in out, out
     finally:
         _end(proc)
+
+
+# A main loop that spends nearly all its time inside event.wait(), where a handler that set the event itself
+# could find the event's lock held by the very thread it interrupted. It ends when its stdin closes.
+WAITING_MAIN = textwrap.dedent("""
+    import sys, threading
+    from strands_robots.nodes.process import StopSignals
+    signals = StopSignals.install()
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    print("ready", flush=True)
+    while not done.is_set():
+        signals.event.wait(0.00001)
+    print(f"took {signals.count} event {signals.event.is_set()}", flush=True)
+""")
+
+
+def test_stop_signals_landing_inside_event_wait_never_hang_the_main_loop():
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", WAITING_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True, env=_env())
+        try:
+            _read_until(proc, "ready", 30.0)
+            for _ in range(40):  # each handled one is a chance to land inside the wait (some coalesce)
+                os.kill(proc.pid, signal.SIGTERM)
+                time.sleep(0.002)
+            out, _ = proc.communicate(input="", timeout=20.0)  # a deadlocked handler would never let it end
+            assert proc.returncode == 0 and "event True" in out, out
+        finally:
+            _end(proc)

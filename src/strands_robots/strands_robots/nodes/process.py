@@ -219,6 +219,11 @@ class StopSignals:
 
     :meth:`install` takes them for the rest of the process (a node's ``main``); ``with StopSignals() as s:``
     takes them for the block and puts the previous handlers back after it.
+
+    The handler takes no lock: it writes a byte to a pipe, and a thread of its own sets ``event``. Setting the
+    event in the handler itself could deadlock, for the handler runs on the main thread between two bytecodes,
+    possibly inside ``event.wait()`` while that holds the event's (non-reentrant) lock: a main loop of
+    ``while not event.wait(0.1)`` then hangs for good on the signal meant to stop it.
     """
 
     def __init__(self) -> None:
@@ -227,13 +232,29 @@ class StopSignals:
         self.count = 0
         self._previous: dict = {}
         self._process_wide = False  # taken by install(): this process's main, which ends after restore()
+        self._wake_write = -1
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.signum = self.signum or signum
         self.count += 1
-        self.event.set()
+        try:
+            os.write(self._wake_write, b"s")
+        except OSError:  # full (a wake-up is pending anyway) or closed (uninstalled)
+            pass
+
+    def _relay(self, read_fd: int) -> None:
+        try:
+            while os.read(read_fd, 64):
+                self.event.set()
+        except OSError:
+            pass
+        finally:
+            os.close(read_fd)
 
     def _take(self) -> None:
+        read_fd, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
+        threading.Thread(target=self._relay, args=(read_fd,), name="stop-signals", daemon=True).start()
         self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
 
     @classmethod
@@ -268,6 +289,9 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        if self._wake_write >= 0:
+            os.close(self._wake_write)  # the relay thread reads end-of-file and ends
+            self._wake_write = -1
 
     def __enter__(self) -> "StopSignals":
         self._take()
