@@ -298,7 +298,7 @@ class LocalStation:
     def start_rollout(self) -> Any:
         """Start (or restart) the rollout node, with its takeover services."""
         self.rollout = self.sup.start("rollout", self._node_argv(
-            "strands_robots.nodes.rollout_takeover", "rollout", config_file("rollout.yaml"),
+            "strands_robots.nodes.rollout_node", "rollout", config_file("rollout.yaml"),
             self._rollout_overrides), on_line=self._emit)
         return self.rollout
 

@@ -50,12 +50,11 @@ def ros_task(task_id, **params):
 
 
 class Station:
-    """Driver, rollout (with the takeover services) and station nodes in this process, plus a client node."""
+    """Driver, rollout (its takeover services included) and station nodes in this process, plus a client node."""
 
     def __init__(self, tmp_path, operator="scripted", **station_params):
         from strands_robots.nodes.arm_driver_node import ArmDriverNode
         from strands_robots.nodes.rollout_node import RolloutNode
-        from strands_robots.nodes.rollout_takeover import add_takeover_services
         from strands_robots.nodes.station_node import StationNode
 
         self.namespace = f"/station_test_{uuid.uuid4().hex[:8]}"
@@ -75,7 +74,7 @@ class Station:
             self.rollout = RolloutNode(context=self.context, namespace=self.namespace, parameter_overrides=[
                 Parameter("start_pose_before_episode", value=False), Parameter("control_frequency", value=RATE_HZ),
                 Parameter("driver_silence_s", value=0.5), Parameter("driver_timeout_s", value=30.0)])
-            self.takeover = add_takeover_services(self.rollout, self.rollout.runner)
+            self.takeover = self.rollout.takeover  # the rollout node creates its takeover services itself
             self._add(self.rollout)
             params = {"state_dir": str(tmp_path / "state"), "operator": operator, **station_params}
             self.station = self._add(StationNode(

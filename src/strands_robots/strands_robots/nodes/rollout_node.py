@@ -65,6 +65,7 @@ from strands_robots.nodes.driver_client import COMMAND_PATHS, DEFAULT_VERDICT_WA
 from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.rollout_takeover import add_takeover_services
 from strands_robots.policies.registry import known_providers
 from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_condition_of_result
 from strands_robots.rollout.run_spec import FIELD_LIMITS, RunRefused, validate_run
@@ -211,6 +212,8 @@ class RolloutNode(Node):
             goal_callback=self._on_goal, cancel_callback=self._on_cancel,
         )
         self._watch = self.create_timer(0.05, self._watch_lease)
+        # Operator takeover (the station's pause / resume) and the relay policy sessions' clean-up.
+        self.takeover = add_takeover_services(self, self.runner)
         self.exit_code: "int | None" = None
         self.done = threading.Event()
         self._closing = threading.Event()

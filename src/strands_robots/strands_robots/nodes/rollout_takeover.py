@@ -12,7 +12,8 @@
   in this process (the station calls it after each episode and when it finds a session of its job left open by
   a previous station process).
 
-The station node calls them when its operator takes over and hands back. The callbacks only flip the runner's
+The rollout node creates them at construction; the station node calls them when its operator takes over and
+hands back. The callbacks only flip the runner's
 pause state (no waiting), so they are safe on a single-threaded executor that also serves the episode.
 """
 
@@ -114,28 +115,3 @@ def add_takeover_services(node: Any, runner: Any, callback_group: Any = None,
                           running: Optional[Callable[[], bool]] = None) -> TakeoverServices:
     """Create ``pause_rollout`` / ``resume_rollout`` on ``node`` calling ``runner.pause()`` / ``resume()``."""
     return TakeoverServices(node, runner, callback_group, running)
-
-
-def main(argv: "list[str] | None" = None) -> int:
-    """Run the rollout node with the takeover services added (``python -m strands_robots.nodes.rollout_takeover``).
-
-    This is what the station needs, for as long as ``rollout_node`` does not create them itself.
-    """
-    from strands_robots.nodes import rollout_node
-
-    base = rollout_node.RolloutNode
-
-    class RolloutNodeWithTakeover(base):  # type: ignore[misc, valid-type]
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            if getattr(self, "takeover", None) is None:
-                self.takeover = add_takeover_services(self, self.runner)
-
-    rollout_node.RolloutNode = RolloutNodeWithTakeover
-    return rollout_node.main(argv)
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
