@@ -132,3 +132,11 @@ def test_stop_all_ends_each_child_and_its_group_and_collects_their_output():
     finally:
         for p in sup.procs.values():
             _kill(p.pid)
+
+
+def test_supervisor_and_stop_signals_import_without_ros():
+    code = ("import sys; import strands_robots.supervisor, strands_robots.stop_signals; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'launch', 'launch_ros')))")
+    out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=_env(), timeout=60).stdout
+    assert out.strip() == "[]", out

@@ -34,12 +34,10 @@ reads end-of-file) the process sends itself SIGTERM, so it stops the way a SIGTE
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import sys
 import threading
-import time
 import traceback
 from typing import Any, Optional, Sequence
 
@@ -47,16 +45,14 @@ import rclpy
 import rclpy.logging
 from rclpy.executors import ExternalShutdownException
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The stop signals have no ROS in them (the relay and the CLI use them too); this module's API re-exports them.
+from strands_robots.stop_signals import EXIT_GRACE_S, EXIT_HUNG_AT_EXIT, STOP_SIGNALS, StopSignals  # noqa: F401
+
 
 # Exit codes of the node processes (beside 0, a clean stop, and 1, a failed run).
 EXIT_BAD_PARAMETERS = 2  # refused parameters or an unreadable parameters file
 EXIT_EXECUTOR_DIED = 3  # an exception escaped a callback and ended the executor's spin
-EXIT_HUNG_AT_EXIT = 4  # the process had not exited EXIT_GRACE_S after its shutdown (a thread that never ended)
 
-# How long a node process may take from StopSignals.restore() (its shutdown done) to its exit. Stop signals are
-# ignored in that time, so a process stuck there (a non-daemon thread that never ends) ends itself instead.
-EXIT_GRACE_S = 10.0
 
 # The read end of a pipe from the supervising process (a file descriptor number); end-of-file on it means the
 # supervisor is gone.
@@ -196,109 +192,6 @@ def _similar(a: str, b: str) -> bool:
     import difflib
 
     return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
-
-
-def _exit_if_still_here(grace_s: float) -> None:
-    time.sleep(grace_s)
-    sys.stderr.write(f"{_program_name(None)}: still running {grace_s:g} s after its shutdown "
-                     f"(threads left: {', '.join(t.name for t in threading.enumerate())}); exiting now\n")
-    sys.stderr.flush()
-    os._exit(EXIT_HUNG_AT_EXIT)
-
-
-def _ignore_stop_signals() -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-
-
-class StopSignals:
-    """SIGINT/SIGTERM set ``event`` instead of raising.
-
-    The first one's number is in ``signum``; every one is counted in ``count``.
-
-    :meth:`install` takes them for the rest of the process (a node's ``main``); ``with StopSignals() as s:``
-    takes them for the block and puts the previous handlers back after it.
-
-    The handler takes no lock: it writes a byte to a pipe, and a thread of its own sets ``event``. Setting the
-    event in the handler itself could deadlock, for the handler runs on the main thread between two bytecodes,
-    possibly inside ``event.wait()`` while that holds the event's (non-reentrant) lock: a main loop of
-    ``while not event.wait(0.1)`` then hangs for good on the signal meant to stop it.
-    """
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signum = 0
-        self.count = 0
-        self._previous: dict = {}
-        self._process_wide = False  # taken by install(): this process's main, which ends after restore()
-        self._wake_write = -1
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.signum = self.signum or signum
-        self.count += 1
-        try:
-            os.write(self._wake_write, b"s")
-        except OSError:  # full (a wake-up is pending anyway) or closed (uninstalled)
-            pass
-
-    def _relay(self, read_fd: int) -> None:
-        try:
-            while os.read(read_fd, 64):
-                self.event.set()
-        except OSError:
-            pass
-        finally:
-            os.close(read_fd)
-
-    def _take(self) -> None:
-        read_fd, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_write, False)
-        threading.Thread(target=self._relay, args=(read_fd,), name="stop-signals", daemon=True).start()
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
-
-    @classmethod
-    def install(cls) -> "StopSignals":
-        """Take SIGINT/SIGTERM from now until the process exits."""
-        signals = cls()
-        signals._take()
-        signals._process_wide = True
-        atexit.register(_ignore_stop_signals)
-        return signals
-
-    def restore(self, exit_grace_s: "float | None" = EXIT_GRACE_S) -> None:
-        """Ignore stop signals from here on: the process is ending.
-
-        Python's default SIGINT handler is deliberately not put back (see the module docstring): a second
-        Ctrl-C during the last part of the shutdown would raise KeyboardInterrupt out of it. Ignoring (SIG_IGN)
-        rather than keeping our handler also covers the interpreter's own teardown, where Python resets every
-        handler of its own back to the default action (and a signal then kills the process) but leaves an
-        ignored signal ignored. :meth:`install` arranges the same at interpreter exit, should ``main`` not get
-        here.
-
-        Since stop signals no longer end it, a watch ends the process with ``EXIT_HUNG_AT_EXIT`` (and a line
-        saying so) should it still be there ``exit_grace_s`` later; only after :meth:`install`, the signals of
-        a process's main (a ``with`` block runs inside a program that goes on).
-        """
-        _ignore_stop_signals()
-        if self._process_wide and exit_grace_s is not None and exit_grace_s >= 0:
-            threading.Thread(target=_exit_if_still_here, args=(exit_grace_s,), name="exit-watch", daemon=True).start()
-
-    def uninstall(self) -> None:
-        """Put the handlers that were there before back (for code that runs inside another program)."""
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
-        if self._wake_write >= 0:
-            os.close(self._wake_write)  # the relay thread reads end-of-file and ends
-            self._wake_write = -1
-
-    def __enter__(self) -> "StopSignals":
-        self._take()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.uninstall()
 
 
 class SpinThread(threading.Thread):
