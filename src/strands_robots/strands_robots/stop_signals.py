@@ -50,10 +50,13 @@ class StopSignals:
     :meth:`install` takes them for the rest of the process (a node's ``main``); ``with StopSignals() as s:``
     takes them for the block and puts the previous handlers back after it.
 
-    The handler takes no lock: it writes a byte to a pipe, and a thread of its own sets ``event``. Setting the
-    event in the handler itself could deadlock, for the handler runs on the main thread between two bytecodes,
-    possibly inside ``event.wait()`` while that holds the event's (non-reentrant) lock: a main loop of
-    ``while not event.wait(0.1)`` then hangs for good on the signal meant to stop it.
+    The event is set by a thread of its own, woken through a pipe that the interpreter's C-level signal
+    handler writes to (``signal.set_wakeup_fd``) in whichever thread the kernel delivered the signal to. So
+    ``event`` is set at once even while the main thread sits in a long blocking call (the Python-level handler
+    runs only on the main thread, between bytecodes), and no handler takes a lock: setting the event inside the
+    handler could deadlock, since the handler may interrupt the main thread inside ``event.wait()`` while that
+    holds the event's (non-reentrant) lock, and ``while not event.wait(0.1)`` would then hang for good on the
+    signal meant to stop it.
     """
 
     def __init__(self) -> None:
@@ -63,18 +66,26 @@ class StopSignals:
         self._previous: dict = {}
         self._process_wide = False  # taken by install(): this process's main, which ends after restore()
         self._wake_write = -1
+        self._previous_wakeup = -1
+        self._wakeup_set = False
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.signum = self.signum or signum
         self.count += 1
-        try:
-            os.write(self._wake_write, b"s")
-        except OSError:  # full (a wake-up is pending anyway) or closed (uninstalled)
-            pass
+        if not self._wakeup_set:  # taken off the main thread's wakeup fd: wake the relay ourselves
+            try:
+                os.write(self._wake_write, bytes([signum]))
+            except OSError:  # full (a wake-up is pending anyway) or closed (uninstalled)
+                pass
 
     def _relay(self, read_fd: int) -> None:
         try:
-            while os.read(read_fd, 64):
+            while True:
+                data = os.read(read_fd, 64)
+                if not data:
+                    break
+                if not self.signum:
+                    self.signum = next((b for b in data if b in STOP_SIGNALS), 0)
                 self.event.set()
         except OSError:
             pass
@@ -86,6 +97,11 @@ class StopSignals:
         os.set_blocking(self._wake_write, False)
         threading.Thread(target=self._relay, args=(read_fd,), name="stop-signals", daemon=True).start()
         self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        try:
+            self._previous_wakeup = signal.set_wakeup_fd(self._wake_write, warn_on_full_buffer=False)
+            self._wakeup_set = True
+        except ValueError:  # not the main thread: the Python-level handler wakes the relay
+            self._wakeup_set = False
 
     @classmethod
     def install(cls) -> "StopSignals":
@@ -119,6 +135,12 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        if self._wakeup_set:
+            try:
+                signal.set_wakeup_fd(self._previous_wakeup)
+            except ValueError:
+                pass
+            self._wakeup_set = False
         if self._wake_write >= 0:
             os.close(self._wake_write)  # the relay thread reads end-of-file and ends
             self._wake_write = -1

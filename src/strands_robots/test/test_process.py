@@ -402,3 +402,28 @@ def test_stop_signals_landing_inside_event_wait_never_hang_the_main_loop():
             assert proc.returncode == 0 and "event True" in out, out
         finally:
             _end(proc)
+
+
+# The main thread blocks the stop signals, so the kernel must hand them to another thread, and then waits a
+# whole minute: only a wake-up that does not need the main thread's Python-level handler ends the wait.
+BLOCKED_MAIN = textwrap.dedent("""
+    import signal, sys
+    from strands_robots.nodes.process import StopSignals
+    signals = StopSignals.install()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    print("ready", flush=True)
+    woke = signals.event.wait(60.0)
+    print(f"woke {woke} signum {signals.signum}", flush=True)
+    sys.exit(0)
+""")
+
+
+def test_a_stop_signal_delivered_to_another_thread_sets_the_event_at_once():
+    proc = _spawn([sys.executable, "-c", BLOCKED_MAIN])
+    try:
+        _read_until(proc, "ready", 30.0)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20.0)  # well inside the minute the wait would otherwise take
+        assert proc.returncode == 0 and f"woke True signum {int(signal.SIGTERM)}" in out, out
+    finally:
+        _end(proc)

@@ -275,7 +275,8 @@ def watch_supervisor(environ: "dict | None" = None) -> Optional[threading.Thread
                 pass
         except OSError:
             pass
-        os.kill(os.getpid(), signal.SIGTERM)
+        # To the main thread itself: a blocking call there returns at once and its stop path runs.
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
 
     thread = threading.Thread(target=watch, name="supervisor-watch", daemon=True)
     thread.start()
