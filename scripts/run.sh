@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# The main job: the richest end-to-end run the project can do today, with visible progress.
+# The main job: the richest end-to-end run the project can do today, with visible progress: a simulated
+# station (local relay, arm driver, rollout and station nodes) running the demo job, its policy served through
+# the relay by the Evaluation Client as a remote team would (`strands-robots up`; ARGS pass through, e.g.
+# `make run ARGS="--rollout --policy scripted"` or `ARGS="--relay HOST:PORT --station-token T"`).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 domain_base=101
 # shellcheck source=scripts/ros_shell.sh
 source "$root/scripts/ros_shell.sh"
-if python -c "import launch, launch_ros" >/dev/null 2>&1 && command -v ros2 >/dev/null 2>&1; then
-  exec ros2 launch strands_robots rollout.launch.py "$@"
-fi
-echo "[run] 'launch'/'ros2' not available here: bringing up the same nodes with 'strands-robots up'"
-exec python -m strands_robots.cli up --episodes 2 "$@"
+exec python -m strands_robots.cli up "$@"

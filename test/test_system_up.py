@@ -1,4 +1,4 @@
-"""System test: ``strands-robots up`` brings up the arm driver and the rollout node, runs an episode, exits.
+"""System test: ``strands-robots up --rollout`` brings up the arm driver and the rollout node, runs an episode, exits.
 
 The command runs as a subprocess in a session of its own (so a stray signal from here reaches nothing else)
 and is ended by its PID in ``finally`` whatever happens; its node processes are found with ``ps --ppid``.
@@ -28,14 +28,14 @@ PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 
 
 class Up:
-    """``python -m strands_robots.cli up ...`` with its output collected line by line on a thread."""
+    """``python -m strands_robots.cli up --rollout ...`` with its output collected line by line on a thread."""
 
     def __init__(self, *args: str) -> None:
         self.namespace = f"system_up_{uuid.uuid4().hex[:8]}"
         self.lines: list = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.cli", "up", "--namespace", self.namespace, *args],
+            [sys.executable, "-m", "strands_robots.cli", "up", "--rollout", "--namespace", self.namespace, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -34,5 +34,9 @@ setup(
             "arm_driver_node = strands_robots.nodes.arm_driver_node:main",
             "station_node = strands_robots.nodes.station_node:main",
         ],
+        # Hardware adapters the arm driver's `hardware` parameter can name (a real arm registers its own).
+        "strands_robots.hardware": [
+            "mujoco = strands_robots.arm.mujoco_sim:hardware",
+        ],
     },
 )

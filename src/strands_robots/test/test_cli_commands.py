@@ -26,14 +26,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_help_lists_every_command():
     proc = _cli("--help")
     assert proc.returncode == 0, proc.stdout
-    for command in ("up", "echo", "demo", "station", "relay", "job"):
+    for command in ("up", "echo", "demo", "station", "relay", "job", "record", "report", "monitor", "foxglove"):
         assert command in proc.stdout.split("positional arguments:")[1], proc.stdout
 
 
 @pytest.mark.parametrize("args, line", [
-    (("up", "--episodes", "0"), "strands-robots up: --episodes 0: nothing to run (ask for at least 1 episode)"),
-    (("up", "--duration", "0"), "strands-robots up: --duration 0: must be greater than 0"),
-    (("up", "--control-frequency", "-5"), "strands-robots up: --control-frequency -5: must be greater than 0"),
+    (("up", "--rollout", "--episodes", "0"),
+     "strands-robots up: --episodes 0: nothing to run (ask for at least 1 episode)"),
+    (("up", "--rollout", "--duration", "0"), "strands-robots up: --duration 0: must be greater than 0"),
+    (("up", "--rollout", "--control-frequency", "-5"),
+     "strands-robots up: --control-frequency -5: must be greater than 0"),
+    (("up", "--policy", "scripted"),
+     "strands-robots up: --policy: only with --rollout (the station runs the job's own settings)"),
+    (("up", "--rollout", "--relay", "127.0.0.1:1"), "strands-robots up: --relay: not with --rollout"),
+    (("up", "--relay", "127.0.0.1:1"),
+     "strands-robots up: --relay needs --station-token (the station's token on that relay)"),
 ])
 def test_up_refuses_a_run_with_nothing_to_do_in_one_line_and_exit_2(args, line):
     proc = _cli(*args)

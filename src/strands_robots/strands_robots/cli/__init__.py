@@ -1,10 +1,14 @@
 """``strands-robots``: the package set's command line, usable without ``ros2``.
 
-``strands-robots up [--namespace strands] [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]``
-  Bring up the arm driver and the rollout node from the same config file as rollout.launch.py (for machines
-  where ``launch`` is missing), run the episodes, print the observer stream as it goes, and exit with the
-  rollout node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly; the nodes
-  die with this command however it dies.
+``strands-robots up [--job-file F] [--relay ADDR --station-token T] [--namespace station]``
+  A simulated station: with no ``--relay``, a local relay, the arm driver, rollout and station nodes, the demo
+  job submitted through the Evaluation Client and its policy served through the relay, a progress bar of
+  finished episodes and the summary table (exit 0 when the job SUCCEEDED); with ``--relay``, the station takes
+  jobs from that relay until Ctrl-C. Every node dies with this command however it dies.
+``strands-robots up --rollout [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]``
+  Only the arm driver and the rollout node, from the same config file as rollout.launch.py (for machines where
+  ``launch`` is missing): run the episodes, print the observer stream as it goes, and exit with the rollout
+  node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly.
 ``strands-robots echo [--namespace strands] [--steps | --gaps | --summary] [--runs N]``
   Print the observer stream of a running rollout node, one line per event (or one per second of steps);
   ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
@@ -17,6 +21,8 @@
   The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
 ``strands-robots job submit|status|watch|cancel ...``
   The Evaluation Client from the command line (``strands_robots.job_cli``).
+``strands-robots record | report | monitor | foxglove ...``
+  Monitoring (``strands_robots.monitoring``): MCAP recording, plots, the monitor window, the Foxglove live view.
 """
 
 from __future__ import annotations
@@ -36,14 +42,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strands-robots", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="bring up the arm driver and rollout node and run episodes (no ros2 launch)")
-    up.add_argument("--config-file", default="", help="ROS parameters file (default: the package's rollout.yaml)")
-    up.add_argument("--namespace", default="strands")
-    up.add_argument("--policy", default="mock", help="policy provider: mock, replay, scripted")
-    up.add_argument("--control-frequency", type=float, default=50.0)
-    up.add_argument("--duration", type=float, default=5.0, help="episode budget in seconds")
-    up.add_argument("--episodes", type=int, default=1)
-    up.add_argument("--every-step", action="store_true", help="print every step, not one line per second")
+    up = sub.add_parser(
+        "up", help="bring up a simulated station (relay, driver, rollout, station) and run the demo job; "
+                   "--relay: take jobs from a relay; --rollout: only the driver and the rollout node",
+        description="Without options: a local relay, the arm driver, rollout and station nodes, the demo job "
+                    "submitted and its policy served through the relay, a progress bar and the summary (exit 0 "
+                    "when the job SUCCEEDED). --relay ADDR --station-token T: the station takes jobs from that "
+                    "relay until Ctrl-C. --rollout: only the driver and the rollout node, running --episodes "
+                    "episodes of --policy (exit 1 after an error or a safety stop).")
+    up.add_argument("--namespace", default=None, help="ROS namespace of the nodes (default: station, or strands "
+                                                      "with --rollout)")
+    station = up.add_argument_group("station (the default)")
+    station.add_argument("--job-file", default=None, help="the job to run (default: the package's demo_job.yaml)")
+    station.add_argument("--relay", default=None, help="HOST:PORT of a relay to take jobs from (no local relay)")
+    station.add_argument("--station-token", default=None, help="the station's token on that relay")
+    station.add_argument("--verbose", action="store_true", help="print every node's output")
+    rollout = up.add_argument_group("--rollout: the driver and the rollout node only")
+    rollout.add_argument("--rollout", action="store_true", help="bring up only the driver and the rollout node")
+    rollout.add_argument("--config-file", default=None,
+                         help="ROS parameters file (default: the package's rollout.yaml)")
+    rollout.add_argument("--policy", default=None, help="policy provider: mock (default), replay, scripted")
+    rollout.add_argument("--control-frequency", type=float, default=None, help="control rate in Hz (default 50)")
+    rollout.add_argument("--duration", type=float, default=None, help="episode budget in seconds (default 5)")
+    rollout.add_argument("--episodes", type=int, default=None, help="episodes to run (default 1)")
+    rollout.add_argument("--every-step", action="store_true", help="print every step, not one line per second")
     up.set_defaults(func=cmd_up)
 
     echo = sub.add_parser("echo", help="print a running rollout node's observer stream")
@@ -78,10 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
 DELEGATED = {
     "station": "the simulated station through a local relay (the demo job), or taking jobs from a relay",
     "relay": "the relay between stations and Evaluation Clients (gRPC)",
+    "record": "record every strands topic to MCAP (rosbag2 conventions, latched state first); --foxglove serves "
+              "them live",
+    "report": "PNG plots from recordings: one per episode and a job summary",
+    "monitor": "the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
+    "foxglove": "serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
 }
+_MONITORING = {"record": "record", "report": "report", "monitor": "monitor_app", "foxglove": "foxglove_live"}
 
 
 def _delegate(name: str, argv: "list[str]") -> int:
+    if name in _MONITORING:
+        import importlib
+
+        return int(importlib.import_module(f"strands_robots.monitoring.{_MONITORING[name]}").main(argv) or 0)
     if name == "station":
         from strands_robots.station_demo import main as station_main
 

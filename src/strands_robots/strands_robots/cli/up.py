@@ -1,9 +1,14 @@
-"""``strands-robots up``: the arm driver and the rollout node as child processes, their episodes, one verdict.
+"""``strands-robots up``: a simulated station running a job, or (``--rollout``) the driver and rollout node alone.
 
-The nodes get the same parameters file as rollout.launch.py. They run under a :class:`~strands_robots.supervisor.
-Supervisor`, so they die with this process however it dies. The exit code is the rollout node's (0 only when every
-episode asked for ended ok and was seen to), 128 + the signal after Ctrl-C or SIGTERM, 2 for a bad command line or
-parameters file. A failed run never prints ``done``.
+Without ``--rollout`` it is :func:`strands_robots.station_demo.run_demo` (a local relay, the three nodes, the
+demo job submitted and served through the relay) or, with ``--relay``,
+:func:`~strands_robots.station_demo.run_station`.
+
+With ``--rollout`` it brings up the arm driver and the rollout node as child processes, runs their episodes and
+gives one verdict. The nodes get the same parameters file as rollout.launch.py. They run under a
+:class:`~strands_robots.supervisor.Supervisor`, so they die with this process however it dies. The exit code is
+the rollout node's (0 only when every episode asked for ended ok and was seen to), 128 + the signal after
+Ctrl-C or SIGTERM, 2 for a bad command line or parameters file. A failed run never prints ``done``.
 """
 
 from __future__ import annotations
@@ -56,7 +61,45 @@ def _usage_error(text: str) -> int:
     return EXIT_USAGE
 
 
+_ROLLOUT_ONLY = ("config_file", "policy", "control_frequency", "duration", "episodes")
+_ROLLOUT_DEFAULTS = {"policy": "mock", "control_frequency": 50.0, "duration": 5.0, "episodes": 1}
+_STATION_ONLY = ("job_file", "relay", "station_token")
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    """Run the simulated station (default), the station taking jobs from a relay, or ``--rollout``."""
+    if not args.rollout:
+        given = [f"--{name.replace('_', '-')}" for name in _ROLLOUT_ONLY if getattr(args, name) is not None]
+        if given or args.every_step:
+            return _usage_error(f"{', '.join(given or ['--every-step'])}: only with --rollout (the station runs "
+                                "the job's own settings)")
+        return _station(args)
+    given = [f"--{name.replace('_', '-')}" for name in _STATION_ONLY if getattr(args, name) is not None]
+    if given:
+        return _usage_error(f"{', '.join(given)}: not with --rollout")
+    for name, default in _ROLLOUT_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.config_file = args.config_file or ""
+    args.namespace = args.namespace or "strands"
+    return _rollout(args)
+
+
+def _station(args: argparse.Namespace) -> int:
+    if args.relay and not args.station_token:
+        return _usage_error("--relay needs --station-token (the station's token on that relay)")
+    if args.station_token and not args.relay:
+        return _usage_error("--station-token needs --relay")
+    ros_env_check("up")
+    from strands_robots import station_demo
+
+    namespace = args.namespace or "station"
+    if args.relay:
+        return station_demo.run_station(args.relay, args.station_token, namespace=namespace)
+    return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose)
+
+
+def _rollout(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         return _usage_error(f"--episodes {args.episodes}: nothing to run (ask for at least 1 episode)")
     for flag, value in (("--duration", args.duration), ("--control-frequency", args.control_frequency)):

@@ -52,6 +52,7 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.task import Future
@@ -544,7 +545,7 @@ def main(argv: "list[str] | None" = None) -> int:
             code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
     except (KeyboardInterrupt, ExternalShutdownException):
         code = 0
-    except ValueError as exc:  # invalid parameters
+    except (ValueError, ParameterException) as exc:  # invalid parameters: one line, no traceback
         print(f"rollout_node: {exc}", file=sys.stderr)
         code = getattr(process, "EXIT_BAD_PARAMETERS", 2)
     finally:

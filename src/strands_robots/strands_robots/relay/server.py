@@ -26,7 +26,6 @@ import functools
 import inspect
 import logging
 import queue
-import signal
 import sys
 import threading
 import time
@@ -476,16 +475,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"relay: cannot listen on {args.listen}: {exc}", file=sys.stderr)
         store.close()
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    server.start()
-    print(f"relay listening on {args.listen} ({'TLS' if tls else 'plain'}; store {args.store.split(':')[0]}; "
-          f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        server.stop()
-        store.close()
+    from strands_robots.stop_signals import StopSignals
+
+    # Stop signals set an event from a thread of their own (setting it inside the handler could deadlock the
+    # wait below); every further signal during the stop is taken too.
+    with StopSignals() as signals:
+        server.start()
+        print(f"relay listening on {args.listen} ({'TLS' if tls else 'plain'}; store {args.store.split(':')[0]}; "
+              f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
+        try:
+            while not signals.event.wait(0.5):
+                pass
+        finally:
+            server.stop()
+            store.close()
     return 0
