@@ -27,7 +27,7 @@ from test_rollout_node import rig as rig  # noqa: E402,F401  (the fixture, used 
 from strands_robots.simulation.observers import RunPolicyStep  # noqa: E402
 
 BUDGET_S = 20.0
-SILENCE_S = 0.5  # the rig's bound (the ceiling; the default at 50 Hz is 0.25 s, see test_command_stream_watch)
+SILENCE_S = 0.5  # the rig's bound (the ceiling, and the default: see test_command_stream_watch)
 
 
 def _read_recording(path: str, namespace: str) -> tuple[list, list]:

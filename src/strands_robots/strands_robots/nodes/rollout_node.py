@@ -63,7 +63,7 @@ from strands_robots import convert
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import EVENT_QOS
 from strands_robots.nodes.driver_client import COMMAND_PATHS, DEFAULT_VERDICT_WAIT_FRACTION, RosDriverBackend
-from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S
+from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S, default_silence_s
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_takeover import add_takeover_services
@@ -122,7 +122,7 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
                                "past a period it costs deadlines", {"floating_point_range": _float_range(0.0, 60.0),
                                                                     "read_only": True}),
     "driver_silence_s": (0.0, f"end the episode as an error when the driver is silent this long (no joint_states "
-                              f"or no answers); 0: 10 control periods within [0.25, {SILENCE_MAX_S:g}] s",
+                              f"or no answers); 0: the default, {default_silence_s(0.02):g} s",
                          {"floating_point_range": _float_range(0.0, SILENCE_MAX_S), "read_only": True}),
     "control_frequency": (50.0, _describe("control_frequency", "control rate in Hz"), _limit("control_frequency")),
     "policy_provider": ("mock", "policy provider: " + ", ".join(known_providers()), {}),
