@@ -17,12 +17,17 @@ action's execute callback is a coroutine that starts the episode's thread and aw
 completes, so the executor keeps serving joint_states, verdicts, cancels, feedback and the parameter services
 while an episode runs; the control thread never runs on the executor.
 
-**Command path** (``command_path``, read-only): ``stream`` (default) publishes an ``ActionCommand`` per step and
-takes the step's ``ActionVerdict`` from the verdict stream, waiting at most ``verdict_wait_fraction`` of a
-control period (:mod:`strands_robots.nodes.command_stream`); ``service`` calls ``SendAction`` per step (for
-comparison). **Dead driver**: past ``driver_silence_s`` without joint_states or without answers the episode
-ends as an error naming the driver and the silence, and no stale observation reaches the policy or the
-recording (:mod:`strands_robots.nodes.driver_watch`).
+**Command path** (``command_path``, read-only): ``service`` (the default) calls ``SendAction`` per step;
+``stream`` publishes an ``ActionCommand`` per step and takes the step's ``ActionVerdict`` from the verdict
+stream, waiting at most ``verdict_wait_fraction`` of a control period
+(:mod:`strands_robots.nodes.command_stream`). The stream is not the default yet: while the driver process is
+starved the loop keeps stepping on the wall clock, and the commands it applies in a burst afterwards put the
+target a few hundred ms ahead of the arm (a mock episode tripped the velocity check that way on a loaded
+machine); the service path blocks the loop instead.
+
+**Dead driver**: past ``driver_silence_s`` without joint_states or without answers the episode ends as an error
+naming the driver and the silence, and no stale observation reaches the policy or the recording
+(:mod:`strands_robots.nodes.driver_watch`).
 
 **Goal fields**: a number or string left 0 / empty takes the parameter's value. The goal's ``record`` and
 ``async_rtc`` are booleans with no "unset": they decide for their goal, both ways (a goal turns recording or
@@ -113,8 +118,8 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted (a goal's robot_name wins)", {}),
     "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace",
                          {"read_only": True}),
-    "command_path": ("stream", "how actions reach the driver: stream (ActionCommand/ActionVerdict topics) or "
-                               "service (one SendAction call per step, for comparison)", {"read_only": True}),
+    "command_path": ("service", "how actions reach the driver: service (one SendAction call per step, the "
+                                "default) or stream (ActionCommand/ActionVerdict topics)", {"read_only": True}),
     "verdict_wait_fraction": (DEFAULT_VERDICT_WAIT_FRACTION,
                               "stream path: share of a control period a step waits for its verdict; later is "
                               "unknown", {"floating_point_range": _float_range(0.05, 0.9), "read_only": True}),
