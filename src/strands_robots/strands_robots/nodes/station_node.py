@@ -372,39 +372,26 @@ class StationNode(Node):
         return None if runner is None else runner.console
 
     def _on_takeover(self, request: Any, response: Any) -> Any:
-        console = self._console()
-        if console is None:
-            response.ok, response.message = False, "no job is running"
-        else:
-            reply = console.takeover(request.operator_name, request.reason)
-            response.ok, response.message = reply.ok, reply.message
-        return response
+        return self._operator_call(response, lambda c: c.takeover(request.operator_name, request.reason))
 
     def _on_resume(self, request: Any, response: Any) -> Any:
-        console = self._console()
-        if console is None:
-            response.ok, response.message = False, "no job is running"
-        else:
-            reply = console.resume(request.operator_name)
-            response.ok, response.message = reply.ok, reply.message
-        return response
+        return self._operator_call(response, lambda c: c.resume(request.operator_name))
 
     def _on_discard(self, request: Any, response: Any) -> Any:
+        return self._operator_call(response, lambda c: c.discard(request.episode_id))
+
+    def _on_score_sheet(self, request: Any, response: Any) -> Any:
+        return self._operator_call(response, lambda c: c.submit_score_sheet(
+            request.episode_id, convert.station_answers_from_msg(request.answers)))
+
+    def _operator_call(self, response: Any, action: Any) -> Any:
+        """Run one operator action on the running job's console; its reply (or why none) is the answer."""
         console = self._console()
         if console is None:
             response.ok, response.message = False, "no job is running"
         else:
-            reply = console.discard(request.episode_id)
+            reply = action(console)
             response.ok, response.message = reply.ok, reply.message
-        return response
-
-    def _on_score_sheet(self, request: Any, response: Any) -> Any:
-        console = self._console()
-        if console is None:
-            response.ok, response.message = False, "no job is running"
-            return response
-        reply = console.submit_score_sheet(request.episode_id, convert.station_answers_from_msg(request.answers))
-        response.ok, response.message = reply.ok, reply.message
         return response
 
     # -- lifetime --------------------------------------------------------------------------------------------
