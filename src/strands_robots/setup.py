@@ -33,6 +33,9 @@ setup(
             "rollout_node = strands_robots.nodes.rollout_node:main",
             "arm_driver_node = strands_robots.nodes.arm_driver_node:main",
             "station_node = strands_robots.nodes.station_node:main",
+            # Not ROS nodes: the relay and the Evaluation Client that rollout.launch.py runs as processes.
+            "relay = strands_robots.relay.server:main",
+            "demo_job = strands_robots.cli.demo_job:main",
         ],
         # Hardware adapters the arm driver's `hardware` parameter can name (a real arm registers its own).
         "strands_robots.hardware": [

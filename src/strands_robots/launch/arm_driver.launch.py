@@ -1,6 +1,7 @@
 """Bring up the simulated arm driver: a lifecycle node, configured and then activated by this file, once.
 
     ros2 launch strands_robots arm_driver.launch.py
+    ros2 launch strands_robots arm_driver.launch.py namespace:=lab control_frequency:=100.0
     ros2 lifecycle set /strands/arm_driver deactivate    # holds the arms; stays inactive until activated again
 
 The activation happens once, after the first configure: an operator's ``deactivate`` (or ``cleanup`` and a new
@@ -8,7 +9,7 @@ The activation happens once, after the first configure: an operator's ``deactiva
 code (a driver that died) makes the launch exit non-zero, and so does a parameters file that does not read as
 one (checked before the driver starts, the file and the reason in one line). Colour codes only reach a
 terminal.
-rollout.launch.py includes this file.
+station.launch.py and rollout_only.launch.py include this file (rollout.launch.py through station.launch.py).
 """
 
 import sys
@@ -52,14 +53,15 @@ class BadParametersFile(ValueError):
 
 
 def check_parameters_file(context, config_file):
-    """Refuse a bad parameters file before any node starts: one error line naming the file and the reason.
+    """Refuse a bad parameters file before any node starts: one error line naming the file, key and reason.
 
-    Bad: missing, not YAML, not node sections, or a parameter none of our nodes declares (a typo ROS ignores).
+    Bad: missing, not YAML, not node sections, a parameter none of our nodes declares (a typo ROS ignores), or
+    a value of the wrong type or out of range for the node that declares it.
     """
-    from strands_robots.nodes.process import params_file_error, unknown_parameters_error
+    from strands_robots.cli.bringup import parameters_file_refusal
 
-    path = config_file.perform(context)
-    reason = params_file_error(path) or unknown_parameters_error(path)
+    path = config_file.perform(context) if hasattr(config_file, "perform") else str(config_file)
+    reason = parameters_file_refusal(path)
     if reason:
         raise BadParametersFile(reason)
     return []

@@ -1,27 +1,47 @@
-"""Bring up the simulated arm driver and the rollout node, and run the episodes end to end.
+"""Bring up a complete simulated station and run the demo job from ``config/`` end to end.
 
-    ros2 launch strands_robots rollout.launch.py
-    ros2 launch strands_robots rollout.launch.py policy_provider:=scripted control_frequency:=200.0
-    ros2 topic echo /strands/observer_events      # in another shell
+    ros2 launch strands_robots rollout.launch.py                         # relay + station + the demo job
+    ros2 launch strands_robots rollout.launch.py use_relay:=false        # the job through submit_job, no relay
+    ros2 launch strands_robots rollout.launch.py policy_provider:=mock control_frequency:=100.0 namespace:=lab
+    ros2 topic echo /strands/job_status                                  # in another shell: the job's snapshots
 
-The arm driver comes from arm_driver.launch.py (included: configured, then activated once). The rollout node
-waits for the driver, runs ``episodes`` episodes and exits; its exit ends the launch. The launch's exit code says
-how the episodes went: 0 when every episode's outcome was ok, non-zero (and ``[ERROR] [launch]: ... rollout
-exited with code 1``) after an error or a safety stop, when the driver died, or when ``config_file`` does not
-read as a parameters file (no node is started then). Ctrl-C stops both nodes and exits cleanly.
+What runs, in namespace ``namespace``:
+
+* the arm driver (lifecycle: configured, then activated once, by arm_driver.launch.py), the rollout node and
+  the station node, from station.launch.py (included);
+* with ``use_relay:=true`` (the default) the relay (relay.launch.py, included), with tokens made for this launch
+  in a private directory (mode 0700, files 0600; removed when the launch ends), and ``demo_job --relay``: an
+  Evaluation Client that submits ``job_file`` as a remote team would, serves its policy through the relay and
+  watches the job; with ``use_relay:=false``, ``demo_job --ros``, which submits the job to the station's
+  ``submit_job`` service (the station runs the policy) and reads ``job_status``.
+
+``demo_job`` prints a progress line per finished episode, then the summary table; its exit ends the launch.
+The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: ``demo_job exited with code 1
+(the job did not succeed)`` after the job's own last line, or the node or relay that died. Every config file
+(``config_file``, ``station_config_file``, ``relay_config_file``, ``job_file``) is checked before any process
+starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process.
+The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
 
+import atexit
 import os
+import shutil
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
+from launch.actions import (
+    DeclareLaunchArgument,
+    ExecuteProcess,
+    IncludeLaunchDescription,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+)
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.substitutions import FindPackageShare
+from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
 
-# The included file sits beside this one, installed and in the source tree alike.
+# The included files sit beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
@@ -35,72 +55,131 @@ def _arm_driver_launch():
     return module
 
 
-def _rollout(context, arm_driver, config_file, namespace):
-    """Return the rollout node and the handler that ends the launch with it.
+class BadLaunchConfig(ValueError):
+    """A config file or a launch argument of rollout.launch.py is refused (the file, the key and the reason)."""
 
-    Built when the launch arguments are known, so an empty ``robot_name`` or ``recording_dir`` leaves the
-    config file's value in force instead of overriding it with "".
-    """
-    overrides = {
-        "control_frequency": LaunchConfiguration("control_frequency"),
-        "policy_provider": LaunchConfiguration("policy_provider"),
-        "duration_s": LaunchConfiguration("episode_duration"),
-        "autorun_episodes": LaunchConfiguration("episodes"),
-        "exit_after_autorun": True,
+
+def _flag(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise BadLaunchConfig(f"{name}: expected true or false, got {text!r}")
+
+
+def _arg(context, name: str) -> str:
+    return LaunchConfiguration(name).perform(context)
+
+
+def check_files(context) -> dict:
+    """Check every config file before anything starts; the values the rest of the launch needs."""
+    from strands_robots.cli.bringup import BadConfigFile, job_file_refusal, load_relay_config, parameters_file_refusal
+    from strands_robots.station.job_file import load_job_file
+
+    use_relay = _flag("use_relay", _arg(context, "use_relay"))
+    for name in ("config_file", "station_config_file"):
+        reason = parameters_file_refusal(_arg(context, name))
+        if reason:
+            raise BadLaunchConfig(reason)
+    relay = None
+    if use_relay:
+        try:
+            relay = load_relay_config(_arg(context, "relay_config_file"))
+        except BadConfigFile as exc:
+            raise BadLaunchConfig(str(exc)) from None
+    job_file = _arg(context, "job_file")
+    reason = job_file_refusal(job_file)
+    if reason:
+        raise BadLaunchConfig(reason)
+    spec = load_job_file(job_file)
+    hz_text = _arg(context, "control_frequency")
+    try:
+        hz = float(hz_text) if hz_text else float(spec.control_frequency)
+    except ValueError:
+        raise BadLaunchConfig(f"control_frequency: expected a number in Hz, got {hz_text!r}") from None
+    if not 1.0 <= hz <= 2000.0:
+        raise BadLaunchConfig(f"control_frequency: {hz:g} Hz is out of range [1, 2000]")
+    return {"use_relay": use_relay, "relay": relay, "job_file": job_file, "spec": spec, "control_frequency": hz,
+            "station_id": _arg(context, "station_id") or spec.station_id}
+
+
+def _bring_up(context, arm_driver):
+    from strands_robots.cli.bringup import make_run_dir
+    from strands_robots.station_demo import free_port
+
+    checked = check_files(context)
+    namespace = _arg(context, "namespace")
+    station_id = checked["station_id"]
+    run = make_run_dir(station_id)
+    atexit.register(shutil.rmtree, run.path, True)  # the tokens and the relay's store go with the launch
+    hz = f"{checked['control_frequency']:.1f}"
+    station_args = {
+        "config_file": _arg(context, "config_file"),
+        "station_config_file": _arg(context, "station_config_file"),
+        "namespace": namespace,
+        "control_frequency": hz,
+        "station_id": station_id,
+        "state_dir": _arg(context, "state_dir") or os.path.join(run.path, "station_state"),
+        "robot_name": _arg(context, "robot_name"),
+        "recording_dir": _arg(context, "recording_dir"),
     }
-    for argument in ("robot_name", "recording_dir"):
-        value = LaunchConfiguration(argument).perform(context)
-        if value:
-            overrides[argument] = value
-    rollout = Node(
-        package="strands_robots",
-        executable="rollout_node",
-        name="rollout",
-        namespace=namespace,
-        parameters=[config_file, overrides],
-        **arm_driver.output_options(),
-    )
-    end_with_rollout = RegisterEventHandler(
-        OnProcessExit(
-            target_action=rollout,
-            on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
-        )
-    )
-    return [rollout, end_with_rollout]
+    job = ["--job-file", checked["job_file"], "--station-id", station_id, "--control-frequency", hz]
+    if _arg(context, "policy_provider"):
+        job += ["--policy-provider", _arg(context, "policy_provider")]
+    actions = []
+    if checked["use_relay"]:
+        settings = checked["relay"]
+        listen = f"{settings.host}:{settings.port or free_port()}"
+        station_args.update(relay_target=listen, station_token_file=run.station_token_file)
+        actions.append(IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(os.path.join(_HERE, "relay.launch.py")),
+            launch_arguments={"relay_config_file": _arg(context, "relay_config_file"), "tokens": run.tokens,
+                              "listen": listen, "store": settings.store or run.store}.items(),
+        ))
+        job = ["--relay", listen, "--token-file", run.client_token_file] + job
+        says = f"relay on {listen}; the demo job through the Evaluation Client"
+    else:
+        job = ["--ros", "--namespace", namespace] + job
+        says = f"no relay; the demo job through /{namespace.strip('/')}/submit_job"
+    actions.insert(0, LogInfo(msg=f"station {station_id} in /{namespace.strip('/')} at {hz} Hz; {says}; job file "
+                                  f"{checked['job_file']}; private run dir {run.path}"))
+    actions.append(IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(_HERE, "station.launch.py")),
+        launch_arguments=station_args.items(),
+    ))
+    client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
+                            **arm_driver.output_options())
+    actions += [client, RegisterEventHandler(OnProcessExit(
+        target_action=client, on_exit=arm_driver.end_launch_with("demo_job", "the job did not succeed")))]
+    return actions
 
 
 def generate_launch_description() -> LaunchDescription:
     arm_driver = _arm_driver_launch()
-    config_file = LaunchConfiguration("config_file")
-    namespace = LaunchConfiguration("namespace")
-    control_frequency = LaunchConfiguration("control_frequency")
-
+    share = FindPackageShare("strands_robots")
     args = [
-        DeclareLaunchArgument(
-            "config_file",
-            default_value=PathJoinSubstitution([FindPackageShare("strands_robots"), "config", "rollout.yaml"]),
-            description="ROS parameters file for the arm driver and rollout nodes",
-        ),
-        DeclareLaunchArgument("namespace", default_value="strands", description="namespace of both nodes"),
-        DeclareLaunchArgument("control_frequency", default_value="50.0", description="control rate in Hz"),
-        DeclareLaunchArgument(
-            "policy_provider", default_value="mock", description="policy provider: mock, replay or scripted"
-        ),
-        DeclareLaunchArgument("episode_duration", default_value="5.0", description="episode budget in seconds"),
-        DeclareLaunchArgument("episodes", default_value="1", description="episodes to run before exiting"),
-        DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config file's)"),
-        DeclareLaunchArgument(
-            "recording_dir", default_value="", description="where episodes are recorded (empty: the config file's)"
-        ),
+        DeclareLaunchArgument("config_file", default_value=PathJoinSubstitution([share, "config", "rollout.yaml"]),
+                              description="ROS parameters file for the arm driver and rollout nodes"),
+        DeclareLaunchArgument("station_config_file",
+                              default_value=PathJoinSubstitution([share, "config", "station.yaml"]),
+                              description="ROS parameters file for the station node"),
+        DeclareLaunchArgument("relay_config_file", default_value=PathJoinSubstitution([share, "config", "relay.yaml"]),
+                              description="the relay's settings (use_relay:=true)"),
+        DeclareLaunchArgument("job_file", default_value=PathJoinSubstitution([share, "config", "demo_job.yaml"]),
+                              description="the evaluation job to run"),
+        DeclareLaunchArgument("use_relay", default_value="true",
+                              description="true: relay + Evaluation Client; false: the station's submit_job"),
+        DeclareLaunchArgument("namespace", default_value="strands", description="namespace of the station's nodes"),
+        DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config files')"),
+        DeclareLaunchArgument("station_id", default_value="", description="station name (empty: the job file's)"),
+        DeclareLaunchArgument("control_frequency", default_value="",
+                              description="control rate in Hz (empty: the job file's)"),
+        DeclareLaunchArgument("policy_provider", default_value="",
+                              description="policy for the job's tasks: mock, scripted (empty: the job file's)"),
+        DeclareLaunchArgument("recording_dir", default_value="",
+                              description="where episodes are recorded (empty: the config file's)"),
+        DeclareLaunchArgument("state_dir", default_value="",
+                              description="the station's persisted jobs (empty: the launch's private run dir)"),
     ]
-    driver = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
-        launch_arguments={
-            "config_file": config_file,
-            "namespace": namespace,
-            "control_frequency": control_frequency,
-        }.items(),
-    )
-    rollout_and_its_end = OpaqueFunction(function=_rollout, args=[arm_driver, config_file, namespace])
-    check = OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file])
-    return LaunchDescription(args + [check, driver, rollout_and_its_end])
+    return LaunchDescription(args + [OpaqueFunction(function=_bring_up, args=[arm_driver])])

@@ -1,14 +1,19 @@
 """Bring up a simulated station: the arm driver, the rollout node and the station node, in one namespace.
 
-    ros2 launch strands_robots station.launch.py
+    ros2 launch strands_robots station.launch.py                          # jobs from the submit_job service
     ros2 launch strands_robots station.launch.py relay_target:=127.0.0.1:50051 station_token_file:=/path/token
     ros2 service call /strands/submit_job strands_robots_msgs/srv/SubmitJob "{...}"   # without a relay
+    demo_job --ros --namespace strands                                    # the demo job, through submit_job
 
 The driver comes from arm_driver.launch.py (configured, then activated once). The rollout node takes its
 episodes from the station (no autorun; the station moves the arms to the start pose and holds the lease). The
 station takes jobs from the relay at ``relay_target``, or from its ``submit_job`` service when that is empty,
 and runs until Ctrl-C; when a node dies the launch ends non-zero and names it. Every parameter not given here
-comes from ``config_file`` (the driver's and the rollout's) and ``station_config_file`` (the station's).
+comes from ``config_file`` (the driver's and the rollout's) and ``station_config_file`` (the station's); both
+are checked before any node starts (the file, the key and the reason in one line).
+
+rollout.launch.py includes this file (and adds the relay and the job): every argument can be given by an
+including file, and an empty one leaves the config file's value in force.
 """
 
 import os
@@ -24,6 +29,11 @@ from launch_ros.substitutions import FindPackageShare
 # The included file sits beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
+# Launch argument -> station node parameter, given to the node only when not empty.
+STATION_ARGUMENTS = ("station_id", "relay_target", "station_token_file", "state_dir", "robot_name")
+# Launch argument -> rollout node parameter, given only when not empty.
+ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir")
+
 
 def _arm_driver_launch():
     import importlib.util
@@ -35,28 +45,53 @@ def _arm_driver_launch():
     return module
 
 
-def _station(context, arm_driver, station_config_file, namespace):
-    """Return the station node and the handler that ends the launch when it dies.
+def _given(context, names) -> dict:
+    values = {}
+    for name in names:
+        value = LaunchConfiguration(name).perform(context)
+        if value:
+            values[name] = value
+    return values
+
+
+def _nodes(context, arm_driver, config_file, station_config_file, namespace, control_frequency):
+    """Return the rollout and station nodes and the handlers that end the launch when one of them stops.
 
     Built when the launch arguments are known, so an empty argument leaves the config file's value in force.
     """
-    overrides = {}
-    for argument in ("station_id", "relay_target", "station_token_file", "state_dir"):
-        value = LaunchConfiguration(argument).perform(context)
-        if value:
-            overrides[argument] = value
+    rollout = Node(
+        package="strands_robots",
+        executable="rollout_node",
+        name="rollout",
+        namespace=namespace,
+        parameters=[
+            config_file,
+            {
+                "control_frequency": control_frequency,
+                "start_pose_before_episode": False,  # the station moves the arms to the start pose
+                "autorun_episodes": 0,
+                "exit_after_autorun": False,
+                **_given(context, ROLLOUT_ARGUMENTS),
+            },
+        ],
+        **arm_driver.output_options(),
+    )
     station = Node(
         package="strands_robots",
         executable="station_node",
         name="station",
         namespace=namespace,
-        parameters=[station_config_file, overrides],
+        parameters=[station_config_file, _given(context, STATION_ARGUMENTS)],
         **arm_driver.output_options(),
     )
-    end_with_station = RegisterEventHandler(
-        OnProcessExit(target_action=station, on_exit=arm_driver.end_launch_with("station", "the station stopped"))
-    )
-    return [station, end_with_station]
+    return [
+        rollout,
+        RegisterEventHandler(OnProcessExit(target_action=rollout,
+                                           on_exit=arm_driver.end_launch_with("rollout", "the rollout stopped"))),
+        station,
+        RegisterEventHandler(OnProcessExit(target_action=station,
+                                           on_exit=arm_driver.end_launch_with("station", "the station stopped"))),
+    ]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -84,6 +119,10 @@ def generate_launch_description() -> LaunchDescription:
         ),
         DeclareLaunchArgument("station_token_file", default_value="", description="file with the relay token"),
         DeclareLaunchArgument("state_dir", default_value="", description="persisted job state (empty: config's)"),
+        DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config files')"),
+        DeclareLaunchArgument(
+            "recording_dir", default_value="", description="where recordings go (empty: the config file's)"
+        ),
     ]
     driver = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
@@ -93,28 +132,10 @@ def generate_launch_description() -> LaunchDescription:
             "control_frequency": control_frequency,
         }.items(),
     )
-    rollout = Node(
-        package="strands_robots",
-        executable="rollout_node",
-        name="rollout",
-        namespace=namespace,
-        parameters=[
-            config_file,
-            {
-                "control_frequency": control_frequency,
-                "start_pose_before_episode": False,  # the station moves the arms to the start pose
-                "autorun_episodes": 0,
-                "exit_after_autorun": False,
-            },
-        ],
-        **arm_driver.output_options(),
-    )
-    end_with_rollout = RegisterEventHandler(
-        OnProcessExit(target_action=rollout, on_exit=arm_driver.end_launch_with("rollout", "the rollout stopped"))
-    )
     checks = [
         OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file]),
         OpaqueFunction(function=arm_driver.check_parameters_file, args=[station_config_file]),
     ]
-    station = OpaqueFunction(function=_station, args=[arm_driver, station_config_file, namespace])
-    return LaunchDescription(args + checks + [driver, rollout, end_with_rollout, station])
+    nodes = OpaqueFunction(function=_nodes, args=[arm_driver, config_file, station_config_file, namespace,
+                                                   control_frequency])
+    return LaunchDescription(args + checks + [driver, nodes])

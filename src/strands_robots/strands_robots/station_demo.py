@@ -194,6 +194,53 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
         time.sleep(poll_s)
 
 
+
+def submit_job_file(client: Any, spec: Any, *, write: Callable[[str], None] = print, prefix: str = "[demo]",
+                    policy_provider: str = "", connect_timeout_s: float = 60.0) -> str:
+    """Submit the job file's tasks through ``client``; the job id.
+
+    A relay that is not listening yet (started at the same time, as under ``ros2 launch``) is retried until
+    ``connect_timeout_s``: an UNAVAILABLE call never reached it, so trying again cannot submit twice.
+    """
+    from strands_robots.client import Unavailable
+
+    deadline = time.monotonic() + connect_timeout_s
+    while True:
+        try:
+            job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
+                                       episodes=spec.episodes_total)
+            break
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    write(f"{prefix} submitted job {job_id}: {spec.episodes_total} episodes of {len(spec.tasks)} tasks; "
+          f"serving the {policy_provider or spec.policy_provider} policy through the relay")
+    return job_id
+
+
+def serve_in_background(client: Any, job_id: str, policy: Policy, served: dict) -> threading.Thread:
+    """Serve ``policy`` for the job on a thread; ``served`` gets ``final`` (its last status) or ``error``."""
+
+    def serve() -> None:
+        try:
+            served["final"] = client.serve_policy(job_id, policy)
+        except Exception as exc:  # reported by the caller; the status poll still sees the job end
+            served["error"] = exc
+
+    thread = threading.Thread(target=serve, name="demo-policy", daemon=True)
+    thread.start()
+    return thread
+
+
+def report_final(final: Any, write: Callable[[str], None] = print) -> int:
+    """Print the summary table and the job's last line; 0 when the job SUCCEEDED, else 1."""
+    write("")
+    write(summary_table(final))
+    write(f"job {final.job_id} {final.state}: {final.message}")
+    return 0 if final.state == "SUCCEEDED" else 1
+
+
 # -- the processes ------------------------------------------------------------------------------------------
 class LocalStation:
     """A simulated station's processes (and, with no ``relay``, its local relay) under one supervisor.
@@ -376,19 +423,6 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                   "station nodes")
             station.start_nodes()
             client = station.client()
-            job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
-                                       episodes=spec.episodes_total)
-            write(f"[demo] submitted job {job_id}: {spec.episodes_total} episodes of {len(spec.tasks)} tasks; "
-                  f"serving the {spec.policy_provider} policy through the relay")
-            policy = DemoPolicy(spec.policy_provider, dict(spec.policy_config))
-
-            def serve() -> None:
-                try:
-                    served["final"] = client.serve_policy(job_id, policy)
-                except Exception as exc:  # reported below; the status poll still sees the job end
-                    served["error"] = exc
-
-            threading.Thread(target=serve, name="demo-policy", daemon=True).start()
             # Stop watching on Ctrl-C, and as soon as a node or the relay exits: a job whose station is gone
             # never ends, so waiting for it would hang the demo.
             stop = threading.Event()
@@ -406,6 +440,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                     stop.wait(0.2)
 
             threading.Thread(target=watch_children, name="demo-children", daemon=True).start()
+            job_id = submit_job_file(client, spec, write=write)
+            serve_in_background(client, job_id, DemoPolicy(spec.policy_provider, dict(spec.policy_config)), served)
             final = watch_job(client, job_id, write=write, stop=stop, timeout_s=timeout_s)
             stop.set()
             if died and (final is None or final.state not in ("SUCCEEDED", "FAILED", "CANCELLED")):
@@ -430,10 +466,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
             if not died:
                 write("[demo] no status of the job was ever received")
             return 1
-        write("")
-        write(summary_table(final))
-        write(f"job {final.job_id} {final.state}: {final.message}")
-        return 0 if final.state == "SUCCEEDED" else 1
+        return report_final(final, write)
 
 
 def run_station(relay: str, station_token: str, *, station_id: str = DEMO_STATION, namespace: str = "station",

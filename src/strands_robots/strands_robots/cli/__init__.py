@@ -19,6 +19,10 @@
   jobs from a relay (``strands_robots.station_demo``).
 ``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
   The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
+``strands-robots demo-job (--relay ADDR --token-file T | --ros [--namespace N]) [--job-file F]``
+  Submit a job file, watch it to its end and print the summary (exit 0 when it SUCCEEDED): through the relay as
+  the Evaluation Client, or through the station's submit_job service (``strands_robots.cli.demo_job``; the
+  ``demo_job`` executable rollout.launch.py runs).
 ``strands-robots job submit|status|watch|cancel ...``
   The Evaluation Client from the command line (``strands_robots.job_cli``).
 ``strands-robots record | report | monitor | foxglove ...``
@@ -100,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 DELEGATED = {
     "station": "the simulated station through a local relay (the demo job), or taking jobs from a relay",
     "relay": "the relay between stations and Evaluation Clients (gRPC)",
+    "demo-job": "submit a job file (relay or submit_job service), watch it to its end, print the summary",
     "record": "record every strands topic to MCAP (rosbag2 conventions, latched state first); --foxglove serves "
               "them live",
     "report": "PNG plots from recordings: one per episode and a job summary",
@@ -114,6 +119,10 @@ def _delegate(name: str, argv: "list[str]") -> int:
         import importlib
 
         return int(importlib.import_module(f"strands_robots.monitoring.{_MONITORING[name]}").main(argv) or 0)
+    if name == "demo-job":
+        from strands_robots.cli.demo_job import main as demo_job_main
+
+        return int(demo_job_main(argv) or 0)
     if name == "station":
         from strands_robots.station_demo import main as station_main
 

@@ -1,0 +1,80 @@
+"""Run the relay (gRPC, no ROS) between stations and Evaluation Clients as a launch process.
+
+    ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml               # config/relay.yaml's settings
+    ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml listen:=127.0.0.1:50051 store:=sqlite:/tmp/r.db
+
+``relay_config_file`` (default ``config/relay.yaml``) gives the host, port, store and limits; it is checked
+before the relay starts (the key and the reason in one line). ``listen`` and ``store`` override it; a port of 0
+(the config's default) is a port free at launch time, and the relay's first line says which (``relay listening
+on 127.0.0.1:PORT``). ``tokens`` is the YAML token file (``clients: {name: token}``, ``stations: {id: token}``);
+rollout.launch.py includes this file with tokens it makes for the launch in a private directory. When the relay
+exits on its own the launch ends, non-zero when it failed.
+"""
+
+import os
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
+
+_HERE = os.path.dirname(os.path.realpath(__file__))
+
+
+def _arm_driver_launch():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
+                                                  os.path.join(_HERE, "arm_driver.launch.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BadRelayConfig(ValueError):
+    """The relay's config file or arguments are refused (the file, the key and the reason)."""
+
+
+def relay_argv(settings, listen: str, store: str, tokens: str) -> list:
+    """Return the relay's command line after the executable."""
+    return ["--listen", listen, "--store", store, "--tokens", tokens, "--poll-s", f"{settings.poll_s:g}",
+            "--workers", str(settings.workers), "--max-message-bytes", str(settings.max_message_bytes)]
+
+
+def _relay(context, arm_driver):
+    from strands_robots.cli.bringup import BadConfigFile, load_relay_config
+    from strands_robots.station_demo import free_port
+
+    try:
+        settings = load_relay_config(LaunchConfiguration("relay_config_file").perform(context))
+    except BadConfigFile as exc:
+        raise BadRelayConfig(str(exc)) from None
+    tokens = LaunchConfiguration("tokens").perform(context)
+    if not tokens:
+        raise BadRelayConfig("tokens: give the relay's token file (tokens:=/path/tokens.yaml)")
+    listen = LaunchConfiguration("listen").perform(context) or f"{settings.host}:{settings.port or free_port()}"
+    store = LaunchConfiguration("store").perform(context) or settings.store
+    if not store:
+        raise BadRelayConfig("store: the relay config leaves it empty; give store:=sqlite:PATH")
+    relay = ExecuteProcess(
+        cmd=[ExecutableInPackage("relay", "strands_robots"), *relay_argv(settings, listen, store, tokens)],
+        name="relay",
+        **arm_driver.output_options(),
+    )
+    return [relay, RegisterEventHandler(OnProcessExit(
+        target_action=relay, on_exit=arm_driver.end_launch_with("relay", "the relay stopped")))]
+
+
+def generate_launch_description() -> LaunchDescription:
+    arm_driver = _arm_driver_launch()
+    share = FindPackageShare("strands_robots")
+    args = [
+        DeclareLaunchArgument("relay_config_file", default_value=PathJoinSubstitution([share, "config", "relay.yaml"]),
+                              description="the relay's settings (host, port, store, limits)"),
+        DeclareLaunchArgument("tokens", default_value="", description="the relay's token file (YAML)"),
+        DeclareLaunchArgument("listen", default_value="", description="host:port (empty: the config file's)"),
+        DeclareLaunchArgument("store", default_value="", description="sqlite:PATH or postgresql://... "
+                                                                     "(empty: the config file's)"),
+    ]
+    return LaunchDescription(args + [OpaqueFunction(function=_relay, args=[arm_driver])])

@@ -1,0 +1,244 @@
+"""``demo_job`` (``strands-robots demo-job``): submit a job file, watch it to its end, print the summary.
+
+    demo_job --relay 127.0.0.1:50051 --token-file T [--job-file F]   # as a remote team: the Evaluation Client
+    demo_job --ros [--namespace strands] [--job-file F]              # the station's submit_job service
+
+With ``--relay`` it submits the job file's tasks through :class:`~strands_robots.client.EvaluationClient`
+(retrying while the relay is not listening yet), serves the file's policy through the relay
+(:class:`~strands_robots.station_demo.DemoPolicy`) and polls ``get_status``. With ``--ros`` it calls the
+station's ``submit_job`` service (the station runs the file's policy itself) and reads the station's latched
+``job_status`` topic. Either way it prints a progress line whenever an episode finishes or the state changes,
+then the summary table and ``job <id> <STATE>: <message>``; exit 0 when the job SUCCEEDED, 1 when it ended
+otherwise (or could not be submitted, with the reason), 2 for a bad command line or job file, 128 + the signal
+after SIGINT/SIGTERM (the job is asked to cancel). rollout.launch.py runs it as its last process: its exit ends
+the launch, and its exit code is the launch's.
+
+``--policy-provider`` runs the job's tasks with another policy than the file's: the file's policy options and
+the tasks' ``policy.*`` options are written for the file's policy and are left out then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Callable, Optional, Sequence
+
+__all__ = ["main", "build_parser", "job_for_run"]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="demo_job", description=__doc__.split("\n\n")[0])
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--relay", help="HOST:PORT of the relay: submit and serve the policy as a remote team")
+    where.add_argument("--ros", action="store_true", help="submit to the station's submit_job service")
+    p.add_argument("--token-file", help="--relay: the file holding this client's token")
+    p.add_argument("--root-certificates", help="--relay: PEM of the relay's CA (TLS)")
+    p.add_argument("--namespace", default="strands", help="--ros: the station's namespace (default %(default)s)")
+    p.add_argument("--job-file", default=None, help="the job (default: the package's config/demo_job.yaml)")
+    p.add_argument("--station-id", default="", help="the station to run it (default: the job file's)")
+    p.add_argument("--policy-provider", default="", help="run the tasks with this policy (default: the file's)")
+    p.add_argument("--control-frequency", type=float, default=0.0,
+                   help="the tasks' control rate in Hz (default: the file's)")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="how long to wait for the relay or the station to come up (s, default %(default)s)")
+    p.add_argument("--poll-s", type=float, default=0.5, help="--relay: get_status period (default %(default)s)")
+    return p
+
+
+def job_for_run(spec: Any, *, station_id: str = "", policy_provider: str = "", control_frequency: float = 0.0) -> Any:
+    """Return the job file's spec as this run submits it: another station, rate or policy (no options)."""
+    import dataclasses
+
+    changes: dict = {}
+    if station_id:
+        changes["station_id"] = station_id
+    if control_frequency:
+        changes["control_frequency"] = float(control_frequency)
+    if policy_provider and policy_provider != spec.policy_provider:
+        tasks = tuple(dataclasses.replace(t, parameters={k: v for k, v in t.parameters.items()
+                                                         if not k.startswith("policy.")}) for t in spec.tasks)
+        changes.update(policy_provider=policy_provider, policy_config={}, tasks=tasks)
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+class _Progress:
+    """Print a progress line when the number of finished episodes or the state changes."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.last: Optional[tuple] = None
+
+    def __call__(self, status: Any) -> None:
+        from strands_robots.station_demo import progress_bar
+
+        shown = (len(status.episodes), status.state)
+        if shown != self.last:
+            self.last = shown
+            self.write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  "
+                       f"{status.message}")
+
+
+# -- through the relay ------------------------------------------------------------------------------------------
+def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
+    import threading
+
+    from strands_robots.client import EvaluationClient, RelayError
+    from strands_robots.station_demo import DemoPolicy, report_final, serve_in_background, submit_job_file, watch_job
+
+    with open(args.token_file, encoding="utf-8") as handle:
+        token = handle.read().strip()
+    if not token:
+        _say(f"[demo_job] --token-file {args.token_file}: the file is empty")
+        return EXIT_USAGE
+    client = EvaluationClient(args.relay, token=token, root_certificates=args.root_certificates or None)
+    try:
+        job_id = submit_job_file(client, spec, write=_say, prefix="[demo_job]",
+                                 connect_timeout_s=args.connect_timeout)
+    except RelayError as exc:
+        _say(f"[demo_job] the relay at {args.relay} refused the job: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    served: dict = {}
+    serve_in_background(client, job_id, DemoPolicy(spec.policy_provider, dict(spec.policy_config)), served)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (signals.event.wait(), stop.set()), name="demo-job-signals", daemon=True).start()
+    final = watch_job(client, job_id, poll_s=args.poll_s, write=_say, stop=stop)
+    if signals.event.is_set():
+        return _interrupted(signals, job_id, lambda: client.cancel(job_id, "demo_job was stopped"))
+    if "error" in served:
+        _say(f"[demo_job] the policy client ended with {type(served['error']).__name__}: {served['error']}")
+    if final is None:
+        _say(f"[demo_job] no status of job {job_id} was ever received from the relay")
+        return EXIT_FAILED
+    return report_final(final, _say)
+
+
+def _interrupted(signals: Any, job_id: str, cancel: Callable[[], Any]) -> int:
+    try:
+        cancel()
+        said = "cancel requested"
+    except Exception as exc:  # the relay or the station may be going down with us
+        said = f"cancel not delivered ({type(exc).__name__})"
+    _say(f"[demo_job] stopped by signal {signals.signum} before job {job_id} ended; {said}")
+    return 128 + signals.signum
+
+
+# -- through the station's services -----------------------------------------------------------------------------
+def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
+    import rclpy
+    from diagnostic_msgs.msg import KeyValue
+    from rclpy.executors import SingleThreadedExecutor
+    from strands_robots_msgs.msg import JobStatus
+    from strands_robots_msgs.srv import CancelJob, SubmitJob
+
+    from strands_robots import convert
+    from strands_robots.nodes._qos import LATCHED_QOS
+    from strands_robots.nodes.process import init_without_signal_handlers
+    from strands_robots.station_demo import report_final
+    import json
+
+    init_without_signal_handlers(["demo_job"])
+    node = rclpy.create_node("demo_job")
+    ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
+    statuses: list = []
+    node.create_subscription(JobStatus, f"{ns}/job_status", statuses.append, LATCHED_QOS)
+    submit = node.create_client(SubmitJob, f"{ns}/submit_job")
+    cancel = node.create_client(CancelJob, f"{ns}/cancel_job")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+
+    def call(client: Any, request: Any, timeout_s: float) -> Any:
+        future = client.call_async(request)
+        deadline = time.monotonic() + timeout_s
+        while not future.done() and time.monotonic() < deadline and not signals.event.is_set():
+            executor.spin_once(timeout_sec=0.1)
+        return future.result() if future.done() else None
+
+    try:
+        deadline = time.monotonic() + args.connect_timeout
+        while not submit.service_is_ready() and not signals.event.is_set():
+            if time.monotonic() > deadline:
+                _say(f"[demo_job] no station answers {ns}/submit_job after {args.connect_timeout:g} s")
+                return EXIT_FAILED
+            executor.spin_once(timeout_sec=0.1)
+        if signals.event.is_set():
+            return 128 + signals.signum
+        tasks = []
+        for task in spec.tasks:
+            msg = convert.station_task_to_msg(task)
+            given = {kv.key for kv in msg.parameters}
+            for key, value in (("duration_s", f"{spec.duration_s:g}"),
+                               ("control_frequency", f"{spec.control_frequency:g}")):
+                if key not in given:
+                    msg.parameters.append(KeyValue(key=key, value=value))
+            tasks.append(msg)
+        request = SubmitJob.Request(client_id=spec.client_id, tasks=tasks, episodes_total=spec.episodes_total,
+                                    policy_provider=spec.policy_provider,
+                                    policy_config_json=json.dumps(dict(spec.policy_config)))
+        answer = call(submit, request, 30.0)
+        if signals.event.is_set():
+            return 128 + signals.signum
+        if answer is None:
+            _say(f"[demo_job] the station did not answer {ns}/submit_job")
+            return EXIT_FAILED
+        if not answer.accepted:
+            _say(f"[demo_job] the station refused the job: {answer.message}")
+            return EXIT_FAILED
+        job_id = answer.job_id
+        _say(f"[demo_job] submitted job {job_id} to {ns}/submit_job: {spec.episodes_total} episodes of "
+             f"{len(spec.tasks)} tasks; the station runs the {spec.policy_provider} policy")
+        progress = _Progress(_say)
+        while not signals.event.is_set():
+            executor.spin_once(timeout_sec=0.1)
+            mine = [s for s in statuses if s.job_id == job_id]
+            statuses.clear()
+            for status in mine:
+                progress(status)
+                if status.state in TERMINAL:
+                    return report_final(status, _say)
+        return _interrupted(signals, job_id, lambda: call(cancel, CancelJob.Request(
+            job_id=job_id, reason="demo_job was stopped"), 2.0))
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.relay and not args.token_file:
+        print("demo_job: --relay needs --token-file (the client's token)", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    from strands_robots.cli.bringup import job_file_refusal
+    from strands_robots.station.job_file import load_job_file
+    from strands_robots.station_demo import default_demo_job
+    from strands_robots.stop_signals import StopSignals
+
+    job_file = args.job_file or default_demo_job()
+    reason = job_file_refusal(job_file)
+    if reason:
+        print(f"demo_job: {reason}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    spec = job_for_run(load_job_file(job_file), station_id=args.station_id, policy_provider=args.policy_provider,
+                       control_frequency=args.control_frequency)
+    # For the rest of the process: a launcher's second SIGINT during the stop must not kill it.
+    signals = StopSignals.install()
+    try:
+        if args.relay:
+            return _run_relay(args, spec, signals)
+        return _run_ros(args, spec, signals)
+    finally:
+        signals.restore()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
