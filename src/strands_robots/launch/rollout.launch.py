@@ -20,6 +20,7 @@ The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: `
 (the job did not succeed)`` after the job's own last line, or the node or relay that died. Every config file
 (``config_file``, ``station_config_file``, ``relay_config_file``, ``job_file``) is checked before any process
 starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process.
+``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
 The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
 
@@ -150,9 +151,19 @@ def _bring_up(context, arm_driver):
     ))
     client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
                             **arm_driver.output_options())
-    actions += [client, RegisterEventHandler(OnProcessExit(
-        target_action=client, on_exit=arm_driver.end_launch_with("demo_job", "the job did not succeed")))]
-    return actions
+    if _flag("exit_when_done", _arg(context, "exit_when_done")):
+        on_exit = arm_driver.end_launch_with("demo_job", "the job did not succeed")
+    else:
+        on_exit = _stay_up
+    return actions + [client, RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
+
+
+def _stay_up(event, context):
+    """``exit_when_done:=false``: the station stays up after the job (until Ctrl-C), saying how the job went."""
+    if context.is_shutdown:
+        return None
+    how = "SUCCEEDED" if event.returncode == 0 else f"did not succeed (demo_job exit code {event.returncode})"
+    return [LogInfo(msg=f"the job {how}; the station stays up until Ctrl-C (exit_when_done:=false)")]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -181,5 +192,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="where episodes are recorded (empty: the config file's)"),
         DeclareLaunchArgument("state_dir", default_value="",
                               description="the station's persisted jobs (empty: the launch's private run dir)"),
+        DeclareLaunchArgument("exit_when_done", default_value="true",
+                              description="true: the launch ends with the job (its exit code says how the job "
+                                          "went); false: the station stays up until Ctrl-C"),
     ]
     return LaunchDescription(args + [OpaqueFunction(function=_bring_up, args=[arm_driver])])

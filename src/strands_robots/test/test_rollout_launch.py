@@ -31,7 +31,8 @@ pytest.importorskip("launch_ros", reason="launch_ros is not installed (no ROS di
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 LAUNCH_DIR = Path(__file__).resolve().parent.parent / "launch"
-ROLLOUT_LAUNCH = LAUNCH_DIR / "rollout.launch.py"
+ROLLOUT_LAUNCH = LAUNCH_DIR / "rollout.launch.py"  # the whole station running the demo job
+ROLLOUT_ONLY_LAUNCH = LAUNCH_DIR / "rollout_only.launch.py"  # the driver and the rollout's autorun episodes
 DRIVER_LAUNCH = LAUNCH_DIR / "arm_driver.launch.py"
 TIMEOUT_S = 120.0
 
@@ -122,7 +123,7 @@ def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event(tmp_path):
 
     from strands_robots.nodes._qos import EVENT_QOS
 
-    run = Launch(ROLLOUT_LAUNCH, episode_duration="1.0", robot_name="launch_bot", recording_dir=str(tmp_path))
+    run = Launch(ROLLOUT_ONLY_LAUNCH, episode_duration="1.0", robot_name="launch_bot", recording_dir=str(tmp_path))
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("launch_test_listener", context=context)
@@ -160,7 +161,7 @@ def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event(tmp_path):
 
 
 def test_failed_episode_makes_the_launch_exit_nonzero_and_says_why():
-    run = Launch(ROLLOUT_LAUNCH, policy_provider="scripted", episode_duration="10.0")
+    run = Launch(ROLLOUT_ONLY_LAUNCH, policy_provider="scripted", episode_duration="10.0")
     try:
         rc = run.wait()
         assert rc != 0, run.output  # scripted drives joint 4 into its torque limit: a safety stop
@@ -173,7 +174,7 @@ def test_failed_episode_makes_the_launch_exit_nonzero_and_says_why():
 
 @pytest.mark.parametrize("sigints, gap_s", [(1, 0.0), (2, 0.013), (2, 0.060)])
 def test_ctrl_c_stops_both_nodes_cleanly_and_the_launch_exits_zero(sigints, gap_s):
-    run = Launch(ROLLOUT_LAUNCH, episode_duration="30.0")
+    run = Launch(ROLLOUT_ONLY_LAUNCH, episode_duration="30.0")
     try:
         run.wait_line(r"rollout\]: episode 0: ")
         for i in range(sigints):
@@ -236,14 +237,14 @@ def test_operator_deactivate_of_the_driver_stays_until_activated_again():
 
 
 def test_output_to_a_pipe_carries_no_colour_codes_and_the_driver_comes_from_its_own_launch_file():
-    run = Launch(ROLLOUT_LAUNCH, episode_duration="0.5")
+    run = Launch(ROLLOUT_ONLY_LAUNCH, episode_duration="0.5")
     try:
         assert run.wait() == 0, run.output
         assert "\x1b[" not in run.output
         assert "arm_driver_node-1" in run.output  # the node the included arm_driver.launch.py brought up
     finally:
         run.kill()
-    source = ROLLOUT_LAUNCH.read_text()
+    source = ROLLOUT_ONLY_LAUNCH.read_text()
     assert "arm_driver.launch.py" in source and "LifecycleNode(" not in source
 
 
@@ -255,7 +256,7 @@ def test_output_to_a_pipe_carries_no_colour_codes_and_the_driver_comes_from_its_
 def test_a_bad_parameters_file_fails_the_launch_in_one_line_before_any_node_starts(tmp_path, content, reason):
     config = tmp_path / "rollout.yaml"
     config.write_text(content)
-    run = Launch(ROLLOUT_LAUNCH, config_file=str(config))
+    run = Launch(ROLLOUT_ONLY_LAUNCH, config_file=str(config))
     try:
         assert run.wait() != 0, run.output
         errors = [line for line in run.lines if "ERROR" in line]
@@ -325,3 +326,153 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
         node.destroy_node()
         rclpy.try_shutdown(context=context)
         run.kill()
+
+
+# -- rollout.launch.py: the whole station running the demo job ---------------------------------------------------
+class Listener:
+    """A node of the test's own watching one namespace: every JobStatus and every observer event, in order."""
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from strands_robots_msgs.msg import JobStatus, ObserverEvent
+
+        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("launch_test_listener", context=self.context)
+        self.statuses: list = []
+        self.events: list = []
+        self.node.create_subscription(JobStatus, f"/{namespace}/job_status", self.statuses.append, LATCHED_QOS)
+        self.node.create_subscription(ObserverEvent, f"/{namespace}/observer_events", self.events.append, EVENT_QOS)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def spin_while(self, running, timeout_s: float = TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while running() and time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=0.1)
+        for _ in range(10):  # the last events may still be on their way
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+
+def assert_every_episode_streamed_without_gaps(final, events) -> None:
+    """Each episode's rollout is one run in the stream: event_seq dense from its first event, one Ended."""
+    from strands_robots_msgs.msg import ObserverEvent
+
+    by_run: dict = {}
+    for event in events:
+        by_run.setdefault(event.run_id, []).append(event)
+    rolled = [e.run_id for e in final.episodes if e.run_id]
+    assert rolled and set(rolled) <= set(by_run), (rolled, sorted(by_run))
+    for run_id, run_events in by_run.items():
+        seqs = [e.event_seq for e in run_events]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (run_id, seqs)  # no gap
+        assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1, run_id
+        assert run_events[-1].kind == ObserverEvent.KIND_ENDED, run_id
+
+
+DEMO_ROWS = [("ep_0000", "timeout"), ("ep_0001", "policy_completed"), ("ep_0002", "safety_stop"),
+             ("ep_0003", "timeout"), ("ep_0005", "timeout"), ("ep_0006", "start_pose_unreached")]
+
+
+@pytest.mark.parametrize("use_relay, processes", [("true", 5), ("false", 4)])
+def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(use_relay, processes):
+    run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay)
+    listener = Listener(run.namespace)
+    try:
+        listener.spin_while(lambda: run.proc.poll() is None)
+        rc = run.wait()
+        out = run.output
+        assert rc == 0, out
+        final = listener.statuses[-1]
+        assert final.state == "SUCCEEDED", out
+        assert [(e.episode_id, e.end_condition) for e in final.episodes] == DEMO_ROWS, out
+        assert_every_episode_streamed_without_gaps(final, listener.events)
+        # What the user sees: the job's progress lines and its summary, from the demo_job process.
+        assert re.search(r"^\[demo_job-\d+\] \[#{5,}\.+\] 1/6 episodes", out, re.M), out
+        assert re.search(rf"^\[demo_job-\d+\] job {final.job_id} SUCCEEDED: ", out, re.M), out
+        assert ("relay on 127.0.0.1:" in out) == (use_relay == "true"), out
+        # Every process exited 0: the job's client on its own, the rest on the launch's SIGINT.
+        assert len(re.findall(r"process has finished cleanly", out)) == processes, out
+        assert "process has died" not in out and "Caught exception" not in out, out
+        run_dir = re.search(r"private run dir (\S+)", out).group(1)
+        assert not os.path.exists(run_dir), run_dir  # the tokens went with the launch
+    finally:
+        listener.close()
+        run.kill()
+
+
+def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly():
+    run = Launch(ROLLOUT_LAUNCH)
+    try:
+        run.wait_line(r"ep_0000 running")
+        run.ctrl_c()
+        rc = run.wait()
+        out = run.output
+        assert rc == 0, out
+        assert "Caught exception" not in out and "Cannot shutdown a ROS adapter" not in out, out
+        assert len(re.findall(r"process has finished cleanly", out)) == 4, out  # relay, driver, rollout, station
+        assert re.search(r"\[demo_job\] stopped by signal 2 before job job-\w+ ended", out), out
+        assert "SUCCEEDED" not in out, out
+    finally:
+        run.kill()
+
+
+def test_a_station_killed_mid_job_makes_the_launch_exit_nonzero_naming_it():
+    run = Launch(ROLLOUT_LAUNCH)
+    try:
+        line = run.wait_line(r"\[station_node-\d+\]: process started with pid \[\d+\]")
+        pid = int(re.search(r"pid \[(\d+)\]", line).group(1))
+        run.wait_line(r"ep_0000 running")
+        os.kill(pid, signal.SIGKILL)
+        rc = run.wait()
+        out = run.output
+        assert rc != 0, out
+        assert "station exited with code -9 (the station stopped)" in out, out
+        assert "SUCCEEDED" not in out, out
+    finally:
+        run.kill()
+
+
+@pytest.mark.parametrize("argument, content, reason", [
+    ("station_config_file", "/**/station:\n  ros__parameters:\n    lease_duration_s: 1\n",
+     "/**/station: lease_duration_s: 1 is an integer, the parameter is a float (write 1.0)"),
+    ("station_config_file", "/**/station:\n  ros__parameters:\n    operatr: manual\n",
+     "/**/station: unknown parameter 'operatr' (did you mean operator?)"),
+    ("config_file", "/**/rollout:\n  ros__parameters:\n    control_frequency: 5000.0\n",
+     "/**/rollout: control_frequency: 5000.0 is out of range"),
+    ("relay_config_file", "relay:\n  port: 70000\n", "relay: port: 70000 is out of range [0, 65535]"),
+    ("relay_config_file", "relay:\n  listen: 127.0.0.1:1\n", "relay: unknown key 'listen'"),
+    ("job_file", "job_id: j\nstation_id: s\nepisodes_total: 0\ntasks: []\n", "job file "),
+])
+def test_a_bad_config_file_fails_the_station_launch_in_one_line_before_any_process_starts(
+        tmp_path, argument, content, reason):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    run = Launch(ROLLOUT_LAUNCH, **{argument: str(path)})
+    try:
+        assert run.wait() != 0, run.output
+        errors = [line for line in run.lines if "ERROR" in line]
+        assert len(errors) == 1, run.output
+        assert str(path) in errors[0] and reason in errors[0], run.output
+        assert "process started" not in run.output, run.output
+    finally:
+        run.kill()
+
+
+def test_station_and_rollout_launch_files_include_their_parts_instead_of_copying_them():
+    rollout = ROLLOUT_LAUNCH.read_text()
+    station = STATION_LAUNCH.read_text()
+    assert '"station.launch.py"' in rollout and '"relay.launch.py"' in rollout
+    assert '"arm_driver.launch.py"' in station
+    for source in (rollout, station):
+        assert "LifecycleNode(" not in source and 'executable="station_node"' not in rollout
