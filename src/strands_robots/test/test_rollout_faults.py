@@ -1,10 +1,12 @@
-"""The rollout under a dying arm driver (issue 6 item 1), over real DDS, the driver in its own process.
+"""The rollout under a dying or starved arm driver (issues 6 and 8), over real DDS, the driver in its own process.
 
 kill -9, SIGINT and SIGTERM of ``arm_driver_node`` mid-episode: the rollout notices the silence (no
 joint_states, no verdicts) within its bound and ends the episode as an error naming the driver and the
 silence, well before the budget; the observer stream is dense with exactly one Ended; the MCAP recording is
 readable, dense, and holds no run of stale (repeated) joint_states frames after the kill; the driver process is
-gone. Nothing is timed by the wall clock: the tests count steps, events and frames.
+gone. SIGSTOP for 0.3 s, then SIGCONT: the loop holds (at most the command window sent), the commands that
+waited past their apply_by are refused as stale, nothing trips, the episode runs to its budget. Nothing is
+timed by the wall clock: the tests count steps, events and frames.
 """
 
 from __future__ import annotations
@@ -94,3 +96,56 @@ def test_driver_stopped_mid_episode_ends_the_episode_as_an_error_naming_the_driv
     assert _longest_repeat(frames) <= math.ceil(SILENCE_S * RATE_HZ) + 1
     assert not [s for s in steps if s.applied_action_index >= ended.applied_actions]
     assert all(isinstance(s, RunPolicyStep) for s in steps)
+
+
+def test_a_driver_starved_mid_episode_holds_the_loop_and_never_bursts_or_trips(rig):
+    """SIGSTOP the driver process for 0.3 s mid-episode, then SIGCONT (issue 8: the stream holds the rate).
+
+    The loop holds instead of running ahead (at most the command window is sent while the driver is away), the
+    commands that waited past their apply_by are refused as stale (not applied in a burst), no safety check
+    trips, the episode runs to its budget, and every step is reported in order with one Ended.
+    """
+    from strands_robots.arm.config import DriverConfig
+
+    r = rig(driver="process")
+    budget = int(4.0 * RATE_HZ)
+    handle = r.send(policy_provider="mock", duration_s=4.0)
+    r.wait_steps(40, timeout_s=60.0)
+    pid = r.driver_proc.pid
+    sent_before = r.rollout.backend.stream.sent
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.3)  # the starvation itself (not a measurement)
+        sent_while_stopped = r.rollout.backend.stream.sent - sent_before
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    result, status = r.result(handle, timeout_s=60.0)
+    ended = result.ended
+
+    assert status == GoalStatus.STATUS_SUCCEEDED, (ended.end_detail, ended.action_errors)
+    assert ended.outcome == "ok" and ended.stopped_reason == "budget" and ended.applied_actions == budget
+    assert not [m for m in r.safety if m.stopped], [m.detail for m in r.safety]
+    _, steps, end_event = lifecycle(r, ended)  # one Started, one Ended, event_seq dense
+    assert [s.applied_action_index for s in steps] == list(range(budget))
+
+    # The loop did not run ahead: while the driver was stopped at most the window (2 commands at 50 Hz, plus
+    # the one in flight when the stop landed) went out; the rest of that time it held, and said so.
+    window = r.rollout.backend.window_steps
+    assert sent_while_stopped <= window + 1, (sent_while_stopped, window)
+    starved = [s for s in steps if s.action_resolution == "unknown" or "stale" in s.unresolved_action_reasons]
+    assert 1 <= len(starved) <= window + 1, [(s.applied_action_index, s.action_resolution,
+                                               s.unresolved_action_reasons) for s in starved]
+    assert ended.missed_deadlines >= 1 and any(s.deadline_missed for s in steps)
+    assert ended.paused_s > 0.0  # the hold paused the budget clock
+    # Nothing was applied in a burst: the measured joint speed stays well inside the envelope's limit. (The mock
+    # moves at most ~0.8 rad/s; the jump after the hold, at most the window's worth of trajectory, adds ~0.3
+    # rad/s here. The burst this replaces drove joint 3 to the 2.7 rad/s limit.)
+    config = DriverConfig.default()
+    for key, spec in config.joint_specs().items():
+        limit = spec.max_velocity * (1 - config.margins.velocity_fraction)
+        speed = max(abs(s.observation[f"{key}.vel"]) for s in steps)
+        assert speed < 0.75 * limit, f"{key} reached {speed:.2f} rad/s (envelope limit {limit:.2f})"
+
+    # Nothing left running once the rig is closed: the driver process is ended by its PID.
+    r.close()
+    assert r.driver_proc.poll() is not None

@@ -578,6 +578,20 @@ def test_every_episode_starts_from_the_start_pose(rig):
     assert max(abs(start2[k] - start1[k]) for k in start1) < 0.02  # the second began at it again
 
 
+def test_the_stream_is_the_default_command_path_of_the_node_and_of_its_config_file():
+    from pathlib import Path
+
+    import yaml
+
+    from strands_robots.nodes.rollout_node import PARAMETERS
+
+    assert PARAMETERS["command_path"][0] == "stream"
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "rollout.yaml").read_text())
+    params = config["/**/rollout"]["ros__parameters"]
+    assert params["command_path"] == "stream"
+    assert set(params) <= set(PARAMETERS), sorted(set(params) - set(PARAMETERS))  # no stale names
+
+
 def test_construction_only_parameters_are_read_only_and_ranges_come_from_the_shared_limits(rig):
     from strands_robots.rollout.run_spec import FIELD_LIMITS
 
@@ -585,7 +599,7 @@ def test_construction_only_parameters_are_read_only_and_ranges_come_from_the_sha
     node = r.rollout
     for name, value in (("driver_namespace", "/elsewhere"), ("command_path", "service"),
                         ("event_queue_depth", 10), ("action_timeout_s", 1.0), ("autorun_episodes", 3),
-                        ("driver_silence_s", 0.3), ("verdict_timeout_s", 0.5), ("verdict_wait_fraction", 0.3)):
+                        ("driver_silence_s", 0.3), ("verdict_timeout_s", 0.5), ("command_window_s", 0.1)):
         res = node.set_parameters([Parameter(name, value=value)])[0]  # noqa: PLW2901
         assert not res.successful, f"{name} accepted a runtime change"
     assert node.get_parameter("command_path").value == COMMAND_PATH

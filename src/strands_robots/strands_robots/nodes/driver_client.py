@@ -8,11 +8,14 @@ spinning that node would deadlock. The rollout node calls them from its control 
 - ``observe()`` converts the latest cached ``joint_states`` message (never waits once one has arrived) and
   refuses (:class:`DriverSilent`) one older than the driver silence bound: a stale reading is never handed to
   the policy or recorded as fresh;
-- ``send_action()`` goes by the **command path** (``command_path``): ``stream`` (the default) publishes an
-  ``ActionCommand`` and takes that step's ``ActionVerdict`` from the verdict stream, waiting at most a fraction
-  of the control period (:mod:`strands_robots.nodes.command_stream`); ``service`` is one ``SendAction`` call
-  with a timeout (kept for comparison and for single calls). A timeout or a missing driver is a coarse
-  verdict, never an exception, so the loop records it as ``unknown``;
+- the **command path** (``command_path``): on ``stream`` (the default) :meth:`RosDriverBackend.command_window`
+  gives the control loop an asynchronous path: each step's ``ActionCommand`` is published and the loop goes on,
+  the ``ActionVerdict`` s are collected as they arrive, and a step's event waits for its own verdict, with at
+  most ``command_window_s`` of commands in flight (:mod:`strands_robots.rollout.pipeline`,
+  :mod:`strands_robots.nodes.command_stream`). ``send_action()`` is the single blocking call (publish, wait for
+  that verdict). ``service`` is one ``SendAction`` call per step with a timeout (kept for comparison and for
+  single calls). A timeout or a missing driver is a coarse verdict, never an exception, so the loop records it
+  as ``unknown``;
 - ``fault_detail()`` is empty while the driver is heard and names the driver and the silence once it is not
   (:mod:`strands_robots.nodes.driver_watch`): the runner then ends the episode as an error;
 - ``advance()`` does nothing (the driver runs on its own clock); ``reset()`` moves the arms to the start pose
@@ -54,6 +57,7 @@ from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS
 from strands_robots.nodes.command_stream import CommandStream
 from strands_robots.nodes.driver_watch import DriverWatch, default_silence_s
+from strands_robots.rollout.pipeline import DEFAULT_WINDOW_S, window_steps
 
 # How long safety_stop_detail() waits for the SafetyStop message after a response said "stopped".
 _STOP_DETAIL_WAIT_S = 0.2
@@ -61,13 +65,12 @@ _STOP_DETAIL_WAIT_S = 0.2
 COMMAND_PATH_STREAM = "stream"
 COMMAND_PATH_SERVICE = "service"
 COMMAND_PATHS = (COMMAND_PATH_STREAM, COMMAND_PATH_SERVICE)
-# Fraction of the control period the stream path waits for a step's verdict (command_stream.py).
-DEFAULT_VERDICT_WAIT_FRACTION = 0.6
-# A streamed command is stale (the driver refuses it, the arms hold) once the dead-driver bound has passed since
-# it was sent: a delivery a loaded machine delayed still applies, in order, so the arms follow the trajectory
-# late instead of holding and then jumping to a fresh target (with a 10 ms bound, 500 Hz runs on this loaded
-# machine ended in safety trips: bench/README.md); and a command the rollout would already have given the
-# driver up for never moves the arms.
+# Stream path: commands in flight at most, as time (rollout/pipeline.py says why 50 ms); it is also how long
+# after sending a command the driver still applies it (apply_by): past that it is stale and the arms hold, so a
+# starved driver never applies more than this much of the trajectory late, in a burst.
+DEFAULT_COMMAND_WINDOW_S = DEFAULT_WINDOW_S
+COMMAND_WINDOW_MIN_S = 0.005
+COMMAND_WINDOW_MAX_S = 0.5
 # How long move_to_start_pose looks for the driver's action server before it falls back to the service.
 _START_POSE_DISCOVERY_S = 2.0
 
@@ -103,11 +106,12 @@ class RosDriverBackend:
     :param joint_limits: ``{key: (lower, upper)}`` as the driver is configured; handed to the policy through
         :meth:`joint_limits` (the driver still enforces its own).
     :param command_path: ``stream`` (ActionCommand / ActionVerdict topics) or ``service`` (``SendAction``).
-    :param control_frequency: the rollout's rate; sets the verdict wait, the commands' ``apply_by`` and the
-        default silence bound (:meth:`set_control_frequency` changes it per episode).
-    :param verdict_wait_fraction: stream path: the share of a control period a step waits for its verdict.
-    :param verdict_timeout_s: stream path: wait this long instead (0: the fraction); longer than a period trades
-        missed deadlines for fewer unknown steps on a loaded machine.
+    :param control_frequency: the rollout's rate; sets the command window in steps and the default silence
+        bound (:meth:`set_control_frequency` changes it per episode).
+    :param command_window_s: stream path: at most this much of commands in flight (at least 2), and each
+        command's ``apply_by`` (sent + this); see :mod:`strands_robots.rollout.pipeline`.
+    :param verdict_timeout_s: stream path: a step whose verdict has not come this long after its command is
+        ``unknown`` (0: the dead-driver bound).
     :param driver_silence_s: the dead-driver bound; 0 derives it from the control period
         (:func:`~strands_robots.nodes.driver_watch.default_silence_s`).
     :param reset_moves_to_start_pose: ``reset()`` moves the arms to the start pose (raises when unreached).
@@ -123,7 +127,7 @@ class RosDriverBackend:
         joint_limits: "Mapping[str, tuple[float, float]] | None" = None,
         command_path: str = COMMAND_PATH_STREAM,
         control_frequency: float = 50.0,
-        verdict_wait_fraction: float = DEFAULT_VERDICT_WAIT_FRACTION,
+        command_window_s: float = DEFAULT_COMMAND_WINDOW_S,
         verdict_timeout_s: float = 0.0,
         driver_silence_s: float = 0.0,
         reset_moves_to_start_pose: bool = True,
@@ -134,13 +138,15 @@ class RosDriverBackend:
                 raise ValueError(f"{name_} must be a finite number > 0, got {value!r}")
         if command_path not in COMMAND_PATHS:
             raise ValueError(f"command_path must be one of {', '.join(COMMAND_PATHS)}, got {command_path!r}")
-        if not (isinstance(verdict_wait_fraction, (int, float)) and 0.0 < verdict_wait_fraction < 1.0):
-            raise ValueError(f"verdict_wait_fraction must be in (0, 1), got {verdict_wait_fraction!r}")
+        if not (isinstance(command_window_s, (int, float)) and math.isfinite(command_window_s)
+                and COMMAND_WINDOW_MIN_S <= command_window_s <= COMMAND_WINDOW_MAX_S):
+            raise ValueError(f"command_window_s must be in [{COMMAND_WINDOW_MIN_S:g}, {COMMAND_WINDOW_MAX_S:g}] s, "
+                             f"got {command_window_s!r}")
         self._node = node
         self.command_path = command_path
         self._action_timeout_s = float(action_timeout_s)
         self._wait_timeout_s = float(wait_timeout_s)
-        self._verdict_wait_fraction = float(verdict_wait_fraction)
+        self._command_window_s = float(command_window_s)
         if not (isinstance(verdict_timeout_s, (int, float)) and math.isfinite(verdict_timeout_s)
                 and verdict_timeout_s >= 0):
             raise ValueError(f"verdict_timeout_s must be a finite number >= 0, got {verdict_timeout_s!r}")
@@ -208,7 +214,7 @@ class RosDriverBackend:
 
     # -- configuration per episode -----------------------------------------------------------------------------
     def set_control_frequency(self, hz: float) -> None:
-        """Set the rollout's rate for the next episode: verdict wait, ``apply_by``, default silence bound."""
+        """Set the rollout's rate for the next episode: the command window in steps, default silence bound."""
         hz = float(hz)
         if not (math.isfinite(hz) and hz > 0):
             raise ValueError(f"control frequency must be a finite number > 0, got {hz!r}")
@@ -221,17 +227,26 @@ class RosDriverBackend:
         return self._watch.silence_s
 
     @property
-    def verdict_wait_s(self) -> float:
-        """Stream path: how long a step waits for its verdict (s)."""
-        return self._verdict_timeout_s or self._verdict_wait_fraction * self._period_s
+    def verdict_bound_s(self) -> float:
+        """Stream path: a step whose verdict has not come this long after its command is unknown (s)."""
+        return min(self._verdict_timeout_s, self._watch.silence_s) if self._verdict_timeout_s \
+            else self._watch.silence_s
 
     @property
     def stale_after_s(self) -> float:
-        """Stream path: how long after sending a command the driver still applies it (``apply_by``).
+        """Stream path: how long after sending a command the driver still applies it (``apply_by``, s)."""
+        return self._command_window_s
 
-        The dead-driver bound, or the verdict wait when longer.
-        """
-        return max(self._watch.silence_s, self.verdict_wait_s)
+    @property
+    def window_steps(self) -> int:
+        """Stream path: commands in flight at most at the current rate."""
+        return window_steps(self._command_window_s, self._period_s)
+
+    def command_window(self) -> "StreamWindow | None":
+        """The control loop's asynchronous command path for one episode (None on the service path)."""
+        if self.command_path != COMMAND_PATH_STREAM:
+            return None
+        return StreamWindow(self)
 
     @property
     def stream(self) -> CommandStream:
@@ -247,6 +262,7 @@ class RosDriverBackend:
         with self._lock:
             self._run_id = str(run_id)
             self._step_index = 0
+        self._stream.begin_run(run_id)
         self._watch.begin()
 
     # -- subscriptions (executor threads; keep them short) -----------------------------------------------------
@@ -266,7 +282,7 @@ class RosDriverBackend:
             self._stop_unexplained = False
             self._safety_changed.notify_all()
 
-    def _on_verdict(self, _msg: Any) -> None:
+    def _on_verdict(self) -> None:
         self._watch.answered()
 
     # -- RobotBackend ------------------------------------------------------------------------------------------
@@ -340,20 +356,34 @@ class RosDriverBackend:
             return self._run_id, step_index
 
     def _send_streamed(self, action: Mapping[str, float]) -> ActionVerdict:
+        """The single blocking call over the stream (the control loop uses :meth:`command_window`)."""
         if not self._stream.driver_listening():
-            return ActionVerdict.coarse("arm driver not available (no subscriber on action_commands or no "
-                                        "publisher of action_verdicts)")
+            return ActionVerdict.coarse(_NOT_LISTENING)
         run_id, step_index = self._next_step()
-        # A value that is not a real number cannot cross the wire; NaN makes the driver say non_finite.
-        wire = {k: _as_wire_float(v) for k, v in action.items()}
-        wait_s = self.verdict_wait_s
+        wait_s = self.verdict_bound_s
         self._watch.command_sent()
-        msg = self._stream.send(wire, run_id, step_index, self.lease_token, wait_s, stale_after_s=self.stale_after_s)
+        msg = self._stream.send(_wire(action), run_id, step_index, self.lease_token, wait_s,
+                                stale_after_s=self.stale_after_s)
         if msg is None:
-            return ActionVerdict.coarse(f"no verdict from the {self.driver_name} within {wait_s * 1e3:.2f} ms "
+            return ActionVerdict.coarse(f"no verdict from the {self.driver_name} within {wait_s:g} s "
                                         f"(step {step_index})")
         self._note_stopped(msg.stopped)
         return convert.verdict_msg_to_verdict(msg)
+
+    def _publish_streamed(self, action: Mapping[str, float]) -> "int | ActionVerdict":
+        """Publish one step's command and return its step index; a coarse verdict when nothing was sent."""
+        if not isinstance(action, Mapping):
+            return ActionVerdict.coarse(
+                f"action must be a mapping of actuator key to float, got {type(action).__name__}")
+        for key in action:
+            if not isinstance(key, str):
+                return ActionVerdict.coarse(f"action keys must be strings, got {type(key).__name__} {key!r}")
+        if not self._stream.driver_listening():
+            return ActionVerdict.coarse(_NOT_LISTENING)
+        run_id, step_index = self._next_step()
+        self._watch.command_sent()
+        self._stream.publish(_wire(action), run_id, step_index, self.lease_token, self.stale_after_s)
+        return step_index
 
     def _send_service(self, action: Mapping[str, float]) -> ActionVerdict:
         if not self._send.service_is_ready():
@@ -625,6 +655,44 @@ class RosDriverBackend:
             return future.result()
         except Exception:
             return None
+
+
+class StreamWindow:
+    """The control loop's command path over the stream for one episode (``rollout.pipeline.CommandWindow``).
+
+    ``max_outstanding`` commands in flight (``command_window_s`` of them, at least 2), held while the oldest
+    unanswered one is older than ``command_window_s`` (by then the driver refuses it as stale anyway), and a
+    step with no verdict after the verdict bound is unknown.
+    """
+
+    def __init__(self, backend: RosDriverBackend) -> None:
+        self._backend = backend
+        self.max_outstanding = backend.window_steps
+        self.overdue_ns = int(backend.stale_after_s * 1e9)
+        self.verdict_bound_ns = int(backend.verdict_bound_s * 1e9)
+
+    def submit(self, action: Mapping[str, Any]) -> "int | ActionVerdict":
+        return self._backend._publish_streamed(action)
+
+    def collect(self, timeout_s: float) -> "list[tuple[int, ActionVerdict]]":
+        backend = self._backend
+        out = []
+        for msg in backend._stream.collect(timeout_s):
+            backend._note_stopped(msg.stopped)
+            out.append((int(msg.step_index), convert.verdict_msg_to_verdict(msg)))
+        return out
+
+    def describe_silence(self) -> str:
+        return self._backend._watch.fault() or f"the {self._backend.driver_name} did not answer"
+
+
+_NOT_LISTENING = ("arm driver not available (no subscriber on action_commands or no publisher of "
+                  "action_verdicts)")
+
+
+def _wire(action: Mapping[str, Any]) -> dict:
+    """Return the action as float64 values: a value that is not a real number is NaN (the driver says non_finite)."""
+    return {k: _as_wire_float(v) for k, v in action.items()}
 
 
 def _as_wire_float(value: Any) -> float:

@@ -17,13 +17,15 @@ action's execute callback is a coroutine that starts the episode's thread and aw
 completes, so the executor keeps serving joint_states, verdicts, cancels, feedback and the parameter services
 while an episode runs; the control thread never runs on the executor.
 
-**Command path** (``command_path``, read-only): ``service`` (the default) calls ``SendAction`` per step;
-``stream`` publishes an ``ActionCommand`` per step and takes the step's ``ActionVerdict`` from the verdict
-stream, waiting at most ``verdict_wait_fraction`` of a control period
-(:mod:`strands_robots.nodes.command_stream`). The stream is not the default yet: while the driver process is
-starved the loop keeps stepping on the wall clock, and the commands it applies in a burst afterwards put the
-target a few hundred ms ahead of the arm (a mock episode tripped the velocity check that way on a loaded
-machine); the service path blocks the loop instead.
+**Command path** (``command_path``, read-only): ``stream`` (the default) publishes an ``ActionCommand`` per
+step and never waits for its answer inside a control period: the ``ActionVerdict`` s are collected as they
+arrive and each step's event is dispatched with its own verdict, in step order
+(:mod:`strands_robots.rollout.pipeline`, :mod:`strands_robots.nodes.command_stream`). At most
+``command_window_s`` of commands are in flight: when the driver falls behind (a starved process) the loop holds,
+its budget clock paused and the held deadlines counted as missed, until the driver answers or the dead-driver
+bound ends the episode; and a command the driver reads more than ``command_window_s`` after it was sent is
+refused as stale, so a backlog is never applied in a burst. ``service`` calls ``SendAction`` per step (kept for
+comparison).
 
 **Dead driver**: past ``driver_silence_s`` without joint_states or without answers the episode ends as an error
 naming the driver and the silence, and no stale observation reaches the policy or the recording
@@ -67,7 +69,13 @@ from strands_robots_msgs.msg import EpisodeResult, ObserverEvent
 from strands_robots import convert
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import EVENT_QOS
-from strands_robots.nodes.driver_client import COMMAND_PATHS, DEFAULT_VERDICT_WAIT_FRACTION, RosDriverBackend
+from strands_robots.nodes.driver_client import (
+    COMMAND_PATHS,
+    COMMAND_WINDOW_MAX_S,
+    COMMAND_WINDOW_MIN_S,
+    DEFAULT_COMMAND_WINDOW_S,
+    RosDriverBackend,
+)
 from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S, default_silence_s
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
@@ -118,14 +126,17 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "robot_name": ("sim_arms", "robot name reported in RunPolicyStarted (a goal's robot_name wins)", {}),
     "driver_namespace": ("", "namespace of the arm driver's topics/services; empty: this node's namespace",
                          {"read_only": True}),
-    "command_path": ("service", "how actions reach the driver: service (one SendAction call per step, the "
-                                "default) or stream (ActionCommand/ActionVerdict topics)", {"read_only": True}),
-    "verdict_wait_fraction": (DEFAULT_VERDICT_WAIT_FRACTION,
-                              "stream path: share of a control period a step waits for its verdict; later is "
-                              "unknown", {"floating_point_range": _float_range(0.05, 0.9), "read_only": True}),
-    "verdict_timeout_s": (0.0, "stream path: wait this long for a step's verdict instead (0: the fraction); "
-                               "past a period it costs deadlines", {"floating_point_range": _float_range(0.0, 60.0),
-                                                                    "read_only": True}),
+    "command_path": ("stream", "how actions reach the driver: stream (ActionCommand/ActionVerdict topics, "
+                               "the default) or service (one SendAction call per step)", {"read_only": True}),
+    "command_window_s": (DEFAULT_COMMAND_WINDOW_S,
+                         "stream path: at most this much of commands in flight (at least 2; the loop holds "
+                         "beyond it), and how long after sending the driver still applies a command (later: "
+                         "stale, the arms hold)", {"floating_point_range": _float_range(COMMAND_WINDOW_MIN_S,
+                                                                                        COMMAND_WINDOW_MAX_S),
+                                                   "read_only": True}),
+    "verdict_timeout_s": (0.0, "stream path: a step whose verdict has not come this long after its command is "
+                               "unknown (0: the dead-driver bound, driver_silence_s)",
+                          {"floating_point_range": _float_range(0.0, 60.0), "read_only": True}),
     "driver_silence_s": (0.0, f"end the episode as an error when the driver is silent this long (no joint_states "
                               f"or no answers); 0: the default, {default_silence_s(0.02):g} s",
                          {"floating_point_range": _float_range(0.0, SILENCE_MAX_S), "read_only": True}),
@@ -203,7 +214,7 @@ class RolloutNode(Node):
         self.backend = RosDriverBackend(
             self, driver_namespace=self.p("driver_namespace"), action_timeout_s=self.p("action_timeout_s"),
             wait_timeout_s=self.p("driver_timeout_s"), command_path=self.p("command_path"),
-            control_frequency=self.p("control_frequency"), verdict_wait_fraction=self.p("verdict_wait_fraction"),
+            control_frequency=self.p("control_frequency"), command_window_s=self.p("command_window_s"),
             verdict_timeout_s=self.p("verdict_timeout_s"), driver_silence_s=self.p("driver_silence_s"),
             reset_moves_to_start_pose=False,
         )

@@ -41,6 +41,7 @@ from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.backend import RobotBackend
 from strands_robots.rollout.chunks import ChunkPipeline, ChunkTelemetry
 from strands_robots.rollout.pacing import DeadlinePacer
+from strands_robots.rollout.pipeline import InFlight
 from strands_robots.rollout.run_spec import (
     DEFAULT_INFERENCE_TIMEOUT_S,
     DEFAULT_MAX_ONFRAME_FAILURES,
@@ -206,11 +207,10 @@ class PolicyRunner:
         Safe from any thread at any time of a run, also before its first step or between episodes (the next
         episode then starts held); it holds until :meth:`resume`, a stop, or the end of the ``run`` call.
         """
-        with self._pause_lock:
+        with self._pause_lock:  # the pacer too: the loop's own hold (rollout/pipeline.py) checks under it
             self._pause_requested = True
-            pacer = self._pacer
-        if pacer is not None:
-            pacer.pause()
+            if self._pacer is not None:
+                self._pacer.pause()
 
     def resume(self) -> None:
         """End the takeover: the loop continues from the arm's current state.
@@ -220,9 +220,8 @@ class PolicyRunner:
         """
         with self._pause_lock:
             self._pause_requested = False
-            pacer = self._pacer
-        if pacer is not None:
-            pacer.resume()
+            if self._pacer is not None:
+                self._pacer.resume()
 
     @property
     def paused(self) -> bool:
@@ -485,6 +484,13 @@ class PolicyRunner:
 
     def _loop(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, recorder: Any, st: "_EpisodeState",
               pipelines: list) -> None:
+        """The steps of one episode: one action sent per step, each step's event once its verdict is known.
+
+        With a backend that offers ``command_window()`` (the command stream), a step's command is sent and the
+        loop goes on; its event is dispatched when its verdict arrives, in step order
+        (:mod:`strands_robots.rollout.pipeline`), and every step sent is reported before the Ended, on every
+        exit. Otherwise ``send_action`` answers at once and the step completes there.
+        """
         backend = self.backend
         observe = backend.observe
         send_action = backend.send_action
@@ -495,6 +501,7 @@ class PolicyRunner:
             fault_detail = None
         stop = self.stop
         period = s.period_s
+        period_ns = max(1, int(round(period * 1e9)))
         total = s.total_steps
         on_frame = s.on_frame
         stop_when = s.stop_when
@@ -506,48 +513,25 @@ class PolicyRunner:
         stamp = lane.stamp
         dispatch = lane.dispatch
 
-        def new_pipeline() -> ChunkPipeline:
-            p = ChunkPipeline(s.policy, action_horizon=s.action_horizon, async_prefetch=s.async_rtc,
-                              inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None,
-                              stop=stop)
-            pipelines.append(p)
-            return p
+        window = None
+        window_factory = getattr(backend, "command_window", None)
+        if callable(window_factory):
+            window = window_factory()  # one per episode; None: this backend answers send_action at once
+        inflight: "InFlight | None" = None
+        hook_abort: list = []  # the hook's abort that ended the episode (the steps after it report its outcome)
+        if window is not None:
+            inflight = InFlight(window.max_outstanding, window.overdue_ns, window.verdict_bound_ns)
 
-        pipeline = new_pipeline()
-        index = 0
-        last_start = 0
-        while True:
-            if not pacer.wait():
-                st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
-                return
-            if pacer.take_resumed():  # after a takeover: continue from the arm's current state
-                pipeline.close()  # first: no inference of the old chunk runs beside resume()
-                s.policy.resume(observe())
-                pipeline = new_pipeline()
-            step_start = clock()
-            dropped = pacer.last_dropped
-            deadline_missed = dropped > 0
-            if index > 0:
-                # The interval since the previous step's start (the period, or more after dropped deadlines):
-                # what the adaptive prefetch point needs, not this step's own work time.
-                pipeline.note_step_interval(period * (1 + dropped) if not s.fast_mode
-                                            else (step_start - last_start) / 1e9)
-            last_start = step_start
-            if fault_detail is not None and self._driver_fault(fault_detail(), st):
-                return
-            try:
-                planned = pipeline.next_action(observe)
-            except (CooperativeStop, EndEpisode, _HookAbort):
-                raise
-            except Exception as exc:  # a stale or failed observation (or a failed inference) ends the episode
-                raise _StepFailed(exc) from exc
+        def complete(sent: "_Sent", verdict: Any, forced_outcome: str = "", check_stop: bool = True) -> Any:
+            """Classify, run the legacy hook, record and dispatch one step's event; the hook's abort, if any.
+
+            ``forced_outcome``: the hook is not run (an earlier step's hook aborted the episode) and the step
+            reports that outcome. ``check_stop``: False while draining, when the episode has already ended.
+            """
+            index = sent.index
+            planned = sent.planned
             action = planned.action
             observation = planned.observation
-            try:
-                verdict = send_action(action)
-            except Exception as exc:  # a coarse error: nothing known about what reached the arms
-                verdict = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
-            st.applied_actions = index + 1
             resolution, applied, unresolved, reasons, error = classify_verdict(action, verdict)
             if resolution is RESOLUTION_FULL:
                 st.full += 1
@@ -561,13 +545,14 @@ class PolicyRunner:
 
             # The legacy hook: recording, on_frame, cancellation check.
             abort: "BaseException | None" = None
-            if hook_present:
+            if forced_outcome:
+                outcome = forced_outcome
+            elif hook_present:
                 outcome = HOOK_OK
                 try:
                     if recorder is not None:
                         try:
-                            recorder.write_step(index, lane.utc_of(time.monotonic_ns()), observation, action,
-                                                verdict)
+                            recorder.write_step(index, lane.utc_of(sent.mono_ns), observation, action, verdict)
                         except Exception as exc:  # never silent: this step's frame is lost, the episode ends
                             raise _RecordingFailed(exc, f"recording failed at step {index}: "
                                                         f"{type(exc).__name__}: {exc}") from exc
@@ -582,7 +567,8 @@ class PolicyRunner:
                                 raise _HookAbort(exc, f"on_frame failed {st.onframe_failures} times "
                                                       f"(max_onframe_failures={max_onframe}); last: "
                                                       f"{type(exc).__name__}: {exc}") from exc
-                    stop.check()
+                    if check_stop:
+                        stop.check()
                 except CooperativeStop as exc:
                     outcome = HOOK_CANCELLED
                     abort = exc
@@ -604,8 +590,8 @@ class PolicyRunner:
                 legacy_step_index=index, action_resolution=resolution, applied_action_keys=applied,
                 unresolved_action_keys=unresolved, unresolved_action_reasons=reasons, action_error=error,
                 observation_is_chunk_reused=planned.is_chunk_reused, observation_age_steps=planned.age_steps,
-                legacy_hook_outcome=outcome, chunk_index=planned.chunk_index, elapsed_s=pacer.elapsed_s,
-                sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=deadline_missed,
+                legacy_hook_outcome=outcome, chunk_index=planned.chunk_index, elapsed_s=sent.elapsed_s,
+                sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=sent.deadline_missed,
                 observation=observation, action=action)
             st.sim_time_s = event.sim_time_s
             if recorder is not None:
@@ -615,7 +601,7 @@ class PolicyRunner:
                 try:
                     self._write_event(recorder, event, s)
                 except _RecordingFailed as exc:
-                    if abort is None:
+                    if abort is None and not forced_outcome:
                         abort = exc
                         st.legacy_steps_used = index
                         event = dataclasses.replace(event, legacy_hook_outcome=HOOK_RECORDING_ERROR)
@@ -624,34 +610,208 @@ class PolicyRunner:
                         except _RecordingFailed:
                             pass
             dispatch(event)
-            if abort is not None:
-                raise abort
-            index += 1
 
-            if index <= fail_fast_n:
+            if index < fail_fast_n:
                 if resolution is RESOLUTION_NONE and all(r == REASON_UNKNOWN_KEY for r in reasons):
                     st.unknown_key_steps += 1
-                if index == fail_fast_n and st.unknown_key_steps == fail_fast_n:
-                    raise UnknownActionKeys(
-                        f"the policy's keys match no actuator: the first {fail_fast_n} steps applied nothing "
-                        f"(emitted {', '.join(map(str, action.keys()))}); valid keys: "
-                        f"{', '.join(s.actuator_keys)}")
+            return abort
 
-            advance(period)
-            detail = safety_detail()
-            if detail:
-                st.finish(STOPPED_SAFETY_STOP, OUTCOME_ERROR, detail)
-                st.error_type = "SafetyStop"
-                st.error_message = detail
-                return
-            if fault_detail is not None and self._driver_fault(fault_detail(), st):
-                return
-            if stop_when is not None and stop_when(observe()):
-                st.finish(STOPPED_PREDICATE, OUTCOME_OK, "stop_when returned true")
-                return
-            if index >= total:
-                st.finish(STOPPED_BUDGET, OUTCOME_OK, f"{total} steps")
-                return
+        def fail_fast(sent: "_Sent") -> "UnknownActionKeys | None":
+            if sent.index + 1 == fail_fast_n and st.unknown_key_steps == fail_fast_n:
+                return UnknownActionKeys(
+                    f"the policy's keys match no actuator: the first {fail_fast_n} steps applied nothing "
+                    f"(emitted {', '.join(map(str, sent.planned.action.keys()))}); valid keys: "
+                    f"{', '.join(s.actuator_keys)}")
+            return None
+
+        def take_verdicts(timeout_s: float) -> None:
+            """Hand the verdicts arrived (waiting at most ``timeout_s`` for one) to the steps in flight."""
+            for ticket, verdict in window.collect(timeout_s):
+                inflight.resolve(ticket, verdict)
+            if inflight.open_count:
+                inflight.expire(clock(), window.describe_silence())
+
+        def complete_ready(timeout_s: float = 0.0) -> None:
+            """Complete the steps whose verdicts (and every earlier step's) are known; raise what ends the run."""
+            take_verdicts(timeout_s)
+            while True:
+                ready = inflight.pop_one()
+                if ready is None:
+                    return
+                abort = complete(ready.step, ready.verdict)
+                if abort is not None:
+                    hook_abort.append(abort)
+                    raise abort
+                error = fail_fast(ready.step)
+                if error is not None:
+                    raise error
+
+        def hold() -> int:
+            """Rule 4 of the pipeline: send nothing until the driver answers.
+
+            :returns: the control periods held (missed deadlines), or -1 when the episode ended.
+            """
+            with self._pause_lock:
+                mine = not pacer.paused
+                if mine:
+                    pacer.pause()  # the budget clock stands still, as in a takeover
+            start = clock()
+            poll = min(period, _HOLD_POLL_S)
+            try:
+                while True:
+                    complete_ready(poll)
+                    if not inflight.hold_reason(clock()):
+                        return 0 if s.fast_mode else int((clock() - start) // period_ns)
+                    if stop.requested:
+                        st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
+                        return -1
+                    if fault_detail is not None and self._driver_fault(fault_detail(), st):
+                        return -1
+            finally:
+                with self._pause_lock:
+                    if mine and pacer.paused and not self._pause_requested:
+                        pacer.resume()
+                        pacer.take_resumed()  # not a takeover: the policy goes on with its chunk
+
+        def steps() -> None:
+            pipeline = new_pipeline()
+            index = 0
+            last_start = 0
+            held = 0  # periods the loop held before this step (rollout/pipeline.py rule 4)
+            late = False  # a deadline before this step was missed (the wait came back to a full window)
+            while True:
+                if inflight is not None:
+                    complete_ready()
+                    if inflight.hold_reason(clock()):
+                        periods = hold()
+                        if periods < 0:
+                            return
+                        held += periods
+                if not pacer.wait():
+                    st.finish(STOPPED_CANCELLED, OUTCOME_CANCELLED, stop.reason or "cancelled")
+                    return
+                if pacer.take_resumed():  # after a takeover: continue from the arm's current state
+                    pipeline.close()  # first: no inference of the old chunk runs beside resume()
+                    s.policy.resume(observe())
+                    pipeline = new_pipeline()
+                dropped = pacer.last_dropped
+                if held > dropped:  # held periods are missed deadlines, reported (those the pacer did not count)
+                    pacer.missed_deadlines += held - dropped
+                    dropped = held
+                held = 0
+                if inflight is not None:
+                    complete_ready()  # the verdicts that came during the wait: their events, fail fast
+                    if inflight.hold_reason(clock()):
+                        late = late or dropped > 0
+                        continue  # the window filled during the wait: hold before sending
+                step_start = clock()
+                deadline_missed = dropped > 0 or late
+                late = False
+                if index > 0:
+                    # The interval since the previous step's start (the period, or more after dropped
+                    # deadlines): what the adaptive prefetch point needs, not this step's own work time.
+                    pipeline.note_step_interval(period * (1 + dropped) if not s.fast_mode
+                                                else (step_start - last_start) / 1e9)
+                last_start = step_start
+                if fault_detail is not None and self._driver_fault(fault_detail(), st):
+                    return
+                try:
+                    planned = pipeline.next_action(observe)
+                except (CooperativeStop, EndEpisode, _HookAbort):
+                    raise
+                except Exception as exc:  # a stale or failed observation (or a failed inference) ends the episode
+                    raise _StepFailed(exc) from exc
+                sent = _Sent(index, planned, time.monotonic_ns(), deadline_missed)
+                if inflight is not None:
+                    try:
+                        ticket = window.submit(planned.action)
+                    except Exception as exc:  # a coarse error: nothing known about what reached the arms
+                        ticket = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
+                    sent.elapsed_s = pacer.elapsed_s
+                    inflight.add(ticket, sent, clock())
+                    st.applied_actions = index + 1
+                else:
+                    try:
+                        verdict = send_action(planned.action)
+                    except Exception as exc:  # a coarse error: nothing known about what reached the arms
+                        verdict = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
+                    sent.elapsed_s = pacer.elapsed_s
+                    st.applied_actions = index + 1
+                    abort = complete(sent, verdict)
+                    if abort is not None:
+                        hook_abort.append(abort)
+                        raise abort
+                    error = fail_fast(sent)
+                    if error is not None:
+                        raise error
+                index += 1
+
+                advance(period)
+                detail = safety_detail()
+                if detail:
+                    st.finish(STOPPED_SAFETY_STOP, OUTCOME_ERROR, detail)
+                    st.error_type = "SafetyStop"
+                    st.error_message = detail
+                    return
+                if fault_detail is not None and self._driver_fault(fault_detail(), st):
+                    return
+                if stop_when is not None and stop_when(observe()):
+                    st.finish(STOPPED_PREDICATE, OUTCOME_OK, "stop_when returned true")
+                    return
+                if index >= total:
+                    st.finish(STOPPED_BUDGET, OUTCOME_OK, f"{total} steps")
+                    return
+
+        def new_pipeline() -> ChunkPipeline:
+            p = ChunkPipeline(s.policy, action_horizon=s.action_horizon, async_prefetch=s.async_rtc,
+                              inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None,
+                              stop=stop)
+            pipelines.append(p)
+            return p
+
+        def drain(ending: "BaseException | None") -> None:
+            """Report every step still in flight, in order, before the Ended (module pipeline, all exits).
+
+            After a normal end or an Exception the verdicts are awaited (at most the verdict bound, or until the
+            driver is found silent) and the hooks run (no cancellation check: the episode has ended); after a
+            BaseException (Ctrl-C) nothing is awaited: what has arrived is used, the rest is unknown. A hook
+            aborting here makes the remaining steps report its outcome; it ends an episode that ended well.
+            """
+            forced = _abort_outcome(hook_abort[0]) if hook_abort else ""
+            interrupted = ending is not None and not isinstance(ending, Exception)
+            late_abort: "BaseException | None" = None
+            poll = min(period, _HOLD_POLL_S)
+            while len(inflight):
+                if interrupted:
+                    take_verdicts(0.0)
+                    inflight.abandon(f"the rollout was interrupted by {type(ending).__name__}")
+                else:
+                    take_verdicts(poll if inflight.open_count and not inflight.head_resolved else 0.0)
+                    if inflight.open_count and fault_detail is not None:
+                        detail = fault_detail()
+                        if detail:
+                            inflight.abandon(detail)
+                            if ending is None and st.outcome == OUTCOME_OK:
+                                self._driver_fault(detail, st)
+                while True:
+                    ready = inflight.pop_one()
+                    if ready is None:
+                        break
+                    abort = complete(ready.step, ready.verdict, forced_outcome=forced, check_stop=False)
+                    if abort is not None and not forced:
+                        forced = _abort_outcome(abort)
+                        late_abort = late_abort or abort
+            if late_abort is not None and ending is None:
+                raise late_abort
+
+        try:
+            steps()
+        except BaseException as exc:
+            if inflight is not None and len(inflight):
+                drain(exc)
+            raise
+        if inflight is not None and len(inflight):
+            drain(None)
 
     @staticmethod
     def _driver_fault(detail: Any, st: "_EpisodeState") -> bool:
@@ -714,6 +874,32 @@ class PolicyRunner:
             elapsed_s=pacer.elapsed_s if pacer.started else 0.0, paused_s=pacer.paused_s,
             sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
             recording_path=recording_path, recorded_frames=st.recorded_frames)
+
+
+# While the loop holds (rollout/pipeline.py rule 4), look for verdicts, a stop and a silent driver this often.
+_HOLD_POLL_S = 0.005
+
+
+class _Sent:
+    """A step whose action went out: what its event needs once its verdict is known."""
+
+    __slots__ = ("index", "planned", "mono_ns", "deadline_missed", "elapsed_s")
+
+    def __init__(self, index: int, planned: Any, mono_ns: int, deadline_missed: bool) -> None:
+        self.index = index
+        self.planned = planned
+        self.mono_ns = mono_ns
+        self.deadline_missed = deadline_missed
+        self.elapsed_s = 0.0
+
+
+def _abort_outcome(abort: BaseException) -> str:
+    """The legacy hook outcome an abort stands for (reported by the steps sent after the aborting one)."""
+    if isinstance(abort, CooperativeStop):
+        return HOOK_CANCELLED
+    if isinstance(abort, _RecordingFailed):
+        return HOOK_RECORDING_ERROR
+    return HOOK_ERROR
 
 
 class _StepFailed(Exception):

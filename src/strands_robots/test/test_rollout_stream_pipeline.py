@@ -1,0 +1,274 @@
+"""Asynchronous verdicts: the in-order completion rules (pure) and the control loop over them (fake time).
+
+rollout/pipeline.py: a step's event waits for its own verdict, in step order, with dense event_seq; a full
+window or an overdue verdict holds the loop (budget clock paused, held deadlines missed); a lost or missing
+verdict is unknown; every step sent is reported before the one Ended on every exit. No ROS, no waiting: the
+backend's verdicts arrive on a deterministic clock the test controls.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from strands_robots.arm.verdict import REASON_STALE, REASON_UNKNOWN_KEY, ActionVerdict
+from strands_robots.rollout.pipeline import InFlight, window_steps
+from strands_robots.rollout.runner import PolicyRunner
+from strands_robots.rollout.stop import StopToken
+from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep
+
+from rollout_fakes import KEYS, Collect, FakeBackend, FakeTime, ScriptedPolicy
+
+MS = 1_000_000
+
+
+# -- the pure rules ---------------------------------------------------------------------------------------------
+
+def full(keys=KEYS) -> ActionVerdict:
+    return ActionVerdict(applied_keys=tuple(keys))
+
+
+def test_steps_complete_in_step_order_whatever_order_their_verdicts_arrive_in():
+    f = InFlight(max_outstanding=5, overdue_ns=50 * MS, verdict_bound_ns=500 * MS)
+    for k in range(3):
+        f.add(k, f"step{k}", k * MS)
+    assert f.resolve(2, full()) is True  # 2 before 0 and 1: 0 and 1 were lost (rule 1)
+    ready = f.pop_ready()
+    assert [r.step for r in ready] == ["step0", "step1", "step2"]
+    assert [r.verdict.is_coarse_error for r in ready] == [True, True, False]
+    assert "step 1 was answered first" not in ready[0].verdict.error and "step 2 was answered first" in \
+        ready[0].verdict.error
+    assert f.lost == 2 and len(f) == 0
+
+
+def test_a_resolved_step_waits_for_its_predecessors():
+    f = InFlight(5, 50 * MS, 500 * MS)
+    f.add(0, "a", 0)
+    f.add(ActionVerdict.coarse("arm driver not available"), "b", 0)  # resolved at once: nothing was sent
+    assert f.pop_ready() == []  # b waits for a
+    f.resolve(0, full())
+    assert [r.step for r in f.pop_ready()] == ["a", "b"]
+
+
+def test_a_step_without_a_verdict_past_the_bound_is_unknown_naming_why():
+    f = InFlight(5, 50 * MS, 500 * MS)
+    f.add(7, "s", 0)
+    assert f.expire(500 * MS, "arm driver /x silent") == 0
+    assert f.expire(501 * MS, "arm driver /x silent") == 1
+    (r,) = f.pop_ready()
+    assert r.verdict.error == "no verdict for step 7 within 0.5 s: arm driver /x silent"
+    assert f.resolve(7, full()) is False and f.unmatched == 1  # it came too late: the step stays unknown
+
+
+def test_the_loop_holds_on_a_full_window_or_an_overdue_verdict():
+    f = InFlight(max_outstanding=2, overdue_ns=50 * MS, verdict_bound_ns=500 * MS)
+    f.add(0, "a", 0)
+    assert f.hold_reason(10 * MS) == ""
+    assert "after 51.0 ms" in f.hold_reason(51 * MS)  # one in flight, but overdue
+    f.add(1, "b", 20 * MS)
+    assert "2 commands in flight (window 2)" in f.hold_reason(30 * MS)
+    f.resolve(0, full())
+    assert f.hold_reason(30 * MS) == ""  # answered steps do not count, completed or not
+
+
+@pytest.mark.parametrize("hz, steps", [(50, 2), (200, 10), (500, 25), (1000, 50), (5, 2)])
+def test_the_window_is_fifty_ms_of_commands_and_at_least_two(hz, steps):
+    assert window_steps(0.05, 1.0 / hz) == steps
+
+
+# -- the control loop over an asynchronous backend -------------------------------------------------------------
+
+class FakeWindow:
+    """The backend's command window: each verdict arrives ``latency(ticket)`` s after its command (None: never)."""
+
+    def __init__(self, t: FakeTime, latency, verdict=None, max_outstanding=3, overdue_s=0.05, bound_s=0.5):
+        self.t = t
+        self.latency = latency
+        self.verdict = verdict or (lambda ticket, action: full(action))
+        self.max_outstanding = max_outstanding
+        self.overdue_ns = int(overdue_s * 1e9)
+        self.verdict_bound_ns = int(bound_s * 1e9)
+        self.submitted: list = []  # (ticket, time sent ns)
+        self._due: list = []  # (due ns, ticket, verdict)
+        self.last_answer_ns = 0
+        self.max_in_flight = 0
+
+    def submit(self, action):
+        ticket = len(self.submitted)
+        self.submitted.append((ticket, self.t.now_ns))
+        lat = self.latency(ticket, self.t.now_ns)
+        if lat is not None:
+            self._due.append((self.t.now_ns + int(lat * 1e9), ticket, self.verdict(ticket, action)))
+        self.max_in_flight = max(self.max_in_flight, len(self._due))
+        return ticket
+
+    def _arrived(self):
+        now = self.t.now_ns
+        ready = sorted(d for d in self._due if d[0] <= now)
+        self._due = [d for d in self._due if d[0] > now]
+        if ready:
+            self.last_answer_ns = now
+        return [(ticket, verdict) for _, ticket, verdict in ready]
+
+    def collect(self, timeout_s):
+        got = self._arrived()
+        if not got and timeout_s > 0:
+            self.t.spend(timeout_s)
+            got = self._arrived()
+        return got
+
+    def describe_silence(self):
+        return "arm driver /fake silent"
+
+
+class AsyncBackend(FakeBackend):
+    def __init__(self, t: FakeTime, silence_s: float = 0.5, **window) -> None:
+        super().__init__(clock=t.seconds)
+        self.time = t
+        self.silence_ns = int(silence_s * 1e9)
+        self.window = FakeWindow(t, **window)
+
+    def command_window(self):
+        return self.window
+
+    def send_action(self, action):  # the loop must not use it on this path
+        raise AssertionError("send_action called on the asynchronous path")
+
+    def fault_detail(self):
+        w = self.window
+        waiting = [s for s in w.submitted if s[1] > w.last_answer_ns] if w.submitted else []
+        if waiting and self.time.now_ns - max(w.last_answer_ns, waiting[0][1]) > self.silence_ns:
+            return "arm driver /fake silent: commands got no answer"
+        return ""
+
+
+def run(backend, t, policy=None, stop=None, **kwargs):
+    collect = Collect()
+    kwargs.setdefault("n_steps", 40)
+    kwargs.setdefault("control_frequency", 100.0)
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait, stop=stop)
+    result = runner.run(policy or ScriptedPolicy(), observer=collect, **kwargs)
+    return result, collect
+
+
+def lifecycle(collect):
+    events = collect.events
+    assert isinstance(events[0], RunPolicyStarted) and isinstance(events[-1], RunPolicyEnded)
+    assert [e.event_seq for e in events] == list(range(len(events)))
+    assert len(collect.of(RunPolicyEnded)) == 1
+    steps = collect.of(RunPolicyStep)
+    assert [s.applied_action_index for s in steps] == list(range(len(steps)))
+    assert all(s.applied_action_index == s.legacy_step_index for s in steps)
+    return steps, events[-1]
+
+
+def test_each_step_event_carries_its_own_verdict_when_verdicts_arrive_periods_later():
+    t = FakeTime()
+    # Step k's verdict arrives 25 ms (2.5 periods) after its command; odd steps are refused stale.
+    def verdict(ticket, action):
+        if ticket % 2:
+            return ActionVerdict((), tuple(action), (REASON_STALE,) * len(action))
+        return full(action)
+
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, verdict=verdict, max_outstanding=5)
+    result, collect = run(backend, t, n_steps=20)
+    steps, ended = lifecycle(collect)
+    assert len(steps) == 20 == ended.applied_actions
+    assert [s.action_resolution for s in steps] == ["full", "none"] * 10
+    assert ended.full_count == 10 and ended.none_count == 10 and ended.unknown_count == 0
+    assert ended.missed_deadlines == 0  # the loop never waited for a verdict
+    # Commands went out while earlier verdicts were still on their way: the loop did not wait for them.
+    assert backend.window.max_in_flight >= 3
+
+
+def test_a_starved_driver_holds_the_loop_with_the_budget_clock_paused_and_the_held_periods_missed():
+    t = FakeTime()
+    # From step 10 on the driver is starved for 0.3 s: nothing it answers arrives before then.
+    starve = {}
+
+    def latency(k, now):
+        if k == 10:
+            starve["until"] = now + int(0.3e9)
+        if "until" in starve and now < starve["until"]:
+            return (starve["until"] - now) / 1e9 + 0.001
+        return 0.001
+
+    backend = AsyncBackend(t, latency=latency, max_outstanding=3, overdue_s=0.05)
+    result, collect = run(backend, t, n_steps=40)
+    steps, ended = lifecycle(collect)
+    assert ended.outcome == "ok" and ended.stopped_reason == "budget" and len(steps) == 40
+    sent = backend.window.submitted
+    during = [k for k, ns in sent if starve["until"] - int(0.3e9) <= ns < starve["until"]]
+    assert len(during) <= 3, during  # the window, never the 30 periods of the starvation
+    assert ended.paused_s >= 0.25  # the hold paused the budget clock (fake time)
+    assert ended.missed_deadlines >= 25  # ... and its periods are reported as missed
+    first_after = next(s for s in steps if s.applied_action_index == during[-1] + 1)
+    assert first_after.deadline_missed
+    assert ended.unknown_count == 0
+
+
+def test_a_driver_that_stops_answering_ends_the_episode_as_an_error_after_every_sent_step_is_reported():
+    t = FakeTime()
+    backend = AsyncBackend(t, latency=lambda k, now: 0.001 if k < 8 else None, max_outstanding=3)
+    result, collect = run(backend, t, n_steps=400)
+    steps, ended = lifecycle(collect)
+    assert ended.outcome == "error" and ended.error_type == "DriverFault", ended.end_detail
+    assert "arm driver /fake silent" in ended.end_detail
+    assert len(steps) == ended.applied_actions == len(backend.window.submitted) <= 8 + 3
+    unknown = [s for s in steps if s.action_resolution == "unknown"]
+    assert [s.applied_action_index for s in unknown] == list(range(8, len(steps)))
+    assert all(f"no verdict for step {s.applied_action_index}" in s.action_error for s in unknown)
+    assert ended.unknown_count == len(unknown) == len(ended.action_errors)
+
+
+def test_fail_fast_still_ends_the_episode_and_reports_the_steps_already_sent():
+    t = FakeTime()
+
+    def verdict(ticket, action):
+        return ActionVerdict((), tuple(action), (REASON_UNKNOWN_KEY,) * len(action))
+
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, verdict=verdict, max_outstanding=5)
+    result, collect = run(backend, t, n_steps=50)
+    steps, ended = lifecycle(collect)
+    assert ended.error_type == "UnknownActionKeys" and result["status"] == "error"
+    assert len(steps) == ended.applied_actions == len(backend.window.submitted) > 3
+    assert all(s.action_resolution == "none" for s in steps)  # each with its own verdict, none unknown
+
+
+def test_a_cancel_reports_the_steps_in_flight_with_their_own_verdicts():
+    t = FakeTime()
+    token = StopToken()
+    t.at(0.105, lambda: token.request("goal cancelled"))
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+    result, collect = run(backend, t, stop=token, n_steps=100)
+    steps, ended = lifecycle(collect)
+    assert ended.stopped_reason == "cancelled" and ended.end_detail == "goal cancelled"
+    assert len(steps) == ended.applied_actions == len(backend.window.submitted)
+    assert all(s.action_resolution == "full" for s in steps)
+    assert ended.legacy_steps_used == len(steps)  # their hooks ran (recording, on_frame) after the stop
+
+
+def test_a_takeover_during_a_hold_keeps_the_loop_held_until_resume():
+    t = FakeTime()
+    token = StopToken()
+    runner_box = {}
+    starve = {}
+
+    def latency(k, now):
+        if k == 5:
+            starve["until"] = now + int(0.2e9)
+            runner_box["r"].pause()  # the operator takes over while the loop is about to hold
+            t.at(now / 1e9 + 0.5, runner_box["r"].resume)
+        if "until" in starve and now < starve["until"]:
+            return (starve["until"] - now) / 1e9
+        return 0.001
+
+    backend = AsyncBackend(t, latency=latency, max_outstanding=2)
+    collect = Collect()
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait, stop=token)
+    runner_box["r"] = runner
+    policy = ScriptedPolicy()
+    result = runner.run(policy, observer=collect, n_steps=20, control_frequency=100.0)
+    steps, ended = lifecycle(collect)
+    assert ended.outcome == "ok" and len(steps) == 20
+    assert policy.resumed == 1  # the takeover's resume, once; the hold itself resumes nothing
+    assert ended.paused_s >= 0.45
