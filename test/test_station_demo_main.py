@@ -82,9 +82,36 @@ def alive(pid: int) -> bool:
 
 
 def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_table():
-    demo = Demo()
+    """The launch scenario where ``launch`` is missing: SUCCEEDED, a gapless stream, exit codes, nothing left."""
+    import uuid
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from strands_robots_msgs.msg import JobStatus, ObserverEvent
+
+    from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+
+    namespace = f"main_job_{uuid.uuid4().hex[:8]}"
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("main_job_listener", context=context)
+    statuses: list = []
+    events: list = []
+    node.create_subscription(JobStatus, f"/{namespace}/job_status", statuses.append, LATCHED_QOS)
+    node.create_subscription(ObserverEvent, f"/{namespace}/observer_events", events.append, EVENT_QOS)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    demo = Demo("--namespace", namespace)
+    children: list = []
     try:
-        rc = demo.proc.wait(TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
+        while demo.proc.poll() is None and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+            if not children and "submitted job" in demo.output:
+                children = demo.children()  # relay, arm driver, rollout, station
+        for _ in range(10):
+            executor.spin_once(timeout_sec=0.05)
+        rc = demo.proc.wait(10.0)
         demo._reader.join(5.0)
         out = demo.output
         assert rc == 0, out
@@ -104,8 +131,28 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         ]
         assert re.search(r"^success rate 67%, mean score \d\.\d\d over 3 scored episode\(s\) not taken over", out,
                          re.M), out
+        # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
+        assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
+        by_run: dict = {}
+        for event in events:
+            by_run.setdefault(event.run_id, []).append(event)
+        rolled = [e.run_id for e in statuses[-1].episodes if e.run_id]
+        assert len(rolled) == 5 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
+        for run_id, run_events in by_run.items():
+            seqs = [e.event_seq for e in run_events]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (run_id, seqs)
+            assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1, run_id
+        # Every process exited 0 on the demo's stop, and none is left running.
+        stopped = re.search(r"^\[demo\] stopped: (.*)$", out, re.M)
+        assert stopped, out
+        exits = dict(part.rsplit(" exit ", 1) for part in stopped.group(1).split(", "))
+        assert exits == {"relay": "0", "arm_driver": "0", "rollout": "0", "station": "0"}, out
+        assert len(children) >= 4 and [p for p in children if alive(p)] == [], (children, out)
     finally:
         demo.kill()
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
 
 
 def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():

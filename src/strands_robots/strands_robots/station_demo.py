@@ -458,6 +458,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                     pass
         finally:
             station.stop()
+            write("[demo] stopped: " + ", ".join(f"{name} exit {proc.returncode}"
+                                                for name, proc in station.sup.procs.items()))
         if signals.signum:
             return 128 + signals.signum
         if "error" in served:
