@@ -5,9 +5,10 @@ Modes:
 
 - ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``,
   autostart, leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner`
-  drives a :class:`RosDriverBackend` (``command_path`` ``stream``: an ActionCommand per step and that step's
-  ActionVerdict awaited at most 0.6 of a period, the rollout node's default; ``service``: one SendAction call
-  per step) whose node a ``SingleThreadedExecutor`` (as the rollout node; ``--executor multi`` for a
+  drives a :class:`RosDriverBackend` (``command_path`` ``stream``, the rollout node's default: an
+  ActionCommand published per step, never waited for; each step's event dispatched when its ActionVerdict
+  arrives, at most ``command_window_s`` (50 ms) of commands in flight, the loop holding beyond it;
+  ``service``: one SendAction call per step) whose node a ``SingleThreadedExecutor`` (as the rollout node; ``--executor multi`` for a
   ``MultiThreadedExecutor``) spins on a background thread. The lease is acquired once per driver; the arms
   move to the start pose before every run. ``ros`` is another name for ``service``.
   "with observer": the rollout node's own :class:`QueuedEventPublisher` publishes every event on
@@ -20,8 +21,10 @@ Modes:
   :class:`QueuedEventPublisher` instead (copies, queue, ROS message conversion on its thread, no DDS).
 
 Every run: the mock policy, ``fast_mode=False`` (deadline pacing), ``seed=0``, a supplied stop token (as the
-rollout node does). ``send_action`` is timed by a thin decorator around the backend (call start and round
-trip, ``time.perf_counter_ns``, preallocated lists); the observer by a thin wrapper. The step budget is
+rollout node does). ``send_action`` (on the stream: the command window's ``submit``) is timed by a thin
+decorator around the backend (call start and duration, ``time.perf_counter_ns``, preallocated lists); the
+observer by a thin wrapper. On the stream the command-to-verdict latency is publish to verdict arrival (the
+stream's own figures); on the service and in process it is the call's round trip. The step budget is
 ``duration * rate``; a loop that cannot keep up is stopped cooperatively after ``1.5 * duration + 10 s`` (its
 row then says ``outcome=cancelled`` and how many steps ran). Before the runs: the observer-lane microbenchmark
 and the "pacer floor" (the project's ``DeadlinePacer`` alone, no work: the best this machine allows right now).
@@ -101,10 +104,13 @@ class TimedBackend:
         return getattr(self._inner, name)
 
     def send_action(self, action: Any) -> Any:
+        return self._timed(self._send, action)
+
+    def _timed(self, call: Callable[[Any], Any], action: Any) -> Any:
         clock = time.perf_counter_ns
         t0 = clock()
         try:
-            return self._send(action)
+            return call(action)
         finally:
             t1 = clock()
             n = self.n
@@ -112,6 +118,28 @@ class TimedBackend:
                 self.starts[n] = t0
                 self.rtts[n] = t1 - t0
                 self.n = n + 1
+
+    def command_window(self) -> Any:
+        """The inner backend's asynchronous command path with its ``submit`` timed (None when it has none)."""
+        factory = getattr(self._inner, "command_window", None)
+        window = factory() if callable(factory) else None
+        return None if window is None else TimedWindow(window, self)
+
+
+class TimedWindow:
+    """A command window (rollout/pipeline.py) whose ``submit`` calls are timed like ``send_action``."""
+
+    def __init__(self, inner: Any, timed: TimedBackend) -> None:
+        self._inner = inner
+        self._timed = timed
+        self.max_outstanding = inner.max_outstanding
+        self.overdue_ns = inner.overdue_ns
+        self.verdict_bound_ns = inner.verdict_bound_ns
+        self.collect = inner.collect
+        self.describe_silence = inner.describe_silence
+
+    def submit(self, action: Any) -> Any:
+        return self._timed._timed(self._inner.submit, action)
 
 
 class TimedObserver:
@@ -338,6 +366,7 @@ def summarise(mode: str, with_obs: bool, rate: float, duration: float, result: d
         "unknown_count": episode.get("unknown_count", 0),
         "action_errors_first": list(episode.get("action_errors", []))[:3],
         "elapsed_s": episode.get("elapsed_s"),
+        "paused_s": episode.get("paused_s", 0.0),
         "observer_failures": result.get("observer_failures", 0),
     }
     row.update(loop_metrics(timed, rate))
@@ -519,7 +548,7 @@ class RosHarness:
         backend.begin_run(f"bench-{self.command_path}-{rate:g}-{time.monotonic_ns()}")
         stream = backend.stream
         stream.latencies_ns.clear()
-        stream_counts0 = (stream.sent, stream.answered, stream.late)
+        stream_counts0 = stream.counts()
         steps = int(round(duration * rate))
         timed = TimedBackend(backend, steps + 16)
         runner = PolicyRunner(timed, robot_name="bench_ros", stop=StopToken())
@@ -530,7 +559,8 @@ class RosHarness:
                        "client_executor": (f"MultiThreadedExecutor({self.executor_threads})"
                                            if self.executor_kind == "multi" else "SingleThreadedExecutor"),
                        "start_pose_s": move.elapsed_s, "command_path": self.command_path,
-                       "start_pose_via": move.via, "verdict_wait_ms": backend.verdict_wait_s * 1e3,
+                       "start_pose_via": move.via, "command_window_ms": backend.stale_after_s * 1e3,
+                       "window_steps": backend.window_steps if self.command_path == "stream" else 0,
                        "driver_silence_s": backend.silence_s}
         children = {"driver": self.driver}
         try:
@@ -564,8 +594,9 @@ class RosHarness:
         if self.command_path == "stream":
             lat = np.asarray(stream.latencies_ns, dtype=np.int64) / 1e6
             extra["c2v_ms"] = _pcts(lat)
-            extra["stream"] = {"sent": stream.sent - stream_counts0[0], "answered": stream.answered - stream_counts0[1],
-                               "late": stream.late - stream_counts0[2]}
+            sent, answered, foreign = stream.counts()
+            extra["stream"] = {"sent": sent - stream_counts0[0], "answered": answered - stream_counts0[1],
+                               "foreign": foreign - stream_counts0[2]}
         return summarise(self.command_path, with_obs, rate, duration, result, timed, timed_obs, cpu, extra)
 
     @staticmethod
@@ -852,8 +883,9 @@ def table(rows: list) -> str:
         lines.append(" ".join(str(fn(r)).rjust(w) for _, w, fn in COLUMNS))
         st = r.get("stream")
         if st:
-            lines.append(f"{'':>12}verdicts: {st['sent']} commands, {st['answered']} verdicts in time, "
-                         f"{st['late']} late, {st['sent'] - st['answered'] - st['late']} never arrived")
+            lines.append(f"{'':>12}verdicts: {st['sent']} commands, {st['answered']} verdicts, "
+                         f"{st['sent'] - st['answered']} never arrived; window {r.get('window_steps')} steps "
+                         f"({_f(r.get('command_window_ms'), '{:g}')} ms); held {_f(r.get('paused_s'), '{:.3f}')} s")
         if r.get("outcome") != "ok" or r.get("unknown_count"):
             lines.append(f"{'':>12}note: outcome={r.get('outcome')} ({r.get('stopped_reason')}: "
                          f"{r.get('end_detail') or r.get('error') or ''}), {r.get('steps')} of "

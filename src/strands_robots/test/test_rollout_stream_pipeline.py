@@ -267,7 +267,7 @@ def test_a_takeover_during_a_hold_keeps_the_loop_held_until_resume():
     runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait, stop=token)
     runner_box["r"] = runner
     policy = ScriptedPolicy()
-    result = runner.run(policy, observer=collect, n_steps=20, control_frequency=100.0)
+    runner.run(policy, observer=collect, n_steps=20, control_frequency=100.0)
     steps, ended = lifecycle(collect)
     assert ended.outcome == "ok" and len(steps) == 20
     assert policy.resumed == 1  # the takeover's resume, once; the hold itself resumes nothing

@@ -243,7 +243,7 @@ class RosDriverBackend:
         return window_steps(self._command_window_s, self._period_s)
 
     def command_window(self) -> "StreamWindow | None":
-        """The control loop's asynchronous command path for one episode (None on the service path)."""
+        """Return the control loop's asynchronous command path for one episode (None on the service path)."""
         if self.command_path != COMMAND_PATH_STREAM:
             return None
         return StreamWindow(self)
@@ -356,7 +356,7 @@ class RosDriverBackend:
             return self._run_id, step_index
 
     def _send_streamed(self, action: Mapping[str, float]) -> ActionVerdict:
-        """The single blocking call over the stream (the control loop uses :meth:`command_window`)."""
+        """Send one command and wait for its verdict (the control loop uses :meth:`command_window` instead)."""
         if not self._stream.driver_listening():
             return ActionVerdict.coarse(_NOT_LISTENING)
         run_id, step_index = self._next_step()

@@ -484,7 +484,7 @@ class PolicyRunner:
 
     def _loop(self, s: _Settings, lane: ObserverLane, pacer: DeadlinePacer, recorder: Any, st: "_EpisodeState",
               pipelines: list) -> None:
-        """The steps of one episode: one action sent per step, each step's event once its verdict is known.
+        """Run the steps of one episode: one action sent per step, each step's event once its verdict is known.
 
         With a backend that offers ``command_window()`` (the command stream), a step's command is sent and the
         loop goes on; its event is dispatched when its verdict arrives, in step order
@@ -894,7 +894,7 @@ class _Sent:
 
 
 def _abort_outcome(abort: BaseException) -> str:
-    """The legacy hook outcome an abort stands for (reported by the steps sent after the aborting one)."""
+    """Return the legacy hook outcome an abort stands for (the steps sent after the aborting one report it)."""
     if isinstance(abort, CooperativeStop):
         return HOOK_CANCELLED
     if isinstance(abort, _RecordingFailed):
