@@ -124,6 +124,7 @@ def _bring_up(context, arm_driver):
         "state_dir": _arg(context, "state_dir") or os.path.join(run.path, "station_state"),
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
+        "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
     }
     job = ["--job-file", checked["job_file"], "--station-id", station_id, "--control-frequency", hz]
     if _arg(context, "policy_provider"):
@@ -189,7 +190,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("policy_provider", default_value="",
                               description="policy for the job's tasks: mock, scripted (empty: the job file's)"),
         DeclareLaunchArgument("recording_dir", default_value="",
-                              description="where episodes are recorded (empty: the config file's)"),
+                              description="record every rollout to MCAP in this directory (empty: no recording)"),
         DeclareLaunchArgument("state_dir", default_value="",
                               description="the station's persisted jobs (empty: the launch's private run dir)"),
         DeclareLaunchArgument("exit_when_done", default_value="true",

@@ -30,7 +30,7 @@ from launch_ros.substitutions import FindPackageShare
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 # Launch argument -> station node parameter, given to the node only when not empty.
-STATION_ARGUMENTS = ("station_id", "relay_target", "station_token_file", "state_dir", "robot_name")
+STATION_ARGUMENTS = ("station_id", "relay_target", "station_token_file", "state_dir", "robot_name", "record")
 # Launch argument -> rollout node parameter, given only when not empty.
 ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir")
 
@@ -76,12 +76,15 @@ def _nodes(context, arm_driver, config_file, station_config_file, namespace, con
         ],
         **arm_driver.output_options(),
     )
+    station_params = _given(context, STATION_ARGUMENTS)
+    if "record" in station_params:  # a plain string would reach the node as a string, not a bool
+        station_params["record"] = station_params["record"].strip().lower() in ("true", "1", "yes")
     station = Node(
         package="strands_robots",
         executable="station_node",
         name="station",
         namespace=namespace,
-        parameters=[station_config_file, _given(context, STATION_ARGUMENTS)],
+        parameters=[station_config_file, station_params],
         **arm_driver.output_options(),
     )
     return [
@@ -123,6 +126,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "recording_dir", default_value="", description="where recordings go (empty: the config file's)"
         ),
+        DeclareLaunchArgument("record", default_value="",
+                              description="true: every rollout recorded to MCAP (empty: the config file's)"),
     ]
     driver = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),

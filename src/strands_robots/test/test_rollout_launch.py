@@ -385,8 +385,8 @@ DEMO_ROWS = [("ep_0000", "timeout"), ("ep_0001", "policy_completed"), ("ep_0002"
 
 
 @pytest.mark.parametrize("use_relay, processes", [("true", 5), ("false", 4)])
-def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(use_relay, processes):
-    run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay)
+def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, use_relay, processes):
+    run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay, recording_dir=str(tmp_path))
     listener = Listener(run.namespace)
     try:
         listener.spin_while(lambda: run.proc.poll() is None)
@@ -397,6 +397,11 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(use_relay,
         assert final.state == "SUCCEEDED", out
         assert [(e.episode_id, e.end_condition) for e in final.episodes] == DEMO_ROWS, out
         assert_every_episode_streamed_without_gaps(final, listener.events)
+        # recording_dir: every rollout (the discarded ep_0004's too) recorded there, as its Ended event says.
+        from strands_robots_msgs.msg import ObserverEvent
+
+        recorded = sorted(e.ended[0].recording_path for e in listener.events if e.kind == ObserverEvent.KIND_ENDED)
+        assert len(recorded) == 6 and recorded == sorted(str(p) for p in tmp_path.glob("*.mcap")), recorded
         # What the user sees: the job's progress lines and its summary, from the demo_job process.
         assert re.search(r"^\[demo_job-\d+\] \[#{5,}\.+\] 1/6 episodes", out, re.M), out
         assert re.search(rf"^\[demo_job-\d+\] job {final.job_id} SUCCEEDED: ", out, re.M), out

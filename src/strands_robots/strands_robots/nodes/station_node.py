@@ -73,6 +73,7 @@ PARAMETERS = {
     "attach_timeout_s": (10.0, "relay provider: how long an episode waits for the policy client"),
     "reply_timeout_s": (10.0, "relay provider: how long each policy call waits for its answer"),
     "heartbeat_s": (2.0, "relay heartbeat period when nothing changes"),
+    "record": (False, "record every rollout to MCAP (in the rollout node's recording_dir)"),
 }
 
 
@@ -155,7 +156,7 @@ class StationNode(Node):
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
                                   operator_name=self.p("operator_name"), async_rtc=self.p("async_rtc"),
-                                  rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"))
+                                  rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"), record=self.p("record"))
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),

@@ -88,7 +88,7 @@ class RosRobotPort:
     def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
                  robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,
-                 rtc_inference_timeout_s: float = 0.0) -> None:
+                 rtc_inference_timeout_s: float = 0.0, record: bool = False) -> None:
         self._node = node
         self._relay = relay
         self._link = link
@@ -97,6 +97,7 @@ class RosRobotPort:
         self.operator_name = operator_name
         self.async_rtc = bool(async_rtc)
         self.rtc_inference_timeout_s = float(rtc_inference_timeout_s)
+        self.record = bool(record)  # each rollout recorded to MCAP in the rollout node's recording_dir
         group = ReentrantCallbackGroup()
         self.backend = RosDriverBackend(node, driver_namespace=driver_namespace, reset_moves_to_start_pose=False,
                                         wait_timeout_s=5.0)
@@ -299,6 +300,7 @@ class RosRobotPort:
         goal.action_horizon = self.action_horizon
         goal.async_rtc = self.async_rtc  # prefetch the next chunk while this one plays (a remote policy's round trip)
         goal.rtc_inference_timeout_s = self.rtc_inference_timeout_s
+        goal.record = self.record
         goal.lease_token = token
         goal.seed = -1 if plan.seed is None else int(plan.seed)
         stop_heartbeat_at = _seconds_param(plan.task.parameters, PARAM_STOP_HEARTBEAT_AT_S)
