@@ -1,0 +1,132 @@
+"""The checks rollout.launch.py runs before any process starts, and the private run dir it makes.
+
+No ``launch`` needed: these are the functions of ``strands_robots.cli.bringup`` (and ``demo_job``'s job
+rewrite) the launch files call. Each refusal names the file, the key and the reason in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+
+from strands_robots.cli import bringup  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parent.parent / "config"
+
+
+@pytest.mark.parametrize("name", ["rollout.yaml", "arm_driver.yaml", "station.yaml"])
+def test_the_packages_parameters_files_pass_the_launch_check(name):
+    assert bringup.parameters_file_refusal(str(CONFIG / name)) == ""
+
+
+@pytest.mark.parametrize("section, key, value, reason", [
+    ("rollout", "duration_s", "5", "duration_s: 5 is an integer, the parameter is a float (write 5.0)"),
+    ("rollout", "control_frequency", "5000.0", "control_frequency: 5000.0 is out of range"),
+    ("rollout", "command_path", "topic", "command_path must be one of"),
+    ("rollout", "policy_provider", "nobody", "policy_provider 'nobody' is not a known provider"),
+    ("rollout", "record", "'yes'", "record: expected a bool, got a string 'yes'"),
+    ("station", "operator", "robot", "operator: must be scripted or manual, got 'robot'"),
+    ("station", "station_id", "''", "station_id: must be a non-empty string"),
+    ("station", "lease_duration_s", "0.0", "lease_duration_s: must be greater than 0"),
+    ("station", "heartbeat_s", "2", "heartbeat_s: 2 is an integer, the parameter is a float (write 2.0)"),
+    ("arm_driver", "control_rate_hz", "5000.0", "control_rate_hz 5000.0 is out of range [1, 2000]"),
+    ("arm_driver", "require_lease", "1", "require_lease must be a bool"),
+    ("arm_driver", "hardware", "''", "hardware must name an adapter"),
+])
+def test_a_bad_parameter_value_is_refused_with_the_file_the_section_the_key_and_the_reason(
+        tmp_path, section, key, value, reason):
+    path = tmp_path / "params.yaml"
+    path.write_text(f"/**/{section}:\n  ros__parameters:\n    {key}: {value}\n")
+    refusal = bringup.parameters_file_refusal(str(path))
+    assert refusal.startswith(f"parameters file {path}: /**/{section}: "), refusal
+    assert reason in refusal, refusal
+
+
+def test_the_driver_rates_take_integers_like_the_driver_does(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("/**/arm_driver:\n  ros__parameters:\n    control_rate_hz: 50\n")
+    assert bringup.parameters_file_refusal(str(path)) == ""
+
+
+def test_sections_of_other_nodes_are_left_alone(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("/**/camera:\n  ros__parameters:\n    fps: 30\n")
+    assert bringup.parameters_file_refusal(str(path)) == ""
+
+
+def test_the_packages_relay_config_loads_as_loopback_with_a_free_port_and_the_run_dirs_store():
+    settings = bringup.load_relay_config(str(CONFIG / "relay.yaml"))
+    assert (settings.host, settings.port, settings.store) == ("127.0.0.1", 0, "")
+    assert settings.workers >= 4 and settings.poll_s > 0
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("relay:\n  port: 70000\n", "relay: port: 70000 is out of range [0, 65535]"),
+    ("relay:\n  port: '50051'\n", "relay: port: expected an integer, got a string '50051'"),
+    ("relay:\n  listen: 127.0.0.1:1\n", "relay: unknown key 'listen' (known: host, port, store"),
+    ("relay:\n  store: /tmp/x.db\n", "relay: store: '/tmp/x.db' is neither sqlite:PATH nor postgresql://"),
+    ("relay:\n  workers: 2\n", "relay: workers: must be >= 4"),
+    ("relay:\n  poll_s: 0\n", "relay: poll_s: must be greater than 0"),
+    ("relay:\n  port: [1\n", "line 3 column 1: not valid YAML"),
+    ("host: 127.0.0.1\n", "expected one top-level mapping 'relay:'"),
+])
+def test_a_bad_relay_config_is_refused_with_the_key_and_the_reason(tmp_path, body, reason):
+    path = tmp_path / "relay.yaml"
+    path.write_text(body)
+    refusal = bringup.relay_config_refusal(str(path))
+    assert refusal.startswith(f"relay config {path}:"), refusal
+    assert reason in refusal, refusal
+
+
+def test_the_demo_job_file_passes_and_a_bad_one_names_the_task_and_the_field(tmp_path):
+    assert bringup.job_file_refusal(str(CONFIG / "demo_job.yaml")) == ""
+    data = yaml.safe_load((CONFIG / "demo_job.yaml").read_text())
+    data["tasks"][2]["scoring"] = [dict(data["tasks"][2]["scoring"][0], answer_type="essay")]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    refusal = bringup.job_file_refusal(str(path))
+    assert refusal.startswith(f"job file {path}: tasks[2].scoring"), refusal
+    assert "answer_type must be one of yes_no, count, choice, got 'essay'" in refusal, refusal
+    assert bringup.job_file_refusal(str(tmp_path / "missing.yaml")).endswith("No such file or directory")
+
+
+def test_the_run_dir_is_private_and_its_tokens_are_fresh_for_each_launch():
+    first = bringup.make_run_dir("sim_station")
+    second = bringup.make_run_dir("sim_station")
+    try:
+        assert stat.S_IMODE(os.stat(first.path).st_mode) == 0o700
+        for path in (first.tokens, first.client_token_file, first.station_token_file):
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+        tokens = yaml.safe_load(Path(first.tokens).read_text())
+        assert tokens == {"clients": {"demo": Path(first.client_token_file).read_text()},
+                          "stations": {"sim_station": Path(first.station_token_file).read_text()}}
+        assert len(tokens["clients"]["demo"]) >= 32 and tokens["clients"]["demo"] != tokens["stations"]["sim_station"]
+        assert Path(second.client_token_file).read_text() != Path(first.client_token_file).read_text()
+        assert first.store == f"sqlite:{first.path}/relay.sqlite"
+    finally:
+        import shutil
+
+        shutil.rmtree(first.path, ignore_errors=True)
+        shutil.rmtree(second.path, ignore_errors=True)
+
+
+def test_another_policy_for_the_demo_job_leaves_out_the_files_policy_options():
+    from strands_robots.cli.demo_job import job_for_run
+    from strands_robots.station.job_file import load_job_file
+
+    spec = load_job_file(str(CONFIG / "demo_job.yaml"))
+    assert any(k.startswith("policy.") for t in spec.tasks for k in t.parameters)
+    same = job_for_run(spec, policy_provider=spec.policy_provider)
+    assert same.policy_config == spec.policy_config and same.tasks == spec.tasks
+    mock = job_for_run(spec, policy_provider="mock", station_id="lab", control_frequency=100.0)
+    assert (mock.policy_provider, dict(mock.policy_config), mock.station_id, mock.control_frequency) == (
+        "mock", {}, "lab", 100.0)
+    assert not any(k.startswith("policy.") for t in mock.tasks for k in t.parameters)
+    assert [t.task_id for t in mock.tasks] == [t.task_id for t in spec.tasks]
+    assert mock.tasks[0].parameters["success_when"] == spec.tasks[0].parameters["success_when"]
