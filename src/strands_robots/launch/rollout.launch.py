@@ -19,7 +19,8 @@ What runs, in namespace ``namespace``:
 The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: ``demo_job exited with code 1
 (the job did not succeed)`` after the job's own last line, or the node or relay that died. Every config file
 (``config_file``, ``station_config_file``, ``relay_config_file``, ``job_file``) is checked before any process
-starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process.
+starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process (exit 0;
+demo_job's last line says the job was left unfinished).
 ``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
 The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
@@ -27,6 +28,7 @@ The driver and rollout alone, with autorun episodes and no job: rollout_only.lau
 import atexit
 import os
 import shutil
+import signal
 
 from launch import LaunchDescription
 from launch.actions import (
@@ -36,6 +38,7 @@ from launch.actions import (
     LogInfo,
     OpaqueFunction,
     RegisterEventHandler,
+    Shutdown,
 )
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -153,10 +156,29 @@ def _bring_up(context, arm_driver):
     client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
                             **arm_driver.output_options())
     if _flag("exit_when_done", _arg(context, "exit_when_done")):
-        on_exit = arm_driver.end_launch_with("demo_job", "the job did not succeed")
+        on_exit = _end_with_job(arm_driver.end_launch_with("demo_job", "the job did not succeed"))
     else:
         on_exit = _stay_up
     return actions + [client, RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
+
+
+# demo_job's exit codes after SIGINT / SIGTERM (128 + the signal): it was stopped, the job did not fail.
+_STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM"}
+
+
+def _end_with_job(end_launch):
+    """End the launch with demo_job: its exit code is the launch's, except after a stop signal.
+
+    A terminal's Ctrl-C reaches demo_job and the launch at once; whichever sees it first, the launch then stops
+    every process and exits 0, as it does for any Ctrl-C (demo_job's last line says the job was left unfinished).
+    """
+
+    def on_exit(event, context):
+        if not context.is_shutdown and event.returncode in _STOPPED:
+            return [Shutdown(reason=f"demo_job was stopped by {_STOPPED[event.returncode]} before the job ended")]
+        return end_launch(event, context)
+
+    return on_exit
 
 
 def _stay_up(event, context):

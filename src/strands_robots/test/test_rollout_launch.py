@@ -416,10 +416,15 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, 
         run.kill()
 
 
-def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly():
+@pytest.mark.parametrize("first", ["group", "demo_job"])
+def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first):
     run = Launch(ROLLOUT_LAUNCH)
     try:
+        started = run.wait_line(r"\[demo_job-\d+\]: process started with pid \[\d+\]")
         run.wait_line(r"ep_0000 running")
+        if first == "demo_job":  # the job's client sees the terminal's SIGINT before the launch does
+            os.kill(int(re.search(r"pid \[(\d+)\]", started).group(1)), signal.SIGINT)
+            time.sleep(0.5)
         run.ctrl_c()
         rc = run.wait()
         out = run.output
@@ -481,3 +486,36 @@ def test_station_and_rollout_launch_files_include_their_parts_instead_of_copying
     assert '"arm_driver.launch.py"' in station
     for source in (rollout, station):
         assert "LifecycleNode(" not in source and 'executable="station_node"' not in rollout
+
+
+RELAY_LAUNCH = LAUNCH_DIR / "relay.launch.py"
+
+
+def test_relay_launch_serves_on_a_free_loopback_port_and_stops_cleanly_on_ctrl_c(tmp_path):
+    from strands_robots.cli.bringup import make_run_dir
+    from strands_robots.client import EvaluationClient, NotFound
+
+    run_dir = make_run_dir("sim_station", parent=str(tmp_path))
+    run = Launch(RELAY_LAUNCH, tokens=run_dir.tokens, store=run_dir.store)
+    try:
+        line = run.wait_line(r"relay listening on 127\.0\.0\.1:\d+ ")
+        target = re.search(r"listening on (\S+)", line).group(1)
+        client = EvaluationClient(target, token=Path(run_dir.client_token_file).read_text(), timeout_s=10.0)
+        with pytest.raises(NotFound):
+            client.get_status("job-0000")  # the relay answers, with this launch's tokens
+        run.ctrl_c()
+        assert run.wait() == 0, run.output
+        assert len(re.findall(r"process has finished cleanly", run.output)) == 1, run.output
+    finally:
+        run.kill()
+
+
+def test_relay_launch_without_tokens_fails_in_one_line_before_the_relay_starts():
+    run = Launch(RELAY_LAUNCH)
+    try:
+        assert run.wait() != 0, run.output
+        errors = [line for line in run.lines if "ERROR" in line]
+        assert len(errors) == 1 and "tokens: give the relay's token file" in errors[0], run.output
+        assert "process started" not in run.output, run.output
+    finally:
+        run.kill()
