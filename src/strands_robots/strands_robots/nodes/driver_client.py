@@ -326,7 +326,7 @@ class RosDriverBackend:
             raise DriverSilent(stale)
         cached_msg, cached_obs = self._obs_cache
         if cached_msg is not msg:
-            cached_obs = convert.joint_state_to_observation(msg)
+            cached_obs = convert.driver_joint_state_to_observation(msg)
             self._obs_cache = (msg, cached_obs)
         return dict(cached_obs)
 
