@@ -24,7 +24,7 @@ from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStep  #
 from test_rollout_node import Rig, rig  # noqa: E402,F401  (the fixture is shared with the node tests)
 
 
-def test_step_sim_time_is_the_robot_time_of_the_driver_reading_not_the_wall_clock(rig):
+def test_step_sim_time_is_the_robot_time_of_the_driver_reading_not_the_wall_clock(rig):  # noqa: F811
     r: Rig = rig()
     lock = threading.Lock()
     robot_times: list = []

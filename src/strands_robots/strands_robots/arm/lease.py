@@ -1,7 +1,8 @@
 """The control lease on the arms: who may command them, until when, and who may take them over.
 
-One lease at a time. A holder gets a secret ``token`` (passed with every command, never published) and a
-public ``lease_id`` (published in ``LeaseState``). The lease ends when it is not renewed in time (expired),
+One lease at a time. A holder gets a secret ``token`` (passed with every service call, never published; a
+streamed command carries an HMAC made with it instead, :mod:`strands_robots.arm.command_auth`) and a public
+``lease_id`` (published in ``LeaseState``). The lease ends when it is not renewed in time (expired),
 when its holder releases it, or when a claim with a strictly higher priority takes control (revoked).
 Equal or lower priorities are refused while a lease is held.
 
@@ -21,6 +22,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
+
+from strands_robots.arm.command_auth import proves
 
 STATE_FREE = "free"
 STATE_HELD = "held"
@@ -219,6 +222,15 @@ class LeaseManager:
         with self._lock:
             self._expire(self._clock())
             return self._state == STATE_HELD and hmac.compare_digest(token, self._token)
+
+    def verify(self, message: bytes, proof: str) -> bool:
+        """Whether ``proof`` is the current, unexpired lease's proof of ``message`` (:mod:`.command_auth`).
+
+        The stream's check: the token never leaves this class, the command carries only its HMAC.
+        """
+        with self._lock:
+            self._expire(self._clock())
+            return self._state == STATE_HELD and proves(self._token, message, proof)
 
     def refusal(self, token: str) -> str:
         """Why ``token`` may not command (empty when it may): expired, revoked by whom, released, unknown."""
