@@ -11,9 +11,10 @@
   reading matters to the control loop.
 - ``COMMAND_QOS`` / ``VERDICT_QOS``: the command stream (``action_commands``, rollout -> driver) and the verdict
   stream (``action_verdicts``, driver -> rollout): reliable, volatile, keep_last 2000 on both sides. Every
-  command must get its verdict, so the history is deep enough to hold several seconds at 1 kHz: a reader that
-  falls behind that far loses the oldest (and the rollout then counts those steps as unknown after its verdict
-  timeout), it never blocks the writer.
+  command must get its verdict, so the history is deep enough to hold several seconds at 1 kHz, while the
+  rollout never has more than its command window (50 ms: at most 50 commands at 1 kHz) in flight, so no reader
+  falls that far behind; one that did would lose the oldest (the rollout counts those steps as unknown after
+  its verdict bound), and it never blocks the writer.
 """
 
 from __future__ import annotations
