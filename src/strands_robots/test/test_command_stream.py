@@ -56,10 +56,10 @@ def test_stream_gives_the_same_verdicts_as_the_service_for_every_per_key_case(ri
         service, stream = seen["service"][name], seen["stream"][name]
         if name == "only_unknown_keys":
             # Fail fast ends the episode at the third step's verdict; over the stream the loop did not wait for
-            # it, so the steps already sent by then (at most the window, 2 at 50 Hz) are reported too, each
-            # with its own verdict (the same refusal): exactly one Ended after them.
+            # it, so the steps already sent by then (at most the window: 10 steps, the rig's 0.2 s at 50 Hz) are
+            # reported too, each with its own verdict (the same refusal): exactly one Ended after them.
             extra = stream[1][2] - service[1][2]
-            assert 0 <= extra <= 2, stream[1]
+            assert 0 <= extra <= 10, stream[1]
             assert stream[0][:3] == service[0] and all(s[1:] == service[0][-1][1:] for s in stream[0][3:])
             assert stream[1][:2] + stream[1][7:] == service[1][:2] + service[1][7:]
             continue

@@ -33,6 +33,7 @@ import math
 import numbers
 import threading
 import time
+import uuid
 from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
@@ -184,6 +185,7 @@ class RosDriverBackend:
         self._stop_unexplained = False
         self._step_index = 0
         self._run_id = ""
+        self._window_run = ""  # the run id the last command window was made for
 
         self._subs = [
             node.create_subscription(JointState, name("joint_states"), self._on_joint_state, STATE_QOS,
@@ -246,6 +248,12 @@ class RosDriverBackend:
         """Return the control loop's asynchronous command path for one episode (None on the service path)."""
         if self.command_path != COMMAND_PATH_STREAM:
             return None
+        with self._lock:
+            fresh = bool(self._run_id) and self._run_id != self._window_run
+        if not fresh:  # no begin_run for this episode (a caller without the rollout node's tracker): one of its own
+            self.begin_run(f"run-{uuid.uuid4().hex}")
+        with self._lock:
+            self._window_run = self._run_id
         return StreamWindow(self)
 
     @property
