@@ -272,3 +272,41 @@ def test_a_takeover_during_a_hold_keeps_the_loop_held_until_resume():
     assert ended.outcome == "ok" and len(steps) == 20
     assert policy.resumed == 1  # the takeover's resume, once; the hold itself resumes nothing
     assert ended.paused_s >= 0.45
+
+
+def test_ctrl_c_reports_the_steps_in_flight_without_waiting_and_ends_once():
+    t = FakeTime()
+
+    def on_act(n):
+        if n == 2:
+            raise KeyboardInterrupt()
+
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+    collect = Collect()
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(ScriptedPolicy(horizon=4, on_act=on_act), observer=collect, n_steps=40, control_frequency=100.0)
+    steps, ended = lifecycle(collect)
+    assert len(steps) == ended.applied_actions == len(backend.window.submitted) == 8
+    late = [s for s in steps if s.action_resolution == "unknown"]
+    assert late and all("interrupted by KeyboardInterrupt" in s.action_error for s in late)
+    assert ended.outcome == "cancelled"
+
+
+def test_steps_sent_after_a_hook_abort_report_its_outcome():
+    from strands_robots.simulation.observers import CooperativeStop
+
+    t = FakeTime()
+
+    def on_frame(step, observation, action):
+        if step == 2:
+            raise CooperativeStop("operator stop")
+
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+    result, collect = run(backend, t, on_frame=on_frame, n_steps=40)
+    steps, ended = lifecycle(collect)
+    assert ended.stopped_reason == "cancelled"
+    assert [s.legacy_hook_outcome for s in steps[:3]] == ["ok", "ok", "cancelled"]
+    assert len(steps) > 3 and all(s.legacy_hook_outcome == "cancelled" for s in steps[3:])
+    assert ended.legacy_steps_used == 2 and ended.applied_actions == len(steps)
+    assert all(s.action_resolution == "full" for s in steps)  # still each with its own verdict

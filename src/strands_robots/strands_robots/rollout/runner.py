@@ -19,6 +19,16 @@ One call of :meth:`PolicyRunner.run` is one rollout of ``n_episodes`` episodes. 
         backend.advance(period); safety stop?; driver fault?; stop_when?; budget?
     RunPolicyEnded                 (also the episode's result)
 
+Over a backend with an asynchronous command path (``command_window()``, the ROS command stream) the step is
+split at ``send_action``: the action is submitted and the loop goes on; the step's verdict, legacy hook,
+recording and ``RunPolicyStep`` follow when its verdict arrives, in step order
+(:mod:`strands_robots.rollout.pipeline`), at the start of a later step or after its deadline wait. With the
+window full or a verdict overdue the loop holds (budget clock paused, held periods counted as missed
+deadlines) until the driver answers or ``fault_detail()`` ends the episode. On every exit the steps still in
+flight are reported (their verdicts awaited, at most the verdict bound; none awaited after Ctrl-C) before the
+one Ended; after a hook aborted the episode they report that hook's outcome, so ``applied_actions`` can exceed
+``legacy_steps_used`` by the steps already sent.
+
 Arguments are validated once by :func:`~strands_robots.rollout.run_spec.validate_run` (the rollout node calls
 it on a goal before the arms move, then :meth:`PolicyRunner.run_spec`). A preflight refusal (invalid
 arguments, unknown provider, policy keys matching no actuator, a recording whose fps differs from the control
@@ -772,13 +782,14 @@ class PolicyRunner:
         def drain(ending: "BaseException | None") -> None:
             """Report every step still in flight, in order, before the Ended (module pipeline, all exits).
 
-            After a normal end or an Exception the verdicts are awaited (at most the verdict bound, or until the
-            driver is found silent) and the hooks run (no cancellation check: the episode has ended); after a
-            BaseException (Ctrl-C) nothing is awaited: what has arrived is used, the rest is unknown. A hook
+            After a normal end, an Exception or a cooperative stop the verdicts are awaited (at most the verdict
+            bound, or until the driver is found silent) and the hooks run (no cancellation check: the episode has
+            ended); after KeyboardInterrupt & co. nothing is awaited: what has arrived is used, the rest is unknown. A hook
             aborting here makes the remaining steps report its outcome; it ends an episode that ended well.
             """
             forced = _abort_outcome(hook_abort[0]) if hook_abort else ""
-            interrupted = ending is not None and not isinstance(ending, Exception)
+            # The four that propagate (Ctrl-C & co.) wait for nothing; a cooperative stop is a normal end.
+            interrupted = ending is not None and not isinstance(ending, (Exception, CooperativeStop))
             late_abort: "BaseException | None" = None
             poll = min(period, _HOLD_POLL_S)
             while len(inflight):
