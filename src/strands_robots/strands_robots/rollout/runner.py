@@ -784,8 +784,9 @@ class PolicyRunner:
 
             After a normal end, an Exception or a cooperative stop the verdicts are awaited (at most the verdict
             bound, or until the driver is found silent) and the hooks run (no cancellation check: the episode has
-            ended); after KeyboardInterrupt & co. nothing is awaited: what has arrived is used, the rest is unknown. A hook
-            aborting here makes the remaining steps report its outcome; it ends an episode that ended well.
+            ended); after KeyboardInterrupt & co. nothing is awaited: what has arrived is used, the rest is
+            unknown. A hook aborting here makes the remaining steps report its outcome; it ends an episode that
+            ended well.
             """
             forced = _abort_outcome(hook_abort[0]) if hook_abort else ""
             # The four that propagate (Ctrl-C & co.) wait for nothing; a cooperative stop is a normal end.
