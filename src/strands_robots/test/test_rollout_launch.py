@@ -294,6 +294,13 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
     try:
         submit = node.create_client(SubmitJob, f"/{run.namespace}/submit_job")
         assert submit.wait_for_service(timeout_sec=60.0), run.output
+        # This listener must see the rollout's stream before the job starts (discovery can lag on a loaded
+        # machine; a 2-episode job of 1 s each is over before a late subscription matches).
+        deadline = time.monotonic() + 30.0
+        while node.count_publishers(f"/{run.namespace}/observer_events") < 1 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        for _ in range(10):
+            executor.spin_once(timeout_sec=0.05)
         task = convert.station_task_to_msg(load_job_file(str(LAUNCH_DIR.parent / "config" / "demo_job.yaml")).tasks[0])
         task.parameters = list(task.parameters) + [KeyValue(key="duration_s", value="1"),
                                                    KeyValue(key="control_frequency", value="50")]

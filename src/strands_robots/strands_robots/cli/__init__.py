@@ -6,7 +6,7 @@
   finished episodes and the summary table (exit 0 when the job SUCCEEDED); with ``--relay``, the station takes
   jobs from that relay until Ctrl-C. Every node dies with this command however it dies.
 ``strands-robots up --rollout [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]``
-  Only the arm driver and the rollout node, from the same config file as rollout.launch.py (for machines where
+  Only the arm driver and the rollout node, from the same config file as rollout_only.launch.py (for machines where
   ``launch`` is missing): run the episodes, print the observer stream as it goes, and exit with the rollout
   node's exit code (1 after an error or a safety stop). Ctrl-C stops both nodes cleanly.
 ``strands-robots echo [--namespace strands] [--steps | --gaps | --summary] [--runs N]``

@@ -5,7 +5,7 @@ demo job submitted and served through the relay) or, with ``--relay``,
 :func:`~strands_robots.station_demo.run_station`.
 
 With ``--rollout`` it brings up the arm driver and the rollout node as child processes, runs their episodes and
-gives one verdict. The nodes get the same parameters file as rollout.launch.py. They run under a
+gives one verdict. The nodes get the same parameters file as rollout_only.launch.py. They run under a
 :class:`~strands_robots.supervisor.Supervisor`, so they die with this process however it dies. The exit code is
 the rollout node's (0 only when every episode asked for ended ok and was seen to), 128 + the signal after
 Ctrl-C or SIGTERM, 2 for a bad command line or parameters file. A failed run never prints ``done``.
