@@ -39,6 +39,7 @@ from launch.actions import (
     OpaqueFunction,
     RegisterEventHandler,
     Shutdown,
+    TimerAction,
 )
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -169,16 +170,24 @@ _STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM"}
 def _end_with_job(end_launch):
     """End the launch with demo_job: its exit code is the launch's, except after a stop signal.
 
-    A terminal's Ctrl-C reaches demo_job and the launch at once; whichever sees it first, the launch then stops
-    every process and exits 0, as it does for any Ctrl-C (demo_job's last line says the job was left unfinished).
+    A terminal's Ctrl-C reaches demo_job and the launch at once, and demo_job may exit before the launch has
+    handled its own SIGINT: then the launch's Ctrl-C is left to stop everything (exit 0, as for any Ctrl-C;
+    demo_job's last line says the job was left unfinished). A Shutdown of ours as well would be a second one,
+    which launch_ros answers with "Cannot shutdown a ROS adapter that is not running". When no Ctrl-C follows
+    within ``_STOP_GRACE_S`` (demo_job alone was signalled), the launch ends then.
     """
 
     def on_exit(event, context):
         if not context.is_shutdown and event.returncode in _STOPPED:
-            return [Shutdown(reason=f"demo_job was stopped by {_STOPPED[event.returncode]} before the job ended")]
+            reason = f"demo_job was stopped by {_STOPPED[event.returncode]} before the job ended"
+            return [TimerAction(period=_STOP_GRACE_S, actions=[OpaqueFunction(
+                function=lambda ctx: [] if ctx.is_shutdown else [Shutdown(reason=reason)])])]
         return end_launch(event, context)
 
     return on_exit
+
+
+_STOP_GRACE_S = 3.0
 
 
 def _stay_up(event, context):
