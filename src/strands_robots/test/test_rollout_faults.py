@@ -153,3 +153,34 @@ def test_a_driver_starved_mid_episode_holds_the_loop_and_never_bursts_or_trips(r
     # Nothing left running once the rig is closed: the driver process is ended by its PID.
     r.close()
     assert r.driver_proc.poll() is not None
+
+
+def test_a_driver_starved_past_the_dead_driver_bound_ends_the_episode_naming_it_after_reporting_every_step(rig):
+    """SIGSTOP until the episode is over: past the 0.5 s bound the held loop ends it as an error naming the driver."""
+    r = rig(driver="process")
+    budget = int(BUDGET_S * RATE_HZ)
+    handle = r.send(policy_provider="mock", duration_s=BUDGET_S)
+    r.wait_steps(25, timeout_s=60.0)
+    pid = r.driver_proc.pid
+    sent_before = r.rollout.backend.stream.sent
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        result, status = r.result(handle, timeout_s=60.0)  # ends while the driver is still stopped
+        sent_while_stopped = r.rollout.backend.stream.sent - sent_before
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    ended = result.ended
+
+    assert status == GoalStatus.STATUS_ABORTED
+    assert ended.outcome == "error" and ended.error_type == "DriverFault", ended.end_detail
+    assert "arm driver" in ended.end_detail and r.namespace in ended.end_detail and "silent" in ended.end_detail
+    assert ended.applied_actions < budget // 4
+    _, steps, _ = lifecycle(r, ended)  # one Started, one Ended, dense
+    assert len(steps) == ended.applied_actions == sent_before + sent_while_stopped
+    # The loop held: no more than the window went out to the stopped driver, and each of those is reported
+    # unknown (no verdict), naming why, before the Ended.
+    assert 1 <= sent_while_stopped <= r.rollout.backend.window_steps + 1
+    unanswered = steps[sent_before:]
+    assert all(s.action_resolution == "unknown" and "no verdict for step" in s.action_error for s in unanswered)
+    assert ended.unknown_count >= len(unanswered)
+    assert r.driver_proc.poll() is None  # still there after SIGCONT: the rig ends it by PID
