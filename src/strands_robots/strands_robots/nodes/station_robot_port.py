@@ -11,7 +11,8 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
 - **start pose**: a safety stop left by the previous episode is cleared first (``reset_safety`` as the lease
   holder: the operator restored the scene), then ``RosDriverBackend.move_to_start_pose`` with the plan's
   tolerance and timeout;
-- **rollout**: the rollout node's ``run_episode`` action, with the station's lease token; the policy provider
+- **rollout**: the rollout node's ``run_episode`` action, with the station's lease token (the goal is sent under
+  one goal id until the rollout node answers, see :meth:`RosRobotPort._send_goal`); the policy provider
   ``relay`` gets the relay, job and episode in ``policy_config_json`` (:mod:`strands_robots.policies.relay`).
   Feedback (rollout time) reaches the operator's progress hook. A rollout whose relay policy was lost
   (``RelayPolicyLost``) is reported ``policy_lost`` so the station waits for the policy and runs the task again;
@@ -29,13 +30,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional, Tuple
+import uuid
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
+from unique_identifier_msgs.msg import UUID
 
 from strands_robots import convert
 from strands_robots.nodes._qos import LATCHED_QOS
@@ -54,6 +59,11 @@ POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
 _ROLLOUT_GONE_S = 3.0  # a run_episode server unseen this long mid-episode: the rollout node died
+# A goal answer can be lost: the server may see our goal request before it has matched our response reader, and
+# Fast DDS drops the answer after 100 ms ("client will not receive response"). The goal is sent again under the
+# same id (the server refuses an id it already holds) every _GOAL_ANSWER_S, at most _GOAL_SENDS times.
+_GOAL_ANSWER_S = 1.0
+_GOAL_SENDS = 5
 
 
 class RelaySettings:
@@ -88,8 +98,10 @@ class RosRobotPort:
     def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
                  robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,
-                 rtc_inference_timeout_s: float = 0.0, record: bool = False) -> None:
+                 rtc_inference_timeout_s: float = 0.0, record: bool = False,
+                 new_goal_id: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> None:
         self._node = node
+        self._new_goal_id = new_goal_id  # 16 bytes per episode goal (injectable: a test sends that id first)
         self._relay = relay
         self._link = link
         self.robot_name = robot_name
@@ -125,6 +137,7 @@ class RosRobotPort:
         self._pending_stop = ""
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
+        self.goal_log: List[str] = []  # how each episode goal was answered ("accepted after 2 sends", ...), newest last
 
     # -- policy ---------------------------------------------------------------------------------------------
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
@@ -313,15 +326,13 @@ class RosRobotPort:
         if not self._run.wait_for_server(timeout_sec=10.0):
             return RolloutOutcome(stopped_reason="error", end_detail="the rollout node's run_episode action is "
                                                                      "not available")
-        sent = threading.Event()
-        goal_future = self._run.send_goal_async(goal, feedback_callback=on_feedback)
-        goal_future.add_done_callback(lambda _f: sent.set())
-        if not sent.wait(_CALL_TIMEOUT_S):
-            return RolloutOutcome(stopped_reason="error", end_detail=f"the rollout node did not answer the "
-                                                                     f"run_episode goal within {_CALL_TIMEOUT_S:g} s")
-        handle = goal_future.result()
-        if handle is None or not handle.accepted:
-            return RolloutOutcome(stopped_reason="error", end_detail="the rollout node refused the episode goal")
+        handle, how = self._send_goal(goal, on_feedback)
+        if handle is None:
+            return RolloutOutcome(stopped_reason="error", end_detail=how)
+        # A goal adopted after a lost answer has no proof yet that the server holds it: its result says (an
+        # unknown id is STATUS_UNKNOWN). Until feedback shows it running, that question is asked again now and
+        # then, in case the first answer was lost like the goal's.
+        adopted = how == "adopted"
         with self._lock:
             self._goal_handle = handle
             self._running = True
@@ -330,11 +341,17 @@ class RosRobotPort:
         if pending or lease_gone:
             handle.cancel_goal_async()
         done = threading.Event()
-        result_future = handle.get_result_async()
-        result_future.add_done_callback(lambda _f: done.set())
+        result_futures = [handle.get_result_async()]
+        result_futures[0].add_done_callback(lambda _f: done.set())
+        asked = time.monotonic()
         seen = -1.0
         gone_since: Optional[float] = None
         while not done.wait(0.02):
+            if adopted and latest[0] < 0 and time.monotonic() - asked > _CALL_TIMEOUT_S:
+                again = handle.get_result_async()
+                again.add_done_callback(lambda _f: done.set())
+                result_futures.append(again)
+                asked = time.monotonic()
             if self._run.server_is_ready():
                 gone_since = None
             elif gone_since is None:
@@ -363,7 +380,11 @@ class RosRobotPort:
         final = self._final_observation()
         if plan.policy_provider == "relay":
             self.close_policy_sessions()  # the episode is over: the next one opens its own session
-        res = result_future.result().result
+        response = next(f.result() for f in result_futures if f.done())
+        if response.status == GoalStatus.STATUS_UNKNOWN:  # an adopted goal the server never held
+            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, taken_over=taken_over,
+                                  final_observation=final)
+        res = response.result
         ended = res.ended
         run_id = ended.run_id
         if lease_condition:
@@ -385,6 +406,48 @@ class RosRobotPort:
             detail = f"{ended.error_type or 'Error'}: {ended.error_message}"
         return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
                               end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final)
+
+    def _send_goal(self, goal: Any, on_feedback: Callable[[Any], None]) -> Tuple[Any, str]:
+        """Send the episode goal until the rollout node answers.
+
+        Returns ``(handle, "")``, ``(handle, "adopted")`` or ``(None, reason)``. Every send carries the same goal
+        id, and the action server refuses an id it already holds, so a send after a lost answer never starts a
+        second rollout. A refusal is therefore not taken at its word: it may be the server refusing our own id,
+        accepted by a send whose answer was lost. The goal is then adopted under that id, and its result decides
+        (STATUS_UNKNOWN: the server never held it, the goal was refused). No answer to any send: the id is
+        cancelled, in case a send started a rollout whose answers were all lost.
+        """
+        goal_id = UUID(uuid=list(self._new_goal_id()))
+        hex_id = bytes(goal_id.uuid).hex()[:8]
+        log = self._node.get_logger()
+        futures: list = []
+        for send in range(1, _GOAL_SENDS + 1):
+            futures.append(self._run.send_goal_async(goal, feedback_callback=on_feedback, goal_uuid=goal_id))
+            deadline = time.monotonic() + _GOAL_ANSWER_S
+            while time.monotonic() < deadline:
+                handles = [f.result() for f in futures if f.done() and f.exception() is None]
+                for handle in handles:
+                    if handle is not None and handle.accepted:
+                        self.goal_log.append(f"goal {hex_id} accepted (send {send} of {_GOAL_SENDS})")
+                        return handle, ""
+                if handles:
+                    self.goal_log.append(f"goal {hex_id} refused (send {send} of {_GOAL_SENDS}): adopted "
+                                         f"until its result says whether the server holds it")
+                    log.info(f"run_episode goal {hex_id} refused after {send} send(s): asking the rollout node "
+                             f"for its result in case an earlier send was accepted and its answer lost")
+                    response = RunEpisode.Impl.SendGoalService.Response()
+                    response.accepted = True
+                    return ClientGoalHandle(self._run, goal_id, response), "adopted"
+                time.sleep(0.02)
+            if send < _GOAL_SENDS:
+                log.warning(f"run_episode goal {hex_id}: no answer within {_GOAL_ANSWER_S:g} s (send {send} of "
+                            f"{_GOAL_SENDS}); sending it again under the same id")
+        response = RunEpisode.Impl.SendGoalService.Response()
+        response.accepted = True
+        ClientGoalHandle(self._run, goal_id, response).cancel_goal_async()
+        self.goal_log.append(f"goal {hex_id} unanswered after {_GOAL_SENDS} sends: cancelled")
+        return None, (f"the rollout node did not answer the run_episode goal {hex_id} ({_GOAL_SENDS} sends over "
+                      f"{_GOAL_SENDS * _GOAL_ANSWER_S:g} s); the goal was cancelled in case it started")
 
     def close_policy_sessions(self) -> None:
         """Ask the rollout node to close the relay policy sessions it still holds (best effort)."""
@@ -466,6 +529,9 @@ class RosRobotPort:
         if timer is not None:
             self._node.destroy_timer(timer)
         self.backend.close()
+
+
+_REFUSED = "the rollout node refused the episode goal (it refuses a goal while an episode runs there)"
 
 
 def _seconds_param(params: Mapping[str, str], name: str) -> Optional[float]:
