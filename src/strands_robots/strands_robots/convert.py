@@ -760,16 +760,23 @@ def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int
                        sent_ns: int, apply_by_ns: int) -> Any:
     """``ActionCommand`` for one step of the command stream (keys in emission order; NaN passes through).
 
+    The lease token itself is not in the message: ``lease_proof`` is the HMAC of the command keyed by it
+    (:mod:`strands_robots.arm.command_auth`), made over the exact doubles the message carries.
+
     :param sent_ns: when the rollout publishes it, ns since the epoch (the node clock without sim time).
     :param apply_by_ns: the driver refuses the command as ``stale`` after this time (same clock).
     :raises TypeError: a value that is not a real number.
     """
+    from strands_robots.arm.command_auth import command_message, sign
+
     cmd = (_ROS or _ros()).ActionCommand()
-    cmd.keys = list(action)
-    cmd.values = array("d", action.values())
+    keys = list(action)
+    values = array("d", action.values())
+    cmd.keys = keys
+    cmd.values = values
     cmd.run_id = run_id
     cmd.step_index = int(step_index)
-    cmd.lease_token = lease_token
+    cmd.lease_proof = sign(lease_token, command_message(run_id, int(step_index), int(apply_by_ns), keys, values))
     cmd.sent.sec, cmd.sent.nanosec = divmod(int(sent_ns), _NS_PER_S)
     cmd.apply_by.sec, cmd.apply_by.nanosec = divmod(int(apply_by_ns), _NS_PER_S)
     return cmd
@@ -1029,7 +1036,7 @@ def msg_to_stream_command(msg: Any) -> Any:
     """
     from strands_robots.arm.command_stream import StreamCommand
 
-    return StreamCommand(tuple(msg.keys), tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_token,
+    return StreamCommand(tuple(msg.keys), tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_proof,
                          time_to_ns(msg.apply_by))
 
 

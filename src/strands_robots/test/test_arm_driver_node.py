@@ -553,14 +553,21 @@ class StreamProbe:
             self.verdicts[(msg.run_id, msg.step_index)] = msg
             self._cond.notify_all()
 
+    def message(self, keys, values, token, run_id, step, apply_by_ns, sent_ns=0):
+        """An ``ActionCommand`` as the rollout signs it (built field by field: repeated keys stay repeated)."""
+        from strands_robots.arm.command_auth import command_message, sign
+
+        msg = self.cls(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step)
+        msg.sent.sec, msg.sent.nanosec = divmod(sent_ns, 10**9)
+        msg.apply_by.sec, msg.apply_by.nanosec = divmod(apply_by_ns, 10**9)
+        if len(msg.keys) == len(msg.values):
+            msg.lease_proof = sign(token, command_message(run_id, step, apply_by_ns, msg.keys, msg.values))
+        return msg
+
     def send(self, keys, values, token, run_id, step, apply_by_ns=None, timeout_s=10.0):
-        msg = self.cls(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step,
-                       lease_token=token)
         now = self.h.client.get_clock().now().nanoseconds
-        msg.sent.sec, msg.sent.nanosec = divmod(now, 10**9)
         deadline = now + 5 * 10**9 if apply_by_ns is None else apply_by_ns
-        msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
-        self.pub.publish(msg)
+        self.pub.publish(self.message(keys, values, token, run_id, step, deadline, now))
         with self._cond:
             assert self._cond.wait_for(lambda: (run_id, step) in self.verdicts, timeout_s), (run_id, step)
             return self.verdicts[(run_id, step)]
@@ -1009,9 +1016,7 @@ def test_a_burst_of_commands_gets_every_verdict_in_order(active):
     here = h.driver.core.read().positions.tolist()
     deadline = h.client.get_clock().now().nanoseconds + 60 * 10**9
     for step in range(500):  # as fast as this process can publish: the driver drains its queue in batches
-        msg = probe.cls(keys=keys, values=here, run_id="burst", step_index=step, lease_token=token)
-        msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
-        probe.pub.publish(msg)
+        probe.pub.publish(probe.message(keys, here, token, "burst", step, deadline))
     assert wait_for(lambda: sum(1 for (run, _) in list(probe.verdicts) if run == "burst") == 500, 60.0), \
         sum(1 for (run, _) in list(probe.verdicts) if run == "burst")
     verdicts = [probe.verdicts[("burst", step)] for step in range(500)]

@@ -11,6 +11,7 @@ from dataclasses import fields
 import pytest
 
 from strands_robots import convert
+from strands_robots.arm.command_auth import proves
 from strands_robots.arm.safety import SafetyCheck
 from strands_robots.arm.verdict import REASON_NON_FINITE, REASON_UNKNOWN_KEY, ActionVerdict
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep
@@ -318,11 +319,16 @@ def test_time_conversions_keep_nanoseconds_and_negative_times():
 
 
 # -- rollout node messages ------------------------------------------------------------------------------------
-def test_stream_command_carries_run_step_token_and_deadline_over_dds(dds_echo):
+def test_stream_command_carries_run_step_lease_proof_and_deadline_over_dds(dds_echo):
     action = {"right.gripper": 0.02, "left.joint_3": -1.25, "left.joint_1": float("nan")}
     sent_ns = UTC_NS
     msg = dds_echo(convert.stream_command_msg(action, "r" * 32, 41, "tok-1", sent_ns, sent_ns + 6_000_000))
-    assert (msg.run_id, msg.step_index, msg.lease_token) == ("r" * 32, 41, "tok-1")
+    assert (msg.run_id, msg.step_index) == ("r" * 32, 41)
+    # the token never travels: the message carries its HMAC over the command, which the driver can check
+    assert "tok-1" not in msg.lease_proof and len(msg.lease_proof) == 64
+    received = convert.msg_to_stream_command(msg)
+    assert proves("tok-1", received.message(), received.lease_proof)
+    assert not proves("tok-2", received.message(), received.lease_proof)
     assert convert.time_to_ns(msg.sent) == sent_ns
     assert convert.time_to_ns(msg.apply_by) - convert.time_to_ns(msg.sent) == 6_000_000
     back = convert.command_to_action(msg)

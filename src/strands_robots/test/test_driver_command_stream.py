@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from strands_robots.arm.command_auth import proves
 from strands_robots.arm.command_stream import CommandSequencer, StreamCommand
 from strands_robots.arm.driver import DriverCore
 from strands_robots.arm.verdict import REASON_OUT_OF_ORDER, REASON_STALE
@@ -21,6 +22,11 @@ class Clock:
         return self.ns
 
 
+def _proven_by(token):
+    """The driver node's proof check, for a lease whose token is ``token``."""
+    return lambda message, proof: proves(token, message, proof)
+
+
 @pytest.fixture
 def clock():
     return Clock()
@@ -28,7 +34,8 @@ def clock():
 
 @pytest.fixture
 def core(clock):
-    c = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock)
+    c = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock,
+                             command_proof_validator=_proven_by("tok"))
     assert c.move_to_start_pose(lease_token="tok").reached
     return c
 
@@ -38,7 +45,7 @@ def targets(core):
 
 
 def cmd(keys, values, step, run="run-a", token="tok", apply_by_ns=0):
-    return StreamCommand(tuple(keys), tuple(values), run, step, token, apply_by_ns)
+    return StreamCommand.signed(keys, values, run, step, token, apply_by_ns)
 
 
 def test_stale_command_applies_nothing_and_every_key_says_stale(core, clock):
@@ -107,9 +114,10 @@ PER_KEY_CASES = {
 def test_stream_gives_the_service_paths_verdict_for_every_per_key_case(case, clock):
     keys, values, token = PER_KEY_CASES[case]
     service = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock)
-    stream = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock)
+    stream = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock,
+                                  command_proof_validator=_proven_by("tok"))
     by_service = service.execute(keys, values, token)
-    by_stream = stream.apply_command(StreamCommand(tuple(keys), tuple(values), "r", 0, token, clock.ns + 10**9))
+    by_stream = stream.apply_command(StreamCommand.signed(keys, values, "r", 0, token, clock.ns + 10**9))
     assert by_stream == by_service
     assert (service.adapter.data.ctrl == stream.adapter.data.ctrl).all()
 
@@ -145,3 +153,31 @@ def test_status_counts_stale_and_out_of_order_commands(core, clock):
     s = core.status()
     assert (s.commands_stale, s.commands_out_of_order) == (1, 2)
     assert s.actions_refused == 3 and s.actions_applied == 1
+
+
+def test_a_command_carries_no_token_and_one_changed_after_signing_applies_nothing(core):
+    keys = ("left.joint_1",)
+    signed = cmd(keys, (0.1,), 0)
+    assert "tok" not in repr(signed) and signed.lease_proof and signed.lease_proof != "tok"
+    before = targets(core)
+    tampered = StreamCommand(signed.keys, (0.4,), signed.run_id, signed.step_index, signed.lease_proof,
+                             signed.apply_by_ns)
+    v = core.apply_command(tampered)
+    assert v.applied_keys == () and v.unresolved_reasons == ("not_lease_holder",)
+    assert (targets(core) == before).all()
+    # a refused command does not advance the run's order: the genuine one still applies
+    assert core.apply_command(signed).applied_keys == keys
+
+
+def test_a_command_signed_with_another_token_or_unsigned_applies_nothing(core):
+    before = targets(core)
+    for command in (cmd(("left.joint_1",), (0.1,), 0, token="not-tok"), cmd(("left.joint_1",), (0.1,), 1, token="")):
+        v = core.apply_command(command)
+        assert v.applied_keys == () and v.unresolved_reasons == ("not_lease_holder",)
+    assert (targets(core) == before).all()
+
+
+def test_without_a_proof_check_a_leased_core_applies_no_streamed_command(clock):
+    c = DriverCore.simulated(lease_validator=lambda t: t == "tok", clock_ns=clock)
+    v = c.apply_command(cmd(("left.joint_1",), (0.1,), 0))
+    assert v.applied_keys == () and v.unresolved_reasons == ("not_lease_holder",)

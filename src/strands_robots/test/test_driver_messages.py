@@ -38,11 +38,11 @@ def test_clock_message_is_robot_time():
 def test_stream_command_keeps_deadline_run_and_step():
     from strands_robots_msgs.msg import ActionCommand
 
-    msg = ActionCommand(keys=["left.joint_1"], values=[0.25], run_id="r1", step_index=7, lease_token="t")
+    msg = ActionCommand(keys=["left.joint_1"], values=[0.25], run_id="r1", step_index=7, lease_proof="p")
     msg.apply_by.sec, msg.apply_by.nanosec = 10, 5
     cmd = convert.msg_to_stream_command(msg)
-    assert (cmd.keys, cmd.values, cmd.run_id, cmd.step_index, cmd.lease_token, cmd.apply_by_ns) == (
-        ("left.joint_1",), (0.25,), "r1", 7, "t", 10_000_000_005)
+    assert (cmd.keys, cmd.values, cmd.run_id, cmd.step_index, cmd.lease_proof, cmd.apply_by_ns) == (
+        ("left.joint_1",), (0.25,), "r1", 7, "p", 10_000_000_005)
 
 
 def test_stream_verdict_message_round_trips_the_verdict():

@@ -34,6 +34,7 @@ from strands_robots_msgs.msg import ActionCommand, ActionVerdict  # noqa: E402
 from strands_robots_msgs.srv import AcquireLease, SendAction  # noqa: E402
 
 from strands_robots import convert  # noqa: E402
+from strands_robots.arm.command_auth import command_message, sign  # noqa: E402
 from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
 from strands_robots.nodes.process import spin_in_background  # noqa: E402
 
@@ -104,12 +105,15 @@ class DriverProcess:
         self.token = grant.token
 
     def command(self, keys, values, token, run_id, step, apply_by_ns=None):
-        msg = ActionCommand(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step,
-                            lease_token=token)
         now = self.node.get_clock().now().nanoseconds
-        msg.sent.sec, msg.sent.nanosec = divmod(now, 10**9)
         deadline = now + 5 * 10**9 if apply_by_ns is None else apply_by_ns
+        # Built field by field (not convert.stream_command_msg) so repeated keys and mismatched lists reach the
+        # driver as sent; the lease proof is the rollout's, over the same fields.
+        msg = ActionCommand(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step)
+        msg.sent.sec, msg.sent.nanosec = divmod(now, 10**9)
         msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
+        if len(msg.keys) == len(msg.values):
+            msg.lease_proof = sign(token, command_message(run_id, step, deadline, msg.keys, msg.values))
         self.commands.publish(msg)
         with self._cond:
             assert self._cond.wait_for(lambda: (run_id, step) in self.verdicts, 30.0), (run_id, step)
@@ -190,6 +194,50 @@ def test_stale_and_out_of_order_commands_move_nothing_with_the_driver_in_its_own
     for key in keys:
         assert after[key] == pytest.approx(held[key], abs=2e-3), f"{key} moved after a refused command"
     assert list(driver.command(keys, [0.01, -0.01], driver.token, "r", 12).applied_keys) == keys
+
+
+def test_what_a_reader_of_the_command_stream_sees_neither_holds_the_lease_nor_moves_the_arms(driver):
+    # Another participant on the domain reads action_commands, as `ros2 topic echo` or a recorder would.
+    seen: list = []
+    driver.node.create_subscription(ActionCommand, "action_commands", seen.append, COMMAND_QOS)
+    assert wait_for(lambda: driver.commands.get_subscription_count() >= 2, 10.0)
+    keys = ["left.joint_1", "right.joint_1"]
+    here = dict(zip(driver.joint_states[-1].name, driver.joint_states[-1].position))
+    target = [here[k] + 0.01 for k in keys]
+    assert list(driver.command(keys, target, driver.token, "read", 0).applied_keys) == keys
+    assert wait_for(lambda: len(seen) >= 1, 10.0)
+    copied = seen[-1]
+    texts = [copied.run_id, copied.lease_proof, *copied.keys]
+    assert all(driver.token not in t for t in texts), "the lease token is readable on action_commands"
+
+    # what it read renews, releases and resets nothing
+    from strands_robots_msgs.srv import ReleaseLease, RenewLease, ResetSafety
+
+    renew = driver.call(driver.node.create_client(RenewLease, "renew_lease"),
+                        RenewLease.Request(token=copied.lease_proof, duration_s=30.0))
+    release = driver.call(driver.node.create_client(ReleaseLease, "release_lease"),
+                          ReleaseLease.Request(token=copied.lease_proof))
+    reset = driver.call(driver.node.create_client(ResetSafety, "reset_safety"),
+                        ResetSafety.Request(operator_name="reader", lease_token=copied.lease_proof))
+    assert not renew.ok and not release.ok and not reset.ok, (renew.message, release.message, reset.message)
+
+    # a copy re-published with other values (and a newer step, fresh deadline) applies nothing
+    held = driver.positions_after(0.3)
+    forged = ActionCommand(keys=list(copied.keys), values=[v + 0.3 for v in copied.values], run_id="read",
+                           step_index=1, lease_proof=copied.lease_proof)
+    now = driver.node.get_clock().now().nanoseconds
+    forged.sent.sec, forged.sent.nanosec = divmod(now, 10**9)
+    forged.apply_by.sec, forged.apply_by.nanosec = divmod(now + 5 * 10**9, 10**9)
+    driver.commands.publish(forged)
+    with driver._cond:
+        assert driver._cond.wait_for(lambda: ("read", 1) in driver.verdicts, 30.0)
+        verdict = driver.verdicts[("read", 1)]
+    assert list(verdict.applied_keys) == [] and list(verdict.unresolved_reasons) == ["not_lease_holder"] * 2
+    after = driver.positions_after(0.3)
+    for key in keys:
+        assert after[key] == pytest.approx(held[key], abs=2e-3), f"{key} moved after a forged command"
+    # and the holder still commands: the refusal did not advance the run's order
+    assert list(driver.command(keys, target, driver.token, "read", 1).applied_keys) == keys
 
 
 def test_invalid_transition_is_refused_and_the_driver_process_keeps_serving_and_exits_zero(driver):

@@ -9,8 +9,8 @@ the rollout has already moved past, so the driver refuses it and the arms hold:
    Commands outside an episode (empty ``run_id``, e.g. ``ros2 topic pub``) have no order to keep.
 
 Stale is checked first (a late command is refused for being late, whatever its order). "Applied" means the
-command passed these rules and at least one of its keys was commanded: a command from a foreign lease token
-applies nothing, so it cannot advance a run's step counter and lock the lease holder out (run ids are public).
+command passed these rules and at least one of its keys was commanded: a command without the current lease's
+proof applies nothing, so it cannot advance a run's step counter and lock the lease holder out (run ids are public).
 
 Pure and thread-compatible (the driver core calls it under its lock); the clock is injected, in nanoseconds
 on the same time base as ``apply_by_ns`` (the driver node passes its ROS clock).
@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from strands_robots.arm.command_auth import command_message, sign
 from strands_robots.arm.verdict import REASON_OUT_OF_ORDER, REASON_STALE, ActionVerdict
 
 # How many runs' last applied step are remembered; an older run reads as new (its commands are stale by then).
@@ -33,6 +34,8 @@ _RUNS_REMEMBERED = 64
 class StreamCommand:
     """One ``ActionCommand``: ``keys[i]`` commanded to ``values[i]``.
 
+    :param lease_proof: HMAC of :meth:`message` keyed by the lease token (:mod:`strands_robots.arm.command_auth`);
+        the token itself never travels on the stream.
     :param apply_by_ns: deadline on the sequencer's clock; 0 means none.
     """
 
@@ -40,8 +43,25 @@ class StreamCommand:
     values: tuple[float, ...]
     run_id: str = ""
     step_index: int = 0
-    lease_token: str = field(default="", repr=False)
+    lease_proof: str = field(default="", repr=False)
     apply_by_ns: int = 0
+
+    def message(self) -> bytes:
+        """Return the bytes its ``lease_proof`` signs (:func:`strands_robots.arm.command_auth.command_message`)."""
+        return command_message(self.run_id, self.step_index, self.apply_by_ns, self.keys, self.values)
+
+    @classmethod
+    def signed(cls, keys: Sequence[str], values: Sequence[float], run_id: str, step_index: int, lease_token: str,
+               apply_by_ns: int = 0) -> "StreamCommand":
+        """Return the command with its lease proof made from ``lease_token``.
+
+        No proof for an empty token, or for keys and values of different lengths (the driver refuses those as a
+        coarse error before any lease check).
+        """
+        command = cls(tuple(keys), tuple(float(v) for v in values), run_id, int(step_index), "", int(apply_by_ns))
+        if len(command.keys) != len(command.values):
+            return command
+        return replace(command, lease_proof=sign(lease_token, command.message()))
 
 
 def refuse_every_key(keys: Sequence[str], reason: str) -> ActionVerdict:

@@ -90,6 +90,9 @@ class DriverCore:
     :param lease_refusal: ``token -> why it is not the current lease's`` (empty when it is; the node passes
         :meth:`LeaseManager.refusal`). Clearing a safety stop needs it to be empty, and refusals quote it.
         None lets any caller reset (in process, where the caller owns the driver).
+    :param command_proof_validator: ``(message, proof) -> bool``, whether a streamed command's ``lease_proof``
+        is the current lease's (the node passes :meth:`LeaseManager.verify`). Without it, a streamed command
+        applies only when there is no ``lease_validator`` either (no lease enforced).
     """
 
     def __init__(
@@ -99,11 +102,13 @@ class DriverCore:
         lease_validator: "Callable[[str], bool] | None" = None,
         clock_ns: "Callable[[], int] | None" = None,
         lease_refusal: "Callable[[str], str] | None" = None,
+        command_proof_validator: "Callable[[bytes, str], bool] | None" = None,
     ) -> None:
         self._adapter = adapter
         self._config = config or DriverConfig.default()
         self._lease_validator = lease_validator
         self._lease_refusal = lease_refusal
+        self._proof_validator = command_proof_validator
         self._sequencer = CommandSequencer(clock_ns) if clock_ns is not None else CommandSequencer()
         self._lock = threading.RLock()
         self._keys = tuple(adapter.keys())
@@ -204,7 +209,9 @@ class DriverCore:
     def apply_command(self, command: StreamCommand, now_ns: "int | None" = None) -> ActionVerdict:
         """Apply a command from the stream: the stale and out-of-order rules, then exactly :meth:`execute`.
 
-        A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
+        The lease is checked by the command's ``lease_proof`` (an HMAC keyed by the token, which the stream never
+        carries): a wrong or missing proof makes every key ``not_lease_holder``, as a foreign token does on
+        ``SendAction``. A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
         arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
 
         :param now_ns: the time the command is judged at (default: the core's clock now); the node passes the
@@ -212,7 +219,7 @@ class DriverCore:
         """
         keys, values = command.keys, command.values
         if len(keys) != len(values) or len(set(keys)) != len(keys):
-            return self.execute(keys, values, command.lease_token)
+            return self.execute(keys, values)  # the coarse error, before any proof is computed
         with self._lock:
             refusal = self._sequencer.refusal(command, now_ns)
             if refusal:
@@ -221,7 +228,8 @@ class DriverCore:
                 self._keys_unresolved += len(keys)
                 self._refused_by_rule[refusal] += 1
                 return refuse_every_key(keys, refusal)
-            verdict = self.execute(keys, values, command.lease_token)
+            lease_valid, error = self._check_proof(command)
+            verdict = self._send_checked(dict(zip(keys, values)), lease_valid, error)
             if verdict.applied_keys:
                 self._sequencer.record_applied(command)
             return verdict
@@ -234,11 +242,26 @@ class DriverCore:
             nothing (every key ``not_lease_holder``, unless the key or value is itself invalid).
         """
         lease_valid, error = self._check_lease(lease_token)
+        return self._send_checked(action, lease_valid, error)
+
+    def _send_checked(self, action: Any, lease_valid: bool, error: str) -> ActionVerdict:
         if error:
             with self._lock:
                 self._count_coarse()
             return ActionVerdict.coarse(error)
         return self._resolve_and_command(action, lease_valid, count=True)
+
+    def _check_proof(self, command: StreamCommand) -> tuple[bool, str]:
+        """The stream's lease check: the command's proof against the current lease (the token never travels)."""
+        if self._lease_validator is None:
+            return True, ""
+        validator = self._proof_validator
+        if validator is None:
+            return False, ""
+        try:
+            return bool(validator(command.message(), command.lease_proof)), ""
+        except Exception as exc:  # the lease check failed: we know nothing, apply nothing
+            return False, f"lease check failed: {type(exc).__name__}: {exc}"
 
     def _check_lease(self, lease_token: str) -> tuple[bool, str]:
         validator = self._lease_validator

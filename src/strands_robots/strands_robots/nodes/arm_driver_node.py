@@ -193,6 +193,10 @@ class ArmDriverNode(LifecycleNode):
         """Validate a lease token for the core: every token passes while ``require_lease`` is false."""
         return (not self._require_lease) or self._leases.validate(token)
 
+    def _proof_valid(self, message: bytes, proof: str) -> bool:
+        """A streamed command's lease check: its proof is the current lease's (any, with require_lease off)."""
+        return (not self._require_lease) or self._leases.verify(message, proof)
+
     # -- lifecycle --------------------------------------------------------------------------------------------
     @property
     def core(self) -> Optional[DriverCore]:
@@ -223,7 +227,7 @@ class ArmDriverNode(LifecycleNode):
                 config = DriverConfig.default()
             hw = hardware_registry.load(self._hardware_name, config)
             core = DriverCore(hw.adapter, config, lease_validator=self._lease_valid, clock_ns=self._now_ns,
-                              lease_refusal=self._leases.refusal)
+                              lease_refusal=self._leases.refusal, command_proof_validator=self._proof_valid)
         except (ConfigError, ValueError, OSError) as exc:
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE

@@ -4,7 +4,7 @@ DESIGN.md §5 "Command path". The control loop (``PolicyRunner``) sends step ``k
 verdicts are collected as they arrive and step ``k``'s ``RunPolicyStep`` is dispatched once ``k``'s own verdict
 is in, in step order (:mod:`strands_robots.rollout.pipeline`). Here:
 
-- :meth:`CommandStream.publish` writes one ``ActionCommand`` (run id, step index, lease token, keys, values,
+- :meth:`CommandStream.publish` writes one ``ActionCommand`` (run id, step index, lease proof, keys, values,
   ``sent``, and ``apply_by = sent + stale_after_s``: the command window, a few periods; a command the driver
   reads later than that is refused as ``stale`` and the arms hold, so a driver starved for a while never applies
   a backlog in a burst). It is a DDS write; nothing waits.
