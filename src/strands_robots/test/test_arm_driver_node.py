@@ -554,7 +554,7 @@ class StreamProbe:
             self._cond.notify_all()
 
     def message(self, keys, values, token, run_id, step, apply_by_ns, sent_ns=0):
-        """An ``ActionCommand`` as the rollout signs it (built field by field: repeated keys stay repeated)."""
+        """Return an ``ActionCommand`` as the rollout signs it (field by field: repeated keys stay repeated)."""
         from strands_robots.arm.command_auth import command_message, sign
 
         msg = self.cls(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step)

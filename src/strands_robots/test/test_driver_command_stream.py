@@ -23,7 +23,7 @@ class Clock:
 
 
 def _proven_by(token):
-    """The driver node's proof check, for a lease whose token is ``token``."""
+    """Return the driver node's proof check for a lease whose token is ``token``."""
     return lambda message, proof: proves(token, message, proof)
 
 

@@ -236,7 +236,8 @@ def test_what_a_reader_of_the_command_stream_sees_neither_holds_the_lease_nor_mo
     after = driver.positions_after(0.3)
     for key in keys:
         assert after[key] == pytest.approx(held[key], abs=2e-3), f"{key} moved after a forged command"
-    # and the holder still commands: the refusal did not advance the run's order
+    # and the holder still commands: the refused step 1 did not advance the run's order past step 0
+    assert driver.verdicts.pop(("read", 1)) is verdict
     assert list(driver.command(keys, target, driver.token, "read", 1).applied_keys) == keys
 
 

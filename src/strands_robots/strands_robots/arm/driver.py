@@ -211,8 +211,8 @@ class DriverCore:
 
         The lease is checked by the command's ``lease_proof`` (an HMAC keyed by the token, which the stream never
         carries): a wrong or missing proof makes every key ``not_lease_holder``, as a foreign token does on
-        ``SendAction``. A stale or out-of-order command applies nothing and every key is unresolved with that reason (the
-        arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
+        ``SendAction``. A stale or out-of-order command applies nothing and every key is unresolved with that
+        reason (the arms hold their current targets); see :mod:`strands_robots.arm.command_stream`.
 
         :param now_ns: the time the command is judged at (default: the core's clock now); the node passes the
             time it received the command, so one clock read serves the verdict's ``received`` and the rule.
@@ -252,7 +252,7 @@ class DriverCore:
         return self._resolve_and_command(action, lease_valid, count=True)
 
     def _check_proof(self, command: StreamCommand) -> tuple[bool, str]:
-        """The stream's lease check: the command's proof against the current lease (the token never travels)."""
+        """Check a streamed command's lease proof against the current lease (the token never travels)."""
         if self._lease_validator is None:
             return True, ""
         validator = self._proof_validator

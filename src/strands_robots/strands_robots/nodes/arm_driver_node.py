@@ -194,7 +194,7 @@ class ArmDriverNode(LifecycleNode):
         return (not self._require_lease) or self._leases.validate(token)
 
     def _proof_valid(self, message: bytes, proof: str) -> bool:
-        """A streamed command's lease check: its proof is the current lease's (any, with require_lease off)."""
+        """Check a streamed command's proof against the current lease (any passes with require_lease off)."""
         return (not self._require_lease) or self._leases.verify(message, proof)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
