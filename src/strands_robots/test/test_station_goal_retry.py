@@ -202,5 +202,6 @@ def test_a_first_goal_is_accepted_on_its_first_send(rig):
     outcome = rig.port.run_rollout(_plan(duration_s=0.5), lambda _t: None)
 
     assert outcome.run_id, outcome
-    assert len(rig.port.goal_log) == 1 and "accepted (send 1 of" in rig.port.goal_log[0], rig.port.goal_log
+    log = rig.port.goal_log
+    assert len(log) == 1 and "accepted (the answer to send 1; 1 of" in log[0], log
     assert wait_for(lambda: len(rig.statuses()) == 1 and set(rig.statuses().values()) <= set(TERMINAL), 10.0)

@@ -63,7 +63,7 @@ _ROLLOUT_GONE_S = 3.0  # a run_episode server unseen this long mid-episode: the 
 # Fast DDS drops the answer after 100 ms ("client will not receive response"). The goal is sent again under the
 # same id (the server refuses an id it already holds) every _GOAL_ANSWER_S, at most _GOAL_SENDS times.
 _GOAL_ANSWER_S = 1.0
-_GOAL_SENDS = 5
+_GOAL_SENDS = 8
 
 
 class RelaySettings:
@@ -425,10 +425,11 @@ class RosRobotPort:
             futures.append(self._run.send_goal_async(goal, feedback_callback=on_feedback, goal_uuid=goal_id))
             deadline = time.monotonic() + _GOAL_ANSWER_S
             while time.monotonic() < deadline:
-                handles = [f.result() for f in futures if f.done() and f.exception() is None]
-                for handle in handles:
+                handles = [(k, f.result()) for k, f in enumerate(futures, 1) if f.done() and f.exception() is None]
+                for k, handle in handles:
                     if handle is not None and handle.accepted:
-                        self.goal_log.append(f"goal {hex_id} accepted (send {send} of {_GOAL_SENDS})")
+                        self.goal_log.append(f"goal {hex_id} accepted (the answer to send {k}; {send} of "
+                                             f"{_GOAL_SENDS} sent)")
                         return handle, ""
                 if handles:
                     self.goal_log.append(f"goal {hex_id} refused (send {send} of {_GOAL_SENDS}): adopted "
