@@ -191,6 +191,7 @@ def test_a_goal_refused_while_another_episode_runs_is_an_error_and_that_episode_
     assert outcome.stopped_reason == "error", outcome
     assert "refused the episode goal" in outcome.end_detail, outcome
     assert not outcome.run_id
+    assert "really refused" in rig.port.goal_log[-1], list(rig.port.goal_log)  # settled before it counted as running
     assert progress == []  # the other episode's feedback is not this episode's progress
     assert rig.statuses().get(other.hex()) == GoalStatus.STATUS_EXECUTING, rig.statuses()
     assert wait_for(lambda: rig.statuses().get(other.hex()) in TERMINAL, 15.0), rig.statuses()

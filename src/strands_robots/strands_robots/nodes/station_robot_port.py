@@ -27,11 +27,12 @@ spun on another thread.
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
 import uuid
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Mapping, Optional, Tuple
 
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
@@ -137,7 +138,8 @@ class RosRobotPort:
         self._pending_stop = ""
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
-        self.goal_log: List[str] = []  # how each episode goal was answered ("accepted after 2 sends", ...), newest last
+        # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
+        self.goal_log: Deque[str] = collections.deque(maxlen=64)
 
     # -- policy ---------------------------------------------------------------------------------------------
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
@@ -332,7 +334,20 @@ class RosRobotPort:
         # A goal adopted after a lost answer has no proof yet that the server holds it: its result says (an
         # unknown id is STATUS_UNKNOWN). Until feedback shows it running, that question is asked again now and
         # then, in case the first answer was lost like the goal's.
+        # The first answer is awaited before the episode counts as running, so a refused goal never lets the
+        # operator pause (or this port cancel) an episode that is not this one.
         adopted = how == "adopted"
+        done = threading.Event()
+        result_futures = [handle.get_result_async()]
+        result_futures[0].add_done_callback(lambda _f: done.set())
+        asked = time.monotonic()
+        while adopted and latest[0] < 0 and not done.wait(0.02) and time.monotonic() - asked < _CALL_TIMEOUT_S:
+            pass
+        if adopted and result_futures[0].done() and result_futures[0].result().status == GoalStatus.STATUS_UNKNOWN:
+            self.goal_log.append(f"goal {bytes(handle.goal_id.uuid).hex()[:8]}: unknown to the rollout node, "
+                                 f"really refused")
+            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED,
+                                  final_observation=self._final_observation())
         with self._lock:
             self._goal_handle = handle
             self._running = True
@@ -340,10 +355,6 @@ class RosRobotPort:
             lease_gone = bool(self._lease_end[0])
         if pending or lease_gone:
             handle.cancel_goal_async()
-        done = threading.Event()
-        result_futures = [handle.get_result_async()]
-        result_futures[0].add_done_callback(lambda _f: done.set())
-        asked = time.monotonic()
         seen = -1.0
         gone_since: Optional[float] = None
         while not done.wait(0.02):
