@@ -331,11 +331,10 @@ class RosRobotPort:
         handle, how = self._send_goal(goal, on_feedback)
         if handle is None:
             return RolloutOutcome(stopped_reason="error", end_detail=how)
-        # A goal adopted after a lost answer has no proof yet that the server holds it: its result says (an
-        # unknown id is STATUS_UNKNOWN). Until feedback shows it running, that question is asked again now and
-        # then, in case the first answer was lost like the goal's.
-        # The first answer is awaited before the episode counts as running, so a refused goal never lets the
-        # operator pause (or this port cancel) an episode that is not this one.
+        # A goal adopted after a refusal has no proof yet that the server holds it: its result says (an unknown id
+        # is STATUS_UNKNOWN). That first answer (or the goal's feedback) is awaited before the episode counts as
+        # running, so a goal really refused never lets the operator pause an episode that is not this one; until
+        # feedback shows it running, the question is asked again now and then, in case an answer was lost.
         adopted = how == "adopted"
         done = threading.Event()
         result_futures = [handle.get_result_async()]
