@@ -61,6 +61,12 @@ def _die_with_parent(parent_pid: int, sig: int, use_prctl: bool = True) -> Calla
     def preexec() -> None:  # runs in the child between fork and exec: one libc call, nothing that locks
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        # SIGINT is how stop_all asks first; a supervisor started in the background of a script inherits SIGINT
+        # ignored, and an ignored disposition survives exec: give the child the default back.
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
         if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
             os.kill(os.getpid(), sig)
 

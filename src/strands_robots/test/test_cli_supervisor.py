@@ -134,6 +134,27 @@ def test_stop_all_ends_each_child_and_its_group_and_collects_their_output():
             _kill(p.pid)
 
 
+def test_children_of_a_supervisor_started_with_sigint_ignored_still_stop_on_the_first_sigint():
+    # A shell script's background job (`cmd &` without job control) starts with SIGINT ignored, and an ignored
+    # disposition survives fork and exec: the children must get the default back, or stop_all's SIGINT is lost.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sup = supervisor.Supervisor()
+    try:
+        lines: list = []
+        script = "import time; print('up', flush=True); time.sleep(120)"
+        proc = sup.start("c", [sys.executable, "-c", script], on_line=lambda n, t: lines.append(t))
+        deadline = time.monotonic() + 20.0
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lines == ["up"]
+        sup.stop_all(grace_s=5.0)
+        assert proc.returncode == -signal.SIGINT
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        for p in sup.procs.values():
+            _kill(p.pid)
+
+
 def test_supervisor_and_stop_signals_import_without_ros():
     code = ("import sys; import strands_robots.supervisor, strands_robots.stop_signals; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'launch', 'launch_ros')))")
