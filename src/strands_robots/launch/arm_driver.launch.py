@@ -12,10 +12,8 @@ terminal.
 station.launch.py and rollout_only.launch.py include this file (rollout.launch.py through station.launch.py).
 """
 
-import sys
-
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler, Shutdown
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -25,51 +23,7 @@ from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import FindPackageShare
 from lifecycle_msgs.msg import Transition
 
-
-class ProcessFailed(RuntimeError):
-    """A launched process exited non-zero while the launch was not shutting down."""
-
-
-def end_launch_with(name: str, meaning: str):
-    """Return an OnProcessExit callback: a clean exit ends the launch, a failed one makes it exit non-zero.
-
-    ros2 launch exits non-zero only when an exception is raised inside it, so a failed exit raises. Nothing
-    happens while the launch is already shutting down (Ctrl-C): a second Shutdown then is what made every
-    Ctrl-C end in "Cannot shutdown a ROS adapter that is not running".
-    """
-
-    def on_exit(event, context):
-        if context.is_shutdown:
-            return None
-        if event.returncode != 0:
-            raise ProcessFailed(f"{name} exited with code {event.returncode} ({meaning})")
-        return [Shutdown(reason=f"{name} finished")]
-
-    return on_exit
-
-
-class BadParametersFile(ValueError):
-    """The parameters file given to the launch does not read as one (missing, not YAML, not node sections)."""
-
-
-def check_parameters_file(context, config_file):
-    """Refuse a bad parameters file before any node starts: one error line naming the file, key and reason.
-
-    Bad: missing, not YAML, not node sections, a parameter none of our nodes declares (a typo ROS ignores), or
-    a value of the wrong type or out of range for the node that declares it.
-    """
-    from strands_robots.cli.bringup import parameters_file_refusal
-
-    path = config_file.perform(context) if hasattr(config_file, "perform") else str(config_file)
-    reason = parameters_file_refusal(path)
-    if reason:
-        raise BadParametersFile(reason)
-    return []
-
-
-def output_options() -> dict:
-    """Return the launch options for a node's output: unbuffered, with colour only on a terminal."""
-    return {"output": "screen", "emulate_tty": sys.stdout.isatty(), "additional_env": {"PYTHONUNBUFFERED": "1"}}
+from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
 
 
 def generate_launch_description() -> LaunchDescription:

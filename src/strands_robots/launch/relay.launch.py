@@ -11,25 +11,13 @@ rollout.launch.py includes this file with tokens it makes for the launch in a pr
 exits on its own the launch ends, non-zero when it failed.
 """
 
-import os
-
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, ExecuteProcess, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
 
-_HERE = os.path.dirname(os.path.realpath(__file__))
-
-
-def _arm_driver_launch():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
-                                                  os.path.join(_HERE, "arm_driver.launch.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from strands_robots.launch_support import end_launch_with, output_options
 
 
 class BadRelayConfig(ValueError):
@@ -42,7 +30,7 @@ def relay_argv(settings, listen: str, store: str, tokens: str) -> list:
             "--workers", str(settings.workers), "--max-message-bytes", str(settings.max_message_bytes)]
 
 
-def _relay(context, arm_driver):
+def _relay(context):
     from strands_robots.cli.bringup import BadConfigFile, load_relay_config
     from strands_robots.station_demo import free_port
 
@@ -60,14 +48,13 @@ def _relay(context, arm_driver):
     relay = ExecuteProcess(
         cmd=[ExecutableInPackage("relay", "strands_robots"), *relay_argv(settings, listen, store, tokens)],
         name="relay",
-        **arm_driver.output_options(),
+        **output_options(),
     )
     return [relay, RegisterEventHandler(OnProcessExit(
-        target_action=relay, on_exit=arm_driver.end_launch_with("relay", "the relay stopped")))]
+        target_action=relay, on_exit=end_launch_with("relay", "the relay stopped")))]
 
 
 def generate_launch_description() -> LaunchDescription:
-    arm_driver = _arm_driver_launch()
     share = FindPackageShare("strands_robots")
     args = [
         DeclareLaunchArgument("relay_config_file", default_value=PathJoinSubstitution([share, "config", "relay.yaml"]),
@@ -77,4 +64,4 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("store", default_value="", description="sqlite:PATH or postgresql://... "
                                                                      "(empty: the config file's)"),
     ]
-    return LaunchDescription(args + [OpaqueFunction(function=_relay, args=[arm_driver])])
+    return LaunchDescription(args + [OpaqueFunction(function=_relay, args=[])])

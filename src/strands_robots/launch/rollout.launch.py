@@ -46,18 +46,10 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
 
+from strands_robots.launch_support import end_launch_with, output_options
+
 # The included files sit beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
-
-
-def _arm_driver_launch():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
-                                                  os.path.join(_HERE, "arm_driver.launch.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class BadLaunchConfig(ValueError):
@@ -109,7 +101,7 @@ def check_files(context) -> dict:
             "station_id": _arg(context, "station_id") or spec.station_id}
 
 
-def _bring_up(context, arm_driver):
+def _bring_up(context):
     from strands_robots.cli.bringup import make_run_dir
     from strands_robots.station_demo import free_port
 
@@ -155,9 +147,9 @@ def _bring_up(context, arm_driver):
         launch_arguments=station_args.items(),
     ))
     client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
-                            **arm_driver.output_options())
+                            **output_options())
     if _flag("exit_when_done", _arg(context, "exit_when_done")):
-        on_exit = _end_with_job(arm_driver.end_launch_with("demo_job", "the job did not succeed"))
+        on_exit = _end_with_job(end_launch_with("demo_job", "the job did not succeed"))
     else:
         on_exit = _stay_up
     return actions + [client, RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
@@ -199,7 +191,6 @@ def _stay_up(event, context):
 
 
 def generate_launch_description() -> LaunchDescription:
-    arm_driver = _arm_driver_launch()
     share = FindPackageShare("strands_robots")
     args = [
         DeclareLaunchArgument("config_file", default_value=PathJoinSubstitution([share, "config", "rollout.yaml"]),
@@ -228,4 +219,4 @@ def generate_launch_description() -> LaunchDescription:
                               description="true: the launch ends with the job (its exit code says how the job "
                                           "went); false: the station stays up until Ctrl-C"),
     ]
-    return LaunchDescription(args + [OpaqueFunction(function=_bring_up, args=[arm_driver])])
+    return LaunchDescription(args + [OpaqueFunction(function=_bring_up, args=[])])

@@ -23,21 +23,13 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
+from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
+
 # The included file sits beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
-def _arm_driver_launch():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
-                                                  os.path.join(_HERE, "arm_driver.launch.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _rollout(context, arm_driver, config_file, namespace):
+def _rollout(context, config_file, namespace):
     """Return the rollout node and the handler that ends the launch with it.
 
     Built when the launch arguments are known, so an empty ``robot_name`` or ``recording_dir`` leaves the
@@ -60,19 +52,18 @@ def _rollout(context, arm_driver, config_file, namespace):
         name="rollout",
         namespace=namespace,
         parameters=[config_file, overrides],
-        **arm_driver.output_options(),
+        **output_options(),
     )
     end_with_rollout = RegisterEventHandler(
         OnProcessExit(
             target_action=rollout,
-            on_exit=arm_driver.end_launch_with("rollout", "an episode ended in an error or a safety stop"),
+            on_exit=end_launch_with("rollout", "an episode ended in an error or a safety stop"),
         )
     )
     return [rollout, end_with_rollout]
 
 
 def generate_launch_description() -> LaunchDescription:
-    arm_driver = _arm_driver_launch()
     config_file = LaunchConfiguration("config_file")
     namespace = LaunchConfiguration("namespace")
     control_frequency = LaunchConfiguration("control_frequency")
@@ -103,6 +94,6 @@ def generate_launch_description() -> LaunchDescription:
             "control_frequency": control_frequency,
         }.items(),
     )
-    rollout_and_its_end = OpaqueFunction(function=_rollout, args=[arm_driver, config_file, namespace])
-    check = OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file])
+    rollout_and_its_end = OpaqueFunction(function=_rollout, args=[config_file, namespace])
+    check = OpaqueFunction(function=check_parameters_file, args=[config_file])
     return LaunchDescription(args + [check, driver, rollout_and_its_end])

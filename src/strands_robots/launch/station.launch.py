@@ -26,6 +26,8 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
+from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
+
 # The included file sits beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
@@ -33,16 +35,6 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 STATION_ARGUMENTS = ("station_id", "relay_target", "station_token_file", "state_dir", "robot_name", "record")
 # Launch argument -> rollout node parameter, given only when not empty.
 ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir")
-
-
-def _arm_driver_launch():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("strands_robots_arm_driver_launch",
-                                                  os.path.join(_HERE, "arm_driver.launch.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _given(context, names) -> dict:
@@ -54,7 +46,7 @@ def _given(context, names) -> dict:
     return values
 
 
-def _nodes(context, arm_driver, config_file, station_config_file, namespace, control_frequency):
+def _nodes(context, config_file, station_config_file, namespace, control_frequency):
     """Return the rollout and station nodes and the handlers that end the launch when one of them stops.
 
     Built when the launch arguments are known, so an empty argument leaves the config file's value in force.
@@ -74,7 +66,7 @@ def _nodes(context, arm_driver, config_file, station_config_file, namespace, con
                 **_given(context, ROLLOUT_ARGUMENTS),
             },
         ],
-        **arm_driver.output_options(),
+        **output_options(),
     )
     station_params = _given(context, STATION_ARGUMENTS)
     if "record" in station_params:  # a plain string would reach the node as a string, not a bool
@@ -85,20 +77,19 @@ def _nodes(context, arm_driver, config_file, station_config_file, namespace, con
         name="station",
         namespace=namespace,
         parameters=[station_config_file, station_params],
-        **arm_driver.output_options(),
+        **output_options(),
     )
     return [
         rollout,
         RegisterEventHandler(OnProcessExit(target_action=rollout,
-                                           on_exit=arm_driver.end_launch_with("rollout", "the rollout stopped"))),
+                                           on_exit=end_launch_with("rollout", "the rollout stopped"))),
         station,
         RegisterEventHandler(OnProcessExit(target_action=station,
-                                           on_exit=arm_driver.end_launch_with("station", "the station stopped"))),
+                                           on_exit=end_launch_with("station", "the station stopped"))),
     ]
 
 
 def generate_launch_description() -> LaunchDescription:
-    arm_driver = _arm_driver_launch()
     config_file = LaunchConfiguration("config_file")
     station_config_file = LaunchConfiguration("station_config_file")
     namespace = LaunchConfiguration("namespace")
@@ -138,9 +129,9 @@ def generate_launch_description() -> LaunchDescription:
         }.items(),
     )
     checks = [
-        OpaqueFunction(function=arm_driver.check_parameters_file, args=[config_file]),
-        OpaqueFunction(function=arm_driver.check_parameters_file, args=[station_config_file]),
+        OpaqueFunction(function=check_parameters_file, args=[config_file]),
+        OpaqueFunction(function=check_parameters_file, args=[station_config_file]),
     ]
-    nodes = OpaqueFunction(function=_nodes, args=[arm_driver, config_file, station_config_file, namespace,
+    nodes = OpaqueFunction(function=_nodes, args=[config_file, station_config_file, namespace,
                                                    control_frequency])
     return LaunchDescription(args + checks + [driver, nodes])
