@@ -29,6 +29,7 @@ from typing import Any, Callable, List, Mapping, Optional
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict as ActionVerdictMsg
 
 from strands_robots import convert
+from strands_robots.nodes import take
 from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
 
 # How many command-to-verdict latencies are kept for telemetry (the bench reads them).
@@ -71,18 +72,8 @@ class CommandStream:
     # -- executor thread -------------------------------------------------------------------------------------
     def _on_verdict(self, msg: Any) -> None:
         self._handle(msg)
-        sub = self._sub
-        for _ in range(DRAIN_MAX):  # the take rclpy's own executor makes (the same on Humble through Kilted)
-            if self._node is None:
-                break
-            try:
-                with sub.handle:
-                    taken = sub.handle.take_message(ActionVerdictMsg, False)
-            except Exception:  # destroyed under us (cleanup): the executor will not call us again
-                break
-            if taken is None:
-                break
-            self._handle(taken[0])
+        for queued_msg in take.queued(self._sub, ActionVerdictMsg, DRAIN_MAX, lambda: self._node is not None):
+            self._handle(queued_msg)
         if self._on_verdict_cb is not None:
             self._on_verdict_cb()
 

@@ -16,6 +16,7 @@ from strands_robots_msgs.msg import ActionVerdict as ActionVerdictMsg
 
 from strands_robots import convert
 from strands_robots.arm.verdict import ActionVerdict
+from strands_robots.nodes import take
 from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
 
 COMMAND_TOPIC = "action_commands"
@@ -48,22 +49,9 @@ class CommandStream:
 
     def _on_command(self, msg: ActionCommand) -> None:
         self._handle(msg)
-        # Drain what else has arrived (bounded, so lease renewals and the rest are never starved): each
-        # command the executor would otherwise dispatch costs a whole pass over the node's wait set, and on a
-        # loaded machine that is what made a backlog at 500 Hz and 1 kHz. The take is the one rclpy's own
-        # executor makes (Subscription.handle.take_message, the same on Humble through Kilted).
-        sub = self._subscription
-        for _ in range(DRAIN_MAX):
-            if self._node is None:
-                return
-            try:
-                with sub.handle:
-                    taken = sub.handle.take_message(ActionCommand, False)
-            except Exception:  # destroyed under us (cleanup): the executor will not call us again
-                return
-            if taken is None:
-                return
-            self._handle(taken[0])
+        # What else has arrived, bounded so lease renewals and the rest are never starved (nodes/take.py).
+        for queued_msg in take.queued(self._subscription, ActionCommand, DRAIN_MAX, lambda: self._node is not None):
+            self._handle(queued_msg)
 
     def _handle(self, msg: ActionCommand) -> None:
         received_ns = self._now_ns()
