@@ -347,12 +347,9 @@ class RosDriverBackend:
 
         :returns: a verdict for every key, or a coarse error (no verdict in time, no driver, bad input).
         """
-        if not isinstance(action, Mapping):
-            return ActionVerdict.coarse(
-                f"action must be a mapping of actuator key to float, got {type(action).__name__}")
-        for key in action:
-            if not isinstance(key, str):
-                return ActionVerdict.coarse(f"action keys must be strings, got {type(key).__name__} {key!r}")
+        refused = _malformed(action)
+        if refused is not None:
+            return refused
         if self.command_path == COMMAND_PATH_STREAM:
             return self._send_streamed(action)
         return self._send_service(action)
@@ -380,12 +377,9 @@ class RosDriverBackend:
 
     def _publish_streamed(self, action: Mapping[str, float]) -> "int | ActionVerdict":
         """Publish one step's command and return its step index; a coarse verdict when nothing was sent."""
-        if not isinstance(action, Mapping):
-            return ActionVerdict.coarse(
-                f"action must be a mapping of actuator key to float, got {type(action).__name__}")
-        for key in action:
-            if not isinstance(key, str):
-                return ActionVerdict.coarse(f"action keys must be strings, got {type(key).__name__} {key!r}")
+        refused = _malformed(action)
+        if refused is not None:
+            return refused
         if not self._stream.driver_listening():
             return ActionVerdict.coarse(_NOT_LISTENING)
         run_id, step_index = self._next_step()
@@ -696,6 +690,16 @@ class StreamWindow:
 
 _NOT_LISTENING = ("arm driver not available (no subscriber on action_commands or no publisher of "
                   "action_verdicts)")
+
+
+def _malformed(action: Any) -> "ActionVerdict | None":
+    """Return the coarse verdict for an action that is not a mapping of string keys (None when it is)."""
+    if not isinstance(action, Mapping):
+        return ActionVerdict.coarse(f"action must be a mapping of actuator key to float, got {type(action).__name__}")
+    for key in action:
+        if not isinstance(key, str):
+            return ActionVerdict.coarse(f"action keys must be strings, got {type(key).__name__} {key!r}")
+    return None
 
 
 def _wire(action: Mapping[str, Any]) -> dict:
