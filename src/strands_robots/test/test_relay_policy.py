@@ -14,14 +14,24 @@ from strands_robots.client import EndEpisode, EvaluationClient, Policy  # noqa: 
 from strands_robots.policies import relay as relay_policy  # noqa: E402
 from strands_robots.policies.base import EndEpisode as LoopEndEpisode  # noqa: E402
 from strands_robots.policies.registry import known_providers, make_policy  # noqa: E402
+from strands_robots.relay.credentials import RelayCredentials, load_relay_credentials  # noqa: E402
 from strands_robots.station.job_file import task_to_mapping  # noqa: E402
 
 
-def config(target, job_id, episode_id="ep_0000", **extra):
-    cfg = {"relay_target": target, "station_id": "sim_station", "station_token": STATION_TOKENS["sim_station"],
-           "job_id": job_id, "episode_id": episode_id, "attach_timeout_s": 5.0, "reply_timeout_s": 5.0}
+def config(job_id, episode_id="ep_0000", **extra):
+    cfg = {"job_id": job_id, "episode_id": episode_id, "attach_timeout_s": 5.0, "reply_timeout_s": 5.0}
     cfg.update(extra)
     return cfg
+
+
+def credentials(target, token=STATION_TOKENS["sim_station"]):
+    """Return the station's start-time credentials, as ``load_relay_credentials`` returns them."""
+    return RelayCredentials(targets=(target,), station_id="sim_station", token=token)
+
+
+def remote_relay_policy(target, job_id, token=STATION_TOKENS["sim_station"], **cfg):
+    """Build a relay provider as in process: its options, and the credentials passed explicitly."""
+    return relay_policy.relay_policy_factory(credentials(target, token))(config(job_id, **cfg))
 
 
 class CountingPolicy(Policy):
@@ -65,15 +75,43 @@ def serve(client, job_id, policy):
 
 def test_relay_is_a_known_provider_and_its_config_is_checked_without_connecting():
     assert "relay" in known_providers()
-    with pytest.raises(ValueError, match="relay_target must be a non-empty string"):
-        make_policy("relay", {})
-    with pytest.raises(ValueError, match="station_token or station_token_file is required"):
-        make_policy("relay", {"relay_target": "127.0.0.1:1", "station_id": "s", "job_id": "j", "episode_id": "e"})
+    factory = relay_policy.relay_policy_factory(credentials("127.0.0.1:1"))
+    with pytest.raises(ValueError, match="job_id must be a non-empty string"):
+        factory({})
     with pytest.raises(ValueError, match=r"unknown options \['end_after_steps'\]"):
-        make_policy("relay", dict(config("127.0.0.1:1", "j"), end_after_steps=3))
+        factory(dict(config("j"), end_after_steps=3))
     # Nothing listens on port 1: building the policy still succeeds (it connects on reset).
-    policy = make_policy("relay", config("127.0.0.1:1", "j"))
+    policy = factory(config("j"))
     assert isinstance(policy, relay_policy.RelayPolicy)
+    assert (policy.target, policy.station_id) == ("127.0.0.1:1", "sim_station")
+
+
+@pytest.mark.parametrize("key, value", [("relay_target", "127.0.0.1:9"), ("station_token", "stolen"),
+                                        ("station_token_file", "/etc/hostname"), ("station_id", "other"),
+                                        ("root_certificates", "/etc/ssl/certs/ca.pem")])
+def test_a_config_naming_a_relay_a_token_or_a_path_is_refused_by_the_key_with_or_without_credentials(key, value):
+    bad = dict(config("j"), **{key: value})
+    for build in (relay_policy.relay_policy_factory(credentials("127.0.0.1:1")), lambda c: make_policy("relay", c)):
+        with pytest.raises(ValueError, match=rf"unknown options \['{key}'\]") as info:
+            build(bad)
+        assert "start-time configuration" in str(info.value) and str(value) not in str(info.value)
+
+
+def test_the_registry_relay_provider_has_no_credentials_and_says_where_they_come_from():
+    with pytest.raises(ValueError, match="no relay credentials.*relay_credentials_file") as info:
+        make_policy("relay", config("j"))
+    assert "RelayPolicy(config, credentials=" in str(info.value)
+
+
+def test_credentials_from_a_private_file_drive_the_policy_and_a_readable_file_is_refused(tmp_path):
+    path = tmp_path / "relay.yaml"
+    path.write_text(f"target: 127.0.0.1:1\nstation_id: sim_station\ntoken: {STATION_TOKENS['sim_station']}\n")
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="has mode 0644"):
+        load_relay_credentials(path)
+    path.chmod(0o600)
+    policy = relay_policy.RelayPolicy(config("j"), credentials=load_relay_credentials(path))
+    assert (policy.target, policy.station_id) == ("127.0.0.1:1", "sim_station")
 
 
 def test_remote_policy_drives_chunks_resume_and_end_episode_through_the_relay(tmp_path):
@@ -87,7 +125,7 @@ def test_remote_policy_drives_chunks_resume_and_end_episode_through_the_relay(tm
         remote = CountingPolicy(end_after=2)
         serve(client, job_id, remote)
         station_task = task_to_mapping(task_from_pb(task_from_dict(sent)))
-        policy = make_policy("relay", config(relay.target, job_id, task=station_task))
+        policy = remote_relay_policy(relay.target, job_id, task=station_task)
         try:
             policy.reset({"instruction": "ignored: the station's task wins", "action_keys": ("right.joint_1",),
                           "control_frequency": 50.0, "action_horizon": 2})
@@ -111,7 +149,7 @@ def test_policy_client_gone_mid_episode_raises_relay_policy_lost_naming_the_epis
         job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
         remote = CountingPolicy(end_after=100)
         served = serve(client, job_id, remote)
-        policy = make_policy("relay", config(relay.target, job_id, episode_id="ep_0003"))
+        policy = remote_relay_policy(relay.target, job_id, episode_id="ep_0003")
         try:
             policy.reset({"instruction": "pick", "action_keys": ("right.joint_1",)})
             policy.act({"right.joint_1.pos": 0.0})
@@ -128,7 +166,7 @@ def test_no_policy_client_within_the_attach_timeout_is_a_lost_policy(tmp_path):
     with running_relay(tmp_path) as relay:
         client = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
         job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
-        policy = make_policy("relay", config(relay.target, job_id, attach_timeout_s=0.3))
+        policy = remote_relay_policy(relay.target, job_id, attach_timeout_s=0.3)
         try:
             with pytest.raises(relay_policy.RelayPolicyLost, match=r"no policy client attached"):
                 policy.reset({"instruction": "pick", "action_keys": ("right.joint_1",)})
@@ -142,7 +180,7 @@ def test_a_wrong_station_token_is_refused_with_the_relays_reason(tmp_path):
     with running_relay(tmp_path) as relay:
         client = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
         job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
-        policy = make_policy("relay", config(relay.target, job_id, station_token="not-a-token"))
+        policy = remote_relay_policy(relay.target, job_id, token="not-a-token")
         try:
             with pytest.raises(relay_policy.RelayPolicyLost, match="UNAUTHENTICATED"):
                 policy.reset({"instruction": "pick", "action_keys": ("right.joint_1",)})

@@ -38,6 +38,12 @@ prefetch on or off); the ``record`` / ``async_rtc`` parameters are what the node
 ``seed`` (>= 0) reaches the policy. Recordings are filed under this node's namespace and numbered by a
 per-node episode counter. ``events_published`` / ``events_dropped`` count this goal's events.
 
+**Relay credentials**: the ``relay`` provider reaches the relay with the station's credentials, read once at
+start from the file the read-only ``relay_credentials_file`` parameter names (0600, or the node refuses to
+start with one line). A goal's ``policy_config_json`` carries only the episode's options (job, episode, task,
+timeouts): one naming a relay, a token or a path is refused by the key's name before anything moves, and no
+parameter holds a token. Without the file a goal asking for the relay provider is refused, saying so.
+
 Topics: ``observer_events`` (ObserverEvent), ``episode_results`` (EpisodeResult). Action: ``run_episode``.
 The driver's names are resolved relative to ``driver_namespace`` (default: this node's namespace).
 
@@ -169,6 +175,9 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "autorun_episodes": (0, "episodes to run at start-up with these parameters",
                          {"integer_range": _int_range(0, 1_000_000), "read_only": True}),
     "exit_after_autorun": (False, "exit once the autorun episodes are done", {}),
+    "relay_credentials_file": ("", "the station's relay credentials file (0600; relay/credentials.py), read once at "
+                                   "start: the relay policy provider's relay address and station token. Empty: "
+                                   "the relay provider is refused", {"read_only": True}),
     "autorun_wait_subscribers": (0, "before the autorun episodes, wait (at most driver_timeout_s) until "
                                     "observer_events has this many subscribers, so a watcher started with the "
                                     "node sees the whole stream", {"integer_range": _int_range(0, 1000),
@@ -201,6 +210,16 @@ class RolloutNode(Node):
         if bad:
             raise ValueError("invalid parameters: " + "; ".join(bad))
         self.add_on_set_parameters_callback(self._validate_parameters)
+        # The relay provider's relay and station token: start-time configuration, read once (never from a goal).
+        self._relay_policy = None
+        if self.p("relay_credentials_file"):
+            from strands_robots.policies.relay import relay_policy_factory
+            from strands_robots.relay.credentials import load_relay_credentials
+
+            credentials = load_relay_credentials(self.p("relay_credentials_file"))
+            self._relay_policy = relay_policy_factory(credentials)
+            self.get_logger().info(f"relay policy provider: relay {credentials.target} as station "
+                                   f"{credentials.station_id} (from {credentials.source})")
 
         self._events_pub = self.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         self._results_pub = self.create_publisher(EpisodeResult, "episode_results", EVENT_QOS)
@@ -434,7 +453,7 @@ class RolloutNode(Node):
     def _run_kwargs(self, goal: RunEpisode.Goal, autorun: bool = False) -> dict:
         """Return the run arguments of a goal for ``validate_run``; a field left 0 / empty takes the parameter.
 
-        :raises RunRefused: ``policy_config_json`` is not a JSON object.
+        :raises RunRefused: ``policy_config_json`` is not a JSON object, or the relay provider refused it.
         """
         config_json = goal.policy_config_json or self.p("policy_config_json")
         try:
@@ -445,9 +464,13 @@ class RolloutNode(Node):
             raise RunRefused("policy_config_json", config_json, "policy_config_json must be a JSON object")
         seed = goal.seed if goal.seed >= 0 else self.p("seed")
         namespace = self.get_namespace()
+        provider: Any = goal.policy_provider or self.p("policy_provider")
+        if isinstance(provider, str) and provider.strip().lower() == "relay":
+            provider = self._relay_policy_for(policy_config)
+            policy_config = None
         kwargs: dict[str, Any] = {
             "robot_name": goal.robot_name or self.p("robot_name"),
-            "policy_provider": goal.policy_provider or self.p("policy_provider"),
+            "policy_provider": provider,
             "policy_config": policy_config,
             "instruction": goal.task.instruction or self.p("instruction"),
             "control_frequency": goal.control_frequency or self.p("control_frequency"),
@@ -473,6 +496,23 @@ class RolloutNode(Node):
         if goal.task.task_id or params or goal.task.layout:
             kwargs["task"] = {"task_id": goal.task.task_id, "layout": goal.task.layout, "parameters": params}
         return kwargs
+
+    def _relay_policy_for(self, policy_config: "dict | None") -> Any:
+        """Build the relay provider with this node's start-time credentials (its options only from the goal).
+
+        :raises RunRefused: an option the provider does not know (a relay address, a token or a path among
+            them), or this node was started without ``relay_credentials_file``.
+        """
+        from strands_robots.policies.relay import NO_CREDENTIALS, RelayPolicy
+
+        try:
+            if self._relay_policy is None:
+                RelayPolicy(policy_config)  # the options first: a goal naming a relay or a token is told so
+                raise ValueError(NO_CREDENTIALS)
+            return self._relay_policy(policy_config or {})
+        except (TypeError, ValueError) as exc:
+            keys = sorted(map(str, policy_config or {}))
+            raise RunRefused("policy_config", keys, f"policy_config (keys {keys}) refused: {exc}") from None
 
     def _publish_result(self, goal: RunEpisode.Goal, ended: "dict | None", end_condition: str,
                         detail: str) -> None:

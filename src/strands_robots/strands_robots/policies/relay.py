@@ -6,16 +6,23 @@ the station's side): ``reset`` opens the session, waits for the client and start
 ``reset(task)``), ``act`` returns the client's chunk (its ``EndEpisode`` ends the episode as
 ``policy_completed``), ``resume`` is the client's ``resume(observation)`` after an operator takeover.
 
-Config (all from the station, in the RunEpisode goal's ``policy_config_json``):
+**Where the relay is, and who the station is, never come from the config.** They are the process's start-time
+configuration: a :class:`~strands_robots.relay.credentials.RelayCredentials` read once from a private (0600)
+file with :func:`~strands_robots.relay.credentials.load_relay_credentials` and handed over explicitly: the
+rollout node reads its read-only ``relay_credentials_file`` parameter at start; in process, pass
+``RelayPolicy(config, credentials=...)`` (or a factory from :func:`relay_policy_factory`) as the policy. A
+``RunEpisode`` goal, which any node on the ROS domain can send, can therefore neither point the rollout at
+another relay nor make it read a file: ``relay_target``, ``station_token``, ``station_token_file``,
+``station_id`` and ``root_certificates`` are unknown options, refused before anything moves. Without
+credentials the provider is refused with a reason saying where they come from.
 
-- ``relay_target`` (str, required): ``host:port`` of the relay;
-- ``station_id`` (str, required), and ``station_token`` or ``station_token_file`` (a file holding the token);
+Config (from the station, in the RunEpisode goal's ``policy_config_json``):
+
 - ``job_id`` (str, required), ``episode_id`` (str, required);
 - ``task`` (mapping, optional): the station's task in the job-file form (``station.job_file.task_to_mapping``);
   the client gets it exactly (instruction, layout, parameters, scoring). Without it the rollout's instruction;
 - ``attach_timeout_s`` (float, default 10): how long ``reset`` waits for the policy client;
-- ``reply_timeout_s`` (float, default 10): how long each call waits for the client's answer;
-- ``root_certificates`` (str, optional): path of a PEM file for TLS.
+- ``reply_timeout_s`` (float, default 10): how long each call waits for the client's answer.
 
 When the policy client is gone (it disconnected, or never attached in time) every call raises
 :class:`RelayPolicyLost`: the rollout ends with that error and the station re-runs the task once the policy is
@@ -26,16 +33,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from strands_robots.policies.base import EndEpisode
+from strands_robots.relay.credentials import RelayCredentials
 
-__all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "make_relay_policy", "close_sessions"]
+__all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "NO_CREDENTIALS", "make_relay_policy",
+           "relay_policy_factory", "close_sessions"]
 
 PROVIDER = "relay"
-OPTIONS = frozenset({"relay_target", "station_id", "station_token", "station_token_file", "job_id", "episode_id",
-                     "task", "attach_timeout_s", "reply_timeout_s", "root_certificates"})
-_REQUIRED = ("relay_target", "station_id", "job_id", "episode_id")
+OPTIONS = frozenset({"job_id", "episode_id", "task", "attach_timeout_s", "reply_timeout_s"})
+_REQUIRED = ("job_id", "episode_id")
+#: Why the provider is refused in a process that was given no relay credentials.
+NO_CREDENTIALS = (f"{PROVIDER} policy: this process has no relay credentials (start the rollout node with its "
+                  "relay_credentials_file parameter naming a 0600 credentials file; in process pass "
+                  "RelayPolicy(config, credentials=load_relay_credentials(path)))")
 _BUSY_RETRY_S = 0.05
 #: Begins every RelayPolicyLost message, so the station recognises it in a rollout's result text.
 LOST_MARKER = "relay policy lost"
@@ -79,30 +91,40 @@ def close_sessions() -> int:
 
 
 class RelayPolicy:
-    """The ``relay`` provider (see the module docstring). Building it checks the config and connects to nothing."""
+    """The ``relay`` provider (see the module docstring). Building it checks the config and connects to nothing.
 
-    def __init__(self, config: Optional[Mapping[str, Any]] = None) -> None:
+    :param config: the episode's options (``job_id``, ``episode_id``, ``task``, the two timeouts); nothing else.
+    :param credentials: the station's relay credentials, from its start-time configuration.
+    :raises ValueError: an unknown option (a relay address, a token or a path among them), a missing or invalid
+        one, or no credentials; the options are checked first, so such a config is refused by name.
+    """
+
+    def __init__(self, config: Optional[Mapping[str, Any]] = None, *,
+                 credentials: Optional[RelayCredentials] = None) -> None:
         cfg = dict(config or {})
-        unknown = sorted(set(cfg) - OPTIONS)
+        unknown = sorted(set(map(str, cfg)) - OPTIONS)
         if unknown:
-            raise ValueError(f"{PROVIDER} policy: unknown options {unknown}; allowed: {sorted(OPTIONS)}")
+            raise ValueError(f"{PROVIDER} policy: unknown options {unknown}; allowed: {sorted(OPTIONS)} (the relay "
+                             "address and the station's credentials are the process's start-time configuration, "
+                             "never policy options)")
         for name in _REQUIRED:
             if not isinstance(cfg.get(name), str) or not cfg[name].strip():
                 raise ValueError(f"{PROVIDER} policy: {name} must be a non-empty string")
-        if not cfg.get("station_token") and not cfg.get("station_token_file"):
-            raise ValueError(f"{PROVIDER} policy: station_token or station_token_file is required")
         if cfg.get("task") is not None and not isinstance(cfg["task"], Mapping):
             raise ValueError(f"{PROVIDER} policy: task must be a mapping (the job-file form of the task)")
-        self.target = cfg["relay_target"]
-        self.station_id = cfg["station_id"]
-        self.job_id = cfg["job_id"]
-        self.episode_id = cfg["episode_id"]
-        self._token = cfg.get("station_token") or ""
-        self._token_file = cfg.get("station_token_file") or ""
-        self._task_mapping = cfg.get("task")
         self.attach_timeout_s = _positive(cfg, "attach_timeout_s", 10.0)
         self.reply_timeout_s = _positive(cfg, "reply_timeout_s", 10.0)
-        self._root_certificates = cfg.get("root_certificates") or None
+        if credentials is None:
+            raise ValueError(NO_CREDENTIALS)
+        if not isinstance(credentials, RelayCredentials):
+            raise TypeError(f"{PROVIDER} policy: credentials must be RelayCredentials, got "
+                            f"{type(credentials).__name__}")
+        self._credentials = credentials
+        self.target = credentials.target
+        self.station_id = credentials.station_id
+        self.job_id = cfg["job_id"]
+        self.episode_id = cfg["episode_id"]
+        self._task_mapping = cfg.get("task")
         self._session: Any = None
         self.client_id = ""
 
@@ -150,24 +172,12 @@ class RelayPolicy:
         self._session = None
 
     # -- internals ----------------------------------------------------------------------------------------------
-    def _token_value(self) -> str:
-        if self._token:
-            return self._token
-        try:
-            with open(self._token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-        except OSError as exc:
-            raise ValueError(f"{PROVIDER} policy: station_token_file {self._token_file!r}: {exc}") from None
-        if not token:
-            raise ValueError(f"{PROVIDER} policy: station_token_file {self._token_file!r} is empty")
-        return token
-
     def _open(self) -> Any:
         from strands_robots.relay.station_link import PolicySessionError, StationLink
 
         _close_live(self.job_id)  # the previous episode's session of this job, if it is still open
-        link = StationLink(self.target, self.station_id, self._token_value(),
-                           root_certificates=self._root_certificates)
+        creds = self._credentials
+        link = StationLink(creds.target, creds.station_id, creds.token, root_certificates=creds.root_certificates)
         deadline = time.monotonic() + self.attach_timeout_s
         while True:
             session = link.open_session(self.job_id, reply_timeout_s=self.reply_timeout_s)
@@ -210,5 +220,19 @@ class RelayPolicy:
 
 
 def make_relay_policy(config: Mapping[str, Any]) -> RelayPolicy:
-    """Build the ``relay`` provider (the registry's factory)."""
+    """Build the ``relay`` provider without credentials (the registry's factory): refused with its reason.
+
+    The options are still checked first, so a config naming a relay, a token or a path is refused by name.
+    """
     return RelayPolicy(config)
+
+
+def relay_policy_factory(credentials: RelayCredentials) -> Callable[[Mapping[str, Any]], RelayPolicy]:
+    """Return a factory building the ``relay`` provider with ``credentials`` (a process's start-time ones)."""
+    if not isinstance(credentials, RelayCredentials):
+        raise TypeError(f"relay_policy_factory needs RelayCredentials, got {type(credentials).__name__}")
+
+    def factory(config: Mapping[str, Any]) -> RelayPolicy:
+        return RelayPolicy(config, credentials=credentials)
+
+    return factory
