@@ -13,7 +13,8 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
   tolerance and timeout;
 - **rollout**: the rollout node's ``run_episode`` action, with the station's lease token (the goal is sent under
   one goal id until the rollout node answers, see :meth:`RosRobotPort._send_goal`); the policy provider
-  ``relay`` gets the relay, job and episode in ``policy_config_json`` (:mod:`strands_robots.policies.relay`).
+  ``relay`` gets the job and episode in ``policy_config_json`` (the relay and the token are the rollout node's own,
+  from its ``relay_credentials_file``; :mod:`strands_robots.policies.relay`).
   Feedback (rollout time) reaches the operator's progress hook. A rollout whose relay policy was lost
   (``RelayPolicyLost``) is reported ``policy_lost`` so the station waits for the policy and runs the task again;
 - **takeover**: the rollout node's ``pause_rollout`` / ``resume_rollout`` services;
@@ -278,19 +279,13 @@ class RosRobotPort:
     def _policy_config(self, plan: EpisodePlan) -> dict:
         if plan.policy_provider != "relay":
             return dict(plan.policy_config)
-        # The remote policy reads its own options (``policy.*`` task parameters) from the task it is sent.
+        # The remote policy reads its own options (``policy.*`` task parameters) from the task it is sent. The
+        # relay and the station's token are the rollout node's own start-time configuration: never in a goal.
         config: dict = {}
         if self._relay is not None:
             relay = self._relay
-            config.update(relay_target=relay.target, station_id=relay.station_id, job_id=self._job_id,
-                          episode_id=plan.episode_id, task=task_to_mapping(plan.task),
+            config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
                           attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
-            if relay.root_certificates:
-                config["root_certificates"] = relay.root_certificates
-            if relay.token_file:
-                config["station_token_file"] = relay.token_file
-            else:
-                config["station_token"] = relay.token
         return config
 
     _job_id = ""
