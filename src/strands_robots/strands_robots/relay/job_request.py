@@ -1,8 +1,11 @@
 """Checking a submitted job before the relay accepts it (pure: protobuf in, a reason out).
 
-The tasks are checked by the station core's own rules (``station.job.validate_job_spec``: task ids,
-instructions, parameters, score sheets), so a job the relay accepts is one the station can run; every
-refusal names the task index, the field and the reason, e.g. ``tasks[1].scoring: item 'grasp': ...``.
+Every value is checked by the rules the station and the rollout use (``strands_robots.validation``, through
+``station.job.validate_job_spec``): the episode count and task count (``validation.JOB_LIMITS``), each task's
+free text, parameters (known keys only, every value in its range) and score sheet, so a job the relay accepts is
+one the station can run. Every refusal names the task index, the key, the value and the allowed range, e.g.
+``tasks[1].parameters['duration_s']: duration_s='1e9' refused: allowed range (0, 86400] s: ...``; the relay
+answers it as INVALID_ARGUMENT (the client's ``InvalidTask``).
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import secrets
 from typing import AbstractSet, Any
 
+from strands_robots import validation as rules
+
 #: Upper bounds that keep one request from tying a station up (a job can be resubmitted).
-MAX_TASKS = 1000
-MAX_EPISODES = 100000
+MAX_TASKS = int(rules.JOB_LIMITS["tasks"].maximum)
+MAX_EPISODES = int(rules.JOB_LIMITS["episodes_total"].maximum)
 
 
 class InvalidJob(ValueError):
@@ -35,24 +40,17 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str])
         raise InvalidJob(f"station_id: unknown station {request.station_id!r}")
     if not request.tasks:
         raise InvalidJob("tasks: a job needs at least one task")
-    if len(request.tasks) > MAX_TASKS:
-        raise InvalidJob(f"tasks: at most {MAX_TASKS} tasks per job, got {len(request.tasks)}")
-    if request.episodes < 1:
-        raise InvalidJob(f"episodes: must be an integer >= 1, got {request.episodes}")
-    if request.episodes > MAX_EPISODES:
-        raise InvalidJob(f"episodes: at most {MAX_EPISODES} per job, got {request.episodes}")
+    try:
+        rules.check_number("episodes", request.episodes, rules.JOB_LIMITS["episodes_total"])
+        rules.check_number("tasks", len(request.tasks), rules.JOB_LIMITS["tasks"])
+    except rules.ValueRefused as exc:
+        raise InvalidJob(f"{exc.field}: {exc.reason}") from None
     tasks = []
     for index, task in enumerate(request.tasks):
         try:
             tasks.append(task_from_pb(task))
         except ValueError as exc:
             raise InvalidJob(f"tasks[{index}].{exc}") from None
-    seen = {}
-    for index, task in enumerate(tasks):
-        if task.task_id in seen and tasks[seen[task.task_id]] != task:
-            raise InvalidJob(f"tasks[{index}].task_id: {task.task_id!r} is also tasks[{seen[task.task_id]}] "
-                             f"with a different definition")
-        seen.setdefault(task.task_id, index)
     job_id = request.job_id if request.HasField("job_id") else new_job_id()
     try:
         validate_job_spec(JobSpec(job_id=job_id, client_id=client_id, station_id=request.station_id,

@@ -4,8 +4,10 @@
 policy provider and its config) **without moving anything or touching the robot**, and returns a frozen
 :class:`RunSpec`, or raises :class:`RunRefused` naming the field, the value and what is allowed.
 ``PolicyRunner.run(**kwargs)`` calls it; the rollout node calls it on a goal before the arms move and hands the
-spec to ``PolicyRunner.run_spec``. :data:`FIELD_LIMITS` is the one table of numeric ranges, also used for the
-node's parameter descriptors.
+spec to ``PolicyRunner.run_spec``. :data:`FIELD_LIMITS` is the one table of numeric ranges
+(``strands_robots.validation.RUN_LIMITS``, by which the relay and the station check a job's values too), also
+used for the node's parameter descriptors. A ``task`` carrying ``parameters`` (a RunEpisode goal's task) has them
+checked by the station's rules (``validation.check_task_parameters``): known keys only, every value in range.
 
 ``n_steps`` and ``max_steps`` are two names of one thing: the step budget of an episode (the RunEpisode goal's
 "step budget; 0 derives it from duration_s"). Without either, the budget is ``round(duration_s *
@@ -15,14 +17,15 @@ control_frequency)``. Nothing here imports rclpy.
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 import os
 import types
 from typing import Any, Mapping
 
+from strands_robots import validation as rules
 from strands_robots.policies.base import Policy
 from strands_robots.policies.registry import known_providers, make_policy
+from strands_robots.validation import FieldLimit
 
 __all__ = [
     "FIELD_LIMITS", "FieldLimit", "PreflightRefused", "RunRefused", "RunSpec", "validate_run",
@@ -54,53 +57,9 @@ class RunRefused(PreflightRefused):
         self.reason = reason
 
 
-@dataclasses.dataclass(frozen=True)
-class FieldLimit:
-    """The allowed range of one numeric field.
-
-    ``minimum``..``maximum``, both inclusive unless ``exclusive_minimum`` (then ``value > minimum``).
-    Non-finite values are always refused.
-    """
-
-    minimum: float
-    maximum: float
-    integer: bool
-    description: str
-    unit: str = ""
-    exclusive_minimum: bool = False
-
-    def contains(self, value: float) -> bool:
-        if not math.isfinite(value) or value > self.maximum:
-            return False
-        return value > self.minimum if self.exclusive_minimum else value >= self.minimum
-
-    def text(self) -> str:
-        """Return the range as a reader writes it: ``(0, 2000] Hz``, ``[1, 1000]``."""
-        lo = "(" if self.exclusive_minimum else "["
-        fmt = (lambda v: f"{int(v)}") if self.integer else (lambda v: f"{v:g}")
-        return f"{lo}{fmt(self.minimum)}, {fmt(self.maximum)}]" + (f" {self.unit}" if self.unit else "")
-
-
-FIELD_LIMITS: "Mapping[str, FieldLimit]" = types.MappingProxyType({
-    "control_frequency": FieldLimit(0.0, 2000.0, False, "control rate", "Hz", exclusive_minimum=True),
-    "duration_s": FieldLimit(0.0, 86400.0, False, "episode budget in seconds (used when n_steps is not given)",
-                             "s", exclusive_minimum=True),
-    "n_steps": FieldLimit(1, 10**8, True, "step budget of an episode; without it derived from duration_s",
-                          "steps"),
-    "action_horizon": FieldLimit(1, 1000, True, "maximum actions used per inferred chunk", "actions"),
-    "n_episodes": FieldLimit(1, 100_000, True, "episodes in one run, each its own run_id lifecycle"),
-    "max_onframe_failures": FieldLimit(0, 1_000_000, True,
-                                       "failing on_frame hooks tolerated per episode (observer failures never "
-                                       "count)"),
-    "seed": FieldLimit(0, 2**32 - 1, True, "policy/simulation seed of episode 0; episode i uses seed + i"),
-    "rtc_inference_timeout_s": FieldLimit(0.0, 600.0, False, "async prefetch: longest wait for a chunk at a "
-                                                             "boundary, then the episode ends as an error", "s",
-                                          exclusive_minimum=True),
-    "fps": FieldLimit(0.0, 2000.0, False, "recording frame rate; must equal control_frequency", "Hz",
-                      exclusive_minimum=True),
-    "episode_number_offset": FieldLimit(0, 10**9, True, "number of the first episode in recording file names "
-                                                        "(a node running one goal per episode counts goals)"),
-})
+# The one table of numeric ranges is strands_robots.validation's (the station and the relay check a job's values
+# by it too); FieldLimit and FIELD_LIMITS are its names here.
+FIELD_LIMITS: "Mapping[str, FieldLimit]" = rules.RUN_LIMITS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,22 +114,10 @@ def _bad(field: str, value: Any, what: str) -> RunRefused:
 
 
 def _number(field: str, value: Any) -> float:
-    limit = FIELD_LIMITS[field]
-    if limit.integer:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) \
-                    and float(value).is_integer():
-                value = int(value)
-            else:
-                raise _bad(field, value, f"must be an integer in {limit.text()} ({limit.description})")
-        value = int(value)
-    else:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise _bad(field, value, f"must be a number in {limit.text()} ({limit.description})")
-        value = float(value)
-    if not limit.contains(value):
-        raise _bad(field, value, f"allowed range {limit.text()} ({limit.description})")
-    return value
+    try:
+        return rules.check_number(field, value, FIELD_LIMITS[field])
+    except rules.ValueRefused as exc:
+        raise RunRefused(exc.field, exc.value, exc.reason) from None
 
 
 def _flag(field: str, value: Any) -> bool:
@@ -271,15 +218,10 @@ def validate_run(**kwargs: Any) -> RunSpec:
             duration_s = _number("duration_s", duration)
     else:
         duration_s = _number("duration_s", 10.0 if duration is None else duration)
-        derived = round(duration_s * control_frequency)
-        limit = FIELD_LIMITS["n_steps"]
-        if derived < 1:
-            raise _bad("duration_s", duration_s, f"is less than one step at {control_frequency:g} Hz "
-                                                  f"(one step is {1.0 / control_frequency:g} s)")
-        if derived > limit.maximum:
-            raise _bad("duration_s", duration_s, f"at {control_frequency:g} Hz is {derived} steps, more than the "
-                                                  f"step budget's maximum {int(limit.maximum)}")
-        n_steps = int(derived)
+        try:
+            n_steps = rules.check_episode_budget(duration_s, control_frequency)
+        except rules.ValueRefused as exc:
+            raise RunRefused(exc.field, exc.value, exc.reason) from None
     seed = kw.get("seed")
     if seed is not None:
         seed = _number("seed", seed)
@@ -303,6 +245,11 @@ def validate_run(**kwargs: Any) -> RunSpec:
                    "must be an absolute ROS namespace such as /strands (letters, digits, _; each part starting "
                    "with a letter or _), or empty for the root")
     task = _mapping("task", kw.get("task"))
+    if "parameters" in task:  # a station task (a RunEpisode goal's): its parameters by the station's rules
+        try:
+            rules.check_task_parameters(_mapping("task", task["parameters"]))
+        except rules.ValueRefused as exc:
+            raise RunRefused(f"task.{exc.field}", exc.value, exc.reason) from None
     config = _mapping("policy_config", kw.get("policy_config"))
 
     recording_dir = _text("recording_dir", kw.get("recording_dir"))

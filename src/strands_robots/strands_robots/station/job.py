@@ -20,13 +20,14 @@ runs again. No rclpy here: the station node adapts its services onto these class
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Tuple
 
+from strands_robots import validation as rules
+from strands_robots.station.limits import IDENTIFIER_MAX
 from strands_robots.station.model import (
     TERMINAL_STATES,
     JobState,
@@ -129,74 +130,87 @@ class JobSpec:
 
 
 # -- validation -------------------------------------------------------------------------------------------------
+# Every range and key is strands_robots.validation's (the relay's SubmitJob and the rollout check by the same
+# rules); this turns its refusals into JobSpecErrors naming the task index.
 def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _positive_finite(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+def _refused(exc: rules.ValueRefused, index: Optional[int] = None) -> JobSpecError:
+    return JobSpecError(exc.field, exc.reason, index)
 
 
 def validate_task(task: Any, index: int) -> Task:
-    """Return ``task`` when valid; raise :class:`JobSpecError` naming ``tasks[index]``, the field and why."""
+    """Return ``task`` when valid; raise :class:`JobSpecError` naming ``tasks[index]``, the field and why.
+
+    Checked: the free text (``task_id``, ``instruction``, ``layout``: ``station.limits``), every parameter (a
+    known key of ``validation.TASK_PARAMETERS`` or a ``policy.``/``answer.`` prefix, its value in range) and the
+    score sheet (``score_sheet.validate_sheet``).
+    """
     if not isinstance(task, Task):
         raise JobSpecError("task", f"must be a Task, got {type(task).__name__}", index)
-    if not _non_empty_str(task.task_id):
-        raise JobSpecError("task_id", "must be a non-empty string", index)
-    if not _non_empty_str(task.instruction):
-        raise JobSpecError("instruction", "must be a non-empty string", index)
-    if not isinstance(task.layout, str):
-        raise JobSpecError("layout", f"must be a string, got {task.layout!r}", index)
-    for key, value in task.parameters.items():
-        if not _non_empty_str(key):
-            raise JobSpecError("parameters", f"keys must be non-empty strings, got {key!r}", index)
-        if not isinstance(value, str):
-            raise JobSpecError(f"parameters[{key!r}]", f"values are strings, got {value!r}", index)
-    _check_station_parameters(task, index)
+    try:
+        rules.check_task_text(task.task_id, task.instruction, task.layout)
+    except rules.ValueRefused as exc:
+        raise _refused(exc, index) from None
     if not isinstance(task.scoring, ScoringSheet):
         raise JobSpecError("scoring", f"must be a ScoringSheet, got {type(task.scoring).__name__}", index)
     try:
         validate_sheet(task.scoring)
     except ScoreSheetError as exc:
         raise JobSpecError("scoring", str(exc), index) from exc
+    try:
+        rules.check_task_parameters(task.parameters, task.scoring)
+    except rules.ValueRefused as exc:
+        raise _refused(exc, index) from None
     return task
 
 
-def _check_station_parameters(task: Task, index: int) -> None:
-    params = task.parameters
-    for name in (PARAM_DURATION_S, PARAM_CONTROL_FREQUENCY, PARAM_START_POSE_TIMEOUT_S,
-                 PARAM_START_POSE_TOLERANCE_RAD):
-        if name in params:
-            try:
-                value = float(params[name])
-            except ValueError:
-                value = math.nan
-            if not _positive_finite(value):
-                raise JobSpecError(f"parameters[{name!r}]", f"must be a finite number > 0, got {params[name]!r}",
-                                   index)
-    if PARAM_SEED in params:
-        text = params[PARAM_SEED]
-        if not re.fullmatch(r"-?[0-9]+", text):
-            raise JobSpecError(f"parameters[{PARAM_SEED!r}]", f"must be an integer, got {text!r}", index)
-    for key in params:
-        if key.startswith(POLICY_PARAM_PREFIX) and not key[len(POLICY_PARAM_PREFIX):]:
-            raise JobSpecError(f"parameters[{key!r}]", "names no policy option", index)
+def _check_budgets(spec: JobSpec) -> None:
+    """Check every task's episode budget: its duration (task or job) at its rate (task or job) is 1..n_steps max."""
+    for index, task in enumerate(spec.tasks):
+        params = task.parameters
+        duration = float(params.get(PARAM_DURATION_S, spec.duration_s))
+        frequency = float(params.get(PARAM_CONTROL_FREQUENCY, spec.control_frequency))
+        field_name = f"parameters[{PARAM_DURATION_S!r}]" if PARAM_DURATION_S in params else PARAM_DURATION_S
+        try:
+            rules.check_episode_budget(duration, frequency, field_name)
+        except rules.ValueRefused as exc:
+            raise _refused(exc, index if PARAM_DURATION_S in params or PARAM_CONTROL_FREQUENCY in params
+                           else None) from None
 
 
 def validate_job_spec(spec: Any) -> JobSpec:
-    """Return ``spec`` when every field is valid; raise :class:`JobSpecError` at the first invalid one."""
+    """Return ``spec`` when every field is valid; raise :class:`JobSpecError` at the first invalid one.
+
+    The ranges are ``validation.JOB_LIMITS`` (episodes, tasks, discards) and ``validation.RUN_LIMITS`` (the
+    job's default ``duration_s`` and ``control_frequency``); each task by :func:`validate_task`.
+    """
     if not isinstance(spec, JobSpec):
         raise JobSpecError("job", f"must be a JobSpec, got {type(spec).__name__}")
     for name in ("job_id", "client_id", "station_id"):
         if not _non_empty_str(getattr(spec, name)):
             raise JobSpecError(name, "must be a non-empty string")
+        try:
+            rules.check_text_field(name, getattr(spec, name), IDENTIFIER_MAX)
+        except rules.ValueRefused as exc:
+            raise _refused(exc) from None
     if not _ID_PATTERN.match(spec.job_id):
         raise JobSpecError("job_id", f"must be 1-128 characters of letters, digits, '.', '_', '-' starting with "
                                      f"a letter or digit, got {spec.job_id!r}")
-    if isinstance(spec.episodes_total, bool) or not isinstance(spec.episodes_total, int) or spec.episodes_total < 1:
-        raise JobSpecError("episodes_total", f"must be an integer >= 1, got {spec.episodes_total!r}")
+    try:
+        rules.check_number("episodes_total", spec.episodes_total, rules.JOB_LIMITS["episodes_total"])
+        if isinstance(spec.episodes_total, float):
+            raise rules.ValueRefused("episodes_total", spec.episodes_total,
+                                     f"episodes_total={spec.episodes_total!r} refused: must be an integer")
+    except rules.ValueRefused as exc:
+        raise _refused(exc) from None
     if not isinstance(spec.tasks, tuple) or not spec.tasks:
         raise JobSpecError("tasks", "a job needs at least one task")
+    try:
+        rules.check_number("tasks", len(spec.tasks), rules.JOB_LIMITS["tasks"])
+    except rules.ValueRefused as exc:
+        raise _refused(exc) from None
     first_index: dict = {}
     for index, task in enumerate(spec.tasks):
         validate_task(task, index)
@@ -206,20 +220,23 @@ def validate_job_spec(spec: Any) -> JobSpec:
                                index)
     if not _non_empty_str(spec.policy_provider):
         raise JobSpecError("policy_provider", "must name a policy provider")
-    if not isinstance(spec.policy_config, Mapping):
-        raise JobSpecError("policy_config", f"must be a mapping, got {type(spec.policy_config).__name__}")
     try:
-        json.dumps(dict(spec.policy_config), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise JobSpecError("policy_config", f"must be JSON-compatible: {exc}") from exc
-    if not all(isinstance(k, str) for k in spec.policy_config):
-        raise JobSpecError("policy_config", "keys must be strings")
-    if not _positive_finite(spec.duration_s):
-        raise JobSpecError("duration_s", f"must be a finite number > 0, got {spec.duration_s!r}")
-    if not _positive_finite(spec.control_frequency):
-        raise JobSpecError("control_frequency", f"must be a finite number > 0, got {spec.control_frequency!r}")
-    if isinstance(spec.max_discards, bool) or not isinstance(spec.max_discards, int) or spec.max_discards < 0:
-        raise JobSpecError("max_discards", f"must be an integer >= 0, got {spec.max_discards!r}")
+        rules.check_text_field("policy_provider", spec.policy_provider, IDENTIFIER_MAX)
+        rules.check_policy_config(spec.policy_config)
+        for name in ("duration_s", "control_frequency"):
+            value = getattr(spec, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise rules.ValueRefused(name, value, f"{name}={value!r} refused: must be "
+                                                      f"{rules.RUN_LIMITS[name].words()} "
+                                                      f"in {rules.RUN_LIMITS[name].text()}")
+            rules.check_number(name, value, rules.RUN_LIMITS[name])
+        if isinstance(spec.max_discards, float):
+            raise rules.ValueRefused("max_discards", spec.max_discards,
+                                     f"max_discards={spec.max_discards!r} refused: must be an integer")
+        rules.check_number("max_discards", spec.max_discards, rules.JOB_LIMITS["max_discards"])
+    except rules.ValueRefused as exc:
+        raise _refused(exc) from None
+    _check_budgets(spec)
     return spec
 
 

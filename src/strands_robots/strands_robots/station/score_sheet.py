@@ -11,7 +11,9 @@ Sheet definition (:func:`validate_sheet`)
        choice: ``choices`` non-empty, unique, non-empty strings; ``choice_points`` one per choice, each finite
        and in ``[0, max_points]``; no points per unit;
     4. ``success_answer``: on the success item it is required and valid for its type ("yes"/"no"; a decimal
-       integer >= 0 for count, the minimum count; one of ``choices``); on any other item it must be empty.
+       integer >= 0 for count, the minimum count; one of ``choices``); on any other item it must be empty;
+    5. sizes (``validation.SHEET_LIMITS`` and ``station.limits.TASK_TEXT_MAX``): at most 100 items and 100
+       choices an item, points at most 1e6, names, questions and choices at most TASK_TEXT_MAX characters.
 
 Answers (:func:`score_answers`)
     every item answered exactly once, no unknown items; yes_no a ``bool``; count an ``int`` >= 0; choice an
@@ -27,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence, Tuple, Union
 
+from strands_robots import validation as rules
 from strands_robots.station.model import (
     Answer,
     AnswerType,
@@ -81,6 +84,9 @@ def validate_sheet(sheet: ScoringSheet) -> ScoringSheet:
     items = sheet.items
     if not isinstance(items, tuple) or not items:
         raise ScoreSheetError("", "a score sheet needs at least one item: the success item first")
+    limit = rules.SHEET_LIMITS["items"]
+    if len(items) > limit.maximum:
+        raise ScoreSheetError("", f"a score sheet has at most {int(limit.maximum)} items, got {len(items)}")
     seen: set = set()
     for index, item in enumerate(items):
         if not isinstance(item, ScoringItemDefinition):
@@ -91,6 +97,10 @@ def validate_sheet(sheet: ScoringSheet) -> ScoringSheet:
             raise ScoreSheetError(item.name, f"duplicate item name (items #{index} and an earlier one)")
         seen.add(item.name)
         _validate_item(item, is_success_item=index == 0)
+    try:
+        rules.check_sheet_bounds(sheet)
+    except rules.ValueRefused as exc:
+        raise ScoreSheetError("", exc.reason) from None
     return sheet
 
 
