@@ -142,7 +142,7 @@ def test_snapshot_claiming_another_station_or_an_unknown_state_is_refused_with_t
 
 @pytest.mark.parametrize("tasks, episodes, station, reason", [
     ([], 1, "sim_station", "tasks: a job needs at least one task"),
-    ([yes_no_task()], 0, "sim_station", "episodes: must be an integer >= 1, got 0"),
+    ([yes_no_task()], 0, "sim_station", "episodes: episodes=0 refused: allowed range [1, 100000]"),
     ([yes_no_task()], 1, "moon_station", "station_id: unknown station 'moon_station'"),
     ([yes_no_task(), yes_no_task("b", instruction="")], 1, "sim_station", "tasks[1].instruction"),
     ([yes_no_task(), {"task_id": "c", "instruction": "x", "scoring": {"items": []}}], 1, "sim_station",
@@ -228,9 +228,9 @@ def test_relay_command_refuses_a_bad_token_file_or_store_with_the_reason(tmp_pat
     assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--tls-cert", "c.pem"]) == 2
     assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
     assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--workers", "1"]) == 2
-    assert "--workers must be >= 4" in capsys.readouterr().err
+    assert "--workers: must be >= 4" in capsys.readouterr().err
     assert relay_server.main(["--store", "sqlite:x.db", "--tokens", str(good), "--poll-s", "0"]) == 2
-    assert "--poll-s must be > 0" in capsys.readouterr().err
+    assert "--poll-s: must be greater than 0" in capsys.readouterr().err
 
 
 def test_a_failing_store_answers_unavailable_with_the_reason(tmp_path):
