@@ -10,7 +10,7 @@ import pytest
 
 from strands_robots.station.episodes import JobRunner
 from strands_robots.station.inprocess import InProcessRobot
-from strands_robots.station.job import plan_episode
+from strands_robots.station.job import JobSpecError, plan_episode
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState, ScoringSheet
 from strands_robots.station.operator import (
@@ -144,12 +144,12 @@ def test_scripted_choice_success_item_picks_the_success_choice_or_another():
     assert ScriptedOperator().answers(plan, False) == [("result", 0)]
 
 
-def test_scripted_operator_refuses_malformed_parameters_before_anything_moves():
-    operator = ScriptedOperator()
-    final = JobRunner(JobRecord(spec({"operator_takeover_at_s": "soon"})), InProcessRobot(), operator).run()
-    assert final.state is JobState.FAILED
-    assert "operator_takeover_at_s" in final.message and "refused by the operator" in final.message
-    assert final.episodes == ()
+def test_scripted_operator_parameters_are_refused_at_submit_before_anything_moves():
+    # the operator's parameters are checked with every other job value at submit (strands_robots.validation)
+    with pytest.raises(JobSpecError) as info:
+        spec({"operator_takeover_at_s": "soon"})
+    assert str(info.value).startswith("tasks[0].parameters['operator_takeover_at_s']: ")
+    assert "'soon'" in str(info.value) and "[0, 86400] s" in str(info.value)
 
 
 def pending(end_condition):
@@ -215,10 +215,11 @@ def test_simultaneous_takeovers_grant_exactly_one():
 
 
 @pytest.mark.parametrize("params,words", [
-    ({"answer.blocks": "many"}, "task parameter answer.blocks: a count must be a decimal integer"),
+    ({"answer.blocks": "many"}, "answer.blocks='many' refused: a count must be a decimal integer"),
     ({"answer.colour": "red"}, "answer.colour names no item"),
     ({"answer.done": "yes"}, "answered from success_when"),
 ])
-def test_scripted_answer_parameters_are_checked_before_the_episode_runs(params, words):
-    final = JobRunner(JobRecord(spec(params)), InProcessRobot(), ScriptedOperator()).run()
-    assert final.state is JobState.FAILED and words in final.message and final.episodes == ()
+def test_scripted_answer_parameters_are_refused_at_submit(params, words):
+    with pytest.raises(JobSpecError) as info:  # checked with every other job value (strands_robots.validation)
+        spec(params)
+    assert str(info.value).startswith(f"tasks[0].parameters[{next(iter(params))!r}]: ") and words in str(info.value)
