@@ -95,6 +95,7 @@ def test_demo_job_waits_for_a_relay_that_starts_after_it_and_serves_the_policy_t
         station.write_tokens()
         token_file = tmp_path / "client_token"
         token_file.write_text(station.client_token)
+        token_file.chmod(0o600)  # a client token file is private (read_secret refuses others)
         proc = start_demo_job("--relay", station.relay_target, "--token-file", str(token_file), "--job-file",
                               small_job(tmp_path))
         station.start_nodes()
@@ -117,6 +118,7 @@ def test_demo_job_refused_by_the_relay_exits_one_with_the_relays_reason(tmp_path
         target = relay.start_relay()
         wrong = tmp_path / "wrong_token"
         wrong.write_text("not-a-token")
+        wrong.chmod(0o600)
         proc = start_demo_job("--relay", target, "--token-file", str(wrong), "--job-file", small_job(tmp_path))
         rc, out = finish(proc)
         assert rc == 1, out

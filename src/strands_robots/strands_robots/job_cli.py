@@ -5,6 +5,10 @@
     strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
 
+The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
+environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; never from the command line, which
+every user of the machine can read (``--token`` is refused, saying so).
+
 ``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
 ``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
 also serves the file's policy (:class:`~strands_robots.station_demo.DemoPolicy`) through the relay and watches
@@ -17,6 +21,7 @@ a bad command line or file, 3 the relay refused (the reason is printed).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from typing import Any, Callable, Optional, Sequence
@@ -26,19 +31,24 @@ __all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch"
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
+#: The environment variable holding the client token when no ``--token-file`` is given.
+TOKEN_ENV = "STRANDS_ROBOTS_TOKEN"
 
 
 def _token(args: argparse.Namespace) -> str:
-    if getattr(args, "token", None):
-        return args.token
+    """Return the client token: ``--token-file`` (0600) first, then ``STRANDS_ROBOTS_TOKEN``; never argv."""
+    from strands_robots.relay.credentials import read_secret
+
+    if getattr(args, "token", None) is not None:
+        raise ValueError(f"--token is refused: a token on the command line is readable by every user of this "
+                         f"machine; use --token-file FILE (mode 0600) or set {TOKEN_ENV}")
     path = getattr(args, "token_file", None)
-    if not path:
-        raise ValueError("give --token or --token-file")
-    with open(path, encoding="utf-8") as handle:
-        token = handle.read().strip()
-    if not token:
-        raise ValueError(f"--token-file {path}: the file is empty")
-    return token
+    if path:
+        return read_secret(path, "--token-file")
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return token
+    raise ValueError(f"no client token: give --token-file FILE (mode 0600) or set {TOKEN_ENV}")
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -149,8 +159,9 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--relay", default="127.0.0.1:50051", help="host:port of the relay (default %(default)s)")
-        p.add_argument("--token", help="this client's token")
-        p.add_argument("--token-file", help="a file holding this client's token")
+        p.add_argument("--token", help=argparse.SUPPRESS)  # refused with its reason (an abbreviation otherwise)
+        p.add_argument("--token-file", help=f"a file (mode 0600) holding this client's token; default: the "
+                                            f"{TOKEN_ENV} environment variable")
         p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
         p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
 
