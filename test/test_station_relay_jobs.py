@@ -318,6 +318,7 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     job_file.write_text(JOB_FILE)
     token_file = tmp_path / "token"
     token_file.write_text(station.client_token)
+    token_file.chmod(0o600)  # job_cli refuses a token file others may read
     common = ("--relay", station.relay_target, "--token-file", str(token_file), "--poll-s", "0.2")
     rc, out = job_command("submit", *common, str(job_file), "--serve")
     assert rc == 0, out + "\n".join(station.lines[-40:])
@@ -336,7 +337,10 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     assert (rc, out.strip()) == (1, f"job {job_id} had already ended; nothing to cancel")
     rc, out = job_command("status", *common, "job-0000000000000000")
     assert rc == 3 and "NotFound" in out, out
-    rc, out = job_command("status", "--relay", station.relay_target, "--token", "wrong-token", job_id)
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("wrong-token")
+    wrong.chmod(0o600)
+    rc, out = job_command("status", "--relay", station.relay_target, "--token-file", str(wrong), job_id)
     assert rc == 3 and "Unauthenticated" in out, out
 
 
