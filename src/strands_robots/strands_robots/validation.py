@@ -340,11 +340,11 @@ def parameter_flag(key: str, text: str) -> bool:
     raise ValueRefused(f"parameters[{key!r}]", text, f"{key}={text!r} refused: {TASK_PARAMETERS[key].allowed()}")
 
 
-def _unknown_key(key: str) -> ValueRefused:
+def _unknown_key(key: str, value: str) -> ValueRefused:
     close = difflib.get_close_matches(key, list(TASK_PARAMETERS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ValueRefused(f"parameters[{key!r}]", key, f"unknown task parameter {key!r}{hint}; known: "
-                                                     f"{known_parameter_keys()}")
+    return ValueRefused(f"parameters[{key!r}]", value, f"{key}={value!r} refused: unknown task parameter "
+                                                       f"{key!r}{hint}; known: {known_parameter_keys()}")
 
 
 def check_task_parameters(parameters: Mapping[str, Any], sheet: Any = None) -> None:
@@ -418,7 +418,7 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
         except ScoreSheetError as exc:
             raise ValueRefused(field, value, f"{key}={value!r} refused: {exc.reason}") from None
         return
-    raise _unknown_key(key)
+    raise _unknown_key(key, value)
 
 
 def check_policy_config(config: Mapping[str, Any]) -> None:
