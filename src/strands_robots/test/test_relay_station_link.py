@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
 
 from test_relay_harness import (
@@ -12,6 +15,7 @@ from test_relay_harness import (
     self_signed_cert,
     start_relay_process,
     stop_process,
+    wait_until,
     write_tokens,
     yes_no_task,
 )
@@ -20,25 +24,34 @@ from strands_robots import convert
 from strands_robots.client import EvaluationClient, pb
 from strands_robots.relay.server import TlsConfig
 from strands_robots.relay.station_link import StationLink
+from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus, ScoredItem, Task
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet
 
 
-def _s(job_id, t):
-    return pb.JobStatus(job_id=job_id, station_id="sim_station", state="RUNNING", episodes_total=9,
+def _s(job_id, t, state="RUNNING"):
+    return pb.JobStatus(job_id=job_id, station_id="sim_station", state=state, episodes_total=9,
                         updated_unix_ms=t)
 
 
-def test_full_backlog_drops_the_oldest_stale_snapshot_and_keeps_every_jobs_latest():
+def test_full_backlog_coalesces_to_each_jobs_newest_snapshot_and_keeps_every_terminal_one():
     link = StationLink(f"127.0.0.1:{free_port()}", "sim_station", STATION_TOKENS["sim_station"], max_backlog=3)
     try:  # never started: nothing is sent, the backlog only grows
-        for snap in (_s("A", 1), _s("A", 2), _s("A", 3), _s("B", 1), _s("A", 4), _s("A", 5)):
+        for snap in (_s("A", 1), _s("A", 2), _s("A", 3), _s("B", 1)):
             link.report(snap)
-        assert [(m.job_id, m.updated_unix_ms) for m in link.pending()] == [("B", 1), ("A", 4), ("A", 5)]
+        assert [(m.job_id, m.updated_unix_ms) for m in link.pending()] == [("A", 3), ("B", 1)]
+        link.report(_s("A", 4))
+        link.report(_s("A", 5))
+        assert [(m.job_id, m.updated_unix_ms) for m in link.pending()] == [("B", 1), ("A", 5)]
         for t in (1, 2, 3):
-            link.report(_s(f"J{t}", t))  # A4 is the last stale one; then every entry is its job's latest
+            link.report(_s(f"J{t}", t))  # every entry is its job's newest: all kept, over the limit
         assert [(m.job_id, m.updated_unix_ms) for m in link.pending()] == [
             ("B", 1), ("A", 5), ("J1", 1), ("J2", 2), ("J3", 3)]
+        # A terminal snapshot outlives a later one of its job (a station never reports after the end).
+        link.report(_s("B", 2, "SUCCEEDED"))
+        link.report(_s("B", 3, "RUNNING"))
+        assert [(m.job_id, m.state) for m in link.pending()] == [
+            ("A", "RUNNING"), ("J1", "RUNNING"), ("J2", "RUNNING"), ("J3", "RUNNING"), ("B", "SUCCEEDED")]
     finally:
         link.close()
 
@@ -102,3 +115,134 @@ def test_relay_command_announces_itself_and_exits_zero_on_sigterm(tmp_path):
         assert proc.returncode == 0
     finally:
         stop_process(proc, sig=signal.SIGKILL)
+
+
+# -- against a relay process ---------------------------------------------------------------------------------
+LINK_LOG = "strands_robots.relay.station_link"
+MIB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def relay_process(tmp_path, jobs=1):
+    """Yield ``(proc, target, client, [job ids])``: a relay process and a client's jobs for sim_station."""
+    port = free_port()
+    proc = start_relay_process(port, f"sqlite:{tmp_path / 'relay.db'}", write_tokens(tmp_path))
+    client = None
+    try:
+        target = f"127.0.0.1:{port}"
+        client = EvaluationClient(target, token=CLIENT_TOKENS["team_a"])
+        ids = [client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1) for _ in range(jobs)]
+        yield proc, target, client, ids
+    finally:
+        if client is not None:
+            client.close()
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)  # a test may have stopped it
+        stop_process(proc, sig=signal.SIGKILL)
+
+
+def _snap(job_id, state, message="", episodes=0, end_detail=""):
+    status = pb.JobStatus(job_id=job_id, station_id="sim_station", state=state, episodes_total=max(1, episodes),
+                          updated_unix_ms=1000, message=message)
+    for i in range(episodes):
+        status.episodes.add(episode_id=f"ep_{i:04d}", end_condition="timeout", end_detail=end_detail)
+    return status
+
+
+def _refusals(caplog, job_id):
+    return [r.getMessage() for r in caplog.records if r.name == LINK_LOG and f"job {job_id!r}'s" in r.getMessage()]
+
+
+def test_a_16_mib_message_is_cut_once_and_the_station_keeps_reporting_its_other_job_and_heartbeating(
+        tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger=LINK_LOG)
+    with relay_process(tmp_path, jobs=2) as (_proc, target, client, (job_a, job_b)):
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.1)
+        try:
+            # The team's 16 MiB cancel reason, embedded in job A's final snapshot, goes first.
+            link.report(_snap(job_a, "CANCELLED", "cancelled by the team: " + "x" * (16 * MIB)))
+            link.report(_snap(job_b, "RUNNING", "ep_0000 running"))
+            link.report(_snap(job_b, "SUCCEEDED", "1 episode(s)"))
+            link.start()
+            assert link.flush(60), link.pending()
+            heard = {client.get_status(job_b).station_last_heard_unix_ms}
+            wait_until(lambda: heard.add(client.get_status(job_b).station_last_heard_unix_ms) or len(heard) >= 3,
+                       timeout_s=30, what="three heartbeats after the reports")
+        finally:
+            link.close()
+        a, b = client.get_status(job_a), client.get_status(job_b)
+    assert (b.state, b.message) == ("SUCCEEDED", "1 episode(s)")
+    assert a.state == "CANCELLED" and len(a.message) <= JOB_MESSAGE_MAX
+    assert a.message.startswith("cancelled by the team: xxx") and a.message.endswith("characters cut]")
+    lines = _refusals(caplog, job_a)
+    assert len(lines) == 1 and "RESOURCE_EXHAUSTED" in lines[0] and "cut to the text limits" in lines[0], lines
+    assert link.dropped == 0 and link.heartbeats_sent >= 3
+
+
+def test_a_refused_snapshot_is_replaced_by_its_jobs_newer_one_or_dropped_once_when_cutting_is_not_enough(
+        tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger=LINK_LOG)
+    # Job A: too large by its text, and a newer snapshot queued behind it. Job B: too large even cut (9000
+    # episodes with details at their limit), then a later small one.
+    huge_even_cut = _snap("", "RUNNING", "", episodes=9000, end_detail="d" * (2 * END_DETAIL_MAX))
+    assert huge_even_cut.ByteSize() > 16 * MIB
+    with relay_process(tmp_path, jobs=2) as (_proc, target, client, (job_a, job_b)):
+        huge_even_cut.job_id = job_b
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.1)
+        try:
+            link.report(_snap(job_a, "RUNNING", "y" * (17 * MIB)))
+            link.report(_snap(job_a, "RUNNING", "episode 1 of 1"))
+            link.report(huge_even_cut)
+            link.start()
+            assert link.flush(120), [m.job_id for m in link.pending()]
+            link.report(_snap(job_b, "SUCCEEDED", "done"))
+            assert link.flush(30)
+        finally:
+            link.close()
+        a, b = client.get_status(job_a), client.get_status(job_b)
+    assert a.message == "episode 1 of 1"
+    assert (b.state, b.message) == ("SUCCEEDED", "done")
+    replaced, dropped = _refusals(caplog, job_a), _refusals(caplog, job_b)
+    assert len(replaced) == 1 and "its newer snapshot replaces it" in replaced[0], replaced
+    assert [line for line in dropped if line.endswith("; dropped")] == dropped[-1:] and len(dropped) == 2, dropped
+    assert link.dropped == 1
+
+
+def test_backlog_overflow_while_a_batch_is_in_flight_keeps_every_jobs_succeeded(tmp_path):
+    with relay_process(tmp_path, jobs=5) as (proc, target, client, jobs):
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=60.0,
+                           call_timeout_s=60.0, max_backlog=4).start()
+        try:
+            assert link.flush(30) and wait_until(lambda: link.connected, what="the link to connect")
+            os.kill(proc.pid, signal.SIGSTOP)  # the relay hangs: the next report stays in flight
+            link.report(_snap(jobs[0], "RUNNING", "ep_0000 running"))
+            wait_until(lambda: link.in_flight == 1, what="the report to be in flight")
+            for job_id in jobs[1:] + jobs[:1]:  # every job ends while it hangs: past max_backlog
+                link.report(_snap(job_id, "SUCCEEDED", f"{job_id} done"))
+            assert len(link.pending()) <= len(jobs)
+            assert sorted(m.job_id for m in link.pending() if m.state == "SUCCEEDED") == sorted(jobs)
+            os.kill(proc.pid, signal.SIGCONT)
+            assert link.flush(60), [m.job_id for m in link.pending()]
+        finally:
+            link.close()
+        finals = {job_id: client.get_status(job_id) for job_id in jobs}
+    assert {job_id: (s.state, s.message) for job_id, s in finals.items()} == {
+        job_id: ("SUCCEEDED", f"{job_id} done") for job_id in jobs}
+
+
+def test_the_snapshot_sequence_reaches_the_relay_unchanged(tmp_path):
+    if "sequence" not in pb.JobStatus.DESCRIPTOR.fields_by_name:
+        import pytest
+
+        pytest.skip("the proto JobStatus has no sequence field yet (H1)")
+    with relay_process(tmp_path) as (_proc, target, client, (job,)):
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.1).start()
+        try:
+            model = _model_status(job)
+            import dataclasses
+
+            link.report(dataclasses.replace(model, sequence=41))
+            assert link.flush(30)
+        finally:
+            link.close()
+        assert client.get_status(job).sequence == 41

@@ -14,12 +14,22 @@ The station connects **outbound** (no inbound port). One :class:`StationLink` pe
     session.close(); link.close()
 
 Reporting: :meth:`StationLink.report` appends to an in-memory **backlog** (oldest first) and returns; the
-reporter thread sends the backlog in order and removes a snapshot only once the relay answered for it. While
-the relay is unreachable the backlog grows (and the link reads as not connected); after a reconnect the whole
-backlog is re-reported, so a relay restarted mid-job loses no snapshot (the relay keeps the newest of each
-job, so re-reporting is harmless). Past ``max_backlog`` entries, the oldest snapshot of a job that has a newer
-one in the backlog is dropped first (the latest of every job is never dropped). A heartbeat goes every
-``heartbeat_s`` so the relay knows when the station was last heard even when nothing changes.
+reporter thread sends the backlog in order (batches bounded in count and bytes) and removes exactly the
+snapshots the relay answered for. While the relay is unreachable the backlog grows (and the link reads as not
+connected); after a reconnect the whole backlog is re-reported, so a relay restarted mid-job loses no snapshot
+(the relay keeps the newest of each job by its ``sequence``, so re-reporting is harmless). Snapshots go as
+they are, ``sequence`` included.
+
+- **Heartbeats** go from a thread of their own every ``heartbeat_s``, whatever the backlog holds: a refused,
+  slow or wedged report never makes the station look gone.
+- **A snapshot the relay refuses is never sent again as it is.** A whole call refused for its content
+  (INVALID_ARGUMENT, RESOURCE_EXHAUSTED: e.g. too large) is sent again one snapshot at a time to find which;
+  a refused snapshot (so, or listed in the answer's ``refused``) is replaced by its job's newer snapshot when
+  the backlog holds one, else cut once (the job's ``message`` and each episode's ``end_detail`` to their
+  limits in :mod:`strands_robots.station.limits`, with a marker), and, refused again, dropped with one log line.
+- **Past** ``max_backlog`` the backlog is coalesced to the newest snapshot of each job (a job's terminal
+  snapshot is kept over any other); a snapshot in flight is removed only by its own answer, so nothing not
+  yet sent is ever lost. With more jobs than ``max_backlog`` every job's newest is kept.
 
 Jobs: ``on_job(pb.Job)`` is called once per job id for each job addressed to this station that has not
 ended (after a reconnect, only new ones), and ``on_cancel(job_id, reason)`` once per cancel request. They run
@@ -52,11 +62,16 @@ from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.proto import station_service_pb2 as ss
 from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
 
 _log = logging.getLogger("strands_robots.relay.station_link")
 
 _BATCH = 64
 _STOP = object()
+_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+# A ReportStatus call refused for what it carries (not for where the relay is): never sent again as it is.
+_CONTENT_REFUSED = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED})
+_REQUEST_OVERHEAD_BYTES = 4096  # the request's own fields, beside its snapshots
 
 
 class PolicySessionError(RuntimeError):
@@ -85,6 +100,32 @@ def _to_pb_status(status: Any) -> Any:
     from strands_robots.convert import job_status_to_pb
 
     return job_status_to_pb(status)
+
+
+def cut_snapshot(status: Any) -> Any:
+    """Return a copy of ``status`` (``pb.JobStatus``) with its message and every end_detail cut to their limits."""
+    short = ev.JobStatus()
+    short.CopyFrom(status)
+    short.message = cut(short.message, JOB_MESSAGE_MAX)
+    for episode in short.episodes:
+        episode.end_detail = cut(episode.end_detail, END_DETAIL_MAX)
+    return short
+
+
+def _describe(status: Any) -> str:
+    sequence = getattr(status, "sequence", 0)
+    return (f"job {status.job_id!r}'s {status.state} snapshot"
+            + (f" #{sequence}" if sequence else "") + f" ({status.ByteSize()} bytes)")
+
+
+class _Entry:
+    """One snapshot in the backlog; ``cut``: already cut once after a refusal."""
+
+    __slots__ = ("msg", "cut")
+
+    def __init__(self, msg: Any, was_cut: bool = False) -> None:
+        self.msg = msg
+        self.cut = was_cut
 
 
 class StationLink:
@@ -125,9 +166,12 @@ class StationLink:
         self._retry_s = retry_s
         self._timeout_s = call_timeout_s
         self._max_backlog = max_backlog
+        self._max_batch_bytes = max(1, max_message_bytes - _REQUEST_OVERHEAD_BYTES)
         self._clock_ms = clock_ms
         self._cond = threading.Condition()
-        self._backlog: Deque[Any] = deque()
+        self._backlog: Deque[_Entry] = deque()
+        self._in_flight: List[_Entry] = []
+        self._solo = 0  # snapshots still to send one at a time (a batch was refused as a whole)
         self._closed = False
         self._connected = False
         self._threads: List[threading.Thread] = []
@@ -135,11 +179,14 @@ class StationLink:
         self._delivered_jobs: set = set()
         self._delivered_cancels: set = set()
         self.reports_sent = 0
+        self.heartbeats_sent = 0
+        self.dropped = 0  # snapshots refused even cut (each logged once)
         self.last_error = ""
 
     # -- lifetime ------------------------------------------------------------------------------------------
     def start(self) -> "StationLink":
-        targets = [self._report_loop] + ([self._jobs_loop] if self._on_job or self._on_cancel else [])
+        targets = [self._report_loop, self._heartbeat_loop] + (
+            [self._jobs_loop] if self._on_job or self._on_cancel else [])
         for target in targets:
             t = threading.Thread(target=target, name=f"station-link-{target.__name__}", daemon=True)
             t.start()
@@ -171,20 +218,20 @@ class StationLink:
         """Queue a snapshot (``station.model.JobStatus`` or ``pb.JobStatus``) for the relay. Never blocks."""
         msg = _to_pb_status(status)
         with self._cond:
-            self._backlog.append(msg)
+            self._backlog.append(_Entry(msg))
             if len(self._backlog) > self._max_backlog:
-                self._shed_locked()
+                self._coalesce_locked()
             self._cond.notify_all()
 
-    def _shed_locked(self) -> None:
-        latest = {}
-        for i, m in enumerate(self._backlog):
-            latest[m.job_id] = i
-        for i, m in enumerate(self._backlog):
-            if latest[m.job_id] != i:
-                del self._backlog[i]
-                return
-        # every entry is the latest of its job: keep them all (over the limit, but nothing stale to drop)
+    def _coalesce_locked(self) -> None:
+        """Keep only the newest snapshot of each job (its terminal one, if it has one), in report order."""
+        keep: dict = {}
+        for entry in self._backlog:
+            held = keep.get(entry.msg.job_id)
+            if held is None or held.msg.state not in _TERMINAL or entry.msg.state in _TERMINAL:
+                keep[entry.msg.job_id] = entry
+        kept = {id(entry) for entry in keep.values()}
+        self._backlog = deque(entry for entry in self._backlog if id(entry) in kept)
 
     @property
     def backlog(self) -> int:
@@ -192,10 +239,16 @@ class StationLink:
         with self._cond:
             return len(self._backlog)
 
+    @property
+    def in_flight(self) -> int:
+        """Snapshots of the ReportStatus call under way (0 when none is)."""
+        with self._cond:
+            return len(self._in_flight)
+
     def pending(self) -> List[Any]:
         """Return a copy of the backlog, oldest first (``pb.JobStatus``)."""
         with self._cond:
-            return list(self._backlog)
+            return [entry.msg for entry in self._backlog]
 
     @property
     def connected(self) -> bool:
@@ -213,44 +266,129 @@ class StationLink:
                 self._cond.wait(min(left, 0.1))
             return not self._backlog
 
+    def _take_batch_locked(self) -> List[_Entry]:
+        """Return the head of the backlog: one snapshot while hunting a refused one, else up to a full batch."""
+        if self._solo > 0:
+            self._solo -= 1
+            return [self._backlog[0]]
+        batch: List[_Entry] = []
+        size = 0
+        for entry in itertools.islice(self._backlog, _BATCH):
+            size += entry.msg.ByteSize()
+            if batch and size > self._max_batch_bytes:
+                break
+            batch.append(entry)
+        return batch
+
     def _report_loop(self) -> None:
         delay = self._retry_s[0]
-        next_heartbeat = 0.0
         while True:
             with self._cond:
-                while not self._closed and not self._backlog and time.monotonic() < next_heartbeat:
-                    self._cond.wait(max(0.0, min(next_heartbeat - time.monotonic(), 0.5)))
+                while not self._closed and not self._backlog:
+                    self._cond.wait(0.5)
                 if self._closed:
                     return
-                batch = list(itertools.islice(self._backlog, _BATCH))
+                batch = self._take_batch_locked()
+                self._in_flight = batch
             try:
-                if batch:
-                    response = self._stub.ReportStatus(
-                        ss.ReportStatusRequest(station_id=self.station_id, snapshots=batch),
-                        metadata=self._metadata, timeout=self._timeout_s)
-                    for refused in response.refused:
-                        _log.warning("relay refused a snapshot: %s", refused)
-                    with self._cond:
-                        for _ in batch:  # report() only appends, so the batch is still the head
-                            self._backlog.popleft()
-                        self.reports_sent += len(batch)
-                        self._cond.notify_all()
-                else:
-                    self._stub.Heartbeat(ss.HeartbeatRequest(station_id=self.station_id, unix_ms=self._clock_ms()),
-                                         metadata=self._metadata, timeout=self._timeout_s)
-                # every successful call counts as being heard, so the heartbeat restarts from here
-                next_heartbeat = time.monotonic() + self._heartbeat_s
-                if not self._connected:
-                    _log.info("relay %s reachable", self.target)
-                self._connected = True
-                delay = self._retry_s[0]
+                response = self._stub.ReportStatus(
+                    ss.ReportStatusRequest(station_id=self.station_id, snapshots=[e.msg for e in batch]),
+                    metadata=self._metadata, timeout=self._timeout_s)
             except grpc.RpcError as exc:
+                with self._cond:
+                    self._in_flight = []
+                if hasattr(exc, "code") and exc.code() in _CONTENT_REFUSED:
+                    self._heard()
+                    self._refused_call(batch, f"{exc.code().name}: {exc.details()}")
+                    continue
                 self._failed(exc)
                 with self._cond:
                     if self._closed:
                         return
                     self._cond.wait(delay)
                 delay = min(delay * 2, self._retry_s[1])
+                continue
+            self._heard()
+            delay = self._retry_s[0]
+            self._answered(batch, response)
+
+    def _answered(self, batch: List[_Entry], response: Any) -> None:
+        """Remove exactly the snapshots the relay answered for; a refused one is cut once and sent again."""
+        refused_jobs = {}
+        for refused in response.refused:
+            job_id = refused.split(": ", 1)[0]
+            refused_jobs[job_id] = refused
+        with self._cond:
+            self._in_flight = []
+            sent = {id(entry) for entry in batch}
+            self._backlog = deque(entry for entry in self._backlog if id(entry) not in sent)
+            self.reports_sent += len(batch)
+            resend: List[_Entry] = []
+            for job_id, reason in refused_jobs.items():
+                last = [entry for entry in batch if entry.msg.job_id == job_id][-1:]
+                if not last:
+                    _log.warning("relay refused a snapshot: %s", reason)
+                    continue
+                entry = last[0]
+                if any(e.msg.job_id == job_id for e in self._backlog):
+                    _log.warning("relay refused %s: %s; its newer snapshot replaces it", _describe(entry.msg), reason)
+                elif not entry.cut and cut_snapshot(entry.msg) != entry.msg:
+                    _log.warning("relay refused %s: %s; sending it again cut to the text limits",
+                                 _describe(entry.msg), reason)
+                    resend.append(_Entry(cut_snapshot(entry.msg), was_cut=True))
+                else:
+                    self.dropped += 1
+                    _log.warning("relay refused %s: %s; dropped", _describe(entry.msg), reason)
+            self._backlog.extendleft(reversed(resend))
+            self._cond.notify_all()
+
+    def _refused_call(self, batch: List[_Entry], reason: str) -> None:
+        """Find the snapshot of a call refused for its content, then replace, cut or drop it."""
+        with self._cond:
+            if len(batch) > 1:
+                self._solo = len(batch)
+                _log.warning("relay refused a report of %d snapshots (%s); sending them one at a time",
+                             len(batch), reason)
+                return
+            entry = batch[0]
+            if not any(e is entry for e in self._backlog):
+                return  # coalesced away meanwhile: a newer snapshot of its job is queued
+            if any(e is not entry and e.msg.job_id == entry.msg.job_id for e in self._backlog):
+                self._backlog.remove(entry)
+                _log.warning("relay refused %s: %s; its newer snapshot replaces it", _describe(entry.msg), reason)
+            elif not entry.cut and cut_snapshot(entry.msg) != entry.msg:
+                _log.warning("relay refused %s: %s; sending it again cut to the text limits",
+                             _describe(entry.msg), reason)
+                entry.msg, entry.cut = cut_snapshot(entry.msg), True
+            else:
+                self._backlog.remove(entry)
+                self.dropped += 1
+                _log.warning("relay refused %s: %s; dropped", _describe(entry.msg), reason)
+            self._cond.notify_all()
+
+    def _heartbeat_loop(self) -> None:
+        """Tell the relay the station is there every ``heartbeat_s``, whatever the reports are doing."""
+        next_beat = time.monotonic()
+        while True:
+            with self._cond:
+                while not self._closed and time.monotonic() < next_beat:
+                    self._cond.wait(max(0.0, min(next_beat - time.monotonic(), 0.5)))
+                if self._closed:
+                    return
+            try:
+                self._stub.Heartbeat(ss.HeartbeatRequest(station_id=self.station_id, unix_ms=self._clock_ms()),
+                                     metadata=self._metadata, timeout=min(self._timeout_s, max(1.0, self._heartbeat_s)))
+                self.heartbeats_sent += 1
+                self._heard()
+                next_beat = time.monotonic() + self._heartbeat_s
+            except grpc.RpcError as exc:
+                self._failed(exc)
+                next_beat = time.monotonic() + min(self._heartbeat_s, self._retry_s[1])
+
+    def _heard(self) -> None:
+        if not self._connected:
+            _log.info("relay %s reachable", self.target)
+        self._connected = True
 
     def _failed(self, exc: grpc.RpcError) -> None:
         reason = f"{exc.code().name}: {exc.details()}" if hasattr(exc, "code") else str(exc)
