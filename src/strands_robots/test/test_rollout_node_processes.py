@@ -28,7 +28,8 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from action_msgs.msg import GoalStatus  # noqa: E402
+from action_msgs.msg import GoalInfo, GoalStatus  # noqa: E402
+from action_msgs.srv import CancelGoal  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters  # noqa: E402
@@ -36,6 +37,7 @@ from rclpy.action import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
+from unique_identifier_msgs.msg import UUID  # noqa: E402
 
 from strands_robots.nodes.process import spin_in_background  # noqa: E402
 
@@ -175,6 +177,41 @@ class Station:
         assert handle.accepted, "RunEpisode goal refused"
         return handle
 
+    def send_and_cancel_at_once(self, timeout_s: float = 30.0, **fields):
+        """Send a goal under an id of our own and its cancel right behind it, before the goal's answer came.
+
+        The cancel is sent again until the server knows the goal (a cancel that overtook its goal is answered
+        "unknown goal"), so it lands as early after the acceptance as the transport allows.
+        """
+        goal = RunEpisode.Goal()
+        goal.seed = -1
+        goal.control_frequency = RATE_HZ
+        for k, v in fields.items():
+            setattr(goal, k, v)
+        goal_id = UUID(uuid=list(uuid.uuid4().bytes))
+        cancel = self.node.create_client(CancelGoal, f"{self.namespace}/run_episode/_action/cancel_goal")
+        try:
+            assert cancel.wait_for_service(timeout_sec=timeout_s), "cancel_goal not found"
+            sent = self.action.send_goal_async(goal, goal_uuid=goal_id)
+            attempts = 0
+            while True:
+                attempts += 1
+                done = threading.Event()
+                future = cancel.call_async(CancelGoal.Request(goal_info=GoalInfo(goal_id=goal_id)))
+                future.add_done_callback(lambda _f: done.set())
+                assert done.wait(timeout_s), "cancel_goal: no answer"
+                if future.result().return_code == CancelGoal.Response.ERROR_NONE:
+                    break
+                assert attempts < 10_000, f"the cancel was never accepted ({future.result().return_code})"
+            done = threading.Event()
+            sent.add_done_callback(lambda _f: done.set())
+            assert done.wait(timeout_s), "RunEpisode goal: no answer"
+            handle = sent.result()
+            assert handle.accepted, "RunEpisode goal refused"
+            return handle, attempts
+        finally:
+            self.node.destroy_client(cancel)
+
     @staticmethod
     def result(handle, timeout_s: float = 60.0):
         done = threading.Event()
@@ -286,3 +323,27 @@ def test_a_credentials_file_others_may_read_stops_the_node_with_one_line(tmp_pat
     assert code == 2, out
     lines = [line for line in out.splitlines() if "relay.yaml" in line]
     assert len(lines) == 1 and "mode 0644" in lines[0], out
+
+
+EARLY_CANCEL_ATTEMPTS = int(os.environ.get("STRANDS_EARLY_CANCEL_ATTEMPTS", "12"))
+
+
+def test_a_cancel_right_after_acceptance_ends_the_episode_cancelled_never_a_full_budget_run():
+    budget = 100  # 2 s at 50 Hz: a lost cancel runs all of them
+    station = Station()
+    runs = []
+    try:
+        for _ in range(EARLY_CANCEL_ATTEMPTS):
+            handle, attempts = station.send_and_cancel_at_once(policy_provider="mock", max_steps=budget)
+            result, status = station.result(handle)
+            runs.append((status, result.ended.run_id, result.ended.outcome, result.ended.applied_actions,
+                         result.message, attempts))
+    finally:
+        station.close()
+    print("early cancels (status, run_id, outcome, applied, message, cancel sends):", runs)
+    for status, run_id, outcome, applied, message, _ in runs:
+        assert status == GoalStatus.STATUS_CANCELED, runs
+        if run_id:  # the episode had started: its Ended says cancelled, within a control period or so
+            assert outcome == "cancelled" and applied < budget // 10, runs
+        else:  # the cancel came before the rollout: nothing ran, and the message says why
+            assert "cancel" in message, runs

@@ -9,7 +9,8 @@ against the arm driver node (through :class:`~strands_robots.nodes.driver_client
 2. the lease (the goal's token, or one acquired for the episode), then the start pose, before every episode
    (``start_pose_before_episode``; cancelling the goal cancels the move);
 3. the episode, on a control thread of its own. Cancelling the goal is the cooperative stop (within one
-   control period, also while the loop waits on a deadline).
+   control period, also while the loop waits on a deadline). The stop is re-armed when a goal is accepted, so a
+   cancel sent the moment the goal is accepted, before its thread runs, is never lost.
 
 **One node, one executor.** The node is spun by a ``SingleThreadedExecutor`` (rclpy's MultiThreadedExecutor
 busy-waits holding the GIL while work is pending, which starved the control loop: bench/README.md). The
@@ -291,10 +292,13 @@ class RolloutNode(Node):
         # Every goal is accepted unless one runs: a bad field is refused by the validation in the episode
         # thread, before anything moves, and the refusal reaches the client as the result's message (a
         # REJECTED goal carries no reason).
-        if self._busy.locked() or self._goal_pending:
+        if self._busy.locked() or self._goal_pending or self._closing.is_set():
             self.get_logger().warning("refusing RunEpisode goal: an episode is already running")
             return GoalResponse.REJECT
         self._goal_pending = True
+        # Re-armed here, on the executor thread, before the goal is accepted: a cancel can only come after this,
+        # so one that lands before the episode's thread starts is kept and ends the episode at once.
+        self._stop.clear()
         return GoalResponse.ACCEPT
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
@@ -386,7 +390,10 @@ class RolloutNode(Node):
             why no rollout ran, empty when one did).
         """
         with self._busy:
-            self._stop.clear()
+            # The stop token was re-armed when this goal was accepted (or by the autorun before its episode),
+            # never here: a cancel that came in between stops this episode.
+            if self._closing.is_set():
+                self._stop.request("shutdown")  # close() may have come between the acceptance and this
             log = self.get_logger()
             try:
                 spec = validate_run(**self._run_kwargs(goal, autorun))  # before anything moves
@@ -396,6 +403,10 @@ class RolloutNode(Node):
                 return None, "", message
             if not self.backend.wait_until_ready(self.p("driver_timeout_s"),
                                                  should_stop=lambda: self._stop.requested or self._closing.is_set()):
+                if self._stop.requested:
+                    message = f"cancelled before the episode started ({self._stop.reason})"
+                    log.warning(message)
+                    return None, "", message
                 message = (f"{self.backend.driver_name} not ready (no {self.backend.command_path} command path "
                            "or no fresh joint_states)")
                 log.error(message)
@@ -528,6 +539,7 @@ class RolloutNode(Node):
                     break
                 goal = RunEpisode.Goal()
                 goal.seed = -1
+                self._stop.clear()
                 ended, _, _ = self.run_episode(goal, autorun=True)
                 if ended is None or ended.get("outcome") != "ok":
                     ok = False
