@@ -245,10 +245,11 @@ def test_crash_between_the_episode_append_and_the_job_file_keeps_the_counted_epi
         nonlocal final_record
         final_record = status
 
-    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=store, publish=keep).run()
-    done = store.load("persist-1")
+    JobRunner(JobRecord(spec()), InProcessRobot(), ScriptedOperator(), store=JobStore(str(tmp_path / "ran")),
+              publish=keep).run()
+    done = JobStore(str(tmp_path / "ran")).load("persist-1")
     two = done.replace(episodes=done.episodes[:2], state=JobState.RUNNING, message="two kept")
-    store.save(two)
+    store.save(two)  # the state of a station that had kept two of the three episodes
     assert len(store.load("persist-1").episodes) == 2
 
     def crash(src, dst):

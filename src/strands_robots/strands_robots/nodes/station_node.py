@@ -1,55 +1,61 @@
-"""station_node: evaluation jobs on the arms — a thin rclpy shell around the station core's ``JobRunner``.
+"""station_node: evaluation jobs on the arms — a thin rclpy shell over the station core, ``station.Station``.
 
-Jobs come from the relay (``relay_target``: the station connects out, takes the jobs addressed to
+Every job rule (submit, queue order, cancel, recovery, a relay's job matched by id) lives once, in
+:class:`~strands_robots.station.station.Station`; this node adapts ROS services, topics and the relay link onto
+it. Jobs come from the relay (``relay_target``: the station connects out, takes the jobs addressed to
 ``station_id``, reports every snapshot plus a heartbeat, keeps a backlog while the relay is away) or from the
-``submit_job`` service. They run one at a time, each on the station's job thread (node callbacks never wait for
-an episode): :class:`~strands_robots.station.episodes.JobRunner` over
-:class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm driver's lease and start pose, the
-rollout node's ``run_episode`` action and takeover services) and an operator (``operator: scripted`` — the
-:class:`~strands_robots.station.operator.ScriptedOperator` of a simulated station, driven by task parameters —
-or ``manual``: the operator services below, a person's answers).
+``submit_job`` service, and run one at a time on the core's job thread (node callbacks never wait for an
+episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm driver's lease and start
+pose, the rollout node's ``run_episode`` action and takeover services) and an operator (``operator: scripted``
+— the :class:`~strands_robots.station.operator.ScriptedOperator` of a simulated station, driven by task
+parameters — or ``manual``: the operator services below, a person's answers).
 
-Services: ``submit_job`` (SubmitJob), ``cancel_job`` (CancelJob), ``get_status`` (GetStatus); operator:
-``takeover`` (Takeover), ``resume`` (Resume), ``discard`` (Discard), ``submit_score_sheet`` (SubmitScoreSheet).
-Topics: ``job_status`` (JobStatus, transient local: a late subscriber gets the latest snapshot) and
-``~/episode_results`` (EpisodeResult, each finished episode of a job once, with its id and sheet; a private name
-because the rollout node's ``episode_results`` in the same namespace carries every rollout).
+Services: ``submit_job`` (SubmitJob: answered once the job is persisted; from then on it is visible, CREATED
+with its place in the queue, and cancellable), ``cancel_job`` (CancelJob), ``get_status`` (GetStatus);
+operator: ``takeover`` (Takeover), ``resume`` (Resume), ``discard`` (Discard), ``submit_score_sheet``
+(SubmitScoreSheet). Topics: ``job_status`` (JobStatus, transient local: a late subscriber gets the latest
+snapshot), ``~/episode_results`` (EpisodeResult, each finished episode of a job once, with its id and sheet; a
+private name because the rollout node's ``episode_results`` in the same namespace carries every rollout) and
+``/diagnostics`` (the station's jobs; an error naming every job file set aside at start).
 
-Restart safety: every job's state is persisted under ``state_dir`` (``station.persistence.JobStore``) after each
-change. A restarted station reloads the jobs that had not ended and resumes each (the episode that was running
-has no result; its task runs again as a new episode) or fails it with the reason when it restarted too often
-(``persistence.recover``); jobs that had ended are re-reported so the relay has their final snapshot.
+Restart safety: every job's state is persisted under ``state_dir`` (``station.persistence.JobStore``) before
+each snapshot is published. A restarted station reloads every readable job and resumes the ones that had not
+ended (``persistence.recover``); a job whose files do not load is moved aside and FAILED with the reason
+(reported to the relay too); jobs that had ended are re-reported so the relay has their final snapshot.
 """
 
 from __future__ import annotations
 
-import queue
+import json
+import secrets
 import sys
 import threading
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Dict
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
+from diagnostic_msgs.msg import DiagnosticArray
 from strands_robots_msgs.msg import EpisodeResult, JobStatus
 from strands_robots_msgs.srv import CancelJob, Discard, GetStatus, Resume, SubmitJob, SubmitScoreSheet, Takeover
 
 from strands_robots import convert
 from strands_robots.nodes import process
-from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.station_robot_port import RelaySettings, RosRobotPort
-from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.episodes import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
-from strands_robots.station.model import TERMINAL_STATES, JobState
 from strands_robots.station.operator import ScriptedOperator
-from strands_robots.station.persistence import JobStore, PersistenceError, recover
-from strands_robots.station.record import JobRecord
-from strands_robots.station.status import make_snapshot
+from strands_robots.station.persistence import JobStore
+from strands_robots.station.station import Station
 
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
+
+_DIAGNOSTICS_PERIOD_S = 1.0
 
 PARAMETERS = {
     "station_id": ("sim_station", "this station's id (jobs addressed to it; the relay token's station)"),
@@ -96,24 +102,8 @@ class ManualOperator:
         return None
 
 
-class _ClosingStore:
-    """The job store as the runner sees it: saves stop once the node is closing.
-
-    What a job does while the process goes down (a rollout stopped under it) is never persisted, so the
-    restarted station resumes the job from its last state instead of finding it failed.
-    """
-
-    def __init__(self, store: JobStore, closing: threading.Event) -> None:
-        self._store = store
-        self._closing = closing
-
-    def save(self, record: JobRecord) -> None:
-        if not self._closing.is_set():
-            self._store.save(record)
-
-
 class StationNode(Node):
-    """The station (see the module docstring)."""
+    """The station (see the module docstring): ROS services and topics over one :class:`Station` core."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("station", **kwargs)
@@ -129,14 +119,10 @@ class StationNode(Node):
         # Private name (<ns>/station/episode_results): the rollout node's own episode_results in the same namespace
         # carries every rollout, this one the job's finished episodes with their ids and sheets.
         self._results_pub = self.create_publisher(EpisodeResult, "~/episode_results", EVENT_QOS)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DIAGNOSTICS_QOS)
         self.store = JobStore(self.p("state_dir"))
-        self._lock = threading.RLock()
-        self._latest: Dict[str, Any] = {}  # job_id -> latest station.model.JobStatus
+        self._lock = threading.Lock()
         self._published_episodes: Dict[str, int] = {}
-        self._queue: "queue.Queue[Any]" = queue.Queue()
-        self._queued: Dict[str, JobRecord] = {}
-        self._cancel_requests: Dict[str, str] = {}
-        self._current: Optional[JobRunner] = None
         self._closing = threading.Event()
 
         self.link = None
@@ -161,6 +147,10 @@ class StationNode(Node):
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),
                                           scoring_timeout_s=timeout if timeout > 0 else None)
+        operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
+            else ManualOperator()
+        self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,
+                               settings=self.settings, prepare_job=self.robot.begin_job)
         g = self._group
         self.create_service(SubmitJob, "submit_job", self._on_submit, callback_group=g)
         self.create_service(CancelJob, "cancel_job", self._on_cancel, callback_group=g)
@@ -170,171 +160,91 @@ class StationNode(Node):
         self.create_service(Discard, "discard", self._on_discard, callback_group=g)
         self.create_service(SubmitScoreSheet, "submit_score_sheet", self._on_score_sheet, callback_group=g)
 
-        self._recover_jobs()
+        for line in self.station.recover():
+            self.get_logger().warning(f"after a restart: job {line}")
+        for bad in self.station.set_aside:
+            self.get_logger().error(f"job {bad.job_id}: its saved state does not load ({bad.reason}); kept aside as "
+                                    f"{', '.join(bad.moved_to) or 'nothing moved'}, the job is FAILED")
+        self._publish_diagnostics()
+        self.create_timer(_DIAGNOSTICS_PERIOD_S, self._publish_diagnostics, callback_group=g)
         if self.link is not None:
             self.link.start()
-        self._worker = threading.Thread(target=self._work, name="station-jobs", daemon=True)
-        self._worker.start()
+        self.station.start()
         self.get_logger().info(f"station {self.station_id} ready (relay {target or 'none'}, operator "
                                f"{self.p('operator')}, state in {self.p('state_dir')})")
 
     def p(self, name: str) -> Any:
         return self.get_parameter(name).value
 
-    # -- jobs ------------------------------------------------------------------------------------------------
-    def _recover_jobs(self) -> None:
-        """Reload persisted jobs: resume (or fail) those that had not ended, re-report those that had."""
-        try:
-            records = list(self.store.load_all())
-        except PersistenceError as exc:
-            self.get_logger().error(f"cannot read the persisted jobs: {exc}")
-            return
-        for record in records:
-            if record.state in TERMINAL_STATES:
-                self._note(make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
-                                         episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                                         message=record.message), publish_episodes=False)
-                continue
-            recovered = recover(record)
-            self.get_logger().warning(f"job {record.job_id} found {record.state.value} after a restart: "
-                                      f"{recovered.message}")
-            self._enqueue(recovered)
+    # -- what the core publishes -----------------------------------------------------------------------------
+    def _note(self, status: Any) -> None:
+        """Publish a new snapshot (job_status, its new episode_results) and report it to the relay.
 
-    def _enqueue(self, record: JobRecord) -> None:
-        with self._lock:
-            self._queued[record.job_id] = record
-        self._queue.put(record)
-
-    def known(self, job_id: str) -> bool:
-        with self._lock:
-            return job_id in self._latest or job_id in self._queued
-
-    def _on_relay_job(self, job: Any) -> None:
-        """Link thread: a job from the relay. Known ones (resumed from disk) are not taken twice."""
-        if self.known(job.job_id):
-            with self._lock:
-                latest = self._latest.get(job.job_id)
-            if latest is not None and latest.state in TERMINAL_STATES and self.link is not None:
-                self.link.report(latest)  # the relay missed the end: tell it again
-            return
-        try:
-            spec = validate_job_spec(JobSpec(
-                job_id=job.job_id, client_id=job.client_id or "relay", station_id=self.station_id,
-                tasks=tuple(convert.task_from_pb(t) for t in job.tasks), episodes_total=int(job.episodes_total),
-                policy_provider="relay"))
-        except (JobSpecError, ValueError) as exc:
-            self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
-            record = JobRecord(_placeholder_spec(job, self.station_id), state=JobState.FAILED,
-                               message=f"refused by the station: {exc}")
-            self.store.save(record)
-            self._note(make_snapshot(job_id=job.job_id, station_id=self.station_id, state=JobState.FAILED,
-                                     episodes_total=int(job.episodes_total), episodes=(), message=record.message))
-            return
-        self.get_logger().info(f"job {spec.job_id} from the relay: {spec.episodes_total} episode(s) of "
-                               f"{len(spec.tasks)} task(s) for {spec.client_id}")
-        with self._lock:
-            ahead = len(self._queued) + (1 if self._current is not None else 0)
-        self._enqueue(JobRecord(spec))
-        if ahead:
-            self._note(make_snapshot(job_id=spec.job_id, station_id=self.station_id, state=JobState.CREATED,
-                                     episodes_total=spec.episodes_total, episodes=(),
-                                     message=f"queued at station {self.station_id} behind {ahead} job(s)"))
-
-    def _on_relay_cancel(self, job_id: str, reason: str) -> None:
-        self.cancel(job_id, reason or "cancelled by the client")
-
-    def cancel(self, job_id: str, reason: str) -> tuple:
-        with self._lock:
-            runner = self._current
-            if runner is not None and runner.spec.job_id == job_id:
-                reply = runner.cancel(reason)
-                return reply.ok, reply.message
-            if job_id in self._queued:
-                self._cancel_requests[job_id] = reason
-                return True, f"job {job_id} cancelled before it started"
-            latest = self._latest.get(job_id)
-        if latest is None:
-            return False, f"unknown job {job_id!r}"
-        return False, f"job {job_id} already ended ({latest.state.value})"
-
-    def _work(self) -> None:
-        while not self._closing.is_set():
-            try:
-                record = self._queue.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if record is None:
-                return
-            self._run_job(record)
-
-    def _run_job(self, record: JobRecord) -> None:
-        operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
-            else ManualOperator()
-        runner = None
-        try:
-            self.robot.begin_job(record.job_id)
-            runner = JobRunner(record, self.robot, operator, store=_ClosingStore(self.store, self._closing),
-                               publish=self._note, settings=self.settings)
-            with self._lock:
-                self._queued.pop(record.job_id, None)
-                self._current = runner
-                cancel = self._cancel_requests.pop(record.job_id, None)
-            if cancel is not None:
-                runner.cancel(cancel)
-            if self._closing.is_set():
-                return
-            final = runner.run()
-            self.get_logger().info(f"job {record.job_id} {final.state.value}: {final.message}")
-        except Exception as exc:  # a job that cannot even start must not take the station down, nor vanish
-            message = f"the station could not run the job: {type(exc).__name__}: {exc}"
-            self.get_logger().error(f"job {record.job_id}: {message}")
-            if runner is None and not self._closing.is_set():
-                failed = record.replace(state=JobState.FAILED, running=None, message=message)
-                try:
-                    self.store.save(failed)
-                except Exception as save_exc:  # noqa: BLE001  (the snapshot below still tells the client)
-                    self.get_logger().error(f"job {record.job_id} could not be persisted: {save_exc}")
-                self._note(make_snapshot(job_id=record.job_id, station_id=record.spec.station_id,
-                                         state=JobState.FAILED, episodes_total=record.spec.episodes_total,
-                                         episodes=record.episodes, message=message))
-            with self._lock:
-                self._queued.pop(record.job_id, None)
-        finally:
-            operator.close()
-            with self._lock:
-                self._current = None
-
-    def _note(self, status: Any, publish_episodes: bool = True) -> None:
-        """Keep a new snapshot, publish it (job_status, new episode_results) and report it to the relay."""
+        Called by the core with its lock held: nothing here waits. Episodes a job already had when this process
+        first saw it were published by the process before (a restart), so only later ones are.
+        """
         if self._closing.is_set():
-            return  # not persisted either (_ClosingStore): the job resumes from its last state after a restart
+            return
         with self._lock:
-            self._latest[status.job_id] = status
-            before = self._published_episodes.get(status.job_id, 0 if publish_episodes else len(status.episodes))
-            self._published_episodes[status.job_id] = len(status.episodes)
+            before = self._published_episodes.get(status.job_id, len(status.episodes))
+            self._published_episodes[status.job_id] = max(before, len(status.episodes))
         try:
             self._status_pub.publish(convert.station_status_to_msg(status))
             for episode in status.episodes[before:]:
                 self._results_pub.publish(convert.station_episode_to_msg(episode))
         except Exception as exc:  # the context is going away; the store and the relay still get it
             self.get_logger().warning(f"job_status not published: {exc}")
-        if self.link is not None:
+        if self.link is not None and self._from_relay(status.job_id):
             self.link.report(status)
 
-    def status_of(self, job_id: str) -> Any:
-        with self._lock:
-            return self._latest.get(job_id)
+    def _from_relay(self, job_id: str) -> bool:
+        """Whether the relay knows the job (it came from the relay; a submit_job job stays on this domain)."""
+        spec = self.station.spec(job_id)
+        return spec is None or spec.policy_provider == "relay"
 
-    @property
-    def current(self) -> Optional[JobRunner]:
-        with self._lock:
-            return self._current
+    def _publish_diagnostics(self) -> None:
+        """Say on /diagnostics what the station is doing, and name every job file it had to set aside."""
+        aside = self.station.set_aside
+        running = self.station.running_job
+        values = {"station_id": self.station_id, "running_job": running or "none",
+                  "queued_jobs": str(len(self.station.queued()))}
+        for bad in aside:
+            values[f"set_aside.{bad.job_id}"] = f"{bad.reason} -> {', '.join(bad.moved_to) or 'nothing moved'}"
+        if aside:
+            level = "error"
+            message = (f"{len(aside)} job file(s) unreadable at start, kept aside and their jobs FAILED: "
+                       + ", ".join(bad.job_id for bad in aside))
+        else:
+            level, message = "ok", f"running {running}" if running else "idle"
+        try:
+            self._diagnostics_pub.publish(convert.driver_diagnostics_to_msg(
+                f"{self.get_name()}: jobs", self.station_id, level, message, values, time.time_ns()))
+        except Exception as exc:  # noqa: BLE001  (the context is going away)
+            self.get_logger().debug(f"/diagnostics not published: {exc}")
+
+    # -- relay -----------------------------------------------------------------------------------------------
+    def _on_relay_job(self, job: Any) -> None:
+        """Link thread: a job from the relay, handed to the core (a job it holds is matched by id)."""
+        try:
+            spec = JobSpec(job_id=job.job_id, client_id=job.client_id or "relay", station_id=self.station_id,
+                           tasks=tuple(convert.task_from_pb(t) for t in job.tasks),
+                           episodes_total=int(job.episodes_total), policy_provider="relay")
+            validate_job_spec(spec)
+        except (JobSpecError, ValueError) as exc:
+            if self.station.refuse(job.job_id, job.client_id or "relay", int(job.episodes_total), str(exc)):
+                self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
+            return
+        reply = self.station.take(spec)
+        log = self.get_logger().info if reply.accepted else self.get_logger().error
+        log(f"job {spec.job_id} from the relay ({spec.episodes_total} episode(s) of {len(spec.tasks)} task(s) for "
+            f"{spec.client_id}): {reply.message}")
+
+    def _on_relay_cancel(self, job_id: str, reason: str) -> None:
+        reply = self.station.cancel(job_id, reason or "cancelled by the client")
+        self.get_logger().info(f"relay cancel of {job_id}: {reply.message}")
 
     # -- services --------------------------------------------------------------------------------------------
     def _on_submit(self, request: Any, response: Any) -> Any:
-        import json
-        import secrets
-
         job_id = "job-" + secrets.token_hex(8)
         try:
             config = json.loads(request.policy_config_json) if request.policy_config_json else {}
@@ -353,24 +263,22 @@ class StationNode(Node):
         except (JobSpecError, ValueError) as exc:
             response.accepted, response.job_id, response.message = False, "", str(exc)
             return response
-        self._enqueue(JobRecord(spec))
-        response.accepted, response.job_id, response.message = True, job_id, f"job {job_id} queued"
+        reply = self.station.submit(spec)  # answers once the job is persisted
+        response.accepted, response.job_id, response.message = reply.accepted, \
+            (reply.job_id if reply.accepted else ""), reply.message
         return response
 
     def _on_cancel(self, request: Any, response: Any) -> Any:
-        response.ok, response.message = self.cancel(request.job_id, request.reason)
+        reply = self.station.cancel(request.job_id, request.reason)
+        response.ok, response.message = reply.ok, reply.message
         return response
 
     def _on_get_status(self, request: Any, response: Any) -> Any:
-        status = self.status_of(request.job_id)
+        status = self.station.status(request.job_id)
         response.found = status is not None
         if status is not None:
             response.status = convert.station_status_to_msg(status)
         return response
-
-    def _console(self) -> Any:
-        runner = self.current
-        return None if runner is None else runner.console
 
     def _on_takeover(self, request: Any, response: Any) -> Any:
         return self._operator_call(response, lambda c: c.takeover(request.operator_name, request.reason))
@@ -387,9 +295,9 @@ class StationNode(Node):
 
     def _operator_call(self, response: Any, action: Any) -> Any:
         """Run one operator action on the running job's console; its reply (or why none) is the answer."""
-        console = self._console()
+        console, why = self.station.operator()
         if console is None:
-            response.ok, response.message = False, "no job is running"
+            response.ok, response.message = False, why
         else:
             reply = action(console)
             response.ok, response.message = reply.ok, reply.message
@@ -401,11 +309,8 @@ class StationNode(Node):
 
         Its state stays persisted as it was before, so a restarted station resumes it.
         """
+        self.station.stop(timeout_s=timeout_s)  # suspends the running job: nothing more is persisted for it
         self._closing.set()
-        self._queue.put(None)
-        runner = self.current
-        if runner is not None:
-            runner.suspend("station shutting down")  # stops the rollout; the job stays as persisted
         if self.link is not None:
             self.link.close(flush_timeout_s=1.0)
         self.robot.close()
@@ -422,17 +327,6 @@ def _read_token(path: str) -> str:
     if not token:
         raise ValueError(f"station_token_file {path!r} is empty")
     return token
-
-
-def _placeholder_spec(job: Any, station_id: str) -> JobSpec:
-    """Return a spec to persist a refused relay job under (its tasks did not validate)."""
-    from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet, Task
-
-    sheet = ScoringSheet((ScoringItemDefinition("refused", "refused", AnswerType.YES_NO, 1.0,
-                                                success_answer="yes"),))
-    return JobSpec(job_id=job.job_id, client_id=job.client_id or "relay", station_id=station_id,
-                   tasks=(Task("refused", "refused", "", {}, sheet),), episodes_total=max(1, int(job.episodes_total)),
-                   policy_provider="relay")
 
 
 def main(argv: "list[str] | None" = None) -> int:

@@ -184,7 +184,12 @@ class EpisodeResult:
 
 @dataclass(frozen=True)
 class JobStatus:
-    """The latest snapshot of a job as the station produced it (spec: JobStatus)."""
+    """The latest snapshot of a job as the station produced it (spec: JobStatus).
+
+    :param sequence: the job's snapshot number at its station: one more for every snapshot the station makes of
+        the job, persisted with the job, so it keeps growing across restarts. Snapshots are ordered by it, never
+        by ``updated_unix_ms`` (the station's wall clock may jump).
+    """
 
     job_id: str
     station_id: str
@@ -193,3 +198,4 @@ class JobStatus:
     episodes: Tuple[EpisodeResult, ...]
     updated_unix_ms: int
     message: str
+    sequence: int = 0

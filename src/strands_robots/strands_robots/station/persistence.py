@@ -10,11 +10,20 @@ Two files per job, so a change costs the same at episode 1 and episode 10 000:
   that counts it is replaced. Lines past ``episodes_logged`` (a crash between the two writes) are ignored on
   load and cut off by the next write; a log shorter than its count is refused.
 
+A record with fewer episodes than the log holds is refused: a log is never truncated below its committed
+count (only a torn tail past it is cut).
+
 An episode's task is stored as ``task_index`` into the job's tasks when it is one of them (always, for the
 station's own episodes). The job file carries ``format_version``; a file of another version, or one that does
-not parse, is refused with the reason (never silently skipped).
+not parse, is refused with the reason (never silently skipped). At start-up the station loads every readable
+job (:meth:`JobStore.load_every`) and moves the files of a job that does not load aside, renamed
+``<name>.unreadable-<UTC time>`` (kept, never deleted), so one bad file never stops the recovery of the others.
 
-After a restart (:func:`recover`) the station **resumes** every non-terminal job:
+The job file also keeps ``sequence``, the number of the job's newest snapshot, so a restarted station numbers
+the job's next snapshot after every one it reported before.
+
+After a restart (:func:`recover`) the station **resumes** every job that had started (a CREATED job, which
+never started, waits again as it was):
 
 - the episode that was running when the station died has no result: its id goes to ``interrupted``, it is not
   listed, and its task runs again under the next episode id (ids are never reused);
@@ -31,7 +40,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Iterator, Mapping, Sequence
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence, Tuple
 
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping, task_from_mapping, \
     task_to_mapping
@@ -49,6 +60,7 @@ __all__ = [
     "MAX_RESTARTS",
     "PersistenceError",
     "JobStore",
+    "SetAside",
     "record_to_mapping",
     "record_from_mapping",
     "episode_to_mapping",
@@ -60,6 +72,7 @@ FORMAT_VERSION = 1
 MAX_RESTARTS = 3
 _SUFFIX = ".job.json"
 _LOG_SUFFIX = ".episodes.jsonl"
+_ASIDE = ".unreadable-"
 
 
 class PersistenceError(RuntimeError):
@@ -123,6 +136,7 @@ def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
                                                  "attempt": running.attempt},
         "restarts": record.restarts,
         "slot_attempts": record.slot_attempts,
+        "sequence": record.sequence,
     }
     if with_episodes:
         data["episodes"] = [episode_to_mapping(e, record.spec.tasks) for e in record.episodes]
@@ -160,6 +174,7 @@ def record_from_mapping(data: Mapping[str, Any], episode_mappings: "Sequence[Map
                                                                 int(running["attempt"])),
             restarts=int(data["restarts"]),
             slot_attempts=int(data.get("slot_attempts", 0)),
+            sequence=int(data.get("sequence", 0)),
         )
     except PersistenceError:
         raise
@@ -198,8 +213,9 @@ class JobStore:
         job_id = record.job_id
         count, size = self._logged_state(job_id)
         episodes = record.episodes
-        if len(episodes) < count:  # never happens in a procedure (episodes only grow): rewrite the log
-            count, size = 0, 0
+        if len(episodes) < count:  # episodes only grow: a record with fewer would lose finished episodes
+            raise PersistenceError(f"{self.log_path_of(job_id)} holds {count} finished episodes of job {job_id!r}; "
+                                   f"a record with {len(episodes)} is refused (a log is never truncated)")
         if len(episodes) > count or self._log_size(job_id) != size:
             count, size = self._append(job_id, size, episodes[count:], record.spec.tasks, count)
         text = json.dumps(record_to_mapping(record, with_episodes=False), indent=1, sort_keys=True,
@@ -354,16 +370,93 @@ class JobStore:
         for job_id in self.job_ids():
             yield self.load(job_id)
 
+    def load_every(self) -> Tuple[Tuple[JobRecord, ...], Tuple["SetAside", ...]]:
+        """Load every readable job; move each job whose files do not load aside (:meth:`set_aside`).
+
+        One bad file never keeps the others from loading. Returns ``(records, set_aside)``.
+        """
+        records, aside = [], []
+        for job_id in self.job_ids():
+            try:
+                records.append(self.load(job_id))
+            except PersistenceError as exc:
+                aside.append(self.set_aside(job_id, str(exc)))
+        return tuple(records), tuple(aside)
+
+    def set_aside(self, job_id: str, reason: str) -> "SetAside":
+        """Rename a job's files to ``<name>.unreadable-<UTC time>`` (kept for a person to look at, never deleted).
+
+        Nothing here raises: a file that cannot be renamed is named in the returned reason.
+        """
+        job = _peek_job(self.path_of(job_id))
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        moved = []
+        problems = []
+        for path in (self.path_of(job_id), self.log_path_of(job_id)):
+            if not os.path.exists(path):
+                continue
+            target = f"{path}{_ASIDE}{stamp}"
+            number = 1
+            while os.path.exists(target):
+                target = f"{path}{_ASIDE}{stamp}-{number}"
+                number += 1
+            try:
+                os.replace(path, target)
+            except OSError as exc:
+                problems.append(f"{path} could not be moved aside: {type(exc).__name__}: {exc}")
+                continue
+            moved.append(target)
+        self._logged.pop(job_id, None)
+        if moved and self._fsync:
+            self._fsync_directory()
+        why = reason if not problems else f"{reason}; {'; '.join(problems)}"
+        return SetAside(job_id=job_id, reason=why, moved_to=tuple(moved),
+                        client_id=str(job.get("client_id", "") or ""), episodes_total=_int_or_zero(
+                            job.get("episodes_total")))
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A job whose saved files do not load, moved aside so recovery goes on with every other job.
+
+    :param reason: why it did not load (the file and the error).
+    :param moved_to: the files' new paths (``<name>.unreadable-<UTC time>``).
+    :param client_id: the job's team, when the file was readable that far ("" otherwise).
+    :param episodes_total: the job's episode count, when readable that far (0 otherwise).
+    """
+
+    job_id: str
+    reason: str
+    moved_to: Tuple[str, ...]
+    client_id: str = ""
+    episodes_total: int = 0
+
+
+def _peek_job(path: str) -> Mapping[str, Any]:
+    """Return what can be read of a job file's ``job`` mapping ({} when nothing can)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    job = data.get("job") if isinstance(data, Mapping) else None
+    return job if isinstance(job, Mapping) else {}
+
+
+def _int_or_zero(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
 
 # -- restart ----------------------------------------------------------------------------------------------------
 def recover(record: JobRecord) -> JobRecord:
     """Return the record a restarted station continues from (see the module docstring); terminal ones as is.
 
     The state stays a legal one for the state machine: a RUNNING job becomes WAITING_POLICY, FAILED after
-    too many restarts; CREATED, WAITING_POLICY and FINALIZING are kept.
+    too many restarts; WAITING_POLICY and FINALIZING are kept. A CREATED job (it never started) is returned
+    as it is.
     """
-    if record.state in TERMINAL_STATES:
-        return record
+    if record.state in TERMINAL_STATES or record.state is JobState.CREATED:
+        return record  # a job that never started waits again as it was
     restarts = record.restarts + 1
     lost = record.running
     interrupted = record.interrupted + ((lost.episode_id,) if lost is not None else ())

@@ -45,6 +45,8 @@ class JobRecord:
     :param restarts: how many times the station resumed this job after a restart.
     :param slot_attempts: ids already spent on the current slot without keeping an episode (the next
         episode's ``attempt``); back to 0 when an episode is kept.
+    :param sequence: the number of the job's newest snapshot (``JobStatus.sequence``): each new snapshot takes
+        the next one and is persisted with it.
     """
 
     spec: JobSpec
@@ -57,6 +59,7 @@ class JobRecord:
     running: Optional[RunningEpisode] = None
     restarts: int = 0
     slot_attempts: int = 0
+    sequence: int = 0
 
     @property
     def job_id(self) -> str:
@@ -74,3 +77,7 @@ class JobRecord:
 
     def replace(self, **changes) -> "JobRecord":
         return dataclasses.replace(self, **changes)
+
+    def next_snapshot(self) -> "JobRecord":
+        """Return this record numbered for its next snapshot (``sequence`` one more)."""
+        return dataclasses.replace(self, sequence=self.sequence + 1)

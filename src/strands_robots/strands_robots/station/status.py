@@ -14,11 +14,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus
 
-__all__ = ["JobAggregates", "aggregate", "make_snapshot", "unix_ms_now", "UnixMsClock"]
+__all__ = ["JobAggregates", "aggregate", "make_snapshot", "snapshot_of", "unix_ms_now", "UnixMsClock"]
 
 UnixMsClock = Callable[[], int]
 
@@ -75,9 +75,21 @@ def make_snapshot(
     episodes: Sequence[EpisodeResult],
     message: str,
     clock_ms: UnixMsClock = unix_ms_now,
+    sequence: int = 0,
 ) -> JobStatus:
-    """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order."""
+    """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order.
+
+    ``sequence`` is the job's snapshot number (``JobRecord.sequence`` of the record it shows).
+    """
     if not isinstance(state, JobState):
         raise ValueError(f"state must be a JobState, got {state!r}")
     return JobStatus(job_id=job_id, station_id=station_id, state=state, episodes_total=int(episodes_total),
-                     episodes=tuple(episodes), updated_unix_ms=int(clock_ms()), message=str(message))
+                     episodes=tuple(episodes), updated_unix_ms=int(clock_ms()), message=str(message),
+                     sequence=int(sequence))
+
+
+def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now) -> JobStatus:
+    """Make the snapshot of a ``JobRecord`` as it is (its ``sequence`` included), stamped now."""
+    return make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
+                         episodes_total=record.spec.episodes_total, episodes=record.episodes,
+                         message=record.message, clock_ms=clock_ms, sequence=record.sequence)
