@@ -2,7 +2,7 @@
 
     from strands_robots.client import EvaluationClient, Policy, EndEpisode, pb
     client = EvaluationClient("127.0.0.1:50051", token="...")      # TLS: root_certificates=PEM bytes or path
-    job_id = client.submit_job(station_id="sim_station", tasks=[...], episodes=3)
+    job_id = client.submit_job(station_id="sim_station", tasks=[...], episodes=3)  # retried: still one job
     status = client.get_status(job_id)                               # pb.JobStatus
     client.cancel(job_id)
     final = client.serve_policy(job_id, MyPolicy())                  # runs until the job ends
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
@@ -31,10 +32,18 @@ _log = logging.getLogger("strands_robots.client")
 #: Largest message either way (observations with images can be large); the relay has its own limit.
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
+_RETRY_FIRST_S = 1.0
+_RETRY_LONGEST_S = 8.0
+
 _ANSWER_TYPE_NAMES = {"yes_no": "ANSWER_TYPE_YES_NO", "count": "ANSWER_TYPE_COUNT", "choice": "ANSWER_TYPE_CHOICE"}
 _CLOSE = object()
 
 TaskLike = Union[Any, Mapping[str, Any]]
+
+
+def new_job_id() -> str:
+    """Return a fresh job id, ``job-`` and 16 random hex digits (the relay's own form)."""
+    return f"job-{secrets.token_hex(8)}"
 
 
 def task_from_dict(data: Mapping[str, Any], index: int = 0) -> Any:
@@ -105,18 +114,52 @@ class EvaluationClient:
             raise errors.from_rpc_error(exc) from None
 
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
-                   job_id: Optional[str] = None) -> str:
+                   job_id: Optional[str] = None, *, attempts: int = 3) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
 
+        The job id is chosen here (``job-`` and 16 random hex digits) unless ``job_id`` is given, and every
+        attempt sends the same id and content: when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED) the
+        call is made again, and the relay answers a repeat of a job it holds with that same job, so a retry never
+        makes a second job.
+
+        :param job_id: the id to use (the relay may refuse it); None: a generated one.
+        :param attempts: calls at most, 1 s apart at first, doubling (1: no retry).
         :returns: the job id.
         :raises errors.InvalidTask: the relay (or this client) refused a task; the reason names which and why.
+        :raises errors.Unavailable, errors.DeadlineExceeded: every attempt went unanswered.
         """
-        request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes))
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"attempts must be an integer >= 1, got {attempts!r}")
+        generated = job_id is None
+        request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes),
+                                      job_id=new_job_id() if generated else job_id)
         for index, task in enumerate(tasks):
             request.tasks.append(task if isinstance(task, pb.Task) else task_from_dict(task, index))
-        if job_id is not None:
-            request.job_id = job_id
-        return self._call(self._stub.SubmitJob, request).job_id
+        delay = _RETRY_FIRST_S
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._call(self._stub.SubmitJob, request).job_id
+            except (errors.Unavailable, errors.DeadlineExceeded) as exc:
+                if attempt == attempts:
+                    raise
+                _log.warning("submit_job %s: %s (%s); sending the same job again in %.1f s", request.job_id,
+                             type(exc).__name__, exc.reason, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, _RETRY_LONGEST_S)
+            except errors.AlreadyExists:
+                # A relay that does not yet answer a repeat with its job: an id generated here and visible to
+                # this client can only be this call's own first attempt.
+                if attempt > 1 and generated and self._holds(request.job_id):
+                    return request.job_id
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _holds(self, job_id: str) -> bool:
+        try:
+            self.get_status(job_id)
+        except errors.NotFound:
+            return False
+        return True
 
     def get_status(self, job_id: str) -> Any:
         """Return the job's latest snapshot (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known."""
