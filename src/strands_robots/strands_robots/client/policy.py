@@ -1,27 +1,52 @@
-"""The policy a team serves through the relay, and the exception that ends an episode."""
+"""The one ``Policy`` class and the one ``EndEpisode`` exception: a team's policy, served or run in process.
+
+Both live here so the Evaluation Client installs on its own (no ROS, nothing else of strands_robots), and
+:mod:`strands_robots.policies.base` re-exports these very objects: a policy written against the client runs in
+process too (``run_policy(MyPolicy(), ...)``), and its ``EndEpisode`` ends the episode as ``policy_completed``
+wherever it is raised.
+"""
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping
+import abc
+from typing import Any, Mapping, Sequence
+
+__all__ = ["EndEpisode", "Policy"]
+
+_METHODS = ("reset", "act", "resume")
 
 
 class EndEpisode(Exception):
     """Raise from :meth:`Policy.act` to end the episode; the station records it as ``policy_completed``."""
 
 
-class Policy:
-    """Subclass and override :meth:`act` (and :meth:`reset` / :meth:`resume` as needed).
+class Policy(metaclass=abc.ABCMeta):
+    """A policy maps an observation to a chunk of actions. Subclass and override :meth:`act` (and the others).
 
-    While a session runs, ``self.episode`` is the current ``pb.EpisodeStart`` (episode id, task, the actuator
-    keys the policy may command, control frequency and action horizon), set before :meth:`reset`.
+    Any object with ``reset``, ``act`` and ``resume`` is a ``Policy`` (``isinstance`` checks the three methods,
+    as ``collections.abc`` does), so the built-in providers need not subclass it; a subclass gets the defaults.
+
+    ``act`` returns a sequence of actions (each ``{actuator_key: value}``), at most ``action_horizon`` long,
+    applied one per control step; an empty chunk makes the loop ask again once.
+
+    Served through the relay (``EvaluationClient.serve_policy``), ``reset`` gets a ``pb.Task`` and, while the
+    session runs, ``self.episode`` is the current ``pb.EpisodeStart`` (episode id, task, the actuator keys the
+    policy may command, control frequency and action horizon), set before :meth:`reset`. Run in process,
+    ``reset`` gets the rollout's task mapping (at least ``instruction`` and ``action_keys``).
     """
 
     episode: Any = None
 
-    def reset(self, task: Any) -> None:
-        """Start a new episode of ``task`` (``pb.Task``: instruction, layout, parameters, scoring)."""
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Policy:
+            return all(callable(getattr(other, name, None)) for name in _METHODS) or NotImplemented
+        return NotImplemented
 
-    def act(self, observation: Mapping[str, Any]) -> List[Mapping[str, float]]:
+    def reset(self, task: Any) -> None:
+        """Start a new episode of ``task``."""
+
+    def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
         """Return an action chunk: a list of ``{actuator_key: value}``, applied one per control step.
 
         ``observation`` maps keys to floats, strings, bools or arrays (numpy when installed, else nested

@@ -1,31 +1,15 @@
-"""The Policy protocol every provider implements, and the exception that ends an episode."""
+"""The Policy every provider implements, and the exception that ends an episode.
+
+One class each across the rollout and the Evaluation Client: they are defined in
+:mod:`strands_robots.client.policy` (so the client installs on its own) and re-exported here, so a team's
+client ``Policy`` runs in process as is and its ``EndEpisode`` ends the episode as ``policy_completed``.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from strands_robots.client.policy import EndEpisode, Policy
 
-
-class EndEpisode(Exception):
-    """Raised by ``Policy.act`` to end the episode: its end condition is ``policy_completed``."""
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """A policy maps an observation to a chunk of actions.
-
-    ``act`` returns a sequence of actions (each ``{actuator_key: value}``), at most ``action_horizon`` long;
-    the loop applies them one per control step. An empty chunk makes the loop re-query once synchronously.
-    """
-
-    def reset(self, task: Mapping[str, Any]) -> None:
-        """Start a new episode; ``task`` holds at least ``instruction`` (str) and ``action_keys`` (tuple)."""
-
-    def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
-        """Infer an action chunk from an observation. May raise EndEpisode."""
-
-    def resume(self, observation: Mapping[str, Any]) -> None:
-        """Continue from the arm's current state after an operator takeover ends."""
-
+__all__ = ["EndEpisode", "Policy", "NEVER_BLOCKS"]
 
 NEVER_BLOCKS = "never_blocks"
 """Optional policy attribute: ``True`` declares that ``act`` is pure computation of microseconds (no I/O, no
