@@ -347,3 +347,14 @@ def test_a_cancel_right_after_acceptance_ends_the_episode_cancelled_never_a_full
             assert outcome == "cancelled" and applied < budget // 10, runs
         else:  # the cancel came before the rollout: nothing ran, and the message says why
             assert "cancel" in message, runs
+
+
+def test_a_cancel_while_the_node_waits_for_its_driver_ends_the_goal_cancelled_saying_so():
+    station = Station(driver=False)  # no driver: the episode waits for it (driver_timeout_s 30 s)
+    try:
+        handle, _ = station.send_and_cancel_at_once(policy_provider="mock", max_steps=100)
+        result, status = station.result(handle, timeout_s=20.0)  # well before the 30 s driver wait ends
+    finally:
+        station.close()
+    assert status == GoalStatus.STATUS_CANCELED
+    assert result.message == "cancelled before the episode started (goal cancelled)" and result.ended.run_id == ""
