@@ -358,3 +358,54 @@ def test_a_cancel_while_the_node_waits_for_its_driver_ends_the_goal_cancelled_sa
         station.close()
     assert status == GoalStatus.STATUS_CANCELED
     assert result.message == "cancelled before the episode started (goal cancelled)" and result.ended.run_id == ""
+
+
+def test_the_relay_provider_reaches_the_relay_of_the_nodes_credentials_file_and_the_team_ends_the_episode(
+        tmp_path):
+    pytest.importorskip("grpc", reason="grpcio is not installed")
+    from test_relay_harness import (CLIENT_TOKENS, STATION_TOKENS, free_port, start_relay_process, stop_process,
+                                    write_tokens, yes_no_task)
+
+    from strands_robots.client import EndEpisode, EvaluationClient, Policy
+
+    class Hold(Policy):
+        def __init__(self) -> None:
+            self.chunks = 0
+
+        def act(self, observation):
+            self.chunks += 1
+            if self.chunks > 3:
+                raise EndEpisode("held long enough")
+            return [{"right.joint_1": observation["right.joint_1.pos"]}] * 4
+
+    port = free_port()
+    relay = start_relay_process(port, f"sqlite:{tmp_path / 'relay.db'}", write_tokens(tmp_path))
+    served: dict = {}
+    try:
+        _private(tmp_path / "station.token", STATION_TOKENS["sim_station"] + "\n")
+        creds = _private(tmp_path / "relay.yaml", f"target: 127.0.0.1:{port}\nstation_id: sim_station\n"
+                                                   "token_file: station.token\n")
+        with EvaluationClient(f"127.0.0.1:{port}", token=CLIENT_TOKENS["team_a"]) as client:
+            job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
+            team = Hold()
+
+            def serve() -> None:
+                try:
+                    served["final"] = client.serve_policy(job_id, team)
+                except Exception as exc:  # the job never ends here: the session ends when the test does
+                    served["error"] = exc
+
+            threading.Thread(target=serve, daemon=True).start()
+            station = Station(f"relay_credentials_file:={creds}")
+            try:
+                config = {"job_id": job_id, "episode_id": "ep_0000", "attach_timeout_s": 20.0}
+                result, status = station.result(station.send(
+                    policy_provider="relay", policy_config_json=json.dumps(config), max_steps=200,
+                    action_horizon=4))
+            finally:
+                station.close()
+    finally:
+        stop_process(relay)
+    assert status == GoalStatus.STATUS_SUCCEEDED, result.message
+    assert (result.ended.stopped_reason, result.end_condition) == ("policy_completed", "policy_completed")
+    assert result.ended.applied_actions == 12 and team.chunks == 4
