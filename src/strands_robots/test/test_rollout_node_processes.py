@@ -7,7 +7,10 @@ PID (SIGINT, then SIGKILL), also when it fails.
 - The token-theft goal: a RunEpisode goal whose ``policy_config_json`` names an attacker's relay (a real TCP
   listener on loopback that counts what it receives) and a token file. The goal is refused naming the keys and
   the attacker receives nothing, with or without the node's own credentials; no parameter holds a token.
-- A cancel sent the moment the goal is accepted ends the episode as cancelled, never a full-budget run.
+- With its own credentials file the node's relay provider reaches that relay (a relay process and a team's
+  client here), and the team's ``EndEpisode`` ends the episode ``policy_completed``.
+- A cancel sent the moment the goal is accepted ends the episode as cancelled, never a full-budget run; one
+  sent while the node waits for its driver ends the goal cancelled, saying so.
 """
 
 from __future__ import annotations
