@@ -49,6 +49,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "legacy_step_index", "action_resolution", "applied_action_keys", "unresolved_action_keys",
     "unresolved_action_reasons", "action_error", "observation_is_chunk_reused", "observation_age_steps",
     "legacy_hook_outcome", "chunk_index", "elapsed_s", "sim_time_s", "deadline_missed",
+    "camera_names", "camera_stamp_ns", "camera_age_steps",
     "observation_keys", "observation_values", "action_keys", "action_values",
 )
 ENDED_FIELDS: tuple[str, ...] = (
@@ -61,7 +62,8 @@ ENDED_FIELDS: tuple[str, ...] = (
 )
 # Fields that are sequences in the message (tuples in the frozen dataclasses, lists in dict forms).
 _STARTED_SEQS = frozenset({"actuator_keys"})
-_STEP_SEQS = frozenset({"applied_action_keys", "unresolved_action_keys", "unresolved_action_reasons"})
+_STEP_SEQS = frozenset({"applied_action_keys", "unresolved_action_keys", "unresolved_action_reasons",
+                        "camera_names", "camera_stamp_ns", "camera_age_steps"})
 _ENDED_SEQS = frozenset({"action_errors"})
 _EVENT_FIELDS = {KIND_STARTED: STARTED_FIELDS, KIND_STEP: STEP_FIELDS, KIND_ENDED: ENDED_FIELDS}
 _EVENT_SEQS = {KIND_STARTED: _STARTED_SEQS, KIND_STEP: _STEP_SEQS, KIND_ENDED: _ENDED_SEQS}
@@ -402,6 +404,9 @@ def _step_dict(e: Any) -> dict[str, Any]:
         "elapsed_s": e.elapsed_s,
         "sim_time_s": e.sim_time_s,
         "deadline_missed": e.deadline_missed,
+        "camera_names": list(e.camera_names),
+        "camera_stamp_ns": list(e.camera_stamp_ns),
+        "camera_age_steps": list(e.camera_age_steps),
         "observation_keys": obs_keys,
         "observation_values": obs_values.tolist(),
         "action_keys": act_keys,
@@ -458,6 +463,9 @@ def _step_msg(r: SimpleNamespace, e: Any, observation: "Mapping[str, Any] | None
     m.elapsed_s = float(e.elapsed_s)
     m.sim_time_s = float(e.sim_time_s)
     m.deadline_missed = bool(e.deadline_missed)
+    m.camera_names = list(e.camera_names)
+    m.camera_stamp_ns = [int(v) for v in e.camera_stamp_ns]
+    m.camera_age_steps = [int(v) for v in e.camera_age_steps]
     obs_keys, obs_values = split_numeric(e.observation if observation is None else observation)
     act_keys, act_values = split_numeric(e.action if action is None else action)
     m.observation_keys = obs_keys

@@ -46,6 +46,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.arm.verdict import REASON_UNKNOWN_KEY, ActionVerdict
+from strands_robots.cameras.frames import event_fields
 from strands_robots.policies.base import EndEpisode, Policy
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.backend import RobotBackend
@@ -522,6 +523,9 @@ class PolicyRunner:
         run_id = lane.run_id
         stamp = lane.stamp
         dispatch = lane.dispatch
+        # Cameras (a backend with camera_names, strands_robots.cameras): each step's event carries every frame's
+        # stamp and age in steps, never the pixels.
+        camera_names = tuple(getattr(backend, "camera_names", None) or ())
 
         window = None
         window_factory = getattr(backend, "command_window", None)
@@ -594,6 +598,7 @@ class PolicyRunner:
                 outcome = HOOK_ABSENT
                 st.legacy_steps_used = index + 1
 
+            cams = event_fields(observation, camera_names, planned.age_steps, period) if camera_names else _NO_CAMERAS
             seq, mono, utc = stamp()
             event = RunPolicyStep(
                 run_id=run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc, applied_action_index=index,
@@ -602,6 +607,7 @@ class PolicyRunner:
                 observation_is_chunk_reused=planned.is_chunk_reused, observation_age_steps=planned.age_steps,
                 legacy_hook_outcome=outcome, chunk_index=planned.chunk_index, elapsed_s=sent.elapsed_s,
                 sim_time_s=float(observation.get("sim_time_s", 0.0)), deadline_missed=sent.deadline_missed,
+                camera_names=cams[0], camera_stamp_ns=cams[1], camera_age_steps=cams[2],
                 observation=observation, action=action)
             st.sim_time_s = event.sim_time_s
             if recorder is not None:
@@ -887,6 +893,8 @@ class PolicyRunner:
             sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
             recording_path=recording_path, recorded_frames=st.recorded_frames)
 
+
+_NO_CAMERAS: tuple = ((), (), ())
 
 # While the loop holds (rollout/pipeline.py rule 4), look for verdicts, a stop and a silent driver this often.
 _HOLD_POLL_S = 0.005

@@ -145,6 +145,9 @@ class RunPolicyStep:
     elapsed_s: float                        # rollout time since Started (excludes takeover)
     sim_time_s: float                       # robot time reported with the observation
     deadline_missed: bool                   # deadlines were dropped before this step (it ran after a gap)
+    camera_names: Tuple[str, ...] = ()      # cameras whose frames the observation held (never the pixels)
+    camera_stamp_ns: Tuple[int, ...] = ()   # each frame's stamp (ns), same index
+    camera_age_steps: Tuple[int, ...] = ()  # each frame's age in control steps, same index
     observation: Mapping[str, Any]          # borrowed: the observation the action was inferred from
     action: Mapping[str, float]             # borrowed: the emitted action
 

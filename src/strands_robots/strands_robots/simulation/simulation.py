@@ -58,7 +58,7 @@ class Simulation:
         return sim
 
     def add_robot(self, name: str, *, backend: Any = None, config: Any = None,
-                  model_path: "str | None" = None) -> SimRobot:
+                  model_path: "str | None" = None, cameras: Any = None) -> SimRobot:
         """Add a robot.
 
         :param name: unique robot name (``run_policy(robot_name=name)``).
@@ -66,6 +66,9 @@ class Simulation:
             default: a simulated MuJoCo driver core in process.
         :param config: a :class:`~strands_robots.arm.config.DriverConfig` for the simulated core.
         :param model_path: an MJCF replacing the bundled model.
+        :param cameras: camera frames in every observation (``<camera>.image``, :mod:`strands_robots.cameras`):
+            a :class:`~strands_robots.cameras.config.CameraSet`, a camera file's path, or True for
+            ``config/cameras.yaml``; None: joint readings only.
         :raises ValueError: the name is empty or taken.
         """
         if not isinstance(name, str) or not name.strip():
@@ -78,6 +81,14 @@ class Simulation:
             from strands_robots.arm.driver import DriverCore
 
             backend = InProcessBackend(DriverCore.simulated(config, model_path=model_path))
+        if cameras is not None and cameras is not False:
+            from strands_robots.cameras.adapter import load as load_cameras
+            from strands_robots.cameras.backend import CameraBackend
+            from strands_robots.cameras.config import CameraSet, load_camera_set
+
+            camera_set = cameras if isinstance(cameras, CameraSet) else load_camera_set(
+                None if cameras is True else str(cameras))
+            backend = CameraBackend(backend, load_cameras(camera_set, model_path), camera_set)
         robot = SimRobot(name, backend)
         with self._lock:
             if name in self._robots:
@@ -142,6 +153,9 @@ class Simulation:
         if not robot.lock.acquire(blocking=False):
             return refused("RuntimeError", f"robot {robot_name!r} is already running a policy")
         try:
+            set_task = getattr(robot.backend, "set_task", None)
+            if callable(set_task):  # cameras: the task's parameters lay out the scene at each episode's reset
+                set_task(kwargs.get("task"))
             return robot.runner.run(policy_provider, stop_when=stop_when, observer=observer, on_frame=on_frame,
                                     **kwargs)
         finally:
