@@ -20,7 +20,7 @@ setup(
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml")),
     ],
-    install_requires=["setuptools", "numpy", "PyYAML", "mujoco", "mcap", "mcap-ros2-support"],
+    install_requires=["setuptools", "numpy", "PyYAML", "mujoco", "mcap", "mcap-ros2-support", "Pillow"],
     zip_safe=False,
     maintainer="strands_robots developers",
     maintainer_email="dev@strands-robots.invalid",
@@ -33,6 +33,7 @@ setup(
             "rollout_node = strands_robots.nodes.rollout_node:main",
             "arm_driver_node = strands_robots.nodes.arm_driver_node:main",
             "station_node = strands_robots.nodes.station_node:main",
+            "camera_node = strands_robots.nodes.camera_node:main",
             # Not ROS nodes: the relay and the Evaluation Client that rollout.launch.py runs as processes.
             "relay = strands_robots.relay.server:main",
             "demo_job = strands_robots.cli.demo_job:main",
@@ -40,6 +41,11 @@ setup(
         # Hardware adapters the arm driver's `hardware` parameter can name (a real arm registers its own).
         "strands_robots.hardware": [
             "mujoco = strands_robots.arm.mujoco_sim:hardware",
+        ],
+        # Camera adapters the camera node's `adapter` parameter can name (a real camera registers its own).
+        "strands_robots.cameras": [
+            "mujoco = strands_robots.cameras.mujoco_cameras:cameras",
+            "pattern = strands_robots.cameras.pattern:cameras",
         ],
     },
 )

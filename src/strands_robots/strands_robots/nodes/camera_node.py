@@ -1,0 +1,271 @@
+"""camera_node: the station's cameras on ROS, as image_transport would publish them.
+
+Its own process, so rendering never runs inside the arm driver's control loop (the driver node does not know
+it exists). It mirrors the arms from the driver's ``joint_states`` into a model and MjData of its own
+(:mod:`strands_robots.cameras.mujoco_cameras`) and, on a render thread of its own (the OpenGL contexts are
+current there), renders each configured camera at its fps and publishes, per camera ``<camera>``:
+
+- ``<ns>/<camera>/image_raw`` — ``sensor_msgs/Image`` (``rgb8``), sensor-data QoS;
+- ``<ns>/<camera>/image_raw/compressed`` — ``sensor_msgs/CompressedImage`` (JPEG, the camera's quality);
+- ``<ns>/<camera>/camera_info`` — ``sensor_msgs/CameraInfo`` (intrinsics from the MJCF ``fovy`` and size);
+
+all three stamped with the node clock when the frame was rendered (simulation time under ``use_sim_time``) and
+naming the frame ``<camera>_optical_frame``. The frames come from the camera adapter the read-only ``adapter``
+parameter names (empty: the camera file's; :mod:`strands_robots.cameras.adapter`): ``mujoco``, ``pattern``, an
+entry point of ``strands_robots.cameras`` (a real camera), or ``module:factory``.
+
+Parameters: ``cameras_file`` (read-only; empty: the package's ``config/cameras.yaml``), ``cameras`` (read-only,
+comma-separated names; empty: every camera of the file), ``adapter``, ``model_path`` (read-only; empty: the
+bundled MJCF), ``driver_namespace`` (read-only; where ``joint_states`` comes from, empty: this node's
+namespace), ``scene_seed`` and ``scene_task_json`` (the object's place, :func:`~strands_robots.cameras.scene.
+object_position` of the task parameters and the seed; may be set while running). A refused parameter or an
+adapter that cannot start ends the process at once with one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, List, Optional
+
+import rclpy
+from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
+
+from strands_robots.cameras import adapter as camera_adapter
+from strands_robots.cameras import jpeg
+from strands_robots.cameras.config import CameraConfigError, load_camera_set
+from strands_robots.cameras.scene import SceneParameterError, object_position
+from strands_robots.nodes import camera_msgs
+from strands_robots.nodes._qos import STATE_QOS
+from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+
+SCENE_TASK_JSON_MAX = 4096
+_START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
+
+PARAMETERS: dict = {
+    "cameras_file": ("", "camera file (config/cameras.yaml); empty: the package's", {"read_only": True}),
+    "cameras": ("", "comma-separated cameras of the file to run; empty: all", {"read_only": True}),
+    "adapter": ("", "camera adapter: mujoco, pattern, an entry point of strands_robots.cameras, or module:factory; "
+                    "empty: the camera file's", {"read_only": True}),
+    "model_path": ("", "MJCF to render; empty: the bundled two-arm model", {"read_only": True}),
+    "driver_namespace": ("", "namespace of the arm driver's joint_states; empty: this node's", {"read_only": True}),
+    "frame_id_prefix": ("", "prefix of the <camera>_optical_frame names", {"read_only": True}),
+    "scene_seed": (-1, "seed of the object's place; negative: none (the region's centre unless the task says)",
+                   {"integer_range": [IntegerRange(from_value=-1, to_value=2**31 - 1, step=1)]}),
+    "scene_task_json": ("", f"task parameters placing the object, a JSON object (object_x, object_y); at most "
+                            f"{SCENE_TASK_JSON_MAX} characters", {}),
+}
+
+
+def _installed_cameras_file() -> str:
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = os.path.join(get_package_share_directory("strands_robots"), "config", "cameras.yaml")
+        if os.path.exists(path):
+            return path
+    except Exception:
+        pass
+    return ""  # the source tree's (load_camera_set's default)
+
+
+def _scene_task(text: str) -> dict:
+    """Parse ``scene_task_json``; :raises ValueError: too long, not JSON, not an object, or a refused place."""
+    if len(text) > SCENE_TASK_JSON_MAX:
+        raise ValueError(f"scene_task_json is {len(text)} characters; allowed: at most {SCENE_TASK_JSON_MAX}")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"scene_task_json is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("scene_task_json must be a JSON object")
+    object_position(data, None)  # refuses a place outside the region, naming it
+    return data
+
+
+class CameraNode(Node):
+    """Publishes the configured cameras (see the module docstring)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("camera", **kwargs)
+        for name, (default, description, extra) in PARAMETERS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=description, **extra))
+        p = self.p
+        cameras = load_camera_set(p("cameras_file") or _installed_cameras_file() or None)
+        selected = [n.strip() for n in p("cameras").split(",") if n.strip()]
+        self.camera_set = cameras.select(selected).with_adapter(p("adapter"))
+        if not self.camera_set.cameras:
+            raise CameraConfigError("no cameras to run: the camera file lists none")
+        self._scene = (_scene_task(p("scene_task_json")), None if p("scene_seed") < 0 else int(p("scene_seed")))
+        self._scene_version = 1
+        self.add_on_set_parameters_callback(self._on_parameters)
+        self._joint_lock = threading.Lock()
+        self._joints: Optional[dict] = None
+        self._joints_version = 0
+        ns = p("driver_namespace").rstrip("/")
+        self.create_subscription(JointState, f"{ns}/joint_states" if ns else "joint_states", self._on_joints,
+                                 STATE_QOS)
+        prefix = p("frame_id_prefix")
+        self._pubs = {}
+        for c in self.camera_set.cameras:
+            self._pubs[c.name] = (
+                self.create_publisher(Image, camera_msgs.image_topic(c.name), camera_msgs.IMAGE_QOS),
+                self.create_publisher(CompressedImage, camera_msgs.compressed_topic(c.name), camera_msgs.IMAGE_QOS),
+                self.create_publisher(CameraInfo, camera_msgs.info_topic(c.name), camera_msgs.IMAGE_QOS),
+                camera_msgs.frame_id(c.name, prefix),
+            )
+        self.published = {c.name: 0 for c in self.camera_set.cameras}
+        self.render_failures = {c.name: 0 for c in self.camera_set.cameras}
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self.start_error: "BaseException | None" = None
+        self._thread = threading.Thread(target=self._render_loop, name="camera-render", daemon=True)
+
+    def p(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    # -- inputs (executor thread) ---------------------------------------------------------------------------
+    def _on_joints(self, msg: JointState) -> None:
+        if len(msg.position) != len(msg.name):
+            return
+        with self._joint_lock:
+            self._joints = dict(zip(msg.name, msg.position))
+            self._joints_version += 1
+
+    def _on_parameters(self, params: List[Any]) -> SetParametersResult:
+        task, seed = self._scene
+        for param in params:
+            if param.name in PARAMETERS and PARAMETERS[param.name][2].get("read_only"):
+                return SetParametersResult(successful=False, reason=f"{param.name} is read-only")
+            try:
+                if param.name == "scene_task_json":
+                    task = _scene_task(str(param.value))
+                elif param.name == "scene_seed":
+                    seed = None if int(param.value) < 0 else int(param.value)
+            except (ValueError, SceneParameterError) as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        with self._joint_lock:
+            self._scene = (task, seed)
+            self._scene_version += 1
+        return SetParametersResult(successful=True)
+
+    # -- the render thread ----------------------------------------------------------------------------------
+    def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
+        """Start rendering; return once the source is up.
+
+        :raises CameraConfigError: the adapter failed to start (its one line), or no answer within ``timeout_s``.
+        """
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise CameraConfigError(f"the camera adapter did not start within {timeout_s:g} s")
+        if self.start_error is not None:
+            raise self.start_error
+
+    def _render_loop(self) -> None:
+        try:
+            source = camera_adapter.load(self.camera_set)
+        except Exception as exc:  # CameraConfigError, NoOffscreenGL, ...: one line for main
+            self.start_error = exc if isinstance(exc, CameraConfigError) else CameraConfigError(
+                f"camera adapter {self.camera_set.adapter!r} failed to start: {type(exc).__name__}: {exc}")
+            self._ready.set()
+            return
+        try:
+            line = getattr(source, "gl_line", "")
+            self.get_logger().info(
+                f"cameras {', '.join(f'{c.name} {c.width}x{c.height}@{c.fps:g}' for c in self.camera_set.cameras)} "
+                f"by adapter {self.camera_set.adapter}" + (f"; {line}" if line else ""))
+            intrinsics = {c.name: source.intrinsics(c.name) for c in self.camera_set.cameras}
+            self._ready.set()
+            cams = self.camera_set.cameras
+            due = {c.name: time.monotonic() for c in cams}
+            posed = scened = -1
+            while not self._stop.is_set():
+                now = time.monotonic()
+                ready = [c for c in cams if now >= due[c.name]]
+                if not ready:
+                    self._stop.wait(max(0.0, min(due.values()) - now))
+                    continue
+                with self._joint_lock:
+                    joints, jv = self._joints, self._joints_version
+                    scene, sv = self._scene, self._scene_version
+                if sv != scened:
+                    source.set_scene(scene[0], scene[1])
+                    scened = sv
+                if joints is not None and jv != posed:
+                    source.pose(joints)
+                    posed = jv
+                for c in ready:
+                    period = c.period_s
+                    due[c.name] = due[c.name] + period if due[c.name] + period > now else now + period
+                    try:
+                        image = source.render(c.name)
+                    except Exception as exc:  # no frame this time: subscribers see the frames age
+                        self.render_failures[c.name] += 1
+                        if self.render_failures[c.name] in (1, 10, 100) or self.render_failures[c.name] % 1000 == 0:
+                            self.get_logger().warn(f"camera {c.name}: render failed ({self.render_failures[c.name]} "
+                                                   f"times): {type(exc).__name__}: {exc}")
+                        continue
+                    self._publish(c, image, intrinsics[c.name])
+        finally:
+            source.close()
+
+    def _publish(self, cam: Any, image: Any, k: Any) -> None:
+        stamp = self.get_clock().now().to_msg()
+        raw_pub, jpeg_pub, info_pub, frame = self._pubs[cam.name]
+        raw_pub.publish(camera_msgs.image_msg(image, stamp, frame))
+        if jpeg_pub.get_subscription_count():  # encode only for someone
+            jpeg_pub.publish(camera_msgs.compressed_msg(jpeg.encode(image, cam.jpeg_quality), stamp, frame))
+        info_pub.publish(camera_msgs.info_msg(k, stamp, frame))
+        self.published[cam.name] += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+
+
+def main(args: Optional[List[str]] = None) -> int:
+    """Run the camera node until SIGINT/SIGTERM; exit 2 for a refused parameter or an adapter that cannot start."""
+    argv = list(sys.argv if args is None else args)
+    signals = StopSignals.install()
+    init_without_signal_handlers(argv)
+    node: Optional[CameraNode] = None
+    executor: Optional[SingleThreadedExecutor] = None
+    code = 0
+    try:
+        node = CameraNode()
+        node.start()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spin = spin_in_background(executor, "camera-executor")
+        while not signals.event.wait(0.2):
+            if not spin.is_alive():
+                node.get_logger().fatal("the executor thread ended: the camera node exits non-zero")
+                code = 1
+                break
+        node.get_logger().info("frames published: " + ", ".join(f"{n} {c}" for n, c in node.published.items()))
+    except (CameraConfigError, ValueError) as exc:
+        print(f"camera_node: {exc}", file=sys.stderr, flush=True)
+        code = 2
+    finally:
+        if node is not None:
+            node.stop()
+        if executor is not None:
+            executor.shutdown(timeout_sec=2.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        signals.restore()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

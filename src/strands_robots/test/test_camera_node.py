@@ -1,0 +1,224 @@
+"""The camera node as its own process over real DDS: image_transport's topics, encodings and intrinsics.
+
+The node runs as ``python -m strands_robots.nodes.camera_node`` in a namespace of its own and is ended by PID in
+``finally``; this process plays the arm driver (it publishes ``joint_states``) and subscribes to the topics.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
+from rcl_interfaces.srv import SetParameters  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState  # noqa: E402
+
+from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES  # noqa: E402
+from strands_robots.cameras import jpeg  # noqa: E402
+from strands_robots.cameras.intrinsics import from_fovy  # noqa: E402
+from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
+from strands_robots.nodes.camera_msgs import IMAGE_QOS, image_from_msg  # noqa: E402
+from strands_robots.nodes.process import spin_in_background  # noqa: E402
+
+from ros_harness import wait_for  # noqa: E402
+
+START = {"joint_2": 0.4, "joint_3": 1.0, "joint_4": 0.9, "gripper": 0.3}
+KEYS = [f"{a}.{j}" for a in ARM_NAMES for j in JOINT_NAMES]
+
+
+def _env() -> dict:
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here.parent), str(here), env.get("PYTHONPATH", "")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class CameraProcess:
+    """The camera node in its own process in namespace ``ns``; a probe node here plays the driver."""
+
+    def __init__(self, *ros_args: str) -> None:
+        self.ns = f"/h7_{uuid.uuid4().hex[:8]}"
+        self.lines: list = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "strands_robots.nodes.camera_node", "--ros-args", "-r", f"__ns:={self.ns}",
+             *ros_args], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("h7_camera_probe", namespace=self.ns, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = spin_in_background(self.executor, "h7_probe")
+        self.received: dict = {}
+        self.lock = threading.Lock()
+        self.joints = self.node.create_publisher(JointState, "joint_states", STATE_QOS)
+        self.pose = {k: START.get(k.split(".")[1], 0.0) for k in KEYS}
+        self._timer = self.node.create_timer(0.02, self._publish_joints)
+        for cam in ("scene", "wrist"):
+            for suffix, cls in (("image_raw", Image), ("image_raw/compressed", CompressedImage),
+                                ("camera_info", CameraInfo)):
+                topic = f"{cam}/{suffix}"
+                self.received[topic] = []
+                self.node.create_subscription(cls, topic, lambda m, t=topic: self._keep(t, m), IMAGE_QOS)
+
+    def _publish_joints(self) -> None:
+        m = JointState()
+        m.header.stamp = self.node.get_clock().now().to_msg()
+        with self.lock:
+            m.name = list(self.pose)
+            m.position = [float(v) for v in self.pose.values()]
+        self.joints.publish(m)
+
+    def _keep(self, topic: str, msg) -> None:
+        with self.lock:
+            self.received[topic].append(msg)
+            del self.received[topic][:-50]
+
+    def latest(self, topic: str):
+        with self.lock:
+            got = self.received[topic]
+            return got[-1] if got else None
+
+    def count(self, topic: str) -> int:
+        with self.lock:
+            return len(self.received[topic])
+
+    def wait_new(self, topic: str, n: int = 3, timeout_s: float = 60.0):
+        """Wait for ``n`` messages arriving after now on ``topic``; return the last."""
+        start = self.count(topic)
+        with self.lock:
+            got = self.received[topic]
+            first_id = id(got[-1]) if got else None
+        ok = wait_for(lambda: self.count(topic) >= min(50, start + n) and id(self.latest(topic)) != first_id,
+                      timeout_s)
+        assert ok, f"no new {topic} within {timeout_s} s; node output:\n{''.join(self.lines[-20:])}"
+        return self.latest(topic)
+
+    def set_param(self, name: str, value) -> bool:
+        client = self.node.create_client(SetParameters, "camera/set_parameters")
+        assert client.wait_for_service(timeout_sec=30.0)
+        v = ParameterValue()
+        if isinstance(value, int):
+            v.type, v.integer_value = ParameterType.PARAMETER_INTEGER, value
+        else:
+            v.type, v.string_value = ParameterType.PARAMETER_STRING, value
+        future = client.call_async(SetParameters.Request(parameters=[Parameter(name=name, value=v)]))
+        assert wait_for(future.done, 30.0)
+        return future.result().results[0].successful
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGINT)
+                try:
+                    self.proc.wait(15.0)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5.0)
+        finally:
+            self.executor.shutdown(timeout_sec=2.0)
+            self.node.destroy_node()
+            rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def cameras():
+    made: list = []
+
+    def start(*ros_args: str) -> CameraProcess:
+        made.append(CameraProcess(*ros_args))
+        return made[-1]
+
+    try:
+        yield start
+    finally:
+        for c in made:
+            c.close()
+
+
+def _diff(a, b) -> float:
+    return float(np.abs(a.astype(int) - b.astype(int)).mean())
+
+
+def test_camera_topics_have_image_transport_names_encodings_and_the_mjcf_intrinsics(cameras):
+    cam = cameras()
+    raw = cam.wait_new("scene/image_raw")
+    compressed = cam.wait_new("scene/image_raw/compressed")
+    info = cam.wait_new("scene/camera_info")
+    types = dict(cam.node.get_topic_names_and_types())
+    for name in ("scene", "wrist"):
+        assert types[f"{cam.ns}/{name}/image_raw"] == ["sensor_msgs/msg/Image"]
+        assert types[f"{cam.ns}/{name}/image_raw/compressed"] == ["sensor_msgs/msg/CompressedImage"]
+        assert types[f"{cam.ns}/{name}/camera_info"] == ["sensor_msgs/msg/CameraInfo"]
+    assert (raw.encoding, raw.width, raw.height, raw.step, raw.is_bigendian) == ("rgb8", 224, 224, 672, 0)
+    assert raw.header.frame_id == "scene_optical_frame" == info.header.frame_id
+    assert compressed.format == "rgb8; jpeg compressed bgr8"
+    decoded = jpeg.decode(bytes(compressed.data))
+    assert decoded.shape == (224, 224, 3) and decoded.dtype == np.uint8
+    k = from_fovy(45.0, 224, 224)  # the MJCF's scene camera: fovy="45"
+    assert (info.width, info.height, info.distortion_model) == (224, 224, "plumb_bob")
+    assert list(info.k) == pytest.approx(list(k.k)) and list(info.p) == pytest.approx(list(k.p))
+    wrist = cam.wait_new("wrist/camera_info")
+    assert list(wrist.k)[0] == pytest.approx(112.0 / math.tan(math.radians(35.0)))  # fovy="70"
+    # Stamped with the node clock (system time here: no use_sim_time) when rendered; info shares the stamp.
+    stamp_s = raw.header.stamp.sec + raw.header.stamp.nanosec * 1e-9
+    assert abs(stamp_s - time.time()) < 120.0
+    stamps = {(m.header.stamp.sec, m.header.stamp.nanosec) for m in cam.received["scene/camera_info"]}
+    assert (raw.header.stamp.sec, raw.header.stamp.nanosec) in stamps
+
+
+def test_the_wrist_frames_over_ros_change_when_the_arm_moves_and_the_scene_when_the_seed_does(cameras):
+    cam = cameras()
+    before = image_from_msg(cam.wait_new("wrist/image_raw"))
+    still = image_from_msg(cam.wait_new("wrist/image_raw"))
+    with cam.lock:
+        cam.pose["right.joint_1"] = 0.6
+        cam.pose["right.joint_4"] = 0.3
+    moved = image_from_msg(cam.wait_new("wrist/image_raw", n=5))
+    assert _diff(before, still) == 0.0
+    assert _diff(before, moved) > 5.0
+    scene1 = image_from_msg(cam.wait_new("scene/image_raw"))
+    assert cam.set_param("scene_seed", 2)
+    scene2 = image_from_msg(cam.wait_new("scene/image_raw", n=5))
+    assert _diff(scene1, scene2) > 0.05
+    assert not cam.set_param("scene_task_json", '{"object_x": 5}')  # outside the region: refused
+
+
+def test_the_pattern_adapter_is_brought_up_by_the_adapter_parameter(cameras):
+    cam = cameras("-p", "adapter:=pattern", "-p", "cameras:=wrist")
+    img = image_from_msg(cam.wait_new("wrist/image_raw"))
+    info = cam.wait_new("wrist/camera_info")
+    assert img.shape == (224, 224, 3)
+    assert tuple(img[0, 0]) == (255, 255, 255) and tuple(img[0, -1]) == (0, 0, 0)  # the first and last bars
+    assert list(info.k)[0] == pytest.approx(112.0 / math.tan(math.radians(30.0)))  # the pattern's 60 degrees
+    assert cam.count("scene/image_raw") == 0
+    assert any("by adapter pattern" in line for line in cam.lines)
+
+
+def test_an_unknown_adapter_ends_the_node_with_one_line_and_exit_2():
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.camera_node", "--ros-args", "-p",
+                             "adapter:=nope"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5.0)
+    assert proc.returncode == 2
+    assert err.strip().splitlines()[-1].startswith("camera_node: unknown camera adapter 'nope'")
