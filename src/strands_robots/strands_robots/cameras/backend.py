@@ -130,3 +130,65 @@ class CameraBackend:
 
     def close(self) -> None:
         self._source.close()
+
+
+class FramesBackend:
+    """``inner`` with the frames others deliver (the camera node's topics, over ROS) in its observations.
+
+    The frames arrive in ``frames`` from elsewhere (a subscription's callback puts each one with its stamp);
+    ``clock_ns`` is the clock the stamps are on (the rollout node's clock: the camera node stamps with the same
+    kind). On ``observe()`` every camera's latest frame enters the observation by the stale rule
+    (:mod:`strands_robots.cameras.frames`); before a camera's first frame, ``observe()`` waits for it at most
+    ``first_frame_timeout_s``, then refuses (:class:`CameraStale`), as it waits for the first joint state.
+    Every other member is the wrapped backend's.
+
+    :param inner: the robot backend.
+    :param frames: the latest frames of the cameras every observation must hold.
+    :param clock_ns: now, on the frames' clock (ns).
+    :param first_frame_timeout_s: how long the first observation waits for every camera's first frame.
+    """
+
+    def __init__(self, inner: Any, frames: LatestFrames, clock_ns: Any, first_frame_timeout_s: float = 10.0) -> None:
+        self._inner = inner
+        self.frames = frames
+        self._clock_ns = clock_ns
+        self._first_timeout_s = float(first_frame_timeout_s)
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        """The cameras every observation holds (the runner puts their stamps and ages in the step events)."""
+        return tuple(c.name for c in self.frames.cameras)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def action_keys(self) -> tuple[str, ...]:
+        return self._inner.action_keys()
+
+    def send_action(self, action: Mapping[str, float]) -> Any:
+        return self._inner.send_action(action)
+
+    def advance(self, dt: float) -> None:
+        self._inner.advance(dt)
+
+    def safety_stop_detail(self) -> str:
+        return self._inner.safety_stop_detail()
+
+    def reset(self, seed: "int | None" = None) -> None:
+        self._inner.reset(seed)
+
+    def observe(self) -> dict[str, Any]:
+        """Return the inner observation with every camera's latest frame, its age and stamp.
+
+        :raises CameraStale: a camera sent no frame within the first-frame timeout, or its latest is too old.
+        """
+        obs = self._inner.observe()
+        self.frames.wait_all(self._first_timeout_s)  # at once when every camera has a frame
+        self.frames.add_to(obs, int(self._clock_ns()))
+        return obs

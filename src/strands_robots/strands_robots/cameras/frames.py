@@ -65,6 +65,7 @@ class LatestFrames:
         self._lock = threading.Lock()
         self._frames: dict[str, Frame] = {}
         self._arrived = threading.Condition(self._lock)
+        self.refused = {c.name: 0 for c in self._cameras}  # frames the receiver could not use, per camera
 
     @property
     def cameras(self) -> tuple[CameraConfig, ...]:

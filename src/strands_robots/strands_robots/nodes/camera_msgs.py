@@ -13,12 +13,14 @@ Topics, relative to the camera node's namespace: ``<camera>/image_raw``, ``<came
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
+from strands_robots.cameras.config import CameraSet, load_camera_set
 from strands_robots.cameras.intrinsics import DISTORTION_MODEL, Intrinsics
 
 IMAGE_QOS = qos_profile_sensor_data
@@ -90,3 +92,25 @@ def image_from_msg(msg: Image) -> np.ndarray:
         raise ValueError(f"image {w}x{h} step {step} does not match its {buf.size} bytes")
     img = buf[: h * step].reshape(h, step)[:, : 3 * w].reshape(h, w, 3)
     return np.array(img[..., ::-1] if msg.encoding == "bgr8" else img, dtype=np.uint8)
+
+
+def installed_cameras_file() -> str:
+    """Return the installed package's ``config/cameras.yaml``, or empty (then the source tree's is used)."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = os.path.join(get_package_share_directory("strands_robots"), "config", "cameras.yaml")
+        if os.path.exists(path):
+            return path
+    except Exception:
+        pass
+    return ""
+
+
+def load_cameras(cameras_file: str, names: str) -> CameraSet:
+    """Return the cameras a node runs: the file's (empty: the package's), only ``names`` (comma-separated) if given.
+
+    :raises CameraConfigError: an unreadable file, a refused value, or a name the file does not configure.
+    """
+    cameras = load_camera_set(cameras_file or installed_cameras_file() or None)
+    return cameras.select([n.strip() for n in names.split(",") if n.strip()])

@@ -25,7 +25,6 @@ adapter that cannot start ends the process at once with one line (exit 2).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -39,7 +38,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
 
 from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
-from strands_robots.cameras.config import CameraConfigError, load_camera_set
+from strands_robots.cameras.config import CameraConfigError
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
@@ -61,18 +60,6 @@ PARAMETERS: dict = {
     "scene_task_json": ("", f"task parameters placing the object, a JSON object (object_x, object_y); at most "
                             f"{SCENE_TASK_JSON_MAX} characters", {}),
 }
-
-
-def _installed_cameras_file() -> str:
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("strands_robots"), "config", "cameras.yaml")
-        if os.path.exists(path):
-            return path
-    except Exception:
-        pass
-    return ""  # the source tree's (load_camera_set's default)
 
 
 def _scene_task(text: str) -> dict:
@@ -99,9 +86,7 @@ class CameraNode(Node):
         for name, (default, description, extra) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=description, **extra))
         p = self.p
-        cameras = load_camera_set(p("cameras_file") or _installed_cameras_file() or None)
-        selected = [n.strip() for n in p("cameras").split(",") if n.strip()]
-        self.camera_set = cameras.select(selected).with_adapter(p("adapter"))
+        self.camera_set = camera_msgs.load_cameras(p("cameras_file"), p("cameras")).with_adapter(p("adapter"))
         if not self.camera_set.cameras:
             raise CameraConfigError("no cameras to run: the camera file lists none")
         self._scene = (_scene_task(p("scene_task_json")), None if p("scene_seed") < 0 else int(p("scene_seed")))
