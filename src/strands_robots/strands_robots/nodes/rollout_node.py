@@ -46,6 +46,9 @@ timeouts): one naming a relay, a token or a path is refused by the key's name be
 parameter holds a token. Without the file a goal asking for the relay provider is refused, saying so.
 
 Topics: ``observer_events`` (ObserverEvent), ``episode_results`` (EpisodeResult). Action: ``run_episode``.
+With ``cameras`` set, every observation also holds each camera's latest ``<camera>/image_raw`` frame as
+``<camera>.image`` (:mod:`strands_robots.nodes.camera_frames`); a frame older than the camera's bound ends the
+episode as an error, as a stale joint state does.
 The driver's names are resolved relative to ``driver_namespace`` (default: this node's namespace).
 
 With ``autorun_episodes > 0`` the node runs that many episodes with its parameters once the driver is up (the
@@ -183,6 +186,12 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
                                     "observer_events has this many subscribers, so a watcher started with the "
                                     "node sees the whole stream", {"integer_range": _int_range(0, 1000),
                                                                    "read_only": True}),
+    # Cameras (strands_robots.cameras, nodes/camera_frames.py): <camera>.image in every observation.
+    "cameras": ("", "comma-separated cameras whose <camera>/image_raw frames every observation holds "
+                    "(<camera>.image); empty: none", {"read_only": True}),
+    "cameras_file": ("", "camera file naming their size and stale bound; empty: the package's config/cameras.yaml",
+                     {"read_only": True}),
+    "camera_namespace": ("", "namespace of the camera node's topics; empty: this node's", {"read_only": True}),
 }
 
 
@@ -240,7 +249,14 @@ class RolloutNode(Node):
         )
         self._observers = [_RunTracker(self.backend), self._events]
         self._stop = StopToken()
-        self.runner = PolicyRunner(self.backend, robot_name=self.p("robot_name"), stop=self._stop)
+        runner_backend: Any = self.backend
+        if self.p("cameras").strip():  # the camera node's frames in every observation, by the stale rule
+            from strands_robots.nodes.camera_frames import camera_backend
+            from strands_robots.nodes.camera_msgs import load_cameras
+
+            runner_backend = camera_backend(self, self.backend, load_cameras(self.p("cameras_file"), self.p("cameras")),
+                                            self.p("camera_namespace"), self.p("driver_timeout_s"))
+        self.runner = PolicyRunner(runner_backend, robot_name=self.p("robot_name"), stop=self._stop)
         self._busy = threading.Lock()
         self._goal_pending = False
         self._episodes_run = 0  # numbers the recordings: episode_0000, episode_0001, ... per node

@@ -1,0 +1,163 @@
+"""Camera frames over ROS: the rollout node's observations hold the camera node's frames.
+
+Three processes in one namespace (the arm driver, the camera node, the rollout node with ``cameras:=scene,wrist``)
+and this test's client node; every process is ended by PID (its group) in ``finally``. The step events carry
+each frame's stamp and age in steps; once the camera node is SIGKILLed, its last frame ages past its bound and
+the episode ends as an error naming the camera, before a stale frame reaches the policy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from strands_robots_msgs.action import RunEpisode  # noqa: E402
+from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
+
+from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
+from strands_robots.nodes.process import spin_in_background  # noqa: E402
+
+from ros_harness import wait_for  # noqa: E402
+
+RATE_HZ = 50.0
+
+
+def _start(module: str, namespace: str, *params: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={namespace}"]
+    for p in params:
+        args += ["-p", p]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _end(proc: subprocess.Popen) -> str:
+    """End a process this test started (SIGINT to its group, then SIGKILL); return its output."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=10)
+    return out or ""
+
+
+class CameraStation:
+    def __init__(self) -> None:
+        self.namespace = f"/h7_cams_{uuid.uuid4().hex[:8]}"
+        self.procs: list = []
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("h7_client", namespace=self.namespace, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.spinner = spin_in_background(self.executor, "h7-cams-test")
+        self.action = ActionClient(self.node, RunEpisode, "run_episode")
+        self.events: list = []
+        self._lock = threading.Lock()
+        self.node.create_subscription(ObserverEvent, "observer_events", self._on_event, EVENT_QOS)
+        try:
+            self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace, "autostart:=true",
+                                     f"control_rate_hz:={RATE_HZ}"))
+            self.camera = _start("strands_robots.nodes.camera_node", self.namespace)
+            self.procs.append(self.camera)
+            self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
+                                     "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
+                                     "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist"))
+            assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
+            assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
+        except BaseException:
+            self.close()
+            raise
+
+    def _on_event(self, msg) -> None:
+        with self._lock:
+            self.events.append(msg)
+
+    def run(self, timeout_s: float = 120.0, **fields):
+        goal = RunEpisode.Goal()
+        goal.seed = -1
+        goal.control_frequency = RATE_HZ
+        for k, v in fields.items():
+            setattr(goal, k, v)
+        done = threading.Event()
+        future = self.action.send_goal_async(goal)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(30.0), "RunEpisode goal: no answer"
+        handle = future.result()
+        assert handle.accepted
+        done = threading.Event()
+        result = handle.get_result_async()
+        result.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout_s), f"RunEpisode result not within {timeout_s} s"
+        return result.result().result
+
+    def steps(self, run_id: str) -> list:
+        with self._lock:
+            return [e.step[0] for e in self.events if e.kind == "step" and e.run_id == run_id]
+
+    def close(self) -> None:
+        outputs = []
+        try:
+            for proc in reversed(self.procs):
+                outputs.append(_end(proc))
+        finally:
+            self.executor.shutdown(timeout_sec=5.0)
+            self.spinner.join(5.0)
+            self.node.destroy_node()
+            rclpy.try_shutdown(context=self.context)
+        self.output = "\n".join(outputs)
+
+
+@pytest.fixture
+def station():
+    s = CameraStation()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_over_ros_every_step_carries_both_cameras_frames_and_a_killed_camera_ends_the_episode_as_stale(station):
+    result = station.run(max_steps=40, duration_s=5.0)
+    ended = result.ended
+    assert ended.outcome == "ok", (ended.error_type, ended.error_message, ended.end_detail)
+    run_id = ended.run_id
+    assert wait_for(lambda: len(station.steps(run_id)) == 40, 10.0)
+    steps = station.steps(run_id)
+    for step in steps:
+        assert list(step.camera_names) == ["scene", "wrist"]
+        assert all(stamp > 0 for stamp in step.camera_stamp_ns)
+        # within the 0.5 s bound, plus the age of a reused chunk-start observation
+        assert all(age <= 0.5 * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps), \
+            [(s.observation_age_steps, list(s.camera_age_steps)) for s in steps]
+        assert "scene.image_age_s" in step.observation_keys
+        assert not any(k.endswith(".image") for k in step.observation_keys)  # never the pixels
+    stamps = [s.camera_stamp_ns[0] for s in steps]
+    assert stamps == sorted(stamps) and len(set(stamps)) >= 3  # new frames arrived during the episode
+
+    os.killpg(station.camera.pid, signal.SIGKILL)
+    station.camera.wait(10.0)
+    killed_at = time.monotonic()
+    result = station.run(max_steps=2000, duration_s=40.0)
+    ended = result.ended
+    assert ended.outcome == "error" and ended.error_type == "CameraStale", (ended.error_type, ended.end_detail)
+    assert "stale: its latest frame is" in ended.error_message and "(limit 0.5 s)" in ended.error_message
+    assert ended.applied_actions < 2000
+    assert time.monotonic() - killed_at < 60.0
+    for step in station.steps(ended.run_id):  # any step that ran saw frames within the bound
+        assert all(age <= 0.5 * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps)
