@@ -57,7 +57,9 @@ def _end(proc: subprocess.Popen) -> str:
 
 
 class CameraStation:
-    def __init__(self) -> None:
+    """This test's client node beside a driver, a camera node and (``rollout``) a rollout node process."""
+
+    def __init__(self, rollout: bool = True) -> None:
         self.namespace = f"/h7_cams_{uuid.uuid4().hex[:8]}"
         self.procs: list = []
         self.context = Context()
@@ -75,11 +77,12 @@ class CameraStation:
                                      f"control_rate_hz:={RATE_HZ}"))
             self.camera = _start("strands_robots.nodes.camera_node", self.namespace)
             self.procs.append(self.camera)
-            self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
-                                     "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
-                                     "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist"))
-            assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
-            assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
+            if rollout:
+                self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
+                                         "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
+                                         "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist"))
+                assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
+                assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
         except BaseException:
             self.close()
             raise
@@ -129,6 +132,59 @@ def station():
     try:
         yield s
     finally:
+        s.close()
+
+
+class LookingPolicy:
+    """Holds still and keeps the shape, dtype and age of every camera frame it is shown."""
+
+    never_blocks = True
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def reset(self, task):
+        pass
+
+    def act(self, observation):
+        self.seen.append({k: (v.shape, v.dtype, observation[k + "_age_s"]) for k, v in observation.items()
+                          if k.endswith(".image")})
+        return [{"right.joint_1": float(observation["right.joint_1.pos"])}]
+
+    def resume(self, observation):
+        pass
+
+
+def test_images_reach_a_policy_over_ros_with_the_configured_shape_and_dtype():
+    import numpy as np
+
+    from strands_robots.cameras.config import load_camera_set
+    from strands_robots.nodes.camera_frames import camera_backend
+    from strands_robots.nodes.driver_client import RosDriverBackend
+    from strands_robots.rollout.runner import PolicyRunner
+
+    s = CameraStation(rollout=False)
+    backend = None
+    try:
+        # As the rollout node composes it: the driver's client, the camera node's frames around it.
+        backend = RosDriverBackend(s.node, wait_timeout_s=60.0, control_frequency=RATE_HZ,
+                                   reset_moves_to_start_pose=False)
+        assert backend.wait_until_ready(timeout_s=60.0)
+        assert backend.acquire("h7", priority=10, duration_s=5.0, timeout_s=10.0).granted
+        cams = load_camera_set()
+        runner = PolicyRunner(camera_backend(s.node, backend, cams, first_frame_timeout_s=60.0))
+        policy = LookingPolicy()
+        out = runner.run(policy, n_steps=20, control_frequency=RATE_HZ, action_horizon=1)
+        assert out["status"] == "success", out
+        assert len(policy.seen) == 20
+        for seen in policy.seen:
+            assert set(seen) == {"scene.image", "wrist.image"}
+            for name, (shape, dtype, age) in seen.items():
+                cam = cams.camera(name.split(".")[0])
+                assert shape == (cam.height, cam.width, 3) and dtype == np.uint8 and 0.0 <= age <= cam.max_age_s
+    finally:
+        if backend is not None:
+            backend.close()
         s.close()
 
 
