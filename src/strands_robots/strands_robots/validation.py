@@ -56,11 +56,14 @@ __all__ = [
     "TASK_PARAMETERS",
     "TASK_PARAMETER_PREFIXES",
     "MAX_TASK_PARAMETERS",
+    "POLICIES_BUILT_AT_SUBMIT",
     "POLICY_CONFIG_MAX",
     "TaskParameter",
     "ValueRefused",
     "check_episode_budget",
     "check_number",
+    "check_policy",
+    "check_policy_config",
     "check_sheet_bounds",
     "check_task_parameters",
     "check_task_text",
@@ -434,6 +437,30 @@ def check_policy_config(config: Mapping[str, Any]) -> None:
     if len(text) > POLICY_CONFIG_MAX:
         raise ValueRefused("policy_config", f"<{len(text)} characters>",
                            f"policy_config is {len(text)} characters of JSON; at most {POLICY_CONFIG_MAX} are allowed")
+
+
+#: Providers whose policy the station builds at submit from the job's config (as the rollout will build it), so a
+#: bad option is refused then and not at ep_0000: the built-in ones that read no file and open no connection. A
+#: relay job's options are the team's remote policy's; other providers (a replay file, a provider registered in
+#: the rollout's process only) are checked by the rollout.
+POLICIES_BUILT_AT_SUBMIT = frozenset({"mock", "scripted"})
+
+
+def check_policy(provider: str, config: Mapping[str, Any]) -> None:
+    """Build the policy of a job whose provider is in :data:`POLICIES_BUILT_AT_SUBMIT`; refuse the options it refuses.
+
+    :raises ValueRefused: ``field`` is ``policy_config``; the reason is the provider's own.
+    """
+    name = provider.strip().lower() if isinstance(provider, str) else ""
+    if name not in POLICIES_BUILT_AT_SUBMIT:
+        return
+    from strands_robots.policies.registry import make_policy
+
+    try:
+        make_policy(name, dict(config))
+    except Exception as exc:  # a provider refuses its config with ValueError (or TypeError): reported, not raised
+        raise ValueRefused("policy_config", dict(config), f"policy_config refused: the {name} provider refused "
+                                                          f"{json.dumps(dict(config), default=str)}: {exc}") from None
 
 
 def check_sheet_bounds(sheet: Any) -> None:

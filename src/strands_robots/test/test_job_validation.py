@@ -38,8 +38,8 @@ def make_task(parameters=None, **kw) -> Task:
 
 def make_spec(*tasks: Task, **kw) -> JobSpec:
     kw.setdefault("episodes_total", 2)
-    return JobSpec(job_id="job-1", client_id="team", station_id="sim", tasks=tasks or (make_task(),),
-                   policy_provider="relay", **kw)
+    kw.setdefault("policy_provider", "relay")
+    return JobSpec(job_id="job-1", client_id="team", station_id="sim", tasks=tasks or (make_task(),), **kw)
 
 
 def refusal(parameters) -> JobSpecError:
@@ -320,3 +320,21 @@ def test_every_job_file_in_the_repository_validates():
     for path in files:
         spec = load_job_file(str(path))
         assert spec.tasks, path
+
+
+# -- the policy a station-run job's episodes get ----------------------------------------------------------------
+def test_a_built_in_policys_options_are_refused_at_submit_not_at_ep_0000():
+    scripted = {"policy_provider": "scripted", "policy_config": {"mode": "torque_ramp"}}
+    validate_job_spec(make_spec(make_task({"policy.end_after_steps": "5"}), **scripted))
+    with pytest.raises(JobSpecError) as info:  # a task's override, built as the rollout would build it
+        validate_job_spec(make_spec(make_task(), make_task({"policy.end_after_steps": "abc"}, task_id="b"),
+                                    **scripted))
+    assert info.value.task_index == 1 and info.value.field == "parameters"
+    assert "scripted policy: end_after_steps must be an integer, got 'abc'" in info.value.reason
+    assert "(with this task's policy.end_after_steps)" in info.value.reason
+    with pytest.raises(JobSpecError) as info:  # the job's own config
+        validate_job_spec(make_spec(policy_provider="mock", policy_config={"amplitud": 1}))
+    assert info.value.field == "policy_config" and info.value.task_index is None and "amplitud" in info.value.reason
+    # a relay job's policy options are the team's remote policy's: passed through unbuilt
+    validate_job_spec(make_spec(make_task({"policy.end_after_steps": "abc"})))
+    assert "relay" not in rules.POLICIES_BUILT_AT_SUBMIT and "replay" not in rules.POLICIES_BUILT_AT_SUBMIT

@@ -237,7 +237,29 @@ def validate_job_spec(spec: Any) -> JobSpec:
     except rules.ValueRefused as exc:
         raise _refused(exc) from None
     _check_budgets(spec)
+    _check_policies(spec)
     return spec
+
+
+def _check_policies(spec: JobSpec) -> None:
+    """Check the policy each task's episodes get (the job's config with the task's ``policy.*`` overrides)."""
+    try:
+        rules.check_policy(spec.policy_provider, spec.policy_config)
+    except rules.ValueRefused as exc:
+        raise _refused(exc) from None
+    checked: set = set()
+    for index, task in enumerate(spec.tasks):
+        overrides = tuple((k, v) for k, v in task.parameters.items() if k.startswith(POLICY_PARAM_PREFIX))
+        if not overrides or overrides in checked:
+            continue
+        checked.add(overrides)
+        config = dict(spec.policy_config)
+        config.update((k[len(POLICY_PARAM_PREFIX):], _policy_value(v)) for k, v in overrides)
+        try:
+            rules.check_policy(spec.policy_provider, config)
+        except rules.ValueRefused as exc:
+            keys = ", ".join(k for k, _ in overrides)
+            raise JobSpecError("parameters", f"{exc.reason} (with this task's {keys})", index) from None
 
 
 # -- one episode's plan -----------------------------------------------------------------------------------------
