@@ -174,14 +174,14 @@ def test_malformed_task_is_refused_with_its_index_field_and_reason(bad_task, fie
 
 
 def test_tasks_cycle_in_order_and_task_parameters_override_the_plan():
-    fast = task("fast", parameters={"duration_s": "0.5", "policy.end_after_steps": "7", "policy.mode": "hold",
+    fast = task("fast", parameters={"duration_s": "0.5", "policy.end_after_steps": "7", "policy.amplitude": "0.5",
                                     "seed": "4", "start_pose_timeout_s": "0.05"})
     s = validate_job_spec(spec(tasks=(task("a"), fast), duration_s=2.0))
     assert [s.task_for(i).task_id for i in range(5)] == ["a", "fast", "a", "fast", "a"]
     plan = plan_episode(s, "ep_0001", 1)
     assert plan.duration_s == 0.5 and plan.control_frequency == 50.0 and plan.seed == 4
     assert plan.start_pose_timeout_s == 0.05 and plan.start_pose_tolerance_rad == 0.0
-    assert dict(plan.policy_config) == {"seed": 1, "end_after_steps": 7, "mode": "hold"}
+    assert dict(plan.policy_config) == {"seed": 1, "end_after_steps": 7, "amplitude": 0.5}
     default = plan_episode(s, "ep_0000", 0)
     assert default.duration_s == 2.0 and dict(default.policy_config) == {"seed": 1} and default.seed is None
 
