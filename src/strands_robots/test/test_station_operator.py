@@ -202,7 +202,8 @@ class RacingOperators(ScriptedOperator):
             thread.start()
         for thread in threads:
             thread.join()
-        self.resume_reply = console.resume("op0")
+        winner = next(r.message.split(" ")[0] for r in self.takeovers if r.ok)  # only who took over resumes
+        self.resume_reply = console.resume(winner)
 
 
 def test_simultaneous_takeovers_grant_exactly_one():

@@ -3,8 +3,17 @@
 One lease at a time. A holder gets a secret ``token`` (passed with every service call, never published; a
 streamed command carries an HMAC made with it instead, :mod:`strands_robots.arm.command_auth`) and a public
 ``lease_id`` (published in ``LeaseState``). The lease ends when it is not renewed in time (expired),
-when its holder releases it, or when a claim with a strictly higher priority takes control (revoked).
-Equal or lower priorities are refused while a lease is held.
+when its holder releases it, or when a claim with a strictly higher priority **of the same station** takes
+control (revoked). Equal or lower priorities are refused while a lease is held.
+
+Holders are named by station: a station's rollouts hold ``station:<station_id>``
+(:func:`station_holder`), an operator's claim at that station ``operator:<name>@<station_id>``
+(:func:`operator_holder`); :func:`station_of` reads the station back (empty for any other name, e.g. a
+rollout node run on its own, ``rollout``). **Preemption rule**: a higher priority revokes the current lease
+only when both names belong to the same station (two names of no station count as one, unaffiliated, group).
+So an operator at station A takes the arms from A's rollout, but no claim of station B, whatever its
+priority, revokes A's lease mid-episode: B is refused (the message names the rule) and waits until A
+releases the arms or its lease runs out. A station cannot take another's arms by raising its priority.
 
 Expiry is evaluated lazily on every call against the injected clock, so there is no timer thread; a node
 that wants to announce an expiry promptly polls :meth:`LeaseManager.state`.
@@ -39,6 +48,35 @@ MAX_LEASE_DURATION_S = 60.0
 
 # How many ended tokens are remembered for precise refusal messages; older ones read as "unknown".
 _HISTORY = 64
+
+_STATION_PREFIX = "station:"
+_OPERATOR_PREFIX = "operator:"
+
+
+def station_holder(station_id: str) -> str:
+    """Return the lease holder name of ``station_id``'s rollouts: ``station:<station_id>``."""
+    return f"{_STATION_PREFIX}{station_id}"
+
+
+def operator_holder(operator_name: str, station_id: str) -> str:
+    """Return the lease holder name of an operator's claim at ``station_id``: ``operator:<name>@<station_id>``."""
+    return f"{_OPERATOR_PREFIX}{operator_name}@{station_id}"
+
+
+def station_of(holder: str) -> str:
+    """Return the station a holder name belongs to (``station:<id>``, ``operator:<name>@<id>``); else ``""``."""
+    if not isinstance(holder, str):
+        return ""
+    if holder.startswith(_STATION_PREFIX):
+        return holder[len(_STATION_PREFIX):]
+    if holder.startswith(_OPERATOR_PREFIX) and "@" in holder:
+        return holder.rpartition("@")[2]
+    return ""
+
+
+def _station_words(holder: str) -> str:
+    station = station_of(holder)
+    return f"station {station!r}" if station else "no station"
 
 
 @dataclass(frozen=True)
@@ -135,8 +173,10 @@ class LeaseManager:
         """Claim control for ``duration_s`` seconds (renewable).
 
         Granted when the arms are free (never held, released, expired or revoked), or when ``priority`` is
-        strictly higher than the current holder's: that lease is then revoked. Refused otherwise, and for an
-        empty holder or a duration that is not in (0, ``max_duration_s``].
+        strictly higher than the current holder's and both holders belong to the same station
+        (:func:`station_of`): that lease is then revoked. Refused otherwise (a claim from another station never
+        preempts, see the module docstring), and for an empty holder or a duration that is not in
+        (0, ``max_duration_s``].
         """
         if not isinstance(holder, str) or not holder:
             return LeaseGrant(False, message="holder must be a non-empty name")
@@ -156,6 +196,14 @@ class LeaseManager:
                         False,
                         message=(f"held by {self._holder!r} (priority {self._priority}) for another "
                                  f"{self._expires_at - now:.2f} s; a claim needs priority > {self._priority}"),
+                    )
+                if station_of(holder) != station_of(self._holder):
+                    return LeaseGrant(
+                        False,
+                        message=(f"held by {self._holder!r} ({_station_words(self._holder)}) for another "
+                                 f"{self._expires_at - now:.2f} s; a claim of {_station_words(holder)} never "
+                                 "preempts another station's lease, whatever its priority: wait until it is "
+                                 "released"),
                     )
                 revoked = self._holder
                 self._end(f"revoked by {holder!r} (priority {priority})")

@@ -6,15 +6,19 @@ it, so a scripted run obeys the same rules as a person at the station:
 
 - **takeover** only while a rollout runs and no takeover is in force: the arms are the operator's and the
   rollout time stands still (the budget clock pauses); the episode is marked ``taken_over`` for good;
-- **resume** only during a takeover: the policy's ``resume()`` runs and control restarts from the arms'
-  current state, never a stale command (the rollout loop does that on resume);
+- **resume** only during a takeover, and only by the operator who took over or a supervisor (the station's
+  configured list of supervisor operator names): the policy's ``resume()`` runs and control restarts from the
+  arms' current state, never a stale command (the rollout loop does that on resume);
 - **claim** only while a rollout runs: the operator takes the arms with a higher-priority lease, and the
   episode ends ``authority_lost``;
 - **discard** only a taken-over episode, after its rollout (awaiting its sheet) or during it (the rollout
   stops at once): it is left out of the job's episodes and its task runs again as a new episode;
 - **submit a score sheet** only for the finished episode awaiting its sheet; every item answered exactly
   once, with the right type (a refusal names the item and the reason; the operator may submit again);
-- **skip scoring**: the episode is kept unscored.
+- **skip scoring**: the episode is kept unscored;
+- **clear a safety stop** only while an episode waits on one (``station.safety_gate``): the request is handed
+  to the waiting episode, which relays it to the driver naming the operator; the station never clears a stop
+  by itself.
 
 Every call answers an :class:`OperatorReply` with the reason when refused. Thread-safe: services and the
 procedure call it from different threads.
@@ -26,10 +30,11 @@ import math
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from strands_robots.station.job import EpisodePlan
 from strands_robots.station.model import AnswerType, ScoringSheet
+from strands_robots.station.safety_gate import SafetyGate
 from strands_robots.station.score_sheet import ScoreSheetError, SheetScore, parse_answer, score_answers
 
 __all__ = [
@@ -103,11 +108,16 @@ class OperatorConsole:
     :param robot: the station's robot port (``pause_rollout``, ``resume_rollout``, ``claim_arms``).
     :param on_action: called with the message of every accepted action, outside the console's lock (the job
         runner makes it the job's progress message).
+    :param supervisors: operator names that may resume anyone's takeover (others resume only their own).
     """
 
-    def __init__(self, robot: Any, on_action: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(self, robot: Any, on_action: Optional[Callable[[str], None]] = None,
+                 supervisors: Iterable[str] = ()) -> None:
         self._robot = robot
         self._on_action = on_action
+        self._supervisors = frozenset(n.strip() for n in supervisors if isinstance(n, str) and n.strip())
+        self._takeover_by = ""
+        self.safety = SafetyGate()  # where the procedure waits for an operator to clear a safety stop
         self._cond = threading.Condition()
         self._phase = _IDLE
         self._episode_id = ""
@@ -127,6 +137,7 @@ class OperatorConsole:
             self._sheet = sheet
             self._taken_over = False
             self._in_takeover = False
+            self._takeover_by = ""
             self._claimed_by = ""
             self._decision = None
 
@@ -156,6 +167,7 @@ class OperatorConsole:
         with self._cond:
             self._cancelled = True
             self._cond.notify_all()
+        self.safety.cancel()
 
     def wait_decision(self, timeout_s: Optional[float] = None) -> Decision:
         """Block until the operator decides, the job is cancelled, or ``timeout_s`` passes (None: no limit)."""
@@ -211,6 +223,7 @@ class OperatorConsole:
                 return OperatorReply(False, f"the rollout could not be paused: {detail}")
             self._taken_over = True
             self._in_takeover = True
+            self._takeover_by = operator_name.strip()
             why = f" ({reason})" if reason else ""
             return OperatorReply(True, f"{operator_name} took over {self._episode_id}{why}; rollout time stands "
                                        "still")
@@ -222,14 +235,25 @@ class OperatorConsole:
     def _resume(self, operator_name: str) -> OperatorReply:
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")
+        name = operator_name.strip()
         with self._cond:
             if self._phase != _ROLLOUT or not self._in_takeover:
                 return OperatorReply(False, "no takeover is in force")
+            owner = self._takeover_by
+            if name != owner and name not in self._supervisors:
+                supervisors = ", ".join(sorted(self._supervisors)) or "none configured"
+                return OperatorReply(False, f"{name} may not resume {owner}'s takeover of {self._episode_id}: only "
+                                            f"{owner} or a supervisor ({supervisors}) may")
             ok, detail = self._robot.resume_rollout()
             if not ok:
                 return OperatorReply(False, f"the rollout could not be resumed: {detail}")
             self._in_takeover = False
-            return OperatorReply(True, f"{operator_name} handed {self._episode_id} back to the policy")
+            whose = "" if name == owner else f" (taken over by {owner}; resumed as a supervisor)"
+            return OperatorReply(True, f"{name} handed {self._episode_id} back to the policy{whose}")
+
+    def clear_safety_stop(self, operator_name: str) -> OperatorReply:
+        """Ask to clear the safety stop the episode waits on; answers at once (see ``station.safety_gate``)."""
+        return self._notify(self.safety.request_clear(operator_name))
 
     def claim_arms(self, operator_name: str) -> OperatorReply:
         """Hold the arms with a higher-priority lease: the episode ends ``authority_lost``."""
@@ -441,15 +465,20 @@ class ScriptedOperator:
       default ``end_condition == policy_completed``), other items from ``answer.<item>`` (text) or, without
       one, yes_no = success, count = 0, choice = index 0.
 
-    Episodes with no rollout (start pose unreached, lease refused) are not offered to the operator.
+    - a safety stop the next episode waits on: cleared explicitly, under this operator's name (the simulated
+      scene is restored; at most ``max_safety_clears`` tries per episode, then it waits for a person).
+
+    Episodes with no rollout (start pose unreached) are not offered to the operator.
 
     :param success_predicate: replaces ``success_when`` for every task.
     :param name: the operator name used in every action.
     """
 
     def __init__(self, success_predicate: Optional[SuccessPredicate] = None, *,
-                 name: str = "scripted-operator") -> None:
+                 name: str = "scripted-operator", max_safety_clears: int = 3) -> None:
         self.name = name
+        self.max_safety_clears = int(max_safety_clears)
+        self._safety_clears = 0
         self._predicate = success_predicate
         self._lock = threading.Lock()
         self._timers: list = []
@@ -486,6 +515,15 @@ class ScriptedOperator:
             self._plan = plan
             self._took_over = False
             self._claimed = False
+            self._safety_clears = 0
+
+    def safety_stop_waiting(self, plan: EpisodePlan, detail: str, console: OperatorConsole) -> None:
+        """Clear the safety stop the episode waits on, explicitly and under this operator's name."""
+        with self._lock:
+            if self._safety_clears >= self.max_safety_clears:
+                return  # the clears were refused: a person has to look at the arms
+            self._safety_clears += 1
+        self._log(console.clear_safety_stop(self.name))
 
     def rollout_progress(self, plan: EpisodePlan, rollout_time_s: float, console: OperatorConsole) -> None:
         params = plan.task.parameters
