@@ -10,7 +10,9 @@ form, ``strands_robots.convert.msg_to_dict``) and reads back rows and lines to d
   missing range is kept, and their number counted as lost); a run first seen above 0 lost its beginning; one below
   is out of order. ``dropped_before`` (events the publisher itself dropped) is counted separately.
 - **Job.** The latest JobStatus snapshot wins; ``episode_results`` are kept once each (episode id, run id).
-- **Safety.** The latest SafetyStop with every check's text; every stop that engaged is kept in order.
+- **Safety.** The latest SafetyStop with every check's text; every stop that engaged is kept in order. A clear
+  is wanted (:meth:`MonitorModel.safety_clear_wanted`) while the job says it waits for an operator to clear
+  the stop, or the driver's stop is in force: the widget's "Clear safety stop" button then asks for it.
 - **Lease and driver.** The latest LeaseState and DriverStatus.
 """
 
@@ -21,7 +23,10 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["StepRow", "RunView", "MonitorModel", "STEP_COLUMNS", "EPISODE_COLUMNS"]
+__all__ = ["StepRow", "RunView", "MonitorModel", "STEP_COLUMNS", "EPISODE_COLUMNS", "SAFETY_WAIT_PREFIX"]
+
+# The job message of a station whose next episode waits for an operator's clear (station.safety_gate says it so).
+SAFETY_WAIT_PREFIX = "waiting for an operator to clear the safety stop"
 
 RESOLUTIONS = ("full", "partial", "none", "unknown")
 STEP_COLUMNS = ("step", "resolution", "unresolved (reason)", "obs age", "late", "hook", "chunk", "t (s)")
@@ -239,6 +244,16 @@ class MonitorModel:
             if not checks and stop.get("detail"):
                 lines.append(f"  {stop['detail']}")
             return lines
+
+    def safety_clear_wanted(self) -> str:
+        """Why an operator's clear is wanted now (the job's wait, else the stop in force); empty when it is not."""
+        with self._lock:
+            message = str((self.job or {}).get("message") or "")
+            if message.startswith(SAFETY_WAIT_PREFIX):
+                return message
+            if self.safety and self.safety.get("stopped"):
+                return f"safety stop in force: {self.safety.get('detail') or 'no detail'}"
+            return ""
 
     def lease_text(self) -> str:
         with self._lock:

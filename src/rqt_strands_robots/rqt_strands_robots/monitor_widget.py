@@ -4,6 +4,8 @@ The widget is given a node that somebody else spins (rqt's executor in the plugi
 ``strands-robots monitor``). ROS callbacks run on that executor's thread and never touch a widget: they put what
 arrived on a queue, and a QTimer on the GUI thread drains it into the :class:`MonitorModel` and refreshes the
 views. Operator buttons call the station's services with ``call_async``; the answer comes back the same way.
+"Clear safety stop" calls the station's ``clear_safety_stop`` under the operator's name (the station never clears
+a stop by itself); it is highlighted while the model says a clear is wanted.
 
 Shown: the job (state, episodes with end condition, score, taken over), the lease holder, the driver, safety stops
 with every check, and the current run's step table with its resolution breakdown, observation age, missed
@@ -54,7 +56,7 @@ class RosLink:
     def __init__(self, node: Any, namespace: str, inbox: "queue.Queue[tuple[str, Any]]") -> None:
         from strands_robots_msgs.msg import (DriverStatus, EpisodeResult, JobStatus, LeaseState, ObserverEvent,
                                              SafetyStop)
-        from strands_robots_msgs.srv import Discard, Resume, SubmitScoreSheet, Takeover
+        from strands_robots_msgs.srv import ClearSafetyStop, Discard, Resume, SubmitScoreSheet, Takeover
 
         from strands_robots.convert import msg_to_dict, msg_to_event
         from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
@@ -75,7 +77,7 @@ class RosLink:
         self._subscriptions = [node.create_subscription(cls, _name(namespace, topic), to_inbox(kind, convert), qos)
                                for cls, topic, qos, kind, convert in topics]
         self._types = {"takeover": Takeover, "resume": Resume, "discard": Discard,
-                       "submit_score_sheet": SubmitScoreSheet}
+                       "submit_score_sheet": SubmitScoreSheet, "clear_safety_stop": ClearSafetyStop}
         self._clients = {name: node.create_client(srv, _name(namespace, name)) for name, srv in self._types.items()}
 
     def ready(self, service: str) -> bool:
@@ -205,12 +207,16 @@ class MonitorWidget(QtWidgets.QWidget):
         ops.addWidget(self.answers_edit, 1)
         self.sheet_button = W.QPushButton("Submit score sheet")
         ops.addWidget(self.sheet_button)
+        self.clear_safety_button = W.QPushButton("Clear safety stop")
+        self.clear_safety_button.setToolTip("ask the station to clear the safety stop (you looked at the arms)")
+        ops.addWidget(self.clear_safety_button)
         root.addLayout(ops)
         self.reply_label = W.QLabel("")
         root.addWidget(self.reply_label)
 
         for button, action in ((self.takeover_button, self.take_over), (self.resume_button, self.resume),
-                               (self.discard_button, self.discard), (self.sheet_button, self.submit_score_sheet)):
+                               (self.discard_button, self.discard), (self.sheet_button, self.submit_score_sheet),
+                               (self.clear_safety_button, self.clear_safety_stop)):
             button.clicked.connect(self._guarded(action))
         self.refresh()
 
@@ -270,6 +276,9 @@ class MonitorWidget(QtWidgets.QWidget):
         self.safety_text.setPlainText("\n".join(safety))
         stopped = bool(m.safety and m.safety.get("stopped"))
         self.safety_text.setStyleSheet("QPlainTextEdit { color: #b00000; font-weight: bold; }" if stopped else "")
+        wanted = m.safety_clear_wanted()
+        self.clear_safety_button.setStyleSheet("QPushButton { color: #b00000; font-weight: bold; }" if wanted else "")
+        self.clear_safety_button.setToolTip(wanted or "no safety stop waits for a clear")
         self._fill(self.steps_table, [r.cells() for r in reversed(m.step_rows()[-SHOWN_STEPS:])])
         self._fill(self.episodes_table, m.episode_rows())
         if m.replies:
@@ -308,6 +317,9 @@ class MonitorWidget(QtWidgets.QWidget):
 
     def resume(self) -> None:
         self.link.call("resume", operator_name=self._operator())
+
+    def clear_safety_stop(self) -> None:
+        self.link.call("clear_safety_stop", operator_name=self._operator())
 
     def _episode_id(self, service: str) -> "str | None":
         episode = self.episode_edit.text().strip()

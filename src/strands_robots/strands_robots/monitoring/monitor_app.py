@@ -1,7 +1,9 @@
 """``strands-robots monitor``: the rqt_strands_robots monitor widget in a window of its own (no rqt needed).
 
 Qt comes from ``python_qt_binding`` when rqt is installed, else from PyQt5 (``pip install PyQt5``). The node is
-spun on a background thread; the widget only reads what its subscriptions queued, on the GUI thread.
+spun on a background thread; the widget only reads what its subscriptions queued, on the GUI thread. Its operator
+buttons are the widget's: take over, resume, discard, submit a score sheet, and "Clear safety stop" (the station's
+``clear_safety_stop`` under ``--operator``: the station never clears a stop by itself).
 
 ``--screenshot PNG --duration S`` runs headless-friendly (``QT_QPA_PLATFORM=offscreen``): watch for S seconds,
 save the window to PNG and exit.
