@@ -1,0 +1,190 @@
+"""Camera figures: render time per frame per camera, JPEG encode/decode, and the driver with cameras on vs off.
+
+Not pass/fail. Three parts:
+
+1. **render**: ``MujocoCameras`` (the camera node's source) renders each camera of ``config/cameras.yaml`` at
+   224x224 and at 640x480, the arms posed anew before every frame (forward kinematics + render, what the node
+   does per frame); ms per frame p50 / p99 / mean;
+2. **jpeg**: Pillow JPEG encode (quality 90) and decode of those frames; ms p50 / p99 and bytes per frame;
+3. **driver** (``--driver-seconds S``, 0 to skip): the arm driver node as its own process at 50 Hz, alone and
+   then beside the camera node (both cameras, 224x224 at 15 fps); this process subscribes to ``joint_states``
+   (published by the driver's control loop each period) and to the cameras' ``image_raw``. Reported: the
+   joint_states interval p50 / p99 / max, the share of intervals within 1.5 periods (a deadline held), the
+   robot-time rate (robot time advanced / wall time: 1.0 means physics kept up) and the frames per second
+   received per camera.
+
+Usage (about 1 minute with ``--driver-seconds 20``)::
+
+    source scripts/env.sh --no-install
+    export PYTHONPATH=src/strands_robots ROS_DOMAIN_ID=<yours> ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+    python bench/camera_bench.py --frames 100 --driver-seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "strands_robots"))
+
+import numpy as np  # noqa: E402
+
+from strands_robots.arm.model import ARM_NAMES  # noqa: E402
+from strands_robots.cameras import jpeg  # noqa: E402
+from strands_robots.cameras.config import CameraConfig, CameraSet, load_camera_set  # noqa: E402
+
+START = {"joint_2": 0.4, "joint_3": 1.0, "joint_4": 0.9, "gripper": 0.3}
+
+
+def _ms(values) -> str:
+    v = sorted(values)
+    p99 = v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))]
+    return f"p50 {statistics.median(v) * 1e3:7.2f}  p99 {p99 * 1e3:7.2f}  mean {statistics.fmean(v) * 1e3:7.2f} ms"
+
+
+def bench_render(frames: int) -> list:
+    from strands_robots.cameras.mujoco_cameras import MujocoCameras
+
+    base = load_camera_set()
+    rendered = []
+    for width, height in ((224, 224), (640, 480)):
+        cams = CameraSet("mujoco", tuple(CameraConfig(c.name, c.mjcf_camera, width, height, c.fps, c.max_age_s)
+                                         for c in base.cameras))
+        source = MujocoCameras(cams)
+        if width == 224:
+            print(source.gl_line)
+        try:
+            rng = np.random.default_rng(0)
+            for cam in cams.cameras:
+                times = []
+                source.render(cam.name)  # first frame: context warm-up, not counted
+                for _ in range(frames):
+                    pose = {f"{a}.{j}": v + float(rng.uniform(-0.2, 0.2)) for a in ARM_NAMES for j, v in START.items()}
+                    t = time.perf_counter()
+                    source.pose(pose)
+                    img = source.render(cam.name)
+                    times.append(time.perf_counter() - t)
+                rendered.append((f"{cam.name} {width}x{height}", img))
+                rate = 1 / statistics.fmean(times)
+                print(f"render {cam.name:6s} {width}x{height}: {_ms(times)}  ({rate:6.1f} frames/s)")
+        finally:
+            source.close()
+    return rendered
+
+
+def bench_jpeg(rendered: list, rounds: int) -> None:
+    for label, img in rendered:
+        enc, dec = [], []
+        data = b""
+        for _ in range(rounds):
+            t = time.perf_counter()
+            data = jpeg.encode(img, 90)
+            enc.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            jpeg.decode(data)
+            dec.append(time.perf_counter() - t)
+        print(f"jpeg   {label:14s} q90: encode {_ms(enc)} | decode {_ms(dec)} | {len(data):6d} bytes "
+              f"(raw {img.nbytes})")
+
+
+def _start(module: str, ns: str, *params: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={ns}"]
+    for p in params:
+        args += ["-p", p]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import Image, JointState
+
+    from strands_robots import convert
+    from strands_robots.nodes._qos import STATE_QOS
+    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+
+    rclpy.init()
+    ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"
+    node = rclpy.create_node("camera_bench", namespace=ns)
+    lock = threading.Lock()
+    arrivals: list = []
+    frames = {"scene": 0, "wrist": 0}
+    node.create_subscription(JointState, "joint_states", lambda m: arrivals.append(
+        (time.monotonic(), convert.joint_state_robot_time_s(m))), STATE_QOS)
+    for cam in frames:
+        def on_image(_m, cam=cam):
+            with lock:
+                frames[cam] += 1
+        node.create_subscription(Image, f"{cam}/image_raw", on_image, IMAGE_QOS)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    driver = _start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true", f"control_rate_hz:={rate_hz}")
+    procs = [driver]
+    try:
+        deadline = time.monotonic() + 60
+        while len(arrivals) < 50 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for label in ("cameras off", "cameras on"):
+            if label == "cameras on":
+                procs.append(_start("strands_robots.nodes.camera_node", ns))
+                deadline = time.monotonic() + 120
+                while frames["wrist"] < 5 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            with lock:
+                f0 = dict(frames)
+            arrivals.clear()
+            time.sleep(seconds)
+            got = list(arrivals)
+            with lock:
+                f1 = dict(frames)
+            intervals = [b[0] - a[0] for a, b in zip(got, got[1:])]
+            period = 1.0 / rate_hz
+            held = sum(1 for i in intervals if i <= 1.5 * period) / max(1, len(intervals))
+            robot_rate = (got[-1][1] - got[0][1]) / (got[-1][0] - got[0][0]) if len(got) > 1 else float("nan")
+            fps = ", ".join(f"{c} {(f1[c] - f0[c]) / seconds:5.1f}" for c in frames) if label == "cameras on" else "-"
+            print(f"driver {label:11s}: joint_states interval {_ms(intervals)} max {max(intervals) * 1e3:6.1f} ms | "
+                  f"within 1.5 periods {held * 100:7.3f} % of {len(intervals)} | robot-time rate {robot_rate:.4f} | "
+                  f"frames/s {fps}")
+    finally:
+        for p in reversed(procs):
+            _end(p)
+        executor.shutdown(timeout_sec=2.0)
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=100, help="frames rendered per camera and size")
+    parser.add_argument("--jpeg-rounds", type=int, default=100)
+    parser.add_argument("--driver-seconds", type=float, default=20.0, help="0: skip the driver part")
+    args = parser.parse_args()
+    print(f"camera_bench on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    rendered = bench_render(args.frames)
+    bench_jpeg(rendered, args.jpeg_rounds)
+    if args.driver_seconds > 0:
+        bench_driver(args.driver_seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
