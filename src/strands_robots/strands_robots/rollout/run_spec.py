@@ -189,8 +189,10 @@ def validate_run(**kwargs: Any) -> RunSpec:
     ``n_steps`` (alias ``max_steps``: the step budget), ``n_episodes`` (1), ``reset_between`` (True),
     ``max_onframe_failures`` (3), ``seed`` (None), ``async_rtc``, ``rtc_inference_timeout_s`` (10 s),
     ``record``, ``recording_dir``, ``fps`` (default: the control frequency), ``task`` (mapping handed to the
-    policy's ``reset``), ``robot_name`` ("" = the runner's), ``recording_topic_prefix`` (the ROS namespace the
-    recording files its topics under, e.g. ``/strands``; "" = root), ``episode_number_offset`` (0).
+    policy's ``reset``; its ``parameters``, when present, are a station task's: known keys and string values
+    in range, by ``validation.check_task_parameters``), ``robot_name`` ("" = the runner's),
+    ``recording_topic_prefix`` (the ROS namespace the recording files its topics under, e.g. ``/strands``; "" =
+    root), ``episode_number_offset`` (0).
     Numeric ranges: :data:`FIELD_LIMITS`.
 
     :raises RunRefused: the first invalid field, with ``.field`` and a reason naming value and allowed range.

@@ -16,7 +16,7 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
       - task_id: reach
         instruction: reach the cube
         layout: cube on the left mat      # optional
-        parameters: {duration_s: 1.0, policy.end_after_steps: 20}   # scalars, kept as strings
+        parameters: {duration_s: 1.0, policy.end_after_steps: 20}   # scalars, kept as strings; known keys only
         scoring:                          # the success item first
           - {name: reached, question: "Did it reach the cube?", answer_type: yes_no, max_points: 1,
              success_answer: "yes"}
@@ -24,8 +24,11 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
              choices: [none, partial, firm], choice_points: [0, 1, 2]}
           - {name: blocks, question: "Blocks stacked?", answer_type: count, max_points: 3, points_per_unit: 1}
 
-Every refusal is a :class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and
-the reason. YAML is read with ``yaml.safe_load`` only.
+Task parameter keys are those of ``strands_robots.validation.TASK_PARAMETERS`` (duration_s, control_frequency,
+seed, start_pose_*, operator_*, success_when, fault.*) and the prefixes ``policy.<option>`` / ``answer.<item>``;
+every value is checked against its range there, the same rules the relay and the rollout use. Every refusal is a
+:class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and the reason. YAML is read
+with ``yaml.safe_load`` only.
 """
 
 from __future__ import annotations
