@@ -22,7 +22,13 @@ The tables:
 - :data:`SHEET_LIMITS`: the size of a score sheet (items, choices, points);
 - free text: :func:`strands_robots.station.limits.check_text` with ``INSTRUCTION_MAX`` (instruction),
   ``IDENTIFIER_MAX`` (task id, ids) and ``TASK_TEXT_MAX`` (layout, parameter keys and values, item names,
-  questions, choices).
+  questions, choices);
+- the policy of a station-run job: :func:`check_policy_config` (a JSON object of at most
+  :data:`POLICY_CONFIG_MAX` characters) and :func:`check_policy`, which builds a built-in mock or scripted
+  policy from the config each task's episodes get, as the rollout will, so a bad option is refused at submit.
+
+The readers (``station.operator``, ``station.inprocess``, ``nodes.station_robot_port``) may parse a value with
+:func:`parameter_number` / :func:`parameter_flag` to read it by the same rule it was checked by.
 
 A refusal is a :class:`ValueRefused` naming the field, the value and the allowed range, e.g. ``duration_s='1e9'
 refused: allowed range (0, 86400] s: a number > 0 and <= 86400 (episode budget in seconds ...)``; the callers
