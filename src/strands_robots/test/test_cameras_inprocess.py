@@ -123,3 +123,12 @@ def test_a_step_message_carries_each_cameras_stamp_and_age_and_no_pixels():
     assert "scene.image_age_s" in payload.observation_keys
     back = convert.msg_to_event(msg)
     assert back.camera_names == ("scene", "wrist") and back.camera_stamp_ns == last.camera_stamp_ns
+
+
+def test_a_task_placing_the_object_off_the_table_is_refused_before_any_event():
+    sim = Simulation.with_robot("alice", cameras=load_camera_set().with_adapter("pattern"))
+    events = []
+    out = sim.run_policy("alice", "mock", n_steps=3, fast_mode=True, task={"object_x": "5"}, observer=events.append)
+    assert out["status"] == "error" and out["error_type"] == "SceneParameterError"
+    assert out["error_message"].startswith("object_x='5' refused: allowed: a number in [0.25, 0.45] m")
+    assert events == [] and out["episodes"] == []

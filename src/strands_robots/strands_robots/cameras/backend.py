@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional
 from strands_robots.cameras.adapter import CameraSource
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import CameraStale, LatestFrames
+from strands_robots.cameras.scene import object_position
 
 _NS = 1_000_000_000
 _POS_SUFFIX = ".pos"
@@ -71,8 +72,13 @@ class CameraBackend:
         return getattr(self._inner, name)
 
     def set_task(self, task: "Optional[Mapping[str, Any]]") -> None:
-        """Remember the task whose parameters lay out the scene at the next ``reset``."""
-        self._task = dict(task) if isinstance(task, Mapping) else None
+        """Remember the task whose parameters lay out the scene at the next ``reset``.
+
+        :raises SceneParameterError: the task places the object outside the region (nothing is remembered).
+        """
+        task = dict(task) if isinstance(task, Mapping) else None
+        object_position(task, None)  # the same check reset's layout makes, before anything moves
+        self._task = task
 
     def action_keys(self) -> tuple[str, ...]:
         return self._inner.action_keys()

@@ -155,7 +155,10 @@ class Simulation:
         try:
             set_task = getattr(robot.backend, "set_task", None)
             if callable(set_task):  # cameras: the task's parameters lay out the scene at each episode's reset
-                set_task(kwargs.get("task"))
+                try:
+                    set_task(kwargs.get("task"))
+                except ValueError as exc:  # the object placed outside its region: refused before anything moves
+                    return refused(type(exc).__name__, str(exc))
             return robot.runner.run(policy_provider, stop_when=stop_when, observer=observer, on_frame=on_frame,
                                     **kwargs)
         finally:
