@@ -223,13 +223,8 @@ def validate_job_spec(spec: Any) -> JobSpec:
     try:
         rules.check_text_field("policy_provider", spec.policy_provider, IDENTIFIER_MAX)
         rules.check_policy_config(spec.policy_config)
-        for name in ("duration_s", "control_frequency"):
-            value = getattr(spec, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise rules.ValueRefused(name, value, f"{name}={value!r} refused: must be "
-                                                      f"{rules.RUN_LIMITS[name].words()} "
-                                                      f"in {rules.RUN_LIMITS[name].text()}")
-            rules.check_number(name, value, rules.RUN_LIMITS[name])
+        for name in ("duration_s", "control_frequency"):  # the defaults of tasks that do not set them
+            rules.check_number(name, getattr(spec, name), rules.RUN_LIMITS[name])
         if isinstance(spec.max_discards, float):
             raise rules.ValueRefused("max_discards", spec.max_discards,
                                      f"max_discards={spec.max_discards!r} refused: must be an integer")
