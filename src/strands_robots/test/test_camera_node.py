@@ -222,3 +222,24 @@ def test_an_unknown_adapter_ends_the_node_with_one_line_and_exit_2():
             proc.wait(5.0)
     assert proc.returncode == 2
     assert err.strip().splitlines()[-1].startswith("camera_node: unknown camera adapter 'nope'")
+
+
+def test_under_use_sim_time_frames_are_stamped_with_simulation_time(cameras):
+    from rosgraph_msgs.msg import Clock
+
+    cam = cameras("-p", "use_sim_time:=true", "-p", "cameras:=wrist", "-r", "/clock:=clock")
+    clock = cam.node.create_publisher(Clock, "clock", 10)
+    sim_ns = [1234_500_000_000]
+
+    def tick() -> None:
+        sim_ns[0] += 20_000_000
+        m = Clock()
+        m.clock.sec, m.clock.nanosec = divmod(sim_ns[0], 1_000_000_000)
+        clock.publish(m)
+
+    cam.node.create_timer(0.02, tick)
+    assert wait_for(lambda: (m := cam.latest("wrist/image_raw")) is not None and m.header.stamp.sec >= 1234, 60.0), \
+        "no frame stamped with the simulation clock"
+    raw = cam.latest("wrist/image_raw")
+    stamp_ns = raw.header.stamp.sec * 1_000_000_000 + raw.header.stamp.nanosec
+    assert 1234_500_000_000 <= stamp_ns <= sim_ns[0]  # simulation time, not the wall clock's 1.7e9 s
