@@ -307,7 +307,7 @@ def check_text_field(field: str, value: Any, limit: int, *, required: bool = Fal
     try:
         return check_text(value, limit, field)
     except TextTooLong as exc:
-        raise ValueRefused(field, f"<{exc.length} characters>", f"{exc} (the limit is {limit})") from None
+        raise ValueRefused(field, f"<{exc.length} characters>", str(exc)) from None
 
 
 def check_task_text(task_id: Any, instruction: Any, layout: Any) -> None:
@@ -381,7 +381,7 @@ def check_task_parameters(parameters: Mapping[str, Any], sheet: Any = None) -> N
         try:
             check_text(value, TASK_TEXT_MAX, f"the value of {key}")
         except TextTooLong as exc:
-            raise ValueRefused(field, f"<{exc.length} characters>", f"{exc} (the limit is {TASK_TEXT_MAX})") from None
+            raise ValueRefused(field, f"<{exc.length} characters>", str(exc)) from None
         _check_parameter(key, value, sheet)
 
 
