@@ -224,3 +224,64 @@ def test_scripted_answer_parameters_are_refused_at_submit(params, words):
     with pytest.raises(JobSpecError) as info:  # checked with every other job value (strands_robots.validation)
         spec(params)
     assert str(info.value).startswith(f"tasks[0].parameters[{next(iter(params))!r}]: ") and words in str(info.value)
+
+
+class SlowRobot:
+    """A robot side whose pause answers only when the test says so (a rollout node slow to answer)."""
+
+    def __init__(self):
+        self.asked = threading.Event()
+        self.answer = threading.Event()
+
+    def pause_rollout(self):
+        self.asked.set()
+        assert self.answer.wait(10.0), "the test never let the pause answer"
+        return True, "paused"
+
+    def resume_rollout(self):
+        return False, "resume_rollout did not answer"
+
+    def claim_arms(self, holder):
+        return True, f"{holder} holds the arms"
+
+    def stop_rollout(self, reason):
+        return None
+
+
+def test_a_slow_pause_never_holds_the_console_lock_and_a_handed_off_action_answers_at_once():
+    robot, messages = SlowRobot(), []
+    console = OperatorConsole(robot, on_action=messages.append)
+    console.begin_episode("ep_0000", ScoringSheet(()))
+    console.rollout_started()
+    replies = []
+    waiting = threading.Thread(target=lambda: replies.append(console.takeover("op", "look")), daemon=True)
+    waiting.start()
+    assert robot.asked.wait(10.0)
+    # While the rollout node has not answered, the procedure's calls and other actions are not held up.
+    seen = []
+    probe = threading.Thread(target=lambda: seen.append((console.episode_id, console.in_takeover)), daemon=True)
+    probe.start()
+    probe.join(5.0)
+    assert seen == [("ep_0000", False)]
+    other = console.takeover("other")
+    assert (other.ok, other.message) == (False, "op's takeover of ep_0000 is under way; try again once it is "
+                                                "answered")
+    robot.answer.set()
+    waiting.join(10.0)
+    assert replies[0].ok and console.in_takeover and messages == [replies[0].message]
+    # Handed off (as the station node's service does): the answer comes at once, the outcome as the job's message.
+    handed = []
+    reply = console.resume("op", hand_off=handed.append)
+    assert reply.ok and reply.message == "op's resume of ep_0000 is under way; the job's message says how it went"
+    assert console.in_takeover and len(handed) == 1  # nothing asked of the robot yet
+    handed[0]()
+    assert console.in_takeover  # the rollout node refused: still taken over, and the job's message says why
+    assert messages[-1] == "refused: the rollout could not be resumed: resume_rollout did not answer"
+
+    def full(_work):
+        raise RuntimeError("8 operator actions already wait for the rollout node")
+
+    refused = console.resume("op", hand_off=full)
+    assert (refused.ok, refused.message) == (False, "op's resume could not be started: 8 operator actions already "
+                                                    "wait for the rollout node")
+    assert console.resume("op", hand_off=handed.append).ok  # the console is not left busy by the refusal

@@ -21,7 +21,9 @@ it, so a scripted run obeys the same rules as a person at the station:
   by itself.
 
 Every call answers an :class:`OperatorReply` with the reason when refused. Thread-safe: services and the
-procedure call it from different threads.
+procedure call it from different threads, and no call holds the console's lock while the robot side answers
+(pause, resume, claim may take seconds): a node's service callback can hand that part to a worker and answer
+at once (``hand_off``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import math
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from strands_robots.station.job import EpisodePlan
 from strands_robots.station.model import AnswerType, ScoringSheet
@@ -64,6 +66,9 @@ DECISION_UNSCORED = "unscored"
 DECISION_DISCARD = "discard"
 DECISION_CANCELLED = "cancelled"
 DECISION_TIMEOUT = "timeout"
+
+#: Runs a callable on another thread (the station node's operator worker); raises when it cannot take it.
+HandOff = Callable[[Callable[[], None]], None]
 
 _IDLE = "idle"
 _PREPARING = "preparing"
@@ -127,6 +132,7 @@ class OperatorConsole:
         self._claimed_by = ""
         self._decision: Optional[Decision] = None
         self._cancelled = False
+        self._busy = ""  # the action whose robot call is under way (the lock is released meanwhile)
 
     # -- what the procedure calls ---------------------------------------------------------------------------
     def begin_episode(self, episode_id: str, sheet: ScoringSheet) -> None:
@@ -205,71 +211,131 @@ class OperatorConsole:
             return self._claimed_by
 
     # -- operator actions -----------------------------------------------------------------------------------
-    def takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
-        """Take the arms over; the rollout clock stands still until :meth:`resume`."""
-        return self._notify(self._takeover(operator_name, reason))
+    def takeover(self, operator_name: str, reason: str = "", hand_off: Optional[HandOff] = None) -> OperatorReply:
+        """Take the arms over; the rollout clock stands still until :meth:`resume`.
 
-    def _takeover(self, operator_name: str, reason: str = "") -> OperatorReply:
-        if not isinstance(operator_name, str) or not operator_name.strip():
-            return OperatorReply(False, "operator_name must be a non-empty string")
-        with self._cond:
+        ``hand_off``: answer at once and pause the rollout on another thread (see :meth:`_robot_action`).
+        """
+        name = operator_name.strip() if isinstance(operator_name, str) else ""
+
+        def begin() -> str:
+            if not name:
+                return "operator_name must be a non-empty string"
             if self._phase != _ROLLOUT:
-                return OperatorReply(False, f"no rollout is running (episode {self._episode_id or 'none'} is "
-                                            f"{_PHASE_WORDS[self._phase]}); a takeover needs a running rollout")
+                return (f"no rollout is running (episode {self._episode_id or 'none'} is "
+                        f"{_PHASE_WORDS[self._phase]}); a takeover needs a running rollout")
             if self._in_takeover:
-                return OperatorReply(False, f"a takeover of {self._episode_id} is already in force")
-            ok, detail = self._robot.pause_rollout()
+                return f"a takeover of {self._episode_id} is already in force"
+            return ""
+
+        def finish(ok: bool, detail: str) -> OperatorReply:
             if not ok:
                 return OperatorReply(False, f"the rollout could not be paused: {detail}")
             self._taken_over = True
             self._in_takeover = True
-            self._takeover_by = operator_name.strip()
+            self._takeover_by = name
             why = f" ({reason})" if reason else ""
             return OperatorReply(True, f"{operator_name} took over {self._episode_id}{why}; rollout time stands "
                                        "still")
 
-    def resume(self, operator_name: str) -> OperatorReply:
-        """Hand the arms back: the policy's ``resume()`` runs and control restarts from the current state."""
-        return self._notify(self._resume(operator_name))
+        return self._robot_action(f"{name}'s takeover", begin, self._robot.pause_rollout, finish, hand_off)
 
-    def _resume(self, operator_name: str) -> OperatorReply:
-        if not isinstance(operator_name, str) or not operator_name.strip():
-            return OperatorReply(False, "operator_name must be a non-empty string")
-        name = operator_name.strip()
-        with self._cond:
+    def resume(self, operator_name: str, hand_off: Optional[HandOff] = None) -> OperatorReply:
+        """Hand the arms back: the policy's ``resume()`` runs and control restarts from the current state."""
+        name = operator_name.strip() if isinstance(operator_name, str) else ""
+
+        def begin() -> str:
+            if not name:
+                return "operator_name must be a non-empty string"
             if self._phase != _ROLLOUT or not self._in_takeover:
-                return OperatorReply(False, "no takeover is in force")
+                return "no takeover is in force"
             owner = self._takeover_by
             if name != owner and name not in self._supervisors:
                 supervisors = ", ".join(sorted(self._supervisors)) or "none configured"
-                return OperatorReply(False, f"{name} may not resume {owner}'s takeover of {self._episode_id}: only "
-                                            f"{owner} or a supervisor ({supervisors}) may")
-            ok, detail = self._robot.resume_rollout()
+                return (f"{name} may not resume {owner}'s takeover of {self._episode_id}: only {owner} or a "
+                        f"supervisor ({supervisors}) may")
+            return ""
+
+        def finish(ok: bool, detail: str) -> OperatorReply:
             if not ok:
                 return OperatorReply(False, f"the rollout could not be resumed: {detail}")
+            owner = self._takeover_by
             self._in_takeover = False
             whose = "" if name == owner else f" (taken over by {owner}; resumed as a supervisor)"
             return OperatorReply(True, f"{name} handed {self._episode_id} back to the policy{whose}")
+
+        return self._robot_action(f"{name}'s resume", begin, self._robot.resume_rollout, finish, hand_off)
 
     def clear_safety_stop(self, operator_name: str) -> OperatorReply:
         """Ask to clear the safety stop the episode waits on; answers at once (see ``station.safety_gate``)."""
         return self._notify(self.safety.request_clear(operator_name))
 
-    def claim_arms(self, operator_name: str) -> OperatorReply:
+    def claim_arms(self, operator_name: str, hand_off: Optional[HandOff] = None) -> OperatorReply:
         """Hold the arms with a higher-priority lease: the episode ends ``authority_lost``."""
-        return self._notify(self._claim_arms(operator_name))
+        name = operator_name.strip() if isinstance(operator_name, str) else ""
 
-    def _claim_arms(self, operator_name: str) -> OperatorReply:
-        if not isinstance(operator_name, str) or not operator_name.strip():
-            return OperatorReply(False, "operator_name must be a non-empty string")
-        with self._cond:
+        def begin() -> str:
+            if not name:
+                return "operator_name must be a non-empty string"
             if self._phase != _ROLLOUT:
-                return OperatorReply(False, "no rollout is running; a claim needs a running rollout")
-            ok, detail = self._robot.claim_arms(operator_name)
+                return "no rollout is running; a claim needs a running rollout"
+            return ""
+
+        def finish(ok: bool, detail: str) -> OperatorReply:
             if not ok:
                 return OperatorReply(False, f"the claim was refused: {detail}")
             self._claimed_by = operator_name
             return OperatorReply(True, f"{operator_name} holds the arms: {detail}")
+
+        return self._robot_action(f"{name}'s claim", begin, lambda: self._robot.claim_arms(operator_name), finish,
+                                  hand_off)
+
+    def _robot_action(self, what: str, begin: Callable[[], str], call: Callable[[], Tuple[bool, str]],
+                      finish: Callable[[bool, str], OperatorReply], hand_off: Optional[HandOff]) -> OperatorReply:
+        """Run an action whose robot call may take seconds without holding the console's lock across it.
+
+        ``begin()`` checks the action under the lock ("" or the refusal). ``call()`` asks the robot with the lock
+        released, so the procedure, scoring and other operators go on meanwhile; one such call at a time (another
+        action needing one is refused until it is answered). ``finish(ok, detail)`` applies the answer under the
+        lock if the episode it was asked for still runs its rollout. Without ``hand_off`` this waits for the
+        answer and returns the reply (an accepted one becomes the job's message). With ``hand_off`` (runs a
+        callable on another thread, e.g. the station node's operator worker) it answers at once that the action
+        is under way, and the outcome, accepted or refused, becomes the job's message when it comes.
+        """
+        with self._cond:
+            refusal = begin()
+            if not refusal and self._busy:
+                refusal = f"{self._busy} is under way; try again once it is answered"
+            if refusal:
+                return OperatorReply(False, refusal)
+            episode = self._episode_id
+            self._busy = f"{what} of {episode}"
+
+        def run() -> OperatorReply:
+            try:
+                ok, detail = call()
+            except Exception as exc:  # a port failure is a refusal with its reason, never a console left busy
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            with self._cond:
+                self._busy = ""
+                if self._phase != _ROLLOUT or self._episode_id != episode:
+                    return OperatorReply(False, f"{what}: the rollout of {episode} ended before the answer came")
+                return finish(ok, detail)
+
+        if hand_off is None:
+            return self._notify(run())
+        try:
+            hand_off(lambda: self._report(run()))
+        except Exception as exc:  # the worker refused it (full, closing): nothing was asked of the robot
+            with self._cond:
+                self._busy = ""
+            return OperatorReply(False, f"{what} could not be started: {exc}")
+        return OperatorReply(True, f"{what} of {episode} is under way; the job's message says how it went")
+
+    def _report(self, reply: OperatorReply) -> None:
+        """Make a handed-off action's outcome, accepted or refused, the job's message."""
+        if self._on_action is not None:
+            self._on_action(reply.message if reply.ok else f"refused: {reply.message}")
 
     def discard(self, episode_id: str) -> OperatorReply:
         """Leave a taken-over episode out of the job; its task runs again as a new episode.
