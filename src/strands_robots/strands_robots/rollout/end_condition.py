@@ -24,6 +24,14 @@ END_CONDITIONS = (
     END_SAFETY_STOP,
     END_START_POSE_UNREACHED,
 )
+# Beyond the spec's six (named in relay/proto/evaluation.proto): the station's own ends of an episode.
+#: The policy itself failed the rollout (an exception in act, a malformed chunk, keys no actuator has): the
+#: policy's episode, scored like any other, never re-run.
+END_POLICY_ERROR = "policy_error"
+#: The station's own infrastructure ended the rollout (the arm driver, the rollout node or the relay link died;
+#: the policy silent past its deadline): kept with the reason, unscored (so out of the rates), its task re-run.
+END_INFRASTRUCTURE_FAULT = "infrastructure_fault"
+STATION_END_CONDITIONS = END_CONDITIONS + (END_POLICY_ERROR, END_INFRASTRUCTURE_FAULT)
 
 _BY_STOPPED_REASON = {
     "budget": END_TIMEOUT,

@@ -1,0 +1,134 @@
+"""A crash of one process ends at most one episode, and the job goes on (issue 16 item 4; issue 15 item 4).
+
+Every process is its own (relay, arm driver, rollout node, station node: ``station_demo.LocalStation``; the team's
+policy client: ``crash_harness.py`` run as a script), killed for real and started again as a supervisor would.
+Each test submits its own job through the relay and checks ``crash_harness.check_invariants``: the job terminal
+with a reason, each episode id once in the relay and in the station's log, the observer stream's one Started
+and one Ended per run, nothing lost or re-run, nothing left running. Episodes are 1 s at 50 Hz.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+pytest.importorskip("grpc", reason="grpcio is not installed")
+
+from crash_harness import (  # noqa: E402
+    INFRASTRUCTURE,
+    TERMINAL,
+    ObserverRecorder,
+    SnapshotWatch,
+    check_invariants,
+    crash_station,
+    running_episode,
+    task,
+)
+
+JOB_TIMEOUT_S = 180.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    namespace = f"crash_{int(time.time())}"
+    station = crash_station(str(tmp_path_factory.mktemp("crash")), namespace=namespace,
+                            station_params={"attach_timeout_s": "20.0"})
+    recorder = None
+    try:
+        station.start_relay()
+        station.start_nodes()
+        recorder = ObserverRecorder(namespace)
+        assert recorder.wait_matched(), "the rollout node's observer_events never appeared"
+        station.recorder = recorder
+        yield station
+    finally:
+        try:
+            if recorder is not None:
+                recorder.close()
+        finally:
+            station.stop()  # every process ever started, by PID
+    assert station.left_running() == []
+
+
+def run_job(stack, tasks, episodes, kill_in, name, sig=signal.SIGKILL, hold_s=0.0):
+    """Submit a job, serve it from a client process, signal ``name`` while ``kill_in`` runs, restart it."""
+    client = stack.client()
+    stack.before = stack.recorder.runs()
+    job_id = client.submit_job(station_id=stack.station_id, tasks=tasks, episodes=episodes)
+    stack.start_client(job_id)
+    watch = SnapshotWatch(stack, job_id)
+    try:
+        status = watch.wait(lambda s: running_episode(s) == kill_in, JOB_TIMEOUT_S, f"{kill_in} running")
+        time.sleep(0.4)  # into the rollout (start pose and goal are done within this on an idle machine)
+        killed_at = time.monotonic()
+        if sig == signal.SIGSTOP:
+            stack.kill(name, signal.SIGSTOP)
+            time.sleep(hold_s)
+            stack.kill(name, signal.SIGCONT)
+        else:
+            stack.kill(name, sig)
+            stack.restart(name)
+        final = watch.wait(lambda s: s.state in TERMINAL, JOB_TIMEOUT_S, "a terminal state")
+        return client, job_id, final, watch, status, time.monotonic() - killed_at
+    finally:
+        watch.close()
+
+
+def faults(final):
+    return [(e.episode_id, e.task.task_id, e.end_detail) for e in final.episodes if e.end_condition == INFRASTRUCTURE]
+
+
+def rows(final):
+    return [(e.episode_id, e.task.task_id, e.end_condition) for e in final.episodes]
+
+
+TASKS = [task("a"), task("b"), task("c")]
+
+
+def test_rollout_node_killed_mid_episode_and_restarted_ends_that_episode_only_and_the_job_succeeds(stack):
+    client, job_id, final, watch, _, took = run_job(stack, TASKS, 4, "ep_0001", "rollout")
+    assert final.state == "SUCCEEDED", (final.message, stack.tail())
+    (fault,) = faults(final)
+    assert fault[:2] == ("ep_0001", "b") and "the rollout node died during the episode" in fault[2], fault
+    assert rows(final)[2] == ("ep_0002", "b", "timeout")  # its task ran again as a new id
+    figures = check_invariants(stack, job_id, final, watch, stack.recorder, TASKS, killed_rollouts=1,
+                               before=stack.before)
+    assert figures["kept"] == 4 and figures["faults"] == 1
+    print(f"rollout kill: job ended {took:.1f} s after the kill; {figures}")
+
+
+def test_arm_driver_killed_mid_episode_and_restarted_ends_that_episode_only_and_the_job_succeeds(stack):
+    client, job_id, final, watch, _, took = run_job(stack, TASKS, 4, "ep_0001", "arm_driver")
+    assert final.state == "SUCCEEDED", (final.message, stack.tail())
+    got = faults(final)
+    assert got and got[0][:2] == ("ep_0001", "b") and "arm driver" in got[0][2], got
+    assert len(got) <= 2, got  # the killed episode, and perhaps the next while the driver was still starting
+    figures = check_invariants(stack, job_id, final, watch, stack.recorder, TASKS, before=stack.before)
+    assert figures["kept"] == 4
+    print(f"driver kill: job ended {took:.1f} s after the kill; {figures}")
+
+
+def test_policy_client_stalled_ten_seconds_ends_that_episode_only_and_the_job_succeeds(stack):
+    client, job_id, final, watch, _, took = run_job(stack, TASKS, 4, "ep_0001", "client", sig=signal.SIGSTOP,
+                                                    hold_s=10.0)
+    assert final.state == "SUCCEEDED", (final.message, stack.tail())
+    got = faults(final)
+    assert got and got[0][:2] == ("ep_0001", "b"), got
+    figures = check_invariants(stack, job_id, final, watch, stack.recorder, TASKS, before=stack.before)
+    assert figures["kept"] == 4
+    print(f"client SIGSTOP 10 s: job ended {took:.1f} s after the stop; faults {got}; {figures}")
+
+
+def test_policy_client_killed_and_restarted_ends_that_episode_only_and_the_job_succeeds(stack):
+    client, job_id, final, watch, _, took = run_job(stack, TASKS, 4, "ep_0001", "client")
+    assert final.state == "SUCCEEDED", (final.message, stack.tail())
+    got = faults(final)
+    assert got and got[0][:2] == ("ep_0001", "b"), got
+    figures = check_invariants(stack, job_id, final, watch, stack.recorder, TASKS, before=stack.before)
+    assert figures["kept"] == 4
+    print(f"client kill: job ended {took:.1f} s after the kill; faults {got}; {figures}")
