@@ -243,3 +243,45 @@ def test_under_use_sim_time_frames_are_stamped_with_simulation_time(cameras):
     raw = cam.latest("wrist/image_raw")
     stamp_ns = raw.header.stamp.sec * 1_000_000_000 + raw.header.stamp.nanosec
     assert 1234_500_000_000 <= stamp_ns <= sim_ns[0]  # simulation time, not the wall clock's 1.7e9 s
+
+
+class _PoseFails:
+    """A camera source whose mirror breaks on the first joint state (a fault the render loop cannot absorb)."""
+
+    def __init__(self, config) -> None:
+        from strands_robots.cameras.pattern import PatternCameras
+
+        self._inner = PatternCameras(config)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def names(self):
+        return self._inner.names()
+
+    def intrinsics(self, name):
+        return self._inner.intrinsics(name)
+
+    def set_scene(self, task_params, seed):
+        pass
+
+    def render(self, name):
+        return self._inner.render(name)
+
+    def close(self):
+        pass
+
+    def pose(self, positions):
+        raise RuntimeError("mirror broke")
+
+
+def pose_fails(config, model_path=None):
+    """Camera adapter factory for ``module:factory`` (the third way the adapter API finds one)."""
+    return _PoseFails(config)
+
+
+def test_a_render_thread_that_dies_ends_the_node_non_zero_saying_why(cameras):
+    cam = cameras("-p", "adapter:=test_camera_node:pose_fails", "-p", "cameras:=wrist")
+    assert cam.proc.wait(60.0) == 1
+    wanted = "the render thread ended: RuntimeError: mirror broke"
+    assert wait_for(lambda: wanted in "".join(cam.lines), 10.0), "".join(cam.lines)[-2000:]

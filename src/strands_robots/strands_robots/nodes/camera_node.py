@@ -112,6 +112,7 @@ class CameraNode(Node):
         self._stop = threading.Event()
         self._ready = threading.Event()
         self.start_error: "BaseException | None" = None
+        self.render_error = ""
         self._thread = threading.Thread(target=self._render_loop, name="camera-render", daemon=True)
 
     def p(self, name: str) -> Any:
@@ -154,7 +155,19 @@ class CameraNode(Node):
         if self.start_error is not None:
             raise self.start_error
 
+    @property
+    def rendering(self) -> bool:
+        """The render thread is running (False once it ended, for whatever reason)."""
+        return self._thread.is_alive()
+
     def _render_loop(self) -> None:
+        try:
+            self._render()
+        except BaseException as exc:  # noqa: BLE001 - kept for main's one fatal line, then the process exits
+            self.render_error = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _render(self) -> None:
         try:
             source = camera_adapter.load(self.camera_set)
         except Exception as exc:  # CameraConfigError, NoOffscreenGL, ...: one line for main
@@ -234,6 +247,11 @@ def main(args: Optional[List[str]] = None) -> int:
         while not signals.event.wait(0.2):
             if not spin.is_alive():
                 node.get_logger().fatal("the executor thread ended: the camera node exits non-zero")
+                code = 1
+                break
+            if not node.rendering:  # frames stopped: exit, so a supervisor restarts the cameras
+                node.get_logger().fatal(f"the render thread ended: {node.render_error or 'unknown reason'}; "
+                                        "the camera node exits non-zero")
                 code = 1
                 break
         node.get_logger().info("frames published: " + ", ".join(f"{n} {c}" for n, c in node.published.items()))
