@@ -40,7 +40,8 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from diagnostic_msgs.msg import DiagnosticArray
 from strands_robots_msgs.msg import EpisodeResult, JobStatus
-from strands_robots_msgs.srv import CancelJob, Discard, GetStatus, Resume, SubmitJob, SubmitScoreSheet, Takeover
+from strands_robots_msgs.srv import (ClearSafetyStop, CancelJob, Discard, GetStatus, Resume, SubmitJob,
+                                     SubmitScoreSheet, Takeover)
 
 from strands_robots import convert
 from strands_robots.nodes import process
@@ -68,8 +69,10 @@ PARAMETERS = {
     "rollout_namespace": ("", "the rollout node's namespace; empty: this node's"),
     "robot_name": ("sim_arms", "robot name in the rollout's RunPolicyStarted"),
     "operator": ("scripted", "scripted (simulated station, driven by task parameters) or manual (services)"),
-    "operator_name": ("station-operator", "the name operator actions and safety resets are made under"),
-    "lease_holder": ("station", "the holder name of the rollout's lease"),
+    "operator_name": ("station-operator", "the name the scripted operator acts (and clears safety stops) under"),
+    "lease_holder": ("", "the holder name of the rollout's lease; empty: station:<station_id>"),
+    "lease_wait_s": (120.0, "how long an episode waits for arms another holder has; then the job FAILs"),
+    "supervisors": ("", "comma-separated operator names that may resume another operator's takeover"),
     "lease_priority": (10, "the rollout's lease priority (an operator claims above it)"),
     "lease_duration_s": (1.0, "lease length; renewed every third of it while the episode runs"),
     "action_horizon": (8, "longest action chunk the rollout applies"),
@@ -146,6 +149,9 @@ class StationNode(Node):
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),
+                                          lease_wait_s=self.p("lease_wait_s"),
+                                          supervisors=tuple(n.strip() for n in self.p("supervisors").split(",")
+                                                            if n.strip()),
                                           scoring_timeout_s=timeout if timeout > 0 else None)
         operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
             else ManualOperator()
@@ -158,6 +164,7 @@ class StationNode(Node):
         self.create_service(Takeover, "takeover", self._on_takeover, callback_group=g)
         self.create_service(Resume, "resume", self._on_resume, callback_group=g)
         self.create_service(Discard, "discard", self._on_discard, callback_group=g)
+        self.create_service(ClearSafetyStop, "clear_safety_stop", self._on_clear_safety_stop, callback_group=g)
         self.create_service(SubmitScoreSheet, "submit_score_sheet", self._on_score_sheet, callback_group=g)
 
         for line in self.station.recover():
@@ -292,6 +299,13 @@ class StationNode(Node):
     def _on_score_sheet(self, request: Any, response: Any) -> Any:
         return self._operator_call(response, lambda c: c.submit_score_sheet(
             request.episode_id, convert.station_answers_from_msg(request.answers)))
+
+    def _on_clear_safety_stop(self, request: Any, response: Any) -> Any:
+        """Hand an operator's clear to the waiting episode and answer at once (the job thread relays it)."""
+        self._operator_call(response, lambda c: c.clear_safety_stop(request.operator_name))
+        self.get_logger().warning(f"[operator] clear_safety_stop by {request.operator_name or 'nobody'}: "
+                                  f"{'accepted' if response.ok else 'refused'}: {response.message}")
+        return response
 
     def _operator_call(self, response: Any, action: Any) -> Any:
         """Run one operator action on the running job's console; its reply (or why none) is the answer."""

@@ -10,10 +10,13 @@ What it does per episode, as the station node does over ROS:
   runs, the lease is renewed every control step (the heartbeat) and watched: a token that stopped being
   valid stops the rollout at once, ``authority_lost`` when a higher-priority claim revoked it, ``lease_lost``
   otherwise (expired without renewal, revoked by the driver);
-- the start pose: the scene is reset (simulation: the model's home pose, a safety stop acknowledged and
-  cleared, as the operator would after restoring the layout), then ``DriverCore.move_to_start_pose`` with the
-  plan's tolerance and timeout; the rollout starts from there (its backend does not reset again, like the
-  driver node's);
+- the start pose: the scene is reset (simulation: the model's home pose), then ``DriverCore.move_to_start_pose``
+  with the plan's tolerance and timeout; the rollout starts from there (its backend does not reset again, like
+  the driver node's). A safety stop is never cleared here: the procedure waits for an operator's clear
+  (``station.safety_gate``), and :meth:`InProcessRobot.clear_safety_stop` then restores the simulated scene and
+  resets the stop with the station's lease;
+- an operator's claim is named ``operator:<name>@<station>`` after the station whose lease it revokes
+  (``arm.lease``: only a claim of the same station preempts);
 - takeover: ``PolicyRunner.pause()`` / ``resume()`` (the budget clock stands still; on resume the policy's
   ``resume()`` runs with a fresh observation).
 
@@ -31,7 +34,7 @@ import threading
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from strands_robots.arm.backend import InProcessBackend
-from strands_robots.arm.lease import LeaseManager
+from strands_robots.arm.lease import LeaseManager, operator_holder, station_of
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
 from strands_robots.simulation.observers import CooperativeStop, RunPolicyStep
@@ -116,6 +119,7 @@ class InProcessRobot:
         self.fast_mode = bool(fast_mode)
         self._lock = threading.Lock()
         self._token = ""
+        self._holder = ""
         self._heartbeat = True
         self._running = False
         self._pending_stop = ""
@@ -138,6 +142,7 @@ class InProcessRobot:
             self._pending_stop = ""  # a new episode: a stop meant for the previous one does not carry over
             if grant.granted:
                 self._token = grant.token
+                self._holder = holder
                 self._backend.lease_token = grant.token
                 self._heartbeat = True
                 self._lease_end = ("", "")
@@ -153,16 +158,24 @@ class InProcessRobot:
         with self._lock:
             token = self._token
         self.core.reset(plan.seed)
-        if self.core.stopped:  # the operator restored the scene; the arms are back inside the envelope
-            cleared = self.core.reset_safety(lease_token=token)
-            if not cleared.ok:
-                return False, f"the safety stop could not be cleared: {cleared.message}"
         report = self.core.move_to_start_pose(
             tolerance=plan.start_pose_tolerance_rad or None, timeout_s=plan.start_pose_timeout_s or None,
             lease_token=token)
         if report.reached:
             return True, f"start pose reached (max error {report.max_error:.4f} rad in {report.elapsed_s:.2f} s)"
         return False, report.detail
+
+    def safety_stop_detail(self) -> str:
+        if not self.core.stopped:
+            return ""
+        return self.core.safety_stop_detail() or "the driver stopped the arms without naming a check"
+
+    def clear_safety_stop(self, operator_name: str) -> Tuple[bool, str]:
+        with self._lock:
+            token = self._token
+        self.core.reset()  # the operator restored the simulated scene; the arms are back inside the envelope
+        cleared = self.core.reset_safety(lease_token=token)
+        return cleared.ok, f"{cleared.message} (by {operator_name})"
 
     def run_rollout(self, plan: EpisodePlan, progress: Callable[[float], None]) -> RolloutOutcome:
         with self._lock:
@@ -259,7 +272,10 @@ class InProcessRobot:
         self.runner.request_stop(reason or _STOP_CANCELLED)
 
     def claim_arms(self, holder: str) -> Tuple[bool, str]:
-        grant = self.lease.acquire(holder, OPERATOR_CLAIM_PRIORITY, 60.0)
+        with self._lock:
+            station = station_of(self._holder)
+        grant = self.lease.acquire(operator_holder(holder, station) if station else holder, OPERATOR_CLAIM_PRIORITY,
+                                   60.0)
         if grant.granted:
             self.claims.append(grant)
             self.lease.release(grant.token)  # the claim is the point; the arms are free for the next episode
