@@ -10,7 +10,15 @@ import pytest
 
 from strands_robots.policies.mock import MockPolicy
 from strands_robots.policies.registry import register_provider
-from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.episodes import (
+    INFRASTRUCTURE_ERRORS,
+    InfrastructureFault,
+    JobRunner,
+    ProcedureSettings,
+    RolloutOutcome,
+    fault_of,
+    kept_count,
+)
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
@@ -213,13 +221,30 @@ def test_policy_that_cannot_start_fails_the_job_with_the_reason():
     assert final.episodes == ()
 
 
-def test_rollout_error_fails_the_job_naming_the_episode():
+def test_policy_raising_in_act_is_the_policys_episode_scored_and_never_run_again():
     spec = job(task("ok", **{"policy.end_after_steps": "3"}), task("broken", **{"policy.fail_after_steps": "4"}),
                provider="mock", config={})
-    final, _, _, _ = run(spec)
-    assert final.state is JobState.FAILED
-    assert [e.episode_id for e in final.episodes] == ["ep_0000"]
-    assert "ep_0001" in final.message and "without an end condition" in final.message
+    final, runner, robot, _ = run(spec)
+    assert final.state is JobState.SUCCEEDED
+    assert [(e.episode_id, e.task.task_id, e.end_condition) for e in final.episodes] == [
+        ("ep_0000", "ok", "policy_completed"), ("ep_0001", "broken", "policy_error")]
+    broken = final.episodes[1]
+    assert broken.scored and broken.run_id  # the operator scored it: it is the policy's episode
+    assert broken.end_detail == "MockPolicyError: mock policy failed after 4 actions (fail_after_steps)"
+    assert robot.last_ended["applied_actions"] == 4
+    assert runner.record.next_episode_number == 2  # not run again
+    assert aggregate(final.episodes).counted == 2  # and it counts in the rates
+
+
+def test_rollout_refused_before_it_ran_fails_the_job_naming_the_episode():
+    class RefusingRobot(InProcessRobot):
+        def run_rollout(self, plan, progress):
+            return RolloutOutcome(stopped_reason="error", end_detail="rollout refused: control_frequency 0")
+
+    final, _, _, _ = run(job(task("a")), robot=RefusingRobot())
+    assert final.state is JobState.FAILED and final.episodes == ()
+    assert "ep_0000" in final.message and "without an end condition" in final.message
+    assert "control_frequency 0" in final.message
 
 
 def test_arms_another_holder_keeps_fail_the_job_after_the_wait_and_no_episode_is_recorded():
@@ -318,6 +343,10 @@ def test_an_episode_slot_that_never_yields_a_result_fails_the_job():
     ({"scoring_timeout_s": -1.0}, "scoring_timeout_s"),
     ({"lease_priority": "high"}, "lease_priority"),
     ({"max_attempts_per_episode": 0}, "max_attempts_per_episode"),
+    ({"max_infrastructure_retries": -1}, "max_infrastructure_retries"),
+    ({"max_infrastructure_retries": True}, "max_infrastructure_retries"),
+    ({"policy_attach_timeout_s": 0.0}, "policy_attach_timeout_s"),
+    ({"policy_attach_timeout_s": float("inf")}, "policy_attach_timeout_s"),
     ({"lease_holder": "  "}, "lease_holder"),
 ])
 def test_procedure_settings_refuse_bad_values(kw, words):
@@ -332,8 +361,11 @@ def test_lost_policy_session_waits_for_the_policy_again_and_reruns_the_task():
                             "duration_s": "0.3"}))
     final, runner, _, snapshots = run(spec)
     assert final.state is JobState.SUCCEEDED
-    assert [(e.episode_id, e.task.task_id) for e in final.episodes] == [("ep_0000", "a"), ("ep_0002", "b")]
-    assert runner.record.interrupted == ("ep_0001",)
+    assert [(e.episode_id, e.task.task_id, e.end_condition, e.scored) for e in final.episodes] == [
+        ("ep_0000", "a", "timeout", True), ("ep_0001", "b", "infrastructure_fault", False),
+        ("ep_0002", "b", "timeout", True)]
+    assert "policy session lost at 0.10 s" in final.episodes[1].end_detail and final.episodes[1].run_id
+    assert runner.record.interrupted == ()
     states = [s.state for s in snapshots]
     back = states.index(JobState.WAITING_POLICY, states.index(JobState.RUNNING))
     assert "policy session was lost during ep_0001" in snapshots[back].message
@@ -350,3 +382,179 @@ def test_operator_actions_become_the_jobs_progress_message():
     scored = next(i for i, m in enumerate(messages) if m.startswith("ep_0000 scored"))
     assert took < back < scored
     assert all(snapshots[i].state is JobState.RUNNING for i in (took, back, scored))
+
+
+# -- the station's own faults (issue 16 item 4) and a job that is never served (issue 15 item 4) ----------------
+class FaultyRobot(InProcessRobot):
+    """The in-process station whose infrastructure fails where a test says.
+
+    ``faults`` maps an episode id to how its rollout ends: ``"driver"`` (the rollout runs, then its driver is
+    found gone: the rollout's DriverFault error), ``"silent"`` (the policy past its inference deadline),
+    ``"rollout"`` (the rollout node died under the goal), ``"lease"`` (the driver is not there to claim the
+    arms), ``"raise"`` (the port itself raises mid-rollout, like a goal that cannot be sent).
+    """
+
+    def __init__(self, faults):
+        super().__init__()
+        self.faults = dict(faults)
+        self.acquires = 0  # one claim per episode: the n-th claim is episode ep_<n-1>
+        self.calls = []
+
+    def acquire_lease(self, holder, priority, duration_s):
+        self.acquires += 1
+        self.calls.append(("acquire", self.plan_id()))
+        if self.faults.get(self.plan_id()) == "lease":
+            raise InfrastructureFault("arm driver /station/arm_driver is not ready (waited 10 s)")
+        return super().acquire_lease(holder, priority, duration_s)
+
+    def release_lease(self):
+        self.calls.append(("release", self.plan_id()))
+        super().release_lease()
+
+    def stop_rollout(self, reason):
+        self.calls.append(("stop", reason))
+        super().stop_rollout(reason)
+
+    def plan_id(self):
+        return f"ep_{self.acquires - 1:04d}"
+
+    def run_rollout(self, plan, progress):
+        how = self.faults.get(plan.episode_id)
+        if how == "raise":
+            raise ValueError("Value out of range for int64: seed 12345678901234567890")
+        outcome = super().run_rollout(plan, progress)  # the rollout really runs (its budget), then the fault
+        if how == "driver":
+            return RolloutOutcome(stopped_reason="error", error_type="DriverFault", run_id=outcome.run_id,
+                                  end_detail="DriverFault: arm driver /station/arm_driver silent for 0.52 s")
+        if how == "silent":
+            return RolloutOutcome(stopped_reason="error", error_type="InferenceTimeout", run_id=outcome.run_id,
+                                  end_detail="InferenceTimeout: policy inference did not finish within 2 s")
+        if how == "rollout":
+            return RolloutOutcome(stopped_reason="error", infrastructure="the rollout node died under goal "
+                                  "1a2b3c4d (its action server was replaced)")
+        return outcome
+
+    def wait_for_policy(self, spec, cancelled):
+        if spec.job_id.startswith("never"):  # a relay job whose client never attaches
+            cancelled.wait(60.0)
+            return False, "cancelled while waiting for the policy"
+        return super().wait_for_policy(spec, cancelled)
+
+
+def test_fault_of_tells_the_stations_faults_from_the_policys():
+    def outcome(**kw):
+        return RolloutOutcome(**{"stopped_reason": "error", "run_id": "run-1", **kw})
+
+    for error_type in sorted(INFRASTRUCTURE_ERRORS):
+        assert fault_of(outcome(error_type=error_type)) == "infrastructure", error_type
+    assert fault_of(outcome(policy_lost=True)) == "infrastructure"
+    assert fault_of(outcome(run_id="", infrastructure="rollout node died")) == "infrastructure"
+    assert fault_of(outcome(error_type="ValueError")) == "policy"  # a malformed chunk
+    assert fault_of(outcome(error_type="UnknownActionKeys")) == "policy"
+    assert fault_of(outcome(run_id="", error_type="ValueError")) == ""  # no rollout ran: refused
+    assert fault_of(outcome(stopped_reason="budget")) == ""
+
+
+@pytest.mark.parametrize("how,words", [("driver", "arm driver /station/arm_driver silent"),
+                                       ("silent", "InferenceTimeout"),
+                                       ("rollout", "rollout node died under goal"),
+                                       ("lease", "is not ready")])
+def test_station_fault_ends_one_episode_kept_unscored_out_of_the_rates_and_its_task_runs_again(how, words):
+    spec = job(task("a", success_when="end_condition == timeout", duration_s="0.2"),
+               task("b", success_when="end_condition == timeout", duration_s="0.2"),
+               task("c", success_when="end_condition == timeout", duration_s="0.2"))
+    robot = FaultyRobot({"ep_0001": how})
+    final, runner, _, snapshots = run(spec, robot=robot)
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert [(e.episode_id, e.task.task_id, e.end_condition, e.scored) for e in final.episodes] == [
+        ("ep_0000", "a", "timeout", True), ("ep_0001", "b", "infrastructure_fault", False),
+        ("ep_0002", "b", "timeout", True), ("ep_0003", "c", "timeout", True)]
+    fault = final.episodes[1]
+    assert words in fault.end_detail and fault.items == () and fault.score == 0.0 and not fault.success
+    agg = aggregate(final.episodes)
+    assert (agg.finished, agg.counted, agg.successes) == (4, 3, 3) and agg.success_rate == 1.0
+    assert kept_count(final.episodes) == final.episodes_total == 3
+    assert "1 more ended by station faults and ran again" in final.message
+    # Every id once, in order; the faulted one listed from the snapshot after it ended, never while it ran.
+    assert any("ep_0001 ended by a station fault" in s.message for s in snapshots)
+    assert runner.record.interrupted == () and runner.record.discarded == ()
+    # The lease of every episode that got one was released, the faulted one's included.
+    if how != "lease":
+        assert ("release", "ep_0001") in robot.calls
+
+
+def test_faults_on_different_tasks_do_not_add_up_to_the_retry_limit():
+    spec = job(task("a", duration_s="0.2"), task("b", duration_s="0.2"), task("c", duration_s="0.2"))
+    robot = FaultyRobot({"ep_0000": "driver", "ep_0002": "silent", "ep_0004": "rollout"})
+    final, _, _, _ = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=1))
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert [(e.episode_id, e.task.task_id, e.end_condition == "infrastructure_fault") for e in final.episodes] == [
+        ("ep_0000", "a", True), ("ep_0001", "a", False), ("ep_0002", "b", True), ("ep_0003", "b", False),
+        ("ep_0004", "c", True), ("ep_0005", "c", False)]
+
+
+def test_a_task_ended_by_station_faults_past_the_retry_limit_fails_the_job_naming_the_cause():
+    spec = job(task("a", duration_s="0.2"), task("b", duration_s="0.2"))
+    robot = FaultyRobot({f"ep_{n:04d}": "driver" for n in range(1, 10)})
+    final, runner, _, _ = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=2))
+    assert final.state is JobState.FAILED
+    assert [(e.episode_id, e.end_condition) for e in final.episodes] == [
+        ("ep_0000", "timeout"), ("ep_0001", "infrastructure_fault"), ("ep_0002", "infrastructure_fault"),
+        ("ep_0003", "infrastructure_fault")]  # the first run of task b and its 2 re-runs, each kept with its cause
+    assert "task 'b'" in final.message and "3 times (max_infrastructure_retries 2)" in final.message
+    assert "ep_0003: DriverFault: arm driver /station/arm_driver silent" in final.message
+    assert runner.record.next_episode_number == 4
+
+
+def test_a_port_that_raises_mid_rollout_fails_the_job_with_the_error_and_leaves_nothing_busy():
+    robot = FaultyRobot({"ep_0001": "raise"})
+    spec = job(task("a", duration_s="0.2"), task("b", duration_s="0.2"), episodes=3)
+    final, _, _, _ = run(spec, robot=robot)
+    assert final.state is JobState.FAILED and [e.episode_id for e in final.episodes] == ["ep_0000"]
+    assert "ValueError: Value out of range for int64: seed 12345678901234567890" in final.message
+    assert robot.calls[-2:] == [("stop", "station error"), ("release", "ep_0001")]
+    assert robot.lease.state().state != "held"  # the arms are free
+    # The next job on the same station runs to the end.
+    again, _, _, _ = run(job(task("next", duration_s="0.2")), robot=robot)
+    assert again.state is JobState.SUCCEEDED and again.episodes[0].end_condition == "timeout"
+
+
+def test_a_job_never_served_fails_at_its_attach_deadline_and_the_next_job_runs():
+    from strands_robots.station.station import Station
+
+    robot = FaultyRobot({})
+    operator = ScriptedOperator()
+    station = Station("sim_station", robot, operator, settings=ProcedureSettings(policy_attach_timeout_s=0.3))
+    never = job(task("a", duration_s="0.2"))
+    never = type(never)(**{**never.__dict__, "job_id": "never-served"})
+    served = job(task("b", success_when="end_condition == timeout", duration_s="0.2"))
+    try:
+        assert station.submit(never).accepted and station.submit(served).accepted
+        station.start()
+        assert station.wait_idle(60.0)
+    finally:
+        station.stop()
+        operator.close()
+    first, second = station.status("never-served"), station.status("job-test")
+    assert first.state is JobState.FAILED and first.episodes == ()
+    assert "no policy client attached within 0.3 s (policy_attach_timeout_s)" in first.message
+    assert second.state is JobState.SUCCEEDED and second.episodes[0].success
+
+
+def test_a_cancel_ends_the_wait_for_a_policy_at_once():
+    robot = FaultyRobot({})
+    never = job(task("a"))
+    never = type(never)(**{**never.__dict__, "job_id": "never-served"})
+    runner = JobRunner(JobRecord(never), robot, ScriptedOperator())
+    import threading
+
+    done = threading.Event()
+    out = {}
+    thread = threading.Thread(target=lambda: (out.setdefault("final", runner.run()), done.set()), daemon=True)
+    thread.start()
+    while runner.status().state is not JobState.WAITING_POLICY:
+        assert thread.is_alive()
+        done.wait(0.01)
+    assert runner.cancel("the team gave up").ok
+    assert done.wait(10.0)
+    assert out["final"].state is JobState.CANCELLED and "the team gave up" in out["final"].message

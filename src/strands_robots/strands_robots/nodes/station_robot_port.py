@@ -23,7 +23,15 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
 - **takeover**: the rollout node's ``pause_rollout`` / ``resume_rollout`` services;
 - **operator claim**: an ``acquire_lease`` above the rollout's priority (then released): the rollout's lease is
   revoked and the episode ends ``authority_lost``;
-- **waiting for the policy**: a policy session opened on the relay until the job's client attaches.
+- **waiting for the policy**: a policy session opened on the relay until the job's client attaches (or the
+  core's deadline ends the wait);
+- **faults**: what is the station's and not the policy's is said so, and the core keeps the episode as an
+  ``infrastructure_fault`` and runs its task again: the driver not ready or not answering (lease, start pose:
+  :class:`~strands_robots.station.episodes.InfrastructureFault`), the rollout node not there, not answering,
+  busy with an episode not ours, or dying under the goal (its action server's identity, the GIDs of its status
+  publisher, is watched: replaced by a restarted node, or gone for a few seconds), and the rollout's own
+  ``error_type`` (``DriverFault``, ``InferenceTimeout``) passed on for the core to judge. A goal that cannot
+  be built (a value outside its field's range) raises before anything is sent.
 
 Every method blocks and is called from the station's job thread, never from an executor callback; the node is
 spun on another thread.
@@ -52,7 +60,7 @@ from strands_robots.arm.lease import operator_holder, station_of
 from strands_robots.nodes._qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
-from strands_robots.station.episodes import RolloutOutcome
+from strands_robots.station.episodes import InfrastructureFault, RolloutOutcome
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.job_file import task_to_mapping
 
@@ -65,6 +73,7 @@ POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
 _ROLLOUT_GONE_S = 3.0  # a run_episode server unseen this long mid-episode: the rollout node died
+_SERVER_CHECK_S = 0.25  # how often a running goal's action server is looked up in the ROS graph
 # A goal answer can be lost: the server may see our goal request before it has matched our response reader, and
 # Fast DDS drops the answer after 100 ms ("client will not receive response"). The goal is sent again under the
 # same id (the server refuses an id it already holds) every _GOAL_ANSWER_S, at most _GOAL_SENDS times.
@@ -127,6 +136,7 @@ class RosRobotPort:
         self._lease_sub = node.create_subscription(LeaseState, _name(driver_namespace, "lease_state"),
                                                    self._on_lease_state, LATCHED_QOS, callback_group=group)
         self._run = ActionClient(node, RunEpisode, _name(rollout_namespace, "run_episode"), callback_group=group)
+        self._run_status_topic = _resolve(node, _name(rollout_namespace, "run_episode")) + "/_action/status"
         self._pause = node.create_client(Takeover, _name(rollout_namespace, "pause_rollout"), callback_group=group)
         self._resume = node.create_client(Resume, _name(rollout_namespace, "resume_rollout"), callback_group=group)
         self._close_sessions = node.create_client(Resume, _name(rollout_namespace, "close_policy_sessions"),
@@ -183,11 +193,11 @@ class RosRobotPort:
     # -- lease ----------------------------------------------------------------------------------------------
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
         if not self.backend.wait_until_ready(10.0):
-            return False, f"{self.backend.driver_name} is not ready"
+            raise InfrastructureFault(f"{self.backend.driver_name} is not ready (no fresh joint_states for 10 s)")
         try:
             res = self.backend.acquire(holder, priority, duration_s, heartbeat=False)
         except TimeoutError as exc:
-            return False, str(exc)
+            raise InfrastructureFault(f"{self.backend.driver_name} did not answer acquire_lease: {exc}") from None
         if not res.granted:
             return False, res.message
         with self._lock:
@@ -294,8 +304,9 @@ class RosRobotPort:
         try:
             report = self.backend.move_to_start_pose(tolerance=plan.start_pose_tolerance_rad,
                                                      timeout_s=plan.start_pose_timeout_s)
-        except TimeoutError as exc:
-            return False, str(exc)
+        except TimeoutError as exc:  # the driver did not answer: it is not the arms that failed to settle
+            raise InfrastructureFault(f"{self.backend.driver_name} did not answer move_to_start_pose: {exc}") \
+                from None
         if report.reached:
             return True, f"start pose reached (max error {report.max_error:.4f} rad in {report.elapsed_s:.2f} s)"
         return False, report.detail
@@ -325,19 +336,11 @@ class RosRobotPort:
                 return RolloutOutcome(stopped_reason="cancelled", end_detail=reason)
             token = self.backend.lease_token
             self._taken_over = False
-        goal = RunEpisode.Goal()
-        goal.task = convert.station_task_to_msg(plan.task)
-        goal.robot_name = self.robot_name
-        goal.policy_provider = plan.policy_provider
-        goal.policy_config_json = json.dumps(self._policy_config(plan))
-        goal.control_frequency = float(plan.control_frequency)
-        goal.duration_s = float(plan.duration_s)
-        goal.action_horizon = self.action_horizon
-        goal.async_rtc = self.async_rtc  # prefetch the next chunk while this one plays (a remote policy's round trip)
-        goal.rtc_inference_timeout_s = self.rtc_inference_timeout_s
-        goal.record = self.record
-        goal.lease_token = token
-        goal.seed = -1 if plan.seed is None else int(plan.seed)
+        try:
+            goal = self._goal(plan, token)
+        except (AssertionError, ValueError, TypeError, OverflowError) as exc:  # rosidl's setters assert ranges
+            raise ValueError(f"{plan.episode_id}: the run_episode goal could not be built (nothing was sent): "
+                             f"{type(exc).__name__}: {exc}") from None
         stop_heartbeat_at = _seconds_param(plan.task.parameters, PARAM_STOP_HEARTBEAT_AT_S)
 
         latest = [-1.0]  # rollout time of the newest feedback (set on the executor, read on this thread)
@@ -345,12 +348,14 @@ class RosRobotPort:
         def on_feedback(msg: Any) -> None:
             latest[0] = float(msg.feedback.elapsed_s)
 
+        # The rollout node not there, not answering or busy with an episode not ours is the station's fault, not
+        # the policy's: the episode is an infrastructure fault and its task runs again (bounded, in the core).
         if not self._run.wait_for_server(timeout_sec=10.0):
-            return RolloutOutcome(stopped_reason="error", end_detail="the rollout node's run_episode action is "
-                                                                     "not available")
+            gone = "the rollout node's run_episode action is not available"
+            return RolloutOutcome(stopped_reason="error", end_detail=gone, infrastructure=gone)
         handle, how = self._send_goal(goal, on_feedback)
         if handle is None:
-            return RolloutOutcome(stopped_reason="error", end_detail=how)
+            return RolloutOutcome(stopped_reason="error", end_detail=how, infrastructure=how)
         # A goal adopted after a refusal has no proof yet that the server holds it: its result says (an unknown id
         # is STATUS_UNKNOWN). That first answer (or the goal's feedback) is awaited before the episode counts as
         # running, so a goal really refused never lets the operator pause an episode that is not this one; until
@@ -365,7 +370,7 @@ class RosRobotPort:
         if adopted and result_futures[0].done() and result_futures[0].result().status == GoalStatus.STATUS_UNKNOWN:
             self.goal_log.append(f"goal {bytes(handle.goal_id.uuid).hex()[:8]}: unknown to the rollout node, "
                                  f"really refused")
-            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED,
+            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, infrastructure=_REFUSED,
                                   final_observation=self._final_observation())
         with self._lock:
             self._goal_handle = handle
@@ -375,25 +380,34 @@ class RosRobotPort:
         if pending or lease_gone:
             handle.cancel_goal_async()
         seen = -1.0
-        gone_since: Optional[float] = None
+        # The goal lives as long as the action server that accepted it: that server's identity (the GIDs of its
+        # status publishers) is watched, and a goal whose server is replaced (the rollout node restarted: a new
+        # GID) or gone for _ROLLOUT_GONE_S died with it. A SIGKILLed server's old entry can linger in the graph
+        # for the DDS lease (20 s), so a new server seen beside it is enough.
+        watch = _ServerWatch(self._server_gids(), time.monotonic())
+        checked = time.monotonic()
+        hex_id = bytes(handle.goal_id.uuid).hex()[:8]
         while not done.wait(0.02):
-            if adopted and latest[0] < 0 and time.monotonic() - asked > _CALL_TIMEOUT_S:
+            now = time.monotonic()
+            if adopted and latest[0] < 0 and now - asked > _CALL_TIMEOUT_S:
                 again = handle.get_result_async()
                 again.add_done_callback(lambda _f: done.set())
                 result_futures.append(again)
-                asked = time.monotonic()
-            if self._run.server_is_ready():
-                gone_since = None
-            elif gone_since is None:
-                gone_since = time.monotonic()
-            elif time.monotonic() - gone_since > _ROLLOUT_GONE_S:
-                with self._lock:
-                    self._goal_handle = None
-                    self._running = False
-                return RolloutOutcome(stopped_reason="error", end_detail=(
-                    f"the rollout node went away during the episode (no run_episode server for "
-                    f"{_ROLLOUT_GONE_S:g} s)"), taken_over=self._taken_over,
-                    final_observation=self._final_observation())
+                asked = now
+            if now - checked >= _SERVER_CHECK_S:
+                checked = now
+                died = watch.check(self._server_gids(), now)
+                if died:
+                    with self._lock:
+                        self._goal_handle = None
+                        self._running = False
+                        taken_over = self._taken_over
+                    self.goal_log.append(f"goal {hex_id}: {died}")
+                    if plan.policy_provider == "relay":
+                        self.close_policy_sessions()
+                    return RolloutOutcome(stopped_reason="error", infrastructure=(
+                        f"the rollout node died during the episode: {died}; goal {hex_id} died with it"),
+                        taken_over=taken_over, final_observation=self._final_observation())
             t = latest[0]
             if t == seen or t < 0:
                 continue
@@ -412,8 +426,8 @@ class RosRobotPort:
             self.close_policy_sessions()  # the episode is over: the next one opens its own session
         response = next(f.result() for f in result_futures if f.done())
         if response.status == GoalStatus.STATUS_UNKNOWN:  # an adopted goal the server never held
-            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, taken_over=taken_over,
-                                  final_observation=final)
+            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, infrastructure=_REFUSED,
+                                  taken_over=taken_over, final_observation=final)
         res = response.result
         ended = res.ended
         run_id = ended.run_id
@@ -435,7 +449,35 @@ class RosRobotPort:
         if ended.stopped_reason == "error" and ended.error_message:
             detail = f"{ended.error_type or 'Error'}: {ended.error_message}"
         return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
-                              end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final)
+                              end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final,
+                              error_type=ended.error_type if ended.stopped_reason == "error" else "")
+
+    def _goal(self, plan: EpisodePlan, token: str) -> Any:
+        goal = RunEpisode.Goal()
+        goal.task = convert.station_task_to_msg(plan.task)
+        goal.robot_name = self.robot_name
+        goal.policy_provider = plan.policy_provider
+        goal.policy_config_json = json.dumps(self._policy_config(plan))
+        goal.control_frequency = float(plan.control_frequency)
+        goal.duration_s = float(plan.duration_s)
+        goal.action_horizon = self.action_horizon
+        goal.async_rtc = self.async_rtc  # prefetch the next chunk while this one plays (a remote policy's round trip)
+        goal.rtc_inference_timeout_s = self.rtc_inference_timeout_s
+        goal.record = self.record
+        goal.lease_token = token
+        seed = -1 if plan.seed is None else int(plan.seed)
+        if not -2**63 <= seed < 2**63:  # rosidl's setter takes it; the send would raise in C, mid-episode
+            raise ValueError(f"seed {seed} does not fit the goal's int64 seed")
+        goal.seed = seed
+        return goal
+
+    def _server_gids(self) -> frozenset:
+        """Identify the run_episode action server now: the GIDs of its status publishers in the ROS graph."""
+        try:
+            infos = self._node.get_publishers_info_by_topic(self._run_status_topic)
+        except Exception:  # noqa: BLE001  (a graph query that fails says nothing about the server)
+            return frozenset()
+        return frozenset(bytes(info.endpoint_gid) for info in infos)
 
     def _send_goal(self, goal: Any, on_feedback: Callable[[Any], None]) -> Tuple[Any, str]:
         """Send the episode goal until the rollout node answers.
@@ -452,7 +494,13 @@ class RosRobotPort:
         log = self._node.get_logger()
         futures: list = []
         for send in range(1, _GOAL_SENDS + 1):
-            futures.append(self._run.send_goal_async(goal, feedback_callback=on_feedback, goal_uuid=goal_id))
+            try:
+                futures.append(self._run.send_goal_async(goal, feedback_callback=on_feedback, goal_uuid=goal_id))
+            except Exception as exc:  # noqa: BLE001  (rclpy raises SystemError for a field its C side refuses)
+                if send == 1:  # nothing went out: say why, and nothing is left running
+                    raise ValueError(f"the run_episode goal {hex_id} could not be sent (nothing was sent): "
+                                     f"{type(exc).__name__}: {exc}") from None
+                break  # an earlier send went out: its answer (or the cancel below) decides
             deadline = time.monotonic() + _GOAL_ANSWER_S
             while time.monotonic() < deadline:
                 handles = [(k, f.result()) for k, f in enumerate(futures, 1) if f.done() and f.exception() is None]
@@ -565,6 +613,46 @@ class RosRobotPort:
 
 
 _REFUSED = "the rollout node refused the episode goal (it refuses a goal while an episode runs there)"
+
+
+class _ServerWatch:
+    """Whether a goal's action server is still the one that accepted it, from graph samples (no ROS here).
+
+    :param first: the server's GIDs when the goal was accepted (may be empty: the graph has not caught up).
+    """
+
+    def __init__(self, first: frozenset, now: float) -> None:
+        self.ours = set(first)
+        self.gone_since: Optional[float] = None if first else now
+
+    def check(self, gids: frozenset, now: float) -> str:
+        """Return why the goal died (its server replaced, or gone for ``_ROLLOUT_GONE_S``); empty while it lives."""
+        if not self.ours:  # nothing known yet: the first server seen is ours
+            self.ours = set(gids)
+        elif gids - self.ours:
+            return "its run_episode action server was replaced by a new one (the rollout node restarted)"
+        if gids & self.ours:
+            self.gone_since = None
+            return ""
+        if self.gone_since is None:
+            self.gone_since = now
+        elif now - self.gone_since > _ROLLOUT_GONE_S:
+            return f"no run_episode action server for {_ROLLOUT_GONE_S:g} s (the rollout node went away)"
+        return ""
+
+
+def _resolve(node: Any, name: str) -> str:
+    """Return the fully qualified name of ``name`` as ``node`` resolves it (Humble's rclpy has no resolver)."""
+    resolve = getattr(node, "resolve_topic_name", None)
+    if resolve is not None:
+        try:
+            return resolve(name)
+        except Exception:  # noqa: BLE001  (fall back to the plain rule below)
+            pass
+    if name.startswith("/"):
+        return name
+    namespace = node.get_namespace().rstrip("/")
+    return f"{namespace}/{name}"
 
 
 def _seconds_param(params: Mapping[str, str], name: str) -> Optional[float]:

@@ -14,11 +14,24 @@ Per episode (DESIGN.md §9)::
 End conditions (spec/evaluation-status.txt): ``timeout`` (budget elapsed), ``policy_completed`` (EndEpisode),
 ``lease_lost`` (lease expired or revoked), ``authority_lost`` (a higher-priority controller or the operator held
 the arms), ``safety_stop`` (``end_detail`` names every tripped check, as the driver words them),
-``start_pose_unreached`` (no rollout ran). ``end_detail`` is empty for a timeout.
+``start_pose_unreached`` (no rollout ran). ``end_detail`` is empty for a timeout. Two more, the station's own
+(``rollout/end_condition.py``, named in the proto's comments):
 
-What does not become an episode: a discarded one (its id is spent, its task runs again), one whose policy
-session was lost (back to WAITING_POLICY, then its task runs again), one interrupted by a cancel (the job is
-CANCELLED), and a rollout that ended in an error with no end condition (the job is FAILED with the reason).
+- ``policy_error``: the policy failed the rollout itself (an exception in ``act``, a malformed chunk, keys no
+  actuator has). It is the policy's episode: kept, scored like any other, never re-run;
+- ``infrastructure_fault``: the station's own infrastructure ended it (see :func:`fault_of`: the arm driver,
+  the rollout node or the relay link died, the policy was silent past its deadline). It is kept with the
+  reason in ``end_detail``, unscored (so out of the rates), and its task runs again as a new episode id; a
+  lost policy session first waits for the policy again (WAITING_POLICY). One task's episode is run again at
+  most ``ProcedureSettings.max_infrastructure_retries`` times; the next fault FAILs the job naming the cause.
+  Kept episodes that fill the job's ``episodes_total`` are the others (:func:`kept_count`).
+
+What does not become an episode: a discarded one (its id is spent, its task runs again), one interrupted by a
+cancel (the job is CANCELLED), and a rollout that ended in an error before any rollout ran (its goal refused:
+the job is FAILED with the reason). Waiting for the policy has a deadline (``policy_attach_timeout_s``: the
+job's own when it has one, else the station's): past it the job is FAILED with that reason, and the station
+moves on to its next job. A port that raises mid-episode never leaves the arms or the rollout node busy: the
+rollout is stopped and the lease released before the job is FAILED with the error.
 The job's state is persisted after every change (``persistence.JobStore``) and published as a
 ``JobStatus`` snapshot.
 """
@@ -32,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
 
 from strands_robots.arm.lease import station_holder
-from strands_robots.rollout.end_condition import end_condition_for
+from strands_robots.rollout.end_condition import END_INFRASTRUCTURE_FAULT, END_POLICY_ERROR, end_condition_for
 from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, JobTransitionError, plan_episode, \
     validate_job_spec
 from strands_robots.station.model import (
@@ -53,6 +66,7 @@ from strands_robots.station.operator import (
     OperatorReply,
     PendingEpisode,
 )
+from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.arms import acquire_arms
 from strands_robots.station.safety_gate import clear_before_episode
@@ -63,6 +77,10 @@ _log = logging.getLogger("strands_robots.station")
 
 __all__ = [
     "RolloutOutcome",
+    "InfrastructureFault",
+    "INFRASTRUCTURE_ERRORS",
+    "fault_of",
+    "kept_count",
     "RobotPort",
     "OperatorPort",
     "JobRunner",
@@ -82,8 +100,12 @@ class RolloutOutcome:
         policy's EndEpisode message, the error).
     :param taken_over: the robot side saw a takeover (the console's record counts too).
     :param final_observation: the arms' state when the rollout ended (for the operator's judgement).
-    :param policy_lost: the policy session went away mid-episode (the relay provider); the episode is not
-        kept and its task runs again once the policy is back.
+    :param policy_lost: the policy session went away mid-episode (the relay provider): an infrastructure fault
+        whose task runs again once the policy is back.
+    :param error_type: the rollout's ``error_type`` when it ended in an error (``DriverFault``,
+        ``InferenceTimeout``, the policy's exception class, ...).
+    :param infrastructure: why the station's own infrastructure ended the rollout, when only the robot side knows
+        (the rollout node died under the goal); empty otherwise.
     """
 
     stopped_reason: str
@@ -93,6 +115,54 @@ class RolloutOutcome:
     taken_over: bool = False
     final_observation: Mapping[str, Any] = field(default_factory=dict)
     policy_lost: bool = False
+    error_type: str = ""
+    infrastructure: str = ""
+
+
+class InfrastructureFault(RuntimeError):
+    """Raised by a robot port when the station's own infrastructure fails a call (the driver is not there).
+
+    The episode becomes an ``infrastructure_fault`` one and its task runs again (bounded).
+    """
+
+
+#: ``error_type`` values of a rollout error that is the station's, not the policy's: the arm driver gone or silent
+#: (``rollout/runner.py`` DRIVER_FAULT, ``nodes/driver_client.py`` DriverSilent), the policy silent past its
+#: inference deadline (``rollout/chunks.py``), a recording that could not be written.
+INFRASTRUCTURE_ERRORS = frozenset({"DriverFault", "DriverSilent", "InferenceTimeout", "RecordingError"})
+FAULT_INFRASTRUCTURE = "infrastructure"
+FAULT_POLICY = "policy"
+
+
+def fault_of(outcome: RolloutOutcome) -> str:
+    """Say whose fault an outcome with no end condition of its own is.
+
+    :returns: ``"infrastructure"`` (the robot side says so, a lost policy session, or an error type in
+        :data:`INFRASTRUCTURE_ERRORS`); ``"policy"`` (any other error of a rollout that ran: the policy raised
+        or sent what no actuator takes); ``""`` otherwise (no rollout ran: the goal was refused).
+    """
+    if outcome.infrastructure or outcome.policy_lost:
+        return FAULT_INFRASTRUCTURE
+    if outcome.stopped_reason != "error":
+        return ""
+    if outcome.error_type in INFRASTRUCTURE_ERRORS:
+        return FAULT_INFRASTRUCTURE
+    return FAULT_POLICY if outcome.run_id else ""
+
+
+def kept_count(episodes: "Tuple[EpisodeResult, ...]") -> int:
+    """Count the episodes that fill a job's ``episodes_total`` (every one but ``infrastructure_fault``)."""
+    return sum(1 for e in episodes if e.end_condition != END_INFRASTRUCTURE_FAULT)
+
+
+def trailing_faults(episodes: "Tuple[EpisodeResult, ...]") -> int:
+    """Count the ``infrastructure_fault`` episodes since the last kept one: the current task's re-runs."""
+    count = 0
+    for episode in reversed(episodes):
+        if episode.end_condition != END_INFRASTRUCTURE_FAULT:
+            break
+        count += 1
+    return count
 
 
 class RobotPort(Protocol):
@@ -174,6 +244,11 @@ class ProcedureSettings:
     :param scoring_timeout_s: how long to wait for a sheet before keeping the episode unscored (None: wait).
     :param max_attempts_per_episode: ids one kept-episode slot may spend (discards, lost policy sessions,
         restarts) before the job fails, so nothing re-runs without end.
+    :param max_infrastructure_retries: how many times one task's episode runs again after the station's own
+        infrastructure ended it (``infrastructure_fault``); the next such fault FAILs the job naming its cause.
+    :param policy_attach_timeout_s: how long the job waits for its policy (a relay client attaching) each time it
+        is WAITING_POLICY, unless the job names its own (``JobSpec.policy_attach_timeout_s``); past it the job
+        is FAILED with that reason and the station goes on with its next job.
     """
 
     lease_holder: str = ""
@@ -181,13 +256,16 @@ class ProcedureSettings:
     lease_duration_s: float = 1.0
     scoring_timeout_s: Optional[float] = None
     max_attempts_per_episode: int = 10
+    max_infrastructure_retries: int = 3
+    policy_attach_timeout_s: float = 600.0
     lease_wait_s: float = 120.0
     supervisors: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts_per_episode, bool) or not isinstance(self.max_attempts_per_episode, int) \
-                or self.max_attempts_per_episode < 1:
-            raise ValueError(f"max_attempts_per_episode must be an integer >= 1, got {self.max_attempts_per_episode!r}")
+        for name, low in (("max_attempts_per_episode", 1), ("max_infrastructure_retries", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not isinstance(self.lease_holder, str) or (self.lease_holder and not self.lease_holder.strip()):
             raise ValueError("lease_holder must be a string (empty: station:<station_id>)")
         if isinstance(self.lease_wait_s, bool) or not isinstance(self.lease_wait_s, (int, float)) \
@@ -197,7 +275,7 @@ class ProcedureSettings:
             raise ValueError(f"supervisors must be a tuple of operator names, got {self.supervisors!r}")
         if isinstance(self.lease_priority, bool) or not isinstance(self.lease_priority, int):
             raise ValueError(f"lease_priority must be an integer, got {self.lease_priority!r}")
-        for name in ("lease_duration_s", "scoring_timeout_s"):
+        for name in ("lease_duration_s", "scoring_timeout_s", "policy_attach_timeout_s"):
             value = getattr(self, name)
             if value is None and name == "scoring_timeout_s":
                 continue
@@ -254,6 +332,7 @@ class JobRunner:
         self._cancel = threading.Event()
         self._cancel_reason = ""
         self._suspended = threading.Event()
+        self._waits: set = set()  # the events a wait for the policy ends on (cancel, suspend, its deadline)
         self.console = OperatorConsole(robot, on_action=self._operator_action, supervisors=settings.supervisors)
         self._last_status: Optional[JobStatus] = None
         self._commit()
@@ -291,6 +370,8 @@ class JobRunner:
                 return OperatorReply(False, f"job {self.spec.job_id} is already being cancelled")
             self._cancel_reason = reason.strip() if isinstance(reason, str) and reason.strip() else "cancelled"
             self._cancel.set()
+            for wait in self._waits:
+                wait.set()
             running = self._record.running
         self.console.cancel()
         if running is not None:
@@ -310,6 +391,8 @@ class JobRunner:
                 return
             self._suspended.set()
             self._cancel.set()  # ends waits for the policy; _check_cancel sees the suspension first
+            for wait in self._waits:
+                wait.set()
             self._cancel_reason = reason
             running = self._record.running
         self.console.cancel()
@@ -349,25 +432,59 @@ class JobRunner:
                 self._transition(JobState.WAITING_POLICY,
                                  f"waiting for the policy ({self.spec.policy_provider})")
             elif state is JobState.WAITING_POLICY:
-                ready, detail = self._robot.wait_for_policy(self.spec, self._cancel)
-                self._check_cancel()
-                if not ready:
-                    raise _Failed(f"the policy could not start: {detail}")
+                ready, detail = self._wait_for_policy()
                 self._transition(JobState.RUNNING, f"policy ready: {detail}" if detail else "policy ready")
             elif state is JobState.RUNNING:
-                if self.record.done:
+                if kept_count(self.record.episodes) >= self.spec.episodes_total:
                     self._transition(JobState.FINALIZING, self._finished_text("finishing"))
                 else:
                     self._next_episode()
             elif state is JobState.FINALIZING:
                 self._transition(JobState.SUCCEEDED, self._finished_text("completed"))
 
+    def _attach_timeout_s(self) -> float:
+        own = getattr(self.spec, "policy_attach_timeout_s", None)  # a job's own deadline, when the job names one
+        if not isinstance(own, bool) and isinstance(own, (int, float)) and math.isfinite(own) and own > 0:
+            return float(own)
+        return float(self._settings.policy_attach_timeout_s)
+
+    def _wait_for_policy(self) -> Tuple[bool, str]:
+        """Wait for the job's policy until it is ready, the job is cancelled, or the attach deadline passes."""
+        timeout_s = self._attach_timeout_s()
+        give_up = threading.Event()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            give_up.set()
+
+        timer = threading.Timer(timeout_s, expire)
+        timer.daemon = True
+        with self._lock:
+            self._waits.add(give_up)
+            if self._cancel.is_set():
+                give_up.set()
+        timer.start()
+        try:
+            ready, detail = self._robot.wait_for_policy(self.spec, give_up)
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._waits.discard(give_up)
+        self._check_cancel()
+        if ready:
+            return ready, detail
+        if expired.is_set():
+            raise _Failed(f"no policy client attached within {timeout_s:g} s (policy_attach_timeout_s); the "
+                          f"station moved on")
+        raise _Failed(f"the policy could not start: {detail}")
+
     def _next_episode(self) -> None:
         record = self.record
         if len(record.discarded) > self.spec.max_discards:
             raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
                           f"{self.spec.max_discards}); the job is failed rather than re-run without end")
-        slot = record.next_slot
+        slot = kept_count(record.episodes)
         if record.slot_attempts >= self._settings.max_attempts_per_episode:
             raise _Failed(f"task {self.spec.task_for(slot).task_id!r} (episode {slot + 1} of "
                           f"{self.spec.episodes_total}) was attempted {record.slot_attempts} times without a result "
@@ -389,12 +506,26 @@ class JobRunner:
                          slot_attempts=record.slot_attempts + 1,
                          message=f"{episode_id} discarded by the operator; task {plan.task.task_id!r} runs "
                                  "again as a new episode")
-        elif kind == "policy_lost":
-            self._update(running=None, interrupted=record.interrupted + (episode_id,),
-                         slot_attempts=record.slot_attempts + 1)
-            self._transition(JobState.WAITING_POLICY,
-                             f"the policy session was lost during {episode_id} ({value}); waiting for it again, "
-                             "then the task runs again as a new episode")
+        elif kind == "fault":
+            result, policy_lost = value
+            faults = trailing_faults(record.episodes) + 1
+            retries = self._settings.max_infrastructure_retries
+            if faults > retries:
+                self._update(running=None, episodes=record.episodes + (result,),
+                             slot_attempts=record.slot_attempts + 1,
+                             message=f"{episode_id} ended by a station fault: {result.end_detail}")
+                raise _Failed(cut(f"task {plan.task.task_id!r} (episode {slot + 1} of {self.spec.episodes_total}) was "
+                                  f"ended by a station fault {faults} times (max_infrastructure_retries {retries}); "
+                                  f"last, {episode_id}: {result.end_detail}", JOB_MESSAGE_MAX))
+            again = "runs again as a new episode"
+            message = f"{episode_id} ended by a station fault ({result.end_detail}); task {plan.task.task_id!r} {again}"
+            if policy_lost:
+                message = (f"the policy session was lost during {episode_id} ({result.end_detail}); waiting for it "
+                           f"again, then the task {again}")
+            self._update(running=None, episodes=record.episodes + (result,), slot_attempts=record.slot_attempts + 1,
+                         message=cut(message, JOB_MESSAGE_MAX))
+            if policy_lost:
+                self._transition(JobState.WAITING_POLICY, cut(message, JOB_MESSAGE_MAX))
         elif kind == "cancelled":
             raise _Cancelled()
         else:
@@ -403,8 +534,8 @@ class JobRunner:
     def _episode(self, plan: EpisodePlan) -> Tuple[str, Any]:
         """Run one episode.
 
-        :returns: ("kept", EpisodeResult) / ("discarded", None) / ("policy_lost", detail) / ("cancelled", None)
-            / ("failed", reason).
+        :returns: ("kept", EpisodeResult) / ("discarded", None) / ("fault", (EpisodeResult, policy_lost)) /
+            ("cancelled", None) / ("failed", reason).
         """
         console = self.console
         console.begin_episode(plan.episode_id, plan.task.scoring)
@@ -414,12 +545,16 @@ class JobRunner:
             except ValueError as exc:
                 return "failed", f"{plan.episode_id}: task {plan.task.task_id!r} refused by the operator: {exc}"
             s = self._settings
-            # While another holder has the arms the episode waits (bounded): never an unplayed result.
-            got, detail = acquire_arms(self._robot, s.lease_holder or station_holder(self.spec.station_id),
-                                       s.lease_priority, s.lease_duration_s, wait_s=s.lease_wait_s,
-                                       cancelled=self._cancel, say=self._operator_action, episode_id=plan.episode_id)
+            try:  # while another holder has the arms the episode waits (bounded): never an unplayed result
+                got, detail = acquire_arms(self._robot, s.lease_holder or station_holder(self.spec.station_id),
+                                           s.lease_priority, s.lease_duration_s, wait_s=s.lease_wait_s,
+                                           cancelled=self._cancel, say=self._operator_action,
+                                           episode_id=plan.episode_id)
+            except InfrastructureFault as exc:
+                return "fault", (self._fault(plan, f"the arms could not be claimed: {exc}"), False)
             if got != "granted":
                 return ("cancelled", None) if got == "cancelled" else ("failed", detail)
+            rolled_out = False
             try:
                 if self._cancel.is_set():
                     return "cancelled", None
@@ -432,8 +567,17 @@ class JobRunner:
                 if self._cancel.is_set():
                     return "cancelled", None
                 console.rollout_started()
+                rolled_out = True
                 outcome = self._robot.run_rollout(
                     plan, lambda t: self._operator.rollout_progress(plan, t, console))
+            except InfrastructureFault as exc:
+                if rolled_out:
+                    self._robot.stop_rollout("station fault")
+                outcome = RolloutOutcome(stopped_reason="error", infrastructure=str(exc))
+            except BaseException:
+                if rolled_out:  # whatever failed, the rollout node is not left running this episode
+                    self._robot.stop_rollout("station error")
+                raise
             finally:
                 taken_over = console.rollout_ended()
                 self._robot.release_lease()
@@ -443,10 +587,14 @@ class JobRunner:
             early = console.decision
             if early is not None and early.kind == DECISION_DISCARD:  # discarded during its takeover
                 return "discarded", None
-            if outcome.policy_lost:
-                return "policy_lost", outcome.end_detail or outcome.stopped_reason
             end_condition = outcome.end_condition or end_condition_for(outcome.stopped_reason)
-            if end_condition not in END_CONDITIONS:
+            fault = "" if end_condition in END_CONDITIONS else fault_of(outcome)
+            if fault == FAULT_INFRASTRUCTURE:
+                cause = outcome.infrastructure or outcome.end_detail or outcome.stopped_reason
+                return "fault", (self._fault(plan, cause, outcome.run_id, taken_over), outcome.policy_lost)
+            if fault == FAULT_POLICY:
+                end_condition = END_POLICY_ERROR
+            elif end_condition not in END_CONDITIONS:
                 return "failed", (f"{plan.episode_id}: the rollout ended without an end condition "
                                   f"(stopped_reason {outcome.stopped_reason!r}: {outcome.end_detail or 'no detail'})")
             end_detail = _end_detail(end_condition, outcome.end_detail)
@@ -487,6 +635,14 @@ class JobRunner:
         return EpisodeResult(episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False,
                              score=0.0, items=(), task=plan.task, taken_over=False, end_detail=detail)
 
+    @staticmethod
+    def _fault(plan: EpisodePlan, cause: str, run_id: str = "", taken_over: bool = False) -> EpisodeResult:
+        """Return the unscored ``infrastructure_fault`` episode of ``plan``, its cause as ``end_detail``."""
+        return EpisodeResult(episode_id=plan.episode_id, end_condition=END_INFRASTRUCTURE_FAULT, scored=False,
+                             success=False, score=0.0, items=(), task=plan.task, taken_over=taken_over,
+                             end_detail=cut(cause or "the station's infrastructure failed", END_DETAIL_MAX),
+                             run_id=run_id)
+
     # -- bookkeeping ----------------------------------------------------------------------------------------
     def _operator_action(self, message: str) -> None:
         """Make an accepted operator action the job's progress message (a takeover is news to a remote team)."""
@@ -514,8 +670,10 @@ class JobRunner:
         agg = aggregate(self.record.episodes)
         rate = "n/a" if agg.success_rate is None else f"{agg.success_rate:.0%}"
         mean = "n/a" if agg.mean_score is None else f"{agg.mean_score:.2f}"
-        return (f"{verb}: {agg.finished} episodes ({agg.scored} scored, {agg.taken_over} taken over); success "
-                f"rate {rate} and mean score {mean} over {agg.counted} scored episodes not taken over")
+        faults = agg.finished - kept_count(self.record.episodes)
+        again = f"; {faults} more ended by station faults and ran again" if faults else ""
+        return (f"{verb}: {agg.finished - faults} episodes ({agg.scored} scored, {agg.taken_over} taken over){again}; "
+                f"success rate {rate} and mean score {mean} over {agg.counted} scored episodes not taken over")
 
     def _transition(self, target: JobState, message: str) -> None:
         with self._lock:
