@@ -23,11 +23,14 @@ from typing import Mapping, Tuple, Union
 from strands_robots.rollout.end_condition import (
     END_AUTHORITY_LOST,
     END_CONDITIONS,
+    END_INFRASTRUCTURE_FAULT,
     END_LEASE_LOST,
     END_POLICY_COMPLETED,
+    END_POLICY_ERROR,
     END_SAFETY_STOP,
     END_START_POSE_UNREACHED,
     END_TIMEOUT,
+    STATION_END_CONDITIONS,
 )
 
 __all__ = [
@@ -41,6 +44,9 @@ __all__ = [
     "END_AUTHORITY_LOST",
     "END_SAFETY_STOP",
     "END_START_POSE_UNREACHED",
+    "END_POLICY_ERROR",
+    "END_INFRASTRUCTURE_FAULT",
+    "STATION_END_CONDITIONS",
     "Answer",
     "ScoringItemDefinition",
     "ScoringSheet",
