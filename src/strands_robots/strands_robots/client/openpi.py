@@ -1,0 +1,349 @@
+"""Serve a team's unchanged openpi policy server through the relay: :class:`OpenPIPolicy`.
+
+    from strands_robots.client import EvaluationClient
+    from strands_robots.client.openpi import OpenPIPolicy, serve_openpi
+    policy = OpenPIPolicy("ws://127.0.0.1:8000", obs_map="droid")    # or a YAML mapping file
+    final = serve_openpi(EvaluationClient(relay, token=...), job_id, policy)
+
+The wire is openpi's websocket protocol as its server (``openpi_server.WebsocketPolicyServer``) speaks it:
+binary frames of msgpack, numpy arrays as maps with bytes keys (``{b"__ndarray__": True, b"data", b"dtype",
+b"shape"}``; numpy scalars ``{b"__npgeneric__": True, b"data", b"dtype"}``); on connect the server sends its
+metadata (kept as :attr:`OpenPIPolicy.metadata`); then strict lock step, one observation for one answer
+``{"actions": [H, D], ...}``. A server error arrives as a text frame carrying its traceback (then close 1011):
+the episode ends with that error named (:class:`OpenPIServerError`, a policy fault). A server that dies ends the
+running episode (:class:`OpenPIConnectionLost`) and the next episode's ``reset`` connects again.
+
+The RoboArena variant (``variant="roboarena"``, or chosen when the metadata names ``action_space`` and
+``n_external_cameras``) adds ``"endpoint": "infer" | "reset"`` to every request, sends a reset at each
+episode's start (answered by the text frame ``reset successful``) and builds its mapping from the metadata
+(image_resolution, needs_wrist_camera, n_external_cameras, action_space).
+
+The codec here is this package's own. Needs msgpack, websockets, numpy and Pillow:
+``pip install strands-robots-client[openpi]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+import msgpack
+import numpy as np
+
+from strands_robots.client.obs_map import ObsMap, ObsMapError, load_obs_map, roboarena_obs_map
+from strands_robots.client.policy import Policy
+
+__all__ = ["OpenPIPolicy", "OpenPIError", "OpenPIServerError", "OpenPIConnectionLost", "pack", "unpack",
+           "serve_openpi", "VARIANTS"]
+
+_log = logging.getLogger("strands_robots.client.openpi")
+
+#: Largest frame accepted from the server (openpi itself has no limit; a bound is ours).
+DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: Longest server traceback kept (the station cuts what it records further).
+MAX_TRACEBACK_CHARS = 8000
+#: The RoboArena server's answer to a reset request.
+ROBOARENA_RESET_REPLY = "reset successful"
+VARIANTS = ("openpi", "roboarena")
+_NDARRAY = b"__ndarray__"
+_NPGENERIC = b"__npgeneric__"
+
+
+class OpenPIError(RuntimeError):
+    """The openpi server could not give this episode its actions; the episode ends with this error."""
+
+
+class OpenPIServerError(OpenPIError):
+    """The server raised: the message is its error (the traceback's last line); ``traceback`` has it whole."""
+
+    def __init__(self, message: str, traceback: str = "") -> None:
+        super().__init__(message)
+        self.traceback = traceback
+
+
+class OpenPIConnectionLost(OpenPIError):
+    """The server closed the connection or could not be reached; the next episode's ``reset`` reconnects."""
+
+
+# -- the msgpack-numpy codec (openpi's wire form) -------------------------------------------------------------
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "OVU":
+            raise TypeError(f"an array of dtype {obj.dtype} cannot go to an openpi server")
+        return {_NDARRAY: True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return {_NPGENERIC: True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise TypeError(f"{type(obj).__name__} cannot go to an openpi server")
+
+
+def _decode(obj: Dict[Any, Any]) -> Any:
+    if _NDARRAY in obj:
+        dtype = np.dtype(obj[b"dtype"])
+        if dtype.kind in "OV":
+            raise ValueError(f"the openpi server sent an array of dtype {dtype}")
+        shape = tuple(int(v) for v in obj[b"shape"])
+        return np.frombuffer(obj[b"data"], dtype=dtype).reshape(shape)
+    if _NPGENERIC in obj:
+        dtype = np.dtype(obj[b"dtype"])
+        if dtype.kind in "OV":
+            raise ValueError(f"the openpi server sent a scalar of dtype {dtype}")
+        return dtype.type(obj[b"data"])
+    return obj
+
+
+def pack(obj: Any) -> bytes:
+    """Encode ``obj`` (dicts, lists, str, numbers, numpy arrays and scalars) as openpi's msgpack frame."""
+    return msgpack.packb(obj, default=_encode, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    """Decode one openpi msgpack frame (arrays come back as read-only numpy arrays)."""
+    return msgpack.unpackb(data, object_hook=_decode, raw=False, strict_map_key=False)
+
+
+def _error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "the server sent an empty error"
+
+
+# -- the policy ------------------------------------------------------------------------------------------------
+class OpenPIPolicy(Policy):
+    """A :class:`~strands_robots.client.policy.Policy` whose chunks come from an openpi websocket policy server.
+
+    :param url: ``ws://host:port`` of the server (openpi's default port is 8000).
+    :param obs_map: a preset name (``droid``, ``aloha``, ``libero``, ``roboarena``), a YAML mapping file, a
+        mapping or an :class:`~strands_robots.client.obs_map.ObsMap` (see that module for the format).
+    :param variant: ``openpi``, ``roboarena`` or None (RoboArena when the metadata looks like its own).
+    :param api_key: sent as ``Authorization: Api-Key ...`` when given (as openpi's client does).
+    :param connect_timeout_s: how long connecting (and reading the metadata) may take, retried until then.
+    :param infer_timeout_s: how long one answer may take.
+    :param connect: connect now (the metadata is then known at once); False: at the first ``reset``.
+    """
+
+    def __init__(self, url: str, obs_map: Union[str, Mapping[str, Any], ObsMap, None] = None, *,
+                 variant: Optional[str] = None, api_key: Optional[str] = None, connect_timeout_s: float = 10.0,
+                 infer_timeout_s: float = 30.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 connect: bool = True) -> None:
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"openpi server address must be ws://HOST:PORT (or wss://), got {url!r}")
+        if variant is not None and variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS} or None, got {variant!r}")
+        for label, value in (("connect_timeout_s", connect_timeout_s), ("infer_timeout_s", infer_timeout_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{label} must be > 0, got {value!r}")
+        self.url = url
+        self._map_spec = "roboarena" if variant == "roboarena" and obs_map is None else obs_map
+        self._variant_arg = variant
+        self.obs_map: Optional[ObsMap] = None
+        if self._map_spec not in (None, "roboarena"):
+            self.obs_map = load_obs_map(self._map_spec)  # a bad mapping fails here, before anything connects
+        self.variant: str = variant or "openpi"
+        self.api_key = api_key
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.infer_timeout_s = float(infer_timeout_s)
+        self.max_frame_bytes = int(max_frame_bytes)
+        #: The server's metadata frame (the last connection's).
+        self.metadata: Dict[str, Any] = {}
+        #: The last answer's timing fields (``policy_timing``, ``server_timing``) as the server sent them.
+        self.last_timing: Dict[str, Any] = {}
+        self.connections = 0
+        self._ws: Any = None
+        self._prompt: Optional[str] = None
+        self._horizon = 0
+        self._session_id = ""
+        if connect:
+            self._connect()
+
+    # -- Policy -------------------------------------------------------------------------------------------------
+    def reset(self, task: Any) -> None:
+        """Start an episode: connect again if the connection is gone; RoboArena: send its reset."""
+        self._prompt = _field(task, "instruction")
+        self._horizon = int(_field(self.episode, "action_horizon") or _field(task, "action_horizon") or 0)
+        if not self._open():
+            self._drop()
+            self._connect()
+        offered = tuple(_field(self.episode, "action_keys") or _field(task, "action_keys") or ())
+        if offered:
+            missing = [k for k in self.obs_map.action_keys if k not in offered]
+            if missing:
+                raise ObsMapError(f"obs map {self.obs_map.name!r} commands {missing}, which this episode does not "
+                                  f"offer (its keys: {', '.join(offered)})")
+        self._session_id = str(uuid.uuid4())
+        if self.variant == "roboarena":
+            reply = self._exchange({"endpoint": "reset", "session_id": self._session_id}, "reset",
+                                   text_ok=ROBOARENA_RESET_REPLY)
+            if reply != ROBOARENA_RESET_REPLY:
+                raise OpenPIError(f"roboarena server {self.url} answered a reset with a frame that is not "
+                                  f"{ROBOARENA_RESET_REPLY!r}")
+
+    def act(self, observation: Mapping[str, Any]) -> List[Dict[str, float]]:
+        """Send the mapped observation, return the answer's ``actions`` as the station's chunk (in order)."""
+        if self._ws is None:
+            self._connect()
+        request = self.obs_map.request(observation, self._prompt)
+        if self.variant == "roboarena":
+            request["endpoint"] = "infer"
+            request["session_id"] = self._session_id
+        reply = self._exchange(request, "infer")
+        if not isinstance(reply, Mapping) or "actions" not in reply:
+            keys = sorted(map(str, reply)) if isinstance(reply, Mapping) else type(reply).__name__
+            raise OpenPIError(f"openpi server {self.url} answered without 'actions' (got {keys})")
+        self.last_timing = {k: reply[k] for k in ("policy_timing", "server_timing") if k in reply}
+        chunk = self.obs_map.chunk(reply["actions"])
+        return chunk[: self._horizon] if self._horizon > 0 else chunk
+
+    def resume(self, observation: Mapping[str, Any]) -> None:
+        """Continue after a takeover: openpi servers keep no episode state, the next ``act`` carries on."""
+
+    def close(self) -> None:
+        """Close the connection to the server."""
+        self._drop()
+
+    # -- the connection ---------------------------------------------------------------------------------------
+    def _open(self) -> bool:
+        if self._ws is None:
+            return False
+        from websockets.protocol import State
+
+        return self._ws.protocol.state is State.OPEN
+
+    def _drop(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # already broken: nothing more to release
+                pass
+
+    def _connect(self) -> None:
+        """Connect (retrying until ``connect_timeout_s``), read the metadata frame, settle variant and mapping."""
+        from websockets.exceptions import InvalidHandshake, WebSocketException
+        from websockets.sync.client import connect
+
+        headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
+        deadline = time.monotonic() + self.connect_timeout_s
+        delay = 0.05
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ws = connect(self.url, compression=None, max_size=self.max_frame_bytes, open_timeout=max(0.1, left),
+                             additional_headers=headers, close_timeout=2.0)
+                ws.__enter__()  # held across calls (closed by _drop), as a context manager would hold it
+                break
+            except (OSError, TimeoutError, InvalidHandshake, WebSocketException) as exc:
+                if time.monotonic() + delay >= deadline:
+                    raise OpenPIConnectionLost(f"openpi server {self.url} cannot be reached within "
+                                               f"{self.connect_timeout_s:g} s ({type(exc).__name__}: {exc})") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        try:
+            first = ws.recv(timeout=max(0.1, deadline - time.monotonic()))
+        except (TimeoutError, WebSocketException, OSError) as exc:
+            ws.close()
+            raise OpenPIConnectionLost(f"openpi server {self.url} sent no metadata frame ({type(exc).__name__}: "
+                                       f"{exc})") from None
+        if isinstance(first, str):
+            ws.close()
+            raise OpenPIServerError(_error_line(first), first[-MAX_TRACEBACK_CHARS:])
+        try:
+            metadata = unpack(first)
+        except Exception as exc:
+            ws.close()
+            raise OpenPIError(f"openpi server {self.url}: the metadata frame is not msgpack ({exc})") from None
+        if not isinstance(metadata, dict):
+            ws.close()
+            raise OpenPIError(f"openpi server {self.url}: the metadata frame is a {type(metadata).__name__}, "
+                              "not a map")
+        self._ws = ws
+        self.connections += 1
+        if self.connections > 1 and metadata != self.metadata:
+            _log.warning("openpi server %s: metadata changed on reconnecting: %r", self.url, metadata)
+        self.metadata = metadata
+        if self._variant_arg is None:
+            self.variant = "roboarena" if {"action_space", "n_external_cameras"} <= set(metadata) else "openpi"
+        if self.obs_map is None or self._map_spec in (None, "roboarena"):
+            if self.variant == "roboarena" and self._map_spec in (None, "roboarena"):
+                self.obs_map = roboarena_obs_map(metadata)
+            elif self._map_spec is None:
+                self.obs_map = load_obs_map("droid")
+            else:
+                raise ObsMapError("obs map 'roboarena' needs a RoboArena server (its metadata names "
+                                  "action_space and n_external_cameras)")
+        _log.info("openpi server %s connected (%s, obs map %s); metadata %r", self.url, self.variant,
+                  self.obs_map.name, metadata)
+
+    def _exchange(self, request: Mapping[str, Any], what: str, text_ok: Optional[str] = None) -> Any:
+        """One lock-step round trip; a text frame is the server's error unless it is ``text_ok``."""
+        from websockets.exceptions import ConnectionClosed, WebSocketException
+
+        if self._ws is None:
+            self._connect()
+        frame = pack(dict(request))
+        try:
+            self._ws.send(frame)
+            reply = self._ws.recv(timeout=self.infer_timeout_s)
+        except TimeoutError:
+            self._drop()
+            raise OpenPIConnectionLost(f"openpi server {self.url} did not answer {what} within "
+                                       f"{self.infer_timeout_s:g} s; the next episode reconnects") from None
+        except (ConnectionClosed, WebSocketException, OSError) as exc:
+            self._drop()
+            raise OpenPIConnectionLost(f"openpi server {self.url} closed the connection during {what} "
+                                       f"({_closed_detail(exc)}); the next episode reconnects") from None
+        if isinstance(reply, str):
+            if text_ok is not None and reply.strip() == text_ok:
+                return text_ok
+            self._drop()
+            message = f"{_error_line(reply)} (openpi server {self.url}, during {what})"
+            _log.error("openpi server %s raised during %s:\n%s", self.url, what, reply[-MAX_TRACEBACK_CHARS:])
+            raise OpenPIServerError(message, reply[-MAX_TRACEBACK_CHARS:])
+        try:
+            return unpack(reply)
+        except Exception as exc:
+            self._drop()
+            raise OpenPIError(f"openpi server {self.url} answered {what} with a frame that does not decode "
+                              f"({type(exc).__name__}: {exc})") from None
+
+
+def _closed_detail(exc: Exception) -> str:
+    rcvd = getattr(exc, "rcvd", None)
+    if rcvd is not None:
+        return f"close code {rcvd.code}{': ' + rcvd.reason if rcvd.reason else ''}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _field(obj: Any, name: str) -> Any:
+    """Read ``name`` from a ``pb`` message or a mapping (in-process tasks are mappings)."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_faults: int = 100,
+                 on_event: Any = None, reconnect_s: float = 0.0) -> Any:
+    """Serve ``policy`` for the job to its end, attaching again after each episode the server failed.
+
+    ``EvaluationClient.serve_policy`` reports a policy's exception to the station (that episode ends with the
+    error named) and then ends its session; the server may be back for the next episode, so this attaches
+    again (the next ``reset`` reconnects to the server) until the job ends or ``max_policy_faults`` episodes
+    failed. Returns the final ``pb.JobStatus``.
+    """
+    from strands_robots.client.errors import PolicyFailed
+
+    faults = 0
+    while True:
+        try:
+            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s)
+        except PolicyFailed as exc:
+            faults += 1
+            if faults >= max_policy_faults:
+                raise
+            _log.warning("job %s: episode ended by the policy's error (%s); attaching again for the next", job_id,
+                         exc)
+            status = client.get_status(job_id)
+            if status.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                return status
