@@ -31,13 +31,14 @@ from crash_harness import (  # noqa: E402
 )
 
 JOB_TIMEOUT_S = 180.0
+ATTACH_S = 10.0  # the station's policy-attach deadline here (a client process starts within it)
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     namespace = f"crash_{int(time.time())}"
     station = crash_station(str(tmp_path_factory.mktemp("crash")), namespace=namespace,
-                            station_params={"attach_timeout_s": "20.0"})
+                            station_params={"attach_timeout_s": "20.0", "policy_attach_timeout_s": str(ATTACH_S)})
     recorder = None
     try:
         station.start_relay()
@@ -132,3 +133,22 @@ def test_policy_client_killed_and_restarted_ends_that_episode_only_and_the_job_s
     figures = check_invariants(stack, job_id, final, watch, stack.recorder, TASKS, before=stack.before)
     assert figures["kept"] == 4
     print(f"client kill: job ended {took:.1f} s after the kill; faults {got}; {figures}")
+
+
+def test_a_job_never_served_fails_at_the_attach_deadline_and_the_served_job_behind_it_succeeds(stack):
+    client = stack.client()
+    stack.before = stack.recorder.runs()
+    never = client.submit_job(station_id=stack.station_id, tasks=TASKS, episodes=2)  # nobody serves it
+    served = client.submit_job(station_id=stack.station_id, tasks=TASKS, episodes=2)
+    stack.start_client(served)
+    watch = SnapshotWatch(stack, served)
+    try:
+        final = watch.wait(lambda s: s.state in TERMINAL, JOB_TIMEOUT_S, "a terminal state")
+    finally:
+        watch.close()
+    first = client.get_status(never)
+    assert first.state == "FAILED" and len(first.episodes) == 0, first
+    assert f"no policy client attached within {ATTACH_S:g} s (policy_attach_timeout_s)" in first.message, first
+    assert final.state == "SUCCEEDED", (final.message, stack.tail())
+    assert [e.end_condition for e in final.episodes] == ["timeout", "timeout"]
+    check_invariants(stack, served, final, watch, stack.recorder, TASKS, before=stack.before)

@@ -209,3 +209,23 @@ def test_a_goal_that_cannot_be_built_raises_before_anything_is_sent_and_the_next
         rig.release_lease()
     assert again.run_id and again.stopped_reason == "budget", again
     assert len(rig.statuses()) == 1
+
+
+def test_an_error_in_the_episodes_progress_hook_cancels_its_goal_and_the_next_goal_runs(rig):
+    from action_msgs.msg import GoalStatus
+
+    def progress(t):
+        if t > 0.2:
+            raise RuntimeError("the operator's hook failed")
+
+    ok, detail = rig.acquire_lease("station", 10, 2.0)
+    assert ok, detail
+    try:
+        with pytest.raises(RuntimeError, match="the operator's hook failed"):
+            rig.run_rollout(_plan("ep_0000", duration_s=30.0), progress)
+        assert wait_for(lambda: GoalStatus.STATUS_CANCELED in rig.statuses().values(), 20.0), rig.statuses()
+        assert rig.pause_rollout() == (False, "no rollout is running")
+        again = rig.run_rollout(_plan("ep_0001", duration_s=0.5), lambda _t: None)
+    finally:
+        rig.release_lease()
+    assert again.run_id and again.stopped_reason == "budget", again

@@ -414,7 +414,14 @@ class RosRobotPort:
             seen = t
             if stop_heartbeat_at is not None and t >= stop_heartbeat_at:
                 self.stop_heartbeat()
-            progress(t)  # the operator's hook, on this (the job's) thread: it may call services
+            try:
+                progress(t)  # the operator's hook, on this (the job's) thread: it may call services
+            except BaseException:
+                with self._lock:
+                    self._goal_handle = None
+                    self._running = False
+                handle.cancel_goal_async()  # an error of this episode never leaves its rollout running
+                raise
         with self._lock:
             self._goal_handle = None
             self._running = False
