@@ -79,6 +79,10 @@ PARAMETERS = {
     "async_rtc": (False, "prefetch the next chunk while one plays (hides a remote policy's round trip)"),
     "rtc_inference_timeout_s": (0.0, "async inference deadline; 0 uses the rollout node's"),
     "scoring_timeout_s": (0.0, "keep an episode unscored when no sheet comes within this; 0: wait"),
+    "policy_attach_timeout_s": (600.0, "how long a job waits for its policy client each time it waits; past it "
+                                       "the job FAILs with that reason and the station takes its next job"),
+    "max_infrastructure_retries": (3, "times one task's episode runs again after the station's own fault ended it "
+                                      "(driver, rollout node or relay link died; policy silent); then the job FAILs"),
     "attach_timeout_s": (10.0, "relay provider: how long an episode waits for the policy client"),
     "reply_timeout_s": (10.0, "relay provider: how long each policy call waits for its answer"),
     "heartbeat_s": (2.0, "relay heartbeat period when nothing changes"),
@@ -152,7 +156,9 @@ class StationNode(Node):
                                           lease_wait_s=self.p("lease_wait_s"),
                                           supervisors=tuple(n.strip() for n in self.p("supervisors").split(",")
                                                             if n.strip()),
-                                          scoring_timeout_s=timeout if timeout > 0 else None)
+                                          scoring_timeout_s=timeout if timeout > 0 else None,
+                                          policy_attach_timeout_s=self.p("policy_attach_timeout_s"),
+                                          max_infrastructure_retries=self.p("max_infrastructure_retries"))
         operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
             else ManualOperator()
         self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,
