@@ -1,9 +1,10 @@
-"""``strands-robots job submit | status | watch | cancel``: the Evaluation Client from the command line.
+"""``strands-robots job submit | status | watch | cancel | serve``: the Evaluation Client from the command line.
 
     strands-robots job submit --relay 127.0.0.1:50051 --token-file T  config/demo_job.yaml [--serve] [--watch]
     strands-robots job status --relay ... --token-file T JOB_ID        # one snapshot, field by field
     strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
+    strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT [--obs-map PRESET|FILE]
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
 environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; never from the command line, which
@@ -12,8 +13,11 @@ every user of the machine can read (``--token`` is refused, saying so).
 ``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
 ``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
 also serves the file's policy (:class:`~strands_robots.station_demo.DemoPolicy`) through the relay and watches
-the job to its end. Exit codes: 0 done (``watch``/``--serve``: the job SUCCEEDED), 1 the job ended otherwise, 2
-a bad command line or file, 3 the relay refused (the reason is printed).
+the job to its end. ``serve`` serves a submitted job's policy from a team's unchanged openpi policy server
+(:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping file) until the
+job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
+``serve``: the job SUCCEEDED), 1 the job ended otherwise, 2 a bad command line or file, 3 the relay refused (the
+reason is printed), 4 the openpi server could not be reached or refused the mapping.
 
 :func:`add_job_parser` adds the ``job`` command to an argparse parser (the CLI wires it in).
 """
@@ -26,11 +30,12 @@ import sys
 import threading
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "main",
-           "format_status"]
+__all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "cmd_job_serve",
+           "main", "format_status"]
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
+EXIT_POLICY_SERVER = 4
 #: The environment variable holding the client token when no ``--token-file`` is given.
 TOKEN_ENV = "STRANDS_ROBOTS_TOKEN"
 
@@ -152,8 +157,43 @@ def cmd_job_cancel(args: argparse.Namespace) -> int:
     return 1
 
 
+@_guard
+def cmd_job_serve(args: argparse.Namespace) -> int:
+    """Serve the job's policy from an openpi policy server (``--openpi``) until the job ends."""
+    try:
+        from strands_robots.client.openpi import OpenPIError, OpenPIPolicy, serve_openpi
+    except ImportError as exc:
+        return _fail(f"the openpi bridge needs its extra ({exc.name} is missing): pip install "
+                     f"'strands-robots-client[openpi]'", EXIT_USAGE)
+    from strands_robots.station_demo import summary_table
+
+    client = _client(args)
+    try:
+        policy = OpenPIPolicy(args.openpi, obs_map=args.obs_map, connect_timeout_s=args.connect_timeout_s)
+    except OpenPIError as exc:
+        return _fail(str(exc), EXIT_POLICY_SERVER)
+    print(f"openpi server {policy.url}: {policy.variant}, obs map {policy.obs_map.name}, metadata "
+          f"{policy.metadata!r}"[:2000], flush=True)
+
+    def on_event(request: Any) -> None:
+        kind = request.WhichOneof("kind")
+        if kind == "episode_start":
+            print(f"episode {request.episode_start.episode_id}: {request.episode_start.task.instruction}", flush=True)
+        elif kind == "episode_end":
+            end = request.episode_end
+            print(f"episode {end.episode_id} ended: {end.end_condition} {end.end_detail}"[:500], flush=True)
+
+    try:
+        final = serve_openpi(client, args.job_id, policy, on_event=on_event, reconnect_s=args.reconnect_s)
+    finally:
+        policy.close()
+    print(summary_table(final))
+    print(f"job {final.job_id} {final.state}: {final.message}")
+    return 0 if final.state == "SUCCEEDED" else 1
+
+
 def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``job`` with its four commands to ``subparsers`` (each sets ``func``)."""
+    """Add ``job`` with its five commands to ``subparsers`` (each sets ``func``)."""
     job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay")
     commands = job.add_subparsers(dest="job_command", required=True)
 
@@ -182,6 +222,18 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
         if name == "cancel":
             p.add_argument("--reason", default="cancelled from the command line")
         p.set_defaults(func=func)
+    serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server")
+    common(serve)
+    serve.add_argument("job_id")
+    serve.add_argument("--openpi", required=True, metavar="ws://HOST:PORT", help="the openpi policy server")
+    serve.add_argument("--obs-map", default=None, metavar="PRESET|FILE",
+                       help="droid, aloha, libero, roboarena or a YAML mapping file (default: droid; roboarena when "
+                            "the server's metadata is RoboArena's)")
+    serve.add_argument("--connect-timeout-s", type=float, default=10.0,
+                       help="how long to wait for the openpi server (default %(default)s)")
+    serve.add_argument("--reconnect-s", type=float, default=30.0,
+                       help="keep attaching to the relay for this long when it is unreachable (default %(default)s)")
+    serve.set_defaults(func=cmd_job_serve)
     return job
 
 

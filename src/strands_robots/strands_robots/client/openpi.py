@@ -332,7 +332,7 @@ def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_f
     again (the next ``reset`` reconnects to the server) until the job ends or ``max_policy_faults`` episodes
     failed. Returns the final ``pb.JobStatus``.
     """
-    from strands_robots.client.errors import PolicyFailed
+    from strands_robots.client.errors import PolicyFailed, RelayError
 
     faults = 0
     while True:
@@ -344,6 +344,9 @@ def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_f
                 raise
             _log.warning("job %s: episode ended by the policy's error (%s); attaching again for the next", job_id,
                          exc)
-            status = client.get_status(job_id)
+            try:
+                status = client.get_status(job_id)
+            except RelayError:  # no snapshot to judge by: attaching again tells
+                continue
             if status.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
                 return status
