@@ -73,7 +73,7 @@ SERVER_SCRIPT = textwrap.dedent('''
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--log", required=True)
-    p.add_argument("--mode", default="droid", choices=["droid", "aloha", "roboarena"])
+    p.add_argument("--mode", default="droid", choices=["droid", "aloha", "libero", "roboarena"])
     p.add_argument("--raise-on", type=int, default=0, help="raise on this infer call (1-based)")
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--metadata", default="{}")
@@ -106,6 +106,8 @@ SERVER_SCRIPT = textwrap.dedent('''
                 raise ValueError(f"policy exploded at call {self.calls}")
             if args.mode == "aloha":
                 base = np.asarray(obs["state"], dtype=np.float64)
+            elif args.mode == "libero":
+                base = np.asarray(obs["observation/state"], dtype=np.float64)[:7]
             else:
                 base = np.concatenate([obs["observation/joint_position"], obs["observation/gripper_position"]])
             steps = 0.01 * (np.arange(args.horizon)[:, None] + 1) + 0.1 * (self.calls - 1)
