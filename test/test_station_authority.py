@@ -245,3 +245,28 @@ def test_a_second_station_on_the_same_arms_waits_for_them_and_never_revokes_the_
     assert not [line for line in driver if "revoking" in line], [line for line in driver if "revoking" in line]
     assert any("granted to 'station:lab_b' (priority 50)" in line for line in driver)
     assert any("never preempts another station's lease" in line for line in driver)
+
+
+def test_a_foreign_resume_over_the_station_service_is_refused_with_the_reason(rig):
+    from strands_robots_msgs.srv import Resume, Takeover
+
+    rig.start_arms()
+    rig.start_station("station", rig.ns_a, "lab_a", operator="manual", scoring_timeout_s="0.1", supervisors="sue")
+    job = rig.submit(rig.ns_a, [ros_task("hold", duration_s="4")], 1)
+    rig.wait_job(job, lambda s: s.message.startswith("ep_0000 running"))
+
+    def took_over():  # a takeover asked while the rollout is still starting is refused (or fails): ask again
+        if any("op2 took over ep_0000" in s.message for s in rig.history(job)):
+            return True
+        rig.call(Takeover, f"{rig.ns_a}/takeover", operator_name="op2", reason="adjust the cube")
+        return wait_for(lambda: any("op2 took over ep_0000" in s.message for s in rig.history(job)), 1.0)
+
+    assert wait_for(took_over, 30.0, 0.2), [s.message for s in rig.history(job)]
+    foreign = rig.call(Resume, f"{rig.ns_a}/resume", operator_name="op3")
+    assert not foreign.ok
+    assert foreign.message == "op3 may not resume op2's takeover of ep_0000: only op2 or a supervisor (sue) may"
+    own = rig.call(Resume, f"{rig.ns_a}/resume", operator_name="op2")
+    assert own.ok, own.message
+    final = rig.wait_job(job, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+    assert final.state == "SUCCEEDED" and final.episodes[0].taken_over
+    assert final.episodes[0].end_condition == "timeout"
