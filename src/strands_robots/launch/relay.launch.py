@@ -3,7 +3,8 @@
     ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml               # config/relay.yaml's settings
     ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml listen:=127.0.0.1:50051 store:=sqlite:/tmp/r.db
 
-``relay_config_file`` (default ``config/relay.yaml``) gives the host, port, store and limits; it is checked
+``relay_config_file`` (default ``config/relay.yaml``) gives the host, port, store and limits (deadlines, per-token
+stream and job quotas, keepalive); it is checked
 before the relay starts (the key and the reason in one line). ``listen`` and ``store`` override it; a port of 0
 (the config's default) is a port free at launch time, and the relay's first line says which (``relay listening
 on 127.0.0.1:PORT``). ``tokens`` is the YAML token file (``clients: {name: token}``, ``stations: {id: token}``);
@@ -25,9 +26,10 @@ class BadRelayConfig(ValueError):
 
 
 def relay_argv(settings, listen: str, store: str, tokens: str) -> list:
-    """Return the relay's command line after the executable."""
-    return ["--listen", listen, "--store", store, "--tokens", tokens, "--poll-s", f"{settings.poll_s:g}",
-            "--workers", str(settings.workers), "--max-message-bytes", str(settings.max_message_bytes)]
+    """Return the relay's command line after the executable (every limit of the config file as a flag)."""
+    from strands_robots.relay.config import limit_argv
+
+    return ["--listen", listen, "--store", store, "--tokens", tokens, *limit_argv(settings)]
 
 
 def _relay(context):

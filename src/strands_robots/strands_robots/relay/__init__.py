@@ -6,7 +6,9 @@
 - ``auth.py``: bearer tokens from a YAML file, checked on every call.
 - ``job_request.py``: a submitted job checked with the station core's rules before it is stored.
 - ``sessions.py``: the policy-session broker (station stream <-> client stream).
-- ``server.py``: the servicers and ``main(argv)`` (``python -m strands_robots.relay``).
+- ``server.py``: the asyncio servicers and ``main(argv)`` (``python -m strands_robots.relay``).
+- ``config.py``: the relay's settings and limits (``config/relay.yaml``, the same as flags).
+- ``rate_limit.py``: a token bucket; the one-line, rate-limited log of refused requests.
 - ``station_link.py``: the station's side: reporting with a backlog, jobs, policy sessions.
 
 Limits: a policy session is brokered inside one relay process, so a job's station and its policy client must

@@ -19,7 +19,9 @@ Requests a station sends before a client is attached wait in the client's outbox
 session). Sessions are brokered within one relay process: the station and the client of a job must reach the
 same relay (several relays share jobs and snapshots through the store, not live sessions).
 
-No grpc here: the servicers in ``server.py`` pump the outboxes onto the streams.
+No grpc here: the servicers in ``server.py`` pump the outboxes onto the streams. An outbox is anything with a
+thread-safe ``put``; the broker makes them with ``make_outbox`` (a ``queue.Queue`` by default; the asyncio server
+gives one its stream coroutine awaits).
 """
 
 from __future__ import annotations
@@ -73,11 +75,13 @@ class Broker:
     :param make_attached: ``client_id -> PolicyReply`` announcing the client to the station.
     :param make_station_left: ``reason -> PolicyRequest`` telling the client the station went away.
     :param make_job_ended: ``JobStatus -> PolicyRequest`` telling the client the job ended.
+    :param make_outbox: makes each side's outbox (``put`` from any thread).
     """
 
     def __init__(self, make_attached: Callable[[str], Any], make_station_left: Callable[[str], Any],
-                 make_job_ended: Callable[[Any], Any]) -> None:
+                 make_job_ended: Callable[[Any], Any], make_outbox: Callable[[], Any] = queue.Queue) -> None:
         self._lock = threading.Lock()
+        self._make_outbox = make_outbox
         self._sessions: Dict[str, _Session] = {}
         self._make_attached = make_attached
         self._make_station_left = make_station_left
@@ -109,7 +113,7 @@ class Broker:
                 s.client_backlog.clear()
                 if s.client is not None:
                     s.client.outbox.put(self._make_station_left(reason))
-            side = s.station = Side(job_id, station_id)
+            side = s.station = Side(job_id, station_id, outbox=self._make_outbox())
             s.episode_id = ""
             if s.client is not None:
                 side.outbox.put(self._make_attached(s.client.name))
@@ -120,7 +124,7 @@ class Broker:
             s = self._session(job_id)
             if s.client is not None:
                 raise SessionBusy(f"a policy client ({s.client.name!r}) already serves job {job_id!r}")
-            side = s.client = Side(job_id, client_id)
+            side = s.client = Side(job_id, client_id, outbox=self._make_outbox())
             for msg in s.client_backlog:
                 side.outbox.put(msg)
             s.client_backlog.clear()

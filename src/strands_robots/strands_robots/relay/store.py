@@ -11,6 +11,11 @@ Rules every store keeps (``test_store_contract.py`` runs the same tests against 
    back. Equal times replace (the later report of the same millisecond wins).
 3. ``station_heard`` only moves forward.
 4. Everything written is committed before the call returns (SQLite ``synchronous=FULL``; PostgreSQL commits).
+5. ``client_load`` counts a client's jobs not ended and the episodes they still have to run (``episodes_total``
+   minus the finished episodes of the latest snapshot), for the relay's per-team quotas.
+
+The calls are synchronous (sqlite3, psycopg): the asyncio relay runs them on a small thread pool, never on its
+event loop. A store opened on a database an older relay made gains the new columns on open.
 
 Snapshots are opaque bytes here (serialized ``JobStatus`` protobuf; no pickle): the store indexes only the
 fields it must query (job id, station, owner, state, time).
@@ -47,6 +52,7 @@ class JobRecord:
     submitted_unix_ms: int
     cancel_requested: bool = False
     cancel_reason: str = ""
+    episodes_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,15 @@ class Snapshot:
     updated_unix_ms: int
     state: str
     payload: bytes
+    episodes_done: int = 0  # finished episodes in the snapshot
+
+
+@dataclass(frozen=True)
+class ClientLoad:
+    """A client's jobs not ended, and the episodes those jobs still have to run."""
+
+    open_jobs: int
+    queued_episodes: int
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,10 @@ class Store(Protocol):
 
     def get_snapshot(self, job_id: str) -> Optional[Snapshot]: ...
 
+    def client_load(self, client_id: str) -> ClientLoad:
+        """Count ``client_id``'s jobs not ended and the episodes they still have to run (rule 5)."""
+        ...
+
     def station_heard(self, station_id: str, unix_ms: int) -> None: ...
 
     def station_last_heard(self, station_id: str) -> Optional[int]: ...
@@ -112,14 +131,16 @@ _SCHEMA = (
         request {blob} NOT NULL,
         submitted_unix_ms BIGINT NOT NULL,
         cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
-        cancel_reason TEXT NOT NULL DEFAULT ''
+        cancel_reason TEXT NOT NULL DEFAULT '',
+        episodes_total BIGINT NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_by_station ON jobs (station_id)",
     """CREATE TABLE IF NOT EXISTS snapshots (
         job_id TEXT PRIMARY KEY,
         updated_unix_ms BIGINT NOT NULL,
         state TEXT NOT NULL,
-        payload {blob} NOT NULL
+        payload {blob} NOT NULL,
+        episodes_done BIGINT NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE IF NOT EXISTS stations (
         station_id TEXT PRIMARY KEY,
@@ -127,40 +148,58 @@ _SCHEMA = (
     )""",
 )
 
+# Columns added since the first schema: (table, column, definition); a store opened on an older database adds them.
+_ADDED_COLUMNS = (
+    ("jobs", "episodes_total", "BIGINT NOT NULL DEFAULT 0"),
+    ("snapshots", "episodes_done", "BIGINT NOT NULL DEFAULT 0"),
+)
+
 # Both dialects accept this upsert (SQLite >= 3.24, PostgreSQL >= 9.5); the WHERE is rule 2.
 _PUT_SNAPSHOT = (
-    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload) VALUES ({p}, {p}, {p}, {p}) "
+    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload, episodes_done) VALUES ({p}, {p}, {p}, {p}, {p}) "
     "ON CONFLICT (job_id) DO UPDATE SET updated_unix_ms = excluded.updated_unix_ms, state = excluded.state, "
-    "payload = excluded.payload WHERE excluded.updated_unix_ms >= snapshots.updated_unix_ms"
+    "payload = excluded.payload, episodes_done = excluded.episodes_done "
+    "WHERE excluded.updated_unix_ms >= snapshots.updated_unix_ms"
 )
 _STATION_HEARD = (
     "INSERT INTO stations (station_id, last_heard_unix_ms) VALUES ({p}, {p}) "
     "ON CONFLICT (station_id) DO UPDATE SET last_heard_unix_ms = excluded.last_heard_unix_ms "
     "WHERE excluded.last_heard_unix_ms > stations.last_heard_unix_ms"
 )
+_JOB_COLUMNS = ("j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
+                "j.cancel_reason, j.episodes_total")
+_N_JOB_COLUMNS = 8
+_OPEN = "(s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
+_CLIENT_LOAD = (
+    "SELECT count(*), COALESCE(sum(CASE WHEN j.episodes_total > COALESCE(s.episodes_done, 0) "
+    "THEN j.episodes_total - COALESCE(s.episodes_done, 0) ELSE 0 END), 0) "
+    "FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE j.client_id = {p} AND " + _OPEN
+)
 _OPEN_JOBS = (
-    "SELECT j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
-    "j.cancel_reason FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id "
-    "WHERE j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) "
-    "ORDER BY j.submitted_unix_ms, j.job_id"
+    "SELECT " + _JOB_COLUMNS + " FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id "
+    "WHERE j.station_id = {p} AND " + _OPEN + " ORDER BY j.submitted_unix_ms, j.job_id"
 )
 _VIEW = (
-    "SELECT j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
-    "j.cancel_reason, s.updated_unix_ms, s.state, s.payload, st.last_heard_unix_ms FROM jobs j "
+    "SELECT " + _JOB_COLUMNS + ", s.updated_unix_ms, s.state, s.payload, s.episodes_done, st.last_heard_unix_ms "
+    "FROM jobs j "
     "LEFT JOIN snapshots s ON s.job_id = j.job_id LEFT JOIN stations st ON st.station_id = j.station_id "
     "WHERE j.job_id = {p}"
 )
-_GET_JOB = (
-    "SELECT job_id, client_id, station_id, request, submitted_unix_ms, cancel_requested, cancel_reason "
-    "FROM jobs WHERE job_id = {p}"
-)
+_GET_JOB = "SELECT " + _JOB_COLUMNS + " FROM jobs j WHERE j.job_id = {p}"
+_GET_SNAPSHOT = "SELECT job_id, updated_unix_ms, state, payload, episodes_done FROM snapshots WHERE job_id = {p}"
 
 
 def _job(row: Sequence) -> JobRecord:
     return JobRecord(
         job_id=row[0], client_id=row[1], station_id=row[2], request=bytes(row[3]),
         submitted_unix_ms=int(row[4]), cancel_requested=bool(row[5]), cancel_reason=row[6] or "",
+        episodes_total=int(row[7]),
     )
+
+
+def _snapshot(row: Sequence) -> Snapshot:
+    return Snapshot(job_id=row[0], updated_unix_ms=int(row[1]), state=row[2], payload=bytes(row[3]),
+                    episodes_done=int(row[4]))
 
 
 def _check_snapshot(snapshot: Snapshot) -> None:
@@ -191,9 +230,10 @@ class _SqlStore:
         try:
             self._execute(
                 self._sql("INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms, "
-                          "cancel_requested, cancel_reason) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"),
+                          "cancel_requested, cancel_reason, episodes_total) "
+                          "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"),
                 (job.job_id, job.client_id, job.station_id, job.request, job.submitted_unix_ms,
-                 job.cancel_requested, job.cancel_reason),
+                 job.cancel_requested, job.cancel_reason, int(job.episodes_total)),
             )
         except self._integrity_errors() as exc:
             raise JobExists(f"job {job.job_id!r} already exists") from exc
@@ -209,10 +249,10 @@ class _SqlStore:
         rows = self._read(self._sql(_VIEW), (job_id,))
         if not rows:
             return None
-        r = rows[0]
-        snapshot = None if r[7] is None else Snapshot(job_id=r[0], updated_unix_ms=int(r[7]), state=r[8],
-                                                      payload=bytes(r[9]))
-        return JobView(job=_job(r[:7]), snapshot=snapshot, station_last_heard=None if r[10] is None else int(r[10]))
+        r, n = rows[0], _N_JOB_COLUMNS
+        snapshot = None if r[n] is None else _snapshot((r[0], *r[n:n + 4]))
+        heard = r[n + 4]
+        return JobView(job=_job(r[:n]), snapshot=snapshot, station_last_heard=None if heard is None else int(heard))
 
     def _read(self, sql: str, params: Sequence = ()) -> list:
         return self._execute(sql, params)
@@ -232,19 +272,17 @@ class _SqlStore:
         _check_snapshot(snapshot)
         rows = self._execute(
             self._sql(_PUT_SNAPSHOT) + " RETURNING updated_unix_ms",
-            (snapshot.job_id, snapshot.updated_unix_ms, snapshot.state, snapshot.payload),
+            (snapshot.job_id, snapshot.updated_unix_ms, snapshot.state, snapshot.payload, int(snapshot.episodes_done)),
         )
         return bool(rows)
 
     def get_snapshot(self, job_id: str) -> Optional[Snapshot]:
-        rows = self._execute(
-            self._sql("SELECT job_id, updated_unix_ms, state, payload FROM snapshots WHERE job_id = {p}"),
-            (job_id,),
-        )
-        if not rows:
-            return None
-        r = rows[0]
-        return Snapshot(job_id=r[0], updated_unix_ms=int(r[1]), state=r[2], payload=bytes(r[3]))
+        rows = self._execute(self._sql(_GET_SNAPSHOT), (job_id,))
+        return _snapshot(rows[0]) if rows else None
+
+    def client_load(self, client_id: str) -> ClientLoad:
+        rows = self._read(self._sql(_CLIENT_LOAD), (client_id,))
+        return ClientLoad(open_jobs=int(rows[0][0]), queued_episodes=int(rows[0][1]))
 
     def station_heard(self, station_id: str, unix_ms: int) -> None:
         self._execute(self._sql(_STATION_HEARD), (station_id, int(unix_ms)))
@@ -275,10 +313,15 @@ class SqliteStore(_SqlStore):
             self._conn.execute("PRAGMA synchronous=FULL")
             for stmt in _SCHEMA:
                 self._conn.execute(stmt.format(blob="BLOB"))
+            for table, column, definition in _ADDED_COLUMNS:
+                have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
         self._readers = threading.local()
         self._reader_conns: list = []
+        self._readers_lock = threading.Lock()  # not the writer's lock: a reader never waits for a write
         self._closed = False
 
     def _integrity_errors(self) -> tuple:
@@ -295,7 +338,7 @@ class SqliteStore(_SqlStore):
                 return self._execute(sql, params)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
             self._readers.conn = conn
-            with self._lock:
+            with self._readers_lock:
                 self._reader_conns.append(conn)
         try:
             cur = conn.execute(sql, tuple(params))
@@ -320,7 +363,7 @@ class SqliteStore(_SqlStore):
                 raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
             self._closed = True
             for conn in self._reader_conns:
                 conn.close()
@@ -360,6 +403,8 @@ class PostgresStore(_SqlStore):
                 first.execute("SELECT pg_advisory_xact_lock(7262001)")
                 for stmt in _SCHEMA:
                     first.execute(stmt.format(blob="BYTEA"))
+                for table, column, definition in _ADDED_COLUMNS:
+                    first.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
             self._pool.put(first)
             for _ in range(pool_size - 1):
                 self._pool.put(self._connect())
