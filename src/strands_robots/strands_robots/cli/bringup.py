@@ -7,6 +7,9 @@
 * :func:`make_run_dir`: a private directory (mode 0700) with the relay's tokens made for this launch (files mode
   0600): one client token, one station token. Nothing secret is ever committed or passed on a command line;
   the processes get the paths of these files.
+* :func:`write_relay_credentials`: the station's relay credentials file (0600, ``relay/credentials.py``'s
+  format) naming the relay and the station's token file; the station and rollout nodes both get its path in
+  their read-only ``relay_credentials_file`` parameter.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from strands_robots.relay.config import RelayConfigError, RelaySettings, load_relay_settings
+
 __all__ = ["BadConfigFile", "RelaySettings", "RunDir", "parameters_file_refusal", "relay_config_refusal",
-           "job_file_refusal", "load_relay_config", "make_run_dir", "DEMO_CLIENT"]
+           "job_file_refusal", "load_relay_config", "make_run_dir", "write_relay_credentials", "DEMO_CLIENT"]
 
 DEMO_CLIENT = "demo"
 
@@ -126,69 +131,13 @@ def parameters_file_refusal(path: str) -> str:
 
 
 # -- the relay's config -----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RelaySettings:
-    """``config/relay.yaml``: where the relay a launch starts listens and keeps its store."""
-
-    host: str = "127.0.0.1"
-    port: int = 0                 # 0: a port free at launch time
-    store: str = ""               # "": SQLite in the launch's private run dir
-    poll_s: float = 0.2
-    workers: int = 96
-    max_message_bytes: int = 16 * 1024 * 1024
-
-
-_RELAY_FIELDS = {"host": str, "port": int, "store": str, "poll_s": float, "workers": int, "max_message_bytes": int}
-
-
-def _relay_field_refusal(key: str, value: Any) -> str:
-    kind = _RELAY_FIELDS[key]
-    if kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    else:
-        ok = isinstance(value, kind) and not isinstance(value, bool)
-    if not ok:
-        return f"{key}: expected {_type_name(kind())}, got {_type_name(value)} {value!r}"
-    if key == "host" and not value.strip():
-        return "host: must be a host name or address, e.g. 127.0.0.1"
-    if key == "port" and not 0 <= value <= 65535:
-        return f"port: {value} is out of range [0, 65535] (0: a free port)"
-    if key == "store" and value and not (value.startswith("sqlite:") or value.startswith("postgresql://")):
-        return f"store: {value!r} is neither sqlite:PATH nor postgresql://... (empty: SQLite in the run dir)"
-    if key == "poll_s" and not value > 0:
-        return f"poll_s: must be greater than 0, got {value!r}"
-    if key == "workers" and value < 4:
-        return f"workers: must be >= 4 (every open stream holds a thread), got {value}"
-    if key == "max_message_bytes" and value < 1024:
-        return f"max_message_bytes: must be >= 1024, got {value}"
-    return ""
-
-
+# The relay owns its settings' schema (strands_robots/relay/config.py); a launch reads the same file with it.
 def load_relay_config(path: str) -> RelaySettings:
     """Read ``path`` (a top-level ``relay:`` mapping); :class:`BadConfigFile` names the key and the reason."""
-    import yaml
-
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise BadConfigFile(f"relay config {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1} column {mark.column + 1}:" if mark is not None else ""
-        raise BadConfigFile(f"relay config {path}:{where} not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict) or set(data) != {"relay"} or not isinstance(data["relay"], dict):
-        raise BadConfigFile(f"relay config {path}: expected one top-level mapping 'relay:'")
-    body = data["relay"]
-    for key in body:
-        if key not in _RELAY_FIELDS:
-            raise BadConfigFile(f"relay config {path}: relay: unknown key {key!r} (known: "
-                                f"{', '.join(_RELAY_FIELDS)})")
-        reason = _relay_field_refusal(key, body[key])
-        if reason:
-            raise BadConfigFile(f"relay config {path}: relay: {reason}")
-    values = {k: (float(v) if _RELAY_FIELDS[k] is float else v) for k, v in body.items()}
-    return RelaySettings(**values)
+        return load_relay_settings(path)
+    except RelayConfigError as exc:
+        raise BadConfigFile(str(exc)) from None
 
 
 def relay_config_refusal(path: str) -> str:
@@ -245,3 +194,23 @@ def make_run_dir(station_id: str, *, client_id: str = DEMO_CLIENT, parent: Optio
     _write_private(station_file, station)
     return RunDir(path=path, tokens=tokens, client_token_file=client_file, station_token_file=station_file,
                   store=f"sqlite:{os.path.join(path, 'relay.sqlite')}")
+
+
+def write_relay_credentials(directory: str, target: str, station_id: str, token_file: str,
+                            root_certificates: Optional[str] = None) -> str:
+    """Write ``relay_credentials.yaml`` (0600) into the private ``directory``; return its path.
+
+    It names the relay, the station and the station's token file (and the relay's CA for TLS), so the station
+    and rollout nodes read them once at start and no parameter, goal or command line carries them.
+    """
+    import yaml
+
+    data = {"target": target, "station_id": station_id, "token_file": os.path.abspath(token_file)}
+    if root_certificates:
+        data["root_certificates"] = os.path.abspath(root_certificates)
+    path = os.path.join(directory, "relay_credentials.yaml")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle)
+    os.chmod(path, 0o600)  # an existing file keeps its mode on open: make it private whatever it was
+    return path
