@@ -143,3 +143,14 @@ def test_the_pattern_adapter_is_chosen_by_name_and_its_frames_change():
 def test_an_unknown_adapter_is_refused_listing_the_known_ones():
     with pytest.raises(adapter.CameraAdapterError, match=r"unknown camera adapter 'nope'.*mujoco, pattern"):
         adapter.load(_cams("scene"), adapter="nope")
+
+
+def test_frames_of_an_old_scene_are_discarded_and_late_ones_ignored():
+    frames = LatestFrames(_cams("scene").cameras)
+    frames.put("scene", np.zeros((24, 32, 3), np.uint8), 100)
+    frames.discard_before(200)
+    assert frames.get("scene") is None
+    frames.put("scene", np.ones((24, 32, 3), np.uint8), 150)  # rendered before the scene changed: ignored
+    assert frames.get("scene") is None and not frames.wait_all(0.0)
+    frames.put("scene", np.ones((24, 32, 3), np.uint8), 200)
+    assert frames.get("scene").stamp_ns == 200 and frames.wait_all(0.0)

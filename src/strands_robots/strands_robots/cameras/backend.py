@@ -148,17 +148,35 @@ class FramesBackend:
     ``first_frame_timeout_s``, then refuses (:class:`CameraStale`), as it waits for the first joint state.
     Every other member is the wrapped backend's.
 
+    With ``set_scene`` (a simulated camera node), ``reset(seed)`` lays out the scene for the task given to
+    :meth:`set_task` and the seed: ``set_scene(task, seed)`` returns once the camera node has taken it, at a time
+    on the frames' clock; frames stamped before it (the old layout) are discarded, so the episode's first
+    observation waits for a frame of the new one.
+
     :param inner: the robot backend.
     :param frames: the latest frames of the cameras every observation must hold.
     :param clock_ns: now, on the frames' clock (ns).
     :param first_frame_timeout_s: how long the first observation waits for every camera's first frame.
+    :param set_scene: ``(task, seed) -> stamp_ns``; raises when the scene could not be laid out.
     """
 
-    def __init__(self, inner: Any, frames: LatestFrames, clock_ns: Any, first_frame_timeout_s: float = 10.0) -> None:
+    def __init__(self, inner: Any, frames: LatestFrames, clock_ns: Any, first_frame_timeout_s: float = 10.0,
+                 set_scene: Any = None) -> None:
         self._inner = inner
         self.frames = frames
         self._clock_ns = clock_ns
         self._first_timeout_s = float(first_frame_timeout_s)
+        self._set_scene = set_scene
+        self._task: "Mapping[str, Any] | None" = None
+
+    def set_task(self, task: "Optional[Mapping[str, Any]]") -> None:
+        """Remember the task whose parameters lay out the scene at the next ``reset`` (with ``set_scene``).
+
+        :raises SceneParameterError: the task places the object outside the region (nothing is remembered).
+        """
+        task = dict(task) if isinstance(task, Mapping) else None
+        object_position(task, None)
+        self._task = task
 
     @property
     def inner(self) -> Any:
@@ -188,6 +206,8 @@ class FramesBackend:
 
     def reset(self, seed: "int | None" = None) -> None:
         self._inner.reset(seed)
+        if self._set_scene is not None:
+            self.frames.discard_before(int(self._set_scene(self._task, seed)))
 
     def observe(self) -> dict[str, Any]:
         """Return the inner observation with every camera's latest frame, its age and stamp.

@@ -65,6 +65,7 @@ class LatestFrames:
         self._lock = threading.Lock()
         self._frames: dict[str, Frame] = {}
         self._arrived = threading.Condition(self._lock)
+        self._floor_ns = -(2**63)
         self.refused = {c.name: 0 for c in self._cameras}  # frames the receiver could not use, per camera
 
     @property
@@ -72,9 +73,14 @@ class LatestFrames:
         return self._cameras
 
     def put(self, name: str, image: np.ndarray, stamp_ns: int) -> None:
-        """Keep ``image`` as camera ``name``'s latest frame (an older stamp than the kept one is ignored)."""
+        """Keep ``image`` as camera ``name``'s latest frame.
+
+        A stamp older than the kept frame's, or than the floor :meth:`discard_before` set, is ignored.
+        """
         with self._lock:
             old = self._frames.get(name)
+            if stamp_ns < self._floor_ns:
+                return
             if old is None or stamp_ns >= old.stamp_ns:
                 self._frames[name] = Frame(image, int(stamp_ns))
                 self._arrived.notify_all()
@@ -86,6 +92,13 @@ class LatestFrames:
     def clear(self) -> None:
         with self._lock:
             self._frames.clear()
+
+    def discard_before(self, stamp_ns: int) -> None:
+        """Forget every frame stamped before ``stamp_ns`` and ignore such frames from now on (a new scene)."""
+        with self._lock:
+            self._floor_ns = int(stamp_ns)
+            for name in [n for n, f in self._frames.items() if f.stamp_ns < self._floor_ns]:
+                del self._frames[name]
 
     def wait_all(self, timeout_s: float) -> bool:
         """Wait until every camera has a frame (at most ``timeout_s``); True when they all have one."""

@@ -6,18 +6,27 @@ stamp in ns; :func:`camera_backend` wraps a robot backend so its observations ho
 (:class:`~strands_robots.cameras.backend.FramesBackend`: ``<camera>.image``, ``.image_age_s``,
 ``.image_stamp_ns``, the stale rule). The age is measured on the subscribing node's clock, the clock the camera
 node stamps with (system time, or simulation time under ``use_sim_time`` on both).
+
+:class:`SceneSetter` lays out a simulated camera node's scene for an episode: it sets the node's ``scene_seed``
+and ``scene_task_json`` parameters (the task's ``object_x`` / ``object_y`` only) and answers when the node has
+taken them, so the backend discards the frames of the old layout.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import threading
+from typing import Any, Mapping, Optional
 
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+from rcl_interfaces.srv import SetParameters
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from strands_robots.cameras.backend import FramesBackend
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import LatestFrames
+from strands_robots.cameras.scene import PARAMETER_KEYS
 from strands_robots.nodes import camera_msgs
 
 _NS = 1_000_000_000
@@ -51,8 +60,56 @@ def subscribe_frames(node: Node, cameras: CameraSet, camera_namespace: str = "")
     return frames
 
 
+class CameraSceneError(RuntimeError):
+    """The camera node did not take the episode's scene (refused it, or did not answer in time)."""
+
+
+class SceneSetter:
+    """``(task, seed) -> stamp_ns``: set the camera node's scene parameters; the node clock once it answered.
+
+    Call it from a thread other than the one spinning ``node`` (it waits for the answer).
+
+    :param node: the node whose client calls ``<camera_namespace>/<camera_node>/set_parameters``.
+    :param timeout_s: how long to wait for the camera node (its service, then its answer).
+    """
+
+    def __init__(self, node: Node, camera_node: str, camera_namespace: str = "", timeout_s: float = 10.0) -> None:
+        ns = camera_namespace.rstrip("/")
+        self.service = f"{ns}/{camera_node}/set_parameters" if ns else f"{camera_node}/set_parameters"
+        self._node = node
+        self._client = node.create_client(SetParameters, self.service)
+        self._timeout_s = float(timeout_s)
+
+    def __call__(self, task: "Optional[Mapping[str, Any]]", seed: "Optional[int]") -> int:
+        params = dict(task or {})
+        if isinstance(params.get("parameters"), Mapping):
+            params = dict(params["parameters"])
+        scene = {k: params[k] for k in PARAMETER_KEYS if params.get(k) not in (None, "")}
+        seed_value = ParameterValue(type=ParameterType.PARAMETER_INTEGER,
+                                    integer_value=-1 if seed is None else int(seed))
+        task_value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=json.dumps(scene))
+        request = SetParameters.Request(parameters=[Parameter(name="scene_task_json", value=task_value),
+                                                    Parameter(name="scene_seed", value=seed_value)])
+        if not self._client.wait_for_service(timeout_sec=self._timeout_s):
+            raise CameraSceneError(f"camera node scene service {self.service} not found within {self._timeout_s:g} s")
+        done = threading.Event()
+        future = self._client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(self._timeout_s):
+            raise CameraSceneError(f"camera node {self.service}: no answer within {self._timeout_s:g} s")
+        refused = [r.reason for r in future.result().results if not r.successful]
+        if refused:
+            raise CameraSceneError(f"camera node refused the scene: {'; '.join(refused)}")
+        return int(self._node.get_clock().now().nanoseconds)
+
+
 def camera_backend(node: Node, inner: Any, cameras: CameraSet, camera_namespace: str = "",
-                   first_frame_timeout_s: float = 10.0) -> FramesBackend:
-    """Return ``inner`` with the cameras' frames in its observations (subscriptions made on ``node``)."""
+                   first_frame_timeout_s: float = 10.0, scene_node: str = "") -> FramesBackend:
+    """Return ``inner`` with the cameras' frames in its observations (subscriptions made on ``node``).
+
+    :param scene_node: a simulated camera node's name: each ``reset(seed)`` lays out its scene for the task
+        and the seed (:class:`SceneSetter`); empty: the scene is not this backend's (a real camera).
+    """
     frames = subscribe_frames(node, cameras, camera_namespace)
-    return FramesBackend(inner, frames, lambda: node.get_clock().now().nanoseconds, first_frame_timeout_s)
+    setter = SceneSetter(node, scene_node, camera_namespace, first_frame_timeout_s) if scene_node else None
+    return FramesBackend(inner, frames, lambda: node.get_clock().now().nanoseconds, first_frame_timeout_s, setter)

@@ -9,7 +9,8 @@ current there), renders each configured camera at its fps and publishes, per cam
 - ``<ns>/<camera>/image_raw/compressed`` — ``sensor_msgs/CompressedImage`` (JPEG, the camera's quality);
 - ``<ns>/<camera>/camera_info`` — ``sensor_msgs/CameraInfo`` (intrinsics from the MJCF ``fovy`` and size);
 
-all three stamped with the node clock when the frame was rendered (simulation time under ``use_sim_time``) and
+all three stamped with the node clock when the arms and the scene were read for the frame (simulation time under
+``use_sim_time``; a scene change answered at t shows in every frame stamped after t) and
 naming the frame ``<camera>_optical_frame``. The frames come from the camera adapter the read-only ``adapter``
 parameter names (empty: the camera file's; :mod:`strands_robots.cameras.adapter`): ``mujoco``, ``pattern``, an
 entry point of ``strands_robots.cameras`` (a real camera), or ``module:factory``.
@@ -56,7 +57,7 @@ PARAMETERS: dict = {
     "driver_namespace": ("", "namespace of the arm driver's joint_states; empty: this node's", {"read_only": True}),
     "frame_id_prefix": ("", "prefix of the <camera>_optical_frame names", {"read_only": True}),
     "scene_seed": (-1, "seed of the object's place; negative: none (the region's centre unless the task says)",
-                   {"integer_range": [IntegerRange(from_value=-1, to_value=2**31 - 1, step=1)]}),
+                   {"integer_range": [IntegerRange(from_value=-1, to_value=2**63 - 1, step=1)]}),
     "scene_task_json": ("", f"task parameters placing the object, a JSON object (object_x, object_y); at most "
                             f"{SCENE_TASK_JSON_MAX} characters", {}),
 }
@@ -194,6 +195,9 @@ class CameraNode(Node):
                 with self._joint_lock:
                     joints, jv = self._joints, self._joints_version
                     scene, sv = self._scene, self._scene_version
+                    # The frames show the arms and the scene as read here: stamped now, under the lock a scene
+                    # change takes, so a frame of the old scene is stamped before the change was answered.
+                    stamp = self.get_clock().now().to_msg()
                 if sv != scened:
                     source.set_scene(scene[0], scene[1])
                     scened = sv
@@ -211,12 +215,11 @@ class CameraNode(Node):
                             self.get_logger().warn(f"camera {c.name}: render failed ({self.render_failures[c.name]} "
                                                    f"times): {type(exc).__name__}: {exc}")
                         continue
-                    self._publish(c, image, intrinsics[c.name])
+                    self._publish(c, image, intrinsics[c.name], stamp)
         finally:
             source.close()
 
-    def _publish(self, cam: Any, image: Any, k: Any) -> None:
-        stamp = self.get_clock().now().to_msg()
+    def _publish(self, cam: Any, image: Any, k: Any, stamp: Any) -> None:
         raw_pub, jpeg_pub, info_pub, frame = self._pubs[cam.name]
         raw_pub.publish(camera_msgs.image_msg(image, stamp, frame))
         if jpeg_pub.get_subscription_count():  # encode only for someone
