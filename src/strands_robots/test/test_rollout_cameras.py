@@ -59,7 +59,7 @@ def _end(proc: subprocess.Popen) -> str:
 class CameraStation:
     """This test's client node beside a driver, a camera node and (``rollout``) a rollout node process."""
 
-    def __init__(self, rollout: bool = True) -> None:
+    def __init__(self, rollout: bool = True, *rollout_params: str) -> None:
         self.namespace = f"/h7_cams_{uuid.uuid4().hex[:8]}"
         self.procs: list = []
         self.context = Context()
@@ -80,7 +80,8 @@ class CameraStation:
             if rollout:
                 self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
                                          "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
-                                         "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist"))
+                                         "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist",
+                                         *rollout_params))
                 assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
                 assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
         except BaseException:
@@ -217,3 +218,67 @@ def test_over_ros_every_step_carries_both_cameras_frames_and_a_killed_camera_end
     assert time.monotonic() - killed_at < 60.0
     for step in station.steps(ended.run_id):  # any step that ran saw frames within the bound
         assert all(age <= 0.5 * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps)
+
+
+def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_the_old_frames():
+    import numpy as np
+
+    from strands_robots.cameras.config import load_camera_set
+    from strands_robots.nodes.camera_frames import CameraSceneError, camera_backend
+    from strands_robots.nodes.driver_client import RosDriverBackend
+
+    s = CameraStation(rollout=False)
+    backend = None
+    try:
+        backend = RosDriverBackend(s.node, wait_timeout_s=60.0, control_frequency=RATE_HZ,
+                                   reset_moves_to_start_pose=False)
+        assert backend.wait_until_ready(timeout_s=60.0)
+        cams = load_camera_set().select(["scene"])
+        cb = camera_backend(s.node, backend, cams, first_frame_timeout_s=60.0, scene_node="camera")
+
+        def scene(task, seed):
+            cb.set_task(task)
+            before_ns = s.node.get_clock().now().nanoseconds
+            cb.reset(seed)
+            obs = cb.observe()
+            assert obs["scene.image_stamp_ns"] > before_ns  # a frame of the new layout, none from before
+            return obs["scene.image"].astype(int)
+
+        a = scene({}, 1)
+        b = scene({}, 2)
+        a_again = scene({}, 1)
+        placed = scene({"parameters": {"object_x": "0.45", "object_y": "-0.3"}}, 1)
+        assert np.abs(a - b).mean() > 0.05 and np.abs(a - placed).mean() > 0.05
+        assert np.abs(a - a_again).mean() < np.abs(a - b).mean() / 4  # the same layout again (arms held still)
+        cb.set_task(None)
+        s.camera.send_signal(signal.SIGSTOP)  # a camera node that cannot answer: the reset says so
+        try:
+            with pytest.raises(CameraSceneError, match="no answer"):
+                stuck = camera_backend(s.node, backend, cams, first_frame_timeout_s=1.0, scene_node="camera")
+                stuck.reset(3)
+        finally:
+            s.camera.send_signal(signal.SIGCONT)
+    finally:
+        if backend is not None:
+            backend.close()
+        s.close()
+
+
+def test_the_rollout_node_lays_out_the_goals_scene_before_its_episode():
+    s = CameraStation(True, "camera_scene_node:=camera")
+    try:
+        result = s.run(max_steps=10, duration_s=5.0, seed=7)
+        assert result.ended.outcome == "ok", (result.message, result.ended.error_message)
+        steps = s.steps(result.ended.run_id)
+        assert steps and all(list(st.camera_names) == ["scene", "wrist"] for st in steps)
+        from rcl_interfaces.srv import GetParameters
+
+        client = s.node.create_client(GetParameters, f"{s.namespace}/camera/get_parameters")
+        assert client.wait_for_service(timeout_sec=30.0)
+        done = threading.Event()
+        future = client.call_async(GetParameters.Request(names=["scene_seed"]))
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(30.0)
+        assert future.result().values[0].integer_value == 7  # the goal's seed laid out the scene
+    finally:
+        s.close()

@@ -48,7 +48,8 @@ parameter holds a token. Without the file a goal asking for the relay provider i
 Topics: ``observer_events`` (ObserverEvent), ``episode_results`` (EpisodeResult). Action: ``run_episode``.
 With ``cameras`` set, every observation also holds each camera's latest ``<camera>/image_raw`` frame as
 ``<camera>.image`` (:mod:`strands_robots.nodes.camera_frames`); a frame older than the camera's bound ends the
-episode as an error, as a stale joint state does.
+episode as an error, as a stale joint state does. With ``camera_scene_node`` the simulated camera node lays out
+the goal's task and seed before the episode (frames of the old layout are discarded).
 The driver's names are resolved relative to ``driver_namespace`` (default: this node's namespace).
 
 With ``autorun_episodes > 0`` the node runs that many episodes with its parameters once the driver is up (the
@@ -192,6 +193,8 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "cameras_file": ("", "camera file naming their size and stale bound; empty: the package's config/cameras.yaml",
                      {"read_only": True}),
     "camera_namespace": ("", "namespace of the camera node's topics; empty: this node's", {"read_only": True}),
+    "camera_scene_node": ("", "a simulated camera node (e.g. camera): each episode lays out its scene for the "
+                              "goal's task and seed; empty: none", {"read_only": True}),
 }
 
 
@@ -255,7 +258,8 @@ class RolloutNode(Node):
             from strands_robots.nodes.camera_msgs import load_cameras
 
             runner_backend = camera_backend(self, self.backend, load_cameras(self.p("cameras_file"), self.p("cameras")),
-                                            self.p("camera_namespace"), self.p("driver_timeout_s"))
+                                            self.p("camera_namespace"), self.p("driver_timeout_s"),
+                                            self.p("camera_scene_node"))
         self.runner = PolicyRunner(runner_backend, robot_name=self.p("robot_name"), stop=self._stop)
         self._busy = threading.Lock()
         self._goal_pending = False
@@ -417,6 +421,14 @@ class RolloutNode(Node):
                 message = f"goal refused: {exc.reason}"
                 log.error(message)
                 return None, "", message
+            set_task = getattr(self.runner.backend, "set_task", None)
+            if callable(set_task):  # cameras: the goal's task lays out the scene at the episode's reset
+                try:
+                    set_task(spec.task)
+                except ValueError as exc:
+                    message = f"goal refused: {exc}"
+                    log.error(message)
+                    return None, "", message
             if not self.backend.wait_until_ready(self.p("driver_timeout_s"),
                                                  should_stop=lambda: self._stop.requested or self._closing.is_set()):
                 if self._stop.requested:
