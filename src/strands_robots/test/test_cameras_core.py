@@ -154,3 +154,26 @@ def test_frames_of_an_old_scene_are_discarded_and_late_ones_ignored():
     assert frames.get("scene") is None and not frames.wait_all(0.0)
     frames.put("scene", np.ones((24, 32, 3), np.uint8), 200)
     assert frames.get("scene").stamp_ns == 200 and frames.wait_all(0.0)
+
+
+def plugged_in(config, model_path=None):
+    """Build a plug-in camera source, as a camera package's entry point names it (the pattern, renamed)."""
+    from strands_robots.cameras.pattern import PatternCameras
+
+    source = PatternCameras(config)
+    source.plugged_in = True
+    return source
+
+
+def test_a_camera_package_plugs_in_through_the_entry_point_group(tmp_path, monkeypatch):
+    import importlib
+
+    dist = tmp_path / "acme_camera-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-camera\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{adapter.ENTRY_POINT_GROUP}]\nacme = {__name__}:plugged_in\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    assert "acme" in adapter.available()
+    source = adapter.load(_cams("scene"), adapter="acme")
+    assert getattr(source, "plugged_in", False) and source.render("scene").shape == (24, 32, 3)
