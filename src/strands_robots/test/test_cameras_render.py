@@ -107,3 +107,25 @@ def test_a_camera_naming_no_mjcf_camera_is_refused_naming_the_cameras_there_are(
     cams = CameraSet("mujoco", (CameraConfig("top", "top_view", 64, 64, 10),))
     with pytest.raises(Exception, match=r"no camera 'top_view'; cameras: scene, right/wrist"):
         load(cams)
+
+
+def test_a_source_made_on_one_thread_renders_on_another(source):
+    import threading
+
+    source.set_scene({}, 0)
+    source.pose(_start_pose())
+    here = source.render("scene")
+    there: dict = {}
+
+    def render() -> None:
+        try:
+            there["image"] = source.render("scene")
+        except Exception as exc:  # kept for the assertion below
+            there["error"] = exc
+
+    worker = threading.Thread(target=render)
+    worker.start()
+    worker.join(60.0)
+    assert "error" not in there, there.get("error")
+    assert _diff(here, there["image"]) == 0.0
+    assert _diff(here, source.render("scene")) == 0.0  # and back on the first thread

@@ -1,10 +1,11 @@
 """Offscreen MuJoCo rendering of the configured cameras over a model and an MjData of the renderer's own.
 
-One ``mujoco.Renderer`` per camera (its size), all on the thread that created them (an OpenGL context is
-current on one thread). Sites are not drawn. The scene flags that cost most in software rendering (shadow
-maps, reflections, multisampling) are off: with Mesa's llvmpipe they took a 224x224 frame from about 2 ms to
-about 100 ms here. The caller poses ``CameraRenderer.data`` (then :meth:`CameraRenderer.forward`) and asks for
-frames.
+One ``mujoco.Renderer`` per camera (its size). An OpenGL context is current on one thread at a time, so each
+render binds its camera's context and releases it after: any thread may render, one at a time (the camera
+node's render thread, or whichever thread runs an in-process rollout). Sites are not drawn. The scene flags
+that cost most in software rendering (shadow maps, reflections, multisampling) are off: with Mesa's llvmpipe
+they took a 224x224 frame from about 2 ms to about 100 ms here. The caller poses ``CameraRenderer.data``
+(then :meth:`CameraRenderer.forward`) and asks for frames.
 """
 
 from __future__ import annotations
@@ -15,6 +16,20 @@ import numpy as np
 
 from strands_robots.cameras import gl
 from strands_robots.cameras.config import CameraConfig
+
+
+def _release_current(backend: str) -> None:
+    """Make no OpenGL context current on this thread (so another thread may make one of ours current)."""
+    if backend == "egl":
+        import mujoco.egl as egl
+
+        if egl.EGL_DISPLAY is not None:
+            egl.EGL.eglMakeCurrent(egl.EGL_DISPLAY, egl.EGL.EGL_NO_SURFACE, egl.EGL.EGL_NO_SURFACE,
+                                   egl.EGL.EGL_NO_CONTEXT)
+    elif backend == "osmesa":
+        import mujoco.osmesa as osm
+
+        osm.osmesa.OSMesaMakeCurrent(None, None, osm.GL.GL_FLOAT, 0, 0)
 
 
 def _use_context_class(backend: str) -> None:
@@ -66,6 +81,7 @@ class CameraRenderer:
         except Exception:
             self.close()
             raise
+        _release_current(self.gl.backend)  # each render binds its context and lets it go (any thread may render)
         mujoco.mj_forward(m, self.data)
 
     @property
@@ -80,7 +96,11 @@ class CameraRenderer:
         """Return camera ``name``'s view of the current pose: a new ``(height, width, 3)`` uint8 array."""
         r = self._renderers[name]
         r.update_scene(self.data, camera=self._cameras[name].mjcf_camera, scene_option=self._option)
-        return r.render()  # a fresh array per call
+        context = getattr(r, "_gl_context", None)  # mujoco's own; bound for this call only, then released
+        if context is None:
+            return r.render()
+        with context.as_current():
+            return r.render()  # a fresh array per call
 
     def close(self) -> None:
         for r in self._renderers.values():
