@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-REQUIREMENTS = ("openpi-server==0.1.0", "openpi-client==0.1.2", "numpy<2")
+#: openpi-client 0.1.2's websocket_client_policy imports typing_extensions without declaring it: named here.
+REQUIREMENTS = ("openpi-server==0.1.0", "openpi-client==0.1.2", "numpy<2", "typing_extensions")
 #: Actions per chunk the test servers answer.
 HORIZON = 4
 
