@@ -167,6 +167,8 @@ def test_a_server_killed_mid_job_ends_that_episode_and_the_bridge_reconnects_for
         proc.wait(10)
         with pytest.raises(OpenPIConnectionLost, match=rf"openpi server {url} closed the connection during infer"):
             policy.act(observation(1))
+        with pytest.raises(OpenPIConnectionLost, match="not connected .*the next episode's reset reconnects"):
+            policy.act(observation(1))  # the rest of that episode: no silent reconnect mid-episode
         # A supervisor restarts the server on the same port; the next episode's reset connects to it.
         restarted, _, _ = server(port=port)
         assert restarted.pid != proc.pid

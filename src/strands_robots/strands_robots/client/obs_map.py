@@ -234,7 +234,10 @@ def _joints(arm: str, suffix: str = "") -> List[str]:
     return [f"{arm}.joint_{i}{suffix}" for i in range(1, 7)]
 
 
-#: Our gripper's command range is [0, 0.8] rad, 0 open; openpi's DROID/LIBERO grippers are [0, 1], 1 closed.
+#: Our gripper's command range is [0, 0.8] rad; openpi's DROID/LIBERO grippers are [0, 1] (1 closed). The presets
+#: scale one onto the other, 0 to 0; a station whose gripper opens at 0.8 flips it in a mapping file
+#: (state ``{key: right.gripper.pos, scale: -1.25, offset: 1.0}``, action ``{key: right.gripper, scale: -0.8,
+#: offset: 0.8}``).
 GRIPPER_RANGE = 0.8
 
 _PRESET_MAPPINGS: Dict[str, Dict[str, Any]] = {

@@ -180,8 +180,8 @@ class OpenPIPolicy(Policy):
 
     def act(self, observation: Mapping[str, Any]) -> List[Dict[str, float]]:
         """Send the mapped observation, return the answer's ``actions`` as the station's chunk (in order)."""
-        if self._ws is None:
-            self._connect()
+        if self.obs_map is None:
+            raise OpenPIError(f"openpi server {self.url}: act before the first reset (nothing connected yet)")
         request = self.obs_map.request(observation, self._prompt)
         if self.variant == "roboarena":
             request["endpoint"] = "infer"
@@ -278,8 +278,9 @@ class OpenPIPolicy(Policy):
         """One lock-step round trip; a text frame is the server's error unless it is ``text_ok``."""
         from websockets.exceptions import ConnectionClosed, WebSocketException
 
-        if self._ws is None:
-            self._connect()
+        if self._ws is None:  # lost earlier in this episode: that episode has ended with the reason
+            raise OpenPIConnectionLost(f"openpi server {self.url}: not connected (the connection was lost earlier in "
+                                       "this episode); the next episode's reset reconnects")
         frame = pack(dict(request))
         try:
             self._ws.send(frame)
