@@ -948,7 +948,7 @@ def job_status_to_pb(status: Any) -> Any:
     msg = pb.JobStatus(
         job_id=status.job_id, station_id=status.station_id, state=getattr(status.state, "value", status.state),
         episodes_total=int(status.episodes_total), updated_unix_ms=int(status.updated_unix_ms),
-        message=status.message or "",
+        message=status.message or "", sequence=int(status.sequence),
     )
     msg.episodes.extend(episode_result_to_pb(e) for e in status.episodes)
     return msg
@@ -965,7 +965,7 @@ def job_status_from_pb(msg: Any) -> Any:
     return JobStatus(
         job_id=msg.job_id, station_id=msg.station_id, state=state, episodes_total=msg.episodes_total,
         episodes=tuple(episode_result_from_pb(e) for e in msg.episodes), updated_unix_ms=msg.updated_unix_ms,
-        message=msg.message,
+        message=msg.message, sequence=msg.sequence,
     )
 
 

@@ -145,6 +145,16 @@ def test_job_status_round_trips_between_model_and_protobuf():
     assert back == model
 
 
+def test_job_status_sequence_crosses_the_wire_unchanged():
+    import dataclasses
+
+    model = dataclasses.replace(_model_status(), sequence=41)
+    wire = pb.JobStatus.FromString(convert.job_status_to_pb(model).SerializeToString())
+    assert wire.sequence == 41
+    assert convert.job_status_from_pb(wire).sequence == 41
+    assert pb.JobStatus().sequence == 0  # an older station's snapshot: unnumbered
+
+
 def test_scored_item_with_its_answer_in_the_wrong_field_is_refused():
     msg = pb.ScoredItem(name="placed", answer_type=pb.ANSWER_TYPE_YES_NO, count=1)
     with pytest.raises(ValueError, match="'placed'.*needs its answer in 'yes_no', got count"):

@@ -14,6 +14,7 @@ from strands_robots.relay.store import (
     Snapshot,
     SqliteStore,
     StoreError,
+    Verdict,
     open_store,
 )
 
@@ -53,8 +54,9 @@ def _job(job_id="job-1", client="team_a", station="sim_station", t=1000):
                      submitted_unix_ms=t)
 
 
-def _snap(job_id="job-1", t=5000, state="RUNNING", payload=None):
-    return Snapshot(job_id=job_id, updated_unix_ms=t, state=state, payload=payload or f"{state}@{t}".encode())
+def _snap(job_id="job-1", t=5000, state="RUNNING", payload=None, seq=0, done=0):
+    return Snapshot(job_id=job_id, updated_unix_ms=t, state=state, payload=payload or f"{state}@{t}#{seq}".encode(),
+                    sequence=seq, episodes_done=done)
 
 
 def test_created_job_reads_back_with_owner_station_and_request_bytes(store_factory):
@@ -73,22 +75,91 @@ def test_second_job_with_the_same_id_is_refused(store_factory):
     assert store.get_job("job-1").client_id == "team_a"
 
 
-def test_older_snapshot_never_overwrites_a_newer_one(store_factory):
+def test_older_unnumbered_snapshot_never_overwrites_a_newer_one(store_factory):
     store = store_factory()
     store.create_job(_job())
-    assert store.put_snapshot(_snap(t=5000, state="RUNNING")) is True
-    assert store.put_snapshot(_snap(t=4999, state="WAITING_POLICY")) is False
+    assert store.put_snapshot(_snap(t=5000, state="RUNNING")) is Verdict.STORED
+    assert store.put_snapshot(_snap(t=4999, state="WAITING_POLICY")) is Verdict.STALE
     got = store.get_snapshot("job-1")
-    assert (got.updated_unix_ms, got.state, got.payload) == (5000, "RUNNING", b"RUNNING@5000")
-    assert store.put_snapshot(_snap(t=6000, state="SUCCEEDED")) is True
+    assert (got.updated_unix_ms, got.state, got.payload) == (5000, "RUNNING", b"RUNNING@5000#0")
+    assert store.put_snapshot(_snap(t=6000, state="SUCCEEDED")) is Verdict.STORED
     assert store.get_snapshot("job-1").state == "SUCCEEDED"
 
 
-def test_snapshot_of_the_same_millisecond_replaces(store_factory):
+def test_unnumbered_snapshot_of_the_same_millisecond_replaces(store_factory):
     store = store_factory()
     store.put_snapshot(_snap(t=7000, payload=b"first"))
-    assert store.put_snapshot(_snap(t=7000, payload=b"second")) is True
+    assert store.put_snapshot(_snap(t=7000, payload=b"second")) is Verdict.STORED
     assert store.get_snapshot("job-1").payload == b"second"
+
+
+def test_snapshots_are_ordered_by_sequence_not_by_a_station_clock_an_hour_ahead(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    hour = 3_600_000
+    assert store.put_snapshot(_snap(t=10_000, seq=1)) is Verdict.STORED
+    assert store.put_snapshot(_snap(t=10_000 + hour, seq=2, done=1)) is Verdict.STORED  # the clock jumped ahead
+    assert store.put_snapshot(_snap(t=10_500, seq=3, done=1)) is Verdict.STORED  # and back: still newer
+    assert store.put_snapshot(_snap(t=10_000 + 2 * hour, seq=2, done=1)) is Verdict.STALE  # a late resend
+    assert store.put_snapshot(_snap(t=11_000, state="SUCCEEDED", seq=4, done=2)) is Verdict.STORED
+    got = store.get_snapshot("job-1")
+    assert (got.state, got.sequence, got.updated_unix_ms, got.episodes_done) == ("SUCCEEDED", 4, 11_000, 2)
+
+
+def test_a_stored_terminal_snapshot_is_never_replaced(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    assert store.put_snapshot(_snap(t=1, state="CANCELLED", seq=5, done=1)) is Verdict.STORED
+    assert store.put_snapshot(_snap(t=2, state="RUNNING", seq=6, done=1)) is Verdict.FINAL
+    assert store.put_snapshot(_snap(t=3, state="SUCCEEDED", seq=7, done=3)) is Verdict.FINAL
+    got = store.get_snapshot("job-1")
+    assert (got.state, got.sequence) == ("CANCELLED", 5)
+    assert store.open_jobs_for_station("sim_station") == []
+
+
+def test_a_snapshot_removing_finished_episodes_is_refused(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    assert store.put_snapshot(_snap(t=1, seq=1, done=2)) is Verdict.STORED
+    assert store.put_snapshot(_snap(t=2, seq=2, done=0)) is Verdict.FEWER_EPISODES  # a station that started over
+    assert store.put_snapshot(_snap(t=3, seq=1, done=0)) is Verdict.STALE  # older anyway: just stale
+    assert store.get_snapshot("job-1").episodes_done == 2
+    assert store.put_snapshot(_snap(t=4, seq=3, done=2)) is Verdict.STORED
+
+
+def test_an_unnumbered_snapshot_never_replaces_a_numbered_one_and_a_numbered_one_replaces_it(store_factory):
+    store = store_factory()
+    store.create_job(_job())
+    assert store.put_snapshot(_snap(t=5000, seq=0)) is Verdict.STORED
+    assert store.put_snapshot(_snap(t=1000, seq=1)) is Verdict.STORED  # an upgraded station: its clock is no rule
+    assert store.put_snapshot(_snap(t=9000, seq=0)) is Verdict.STALE
+    assert store.get_snapshot("job-1").sequence == 1
+
+
+def test_client_job_ids_are_per_client_and_a_client_cannot_hold_one_twice(store_factory):
+    store = store_factory()
+    store.create_job(JobRecord("job-1", "team_a", "sim_station", b"a", 1, client_job_id="nightly"))
+    store.create_job(JobRecord("job-2", "team_b", "sim_station", b"b", 2, client_job_id="nightly"))
+    with pytest.raises(JobExists):
+        store.create_job(JobRecord("job-3", "team_a", "sim_station", b"c", 3, client_job_id="nightly"))
+    assert store.view_for_client("team_a", "nightly").job.job_id == "job-1"
+    assert store.view_for_client("team_b", "nightly").job.job_id == "job-2"
+    assert store.view_for_client("team_c", "nightly") is None
+    assert store.get_job("job-3") is None
+    assert store.get_job("job-2").client_job_id == "nightly"
+    assert _job().client_job_id == "job-1"  # unnamed by its client: the relay's id
+
+
+def test_client_load_counts_open_jobs_and_the_episodes_they_still_have_to_run(store_factory):
+    store = store_factory()
+    for job_id, total in (("a", 5), ("b", 3), ("c", 4)):
+        store.create_job(JobRecord(job_id, "team_a", "sim_station", b"r", 1, episodes_total=total))
+    store.create_job(JobRecord("d", "team_b", "sim_station", b"r", 1, episodes_total=100))
+    store.put_snapshot(_snap("a", seq=1, done=2))
+    store.put_snapshot(_snap("b", state="SUCCEEDED", seq=1, done=3))
+    load = store.client_load("team_a")
+    assert (load.open_jobs, load.queued_episodes) == (2, 3 + 4)
+    assert store.client_load("nobody").open_jobs == 0
 
 
 def test_snapshots_survive_reopening_the_store(store_factory):
@@ -144,7 +215,7 @@ def test_concurrent_writers_keep_the_newest_snapshot(store_factory):
     def writer(offset):
         barrier.wait()
         for t in times[offset::4]:
-            store.put_snapshot(_snap(t=t, payload=str(t).encode()))
+            store.put_snapshot(_snap(t=t, payload=str(t).encode(), seq=t))
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
     for th in threads:
@@ -203,7 +274,48 @@ def test_postgres_store_replaces_a_broken_connection_and_keeps_serving(postgres_
         assert killed >= 2
         for _ in range(3):  # every pooled connection is found broken and replaced
             assert store.get_snapshot("job-1").updated_unix_ms == 100
-        assert store.put_snapshot(_snap(t=200)) is True
+        assert store.put_snapshot(_snap(t=200)) is Verdict.STORED
         assert store.get_snapshot("job-1").updated_unix_ms == 200
+    finally:
+        store.close()
+
+
+_OLD_SCHEMA = (
+    "CREATE TABLE jobs (job_id TEXT PRIMARY KEY, client_id TEXT NOT NULL, station_id TEXT NOT NULL, "
+    "request {blob} NOT NULL, submitted_unix_ms BIGINT NOT NULL, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, "
+    "cancel_reason TEXT NOT NULL DEFAULT '')",
+    "CREATE TABLE snapshots (job_id TEXT PRIMARY KEY, updated_unix_ms BIGINT NOT NULL, state TEXT NOT NULL, "
+    "payload {blob} NOT NULL)",
+    "CREATE TABLE stations (station_id TEXT PRIMARY KEY, last_heard_unix_ms BIGINT NOT NULL)",
+    "INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms) "
+    "VALUES ('job-old', 'team_a', 'sim_station', {x}, 1)",
+    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload) VALUES ('job-old', 50, 'RUNNING', {x})",
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_store_made_by_an_older_relay_gains_the_new_columns_and_keeps_its_jobs(backend, tmp_path, request):
+    if backend == "sqlite":
+        import sqlite3
+
+        path = str(tmp_path / "old.db")
+        with sqlite3.connect(path) as conn:
+            for stmt in _OLD_SCHEMA:
+                conn.execute(stmt.format(blob="BLOB", x="X'78'"))
+        store = SqliteStore(path)
+    else:
+        import psycopg
+
+        url = request.getfixturevalue("postgres_url")
+        reset_postgres(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for stmt in _OLD_SCHEMA:
+                conn.execute(stmt.format(blob="BYTEA", x="'x'::bytea"))
+        store = PostgresStore(url)
+    try:
+        view = store.view_for_client("team_a", "job-old")
+        assert view is not None and view.job.client_job_id == "job-old"
+        assert (view.snapshot.state, view.snapshot.sequence) == ("RUNNING", 0)
+        assert store.put_snapshot(_snap("job-old", t=10, seq=1)) is Verdict.STORED  # numbered beats unnumbered
     finally:
         store.close()

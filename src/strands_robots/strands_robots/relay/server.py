@@ -8,11 +8,14 @@ What it does, and nothing more (it holds no job rules: the station does):
 - every call is authenticated (``authorization: Bearer``); a client token may call only Evaluation, a
   station token only Station; every station call records when that station was last heard;
 - a client sees only its own jobs: another client's job answers NOT_FOUND, exactly like a missing one, so
-  job ids do not leak; a station sees only the jobs addressed to it;
+  job ids do not leak; a client's job ids are its own (two teams may both name a job ``nightly-1``: the relay
+  gives the station-side job an id of its own when the name is taken, and never tells the client); a station
+  sees only the jobs addressed to it;
 - ``SubmitJob`` checks the job with the station core's rules and the team's quotas and stores it; ``TakeJobs``
   streams the station its open jobs, new ones and cancels (it re-reads the store every ``poll_s``, so a job
   submitted to another relay on the same PostgreSQL store reaches it too);
-- ``ReportStatus`` stores each snapshot unless a newer one is stored; ``GetStatus`` returns the latest with
+- ``ReportStatus`` stores each snapshot by the store's order (the station's per-job ``sequence``; a terminal
+  state is final; a snapshot removing finished episodes is refused); ``GetStatus`` returns the latest with
   the station's ``updated_unix_ms`` untouched and ``station_last_heard_unix_ms`` set when the station has
   been heard;
 - policy sessions are brokered by :class:`~strands_robots.relay.sessions.Broker`;
@@ -59,6 +62,7 @@ from strands_robots.relay.store import (
     Snapshot,
     Store,
     StoreError,
+    Verdict,
     open_store,
 )
 
@@ -211,7 +215,12 @@ class _Core:
 
         A missing job and another's get the same answer, so ids do not leak.
         """
-        view = await self.run(self.store.view, job_id) if job_id else None
+        if not job_id:
+            view = None
+        elif principal.kind == KIND_CLIENT:  # by the client's own name for the job
+            view = await self.run(self.store.view_for_client, principal.name, job_id)
+        else:
+            view = await self.run(self.store.view, job_id)
         job = view.job if view is not None else None
         owner = job.client_id if (job and principal.kind == KIND_CLIENT) else (job.station_id if job else None)
         if view is None or owner != principal.name:
@@ -224,6 +233,7 @@ class _Core:
 
     @staticmethod
     def status_of_view(view: JobView) -> Any:
+        """Return the job's ``JobStatus`` as its client sees it (the client's job id)."""
         job, snap = view.job, view.snapshot
         if snap is not None:
             status = ev.JobStatus.FromString(snap.payload)
@@ -232,6 +242,7 @@ class _Core:
             status = ev.JobStatus(job_id=job.job_id, station_id=job.station_id, state="CREATED",
                                   episodes_total=request.episodes, updated_unix_ms=0,
                                   message=f"submitted; station {job.station_id!r} has not reported on it yet")
+        status.job_id = job.client_job_id
         if view.station_last_heard is not None:
             status.station_last_heard_unix_ms = view.station_last_heard
         else:
@@ -294,12 +305,9 @@ class EvaluationServicer:
         stored = es.SubmitJobRequest()
         stored.CopyFrom(request)
         stored.job_id = job_id
-        record = JobRecord(job_id=job_id, client_id=principal.name, station_id=request.station_id,
-                           request=stored.SerializeToString(deterministic=True), submitted_unix_ms=core.clock_ms(),
-                           episodes_total=int(request.episodes))
+        content = stored.SerializeToString(deterministic=True)
         async with core.submit_lock(principal.name):
-            existing = await core.run(core.store.get_job, job_id)
-            if existing is not None and existing.client_id == principal.name and existing.request == record.request:
+            if await self._same_job(principal, job_id, content):
                 return es.SubmitJobResponse(job_id=job_id)  # a retried submit
             load = await core.run(core.store.client_load, principal.name)
             limits = core.settings
@@ -307,20 +315,41 @@ class EvaluationServicer:
                 raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
                               f"max_open_jobs_per_token ({limits.max_open_jobs_per_token}) reached: client "
                               f"{principal.name!r} has {load.open_jobs} job(s) not ended")
-            if load.queued_episodes + record.episodes_total > limits.max_queued_episodes_per_token:
+            if load.queued_episodes + int(request.episodes) > limits.max_queued_episodes_per_token:
                 raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
                               f"max_queued_episodes_per_token ({limits.max_queued_episodes_per_token}) would be "
                               f"passed: client {principal.name!r} has {load.queued_episodes} episode(s) still to "
-                              f"run and this job adds {record.episodes_total}")
-            try:
-                await core.run(core.store.create_job, record)
-            except JobExists:
-                raise Refused(grpc.StatusCode.ALREADY_EXISTS,
-                              f"job id {job_id!r} is taken; choose another") from None
+                              f"run and this job adds {request.episodes}")
+            relay_id = job_id  # the station-side id: the client's, unless another job holds it
+            for _ in range(3):
+                record = JobRecord(job_id=relay_id, client_id=principal.name, station_id=request.station_id,
+                                   request=content, submitted_unix_ms=core.clock_ms(),
+                                   episodes_total=int(request.episodes), client_job_id=job_id)
+                try:
+                    await core.run(core.store.create_job, record)
+                    break
+                except JobExists:
+                    if await self._same_job(principal, job_id, content):  # a retry another relay stored
+                        return es.SubmitJobResponse(job_id=job_id)
+                    # another team's job holds the id on the station side: ours gets a relay id, silently
+                    relay_id = job_request.new_job_id()
+            else:
+                raise Refused(grpc.StatusCode.UNAVAILABLE, f"could not store job {job_id!r}; submit it again")
         core.notify()
-        _log.info("job %s submitted by %s for station %s (%d task(s), %d episode(s))", job_id, principal.name,
-                  request.station_id, len(request.tasks), request.episodes)
+        _log.info("job %s (%s's %r) submitted for station %s (%d task(s), %d episode(s))", relay_id, principal.name,
+                  job_id, request.station_id, len(request.tasks), request.episodes)
         return es.SubmitJobResponse(job_id=job_id)
+
+    async def _same_job(self, principal: Principal, job_id: str, content: bytes) -> bool:
+        """Return True when the client already holds ``job_id`` with this content; refuse other content."""
+        existing = await self._core.run(self._core.store.view_for_client, principal.name, job_id)
+        if existing is None:
+            return False
+        if existing.job.request == content:
+            return True
+        raise Refused(grpc.StatusCode.ALREADY_EXISTS,
+                      f"job id {job_id!r} is taken by another of your jobs (with other tasks or episodes); "
+                      f"choose another")
 
     async def GetStatus(self, request, context):
         core = self._core
@@ -413,17 +442,23 @@ class StationServicer:
             clean.station_id = principal.name
             clean.ClearField("station_last_heard_unix_ms")  # the relay's to set, on every GetStatus
             try:
-                stored = await core.run(core.store.put_snapshot, Snapshot(
+                verdict = await core.run(core.store.put_snapshot, Snapshot(
                     job_id=clean.job_id, updated_unix_ms=clean.updated_unix_ms, state=clean.state,
-                    payload=clean.SerializeToString(deterministic=True), episodes_done=len(clean.episodes)))
+                    payload=clean.SerializeToString(deterministic=True), episodes_done=len(clean.episodes),
+                    sequence=clean.sequence))
             except StoreError as exc:
                 response.refused.append(f"{snapshot.job_id}: {exc}")
                 continue
-            if stored:
+            if verdict is Verdict.STORED:
                 response.stored += 1
                 if clean.state in TERMINAL_STATES:
                     core.broker.job_ended(clean.job_id, await core.status_of(job))
-            else:
+            elif verdict is Verdict.FEWER_EPISODES:
+                response.refused.append(
+                    f"{snapshot.job_id}: snapshot (sequence {clean.sequence}) has {len(clean.episodes)} finished "
+                    f"episode(s), fewer than the stored one: the relay never accepts a snapshot that removes "
+                    f"finished episodes")
+            else:  # STALE, or FINAL: a stored terminal state is never replaced
                 response.stale += 1
         return response
 

@@ -5,10 +5,15 @@ is the embedded default (one file, WAL, one writer at a time).
 
 Rules every store keeps (``test_store_contract.py`` runs the same tests against both):
 
-1. A job is created once: a second ``create_job`` with the same id raises :class:`JobExists`.
-2. A snapshot is stored only if it is not older than the stored one: ``put_snapshot`` compares the station's
-   ``updated_unix_ms`` and keeps the newer, so a backlog re-reported after a reconnect never rolls a job
-   back. Equal times replace (the later report of the same millisecond wins).
+1. A job is created once: a second ``create_job`` with the same id, or with a ``client_job_id`` its client
+   already holds, raises :class:`JobExists`. A job has two ids: ``job_id`` (the relay's, what its station sees)
+   and ``client_job_id`` (what its client named it; unique per client only), so teams never share an id space.
+2. Snapshots are ordered by the station's per-job ``sequence``, never by its clock: a snapshot replaces the
+   stored one only when its sequence is higher (:func:`replaces`), so a backlog re-reported after a reconnect or
+   a station clock that jumped never rolls a job back. Sequence 0 (an older station) orders by
+   ``updated_unix_ms`` among unnumbered snapshots (equal times replace) and never replaces a numbered one.
+   A stored terminal snapshot (SUCCEEDED, FAILED, CANCELLED) is never replaced, and a snapshot with fewer
+   finished episodes than the stored one is refused: ``put_snapshot`` says which (:class:`Verdict`).
 3. ``station_heard`` only moves forward.
 4. Everything written is committed before the call returns (SQLite ``synchronous=FULL``; PostgreSQL commits).
 5. ``client_load`` counts a client's jobs not ended and the episodes they still have to run (``episodes_total``
@@ -23,6 +28,7 @@ fields it must query (job id, station, owner, state, time).
 
 from __future__ import annotations
 
+import enum
 import queue
 import sqlite3
 import threading
@@ -31,6 +37,15 @@ from dataclasses import dataclass
 from typing import Any, Optional, Protocol, Sequence
 
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+
+class Verdict(enum.Enum):
+    """What ``put_snapshot`` did with a snapshot."""
+
+    STORED = "stored"                  # it became the job's latest
+    STALE = "stale"                    # the stored one is newer (higher sequence): kept out, not an error
+    FINAL = "final"                    # the stored one is terminal: a terminal state is never replaced
+    FEWER_EPISODES = "fewer_episodes"  # it would remove finished episodes: refused
 
 
 class StoreError(Exception):
@@ -53,6 +68,11 @@ class JobRecord:
     cancel_requested: bool = False
     cancel_reason: str = ""
     episodes_total: int = 0
+    client_job_id: str = ""  # the client's name for the job ("" = job_id)
+
+    def __post_init__(self) -> None:
+        if not self.client_job_id:
+            object.__setattr__(self, "client_job_id", self.job_id)
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,16 @@ class Snapshot:
     state: str
     payload: bytes
     episodes_done: int = 0  # finished episodes in the snapshot
+    sequence: int = 0       # the station's per-job snapshot number (0: an older, unnumbered station)
+
+
+def replaces(new: Snapshot, old: Snapshot) -> bool:
+    """Return True when ``new`` comes after ``old`` by rule 2's order (sequence; time only between unnumbered)."""
+    if new.sequence > 0 and old.sequence > 0:
+        return new.sequence > old.sequence
+    if new.sequence > 0 or old.sequence > 0:
+        return new.sequence > 0
+    return new.updated_unix_ms >= old.updated_unix_ms
 
 
 @dataclass(frozen=True)
@@ -94,6 +124,10 @@ class Store(Protocol):
         """Read the job, its latest snapshot and its station's last-heard time together (one query)."""
         ...
 
+    def view_for_client(self, client_id: str, client_job_id: str) -> Optional[JobView]:
+        """Like :meth:`view`, by the client's own id for the job (rule 1)."""
+        ...
+
     def open_jobs_for_station(self, station_id: str) -> Sequence[JobRecord]:
         """Jobs addressed to ``station_id`` whose latest snapshot is not terminal (or that have none)."""
         ...
@@ -102,8 +136,8 @@ class Store(Protocol):
         """Mark the job for cancelling; False when there is no such job."""
         ...
 
-    def put_snapshot(self, snapshot: Snapshot) -> bool:
-        """Store ``snapshot`` unless a newer one is stored; True when it became the latest."""
+    def put_snapshot(self, snapshot: Snapshot) -> Verdict:
+        """Store ``snapshot`` if rule 2 lets it replace the stored one; say what was done."""
         ...
 
     def get_snapshot(self, job_id: str) -> Optional[Snapshot]: ...
@@ -132,7 +166,8 @@ _SCHEMA = (
         submitted_unix_ms BIGINT NOT NULL,
         cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
         cancel_reason TEXT NOT NULL DEFAULT '',
-        episodes_total BIGINT NOT NULL DEFAULT 0
+        episodes_total BIGINT NOT NULL DEFAULT 0,
+        client_job_id TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS jobs_by_station ON jobs (station_id)",
     """CREATE TABLE IF NOT EXISTS snapshots (
@@ -140,7 +175,8 @@ _SCHEMA = (
         updated_unix_ms BIGINT NOT NULL,
         state TEXT NOT NULL,
         payload {blob} NOT NULL,
-        episodes_done BIGINT NOT NULL DEFAULT 0
+        episodes_done BIGINT NOT NULL DEFAULT 0,
+        sequence BIGINT NOT NULL DEFAULT 0
     )""",
     """CREATE TABLE IF NOT EXISTS stations (
         station_id TEXT PRIMARY KEY,
@@ -152,14 +188,26 @@ _SCHEMA = (
 _ADDED_COLUMNS = (
     ("jobs", "episodes_total", "BIGINT NOT NULL DEFAULT 0"),
     ("snapshots", "episodes_done", "BIGINT NOT NULL DEFAULT 0"),
+    ("jobs", "client_job_id", "TEXT NOT NULL DEFAULT ''"),
+    ("snapshots", "sequence", "BIGINT NOT NULL DEFAULT 0"),
+)
+# After the columns exist: a job of an older relay is named by its client as the relay named it.
+_AFTER_COLUMNS = (
+    "UPDATE jobs SET client_job_id = job_id WHERE client_job_id = ''",
+    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_client ON jobs (client_id, client_job_id)",
 )
 
 # Both dialects accept this upsert (SQLite >= 3.24, PostgreSQL >= 9.5); the WHERE is rule 2.
 _PUT_SNAPSHOT = (
-    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload, episodes_done) VALUES ({p}, {p}, {p}, {p}, {p}) "
+    "INSERT INTO snapshots (job_id, updated_unix_ms, state, payload, episodes_done, sequence) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}) "
     "ON CONFLICT (job_id) DO UPDATE SET updated_unix_ms = excluded.updated_unix_ms, state = excluded.state, "
-    "payload = excluded.payload, episodes_done = excluded.episodes_done "
-    "WHERE excluded.updated_unix_ms >= snapshots.updated_unix_ms"
+    "payload = excluded.payload, episodes_done = excluded.episodes_done, sequence = excluded.sequence "
+    "WHERE snapshots.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED') "
+    "AND excluded.episodes_done >= snapshots.episodes_done "
+    "AND (CASE WHEN excluded.sequence > 0 AND snapshots.sequence > 0 THEN excluded.sequence > snapshots.sequence "
+    "WHEN excluded.sequence > 0 OR snapshots.sequence > 0 THEN excluded.sequence > 0 "
+    "ELSE excluded.updated_unix_ms >= snapshots.updated_unix_ms END)"
 )
 _STATION_HEARD = (
     "INSERT INTO stations (station_id, last_heard_unix_ms) VALUES ({p}, {p}) "
@@ -167,8 +215,8 @@ _STATION_HEARD = (
     "WHERE excluded.last_heard_unix_ms > stations.last_heard_unix_ms"
 )
 _JOB_COLUMNS = ("j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
-                "j.cancel_reason, j.episodes_total")
-_N_JOB_COLUMNS = 8
+                "j.cancel_reason, j.episodes_total, j.client_job_id")
+_N_JOB_COLUMNS = 9
 _OPEN = "(s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
 _CLIENT_LOAD = (
     "SELECT count(*), COALESCE(sum(CASE WHEN j.episodes_total > COALESCE(s.episodes_done, 0) "
@@ -180,26 +228,26 @@ _OPEN_JOBS = (
     "WHERE j.station_id = {p} AND " + _OPEN + " ORDER BY j.submitted_unix_ms, j.job_id"
 )
 _VIEW = (
-    "SELECT " + _JOB_COLUMNS + ", s.updated_unix_ms, s.state, s.payload, s.episodes_done, st.last_heard_unix_ms "
-    "FROM jobs j "
+    "SELECT " + _JOB_COLUMNS + ", s.updated_unix_ms, s.state, s.payload, s.episodes_done, s.sequence, "
+    "st.last_heard_unix_ms FROM jobs j "
     "LEFT JOIN snapshots s ON s.job_id = j.job_id LEFT JOIN stations st ON st.station_id = j.station_id "
-    "WHERE j.job_id = {p}"
 )
 _GET_JOB = "SELECT " + _JOB_COLUMNS + " FROM jobs j WHERE j.job_id = {p}"
-_GET_SNAPSHOT = "SELECT job_id, updated_unix_ms, state, payload, episodes_done FROM snapshots WHERE job_id = {p}"
+_GET_SNAPSHOT = ("SELECT job_id, updated_unix_ms, state, payload, episodes_done, sequence FROM snapshots "
+                 "WHERE job_id = {p}")
 
 
 def _job(row: Sequence) -> JobRecord:
     return JobRecord(
         job_id=row[0], client_id=row[1], station_id=row[2], request=bytes(row[3]),
         submitted_unix_ms=int(row[4]), cancel_requested=bool(row[5]), cancel_reason=row[6] or "",
-        episodes_total=int(row[7]),
+        episodes_total=int(row[7]), client_job_id=row[8] or "",
     )
 
 
 def _snapshot(row: Sequence) -> Snapshot:
     return Snapshot(job_id=row[0], updated_unix_ms=int(row[1]), state=row[2], payload=bytes(row[3]),
-                    episodes_done=int(row[4]))
+                    episodes_done=int(row[4]), sequence=int(row[5]))
 
 
 def _check_snapshot(snapshot: Snapshot) -> None:
@@ -208,6 +256,9 @@ def _check_snapshot(snapshot: Snapshot) -> None:
     if not isinstance(snapshot.updated_unix_ms, int) or snapshot.updated_unix_ms < 0:
         raise StoreError(f"snapshot of job {snapshot.job_id!r}: updated_unix_ms must be an int >= 0, "
                          f"got {snapshot.updated_unix_ms!r}")
+    if not isinstance(snapshot.sequence, int) or not 0 <= snapshot.sequence < 2 ** 63:
+        raise StoreError(f"snapshot of job {snapshot.job_id!r}: sequence must be an int in [0, 2**63), "
+                         f"got {snapshot.sequence!r}")
 
 
 class _SqlStore:
@@ -230,13 +281,14 @@ class _SqlStore:
         try:
             self._execute(
                 self._sql("INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms, "
-                          "cancel_requested, cancel_reason, episodes_total) "
-                          "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"),
+                          "cancel_requested, cancel_reason, episodes_total, client_job_id) "
+                          "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"),
                 (job.job_id, job.client_id, job.station_id, job.request, job.submitted_unix_ms,
-                 job.cancel_requested, job.cancel_reason, int(job.episodes_total)),
+                 job.cancel_requested, job.cancel_reason, int(job.episodes_total), job.client_job_id),
             )
         except self._integrity_errors() as exc:
-            raise JobExists(f"job {job.job_id!r} already exists") from exc
+            raise JobExists(f"job {job.job_id!r} (client {job.client_id!r}'s {job.client_job_id!r}) already exists") \
+                from exc
 
     def _integrity_errors(self) -> tuple:
         raise NotImplementedError
@@ -246,12 +298,19 @@ class _SqlStore:
         return _job(rows[0]) if rows else None
 
     def view(self, job_id: str) -> Optional[JobView]:
-        rows = self._read(self._sql(_VIEW), (job_id,))
+        return self._view(self._read(self._sql(_VIEW + "WHERE j.job_id = {p}"), (job_id,)))
+
+    def view_for_client(self, client_id: str, client_job_id: str) -> Optional[JobView]:
+        return self._view(self._read(self._sql(_VIEW + "WHERE j.client_id = {p} AND j.client_job_id = {p}"),
+                                     (client_id, client_job_id)))
+
+    @staticmethod
+    def _view(rows: list) -> Optional[JobView]:
         if not rows:
             return None
         r, n = rows[0], _N_JOB_COLUMNS
-        snapshot = None if r[n] is None else _snapshot((r[0], *r[n:n + 4]))
-        heard = r[n + 4]
+        snapshot = None if r[n] is None else _snapshot((r[0], *r[n:n + 5]))
+        heard = r[n + 5]
         return JobView(job=_job(r[:n]), snapshot=snapshot, station_last_heard=None if heard is None else int(heard))
 
     def _read(self, sql: str, params: Sequence = ()) -> list:
@@ -268,13 +327,21 @@ class _SqlStore:
         )
         return bool(rows)
 
-    def put_snapshot(self, snapshot: Snapshot) -> bool:
+    def put_snapshot(self, snapshot: Snapshot) -> Verdict:
         _check_snapshot(snapshot)
         rows = self._execute(
             self._sql(_PUT_SNAPSHOT) + " RETURNING updated_unix_ms",
-            (snapshot.job_id, snapshot.updated_unix_ms, snapshot.state, snapshot.payload, int(snapshot.episodes_done)),
+            (snapshot.job_id, snapshot.updated_unix_ms, snapshot.state, snapshot.payload, int(snapshot.episodes_done),
+             int(snapshot.sequence)),
         )
-        return bool(rows)
+        if rows:
+            return Verdict.STORED
+        stored = self.get_snapshot(snapshot.job_id)  # why not: the rule that kept it out
+        if stored is None or stored.state in TERMINAL_STATES:
+            return Verdict.FINAL
+        if replaces(snapshot, stored) and snapshot.episodes_done < stored.episodes_done:
+            return Verdict.FEWER_EPISODES
+        return Verdict.STALE
 
     def get_snapshot(self, job_id: str) -> Optional[Snapshot]:
         rows = self._execute(self._sql(_GET_SNAPSHOT), (job_id,))
@@ -317,6 +384,8 @@ class SqliteStore(_SqlStore):
                 have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            for stmt in _AFTER_COLUMNS:
+                self._conn.execute(stmt)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
         self._readers = threading.local()
@@ -405,6 +474,8 @@ class PostgresStore(_SqlStore):
                     first.execute(stmt.format(blob="BYTEA"))
                 for table, column, definition in _ADDED_COLUMNS:
                     first.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
+                for stmt in _AFTER_COLUMNS:
+                    first.execute(stmt)
             self._pool.put(first)
             for _ in range(pool_size - 1):
                 self._pool.put(self._connect())

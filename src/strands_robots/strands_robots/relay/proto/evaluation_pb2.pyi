@@ -112,7 +112,7 @@ class EpisodeResult(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms")
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class JobStatus(_message.Message):
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATION_LAST_HEARD_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     station_id: str
     state: str
@@ -129,4 +130,5 @@ class JobStatus(_message.Message):
     updated_unix_ms: int
     message: str
     station_last_heard_unix_ms: int
-    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ...) -> None: ...
+    sequence: int
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
