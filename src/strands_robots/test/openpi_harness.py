@@ -77,6 +77,7 @@ SERVER_SCRIPT = textwrap.dedent('''
     p.add_argument("--mode", default="droid", choices=["droid", "aloha", "libero", "roboarena"])
     p.add_argument("--raise-on", type=int, default=0, help="raise on this infer call (1-based)")
     p.add_argument("--horizon", type=int, default=4)
+    p.add_argument("--scale", type=float, default=1.0, help="multiplies the step offsets")
     p.add_argument("--metadata", default="{}")
     args = p.parse_args()
     log = open(args.log, "a", buffering=1)
@@ -97,7 +98,7 @@ SERVER_SCRIPT = textwrap.dedent('''
         return out
 
     class StepPolicy:
-        """actions[h] = the state vector (+ gripper) + 0.01 * (h + 1) + 0.1 * (call - 1)."""
+        """actions[h] = the state vector (+ gripper) + scale * (0.01 * (h + 1) + 0.1 * (call - 1))."""
         def __init__(self):
             self.calls = 0
         def infer(self, obs):
@@ -111,7 +112,7 @@ SERVER_SCRIPT = textwrap.dedent('''
                 base = np.asarray(obs["observation/state"], dtype=np.float64)[:7]
             else:
                 base = np.concatenate([obs["observation/joint_position"], obs["observation/gripper_position"]])
-            steps = 0.01 * (np.arange(args.horizon)[:, None] + 1) + 0.1 * (self.calls - 1)
+            steps = args.scale * (0.01 * (np.arange(args.horizon)[:, None] + 1) + 0.1 * (self.calls - 1))
             return {"actions": (base[None, :] + steps).astype(np.float32),
                     "policy_timing": {"infer_ms": np.float64(0.5)}}
 
@@ -159,7 +160,7 @@ SERVER_SCRIPT = textwrap.dedent('''
 
 
 def start_openpi_server(directory: Path, port: int, *, mode: str = "droid", raise_on: int = 0,
-                        metadata: Optional[dict] = None, horizon: int = HORIZON,
+                        metadata: Optional[dict] = None, horizon: int = HORIZON, scale: float = 1.0,
                         timeout_s: float = 60.0) -> subprocess.Popen:
     """Start the openpi server process on 127.0.0.1:``port``; return once it answers ``/healthz`` (or accepts)."""
     py = openpi_venv()
@@ -168,7 +169,7 @@ def start_openpi_server(directory: Path, port: int, *, mode: str = "droid", rais
     log = Path(directory) / f"openpi_{port}.jsonl"
     out = open(Path(directory) / f"openpi_{port}.out", "ab")
     proc = subprocess.Popen([str(py), str(script), "--port", str(port), "--log", str(log), "--mode", mode,
-                             "--raise-on", str(raise_on), "--horizon", str(horizon),
+                             "--raise-on", str(raise_on), "--horizon", str(horizon), "--scale", repr(scale),
                              "--metadata", json.dumps(metadata or {})],
                             stdout=out, stderr=subprocess.STDOUT,
                             env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")})
