@@ -194,7 +194,7 @@ def test_a_server_that_is_down_at_reset_ends_that_episode_with_a_clear_error(ser
 
 def test_roboarena_reset_and_infer_with_the_mapping_its_metadata_names(server, tmp_path):
     metadata = {"image_resolution": [128, 96], "needs_wrist_camera": False, "n_external_cameras": 1,
-                "action_space": "joint_position"}
+                "action_space": "joint_position", "needs_session_id": True}
     _, port, url = server(mode="roboarena", metadata=metadata)
     policy = OpenPIPolicy(url)  # the variant and the mapping come from the metadata
     try:
@@ -214,6 +214,23 @@ def test_roboarena_reset_and_infer_with_the_mapping_its_metadata_names(server, t
                               "observation/exterior_image_0_left", "prompt", "session_id"}
         assert infer["observation/exterior_image_0_left"]["shape"] == [128, 96, 3]
         assert infer["session_id"] == sessions[0]
+    finally:
+        policy.close()
+
+
+def test_roboarena_without_needs_session_id_gets_only_the_endpoint_and_its_keys(server, tmp_path):
+    metadata = {"image_resolution": [224, 224], "needs_wrist_camera": True, "n_external_cameras": 1,
+                "action_space": "joint_position"}
+    _, port, url = server(mode="roboarena", metadata=metadata)
+    policy = OpenPIPolicy(url, obs_map="roboarena")
+    try:
+        policy.reset(task())
+        obs = observation(4)
+        assert_chunk(policy.act(obs), droid_expected(obs, 1))
+        reset, infer = server_log(tmp_path, port)
+        assert reset == {"reset": True, "session_id": None}
+        assert set(infer["obs"]) == {"observation/joint_position", "observation/gripper_position",
+                                     "observation/exterior_image_0_left", "observation/wrist_image_left", "prompt"}
     finally:
         policy.close()
 

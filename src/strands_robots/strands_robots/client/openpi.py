@@ -16,7 +16,8 @@ running episode (:class:`OpenPIConnectionLost`) and the next episode's ``reset``
 The RoboArena variant (``variant="roboarena"``, or chosen when the metadata names ``action_space`` and
 ``n_external_cameras``) adds ``"endpoint": "infer" | "reset"`` to every request, sends a reset at each
 episode's start (answered by the text frame ``reset successful``) and builds its mapping from the metadata
-(image_resolution, needs_wrist_camera, n_external_cameras, action_space).
+(image_resolution, needs_wrist_camera, n_external_cameras, action_space); a server whose metadata sets
+``needs_session_id`` also gets a ``session_id`` (one per episode) in every request.
 
 The codec here is this package's own. Needs msgpack, websockets, numpy and Pillow:
 ``pip install strands-robots-client[openpi]``.
@@ -172,8 +173,10 @@ class OpenPIPolicy(Policy):
                                   f"offer (its keys: {', '.join(offered)})")
         self._session_id = str(uuid.uuid4())
         if self.variant == "roboarena":
-            reply = self._exchange({"endpoint": "reset", "session_id": self._session_id}, "reset",
-                                   text_ok=ROBOARENA_RESET_REPLY)
+            request: Dict[str, Any] = {"endpoint": "reset"}
+            if self.metadata.get("needs_session_id"):
+                request["session_id"] = self._session_id
+            reply = self._exchange(request, "reset", text_ok=ROBOARENA_RESET_REPLY)
             if reply != ROBOARENA_RESET_REPLY:
                 raise OpenPIError(f"roboarena server {self.url} answered a reset with a frame that is not "
                                   f"{ROBOARENA_RESET_REPLY!r}")
@@ -185,7 +188,8 @@ class OpenPIPolicy(Policy):
         request = self.obs_map.request(observation, self._prompt)
         if self.variant == "roboarena":
             request["endpoint"] = "infer"
-            request["session_id"] = self._session_id
+            if self.metadata.get("needs_session_id"):
+                request["session_id"] = self._session_id
         reply = self._exchange(request, "infer")
         if not isinstance(reply, Mapping) or "actions" not in reply:
             keys = sorted(map(str, reply)) if isinstance(reply, Mapping) else type(reply).__name__
