@@ -65,6 +65,14 @@ from strands_robots.relay.store import (
     Verdict,
     open_store,
 )
+from strands_robots.relay.text_limits import (
+    TextTooLong,
+    check_cancel_reason,
+    check_id,
+    cut_policy_reply,
+    cut_policy_request,
+    snapshot_refusal,
+)
 
 _log = logging.getLogger("strands_robots.relay")
 
@@ -73,9 +81,13 @@ DEFAULT_MAX_MESSAGE_BYTES = _DEFAULTS.max_message_bytes
 DEFAULT_WORKERS = _DEFAULTS.workers
 _CLIENT_GONE = object()
 
-#: The largest request each unary method accepts (bytes); larger is INVALID_ARGUMENT before it is parsed.
+#: The largest request each small unary method accepts (bytes); larger is INVALID_ARGUMENT before it is parsed.
 #: SubmitJob, ReportStatus and the streams' messages are bounded by ``max_message_bytes``.
 SMALL_REQUEST_BYTES = 16 * 1024
+#: what bounds a small request, said with its refusal
+_SMALL_REQUEST_FIELDS = {
+    "CancelJobRequest": "job_id at most 128 characters, reason at most 1024",
+}
 
 
 def now_ms() -> int:
@@ -102,6 +114,14 @@ class Refused(Exception):
         self.code = code
         self.reason = reason
         self.log = log
+
+
+def _text(check: Callable[..., str], *args: Any) -> str:
+    """Run a text check where the text enters; a text over its limit is INVALID_ARGUMENT naming the field."""
+    try:
+        return check(*args)
+    except TextTooLong as exc:
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
 
 
 class _Outbox:
@@ -298,6 +318,9 @@ class EvaluationServicer:
     async def SubmitJob(self, request, context):
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
+        _text(check_id, request.station_id, "station_id")
+        if request.HasField("job_id"):
+            _text(check_id, request.job_id, "job_id")
         try:
             job_id = job_request.check_submit(request, principal.name, core.tokens.stations)
         except job_request.InvalidJob as exc:
@@ -354,11 +377,14 @@ class EvaluationServicer:
     async def GetStatus(self, request, context):
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
+        _text(check_id, request.job_id, "job_id")
         return core.status_of_view(await core.own_view(principal, request.job_id))
 
     async def CancelJob(self, request, context):
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
+        _text(check_id, request.job_id, "job_id")
+        _text(check_cancel_reason, request.reason)
         job = await core.own_job(principal, request.job_id)
         if await core.terminal_status(job) is not None:
             return es.CancelJobResponse(already_terminal=True)
@@ -372,7 +398,7 @@ class EvaluationServicer:
         with core.stream_slot(principal):
             await context.send_initial_metadata(())  # the relay holds the stream: the peer may wait on this
             first = await core.first_message(requests, "ServePolicy", "attach")
-            job = await core.own_job(principal, first.attach.job_id)
+            job = await core.own_job(principal, _text(check_id, first.attach.job_id, "attach.job_id"))
             final = await core.terminal_status(job)
             if final is not None:
                 yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
@@ -381,8 +407,9 @@ class EvaluationServicer:
                 side = core.broker.open_client(job.job_id, principal.name)
             except SessionBusy as exc:
                 raise Refused(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
-            pump = asyncio.ensure_future(_pump(requests, lambda reply: core.broker.from_client(side, reply),
-                                               side.outbox, _CLIENT_GONE))
+            pump = asyncio.ensure_future(_pump(
+                requests, lambda reply: core.broker.from_client(side, cut_policy_reply(reply)), side.outbox,
+                _CLIENT_GONE))
             try:
                 while True:
                     try:
@@ -411,6 +438,7 @@ class StationServicer:
 
     @staticmethod
     def _check_station_id(principal: Principal, station_id: str) -> None:
+        _text(check_id, station_id, "station_id")
         if station_id and station_id != principal.name:
             raise Refused(grpc.StatusCode.PERMISSION_DENIED,
                           f"this token is station {principal.name!r}'s, not {station_id!r}'s")
@@ -424,6 +452,12 @@ class StationServicer:
         core = self._core
         principal = await core.principal(context, KIND_STATION)
         self._check_station_id(principal, request.station_id)
+        for index, snapshot in enumerate(request.snapshots):  # the whole report, before anything is stored
+            reason = snapshot_refusal(snapshot)
+            if reason:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"snapshots[{index}] (job {snapshot.job_id[:128]!r}): {reason}; nothing of this "
+                              f"report was stored")
         response = ss.ReportStatusResponse()
         for snapshot in request.snapshots:
             job = await core.run(core.store.get_job, snapshot.job_id) if snapshot.job_id else None
@@ -490,10 +524,10 @@ class StationServicer:
         with core.stream_slot(principal):
             await context.send_initial_metadata(())
             first = await core.first_message(requests, "PolicySession", "open")
-            job = await core.own_job(principal, first.open.job_id)
+            job = await core.own_job(principal, _text(check_id, first.open.job_id, "open.job_id"))
             side = core.broker.open_station(job.job_id, principal.name)
-            pump = asyncio.ensure_future(_pump(requests, lambda req: core.broker.from_station(side, req),
-                                               side.outbox, END))
+            pump = asyncio.ensure_future(_pump(
+                requests, lambda req: core.broker.from_station(side, cut_policy_request(req)), side.outbox, END))
             try:
                 while True:
                     try:
@@ -532,9 +566,10 @@ _SERVICES = {
 
 def _parse(core: _Core, method: str, cls: Any, raw: bytes, limit: Optional[int]) -> Any:
     if limit is not None and len(raw) > limit:
+        fields = _SMALL_REQUEST_FIELDS.get(cls.DESCRIPTOR.name, "ids at most 128 characters")
         raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
                       f"{method}: a {cls.DESCRIPTOR.name} of {len(raw)} bytes is larger than the {limit} bytes "
-                      f"this call accepts")
+                      f"this call accepts ({fields})")
     try:
         return cls.FromString(raw)
     except (DecodeError, ValueError) as exc:

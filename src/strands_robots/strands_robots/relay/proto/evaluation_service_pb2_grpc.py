@@ -62,7 +62,8 @@ class EvaluationServicer:
     """Missing associated documentation comment in .proto file."""
 
     def SubmitJob(self, request, context):
-        """Create a job on a station. INVALID_ARGUMENT names the task index, field and reason.
+        """Create a job on a station. INVALID_ARGUMENT names the task index, field and reason; RESOURCE_EXHAUSTED names
+        the team's quota it would pass (max_open_jobs_per_token, max_queued_episodes_per_token) and its value.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,7 +84,9 @@ class EvaluationServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ServePolicy(self, request_iterator, context):
-        """Serve the job's policy: first message attach, then replies to the station's requests until job_ended.
+        """Serve the job's policy: first message attach (within the relay's first-message deadline, else
+        DEADLINE_EXCEEDED), then replies to the station's requests until job_ended. A token holds at most
+        max_streams_per_token streams (RESOURCE_EXHAUSTED naming the limit).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

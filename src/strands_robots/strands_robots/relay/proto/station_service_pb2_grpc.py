@@ -68,7 +68,8 @@ class StationServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReportStatus(self, request, context):
-        """Snapshots, oldest first (a backlog after a reconnect); an older snapshot never replaces a newer one.
+        """Snapshots, oldest first (a backlog after a reconnect); a snapshot never replaces one with a higher sequence,
+        nor a terminal one (see JobStatus.sequence).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
