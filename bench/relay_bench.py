@@ -195,6 +195,7 @@ def main(argv=None) -> int:
         tmp = Path(tmp_name)
         tokens = tmp / "tokens.yaml"
         tokens.write_text(f"clients:\n  bench_team: {CLIENT_TOKEN}\nstations:\n  bench_station: {STATION_TOKEN}\n")
+        tokens.chmod(0o600)  # the relay refuses a tokens file others may read
         store = args.store or f"sqlite:{tmp / 'relay.db'}"
         port = _free_port()
         target = f"127.0.0.1:{port}"

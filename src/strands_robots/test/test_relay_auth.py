@@ -42,10 +42,40 @@ from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionE
 def test_malformed_token_file_is_refused_with_the_reason(tmp_path, text, reason):
     path = tmp_path / "tokens.yaml"
     path.write_text(text)
+    path.chmod(0o600)
     with pytest.raises(TokenFileError) as err:
         TokenBook.from_file(path)
     assert reason in str(err.value)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_a_tokens_file_group_or_others_may_read_is_refused_naming_the_file_and_its_mode(tmp_path, mode):
+    path = tmp_path / "tokens.yaml"
+    path.write_text("clients:\n  team_a: tok-team-a-0123456789\n")
+    path.chmod(mode)
+    with pytest.raises(TokenFileError) as err:
+        TokenBook.from_file(path)
+    assert str(err.value) == (f"tokens file '{path}' has mode {mode:04o}: group or others may access it; "
+                              f"make it 0600 (chmod 600)")
+    path.chmod(0o600)
+    assert TokenBook.from_file(path).clients == {"team_a"}
+
+
+def test_the_relay_command_refuses_a_readable_tokens_file_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from test_relay_harness import relay_env, write_tokens
+
+    tokens = write_tokens(tmp_path)
+    tokens.chmod(0o644)
+    proc = subprocess.run([sys.executable, "-m", "strands_robots.relay", "--store", f"sqlite:{tmp_path / 'r.db'}",
+                           "--tokens", str(tokens)], env=relay_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"relay: tokens file '{tokens}' has mode 0644: group or others may "
+                                                f"access it; make it 0600 (chmod 600)"]
+    assert not (tmp_path / "r.db").exists()  # refused before anything was opened
 
 
 def test_missing_token_file_is_refused_naming_it(tmp_path):

@@ -37,6 +37,7 @@ def write_tokens(directory: Path) -> Path:
     lines += ["stations:"] + [f"  {k}: {v}" for k, v in STATION_TOKENS.items()]
     path = Path(directory) / "tokens.yaml"
     path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)  # the relay refuses a tokens file group or others may read
     return path
 
 

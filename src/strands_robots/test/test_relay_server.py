@@ -220,6 +220,7 @@ def test_two_relays_sharing_one_postgresql_store_serve_the_same_jobs(tmp_path):
 def test_relay_command_refuses_a_bad_token_file_or_store_with_the_reason(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("clients:\n  a: short\n")
+    bad.chmod(0o600)
     assert relay_server.main(["--store", f"sqlite:{tmp_path / 'r.db'}", "--tokens", str(bad)]) == 2
     assert "clients.a: the token is 5 characters" in capsys.readouterr().err
     good = write_tokens(tmp_path)

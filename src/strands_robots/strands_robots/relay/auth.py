@@ -10,7 +10,8 @@ The file names each client and each station with its token::
 A call carries ``authorization: Bearer <token>`` in its gRPC metadata. :meth:`TokenBook.identify` compares
 the presented token with every known token using ``hmac.compare_digest`` and never stops early, so the time
 taken does not tell how much of a token matched or which entry did. A malformed file is refused with the
-reason (:class:`TokenFileError`), never half-loaded.
+reason (:class:`TokenFileError`), never half-loaded; so is a file that group or others may read or write (one
+line naming the file and its mode, as ssh refuses a private key: ``chmod 600`` it).
 
 No grpc import here: the server adapts this onto gRPC metadata and status codes.
 """
@@ -110,7 +111,15 @@ class TokenBook:
 
     @classmethod
     def from_file(cls, path: "str | Path") -> "TokenBook":
+        """Read a tokens file: mode 0600 (or stricter) or refused, naming the file and its mode."""
+        from strands_robots.relay.credentials import CredentialsError, check_private_file
+
         path = Path(path)
+        if path.exists():
+            try:
+                check_private_file(path, "tokens file")
+            except CredentialsError as exc:
+                raise TokenFileError(str(exc)) from None
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
