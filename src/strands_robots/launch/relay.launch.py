@@ -8,8 +8,13 @@ stream and job quotas, keepalive); it is checked
 before the relay starts (the key and the reason in one line). ``listen`` and ``store`` override it; a port of 0
 (the config's default) is a port free at launch time, and the relay's first line says which (``relay listening
 on 127.0.0.1:PORT``). ``tokens`` is the YAML token file (``clients: {name: token}``, ``stations: {id: token}``);
-rollout.launch.py includes this file with tokens it makes for the launch in a private directory. When the relay
-exits on its own the launch ends, non-zero when it failed.
+rollout.launch.py includes this file with tokens it makes for the launch in a private directory. ``tls_cert`` and
+``tls_key`` (PEM files, both or neither) make the relay serve TLS, as the CLI's ``--tls-cert``/``--tls-key`` do; a
+plaintext relay on a non-loopback address says so in a WARNING line at start. When the relay exits on its own the
+launch ends, non-zero when it failed.
+
+    ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml listen:=0.0.0.0:50051 \
+        tls_cert:=/etc/relay/cert.pem tls_key:=/etc/relay/key.pem
 """
 
 from launch import LaunchDescription
@@ -25,11 +30,14 @@ class BadRelayConfig(ValueError):
     """The relay's config file or arguments are refused (the file, the key and the reason)."""
 
 
-def relay_argv(settings, listen: str, store: str, tokens: str) -> list:
+def relay_argv(settings, listen: str, store: str, tokens: str, tls_cert: str = "", tls_key: str = "") -> list:
     """Return the relay's command line after the executable (every limit of the config file as a flag)."""
     from strands_robots.relay.config import limit_argv
 
-    return ["--listen", listen, "--store", store, "--tokens", tokens, *limit_argv(settings)]
+    if bool(tls_cert) != bool(tls_key):
+        raise BadRelayConfig("tls_cert and tls_key go together (the relay's PEM certificate chain and its key)")
+    tls = ["--tls-cert", tls_cert, "--tls-key", tls_key] if tls_cert else []
+    return ["--listen", listen, "--store", store, "--tokens", tokens, *tls, *limit_argv(settings)]
 
 
 def _relay(context):
@@ -47,8 +55,10 @@ def _relay(context):
     store = LaunchConfiguration("store").perform(context) or settings.store
     if not store:
         raise BadRelayConfig("store: the relay config leaves it empty; give store:=sqlite:PATH")
+    argv = relay_argv(settings, listen, store, tokens, LaunchConfiguration("tls_cert").perform(context),
+                      LaunchConfiguration("tls_key").perform(context))
     relay = ExecuteProcess(
-        cmd=[ExecutableInPackage("relay", "strands_robots"), *relay_argv(settings, listen, store, tokens)],
+        cmd=[ExecutableInPackage("relay", "strands_robots"), *argv],
         name="relay",
         **output_options(),
     )
@@ -65,5 +75,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("listen", default_value="", description="host:port (empty: the config file's)"),
         DeclareLaunchArgument("store", default_value="", description="sqlite:PATH or postgresql://... "
                                                                      "(empty: the config file's)"),
+        DeclareLaunchArgument("tls_cert", default_value="",
+                              description="PEM certificate chain: serve TLS (with tls_key); empty: plaintext"),
+        DeclareLaunchArgument("tls_key", default_value="", description="PEM private key of tls_cert"),
     ]
     return LaunchDescription(args + [OpaqueFunction(function=_relay, args=[])])

@@ -743,6 +743,28 @@ class RelayServer:
         self._thread.join()
 
 
+def is_loopback(listen: str) -> bool:
+    """Return True when ``host:port`` names a loopback address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    import ipaddress
+
+    host = listen.rsplit(":", 1)[0].strip("[]") if ":" in listen else listen
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
+def plaintext_warning(listen: str, tls: Optional[TlsConfig]) -> str:
+    """Return the warning for a plaintext relay on a non-loopback address; "" when there is nothing to say."""
+    if tls is not None or is_loopback(listen):
+        return ""
+    return (f"WARNING: the relay serves PLAINTEXT on {listen}, a non-loopback address: every token, job and result "
+            f"crosses the network unencrypted and readable by anyone on the path; give --tls-cert and --tls-key "
+            f"(or listen on 127.0.0.1 behind a TLS proxy)")
+
+
 def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strands-robots relay",
                                 description="The relay between stations and Evaluation Clients (gRPC).")
@@ -822,6 +844,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (TokenFileError, StoreError, OSError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return 2
+    warning = plaintext_warning(listen, tls)
+    if warning:
+        _log.warning("%s", warning)
     try:
         server = RelayServer(store, tokens, listen, tls=tls, settings=settings)
     except (OSError, RuntimeError) as exc:
