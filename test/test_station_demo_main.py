@@ -208,8 +208,9 @@ def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(t
     relay = LocalStation(str(tmp_path), out=lambda name, line: None)  # only its relay is started here
     demo = None
     try:
-        target = relay.start_relay()
-        demo = Demo("--relay", target, "--station-token", relay.station_token, "--namespace", "remote_station")
+        relay.start_relay()
+        credentials = relay.credentials_file()  # 0600, in a 0700 dir: the relay, the station id, its token file
+        demo = Demo("--relay-credentials", credentials, "--namespace", "remote_station")
         demo.wait_line(r"takes jobs from", 60.0)
         client = relay.client()
         task = {"task_id": "hold", "instruction": "hold", "parameters": {"duration_s": "1"},

@@ -390,3 +390,146 @@ def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_
     finally:
         if station.rollout.poll() is not None:
             station.start_rollout()  # the module's station goes on with a rollout node
+
+
+# -- recovery without loss (issue 16 items 2 and 3) --------------------------------------------------------------
+class RosCaller:
+    """A client node in this process calling the station node's services (its own context and executor)."""
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("recovery_test_caller", namespace=f"/{namespace}", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except Exception:  # noqa: BLE001  (the context was shut down by close())
+            pass
+
+    def call(self, srv_type, name, timeout_s=30.0, **fields):
+        client = self.node.create_client(srv_type, name)
+        try:
+            assert client.wait_for_service(timeout_sec=timeout_s), f"{name} is not available"
+            request = srv_type.Request()
+            for key, value in fields.items():
+                setattr(request, key, value)
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _f: done.set())
+            assert done.wait(timeout_s), f"{name}: no answer within {timeout_s} s"
+            return future.result()
+        finally:
+            self.node.destroy_client(client)
+
+    def status(self, job_id):
+        from strands_robots_msgs.srv import GetStatus
+
+        res = self.call(GetStatus, "get_status", job_id=job_id)
+        return res.status if res.found else None
+
+    def wait(self, job_id, predicate, timeout_s=JOB_TIMEOUT_S, station=None):
+        deadline = time.monotonic() + timeout_s
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status = self.status(job_id)
+            except AssertionError:  # the station is restarting: its services come back
+                status = None
+            if status is not None and predicate(status):
+                return status
+            time.sleep(0.2)
+        tail = "\n".join(station.lines[-60:]) if station is not None else ""
+        raise AssertionError(f"job {job_id}: last status over ROS:\n{status}\n{tail}")
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        self.thread.join(5.0)
+
+
+def ros_tasks(*tasks_):
+    from strands_robots import convert
+    from strands_robots.station.job_file import task_from_mapping
+
+    return [convert.station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(tasks_)]
+
+
+def test_a_job_submitted_over_ros_is_persisted_before_the_answer_and_survives_a_sigkill(station):
+    import json
+
+    from strands_robots_msgs.srv import CancelJob, SubmitJob
+
+    caller = RosCaller(station.namespace)
+    try:
+        def submit(tasks_, episodes):
+            res = caller.call(SubmitJob, "submit_job", client_id="ros-team", tasks=ros_tasks(*tasks_),
+                              episodes_total=episodes, policy_provider="scripted",
+                              policy_config_json=json.dumps(SCRIPTED))
+            assert res.accepted, res.message
+            return res.job_id
+
+        # A relay job nobody serves holds the station (waiting for its policy) without a rollout under way.
+        client = station.client()
+        blocker = client.submit_job(station_id=station.station_id, tasks=[task("unserved")], episodes=1)
+        caller.wait(blocker, lambda s: s.state == "WAITING_POLICY", station=station)
+        queued = submit([task("after")], 1)
+        dropped = submit([task("dropped")], 1)
+        res = caller.call(CancelJob, "cancel_job", job_id=dropped, reason="the team changed its mind")
+        assert res.ok, res.message
+        assert station.kill_station(signal.SIGKILL) == -signal.SIGKILL  # right after the answers
+        station.start_station()
+        status = caller.wait(queued, lambda s: True, station=station)  # found after the restart
+        assert status.state == "CREATED" and status.message.startswith("queued at station")
+        assert caller.wait(dropped, lambda s: True, station=station).state == "CANCELLED"
+        assert client.cancel(blocker, "make room")
+        final = caller.wait(queued, lambda s: s.state in TERMINAL, station=station)
+        assert final.state == "SUCCEEDED", final.message
+        assert [e.episode_id for e in final.episodes] == ["ep_0000"]
+        gone = caller.status(dropped)
+        assert gone.state == "CANCELLED" and "the team changed its mind" in gone.message and not gone.episodes
+    finally:
+        caller.close()
+
+
+def test_one_unreadable_job_file_is_set_aside_and_the_other_job_resumes_without_rerunning_an_episode(station):
+    import glob
+
+    from strands_robots.station.persistence import JobStore
+
+    client = station.client()
+    tasks = [task("a", duration_s="1.5"), task("b", duration_s="1.5"), task("c", duration_s="1.5")]
+    resumed = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=3)
+    served = serve_in_background(client, resumed, TeamPolicy())
+    wait_status(client, resumed, lambda s: len(s.episodes) == 2, station=station)
+    broken = client.submit_job(station_id=station.station_id, tasks=[task("never")], episodes=1)
+    wait_status(client, broken, lambda s: s.message.startswith("queued at station"), station=station)
+    assert station.kill_station(signal.SIGKILL) == -signal.SIGKILL
+    store = JobStore(station.state_dir)
+    log_before = open(store.log_path_of(resumed), "rb").read()
+    assert log_before.count(b"\n") == 2
+    with open(store.path_of(broken), "w") as handle:
+        handle.write("{torn by a disk that lied")
+    station.start_station()
+    failed = wait_status(client, broken, lambda s: s.state in TERMINAL, timeout_s=60.0, station=station)
+    assert failed.state == "FAILED" and ".unreadable-" in failed.message and store.path_of(broken) in failed.message
+    (kept,) = glob.glob(store.path_of(broken) + ".unreadable-*")
+    assert open(kept).read() == "{torn by a disk that lied"
+    final = wait_status(client, resumed, lambda s: s.state in TERMINAL, station=station)
+    served["thread"].join(10.0)
+    assert final.state == "SUCCEEDED", final.message
+    ids = [e.episode_id for e in final.episodes]
+    assert ids[:2] == ["ep_0000", "ep_0001"] and len(ids) == 3 and ids[2] not in ids[:2]  # nothing re-run
+    assert open(store.log_path_of(resumed), "rb").read().startswith(log_before)  # appended, never truncated
+    assert any(broken in line and "kept aside" in line for line in station.lines)  # the station's log names it

@@ -326,3 +326,93 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+# -- up --relay: the station's state persists, so a restarted station resumes its job ----------------------------
+class StationUp:
+    """``python -m strands_robots.cli up <args>`` (the station taking jobs from a relay), output collected."""
+
+    def __init__(self, *args: str, env: dict) -> None:
+        self.lines: list = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "strands_robots.cli", "up", "--namespace", f"up_relay_{uuid.uuid4().hex[:8]}",
+             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env)
+        self._reader = threading.Thread(target=lambda: self.lines.extend(line.rstrip("\n") for line in
+                                                                         self.proc.stdout), daemon=True)
+        self._reader.start()
+
+    def wait_line(self, text: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in list(self.lines)):
+            assert self.proc.poll() is None and time.monotonic() < deadline, "\n".join(self.lines[-40:])
+            time.sleep(0.1)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+        self.proc.wait(30.0)
+
+
+def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_without_rerunning_episodes(tmp_path):
+    from strands_robots.client import RelayError
+    from strands_robots.station_demo import DemoPolicy, LocalStation
+
+    relay = LocalStation(str(tmp_path / "relay"), out=lambda name, line: None)  # only its relay runs here
+    ups: list = []
+    try:
+        relay.start_relay()
+        # The token from the environment (never the command line); the state under XDG_STATE_HOME by default.
+        env = dict(os.environ, PYTHONUNBUFFERED="1", XDG_STATE_HOME=str(tmp_path / "xdg_state"),
+                   STRANDS_ROBOTS_STATION_TOKEN=relay.station_token)
+        ups.append(StationUp("--relay", relay.relay_target, env=env))
+        ups[-1].wait_line("takes jobs from", 90.0)
+        client = relay.client()
+        sheet = [{"name": "done", "question": "Held?", "answer_type": "yes_no", "max_points": 1,
+                  "success_answer": "yes"}]
+        tasks = [{"task_id": t, "instruction": t, "parameters": {"duration_s": "2"}, "scoring": sheet}
+                 for t in ("a", "b")]
+        job_id = client.submit_job(station_id="sim_station", tasks=tasks, episodes=3)
+        served: dict = {}
+
+        def serve() -> None:
+            try:
+                served["final"] = client.serve_policy(job_id, DemoPolicy("scripted", {"mode": "torque_ramp",
+                                                                                      "target": 1.0}))
+            except RelayError as exc:
+                served["error"] = exc
+
+        threading.Thread(target=serve, daemon=True).start()
+
+        def wait_status(predicate, timeout_s=150.0):
+            deadline = time.monotonic() + timeout_s
+            status = None
+            while time.monotonic() < deadline:
+                status = client.get_status(job_id)
+                if predicate(status):
+                    return status
+                time.sleep(0.2)
+            raise AssertionError(f"last status {status}\n" + "\n".join(ups[-1].lines[-40:]))
+
+        wait_status(lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message)
+        ups[-1].kill(signal.SIGKILL)  # the station and its nodes die mid-episode
+        saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / f"{job_id}.job.json"
+        assert saved.exists()
+        ups.append(StationUp("--relay", relay.relay_target, env=env))
+        final = wait_status(lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+        assert final.state == "SUCCEEDED", final.message
+        ids = [e.episode_id for e in final.episodes]
+        assert ids[0] == "ep_0000" and len(ids) == 3 and "ep_0001" not in ids  # kept, never re-run; ids not reused
+        assert [e.task.task_id for e in final.episodes] == ["a", "b", "a"]
+    finally:
+        for up in ups:
+            up.kill()
+        relay.stop()
+
+
+def test_up_refuses_a_station_token_on_the_command_line_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "strands_robots.cli", "up", "--relay", "127.0.0.1:1",
+                           "--station-token", "secret"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "STRANDS_ROBOTS_STATION_TOKEN"})
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert "--station-token is gone" in line and "--relay-credentials" in line and "secret" not in line

@@ -22,6 +22,13 @@ The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: `
 starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process (exit 0;
 demo_job's last line says the job was left unfinished).
 ``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
+
+The station's job state persists across launches in ``state_dir``, by default
+``$XDG_STATE_HOME/strands_robots/<station_id>`` (``~/.local/state/...``): a job a killed launch left unfinished
+resumes in the next one (its finished episodes are kept and never run again, episode ids are never reused) —
+a ``submit_job`` job runs on; a relay job needs the relay it came from, so one from an earlier launch's relay
+(the relay's store lives in the launch's run dir) ends FAILED with the reason the policy could not start. A
+finished job is never new work: each launch submits a new job. Tests give their own ``state_dir``.
 The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
 
@@ -102,8 +109,8 @@ def check_files(context) -> dict:
 
 
 def _bring_up(context):
-    from strands_robots.cli.bringup import make_run_dir
-    from strands_robots.station_demo import free_port
+    from strands_robots.cli.bringup import make_run_dir, write_relay_credentials
+    from strands_robots.station_demo import default_state_dir, free_port
 
     checked = check_files(context)
     namespace = _arg(context, "namespace")
@@ -117,7 +124,7 @@ def _bring_up(context):
         "namespace": namespace,
         "control_frequency": hz,
         "station_id": station_id,
-        "state_dir": _arg(context, "state_dir") or os.path.join(run.path, "station_state"),
+        "state_dir": _arg(context, "state_dir") or default_state_dir(station_id),  # kept: a relaunch resumes
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
         "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
@@ -129,7 +136,9 @@ def _bring_up(context):
     if checked["use_relay"]:
         settings = checked["relay"]
         listen = f"{settings.host}:{settings.port or free_port()}"
-        station_args.update(relay_target=listen, station_token_file=run.station_token_file)
+        # The station and rollout nodes read the relay and the station's token from one 0600 file at start.
+        station_args["relay_credentials_file"] = write_relay_credentials(run.path, listen, station_id,
+                                                                         run.station_token_file)
         actions.append(IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(_HERE, "relay.launch.py")),
             launch_arguments={"relay_config_file": _arg(context, "relay_config_file"), "tokens": run.tokens,
@@ -141,7 +150,8 @@ def _bring_up(context):
         job = ["--ros", "--namespace", namespace] + job
         says = f"no relay; the demo job through /{namespace.strip('/')}/submit_job"
     actions.insert(0, LogInfo(msg=f"station {station_id} in /{namespace.strip('/')} at {hz} Hz; {says}; job file "
-                                  f"{checked['job_file']}; private run dir {run.path}"))
+                                  f"{checked['job_file']}; private run dir {run.path}; job state in "
+                                  f"{station_args['state_dir']}"))
     actions.append(IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(_HERE, "station.launch.py")),
         launch_arguments=station_args.items(),
@@ -214,7 +224,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("recording_dir", default_value="",
                               description="record every rollout to MCAP in this directory (empty: no recording)"),
         DeclareLaunchArgument("state_dir", default_value="",
-                              description="the station's persisted jobs (empty: the launch's private run dir)"),
+                              description="the station's persisted jobs, kept across launches (empty: "
+                                          "$XDG_STATE_HOME/strands_robots/<station_id>)"),
         DeclareLaunchArgument("exit_when_done", default_value="true",
                               description="true: the launch ends with the job (its exit code says how the job "
                                           "went); false: the station stays up until Ctrl-C"),

@@ -1,14 +1,16 @@
 """Bring up a simulated station: the arm driver, the rollout node and the station node, in one namespace.
 
     ros2 launch strands_robots station.launch.py                          # jobs from the submit_job service
-    ros2 launch strands_robots station.launch.py relay_target:=127.0.0.1:50051 station_token_file:=/path/token
+    ros2 launch strands_robots station.launch.py relay_credentials_file:=/path/relay_credentials.yaml
     ros2 service call /strands/submit_job strands_robots_msgs/srv/SubmitJob "{...}"   # without a relay
     demo_job --ros --namespace strands                                    # the demo job, through submit_job
 
 The driver comes from arm_driver.launch.py (configured, then activated once). The rollout node takes its
 episodes from the station (no autorun; the station moves the arms to the start pose and holds the lease). The
-station takes jobs from the relay at ``relay_target``, or from its ``submit_job`` service when that is empty,
-and runs until Ctrl-C; when a node dies the launch ends non-zero and names it. Every parameter not given here
+station takes jobs from the relay its ``relay_credentials_file`` names (a 0600 file: the relay, the station's
+id and token; ``relay/credentials.py``; the rollout node gets the same file for its ``relay`` policy provider), or
+from its ``submit_job`` service when that is empty, and runs until Ctrl-C; when a node dies the launch ends
+non-zero and names it. Every parameter not given here
 comes from ``config_file`` (the driver's and the rollout's) and ``station_config_file`` (the station's); both
 are checked before any node starts (the file, the key and the reason in one line).
 
@@ -32,9 +34,9 @@ from strands_robots.launch_support import check_parameters_file, end_launch_with
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 # Launch argument -> station node parameter, given to the node only when not empty.
-STATION_ARGUMENTS = ("station_id", "relay_target", "station_token_file", "state_dir", "robot_name", "record")
+STATION_ARGUMENTS = ("station_id", "relay_credentials_file", "state_dir", "robot_name", "record")
 # Launch argument -> rollout node parameter, given only when not empty.
-ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir")
+ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir", "relay_credentials_file")
 
 
 def _given(context, names) -> dict:
@@ -109,9 +111,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("control_frequency", default_value="50.0", description="control rate in Hz"),
         DeclareLaunchArgument("station_id", default_value="", description="station id (empty: the config file's)"),
         DeclareLaunchArgument(
-            "relay_target", default_value="", description="host:port of the relay (empty: jobs from submit_job)"
+            "relay_credentials_file", default_value="",
+            description="the station's 0600 relay credentials file, for the station and rollout nodes (empty: no "
+                        "relay, jobs from submit_job)",
         ),
-        DeclareLaunchArgument("station_token_file", default_value="", description="file with the relay token"),
         DeclareLaunchArgument("state_dir", default_value="", description="persisted job state (empty: config's)"),
         DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config files')"),
         DeclareLaunchArgument(

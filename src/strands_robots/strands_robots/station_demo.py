@@ -13,8 +13,11 @@
    scored, success, score, taken over) and the success rate and mean score over the scored episodes that were
    not taken over. Exit 0 when the job SUCCEEDED.
 
-:func:`run_station` (``strands-robots up --relay ADDR --station-token T``): the same three nodes taking jobs
-from that relay until Ctrl-C. :class:`LocalStation` is the process set both use (and the system tests).
+:func:`run_station` (``strands-robots up --relay-credentials FILE``): the same three nodes taking jobs from the
+relay that credentials file names until Ctrl-C. :class:`LocalStation` is the process set both use (and the
+system tests). The station and rollout nodes get the relay and the station's token only from a 0600 credentials
+file (their read-only ``relay_credentials_file`` parameter); with a local relay it is written now, into a private
+directory (0700) of the work dir.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence
 from strands_robots.client import Policy
 
 __all__ = ["DemoPolicy", "LocalStation", "run_demo", "run_station", "summary_table", "progress_bar",
-           "demo_tasks", "default_demo_job", "config_file", "free_port"]
+           "demo_tasks", "default_demo_job", "default_state_dir", "config_file", "free_port"]
 
 DEMO_CLIENT = "demo"
 DEMO_STATION = "sim_station"
@@ -57,6 +60,18 @@ def config_file(name: str) -> str:
 
 def default_demo_job() -> str:
     return config_file("demo_job.yaml")
+
+
+def default_state_dir(station_id: str) -> str:
+    """Return where a station keeps its job state across runs: ``$XDG_STATE_HOME/strands_robots/<station_id>``.
+
+    ``XDG_STATE_HOME`` defaults to ``~/.local/state`` (the XDG base directory spec). A station id with a path
+    separator is refused (it would name another directory).
+    """
+    if not station_id or "/" in station_id or station_id in (".", ".."):
+        raise ValueError(f"station id {station_id!r} cannot name a state directory")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "strands_robots", station_id)
 
 
 def free_port() -> int:
@@ -247,13 +262,14 @@ class LocalStation:
 
     :param workdir: tokens, the relay's store, the station's state and the parameters files go here.
     :param namespace: ROS namespace of the three nodes.
-    :param relay: ``host:port`` of an existing relay (with ``station_token``); None starts one.
+    :param relay_credentials: the credentials file (0600) of an existing relay and this station; None: a local
+        relay is started (:meth:`start_relay`) and a credentials file written for it.
     :param station_params: extra station node parameters (``-p``).
     :param out: where children's output lines go (``(name, line)``); None prints them prefixed.
     """
 
     def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
-                 relay: Optional[str] = None, station_token: str = "", station_params: Optional[dict] = None,
+                 relay_credentials: Optional[str] = None, station_params: Optional[dict] = None,
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
                  control_frequency: float = 50.0, tls: Optional[tuple] = None) -> None:
         from strands_robots.supervisor import Supervisor
@@ -268,9 +284,15 @@ class LocalStation:
         self.station_params = dict(station_params or {})
         self.rollout_params = dict(rollout_params or {})
         self.client_token = ""
+        self.station_token = ""
         self.relay_proc: Any = None
-        self.relay_target = relay or ""
-        self.station_token = station_token
+        self.relay_target = ""
+        self.relay_credentials = relay_credentials or ""
+        if relay_credentials:
+            from strands_robots.relay.credentials import load_relay_credentials
+
+            credentials = load_relay_credentials(relay_credentials)  # one line when it is not usable
+            self.relay_target, self.station_id = credentials.target, credentials.station_id
         self.relay_ready = threading.Event()
         self.store_path = str(self.workdir / "relay.sqlite")
         self.tokens_path = str(self.workdir / "tokens.yaml")
@@ -321,6 +343,23 @@ class LocalStation:
             self.relay_proc.wait(10.0)
 
     # -- nodes ----------------------------------------------------------------------------------------------
+    def credentials_file(self) -> str:
+        """Return the station's relay credentials file ("" without a relay), written for a local relay."""
+        if self.relay_credentials or not self.relay_target:
+            return self.relay_credentials
+        from strands_robots.cli.bringup import write_relay_credentials
+
+        private = self.workdir / "credentials"
+        private.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(private, 0o700)
+        token_file = private / "station_token"
+        fd = os.open(str(token_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(self.station_token)
+        self.relay_credentials = write_relay_credentials(str(private), self.relay_target, self.station_id,
+                                                         str(token_file), str(self.tls[0]) if self.tls else None)
+        return self.relay_credentials
+
     def _node_argv(self, module: str, name: str, params_file: str, overrides: dict) -> list:
         argv = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}", "-r",
                 f"__ns:=/{self.namespace}", "--params-file", params_file]
@@ -343,23 +382,20 @@ class LocalStation:
         self.start_station()
 
     def start_rollout(self) -> Any:
-        """Start (or restart) the rollout node, with its takeover services."""
+        """Start (or restart) the rollout node, with its takeover services (and, with a relay, its credentials)."""
+        overrides = dict(self._rollout_overrides)
+        if self.credentials_file():
+            overrides["relay_credentials_file"] = self.credentials_file()
         self.rollout = self.sup.start("rollout", self._node_argv(
             "strands_robots.nodes.rollout_node", "rollout", config_file("rollout.yaml"),
-            self._rollout_overrides), on_line=self._emit)
+            overrides), on_line=self._emit)
         return self.rollout
 
     def start_station(self) -> Any:
-        token_file = self.workdir / "station_token"
-        if self.station_token:
-            fd = os.open(str(token_file), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(self.station_token)
+        """Start (or restart) the station node (with a relay, its credentials file)."""
         params = {"station_id": self.station_id, "state_dir": self.state_dir}
-        if self.relay_target:
-            params.update(relay_target=self.relay_target, station_token_file=str(token_file))
-            if self.tls:
-                params["relay_root_certificates"] = str(self.tls[0])
+        if self.credentials_file():
+            params["relay_credentials_file"] = self.credentials_file()
         params.update(self.station_params)
         self.station = self.sup.start("station", self._node_argv(
             "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
@@ -471,18 +507,20 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
         return report_final(final, write)
 
 
-def run_station(relay: str, station_token: str, *, station_id: str = DEMO_STATION, namespace: str = "station",
-                state_dir: Optional[str] = None, write: Callable[[str], None] = print) -> int:
-    """Run the station's three nodes taking jobs from ``relay`` until Ctrl-C / SIGTERM (128 + the signal)."""
+def run_station(relay_credentials: str, *, namespace: str = "station", state_dir: Optional[str] = None,
+                write: Callable[[str], None] = print) -> int:
+    """Run the station's three nodes taking jobs from the relay until Ctrl-C / SIGTERM (128 + the signal).
+
+    :param relay_credentials: the station's credentials file (0600): the relay, the station id, its token.
+    """
     from strands_robots.nodes.process import StopSignals
 
     with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
-        station = LocalStation(workdir, namespace=namespace, station_id=station_id, relay=relay,
-                               station_token=station_token,
+        station = LocalStation(workdir, namespace=namespace, relay_credentials=relay_credentials,
                                station_params={"state_dir": state_dir} if state_dir else None)
         try:
             station.start_nodes()
-            write(f"[up] station {station_id} takes jobs from {relay}; Ctrl-C stops it")
+            write(f"[up] station {station.station_id} takes jobs from {station.relay_target}; Ctrl-C stops it")
             while not signals.event.wait(0.5):
                 for name in ("arm_driver", "rollout", "station"):
                     proc = station.sup.procs.get(name)
@@ -499,16 +537,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m strands_robots.station_demo")
     p.add_argument("--job-file", default=None)
-    p.add_argument("--relay", default=None)
-    p.add_argument("--station-token", default=None)
+    p.add_argument("--relay-credentials", default=None, help="the station's 0600 relay credentials file")
     p.add_argument("--namespace", default="station")
     p.add_argument("--verbose", action="store_true", help="print every node's output")
     args = p.parse_args(argv)
-    if args.relay:
-        if not args.station_token:
-            print("--relay needs --station-token", file=sys.stderr)
-            return 2
-        return run_station(args.relay, args.station_token, namespace=args.namespace)
+    if args.relay_credentials:
+        return run_station(args.relay_credentials, namespace=args.namespace)
     return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose)
 
 

@@ -393,7 +393,8 @@ DEMO_ROWS = [("ep_0000", "timeout"), ("ep_0001", "policy_completed"), ("ep_0002"
 
 @pytest.mark.parametrize("use_relay, processes", [("true", 5), ("false", 4)])
 def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, use_relay, processes):
-    run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay, recording_dir=str(tmp_path))
+    run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay, recording_dir=str(tmp_path),
+                 state_dir=str(tmp_path / "state"))  # its own: runs never share a station's state
     listener = Listener(run.namespace)
     try:
         listener.spin_while(lambda: run.proc.poll() is None)
@@ -424,8 +425,8 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, 
 
 
 @pytest.mark.parametrize("first", ["group", "demo_job", "demo_job_only"])
-def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first):
-    run = Launch(ROLLOUT_LAUNCH)
+def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first, tmp_path):
+    run = Launch(ROLLOUT_LAUNCH, state_dir=str(tmp_path / "state"))
     try:
         started = run.wait_line(r"\[demo_job-\d+\]: process started with pid \[\d+\]")
         # Mid-episode: the driver is active by then (a Ctrl-C while launch_ros still waits for the driver's
@@ -447,8 +448,8 @@ def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first):
         run.kill()
 
 
-def test_a_station_killed_mid_job_makes_the_launch_exit_nonzero_naming_it():
-    run = Launch(ROLLOUT_LAUNCH)
+def test_a_station_killed_mid_job_makes_the_launch_exit_nonzero_naming_it(tmp_path):
+    run = Launch(ROLLOUT_LAUNCH, state_dir=str(tmp_path / "state"))
     try:
         line = run.wait_line(r"\[station_node-\d+\]: process started with pid \[\d+\]")
         pid = int(re.search(r"pid \[(\d+)\]", line).group(1))
@@ -478,7 +479,7 @@ def test_a_bad_config_file_fails_the_station_launch_in_one_line_before_any_proce
         tmp_path, argument, content, reason):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
-    run = Launch(ROLLOUT_LAUNCH, **{argument: str(path)})
+    run = Launch(ROLLOUT_LAUNCH, state_dir=str(tmp_path / "state"), **{argument: str(path)})
     try:
         assert run.wait() != 0, run.output
         errors = [line for line in run.lines if "ERROR" in line]

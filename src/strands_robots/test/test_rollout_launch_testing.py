@@ -12,6 +12,9 @@ through ``strands-robots up`` in ``test/test_station_demo_main.py``.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import time
 import unittest
 import uuid
@@ -34,13 +37,15 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource  # n
 ROLLOUT_LAUNCH = Path(__file__).resolve().parent.parent / "launch" / "rollout.launch.py"
 JOB_TIMEOUT_S = 180.0
 NAMESPACE = f"launch_testing_{uuid.uuid4().hex[:8]}"
+STATE_DIR = tempfile.mkdtemp(prefix="launch_testing_state_")  # this run's own station state (never shared)
+atexit.register(shutil.rmtree, STATE_DIR, True)
 
 
 @pytest.mark.launch_test
 def generate_test_description():
     station = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(ROLLOUT_LAUNCH)),
-        launch_arguments={"namespace": NAMESPACE, "exit_when_done": "false"}.items(),
+        launch_arguments={"namespace": NAMESPACE, "exit_when_done": "false", "state_dir": STATE_DIR}.items(),
     )
     return launch.LaunchDescription([station, launch_testing.actions.ReadyToTest()]), {"namespace": NAMESPACE}
 

@@ -283,3 +283,65 @@ def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
     assert during <= 2  # at most the step under way when the pause came (and its event in flight)
     assert result.ended.applied_actions == 100 and result.end_condition == "timeout"  # the whole budget ran
     assert station.takeover.in_takeover is False
+
+
+STATION_TOKEN = "tok-" + uuid.uuid4().hex  # the station's secret: no parameter may show it
+
+
+def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_file_is_read_only(tmp_path):
+    import os
+
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
+
+    from strands_robots.cli.bringup import write_relay_credentials
+    from strands_robots.nodes.station_node import StationNode
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    token_file = private / "station_token"
+    token_file.write_text(STATION_TOKEN)
+    os.chmod(token_file, 0o600)
+    creds = write_relay_credentials(str(private), "127.0.0.1:1", "sim_station", str(token_file))
+    namespace = f"/station_params_{uuid.uuid4().hex[:8]}"
+    context = Context()
+    rclpy.init(context=context)
+    spinners = NodeSpinners(context)
+    nodes = []
+    try:
+        node = StationNode(context=context, namespace=namespace, parameter_overrides=[
+            Parameter("state_dir", value=str(tmp_path / "state")), Parameter("relay_credentials_file", value=creds)])
+        nodes.append(node)
+        spinners.add(node, multi=True)
+        client = rclpy.create_node("param_reader", namespace=namespace, context=context)  # another node
+        nodes.append(client)
+        spinners.add(client, multi=True)
+
+        def call(srv_type, name, request):
+            cli = client.create_client(srv_type, f"{namespace}/station/{name}")
+            assert cli.wait_for_service(timeout_sec=20.0), name
+            done = threading.Event()
+            future = cli.call_async(request)
+            future.add_done_callback(lambda _f: done.set())
+            assert done.wait(20.0), name
+            return future.result()
+
+        names = call(ListParameters, "list_parameters", ListParameters.Request()).result.names
+        values = call(GetParameters, "get_parameters", GetParameters.Request(names=list(names))).values
+        other = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=str(tmp_path / "other.yaml"))
+        refused = call(SetParameters, "set_parameters", SetParameters.Request(
+            parameters=[ParameterMsg(name="relay_credentials_file", value=other)])).results[0]
+    finally:
+        for n in nodes:
+            getattr(n, "close", lambda: None)()
+        spinners.shutdown()
+        for n in reversed(nodes):
+            n.destroy_node()
+        rclpy.try_shutdown(context=context)
+    texts = {name: str(value) for name, value in zip(names, values)}
+    assert "relay_credentials_file" in texts and len(values) == len(names)
+    assert [name for name, text in texts.items() if STATION_TOKEN in text or "token" in name] == []
+    assert not {"relay_target", "station_token", "station_token_file"} & set(names)
+    assert creds in texts["relay_credentials_file"]  # the file's name only, never its content
+    assert not refused.successful and "read-only" in refused.reason

@@ -1,8 +1,13 @@
 """``strands-robots up``: a simulated station running a job, or (``--rollout``) the driver and rollout node alone.
 
 Without ``--rollout`` it is :func:`strands_robots.station_demo.run_demo` (a local relay, the three nodes, the
-demo job submitted and served through the relay) or, with ``--relay``,
-:func:`~strands_robots.station_demo.run_station`.
+demo job submitted and served through the relay) or, with ``--relay-credentials FILE`` (or ``--relay ADDR`` and
+the station's token in the environment variable ``STRANDS_ROBOTS_STATION_TOKEN``),
+:func:`~strands_robots.station_demo.run_station`. A token is never taken from the command line. The station's
+job state then persists in ``--state-dir``, by default ``$XDG_STATE_HOME/strands_robots/<station_id>``
+(``~/.local/state/...``), so a restarted ``up --relay`` resumes its job (finished episodes are not run again and
+episode ids are not reused). The demo (no relay) keeps everything, its relay's store and its station's state,
+in a temporary directory of its own run: each run is a new relay with a new job, never an old one.
 
 With ``--rollout`` it brings up the arm driver and the rollout node as child processes, runs their episodes and
 gives one verdict. The nodes get the same parameters file as rollout_only.launch.py. They run under a
@@ -63,7 +68,8 @@ def _usage_error(text: str) -> int:
 
 _ROLLOUT_ONLY = ("config_file", "policy", "control_frequency", "duration", "episodes")
 _ROLLOUT_DEFAULTS = {"policy": "mock", "control_frequency": 50.0, "duration": 5.0, "episodes": 1}
-_STATION_ONLY = ("job_file", "relay", "station_token")
+_STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir", "station_token")
+TOKEN_ENV = "STRANDS_ROBOTS_STATION_TOKEN"
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -86,17 +92,49 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _station(args: argparse.Namespace) -> int:
-    if args.relay and not args.station_token:
-        return _usage_error("--relay needs --station-token (the station's token on that relay)")
-    if args.station_token and not args.relay:
-        return _usage_error("--station-token needs --relay")
-    ros_env_check("up")
+    import os
+    import tempfile
+
+    if getattr(args, "station_token", None) is not None:
+        return _usage_error(f"--station-token is gone: a token on the command line is visible to every user of "
+                            f"this machine; give --relay-credentials FILE (0600) or --relay ADDR with the token in "
+                            f"{TOKEN_ENV}")
+    if args.relay and args.relay_credentials:
+        return _usage_error("--relay and --relay-credentials: give one (the credentials file names the relay)")
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if args.relay and not token:
+        return _usage_error(f"--relay needs the station's token in {TOKEN_ENV} (or use --relay-credentials FILE)")
+    if (args.station_id or args.state_dir) and not (args.relay or args.relay_credentials):
+        return _usage_error("--station-id and --state-dir go with --relay or --relay-credentials (the demo keeps "
+                            "its state in its own temporary directory)")
     from strands_robots import station_demo
+    from strands_robots.relay.credentials import CredentialsError, load_relay_credentials
 
     namespace = args.namespace or "station"
-    if args.relay:
-        return station_demo.run_station(args.relay, args.station_token, namespace=namespace)
-    return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose)
+    if not (args.relay or args.relay_credentials):
+        ros_env_check("up")
+        return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose)
+    with tempfile.TemporaryDirectory(prefix="strands_up_") as private:  # 0700: the token file written from env
+        credentials_file = args.relay_credentials
+        if args.relay:
+            from strands_robots.cli.bringup import write_relay_credentials
+
+            token_file = os.path.join(private, "station_token")
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(token)
+            credentials_file = write_relay_credentials(private, args.relay, args.station_id or
+                                                       station_demo.DEMO_STATION, token_file)
+        try:
+            credentials = load_relay_credentials(credentials_file)
+        except CredentialsError as exc:
+            return _usage_error(str(exc))
+        if args.station_id and args.station_id != credentials.station_id:
+            return _usage_error(f"--station-id {args.station_id}: the credentials file is for station "
+                                f"{credentials.station_id}")
+        ros_env_check("up")
+        state_dir = args.state_dir or station_demo.default_state_dir(credentials.station_id)
+        return station_demo.run_station(credentials_file, namespace=namespace, state_dir=state_dir)
 
 
 def _rollout(args: argparse.Namespace) -> int:

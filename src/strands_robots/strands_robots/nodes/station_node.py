@@ -2,8 +2,10 @@
 
 Every job rule (submit, queue order, cancel, recovery, a relay's job matched by id) lives once, in
 :class:`~strands_robots.station.station.Station`; this node adapts ROS services, topics and the relay link onto
-it. Jobs come from the relay (``relay_target``: the station connects out, takes the jobs addressed to
-``station_id``, reports every snapshot plus a heartbeat, keeps a backlog while the relay is away) or from the
+it. Jobs come from the relay (the read-only ``relay_credentials_file`` names the station's credentials file,
+read once at start: the relay's address, the station's token, its CA; no parameter holds a token) — the
+station connects out, takes the jobs addressed to ``station_id``, reports every snapshot of them plus a
+heartbeat, keeps a backlog while the relay is away — or from the
 ``submit_job`` service, and run one at a time on the core's job thread (node callbacks never wait for an
 episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm driver's lease and start
 pose, the rollout node's ``run_episode`` action and takeover services) and an operator (``operator: scripted``
@@ -27,6 +29,7 @@ ended (``persistence.recover``); a job whose files do not load is moved aside an
 from __future__ import annotations
 
 import json
+import queue
 import secrets
 import sys
 import threading
@@ -57,13 +60,13 @@ from strands_robots.station.station import Station
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
 
 _DIAGNOSTICS_PERIOD_S = 1.0
+READ_ONLY = frozenset({"relay_credentials_file"})  # start-time configuration: a running node never rereads it
 
 PARAMETERS = {
     "station_id": ("sim_station", "this station's id (jobs addressed to it; the relay token's station)"),
-    "relay_target": ("", "host:port of the relay; empty: no relay (jobs only from submit_job)"),
-    "station_token": ("", "the station's relay token (prefer station_token_file)"),
-    "station_token_file": ("", "file holding the station's relay token"),
-    "relay_root_certificates": ("", "PEM file of the relay's CA for TLS; empty: plain"),
+    "relay_credentials_file": ("", "the station's relay credentials file (0600; relay/credentials.py: the relay, "
+                                   "this station's id and token, its CA), read once at start; read-only; empty: "
+                                   "no relay (jobs only from submit_job)"),
     "state_dir": ("/tmp/strands_robots/station", "where job state is persisted (one JSON file per job)"),
     "driver_namespace": ("", "the arm driver's namespace; empty: this node's"),
     "rollout_namespace": ("", "the rollout node's namespace; empty: this node's"),
@@ -115,7 +118,8 @@ class StationNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("station", **kwargs)
         for name, (default, description) in PARAMETERS.items():
-            self.declare_parameter(name, default, ParameterDescriptor(description=description))
+            self.declare_parameter(name, default, ParameterDescriptor(description=description,
+                                                                      read_only=name in READ_ONLY))
         if self.p("operator") not in ("scripted", "manual"):
             raise ValueError(f"operator must be scripted or manual, got {self.p('operator')!r}")
         self.station_id = self.p("station_id")
@@ -131,20 +135,26 @@ class StationNode(Node):
         self._lock = threading.Lock()
         self._published_episodes: Dict[str, int] = {}
         self._closing = threading.Event()
+        self._worker = _OperatorWorker(self.get_logger().error)  # operator actions' robot calls, off callbacks
 
         self.link = None
         relay = None
-        target = self.p("relay_target")
-        if target:
-            token = self.p("station_token") or _read_token(self.p("station_token_file"))
+        target = ""
+        if self.p("relay_credentials_file"):
+            # The relay and this station's token: start-time configuration, read once from a private file.
+            from strands_robots.relay.credentials import load_relay_credentials
             from strands_robots.relay.station_link import StationLink
 
-            relay = RelaySettings(target, self.station_id, token, self.p("station_token_file"),
-                                  self.p("attach_timeout_s"), self.p("reply_timeout_s"),
-                                  self.p("relay_root_certificates"))
-            self.link = StationLink(target, self.station_id, token, on_job=self._on_relay_job,
+            credentials = load_relay_credentials(self.p("relay_credentials_file"))
+            if credentials.station_id != self.station_id:
+                raise ValueError(f"relay_credentials_file {self.p('relay_credentials_file')!r} is for station "
+                                 f"{credentials.station_id!r}; this node's station_id is {self.station_id!r}")
+            target = credentials.target
+            relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
+                                  self.p("reply_timeout_s"))
+            self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
-                                    root_certificates=self.p("relay_root_certificates") or None)
+                                    root_certificates=credentials.root_certificates)
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
@@ -294,10 +304,13 @@ class StationNode(Node):
         return response
 
     def _on_takeover(self, request: Any, response: Any) -> Any:
-        return self._operator_call(response, lambda c: c.takeover(request.operator_name, request.reason))
+        """Check the takeover and answer at once; the rollout is paused on the operator worker (never here)."""
+        return self._operator_call(response, lambda c: c.takeover(request.operator_name, request.reason,
+                                                                  hand_off=self._worker.submit))
 
     def _on_resume(self, request: Any, response: Any) -> Any:
-        return self._operator_call(response, lambda c: c.resume(request.operator_name))
+        """Check the resume and answer at once; the rollout is resumed on the operator worker (never here)."""
+        return self._operator_call(response, lambda c: c.resume(request.operator_name, hand_off=self._worker.submit))
 
     def _on_discard(self, request: Any, response: Any) -> Any:
         return self._operator_call(response, lambda c: c.discard(request.episode_id))
@@ -331,22 +344,47 @@ class StationNode(Node):
         """
         self.station.stop(timeout_s=timeout_s)  # suspends the running job: nothing more is persisted for it
         self._closing.set()
+        self._worker.close()
         if self.link is not None:
             self.link.close(flush_timeout_s=1.0)
         self.robot.close()
 
 
-def _read_token(path: str) -> str:
-    if not path:
-        raise ValueError("relay_target is set but neither station_token nor station_token_file is")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            token = handle.read().strip()
-    except OSError as exc:
-        raise ValueError(f"station_token_file {path!r}: {exc}") from None
-    if not token:
-        raise ValueError(f"station_token_file {path!r} is empty")
-    return token
+class _OperatorWorker:
+    """One thread running the operator actions' robot calls (pause, resume) handed off by service callbacks.
+
+    A callback checks the action, hands the slow part here and answers; the outcome becomes the job's message.
+    At most ``depth`` wait; past that :meth:`submit` raises (the action is refused with the reason).
+    """
+
+    def __init__(self, log: Any, depth: int = 8) -> None:
+        self._log = log
+        self._jobs: "queue.Queue[Any]" = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, name="station-operator", daemon=True)
+        self._thread.start()
+
+    def submit(self, work: Any) -> None:
+        try:
+            self._jobs.put_nowait(work)
+        except queue.Full:
+            raise RuntimeError(f"{self._jobs.maxsize} operator actions already wait for the rollout node") from None
+
+    def _run(self) -> None:
+        while True:
+            work = self._jobs.get()
+            if work is None:
+                return
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001  (the console reports its own outcomes; never stop the worker)
+                self._log(f"operator action failed: {type(exc).__name__}: {exc}")
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        try:
+            self._jobs.put(None, timeout=timeout_s)
+        except queue.Full:
+            return
+        self._thread.join(timeout_s)
 
 
 def main(argv: "list[str] | None" = None) -> int:
