@@ -342,7 +342,7 @@ def test_the_package_config_files_declare_only_known_parameters():
     known = process.node_parameter_names()
     assert {"control_rate_hz", "require_lease"} <= known["arm_driver"]
     assert {"control_frequency", "policy_provider"} <= known["rollout"]
-    assert {"station_id", "relay_target"} <= known["station"]
+    assert {"station_id", "relay_credentials_file"} <= known["station"]
     for name in ("rollout.yaml", "arm_driver.yaml", "station.yaml"):
         assert process.unknown_parameters_error(str(PACKAGE_SRC / "config" / name)) == "", name
 

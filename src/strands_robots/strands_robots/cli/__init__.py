@@ -1,10 +1,12 @@
 """``strands-robots``: the package set's command line, usable without ``ros2``.
 
-``strands-robots up [--job-file F] [--relay ADDR --station-token T] [--namespace station]``
+``strands-robots up [--job-file F] [--relay-credentials FILE | --relay ADDR] [--state-dir D] [--namespace station]``
   A simulated station: with no ``--relay``, a local relay, the arm driver, rollout and station nodes, the demo
   job submitted through the Evaluation Client and its policy served through the relay, a progress bar of
   finished episodes and the summary table (exit 0 when the job SUCCEEDED); with ``--relay``, the station takes
-  jobs from that relay until Ctrl-C. Every node dies with this command however it dies.
+  jobs from that relay until Ctrl-C (credentials from a 0600 file, or the token in STRANDS_ROBOTS_STATION_TOKEN;
+  its job state persists in --state-dir, by default $XDG_STATE_HOME/strands_robots/<station_id>). Every node
+  dies with this command however it dies.
 ``strands-robots up --rollout [--policy mock] [--control-frequency 50] [--duration 5] [--episodes 1]``
   Only the arm driver and the rollout node, from the same config file as rollout_only.launch.py (for machines where
   ``launch`` is missing): run the episodes, print the observer stream as it goes, and exit with the rollout
@@ -14,7 +16,7 @@
   ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
 ``strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]``
   The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
-``strands-robots station [--job-file F] [--relay ADDR --station-token T]``
+``strands-robots station [--job-file F] [--relay-credentials FILE]``
   The simulated station (driver, rollout, station node) running the demo job through a local relay, or taking
   jobs from a relay (``strands_robots.station_demo``).
 ``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
@@ -27,6 +29,8 @@
   The Evaluation Client from the command line (``strands_robots.job_cli``).
 ``strands-robots record | report | monitor | foxglove ...``
   Monitoring (``strands_robots.monitoring``): MCAP recording, plots, the monitor window, the Foxglove live view.
+``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``
+  A LeRobotDataset v3 from episode recordings (``strands_robots.export.lerobot``).
 """
 
 from __future__ import annotations
@@ -51,15 +55,23 @@ def build_parser() -> argparse.ArgumentParser:
                    "--relay: take jobs from a relay; --rollout: only the driver and the rollout node",
         description="Without options: a local relay, the arm driver, rollout and station nodes, the demo job "
                     "submitted and its policy served through the relay, a progress bar and the summary (exit 0 "
-                    "when the job SUCCEEDED). --relay ADDR --station-token T: the station takes jobs from that "
-                    "relay until Ctrl-C. --rollout: only the driver and the rollout node, running --episodes "
+                    "when the job SUCCEEDED). --relay-credentials FILE (or --relay ADDR with the token in "
+                    "STRANDS_ROBOTS_STATION_TOKEN): the station takes jobs from that relay until Ctrl-C. "
+                    "--rollout: only the driver and the rollout node, running --episodes "
                     "episodes of --policy (exit 1 after an error or a safety stop).")
     up.add_argument("--namespace", default=None, help="ROS namespace of the nodes (default: station, or strands "
                                                       "with --rollout)")
     station = up.add_argument_group("station (the default)")
     station.add_argument("--job-file", default=None, help="the job to run (default: the package's demo_job.yaml)")
-    station.add_argument("--relay", default=None, help="HOST:PORT of a relay to take jobs from (no local relay)")
-    station.add_argument("--station-token", default=None, help="the station's token on that relay")
+    station.add_argument("--relay-credentials", default=None, metavar="FILE",
+                         help="the station's 0600 relay credentials file (relay, station id, token): take jobs "
+                              "from that relay (no local relay)")
+    station.add_argument("--relay", default=None, help="HOST:PORT of a relay to take jobs from, the station's token "
+                                                       "in STRANDS_ROBOTS_STATION_TOKEN")
+    station.add_argument("--station-id", default=None, help="with --relay: this station's id (default sim_station)")
+    station.add_argument("--state-dir", default=None,
+                         help="with a relay: where job state persists (default $XDG_STATE_HOME/strands_robots/<id>)")
+    station.add_argument("--station-token", default=None, help=argparse.SUPPRESS)  # refused with where tokens go
     station.add_argument("--verbose", action="store_true", help="print every node's output")
     rollout = up.add_argument_group("--rollout: the driver and the rollout node only")
     rollout.add_argument("--rollout", action="store_true", help="bring up only the driver and the rollout node")
@@ -110,6 +122,7 @@ DELEGATED = {
     "report": "PNG plots from recordings: one per episode and a job summary",
     "monitor": "the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
     "foxglove": "serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
+    "export": "datasets from recordings: export lerobot RECORDING.mcap... -o DIR [--fps N] (LeRobotDataset v3)",
 }
 _MONITORING = {"record": "record", "report": "report", "monitor": "monitor_app", "foxglove": "foxglove_live"}
 
@@ -119,6 +132,10 @@ def _delegate(name: str, argv: "list[str]") -> int:
         import importlib
 
         return int(importlib.import_module(f"strands_robots.monitoring.{_MONITORING[name]}").main(argv) or 0)
+    if name == "export":
+        from strands_robots.export.lerobot import cli as export_cli
+
+        return int(export_cli(argv) or 0)
     if name == "demo-job":
         from strands_robots.cli.demo_job import main as demo_job_main
 
