@@ -6,6 +6,7 @@ run a built-in policy on the rollout node).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import uuid
@@ -289,8 +290,6 @@ STATION_TOKEN = "tok-" + uuid.uuid4().hex  # the station's secret: no parameter 
 
 
 def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_file_is_read_only(tmp_path):
-    import os
-
     from rcl_interfaces.msg import Parameter as ParameterMsg
     from rcl_interfaces.msg import ParameterType, ParameterValue
     from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
@@ -345,3 +344,52 @@ def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_fi
     assert not {"relay_target", "station_token", "station_token_file"} & set(names)
     assert creds in texts["relay_credentials_file"]  # the file's name only, never its content
     assert not refused.successful and "read-only" in refused.reason
+
+
+def test_an_unreadable_job_file_at_start_is_named_on_diagnostics_and_its_job_failed(tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from strands_robots_msgs.srv import GetStatus
+
+    from strands_robots.nodes.station_node import StationNode
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "job-torn.job.json").write_text("{half a job")
+    namespace = f"/station_diag_{uuid.uuid4().hex[:8]}"
+    context = Context()
+    rclpy.init(context=context)
+    spinners = NodeSpinners(context)
+    nodes, seen = [], []
+    try:
+        client = rclpy.create_node("diag_reader", namespace=namespace, context=context)
+        nodes.append(client)
+        client.create_subscription(DiagnosticArray, "/diagnostics", seen.append, 10)
+        spinners.add(client, multi=True)
+        node = StationNode(context=context, namespace=namespace,
+                           parameter_overrides=[Parameter("state_dir", value=str(state))])
+        nodes.append(node)
+        spinners.add(node, multi=True)
+
+        def mine():
+            return [s for m in list(seen) for s in m.status if s.hardware_id == "sim_station" and "jobs" in s.name]
+
+        assert wait_for(lambda: any(s.level == DiagnosticStatus.ERROR for s in mine()), 20.0), mine()
+        cli = client.create_client(GetStatus, f"{namespace}/get_status")
+        assert cli.wait_for_service(timeout_sec=20.0)
+        done = threading.Event()
+        future = cli.call_async(GetStatus.Request(job_id="job-torn"))
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(20.0)
+        status = future.result()
+    finally:
+        for n in nodes:
+            getattr(n, "close", lambda: None)()
+        spinners.shutdown()
+        for n in reversed(nodes):
+            n.destroy_node()
+        rclpy.try_shutdown(context=context)
+    error = next(s for s in mine() if s.level == DiagnosticStatus.ERROR)
+    values = {kv.key: kv.value for kv in error.values}
+    (moved,) = [p for p in os.listdir(state) if p.startswith("job-torn.job.json.unreadable-")]
+    assert "job-torn" in error.message and moved in values["set_aside.job-torn"]
+    assert status.found and status.status.state == "FAILED" and moved in status.status.message
