@@ -11,7 +11,10 @@ Not pass/fail. Three parts:
    (published by the driver's control loop each period) and to the cameras' ``image_raw``. Reported: the
    joint_states interval p50 / p99 / max, the share of intervals within 1.5 periods (a deadline held), the
    robot-time rate (robot time advanced / wall time: 1.0 means physics kept up) and the frames per second
-   received per camera.
+   received per camera;
+4. **rollout** (``--rollout-seconds S``, 0 to skip): one episode of the rollout node at 50 Hz (mock policy),
+   without cameras, then with both (``cameras:=scene,wrist``, the camera node beside it): its missed deadlines
+   (``RunPolicyEnded.missed_deadlines``) and the share of deadlines held.
 
 Usage (about 1 minute with ``--driver-seconds 20``)::
 
@@ -172,17 +175,82 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
         rclpy.try_shutdown()
 
 
+ROLLOUT_PHASES = {
+    "off": (False, False),       # driver + rollout node
+    "node": (True, False),       # driver + camera node + rollout node not subscribing (the renderer's CPU alone)
+    "on": (True, True),          # driver + camera node + rollout node with cameras:=scene,wrist
+}
+
+
+def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) -> None:
+    """Measure the rollout loop's deadlines at 50 Hz without cameras, then with the camera node and both cameras."""
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from strands_robots_msgs.action import RunEpisode
+
+    rclpy.init()
+    node = rclpy.create_node("camera_bench_client")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+
+    def wait(future, timeout_s: float, what: str):
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout_s):
+            raise RuntimeError(f"{what}: no answer within {timeout_s:g} s")
+        return future.result()
+
+    try:
+        for phase in phases:
+            camera_node, cameras = ROLLOUT_PHASES[phase]
+            label = {"off": "cameras off", "node": "camera node", "on": "cameras on"}[phase]
+            ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"
+            procs = [_start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true",
+                            f"control_rate_hz:={rate_hz}")]
+            params = ["start_pose_before_episode:=false", f"control_frequency:={rate_hz}", "driver_timeout_s:=60.0"]
+            if camera_node:
+                procs.append(_start("strands_robots.nodes.camera_node", ns))
+            if cameras:
+                params += ["cameras:=scene,wrist", "camera_scene_node:=camera"]
+            procs.append(_start("strands_robots.nodes.rollout_node", ns, *params))
+            action = ActionClient(node, RunEpisode, f"{ns}/run_episode")
+            try:
+                if not action.wait_for_server(timeout_sec=120.0):
+                    raise RuntimeError("run_episode not found")
+                goal = RunEpisode.Goal(control_frequency=rate_hz, duration_s=seconds, seed=1)
+                handle = wait(action.send_goal_async(goal), 60.0, "RunEpisode goal")
+                ended = wait(handle.get_result_async(), seconds * 2 + 120, "RunEpisode result").result.ended
+                steps = max(1, ended.applied_actions)
+                print(f"rollout {label:11s}: outcome {ended.outcome} {ended.error_message[:80]} | "
+                      f"{ended.applied_actions} steps at {rate_hz:g} Hz | missed deadlines {ended.missed_deadlines} | "
+                      f"deadlines held {100.0 * (1 - ended.missed_deadlines / (steps + ended.missed_deadlines)):.3f} %")
+            finally:
+                action.destroy()
+                for p in reversed(procs):
+                    _end(p)
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=100, help="frames rendered per camera and size")
     parser.add_argument("--jpeg-rounds", type=int, default=100)
     parser.add_argument("--driver-seconds", type=float, default=20.0, help="0: skip the driver part")
+    parser.add_argument("--rollout-seconds", type=float, default=30.0, help="episode length; 0: skip the rollout part")
+    parser.add_argument("--rollout-phases", default="off,on", help=f"comma-separated of {', '.join(ROLLOUT_PHASES)}")
     args = parser.parse_args()
     print(f"camera_bench on {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     rendered = bench_render(args.frames)
     bench_jpeg(rendered, args.jpeg_rounds)
     if args.driver_seconds > 0:
         bench_driver(args.driver_seconds)
+    if args.rollout_seconds > 0:
+        bench_rollout(args.rollout_seconds, [p.strip() for p in args.rollout_phases.split(",") if p.strip()])
     return 0
 
 
