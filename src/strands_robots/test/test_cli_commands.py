@@ -40,7 +40,8 @@ def test_help_lists_every_command():
      "strands-robots up: --policy: only with --rollout (the station runs the job's own settings)"),
     (("up", "--rollout", "--relay", "127.0.0.1:1"), "strands-robots up: --relay: not with --rollout"),
     (("up", "--relay", "127.0.0.1:1"),
-     "strands-robots up: --relay needs --station-token (the station's token on that relay)"),
+     "strands-robots up: --relay needs the station's token in STRANDS_ROBOTS_STATION_TOKEN (or use "
+     "--relay-credentials FILE)"),
 ])
 def test_up_refuses_a_run_with_nothing_to_do_in_one_line_and_exit_2(args, line):
     proc = _cli(*args)
