@@ -43,6 +43,9 @@ class StepPoint:
     deadline_missed: bool
     action: dict[str, float]
     observation: dict[str, float]
+    log_ns: int = 0                # log time of the step's event
+    elapsed_s: float = 0.0         # rollout time (excludes time the loop held or was taken over)
+    sim_time_s: float = 0.0        # robot time reported with the observation
 
 
 @dataclass
@@ -56,6 +59,7 @@ class EpisodeTrace:
     instruction: str = ""
     episode_index: int = 0
     actuator_keys: tuple[str, ...] = ()
+    control_frequency: float = 0.0
     end_ns: "int | None" = None
     steps: list[StepPoint] = field(default_factory=list)
     ended: "dict[str, Any] | None" = None
@@ -63,6 +67,7 @@ class EpisodeTrace:
     safety_checks: list[str] = field(default_factory=list)
     safety_t: "float | None" = None
     episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
+    images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)  # topic: (log ns, format, data)
 
     @property
     def end_condition(self) -> str:
@@ -106,19 +111,19 @@ def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[Epi
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    records: list[tuple[int, str, Any]] = []
+    records: list[tuple[int, str, Any, str]] = []
     for path in paths:
         with open(path, "rb") as handle:
             reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-            for schema, _channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
-                records.append((message.log_time, schema.name.split("/")[-1], decoded))
+            for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+                records.append((message.log_time, schema.name.split("/")[-1], decoded, channel.topic))
     records.sort(key=lambda r: r[0])
     runs: dict[str, EpisodeTrace] = {}
     order: list[EpisodeTrace] = []
-    others: list[tuple[int, str, Any]] = []
+    others: list[tuple[int, str, Any, str]] = []
     job: "dict | None" = None
     results: list[dict] = []
-    for log_ns, kind, msg in records:
+    for log_ns, kind, msg, topic in records:
         if kind == "ObserverEvent":
             _fold_event(runs, order, log_ns, msg)
         elif kind == "JobStatus":
@@ -126,7 +131,7 @@ def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[Epi
         elif kind == "EpisodeResult":
             results.append(_plain(msg))
         else:
-            others.append((log_ns, kind, msg))
+            others.append((log_ns, kind, msg, topic))
     for trace in order:
         _attach(trace, others)
     by_run = {r.get("run_id"): r for r in results if r.get("run_id")}
@@ -147,22 +152,24 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
         s = msg.started[0]
         trace.robot_name, trace.policy, trace.instruction = s.robot_name, s.policy, s.instruction
         trace.episode_index, trace.actuator_keys = int(s.episode_index), tuple(s.actuator_keys)
+        trace.control_frequency = float(s.control_frequency)
     elif msg.kind == "step" and msg.step:
         s = msg.step[0]
         trace.steps.append(StepPoint(
             t=(log_ns - trace.start_ns) * _NS, index=int(s.applied_action_index), resolution=s.action_resolution,
             unresolved=tuple(s.unresolved_action_keys), reasons=tuple(s.unresolved_action_reasons),
             deadline_missed=bool(s.deadline_missed), action=dict(zip(s.action_keys, map(float, s.action_values))),
-            observation=dict(zip(s.observation_keys, map(float, s.observation_values)))))
+            observation=dict(zip(s.observation_keys, map(float, s.observation_values))),
+            log_ns=log_ns, elapsed_s=float(s.elapsed_s), sim_time_s=float(s.sim_time_s)))
     elif msg.kind == "ended" and msg.ended:
         trace.ended = _plain(msg.ended[0])
         trace.end_ns = log_ns
 
 
 def _attach(trace: EpisodeTrace, others: list) -> None:
-    """Joint readings and safety stops inside the run's window."""
+    """Joint readings, camera frames (CompressedImage, by topic) and safety stops inside the run's window."""
     end = trace.end_ns if trace.end_ns is not None else float("inf")
-    for log_ns, kind, msg in others:
+    for log_ns, kind, msg, topic in others:
         if not trace.start_ns <= log_ns <= end:
             continue
         t = (log_ns - trace.start_ns) * _NS
@@ -171,6 +178,8 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
                 times, values = trace.measured.setdefault(name, ([], []))
                 times.append(t)
                 values.append(float(position))
+        elif kind == "CompressedImage":
+            trace.images.setdefault(topic, []).append((log_ns, str(msg.format), bytes(msg.data)))
         elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
             trace.safety_t = t
             trace.safety_checks = [c.text for c in msg.checks] or [msg.detail]

@@ -1,0 +1,400 @@
+"""``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``: a LeRobotDataset v3 from our recordings.
+
+Reads episode recordings (the rollout's ``record=True`` files) or a ``strands-robots record`` file of a whole
+station with :func:`strands_robots.monitoring.report.load_recording` (episodes are the observer stream's runs)
+and writes, as DESIGN.md §10 says: ``meta/info.json`` (codebase_version ``v3.0``), ``meta/stats.json``,
+``meta/tasks.parquet``, ``meta/episodes/chunk-000/file-000.parquet`` and ``data/chunk-000/file-000.parquet``
+(everything in one file of each: ``chunks_size`` and ``data_files_size_in_mb`` are the v3 defaults, not limits
+this writer splits at).
+
+Frames. Each episode is resampled to a constant rate (``--fps``, default the recording's control frequency): the
+frame at ``t = k / fps`` is the latest control step at or before ``t`` (half a control period of tolerance), so at
+the control frequency every step is one frame. A step's time is robot time (``sim_time_s``, relative to the first
+step) when it increases step by step, else rollout time (``elapsed_s``). ``observation.state`` is the step's
+observed ``<key>.pos`` per actuator key, ``action`` the emitted action (a key the step did not emit keeps its last
+command, before any the observed position).
+
+Control source (``control_source``: 0 policy, 1 operator). An operator takeover shows in a recording as a gap
+between two steps in which the rollout clock stood still: the log (wall) time between them exceeds their
+``elapsed_s`` difference by more than a control period, and the step after it did not miss its deadline (the
+loop's own hold, the other reason the clock stands still, marks the next step ``deadline_missed``). Where the
+recording holds the EpisodeResult (station recordings) and it says ``taken_over`` false, no frame is flagged. The
+gap's wall time is added to the episode's time line where robot time did not advance over it (in-process
+simulation); the frames inside it are flagged 1 and hold the measured joint positions at that wall time
+(``joint_states`` of a station recording; else the last observation), the action equal to the state (what the
+operator commanded is not recorded).
+
+Cameras: ``<ns>/<camera>/image_raw/compressed`` (CompressedImage) become ``observation.images.<camera>`` features
+of ``dtype: image`` with the encoded bytes in parquet (the frame latest at or before the frame's wall time; no
+video encoder needed).
+
+Each episode row also carries ``end_condition``, ``end_detail``, ``scored``, ``success``, ``score``, ``taken_over``
+(null where the recording has no EpisodeResult), ``run_id``, ``episode_id`` and ``operator_frames``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import io
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["ExportRefused", "EpisodeFrames", "episode_frames", "export_lerobot", "main", "CODEBASE_VERSION",
+           "CONTROL_POLICY", "CONTROL_OPERATOR"]
+
+CODEBASE_VERSION = "v3.0"
+CHUNKS_SIZE = 1000
+DATA_FILES_SIZE_IN_MB = 100
+VIDEO_FILES_SIZE_IN_MB = 500
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+CONTROL_POLICY = 0
+CONTROL_OPERATOR = 1
+NO_INSTRUCTION = "(no instruction recorded)"
+MAX_FPS = 1000.0
+_NS = 1e-9
+
+
+class ExportRefused(ValueError):
+    """The input cannot be exported as asked; nothing was written."""
+
+
+@dataclass
+class EpisodeFrames:
+    """One episode resampled: per-frame arrays and what the episode row says."""
+
+    timestamps: np.ndarray           # float64 [n], seconds from the episode's first frame
+    state: np.ndarray                # float32 [n, d]
+    action: np.ndarray               # float32 [n, d]
+    control_source: np.ndarray       # int64 [n]
+    step_index: np.ndarray           # int64 [n], the control step each frame was taken from
+    images: dict[str, list[bytes]] = field(default_factory=dict)  # camera: encoded frame per frame
+    image_formats: dict[str, str] = field(default_factory=dict)
+
+
+def _camera_of(topic: str) -> "str | None":
+    parts = [p for p in topic.split("/") if p]
+    if len(parts) >= 3 and parts[-2:] == ["image_raw", "compressed"]:
+        return parts[-3]
+    return None
+
+
+def _step_times(trace: Any, taken_over: "bool | None") -> tuple[list[float], list[bool]]:
+    """Each step's time on the episode's line and whether a takeover gap precedes it."""
+    steps = trace.steps
+    sim = [s.sim_time_s for s in steps]
+    use_sim = len(steps) > 1 and all(b > a for a, b in zip(sim, sim[1:]))
+    base = sim if use_sim else [s.elapsed_s for s in steps]
+    period = 1.0 / trace.control_frequency
+    times = [0.0]
+    gaps = [False]
+    inserted = 0.0
+    for prev, step, b_prev, b in zip(steps, steps[1:], base, base[1:]):
+        wall = (step.log_ns - prev.log_ns) * _NS
+        held = wall - (step.elapsed_s - prev.elapsed_s)
+        gap = taken_over is not False and held > period and not step.deadline_missed
+        if gap:
+            inserted += max(0.0, wall - (b - b_prev))
+        gaps.append(gap)
+        times.append(b - base[0] + inserted)
+    return times, gaps
+
+
+def _measured_at(trace: Any, key: str, t: float) -> "float | None":
+    series = trace.measured.get(key)
+    if not series or not series[0]:
+        return None
+    n = bisect.bisect_right(series[0], t) - 1
+    return series[1][n] if n >= 0 else None
+
+
+def episode_frames(trace: Any, fps: float, keys: Sequence[str], cameras: Sequence[str] = ()) -> EpisodeFrames:
+    """Resample one recorded episode (an :class:`~strands_robots.monitoring.report.EpisodeTrace`) to ``fps``."""
+    ep = trace.episode or {}
+    taken_over = bool(ep["taken_over"]) if "taken_over" in ep else None
+    times, gaps = _step_times(trace, taken_over)
+    tolerance = 0.5 / trace.control_frequency
+    n = int(math.floor((times[-1] + tolerance) * fps + 1e-9)) + 1
+    d = len(keys)
+    state = np.zeros((n, d), dtype=np.float32)
+    action = np.zeros((n, d), dtype=np.float32)
+    source = np.zeros(n, dtype=np.int64)
+    step_of = np.zeros(n, dtype=np.int64)
+    stamps = np.arange(n, dtype=np.float64) / fps
+    # the command in force at each step: a key the step did not emit keeps its last one
+    commanded: list[list[float]] = []
+    last: dict[str, float] = {}
+    for s in trace.steps:
+        last.update({k: v for k, v in s.action.items() if k in keys})
+        commanded.append([last.get(k, s.observation.get(f"{k}.pos", math.nan)) for k in keys])
+    topics = {cam: next(t for t in trace.images if _camera_of(t) == cam) for cam in cameras}
+    image_times = {cam: [r[0] for r in trace.images[topic]] for cam, topic in topics.items()}
+    images: dict[str, list[bytes]] = {cam: [] for cam in cameras}
+    for k in range(n):
+        t = stamps[k]
+        j = max(0, bisect.bisect_right(times, t + tolerance) - 1)
+        step = trace.steps[j]
+        operator = j + 1 < len(times) and gaps[j + 1] and t > times[j] + tolerance
+        wall_ns = step.log_ns + (int((t - times[j]) / _NS) if operator else 0)
+        step_of[k] = j
+        if operator:
+            source[k] = CONTROL_OPERATOR
+            rel = (wall_ns - trace.start_ns) * _NS
+            for i, key in enumerate(keys):
+                value = _measured_at(trace, key, rel)
+                state[k, i] = value if value is not None else step.observation.get(f"{key}.pos", math.nan)
+            action[k] = state[k]
+        else:
+            state[k] = [step.observation.get(f"{key}.pos", math.nan) for key in keys]
+            action[k] = commanded[j]
+        for cam, topic in topics.items():
+            m = max(0, bisect.bisect_right(image_times[cam], wall_ns) - 1)
+            images[cam].append(trace.images[topic][m][2])
+    formats = {cam: trace.images[topic][0][1] for cam, topic in topics.items()}
+    return EpisodeFrames(stamps, state, action, source, step_of, images, formats)
+
+
+def _image_shape(data: bytes) -> list[int]:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        width, height = image.size
+        channels = len(image.getbands())
+    return [height, width, channels]
+
+
+def _stats(values: np.ndarray) -> dict[str, list]:
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    return {"mean": values.mean(axis=0).tolist(), "std": values.std(axis=0).tolist(),
+            "min": values.min(axis=0).tolist(), "max": values.max(axis=0).tolist(), "count": [int(len(values))]}
+
+
+def _load(paths: Sequence[Path]) -> list[Any]:
+    from strands_robots.monitoring.report import load_recording
+
+    traces = []
+    for path in paths:  # one file at a time: a file that is not a recording is named
+        if not path.is_file():
+            raise ExportRefused(f"no such file: {path}")
+        try:
+            found, _job = load_recording(path)
+        except Exception as exc:
+            raise ExportRefused(f"{path} is not a recording MCAP ({type(exc).__name__}: {exc})") from exc
+        found = [t for t in found if t.steps]
+        if not found:
+            raise ExportRefused(f"{path} holds no recorded episode (no observer step events)")
+        for trace in found:
+            trace.source_path = path
+        traces.extend(found)
+    return traces
+
+
+def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "float | None" = None) -> dict:
+    """Write the dataset into ``out_dir`` (absent or empty); returns its ``info.json`` content.
+
+    :raises ExportRefused: a path is not a recording or holds no episode, recordings have different control
+        frequencies or actuator keys and no ``fps`` is given, ``fps`` is not in (0, 1000], or ``out_dir`` is not
+        empty.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportRefused(f"{out} exists and is not an empty directory; a dataset is never merged into another")
+    if fps is not None and (not math.isfinite(fps) or not 0 < fps <= MAX_FPS):
+        raise ExportRefused(f"--fps must be in (0, {MAX_FPS:g}], got {fps!r}")
+    traces = _load([Path(p) for p in paths])
+    rates = sorted({t.control_frequency for t in traces})
+    if any(r <= 0 for r in rates):
+        raise ExportRefused("a recorded episode has no control frequency in its Started event")
+    if fps is None:
+        if len(rates) > 1:
+            listed = ", ".join(f"{r:g}" for r in rates)
+            raise ExportRefused(f"the recordings have different control frequencies ({listed} Hz): pass --fps to "
+                                f"resample them to one rate")
+        fps = rates[0]
+    key_sets = {tuple(t.actuator_keys) for t in traces}
+    if len(key_sets) > 1:
+        raise ExportRefused("the recordings drive different actuator keys; export them as separate datasets")
+    keys = list(next(iter(key_sets)))
+    if not keys:
+        raise ExportRefused("the recording names no actuator keys in its Started event")
+    camera_sets = {tuple(sorted(c for c in map(_camera_of, t.images) if c)) for t in traces}
+    cameras = sorted(set.intersection(*(set(c) for c in camera_sets)))
+
+    task_of: dict[str, int] = {}
+    episodes = []
+    for trace in traces:
+        task = trace.instruction or ((trace.episode or {}).get("task") or {}).get("instruction") or NO_INSTRUCTION
+        task_of.setdefault(task, len(task_of))
+        episodes.append((trace, task, episode_frames(trace, fps, keys, cameras)))
+
+    columns: dict[str, list] = {name: [] for name in ("observation.state", "action", "control_source", "timestamp",
+                                                      "frame_index", "episode_index", "index", "task_index")}
+    columns.update({f"observation.images.{cam}": [] for cam in cameras})
+    rows: dict[str, list] = {name: [] for name in (
+        "episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
+        "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index", "run_id", "episode_id",
+        "recording", "end_condition", "end_detail", "scored", "success", "score", "taken_over", "operator_frames")}
+    per_episode_stats: list[dict[str, dict]] = []
+    index = 0
+    for e, (trace, task, frames) in enumerate(episodes):
+        n = len(frames.timestamps)
+        columns["observation.state"].append(frames.state)
+        columns["action"].append(frames.action)
+        columns["control_source"].append(frames.control_source)
+        columns["timestamp"].append(frames.timestamps.astype(np.float32))
+        columns["frame_index"].append(np.arange(n, dtype=np.int64))
+        columns["episode_index"].append(np.full(n, e, dtype=np.int64))
+        columns["index"].append(np.arange(index, index + n, dtype=np.int64))
+        columns["task_index"].append(np.full(n, task_of[task], dtype=np.int64))
+        for cam in cameras:
+            columns[f"observation.images.{cam}"].extend({"bytes": b, "path": None} for b in frames.images[cam])
+        ep = trace.episode
+        rows["episode_index"].append(e)
+        rows["tasks"].append([task])
+        rows["length"].append(n)
+        rows["data/chunk_index"].append(0)
+        rows["data/file_index"].append(0)
+        rows["dataset_from_index"].append(index)
+        rows["dataset_to_index"].append(index + n)
+        rows["meta/episodes/chunk_index"].append(0)
+        rows["meta/episodes/file_index"].append(0)
+        rows["run_id"].append(trace.run_id)
+        rows["episode_id"].append((ep or {}).get("episode_id") or "")
+        rows["recording"].append(trace.source_path.name)
+        rows["end_condition"].append(trace.end_condition)
+        rows["end_detail"].append(str((ep or {}).get("end_detail") or (trace.ended or {}).get("end_detail", "")))
+        for name, kind in (("scored", bool), ("success", bool), ("score", float), ("taken_over", bool)):
+            rows[name].append(kind(ep[name]) if ep and name in ep else None)
+        rows["operator_frames"].append(int(frames.control_source.sum()))
+        per_episode_stats.append({name: _stats(columns[name][-1]) for name in (
+            "observation.state", "action", "control_source", "timestamp", "frame_index", "episode_index",
+            "index", "task_index")})
+        index += n
+
+    numeric = {name: np.concatenate(values) for name, values in columns.items()
+               if not name.startswith("observation.images.")}
+    features: dict[str, dict] = {
+        "observation.state": {"dtype": "float32", "shape": [len(keys)], "names": keys},
+        "action": {"dtype": "float32", "shape": [len(keys)], "names": keys},
+        "control_source": {"dtype": "int64", "shape": [1], "names": None},
+    }
+    for cam in cameras:
+        first = columns[f"observation.images.{cam}"][0]["bytes"]
+        features[f"observation.images.{cam}"] = {"dtype": "image", "shape": _image_shape(first),
+                                                 "names": ["height", "width", "channels"]}
+    features.update({
+        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+        "index": {"dtype": "int64", "shape": [1], "names": None},
+        "task_index": {"dtype": "int64", "shape": [1], "names": None},
+    })
+
+    arrays: dict[str, Any] = {}
+    for name, spec in features.items():
+        if spec["dtype"] == "image":
+            arrays[name] = pa.array(columns[name], type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+        elif spec["shape"] == [1]:
+            arrays[name] = pa.array(numeric[name], type=pa.from_numpy_dtype(np.dtype(spec["dtype"])))
+        else:
+            flat = pa.array(numeric[name].reshape(-1), type=pa.float32())
+            arrays[name] = pa.FixedSizeListArray.from_arrays(flat, spec["shape"][0])
+    total = index
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "data/chunk-000").mkdir(parents=True)
+    (out / "meta/episodes/chunk-000").mkdir(parents=True)
+    pq.write_table(pa.table(arrays), out / DATA_PATH.format(chunk_index=0, file_index=0))
+
+    episode_columns = {name: pa.array(values) for name, values in rows.items()}
+    episode_columns["tasks"] = pa.array(rows["tasks"], type=pa.list_(pa.string()))
+    for name in ("scored", "success", "taken_over"):
+        episode_columns[name] = pa.array(rows[name], type=pa.bool_())
+    episode_columns["score"] = pa.array(rows["score"], type=pa.float64())
+    for name in per_episode_stats[0]:
+        for stat in ("min", "max", "mean", "std", "count"):
+            episode_columns[f"stats/{name}/{stat}"] = pa.array([s[name][stat] for s in per_episode_stats],
+                                                               type=pa.list_(pa.int64() if stat == "count"
+                                                                             else pa.float64()))
+    pq.write_table(pa.table(episode_columns), out / "meta/episodes/chunk-000/file-000.parquet")
+
+    tasks = sorted(task_of, key=task_of.get)
+    pq.write_table(pa.Table.from_pydict({"task_index": pa.array([task_of[t] for t in tasks], type=pa.int64()),
+                                         "task": pa.array(tasks, type=pa.string())}).replace_schema_metadata(
+        {b"pandas": json.dumps({"index_columns": ["task"], "column_indexes": [], "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
+             "metadata": None},
+            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
+             "metadata": None}], "pandas_version": "2.2.3"}).encode()}), out / "meta/tasks.parquet")
+
+    stats = {name: _stats(values) for name, values in numeric.items()}
+    (out / "meta/stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    info = {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": traces[0].robot_name or "unknown",
+        "total_episodes": len(episodes),
+        "total_frames": total,
+        "total_tasks": len(tasks),
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": DATA_FILES_SIZE_IN_MB,
+        "video_files_size_in_mb": VIDEO_FILES_SIZE_IN_MB,
+        "fps": float(fps),
+        "splits": {"train": f"0:{len(episodes)}"},
+        "data_path": DATA_PATH,
+        "video_path": None,  # no video features: cameras are dtype image
+        "features": features,
+    }
+    (out / "meta/info.json").write_text(json.dumps(info, indent=4) + "\n")
+    return info
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strands-robots export lerobot", description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="+", help="episode MCAP files or directories of them")
+    parser.add_argument("-o", "--output-dir", required=True, help="the dataset directory (absent or empty)")
+    parser.add_argument("--fps", type=float, default=None,
+                        help="frame rate to resample to (default: the recordings' control frequency)")
+    return parser
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    """0 with the dataset's figures printed; 2 with one line on stderr when the input is refused."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    paths: list[Path] = []
+    for given in map(Path, args.recordings):  # a directory: its episode files, in name (= episode) order
+        paths.extend(sorted(given.glob("*.mcap")) if given.is_dir() else [given])
+    try:
+        if not paths:
+            raise ExportRefused(f"no .mcap file in {', '.join(args.recordings)}")
+        info = export_lerobot(paths, args.output_dir, args.fps)
+    except ExportRefused as exc:
+        print(f"strands-robots export lerobot: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    print(f"{args.output_dir}: {info['total_episodes']} episode(s), {info['total_frames']} frames at "
+          f"{info['fps']:g} fps, {info['total_tasks']} task(s)")
+    return 0
+
+
+def cli(argv: "Sequence[str] | None" = None) -> int:
+    """``strands-robots export FORMAT ...``: only ``lerobot`` so far."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "lerobot":
+        print("strands-robots export: usage: strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]",
+              file=sys.stderr)
+        return 2
+    return main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

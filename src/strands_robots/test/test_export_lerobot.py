@@ -1,0 +1,257 @@
+"""strands-robots export lerobot: real in-process recordings out as a LeRobotDataset v3, read back with pyarrow.
+
+Every figure is checked against the recording it came from (read with the report's reader), not against numbers
+the exporter printed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (requirements/python.txt)")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from strands_robots.cli import main as cli_main  # noqa: E402
+from strands_robots.export import lerobot  # noqa: E402
+from strands_robots.monitoring.report import load_recording  # noqa: E402
+from strands_robots.simulation import Simulation  # noqa: E402
+from strands_robots.simulation.observers import RunPolicyStep  # noqa: E402
+
+TAKEOVER_AT = 10
+TAKEOVER_S = 0.3
+
+
+def record(out: Path, *, n_steps: int, hz: float, instruction: str, takeover: bool = False) -> Path:
+    sim = Simulation.with_robot("alice")
+    runner = sim.robot("alice").runner
+    resumed = threading.Event()
+
+    def observer(event):
+        if takeover and isinstance(event, RunPolicyStep) and event.applied_action_index == TAKEOVER_AT:
+            runner.pause()  # what the station's takeover does in process (station/inprocess.py)
+            timer = threading.Timer(TAKEOVER_S, lambda: (runner.resume(), resumed.set()))
+            timer.daemon = True
+            timer.start()
+
+    result = sim.run_policy(robot_name="alice", policy_provider="mock", n_steps=n_steps, control_frequency=hz,
+                            observer=observer, record=True, recording_dir=str(out), instruction=instruction)
+    if takeover:
+        assert resumed.wait(10.0)
+    return Path(result["episodes"][0]["recording_path"])
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    """Three 50 Hz episodes (two of one task, the second taken over for 0.3 s) and one 30 Hz episode."""
+    out = tmp_path_factory.mktemp("rec")
+    a = record(out / "a", n_steps=20, hz=50.0, instruction="pick the cube")
+    b = record(out / "b", n_steps=25, hz=50.0, instruction="pick the cube", takeover=True)
+    c = record(out / "c", n_steps=15, hz=50.0, instruction="stack the blocks")
+    d = record(out / "d", n_steps=12, hz=30.0, instruction="stack the blocks")
+    return a, b, c, d
+
+
+@pytest.fixture(scope="module")
+def dataset(recordings, tmp_path_factory):
+    a, b, c, _ = recordings
+    out = tmp_path_factory.mktemp("ds") / "dataset"
+    assert cli_main(["export", "lerobot", str(a), str(b), str(c), "-o", str(out)]) == 0
+    return out
+
+
+def trace_of(path):
+    traces, _ = load_recording(path)
+    assert len(traces) == 1
+    return traces[0]
+
+
+def data_table(root):
+    return pq.read_table(root / "data/chunk-000/file-000.parquet")
+
+
+def episode_rows(root):
+    return pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+
+
+def operator_gap_frames(trace, fps):
+    """Frames the takeover gap spans: its wall time less the robot time that passed over it, at ``fps``."""
+    s0, s1 = trace.steps[TAKEOVER_AT], trace.steps[TAKEOVER_AT + 1]
+    inserted = (s1.log_ns - s0.log_ns) * 1e-9 - (s1.sim_time_s - s0.sim_time_s)
+    last_step_t = trace.steps[-1].sim_time_s - trace.steps[0].sim_time_s + inserted
+    return int(math.floor((last_step_t + 0.5 / trace.control_frequency) * fps + 1e-9)) + 1 - len(trace.steps)
+
+
+def test_info_json_is_v3_with_totals_features_and_paths(dataset, recordings):
+    info = json.loads((dataset / "meta/info.json").read_text())
+    traces = [trace_of(p) for p in recordings[:3]]
+    keys = list(traces[0].actuator_keys)
+    expected_frames = 20 + 15 + 25 + operator_gap_frames(traces[1], 50.0)
+    assert info["codebase_version"] == "v3.0"
+    assert info["robot_type"] == "alice"
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (3, expected_frames, 2)
+    assert info["fps"] == 50.0
+    assert (info["chunks_size"], info["data_files_size_in_mb"], info["video_files_size_in_mb"]) == (1000, 100, 500)
+    assert info["splits"] == {"train": "0:3"}
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert info["video_path"] is None  # no video features
+    features = info["features"]
+    assert features["observation.state"] == {"dtype": "float32", "shape": [len(keys)], "names": keys}
+    assert features["action"] == {"dtype": "float32", "shape": [len(keys)], "names": keys}
+    for name in ("control_source", "frame_index", "episode_index", "index", "task_index"):
+        assert features[name] == {"dtype": "int64", "shape": [1], "names": None}
+    assert features["timestamp"] == {"dtype": "float32", "shape": [1], "names": None}
+    table = data_table(dataset)
+    assert set(table.column_names) == set(features)
+    assert table.num_rows == expected_frames
+    assert table.schema.field("observation.state").type == pa.list_(pa.float32(), len(keys))
+
+
+def test_frames_at_the_control_frequency_are_the_recorded_steps(dataset, recordings):
+    table = data_table(dataset).to_pydict()
+    rows = episode_rows(dataset)
+    for e, path in ((0, recordings[0]), (2, recordings[2])):
+        trace = trace_of(path)
+        row = rows[e]
+        frm, to = row["dataset_from_index"], row["dataset_to_index"]
+        assert row["length"] == to - frm == len(trace.steps)
+        for k, step in enumerate(trace.steps):
+            i = frm + k
+            assert table["frame_index"][i] == k and table["episode_index"][i] == e and table["index"][i] == i
+            assert table["timestamp"][i] == pytest.approx(k / 50.0, abs=1e-6)
+            expected_state = [step.observation[f"{key}.pos"] for key in trace.actuator_keys]
+            np.testing.assert_allclose(table["observation.state"][i], expected_state, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(table["action"][i], [step.action[key] for key in trace.actuator_keys],
+                                       rtol=1e-6, atol=1e-7)
+            assert table["control_source"][i] == lerobot.CONTROL_POLICY
+
+
+def test_indices_are_contiguous_across_episodes(dataset):
+    table = data_table(dataset).to_pydict()
+    rows = episode_rows(dataset)
+    assert table["index"] == list(range(len(table["index"])))
+    assert [r["episode_index"] for r in rows] == [0, 1, 2]
+    assert rows[0]["dataset_from_index"] == 0
+    for prev, row in zip(rows, rows[1:]):
+        assert row["dataset_from_index"] == prev["dataset_to_index"]
+    assert rows[-1]["dataset_to_index"] == len(table["index"])
+    for row in rows:
+        frm, to = row["dataset_from_index"], row["dataset_to_index"]
+        assert table["frame_index"][frm:to] == list(range(row["length"]))
+        assert set(table["episode_index"][frm:to]) == {row["episode_index"]}
+        assert (row["data/chunk_index"], row["data/file_index"]) == (0, 0)
+
+
+def test_takeover_frames_are_flagged_operator_and_hold_the_arms_state(dataset, recordings):
+    trace = trace_of(recordings[1])
+    gap = operator_gap_frames(trace, 50.0)
+    assert gap >= 10  # 0.3 s at 50 Hz, less what the loaded machine ate of it
+    row = episode_rows(dataset)[1]
+    table = data_table(dataset).to_pydict()
+    frm, to = row["dataset_from_index"], row["dataset_to_index"]
+    source = table["control_source"][frm:to]
+    assert row["length"] == len(trace.steps) + gap and row["operator_frames"] == gap
+    # the operator's frames come right after the step the takeover paused at, policy frames before and after
+    assert source == [0] * (TAKEOVER_AT + 1) + [1] * gap + [0] * (len(trace.steps) - TAKEOVER_AT - 1)
+    held = [trace.steps[TAKEOVER_AT].observation[f"{k}.pos"] for k in trace.actuator_keys]
+    for i in range(frm + TAKEOVER_AT + 1, frm + TAKEOVER_AT + 1 + gap):
+        np.testing.assert_allclose(table["observation.state"][i], held, rtol=1e-6, atol=1e-7)
+        assert table["action"][i] == table["observation.state"][i]  # the operator's command is not recorded
+    after = trace.steps[TAKEOVER_AT + 1]
+    np.testing.assert_allclose(table["action"][frm + TAKEOVER_AT + 1 + gap],
+                               [after.action[k] for k in trace.actuator_keys], rtol=1e-6, atol=1e-7)
+    # an episode without a takeover has none flagged
+    assert episode_rows(dataset)[0]["operator_frames"] == 0
+
+
+def test_tasks_parquet_maps_each_instruction_to_its_task_index(dataset):
+    tasks = pq.read_table(dataset / "meta/tasks.parquet").to_pydict()
+    assert tasks == {"task_index": [0, 1], "task": ["pick the cube", "stack the blocks"]}
+    rows = episode_rows(dataset)
+    assert [r["tasks"] for r in rows] == [["pick the cube"], ["pick the cube"], ["stack the blocks"]]
+    table = data_table(dataset).to_pydict()
+    for row in rows:
+        expected = tasks["task"].index(row["tasks"][0])
+        assert set(table["task_index"][row["dataset_from_index"]:row["dataset_to_index"]]) == {expected}
+
+
+def test_stats_json_equals_numpy_over_the_data(dataset):
+    stats = json.loads((dataset / "meta/stats.json").read_text())
+    table = data_table(dataset).to_pydict()
+    assert set(stats) == set(table)
+    for name, values in table.items():
+        array = np.asarray(values, dtype=np.float64)
+        if array.ndim == 1:
+            array = array[:, None]
+        for stat, fn in (("mean", np.mean), ("std", np.std), ("min", np.min), ("max", np.max)):
+            np.testing.assert_allclose(stats[name][stat], fn(array, axis=0), rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{name} {stat}")
+        assert stats[name]["count"] == [len(array)]
+    rows = episode_rows(dataset)
+    frm, to = rows[1]["dataset_from_index"], rows[1]["dataset_to_index"]
+    assert rows[1]["stats/control_source/max"] == [1.0]
+    np.testing.assert_allclose(rows[1]["stats/observation.state/mean"],
+                               np.mean(np.asarray(table["observation.state"][frm:to], dtype=np.float64), axis=0))
+
+
+def test_episode_rows_carry_the_end_condition_and_null_scores_without_a_station(dataset, recordings):
+    rows = episode_rows(dataset)
+    for row, path in zip(rows, recordings[:3]):
+        trace = trace_of(path)
+        assert row["end_condition"] == trace.ended["stopped_reason"] == "budget"
+        assert row["end_detail"] == trace.ended["end_detail"]
+        assert row["run_id"] == trace.run_id and row["recording"] == path.name
+        assert (row["scored"], row["success"], row["score"], row["taken_over"]) == (None, None, None, None)
+
+
+def test_resampling_to_half_the_rate_takes_every_other_step(recordings, tmp_path):
+    out = tmp_path / "half"
+    assert lerobot.main([str(recordings[0]), "-o", str(out), "--fps", "25"]) == 0
+    trace = trace_of(recordings[0])
+    table = data_table(out).to_pydict()
+    assert len(table["index"]) == 10  # 20 steps at 50 Hz over 0.38 s: frames at 0, 0.04, ... 0.36 s
+    assert json.loads((out / "meta/info.json").read_text())["fps"] == 25.0
+    for k in range(10):
+        step = trace.steps[2 * k]
+        assert table["timestamp"][k] == pytest.approx(k / 25.0, abs=1e-6)
+        np.testing.assert_allclose(table["observation.state"][k],
+                                   [step.observation[f"{key}.pos"] for key in trace.actuator_keys], atol=1e-7)
+
+
+def test_mixed_control_frequencies_are_refused_without_fps_in_one_line(recordings, tmp_path, capsys):
+    a, _, _, d = recordings
+    out = tmp_path / "mixed"
+    assert cli_main(["export", "lerobot", str(a), str(d), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "different control frequencies (30, 50 Hz)" in err and "--fps" in err
+    assert not out.exists()
+    assert cli_main(["export", "lerobot", str(a), str(d), "-o", str(out), "--fps", "30"]) == 0
+    rows = episode_rows(out)
+    assert [r["length"] for r in rows] == [12, 12]  # 20 steps over 0.38 s at 30 fps; 12 at 30 Hz stay 12
+
+
+def test_a_file_that_is_not_a_recording_is_refused_in_one_line(tmp_path, capsys):
+    bogus = tmp_path / "notes.mcap"
+    bogus.write_text("not an mcap file\n")
+    out = tmp_path / "out"
+    assert cli_main(["export", "lerobot", str(bogus), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bogus} is not a recording MCAP" in err
+    assert not out.exists()
+    assert cli_main(["export", "lerobot", str(tmp_path / "absent.mcap"), "-o", str(out)]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_a_non_empty_output_directory_is_never_written_into(recordings, tmp_path, capsys):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine\n")
+    assert cli_main(["export", "lerobot", str(recordings[0]), "-o", str(out)]) == 2
+    assert "is not an empty directory" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
