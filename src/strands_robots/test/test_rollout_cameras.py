@@ -34,7 +34,25 @@ from strands_robots.nodes.process import spin_in_background  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 
 RATE_HZ = 50.0
+# The stale bound of the cameras here: above what the other suites' load on a 2-core machine does to a healthy
+# camera node (frames 0.68 s old were seen at load average 9 with the configured 0.5 s).
+MAX_AGE_S = 2.0
+CAMERAS = ("adapter: mujoco\ncameras:\n"
+           f"  scene: {{mjcf_camera: scene, width: 224, height: 224, fps: 15, max_age_s: {MAX_AGE_S}}}\n"
+           f"  wrist: {{mjcf_camera: right/wrist, width: 224, height: 224, fps: 15, max_age_s: {MAX_AGE_S}}}\n")
 
+
+@pytest.fixture(scope="module", autouse=True)
+def cameras_file(tmp_path_factory):
+    """Write this module's camera file (CAMERAS) once; its path is in CAMERAS_FILE for the tests."""
+    global CAMERAS_FILE
+    path = tmp_path_factory.mktemp("cameras") / "cameras.yaml"
+    path.write_text(CAMERAS)
+    CAMERAS_FILE = str(path)
+    yield CAMERAS_FILE
+
+
+CAMERAS_FILE = ""
 
 def _start(module: str, namespace: str, *params: str) -> subprocess.Popen:
     args = [sys.executable, "-m", module, "--ros-args", "-r", f"__ns:={namespace}"]
@@ -75,12 +93,13 @@ class CameraStation:
         try:
             self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace, "autostart:=true",
                                      f"control_rate_hz:={RATE_HZ}"))
-            self.camera = _start("strands_robots.nodes.camera_node", self.namespace)
+            self.camera = _start("strands_robots.nodes.camera_node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
             self.procs.append(self.camera)
             if rollout:
                 self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
                                          "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
                                          "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist",
+                                         f"cameras_file:={CAMERAS_FILE}",
                                          *rollout_params))
                 assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
                 assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
@@ -172,7 +191,7 @@ def test_images_reach_a_policy_over_ros_with_the_configured_shape_and_dtype():
                                    reset_moves_to_start_pose=False)
         assert backend.wait_until_ready(timeout_s=60.0)
         assert backend.acquire("h7", priority=10, duration_s=5.0, timeout_s=10.0).granted
-        cams = load_camera_set()
+        cams = load_camera_set(CAMERAS_FILE)
         runner = PolicyRunner(camera_backend(s.node, backend, cams, first_frame_timeout_s=60.0))
         policy = LookingPolicy()
         out = runner.run(policy, n_steps=20, control_frequency=RATE_HZ, action_horizon=1)
@@ -199,8 +218,8 @@ def test_over_ros_every_step_carries_both_cameras_frames_and_a_killed_camera_end
     for step in steps:
         assert list(step.camera_names) == ["scene", "wrist"]
         assert all(stamp > 0 for stamp in step.camera_stamp_ns)
-        # within the 0.5 s bound, plus the age of a reused chunk-start observation
-        assert all(age <= 0.5 * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps), \
+        # within the bound, plus the age of a reused chunk-start observation
+        assert all(age <= MAX_AGE_S * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps), \
             [(s.observation_age_steps, list(s.camera_age_steps)) for s in steps]
         assert "scene.image_age_s" in step.observation_keys
         assert not any(k.endswith(".image") for k in step.observation_keys)  # never the pixels
@@ -213,11 +232,11 @@ def test_over_ros_every_step_carries_both_cameras_frames_and_a_killed_camera_end
     result = station.run(max_steps=2000, duration_s=40.0)
     ended = result.ended
     assert ended.outcome == "error" and ended.error_type == "CameraStale", (ended.error_type, ended.end_detail)
-    assert "stale: its latest frame is" in ended.error_message and "(limit 0.5 s)" in ended.error_message
+    assert "stale: its latest frame is" in ended.error_message and f"(limit {MAX_AGE_S:g} s)" in ended.error_message
     assert ended.applied_actions < 2000
     assert time.monotonic() - killed_at < 60.0
     for step in station.steps(ended.run_id):  # any step that ran saw frames within the bound
-        assert all(age <= 0.5 * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps)
+        assert all(age <= MAX_AGE_S * RATE_HZ + step.observation_age_steps for age in step.camera_age_steps)
 
 
 def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_the_old_frames():
@@ -233,7 +252,7 @@ def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_
         backend = RosDriverBackend(s.node, wait_timeout_s=60.0, control_frequency=RATE_HZ,
                                    reset_moves_to_start_pose=False)
         assert backend.wait_until_ready(timeout_s=60.0)
-        cams = load_camera_set().select(["scene"])
+        cams = load_camera_set(CAMERAS_FILE).select(["scene"])
         cb = camera_backend(s.node, backend, cams, first_frame_timeout_s=60.0, scene_node="camera")
 
         def scene(task, seed):

@@ -144,8 +144,9 @@ class FramesBackend:
     The frames arrive in ``frames`` from elsewhere (a subscription's callback puts each one with its stamp);
     ``clock_ns`` is the clock the stamps are on (the rollout node's clock: the camera node stamps with the same
     kind). On ``observe()`` every camera's latest frame enters the observation by the stale rule
-    (:mod:`strands_robots.cameras.frames`); before a camera's first frame, ``observe()`` waits for it at most
-    ``first_frame_timeout_s``, then refuses (:class:`CameraStale`), as it waits for the first joint state.
+    (:mod:`strands_robots.cameras.frames`); ``reset()`` (before the episode's clock starts) and an observation
+    before a camera's first frame wait for it at most ``first_frame_timeout_s``, then refuse
+    (:class:`CameraStale`), as the first joint state is waited for.
     Every other member is the wrapped backend's.
 
     With ``set_scene`` (a simulated camera node), ``reset(seed)`` lays out the scene for the task given to
@@ -205,9 +206,19 @@ class FramesBackend:
         return self._inner.safety_stop_detail()
 
     def reset(self, seed: "int | None" = None) -> None:
+        """Reset the robot (and lay out the scene); return once every camera has a frame (of the new layout).
+
+        The wait is here, before the episode's clock starts, not in its first observation.
+
+        :raises CameraStale: a camera sent no frame within the first-frame timeout.
+        """
         self._inner.reset(seed)
         if self._set_scene is not None:
             self.frames.discard_before(int(self._set_scene(self._task, seed)))
+        if not self.frames.wait_all(self._first_timeout_s):
+            missing = [c.name for c in self.frames.cameras if self.frames.get(c.name) is None]
+            raise CameraStale(f"camera {', '.join(missing)} stale: no frame within {self._first_timeout_s:g} s of the "
+                              "episode's reset")
 
     def observe(self) -> dict[str, Any]:
         """Return the inner observation with every camera's latest frame, its age and stamp.
