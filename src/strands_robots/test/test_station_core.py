@@ -312,3 +312,17 @@ def test_a_job_past_the_queue_bound_is_refused_with_the_reason(tmp_path):
     reply = station.submit(spec("q3"))
     assert not reply.accepted and reply.message == "job refused: 2 jobs already wait at station sim (max_queued 2)"
     assert station.status("q3") is None and not os.path.exists(JobStore(str(tmp_path)).path_of("q3"))
+
+
+def test_a_queue_change_renumbers_only_the_places_it_names_and_deeper_jobs_say_or_more(rigs):
+    rig = rigs()
+    for i in range(15):
+        assert rig.station.submit(spec(f"q{i:02d}")).accepted
+    assert rig.station.status("q03").message == "queued at station sim behind 3 job(s)"
+    assert rig.station.status("q12").message == "queued at station sim behind 10 or more job(s)"
+    before = len(rig.snapshots)
+    assert rig.station.cancel("q00").ok
+    renumbered = [s.job_id for s in rig.snapshots[before:] if s.job_id != "q00"]
+    assert renumbered == [f"q{i:02d}" for i in range(1, 11)]  # q01..q10 moved up a place; q11.. still "or more"
+    assert rig.station.status("q10").message == "queued at station sim behind 9 job(s)"
+    assert rig.store.load("q10").message == "queued at station sim behind 9 job(s)"

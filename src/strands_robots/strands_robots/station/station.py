@@ -46,9 +46,12 @@ from strands_robots.station.persistence import JobStore, PersistenceError, SetAs
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
 
-__all__ = ["Station", "SubmitReply", "MAX_QUEUED", "SET_ASIDE_SEQUENCE"]
+__all__ = ["Station", "SubmitReply", "MAX_QUEUED", "PLACES_SHOWN", "SET_ASIDE_SEQUENCE"]
 
 MAX_QUEUED = 1000  # jobs waiting at one station; past it a submit is refused with the reason
+#: A queued job's message names its exact place up to this many jobs ahead, then "this many or more": so a change
+#: of the queue re-saves at most this many queued jobs (each snapshot is persisted), not the whole queue.
+PLACES_SHOWN = 10
 #: The sequence of the FAILED snapshot of a job whose files were unreadable: its last sequence cannot be read, and
 #: this one is beyond any a job reaches, so the relay takes it as the newest (it is terminal: nothing follows).
 SET_ASIDE_SEQUENCE = 2 ** 53 - 1
@@ -134,7 +137,7 @@ class Station:
                 return SubmitReply(False, spec.job_id, f"job refused: {len(self._queue)} jobs already wait at "
                                                        f"station {self.station_id} (max_queued {self._max_queued})")
             self._queue.add(spec.job_id, spec.client_id)
-            place = self._queue.places()[spec.job_id] + self._running_count()
+            place = min(self._queue.places()[spec.job_id] + self._running_count(), PLACES_SHOWN)
             try:
                 self._commit(JobRecord(spec, message=self._queued_text(place)))
             except PersistenceError as exc:
@@ -421,7 +424,7 @@ class Station:
         """Publish a new snapshot for every queued job whose place changed (caller holds the lock)."""
         running = self._running_count()
         for job_id, place in self._queue.places().items():
-            place += running
+            place = min(place + running, PLACES_SHOWN)
             record = self._waiting.get(job_id)
             if record is None or record.state is not JobState.CREATED:
                 continue  # a resumed job keeps the message saying how it was resumed
@@ -431,7 +434,8 @@ class Station:
             self._commit(record.replace(message=self._queued_text(place)), tolerate_store_errors=True)
 
     def _queued_text(self, place: int) -> str:
-        return f"queued at station {self.station_id} behind {place} job(s)"
+        more = " or more" if place >= PLACES_SHOWN else ""
+        return f"queued at station {self.station_id} behind {place}{more} job(s)"
 
     def _save(self, record: JobRecord) -> None:
         if self._store is not None:
