@@ -52,8 +52,9 @@ def _env() -> dict:
 class CameraProcess:
     """The camera node in its own process in namespace ``ns``; a probe node here plays the driver."""
 
-    def __init__(self, *ros_args: str) -> None:
+    def __init__(self, *ros_args: str, joints: bool = True) -> None:
         self.ns = f"/h7_{uuid.uuid4().hex[:8]}"
+        self.publish_joints = joints
         self.lines: list = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "strands_robots.nodes.camera_node", "--ros-args", "-r", f"__ns:={self.ns}",
@@ -78,6 +79,8 @@ class CameraProcess:
                 self.node.create_subscription(cls, topic, lambda m, t=topic: self._keep(t, m), IMAGE_QOS)
 
     def _publish_joints(self) -> None:
+        if not self.publish_joints:
+            return
         m = JointState()
         m.header.stamp = self.node.get_clock().now().to_msg()
         with self.lock:
@@ -141,8 +144,8 @@ class CameraProcess:
 def cameras():
     made: list = []
 
-    def start(*ros_args: str) -> CameraProcess:
-        made.append(CameraProcess(*ros_args))
+    def start(*ros_args: str, joints: bool = True) -> CameraProcess:
+        made.append(CameraProcess(*ros_args, joints=joints))
         return made[-1]
 
     try:
@@ -285,3 +288,12 @@ def test_a_render_thread_that_dies_ends_the_node_non_zero_saying_why(cameras):
     assert cam.proc.wait(60.0) == 1
     wanted = "the render thread ended: RuntimeError: mirror broke"
     assert wait_for(lambda: wanted in "".join(cam.lines), 10.0), "".join(cam.lines)[-2000:]
+
+
+def test_the_simulated_cameras_publish_nothing_before_the_drivers_first_joint_states(cameras):
+    cam = cameras("-p", "cameras:=wrist", joints=False)
+    assert wait_for(lambda: any("waiting for the driver's joint_states" in line for line in cam.lines), 60.0), \
+        "".join(cam.lines)[-2000:]
+    assert cam.count("wrist/image_raw") == 0
+    cam.publish_joints = True
+    cam.wait_new("wrist/image_raw")

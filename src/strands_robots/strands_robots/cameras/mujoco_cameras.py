@@ -26,8 +26,11 @@ def cameras(config: CameraSet, model_path: "str | None" = None) -> "MujocoCamera
 class MujocoCameras:
     """Renders the configured MJCF cameras (implements :class:`~strands_robots.cameras.adapter.CameraSource`).
 
-    Not thread-safe: create, pose and render on one thread (the OpenGL contexts are current there).
+    Not thread-safe: pose and render from one thread at a time.
     """
+
+    mirrors_arms = True
+    """Its frames show the arms as last posed: a caller should pose it from real joint readings before using them."""
 
     def __init__(self, config: CameraSet, model_path: "str | None" = None) -> None:
         import mujoco

@@ -3,7 +3,8 @@
 Its own process, so rendering never runs inside the arm driver's control loop (the driver node does not know
 it exists). It mirrors the arms from the driver's ``joint_states`` into a model and MjData of its own
 (:mod:`strands_robots.cameras.mujoco_cameras`) and, on a render thread of its own (the OpenGL contexts are
-current there), renders each configured camera at its fps and publishes, per camera ``<camera>``:
+current there), renders each configured camera at its fps and publishes, per camera ``<camera>``
+(a source that mirrors the arms publishes nothing before the first ``joint_states``):
 
 - ``<ns>/<camera>/image_raw`` — ``sensor_msgs/Image`` (``rgb8``), sensor-data QoS;
 - ``<ns>/<camera>/image_raw/compressed`` — ``sensor_msgs/CompressedImage`` (JPEG, the camera's quality);
@@ -186,6 +187,8 @@ class CameraNode(Node):
             cams = self.camera_set.cameras
             due = {c.name: time.monotonic() for c in cams}
             posed = scened = -1
+            mirrors = bool(getattr(source, "mirrors_arms", False))
+            waiting = False
             while not self._stop.is_set():
                 now = time.monotonic()
                 ready = [c for c in cams if now >= due[c.name]]
@@ -198,6 +201,13 @@ class CameraNode(Node):
                     # The frames show the arms and the scene as read here: stamped now, under the lock a scene
                     # change takes, so a frame of the old scene is stamped before the change was answered.
                     stamp = self.get_clock().now().to_msg()
+                if joints is None and mirrors:  # a mirror of unknown arms would show them wrong: no frame yet
+                    if not waiting:
+                        self.get_logger().info("waiting for the driver's joint_states before the first frame")
+                        waiting = True
+                    self._stop.wait(0.02)
+                    due = {c.name: time.monotonic() for c in cams}
+                    continue
                 if sv != scened:
                     source.set_scene(scene[0], scene[1])
                     scened = sv
