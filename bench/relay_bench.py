@@ -4,10 +4,13 @@ The round trip is set against a direct in-process call. Not a pass/fail test: it
 
 - The relay runs as its own process (``python -m strands_robots.relay``) on a throwaway SQLite store (or
   ``--store postgresql://...``), listening on 127.0.0.1 only.
-- ``get_status``: for each concurrency level (default 1, 16, 64) that many clients, each with its own
-  channel and token, poll one job's status (a snapshot with ``--episodes`` finished episodes) in a loop for
-  ``--duration`` seconds. Reported: calls/s over all clients, and p50/p99 latency of one call. The clients
-  are threads of this process, so the figure includes Python client overhead on a 2-core machine.
+- ``get_status``: for each concurrency level (default 1, 16, 64, 256) that many clients, each with its own
+  channel, poll one job's status (a snapshot with ``--episodes`` finished episodes) in a loop for
+  ``--duration`` seconds, while ``--idle-streams`` (default 200) ``ServePolicy`` streams that never send
+  ``attach`` are held open by another process (the flood that froze the thread-per-stream relay). Reported:
+  calls/s over all clients, and p50/p99 latency of one call. The clients are coroutines (``grpc.aio``, each with
+  its own channel) of ``--client-processes`` worker processes (default 2), on the same 2-core machine as the
+  relay, so their Python overhead is in the figure too.
 - policy round trip: the station's ``PolicySession.act`` (observation of ``--obs-keys`` floats out, an
   8-step chunk back) through the relay to an Evaluation Client serving the policy in another process, against
   calling the same policy's ``act`` directly in this process. Reported: mean and p99 of each, and their ratio.
@@ -16,12 +19,13 @@ Usage::
 
     source scripts/env.sh --no-install; export PYTHONPATH=$PWD/src/strands_robots:$PYTHONPATH
     python bench/relay_bench.py                         # about 20 s
-    python bench/relay_bench.py --concurrency 1,16,64 --duration 3 --round-trips 2000
+    python bench/relay_bench.py --concurrency 1,16,64,256 --duration 5 --idle-streams 200 --round-trips 2000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -30,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -56,9 +59,14 @@ def _env() -> dict:
     return env
 
 
+IDLE_TOKEN = "bench-idle-token-0123456789"
+
+
 def _start_relay(port: int, store: str, tokens: Path) -> subprocess.Popen:
+    # the idle streams stay open for the whole run: a long first-message deadline and room for them
     proc = subprocess.Popen([sys.executable, "-m", "strands_robots.relay", "--listen", f"127.0.0.1:{port}",
-                             "--store", store, "--tokens", str(tokens), "--poll-s", "0.2"],
+                             "--store", store, "--tokens", str(tokens), "--poll-s", "0.2",
+                             "--first-message-deadline-s", "3600", "--max-streams-per-token", "100000"],
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -90,36 +98,90 @@ def _status_with(job_id: str, episodes: int) -> "pb.JobStatus":
     return status
 
 
-def bench_get_status(target: str, job_id: str, clients: int, duration_s: float) -> dict:
-    channels = [EvaluationClient(target, token=CLIENT_TOKEN) for _ in range(clients)]
-    for c in channels:
-        c.get_status(job_id)  # connect before timing
-    latencies = [[] for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-    stop = threading.Event()
+_IDLE = textwrap.dedent("""
+    import asyncio, sys, grpc
 
-    def run(i: int) -> None:
-        client, out = channels[i], latencies[i]
-        barrier.wait()
-        while not stop.is_set():
-            t0 = time.perf_counter()
-            client.get_status(job_id)
-            out.append(time.perf_counter() - t0)
+    async def main(target, token, n):
+        channels = [grpc.aio.insecure_channel(target) for _ in range(4)]
+        md = (("authorization", "Bearer " + token),)
+        calls = [channels[i % 4].stream_stream("/strands_robots.relay.v1.Evaluation/ServePolicy")(metadata=md)
+                 for i in range(n)]
+        for call in calls:
+            await call.initial_metadata()  # the relay holds the stream; it never gets an attach
+        print("open", flush=True)
+        await asyncio.Event().wait()
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    t_start = time.perf_counter()
-    time.sleep(duration_s)
-    stop.set()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t_start
-    for c in channels:
-        c.close()
-    flat = [x for lat in latencies for x in lat]
-    return {"clients": clients, "calls": len(flat), "per_s": len(flat) / elapsed,
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+""")
+
+_POLLER = textwrap.dedent("""
+    import asyncio, json, sys, time
+    import grpc
+    from strands_robots.relay.proto import evaluation_service_pb2 as es
+    from strands_robots.relay.proto import evaluation_service_pb2_grpc as es_grpc
+
+    target, token, job_id = sys.argv[1], sys.argv[2], sys.argv[3]
+    clients, duration_s = int(sys.argv[4]), float(sys.argv[5])
+    md = (("authorization", "Bearer " + token),)
+
+    async def main():
+        channels = [grpc.aio.insecure_channel(target) for _ in range(clients)]
+        stubs = [es_grpc.EvaluationStub(c) for c in channels]
+        request = es.GetStatusRequest(job_id=job_id)
+        for stub in stubs:
+            await stub.GetStatus(request, metadata=md, timeout=10)  # connect before timing
+        latencies, errors = [], []
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # go
+        end = time.perf_counter() + duration_s
+
+        async def run(stub):
+            while time.perf_counter() < end:
+                t0 = time.perf_counter()
+                try:
+                    await stub.GetStatus(request, metadata=md, timeout=10)
+                except grpc.RpcError as exc:
+                    errors.append(exc.code().name)
+                    continue
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(run(stub) for stub in stubs))
+        elapsed = time.perf_counter() - t0
+        for c in channels:
+            await c.close()
+        print(json.dumps({"elapsed": elapsed, "latencies": latencies, "errors": errors}))
+
+    asyncio.run(main())
+""")
+
+
+def bench_get_status(target: str, job_id: str, clients: int, duration_s: float, processes: int, tmp: Path) -> dict:
+    script = tmp / "poller.py"
+    script.write_text(_POLLER)
+    shares = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
+    workers = [subprocess.Popen([sys.executable, str(script), target, CLIENT_TOKEN, job_id, str(n), str(duration_s)],
+                                env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+               for n in shares if n > 0]
+    try:
+        for w in workers:
+            if w.stdout.readline().strip() != "ready":
+                raise SystemExit("a get_status worker failed to start")
+        for w in workers:  # all start together
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        results = [json.loads(w.stdout.readline()) for w in workers]
+    finally:
+        for w in workers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait(5)
+    flat = [x for r in results for x in r["latencies"]]
+    elapsed = max(r["elapsed"] for r in results)
+    errors = [e for r in results for e in r["errors"]]
+    return {"clients": clients, "calls": len(flat), "per_s": len(flat) / elapsed, "errors": len(errors),
             "p50_ms": _pct(flat, 0.50) * 1e3, "p99_ms": _pct(flat, 0.99) * 1e3}
 
 
@@ -182,8 +244,13 @@ def bench_round_trip(target: str, job_id: str, n: int, obs_keys: int, link: Stat
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--concurrency", default="1,16,64", help="client counts for get_status (default %(default)s)")
-    p.add_argument("--duration", type=float, default=3.0, help="seconds per concurrency level")
+    p.add_argument("--concurrency", default="1,16,64,256",
+                   help="client counts for get_status (default %(default)s)")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per concurrency level")
+    p.add_argument("--idle-streams", type=int, default=200,
+                   help="ServePolicy streams held open without attach during get_status (default %(default)s)")
+    p.add_argument("--client-processes", type=int, default=2,
+                   help="worker processes the get_status clients are spread over (default %(default)s)")
     p.add_argument("--episodes", type=int, default=10, help="finished episodes in the polled snapshot")
     p.add_argument("--round-trips", type=int, default=2000, help="policy round trips to time")
     p.add_argument("--obs-keys", type=int, default=14, help="float entries in the observation")
@@ -194,13 +261,15 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="relay_bench_") as tmp_name:
         tmp = Path(tmp_name)
         tokens = tmp / "tokens.yaml"
-        tokens.write_text(f"clients:\n  bench_team: {CLIENT_TOKEN}\nstations:\n  bench_station: {STATION_TOKEN}\n")
+        tokens.write_text(f"clients:\n  bench_team: {CLIENT_TOKEN}\n  idle_team: {IDLE_TOKEN}\n"
+                          f"stations:\n  bench_station: {STATION_TOKEN}\n")
         tokens.chmod(0o600)  # the relay refuses a tokens file others may read
         store = args.store or f"sqlite:{tmp / 'relay.db'}"
         port = _free_port()
         target = f"127.0.0.1:{port}"
         relay = _start_relay(port, store, tokens)
         link = StationLink(target, "bench_station", STATION_TOKEN, heartbeat_s=1.0).start()
+        idle = None
         try:
             with EvaluationClient(target, token=CLIENT_TOKEN) as client:
                 task = pb.Task(task_id="pick", instruction="pick up the cube")
@@ -213,17 +282,33 @@ def main(argv=None) -> int:
             size = len(_status_with(polled, args.episodes).SerializeToString())
             print(f"relay bench: relay process on {target}, store {store.split(':')[0]}, "
                   f"{os.cpu_count()} CPU(s), python {sys.version.split()[0]}")
-            print(f"\nget_status (snapshot with {args.episodes} episodes, {size} bytes; {args.duration:g} s per level)")
-            print(f"{'clients':>8} {'calls':>8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+            if args.idle_streams:
+                script = tmp / "idle.py"
+                script.write_text(_IDLE)
+                idle = subprocess.Popen([sys.executable, str(script), target, IDLE_TOKEN, str(args.idle_streams)],
+                                        env=_env(), stdout=subprocess.PIPE, text=True)
+                if idle.stdout.readline().strip() != "open":
+                    raise SystemExit("the idle streams did not open")
+            print(f"\nget_status (snapshot with {args.episodes} episodes, {size} bytes; {args.duration:g} s per level; "
+                  f"{args.idle_streams} idle ServePolicy streams open; clients in {args.client_processes} process(es))")
+            print(f"{'clients':>8} {'calls':>8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
             for n in levels:
-                r = bench_get_status(target, polled, n, args.duration)
-                print(f"{r['clients']:>8} {r['calls']:>8} {r['per_s']:>10.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+                r = bench_get_status(target, polled, n, args.duration, args.client_processes, tmp)
+                print(f"{r['clients']:>8} {r['calls']:>8} {r['per_s']:>10.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+                      f"{r['errors']:>7}", flush=True)
+            if idle is not None:
+                idle.kill()
+                idle.wait(10)
+                idle = None
             r = bench_round_trip(target, served, args.round_trips, args.obs_keys, link, tmp)
             print(f"\npolicy round trip ({args.obs_keys}-key observation out, 8-step chunk back; {r['n']} calls)")
             print(f"  through the relay : mean {r['relay_mean_us']:8.1f} us   p99 {r['relay_p99_us']:8.1f} us")
             print(f"  direct in-process : mean {r['direct_mean_us']:8.1f} us   p99 {r['direct_p99_us']:8.1f} us")
             print(f"  ratio (relay / direct, means): {r['ratio']:.0f}x")
         finally:
+            if idle is not None:
+                idle.kill()
+                idle.wait(10)
             link.close()
             relay.send_signal(signal.SIGTERM)
             try:

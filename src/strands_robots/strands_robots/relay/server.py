@@ -22,7 +22,8 @@ What it does, and nothing more (it holds no job rules: the station does):
 - protobuf only (no pickle), bounded message sizes, TLS when a certificate is given.
 
 No peer can freeze it: the server is asyncio (``grpc.aio``), so an open stream holds no thread, only a coroutine;
-store calls (synchronous SQLite / psycopg) run on a small thread pool (``workers``), never on the event loop.
+store calls (synchronous SQLite / psycopg) run on a small thread pool (``workers``), never on the event loop;
+``GetStatus``, the poll every client repeats, runs whole on that pool (one thread hop, not two).
 A policy stream must send its first message within ``first_message_deadline_s``; one token holds at most
 ``max_streams_per_token`` streams; keepalive pings drop peers that vanished. Every refused or malformed request
 is logged as one line (never a traceback), at a bounded rate (:class:`~strands_robots.relay.rate_limit.RateLimitedLog`).
@@ -374,11 +375,17 @@ class EvaluationServicer:
                       f"job id {job_id!r} is taken by another of your jobs (with other tasks or episodes); "
                       f"choose another")
 
-    async def GetStatus(self, request, context):
+    def GetStatus(self, request, context):
+        """Answer a poll on a pool thread (kind ``in_thread``): the hot call makes one thread hop, not two."""
         core = self._core
-        principal = await core.principal(context, KIND_CLIENT)
+        result = core.tokens.authenticate(context.invocation_metadata(), KIND_CLIENT)
+        if result.principal is None:
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, result.reason)
         _text(check_id, request.job_id, "job_id")
-        return core.status_of_view(await core.own_view(principal, request.job_id))
+        view = core.store.view_for_client(result.principal.name, request.job_id) if request.job_id else None
+        if view is None:
+            raise Refused(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r} for this client")
+        return core.status_of_view(view)
 
     async def CancelJob(self, request, context):
         core = self._core
@@ -551,7 +558,8 @@ class StationServicer:
 _SERVICES = {
     "strands_robots.relay.v1.Evaluation": (EvaluationServicer, {
         "SubmitJob": ("unary", es.SubmitJobRequest, es.SubmitJobResponse, None),
-        "GetStatus": ("unary", es.GetStatusRequest, ev.JobStatus, SMALL_REQUEST_BYTES),
+        # the poll every client repeats: run whole on a pool thread (it touches only the store and immutable state)
+        "GetStatus": ("in_thread", es.GetStatusRequest, ev.JobStatus, SMALL_REQUEST_BYTES),
         "CancelJob": ("unary", es.CancelJobRequest, es.CancelJobResponse, SMALL_REQUEST_BYTES),
         "ServePolicy": ("bidi", ps.PolicyReply, ps.PolicyRequest, None),
     }),
@@ -600,6 +608,24 @@ def _handler(core: _Core, method: str, kind: str, request_cls: Any, response_cls
     async def requests_of(raw_iterator: AsyncIterator[bytes]) -> AsyncIterator[Any]:
         async for raw in raw_iterator:
             yield _parse(core, method, request_cls, raw, limit)
+
+    if kind == "in_thread":  # a plain function: the aio server runs it on its thread pool (the store's)
+        def in_thread(raw: bytes, context: Any) -> Any:
+            try:
+                return impl(_parse(core, method, request_cls, raw, limit), context)
+            except Refused as refusal:
+                if refusal.log:
+                    core.refusals.warning(f"relay refused {method} from {context.peer()}: {refusal.code.name}: "
+                                          f"{refusal.reason}")
+                context.abort(refusal.code, refusal.reason)
+            except Exception as exc:  # noqa: BLE001 - answered with its reason, logged as one line
+                if isinstance(exc, StoreError):
+                    code, reason = grpc.StatusCode.UNAVAILABLE, f"relay store unavailable: {exc}"
+                else:
+                    code, reason = grpc.StatusCode.INTERNAL, f"relay error in {method}: {type(exc).__name__}: {exc}"
+                core.refusals.warning(f"relay {method} from {context.peer()}: {code.name}: {reason}")
+                context.abort(code, reason)
+        return grpc.unary_unary_rpc_method_handler(in_thread, response_serializer=serialize)
 
     if kind == "unary":
         async def unary(raw: bytes, context: Any) -> Any:
@@ -700,7 +726,8 @@ class RelayServer:
 
     async def _build(self, store: Store, tokens: TokenBook, tls: Optional[TlsConfig], clock_ms: Callable) -> Any:
         core = _Core(store, tokens, clock_ms, self.settings, self._loop, self._executor)
-        server = grpc.aio.server(handlers=_generic_handlers(core), options=server_options(self.settings))
+        server = grpc.aio.server(migration_thread_pool=self._executor, handlers=_generic_handlers(core),
+                                 options=server_options(self.settings))
         if tls is not None:
             creds = grpc.ssl_server_credentials([(tls.private_key, tls.cert_chain)])
             port = server.add_secure_port(self.listen, creds)
