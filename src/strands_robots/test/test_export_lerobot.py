@@ -81,9 +81,14 @@ def episode_rows(root):
 
 
 def operator_gap_frames(trace, fps):
-    """Frames the takeover gap spans: its wall time less the robot time that passed over it, at ``fps``."""
+    """Frames the takeover gap spans: its wall time less the robot time that passed over it, at ``fps``.
+
+    The wall time between the two steps' sends: the recording's ``actions`` log times.
+    """
+    assert len(trace.action_ns) == len(trace.steps)
     s0, s1 = trace.steps[TAKEOVER_AT], trace.steps[TAKEOVER_AT + 1]
-    inserted = (s1.log_ns - s0.log_ns) * 1e-9 - (s1.sim_time_s - s0.sim_time_s)
+    sent0, sent1 = trace.action_ns[TAKEOVER_AT], trace.action_ns[TAKEOVER_AT + 1]
+    inserted = (sent1 - sent0) * 1e-9 - (s1.sim_time_s - s0.sim_time_s)
     last_step_t = trace.steps[-1].sim_time_s - trace.steps[0].sim_time_s + inserted
     return int(math.floor((last_step_t + 0.5 / trace.control_frequency) * fps + 1e-9)) + 1 - len(trace.steps)
 
@@ -255,3 +260,112 @@ def test_a_non_empty_output_directory_is_never_written_into(recordings, tmp_path
     assert cli_main(["export", "lerobot", str(recordings[0]), "-o", str(out)]) == 2
     assert "is not an empty directory" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+def station_recording(src: Path, dst: Path, *, cameras: "dict[str, int]", result: "dict | None") -> dict:
+    """Rewrite an episode recording as ``strands-robots record`` holds a station's: camera frames and the result.
+
+    Every message of ``src`` is copied with its log time; per camera, a JPEG (``CompressedImage`` on
+    ``/station/<camera>/image_raw/compressed``) of a uniform gray whose level is the step number times the
+    camera's factor, 1 ms before each step's action was sent; ``result`` as the station's ``EpisodeResult`` after
+    the episode.
+    Returns ``{camera: [jpeg bytes of step 0, 1, ...]}``.
+    """
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from mcap_ros2.writer import Writer
+
+    from strands_robots.cameras.jpeg import encode
+    from strands_robots.rollout.msg_schema import MsgDefinitions
+
+    definitions = MsgDefinitions(None)
+    frames: dict[str, list[bytes]] = {cam: [] for cam in cameras}
+    with open(src, "rb") as handle, open(dst, "wb") as out:
+        writer = Writer(out)
+        schemas: dict = {}
+
+        def schema(name, text=None):
+            if name not in schemas:
+                schemas[name] = writer.register_msgdef(name, text or definitions.full_text(name))
+            return schemas[name]
+
+        last = 0
+        reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+        for sch, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+            if channel.topic.endswith("/actions"):
+                step = int(message.sequence)  # the step index
+                for cam, factor in cameras.items():
+                    image = np.full((48, 64, 3), (step * factor) % 256, dtype=np.uint8)
+                    data = encode(image, quality=90)
+                    frames[cam].append(data)
+                    stamp = message.log_time - 1_000_000
+                    writer.write_message(f"/station/{cam}/image_raw/compressed",
+                                         schema("sensor_msgs/msg/CompressedImage"),
+                                         {"header": {"stamp": {"sec": stamp // 10**9, "nanosec": stamp % 10**9},
+                                                     "frame_id": cam}, "format": "jpeg", "data": data},
+                                         log_time=stamp, publish_time=stamp)
+            writer.write_message(channel.topic, schema(sch.name, sch.data.decode()), decoded,
+                                 log_time=message.log_time, publish_time=message.publish_time,
+                                 sequence=message.sequence)
+            last = max(last, message.log_time)
+        if result is not None:
+            message = {"items": [], "task": {"parameters": [], "scoring": {"items": []}}, **result}
+            writer.write_message("/station/station/episode_results", schema("strands_robots_msgs/msg/EpisodeResult"),
+                                 message, log_time=last + 1, publish_time=last + 1)
+        writer.finish()
+    return frames
+
+
+def test_camera_frames_become_image_features_with_the_jpeg_bytes(recordings, tmp_path):
+    from PIL import Image
+
+    src = recordings[0]
+    trace = trace_of(src)
+    station = tmp_path / "station.mcap"
+    frames = station_recording(src, station, cameras={"scene": 5, "wrist": 9}, result=None)
+    out = tmp_path / "cams"
+    assert lerobot.main([str(station), "-o", str(out)]) == 0
+    info = json.loads((out / "meta/info.json").read_text())
+    for cam in ("scene", "wrist"):
+        assert info["features"][f"observation.images.{cam}"] == {
+            "dtype": "image", "shape": [48, 64, 3], "names": ["height", "width", "channels"]}
+    table = data_table(out)
+    assert table.schema.field("observation.images.scene").type == pa.struct(
+        [("bytes", pa.binary()), ("path", pa.string())])
+    data = table.to_pydict()
+    assert len(data["index"]) == len(trace.steps) == len(frames["scene"])
+    for k in range(len(trace.steps)):  # each frame holds the camera frame taken for its step
+        for cam in ("scene", "wrist"):
+            assert data[f"observation.images.{cam}"][k]["bytes"] == frames[cam][k]
+    with Image.open(__import__("io").BytesIO(data["observation.images.wrist"][7]["bytes"])) as image:
+        assert abs(int(np.asarray(image).mean()) - 63) <= 2  # step 7 x 9
+    assert "observation.images.scene" not in json.loads((out / "meta/stats.json").read_text())
+
+
+def test_station_episode_rows_carry_end_condition_success_and_score(recordings, tmp_path):
+    a, b = recordings[0], recordings[1]
+    results = [
+        {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True, "score": 0.75,
+         "taken_over": False, "end_detail": "", "run_id": trace_of(a).run_id},
+        {"episode_id": "ep_0001", "end_condition": "policy_completed", "scored": True, "success": False,
+         "score": 0.25, "taken_over": True, "end_detail": "the policy ended it", "run_id": trace_of(b).run_id},
+    ]
+    files = []
+    for n, (src, result) in enumerate(zip((a, b), results)):
+        files.append(tmp_path / f"station_{n}.mcap")
+        station_recording(src, files[-1], cameras={}, result=result)
+    out = tmp_path / "scored"
+    assert lerobot.main([str(f) for f in files] + ["-o", str(out)]) == 0
+    rows = episode_rows(out)
+    for row, result in zip(rows, results):
+        for name in ("episode_id", "end_condition", "scored", "success", "score", "taken_over", "end_detail",
+                     "run_id"):
+            assert row[name] == result[name], name
+    assert rows[0]["operator_frames"] == 0
+    assert rows[1]["operator_frames"] == operator_gap_frames(trace_of(b), 50.0)
+    # a station that says nobody took over: the same gap is not flagged
+    quiet = tmp_path / "quiet.mcap"
+    station_recording(b, quiet, cameras={}, result={**results[1], "taken_over": False})
+    assert lerobot.main([str(quiet), "-o", str(tmp_path / "quiet")]) == 0
+    (row,) = episode_rows(tmp_path / "quiet")
+    assert row["operator_frames"] == 0 and row["length"] == len(trace_of(b).steps)

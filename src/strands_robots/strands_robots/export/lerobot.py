@@ -15,9 +15,10 @@ observed ``<key>.pos`` per actuator key, ``action`` the emitted action (a key th
 command, before any the observed position).
 
 Control source (``control_source``: 0 policy, 1 operator). An operator takeover shows in a recording as a gap
-between two steps in which the rollout clock stood still: the log (wall) time between them exceeds their
-``elapsed_s`` difference by more than a control period, and the step after it did not miss its deadline (the
-loop's own hold, the other reason the clock stands still, marks the next step ``deadline_missed``). Where the
+between two steps in which the rollout clock stood still: the wall time between their sends (the ``actions`` log
+times) exceeds their ``elapsed_s`` difference by more than a control period, and the step after it did not miss
+its deadline (the loop's own hold, the other reason the clock stands still, marks the next step
+``deadline_missed``). Where the
 recording holds the EpisodeResult (station recordings) and it says ``taken_over`` false, no frame is flagged. The
 gap's wall time is added to the episode's time line where robot time did not advance over it (in-process
 simulation); the frames inside it are flagged 1 and hold the measured joint positions at that wall time
@@ -26,7 +27,7 @@ operator commanded is not recorded).
 
 Cameras: ``<ns>/<camera>/image_raw/compressed`` (CompressedImage) become ``observation.images.<camera>`` features
 of ``dtype: image`` with the encoded bytes in parquet (the frame latest at or before the frame's wall time; no
-video encoder needed).
+video encoder needed). A frame's wall time is its step's send time (inside a takeover, that plus the time since).
 
 Each episode row also carries ``end_condition``, ``end_detail``, ``scored``, ``success``, ``score``, ``taken_over``
 (null where the recording has no EpisodeResult), ``run_id``, ``episode_id`` and ``operator_frames``.
@@ -86,9 +87,21 @@ def _camera_of(topic: str) -> "str | None":
     return None
 
 
+def _send_ns(trace: Any) -> list[int]:
+    """Return when each step's action was sent.
+
+    The ``actions`` log times (an episode file stamps them at the send), else the step events' (made after the
+    verdict, so they carry the observer's and the recorder's delays too).
+    """
+    if len(trace.action_ns) == len(trace.steps):
+        return list(trace.action_ns)
+    return [s.log_ns for s in trace.steps]
+
+
 def _step_times(trace: Any, taken_over: "bool | None") -> tuple[list[float], list[bool]]:
     """Each step's time on the episode's line and whether a takeover gap precedes it."""
     steps = trace.steps
+    sent = _send_ns(trace)
     sim = [s.sim_time_s for s in steps]
     use_sim = len(steps) > 1 and all(b > a for a, b in zip(sim, sim[1:]))
     base = sim if use_sim else [s.elapsed_s for s in steps]
@@ -96,8 +109,8 @@ def _step_times(trace: Any, taken_over: "bool | None") -> tuple[list[float], lis
     times = [0.0]
     gaps = [False]
     inserted = 0.0
-    for prev, step, b_prev, b in zip(steps, steps[1:], base, base[1:]):
-        wall = (step.log_ns - prev.log_ns) * _NS
+    for prev, step, s_prev, s, b_prev, b in zip(steps, steps[1:], sent, sent[1:], base, base[1:]):
+        wall = (s - s_prev) * _NS
         held = wall - (step.elapsed_s - prev.elapsed_s)
         gap = taken_over is not False and held > period and not step.deadline_missed
         if gap:
@@ -137,12 +150,13 @@ def episode_frames(trace: Any, fps: float, keys: Sequence[str], cameras: Sequenc
     topics = {cam: next(t for t in trace.images if _camera_of(t) == cam) for cam in cameras}
     image_times = {cam: [r[0] for r in trace.images[topic]] for cam, topic in topics.items()}
     images: dict[str, list[bytes]] = {cam: [] for cam in cameras}
+    sent = _send_ns(trace)
     for k in range(n):
         t = stamps[k]
         j = max(0, bisect.bisect_right(times, t + tolerance) - 1)
         step = trace.steps[j]
         operator = j + 1 < len(times) and gaps[j + 1] and t > times[j] + tolerance
-        wall_ns = step.log_ns + (int((t - times[j]) / _NS) if operator else 0)
+        wall_ns = sent[j] + (int((t - times[j]) / _NS) if operator else 0)
         step_of[k] = j
         if operator:
             source[k] = CONTROL_OPERATOR
@@ -274,7 +288,8 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         rows["episode_id"].append((ep or {}).get("episode_id") or "")
         rows["recording"].append(trace.source_path.name)
         rows["end_condition"].append(trace.end_condition)
-        rows["end_detail"].append(str((ep or {}).get("end_detail") or (trace.ended or {}).get("end_detail", "")))
+        detail = ep["end_detail"] if ep and "end_detail" in ep else (trace.ended or {}).get("end_detail", "")
+        rows["end_detail"].append(str(detail))  # the station's words when it recorded the result
         for name, kind in (("scored", bool), ("success", bool), ("score", float), ("taken_over", bool)):
             rows[name].append(kind(ep[name]) if ep and name in ep else None)
         rows["operator_frames"].append(int(frames.control_source.sum()))

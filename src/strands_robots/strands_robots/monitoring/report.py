@@ -68,6 +68,7 @@ class EpisodeTrace:
     safety_t: "float | None" = None
     episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
     images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)  # topic: (log ns, format, data)
+    action_ns: list[int] = field(default_factory=list)  # log times of the ActionCommands (episode file: send times)
 
     @property
     def end_condition(self) -> str:
@@ -178,6 +179,8 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
                 times, values = trace.measured.setdefault(name, ([], []))
                 times.append(t)
                 values.append(float(position))
+        elif kind == "ActionCommand":
+            trace.action_ns.append(log_ns)
         elif kind == "CompressedImage":
             trace.images.setdefault(topic, []).append((log_ns, str(msg.format), bytes(msg.data)))
         elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
