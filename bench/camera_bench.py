@@ -14,7 +14,8 @@ Not pass/fail. Three parts:
    received per camera;
 4. **rollout** (``--rollout-seconds S``, 0 to skip): one episode of the rollout node at 50 Hz (mock policy),
    without cameras, then with both (``cameras:=scene,wrist``, the camera node beside it): its missed deadlines
-   (``RunPolicyEnded.missed_deadlines``) and the share of deadlines held.
+   (``RunPolicyEnded.missed_deadlines``), the share of deadlines held, and each process's CPU seconds per
+   second during the episode (``/proc``: what it costs, whatever the machine's load).
 
 Usage (about 1 minute with ``--driver-seconds 20``)::
 
@@ -103,6 +104,15 @@ def _start(module: str, ns: str, *params: str) -> subprocess.Popen:
     for p in params:
         args += ["-p", p]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _cpu_s(pid: int) -> float:
+    """Return the CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -214,18 +224,25 @@ def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) ->
                 procs.append(_start("strands_robots.nodes.camera_node", ns))
             if cameras:
                 params += ["cameras:=scene,wrist", "camera_scene_node:=camera"]
-            procs.append(_start("strands_robots.nodes.rollout_node", ns, *params))
+            rollout = _start("strands_robots.nodes.rollout_node", ns, *params)
+            procs.append(rollout)
             action = ActionClient(node, RunEpisode, f"{ns}/run_episode")
             try:
                 if not action.wait_for_server(timeout_sec=120.0):
                     raise RuntimeError("run_episode not found")
                 goal = RunEpisode.Goal(control_frequency=rate_hz, duration_s=seconds, seed=1)
+                cpu0 = {p.pid: _cpu_s(p.pid) for p in procs}
+                wall0 = time.monotonic()
                 handle = wait(action.send_goal_async(goal), 60.0, "RunEpisode goal")
                 ended = wait(handle.get_result_async(), seconds * 2 + 120, "RunEpisode result").result.ended
+                wall = time.monotonic() - wall0
+                cpu = {p.pid: (_cpu_s(p.pid) - cpu0[p.pid]) / wall for p in procs}
                 steps = max(1, ended.applied_actions)
                 print(f"rollout {label:11s}: outcome {ended.outcome} {ended.error_message[:80]} | "
                       f"{ended.applied_actions} steps at {rate_hz:g} Hz | missed deadlines {ended.missed_deadlines} | "
-                      f"deadlines held {100.0 * (1 - ended.missed_deadlines / (steps + ended.missed_deadlines)):.3f} %")
+                      f"deadlines held {100.0 * (1 - ended.missed_deadlines / (steps + ended.missed_deadlines)):.3f} %"
+                      f" | CPU s/s: driver {cpu[procs[0].pid]:.2f}, rollout {cpu[rollout.pid]:.2f}"
+                      + (f", camera node {cpu[procs[1].pid]:.2f}" if camera_node else ""))
             finally:
                 action.destroy()
                 for p in reversed(procs):
