@@ -9,6 +9,7 @@
 - ``server.py``: the asyncio servicers and ``main(argv)`` (``python -m strands_robots.relay``).
 - ``config.py``: the relay's settings and limits (``config/relay.yaml``, the same as flags).
 - ``rate_limit.py``: a token bucket; the one-line, rate-limited log of refused requests.
+- ``text_limits.py``: every free text entering the relay checked against ``station/limits.py``.
 - ``station_link.py``: the station's side: reporting with a backlog, jobs, policy sessions.
 
 Limits: a policy session is brokered inside one relay process, so a job's station and its policy client must

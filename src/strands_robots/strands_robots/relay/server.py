@@ -85,6 +85,9 @@ _CLIENT_GONE = object()
 #: The largest request each small unary method accepts (bytes); larger is INVALID_ARGUMENT before it is parsed.
 #: SubmitJob, ReportStatus and the streams' messages are bounded by ``max_message_bytes``.
 SMALL_REQUEST_BYTES = 16 * 1024
+#: Calls in flight at once over all peers (past it a new call is RESOURCE_EXHAUSTED): the bound of the store pool's
+#: queue too. Far above legitimate use (every token's streams are bounded by max_streams_per_token).
+MAX_CONCURRENT_RPCS = 4096
 #: what bounds a small request, said with its refusal
 _SMALL_REQUEST_FIELDS = {
     "CancelJobRequest": "job_id at most 128 characters, reason at most 1024",
@@ -727,7 +730,7 @@ class RelayServer:
     async def _build(self, store: Store, tokens: TokenBook, tls: Optional[TlsConfig], clock_ms: Callable) -> Any:
         core = _Core(store, tokens, clock_ms, self.settings, self._loop, self._executor)
         server = grpc.aio.server(migration_thread_pool=self._executor, handlers=_generic_handlers(core),
-                                 options=server_options(self.settings))
+                                 options=server_options(self.settings), maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
         if tls is not None:
             creds = grpc.ssl_server_credentials([(tls.private_key, tls.cert_chain)])
             port = server.add_secure_port(self.listen, creds)

@@ -23,7 +23,7 @@ The calls are synchronous (sqlite3, psycopg): the asyncio relay runs them on a s
 event loop. A store opened on a database an older relay made gains the new columns on open.
 
 Snapshots are opaque bytes here (serialized ``JobStatus`` protobuf; no pickle): the store indexes only the
-fields it must query (job id, station, owner, state, time).
+fields it must query or order by (job ids, station, owner, state, time, sequence, finished episodes).
 """
 
 from __future__ import annotations
