@@ -347,6 +347,7 @@ def test_an_episode_slot_that_never_yields_a_result_fails_the_job():
     ({"max_infrastructure_retries": True}, "max_infrastructure_retries"),
     ({"policy_attach_timeout_s": 0.0}, "policy_attach_timeout_s"),
     ({"policy_attach_timeout_s": float("inf")}, "policy_attach_timeout_s"),
+    ({"infrastructure_backoff_s": -0.1}, "infrastructure_backoff_s"),
     ({"lease_holder": "  "}, "lease_holder"),
 ])
 def test_procedure_settings_refuse_bad_values(kw, words):
@@ -464,7 +465,7 @@ def test_station_fault_ends_one_episode_kept_unscored_out_of_the_rates_and_its_t
                task("b", success_when="end_condition == timeout", duration_s="0.2"),
                task("c", success_when="end_condition == timeout", duration_s="0.2"))
     robot = FaultyRobot({"ep_0001": how})
-    final, runner, _, snapshots = run(spec, robot=robot)
+    final, runner, _, snapshots = run(spec, robot=robot, settings=ProcedureSettings(infrastructure_backoff_s=0))
     assert final.state is JobState.SUCCEEDED, final.message
     assert [(e.episode_id, e.task.task_id, e.end_condition, e.scored) for e in final.episodes] == [
         ("ep_0000", "a", "timeout", True), ("ep_0001", "b", "infrastructure_fault", False),
@@ -486,7 +487,8 @@ def test_station_fault_ends_one_episode_kept_unscored_out_of_the_rates_and_its_t
 def test_faults_on_different_tasks_do_not_add_up_to_the_retry_limit():
     spec = job(task("a", duration_s="0.2"), task("b", duration_s="0.2"), task("c", duration_s="0.2"))
     robot = FaultyRobot({"ep_0000": "driver", "ep_0002": "silent", "ep_0004": "rollout"})
-    final, _, _, _ = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=1))
+    final, _, _, _ = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=1,
+                                                                       infrastructure_backoff_s=0))
     assert final.state is JobState.SUCCEEDED, final.message
     assert [(e.episode_id, e.task.task_id, e.end_condition == "infrastructure_fault") for e in final.episodes] == [
         ("ep_0000", "a", True), ("ep_0001", "a", False), ("ep_0002", "b", True), ("ep_0003", "b", False),
@@ -496,7 +498,8 @@ def test_faults_on_different_tasks_do_not_add_up_to_the_retry_limit():
 def test_a_task_ended_by_station_faults_past_the_retry_limit_fails_the_job_naming_the_cause():
     spec = job(task("a", duration_s="0.2"), task("b", duration_s="0.2"))
     robot = FaultyRobot({f"ep_{n:04d}": "driver" for n in range(1, 10)})
-    final, runner, _, _ = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=2))
+    final, runner, _, snapshots = run(spec, robot=robot, settings=ProcedureSettings(max_infrastructure_retries=2,
+                                                                                    infrastructure_backoff_s=0.05))
     assert final.state is JobState.FAILED
     assert [(e.episode_id, e.end_condition) for e in final.episodes] == [
         ("ep_0000", "timeout"), ("ep_0001", "infrastructure_fault"), ("ep_0002", "infrastructure_fault"),
@@ -504,6 +507,28 @@ def test_a_task_ended_by_station_faults_past_the_retry_limit_fails_the_job_namin
     assert "task 'b'" in final.message and "3 times (max_infrastructure_retries 2)" in final.message
     assert "ep_0003: DriverFault: arm driver /station/arm_driver silent" in final.message
     assert runner.record.next_episode_number == 4
+    # Each re-run waited longer than the one before (the pause doubles per fault of the task).
+    pauses = [m.split(" in ")[-1] for m in (s.message for s in snapshots) if "runs again as a new episode in" in m]
+    assert pauses == ["0.05 s", "0.1 s"], pauses
+
+
+def test_a_cancel_ends_the_pause_before_a_task_runs_again_at_once():
+    import threading
+
+    robot = FaultyRobot({"ep_0000": "driver"})
+    runner = JobRunner(JobRecord(job(task("a", duration_s="0.2"))), robot, ScriptedOperator(),
+                       settings=ProcedureSettings(infrastructure_backoff_s=60.0))
+    done = threading.Event()
+    out = {}
+    thread = threading.Thread(target=lambda: (out.setdefault("final", runner.run()), done.set()), daemon=True)
+    thread.start()
+    while "runs again as a new episode in 60 s" not in runner.status().message:
+        assert thread.is_alive()
+        done.wait(0.01)
+    assert runner.cancel("enough").ok
+    assert done.wait(10.0)  # not the 60 s pause
+    final = out["final"]
+    assert final.state is JobState.CANCELLED and [e.end_condition for e in final.episodes] == ["infrastructure_fault"]
 
 
 def test_a_port_that_raises_mid_rollout_fails_the_job_with_the_error_and_leaves_nothing_busy():

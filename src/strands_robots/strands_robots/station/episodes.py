@@ -246,6 +246,9 @@ class ProcedureSettings:
         restarts) before the job fails, so nothing re-runs without end.
     :param max_infrastructure_retries: how many times one task's episode runs again after the station's own
         infrastructure ended it (``infrastructure_fault``); the next such fault FAILs the job naming its cause.
+    :param infrastructure_backoff_s: the pause before a task runs again after a station fault, doubled for each
+        further fault of that task (at most 8 times it): a process a supervisor is restarting, or the ROS graph still
+        listing a killed one, gets time to settle instead of spending every retry at once (0: no pause).
     :param policy_attach_timeout_s: how long the job waits for its policy (a relay client attaching) each time it
         is WAITING_POLICY, unless the job names its own (``JobSpec.policy_attach_timeout_s``); past it the job
         is FAILED with that reason and the station goes on with its next job.
@@ -258,6 +261,7 @@ class ProcedureSettings:
     max_attempts_per_episode: int = 10
     max_infrastructure_retries: int = 3
     policy_attach_timeout_s: float = 600.0
+    infrastructure_backoff_s: float = 1.0
     lease_wait_s: float = 120.0
     supervisors: Tuple[str, ...] = ()
 
@@ -273,6 +277,10 @@ class ProcedureSettings:
             raise ValueError(f"lease_wait_s must be a finite number >= 0, got {self.lease_wait_s!r}")
         if not isinstance(self.supervisors, tuple) or not all(isinstance(n, str) for n in self.supervisors):
             raise ValueError(f"supervisors must be a tuple of operator names, got {self.supervisors!r}")
+        backoff = self.infrastructure_backoff_s
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not math.isfinite(backoff) \
+                or backoff < 0:
+            raise ValueError(f"infrastructure_backoff_s must be a finite number >= 0, got {backoff!r}")
         if isinstance(self.lease_priority, bool) or not isinstance(self.lease_priority, int):
             raise ValueError(f"lease_priority must be an integer, got {self.lease_priority!r}")
         for name in ("lease_duration_s", "scoring_timeout_s", "policy_attach_timeout_s"):
@@ -517,13 +525,17 @@ class JobRunner:
                 raise _Failed(cut(f"task {plan.task.task_id!r} (episode {slot + 1} of {self.spec.episodes_total}) was "
                                   f"ended by a station fault {faults} times (max_infrastructure_retries {retries}); "
                                   f"last, {episode_id}: {result.end_detail}", JOB_MESSAGE_MAX))
-            again = "runs again as a new episode"
+            pause = self._settings.infrastructure_backoff_s * min(2 ** (faults - 1), 8)
+            again = f"runs again as a new episode in {pause:g} s" if pause else "runs again as a new episode"
             message = f"{episode_id} ended by a station fault ({result.end_detail}); task {plan.task.task_id!r} {again}"
             if policy_lost:
                 message = (f"the policy session was lost during {episode_id} ({result.end_detail}); waiting for it "
                            f"again, then the task {again}")
             self._update(running=None, episodes=record.episodes + (result,), slot_attempts=record.slot_attempts + 1,
                          message=cut(message, JOB_MESSAGE_MAX))
+            if pause:
+                self._cancel.wait(pause)  # a cancel or a suspension ends the pause at once
+                self._check_cancel()
             if policy_lost:
                 self._transition(JobState.WAITING_POLICY, cut(message, JOB_MESSAGE_MAX))
         elif kind == "cancelled":
