@@ -369,3 +369,32 @@ def test_station_episode_rows_carry_end_condition_success_and_score(recordings, 
     assert lerobot.main([str(quiet), "-o", str(tmp_path / "quiet")]) == 0
     (row,) = episode_rows(tmp_path / "quiet")
     assert row["operator_frames"] == 0 and row["length"] == len(trace_of(b).steps)
+
+
+def test_video_option_writes_one_h264_file_per_camera_holding_every_frame(recordings, tmp_path):
+    av = pytest.importorskip("av", reason="PyAV is not installed (requirements/python.txt)")
+    a, c = recordings[0], recordings[2]
+    files = [tmp_path / "s0.mcap", tmp_path / "s1.mcap"]
+    for src, dst in zip((a, c), files):
+        station_recording(src, dst, cameras={"scene": 5}, result=None)
+    out = tmp_path / "video"
+    assert lerobot.main([str(f) for f in files] + ["-o", str(out), "--video"]) == 0
+    info = json.loads((out / "meta/info.json").read_text())
+    key = "observation.images.scene"
+    assert info["video_path"] == "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+    assert info["features"][key] == {
+        "dtype": "video", "shape": [48, 64, 3], "names": ["height", "width", "channels"],
+        "info": {"video.height": 48, "video.width": 64, "video.codec": "h264", "video.pix_fmt": "yuv420p",
+                 "video.is_depth_map": False, "video.fps": 50, "video.channels": 3, "has_audio": False}}
+    assert key not in data_table(out).column_names  # video features live in the MP4, not in parquet
+    rows = episode_rows(out)
+    assert [(r[f"videos/{key}/from_timestamp"], r[f"videos/{key}/to_timestamp"]) for r in rows] == [
+        (0.0, 20 / 50), (20 / 50, 35 / 50)]
+    assert [(r[f"videos/{key}/chunk_index"], r[f"videos/{key}/file_index"]) for r in rows] == [(0, 0), (0, 0)]
+    with av.open(str(out / f"videos/{key}/chunk-000/file-000.mp4")) as container:
+        stream = container.streams.video[0]
+        assert stream.codec_context.name == "h264" and float(stream.average_rate) == 50.0
+        levels = [float(frame.to_ndarray(format="rgb24").mean()) for frame in container.decode(stream)]
+    expected = [(k * 5) % 256 for k in range(20)] + [(k * 5) % 256 for k in range(15)]  # each step's gray level
+    assert len(levels) == info["total_frames"] == 35
+    np.testing.assert_allclose(levels, expected, atol=3)

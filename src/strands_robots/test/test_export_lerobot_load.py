@@ -32,7 +32,8 @@ _LOAD = textwrap.dedent("""
     import json, sys
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    ds = LeRobotDataset("local/strands_export", root=sys.argv[1])
+    # pyav: torchcodec, LeRobot's default decoder, needs the system's FFmpeg 4-7 shared libraries
+    ds = LeRobotDataset("local/strands_export", root=sys.argv[1], video_backend="pyav")
     out = {"num_episodes": ds.num_episodes, "num_frames": ds.num_frames, "fps": ds.fps,
            "features": sorted(ds.features), "frames": [],
            "states": [ds[i]["observation.state"].tolist() for i in range(ds.num_frames)],
@@ -44,8 +45,8 @@ _LOAD = textwrap.dedent("""
         out["frames"].append({"state": item["observation.state"].tolist(), "action": item["action"].tolist(),
                               "episode_index": int(item["episode_index"]), "index": int(item["index"]),
                               "control_source": int(item["control_source"]), "task": item["task"],
-                              "image_shape": list(item["observation.images.scene"].shape)
-                              if "observation.images.scene" in item else None})
+                              "image_shape": list(item["observation.images.scene"].shape),
+                              "image_mean": float(item["observation.images.scene"].float().mean())})
     print("LOADED " + json.dumps(out), flush=True)
 """)
 
@@ -84,7 +85,8 @@ def lerobot_venv() -> Path:
     return py
 
 
-def test_lerobot_dataset_loads_the_export_with_its_frames(tmp_path):
+def export_and_load(tmp_path, *extra):
+    """Export two station-shaped episodes (camera ``scene``) and load them in the lerobot venv."""
     py = lerobot_venv()
     from test_export_lerobot import station_recording
 
@@ -95,12 +97,30 @@ def test_lerobot_dataset_loads_the_export_with_its_frames(tmp_path):
         cams.append(tmp_path / f"station_{n}.mcap")
         station_recording(src, cams[-1], cameras={"scene": 5}, result=None)
     out = tmp_path / "dataset"
-    assert lerobot.main([str(p) for p in cams] + ["-o", str(out)]) == 0
+    assert lerobot.main([str(p) for p in cams] + ["-o", str(out), *extra]) == 0
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     script = tmp_path / "load.py"
     script.write_text(_LOAD)
     done = subprocess.run([str(py), str(script), str(out)], capture_output=True, text=True, timeout=600, env=env)
+    return out, done
+
+
+def test_lerobot_dataset_loads_the_video_export_and_decodes_each_frame(tmp_path):
+    pytest.importorskip("av", reason="PyAV is not installed (requirements/python.txt)")
+    out, done = export_and_load(tmp_path, "--video")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    got = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("LOADED "))[len("LOADED "):])
+    assert (got["num_episodes"], got["num_frames"], got["fps"]) == (2, 35, 50)
+    first, last = got["frames"]
+    assert first["image_shape"] == [3, 48, 64] and last["image_shape"] == [3, 48, 64]
+    # the last frame is step 14 of episode 1: gray 70/255, decoded by LeRobot from the MP4 at its timestamp
+    assert last["image_mean"] == pytest.approx(70 / 255, abs=3 / 255)
+    assert first["image_mean"] == pytest.approx(0.0, abs=3 / 255)
+
+
+def test_lerobot_dataset_loads_the_export_with_its_frames(tmp_path):
+    out, done = export_and_load(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     got = json.loads(next(ln for ln in done.stdout.splitlines() if ln.startswith("LOADED "))[len("LOADED "):])
     info = json.loads((out / "meta/info.json").read_text())

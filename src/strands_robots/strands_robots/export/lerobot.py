@@ -27,8 +27,12 @@ operator commanded is not recorded).
 
 Cameras: ``<ns>/<camera>/image_raw/compressed`` (CompressedImage) become ``observation.images.<camera>`` features
 of ``dtype: image`` with the encoded bytes in parquet (the frame latest at or before the frame's wall time; no
-video encoder needed). A frame's wall time is its step's send time (inside a takeover, that plus the time since).
+video encoder needed); with ``--video`` (PyAV) ``dtype: video`` features instead, one
+H.264 MP4 per camera (``videos/<key>/chunk-000/file-000.mp4``, every episode in it, one frame per dataset frame)
+and each episode row's ``videos/<key>/{chunk_index, file_index, from_timestamp, to_timestamp}``. A frame's wall
+time is its step's send time (inside a takeover, that plus the time since).
 
+Episodes with no control step (e.g. the start pose was never reached) have no frame and are left out.
 Each episode row also carries ``end_condition``, ``end_detail``, ``scored``, ``success``, ``score``, ``taken_over``
 (null where the recording has no EpisodeResult), ``run_id``, ``episode_id`` and ``operator_frames``.
 """
@@ -212,13 +216,41 @@ def _load(paths: Sequence[Path]) -> list[Any]:
     return traces
 
 
-def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "float | None" = None) -> dict:
+def _write_video(path: Path, frames: Sequence[bytes], fps: float) -> None:
+    """Encode the camera's JPEG frames, one video frame each, as H.264 (yuv420p, a key frame every 2)."""
+    from fractions import Fraction
+
+    import av
+
+    from strands_robots.cameras.jpeg import decode
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+        first = decode(frames[0])
+        stream.height, stream.width = first.shape[0], first.shape[1]
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"g": "2", "crf": "18"}
+        for data in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(decode(data), format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "float | None" = None,
+                   video: bool = False) -> dict:
     """Write the dataset into ``out_dir`` (absent or empty); returns its ``info.json`` content.
 
     :raises ExportRefused: a path is not a recording or holds no episode, recordings have different control
-        frequencies or actuator keys and no ``fps`` is given, ``fps`` is not in (0, 1000], or ``out_dir`` is not
-        empty.
+        frequencies or actuator keys and no ``fps`` is given, ``fps`` is not in (0, 1000], ``out_dir`` is not
+        empty, or ``video`` is asked without PyAV.
     """
+    if video:
+        try:
+            import av  # noqa: F401
+        except ImportError:
+            raise ExportRefused("--video needs PyAV (pip install av); without it cameras are image features") from None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -298,6 +330,7 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
             "index", "task_index")})
         index += n
 
+    fps_out: "int | float" = int(fps) if float(fps).is_integer() else float(fps)
     numeric = {name: np.concatenate(values) for name, values in columns.items()
                if not name.startswith("observation.images.")}
     features: dict[str, dict] = {
@@ -307,8 +340,15 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
     }
     for cam in cameras:
         first = columns[f"observation.images.{cam}"][0]["bytes"]
-        features[f"observation.images.{cam}"] = {"dtype": "image", "shape": _image_shape(first),
+        shape = _image_shape(first)
+        features[f"observation.images.{cam}"] = {"dtype": "image", "shape": shape,
                                                  "names": ["height", "width", "channels"]}
+        if video:
+            features[f"observation.images.{cam}"] = {
+                "dtype": "video", "shape": [shape[0], shape[1], 3], "names": ["height", "width", "channels"],
+                "info": {"video.height": shape[0], "video.width": shape[1], "video.codec": "h264",
+                         "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": fps_out,
+                         "video.channels": 3, "has_audio": False}}
     features.update({
         "timestamp": {"dtype": "float32", "shape": [1], "names": None},
         "frame_index": {"dtype": "int64", "shape": [1], "names": None},
@@ -317,9 +357,13 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         "task_index": {"dtype": "int64", "shape": [1], "names": None},
     })
 
+    out.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {}
     for name, spec in features.items():
-        if spec["dtype"] == "image":
+        if spec["dtype"] == "video":
+            _write_video(out / VIDEO_PATH.format(video_key=name, chunk_index=0, file_index=0),
+                         [c["bytes"] for c in columns[name]], fps)
+        elif spec["dtype"] == "image":
             arrays[name] = pa.array(columns[name], type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
         elif spec["shape"] == [1]:
             arrays[name] = pa.array(numeric[name], type=pa.from_numpy_dtype(np.dtype(spec["dtype"])))
@@ -327,12 +371,19 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
             flat = pa.array(numeric[name].reshape(-1), type=pa.float32())
             arrays[name] = pa.FixedSizeListArray.from_arrays(flat, spec["shape"][0])
     total = index
-    out.mkdir(parents=True, exist_ok=True)
     (out / "data/chunk-000").mkdir(parents=True)
     (out / "meta/episodes/chunk-000").mkdir(parents=True)
     pq.write_table(pa.table(arrays), out / DATA_PATH.format(chunk_index=0, file_index=0))
 
     episode_columns = {name: pa.array(values) for name, values in rows.items()}
+    for name, spec in features.items():
+        if spec["dtype"] == "video":
+            episode_columns[f"videos/{name}/chunk_index"] = pa.array([0] * len(episodes), type=pa.int64())
+            episode_columns[f"videos/{name}/file_index"] = pa.array([0] * len(episodes), type=pa.int64())
+            episode_columns[f"videos/{name}/from_timestamp"] = pa.array(
+                [i / fps for i in rows["dataset_from_index"]], type=pa.float64())
+            episode_columns[f"videos/{name}/to_timestamp"] = pa.array(
+                [i / fps for i in rows["dataset_to_index"]], type=pa.float64())
     episode_columns["tasks"] = pa.array(rows["tasks"], type=pa.list_(pa.string()))
     for name in ("scored", "success", "taken_over"):
         episode_columns[name] = pa.array(rows[name], type=pa.bool_())
@@ -364,10 +415,10 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         "chunks_size": CHUNKS_SIZE,
         "data_files_size_in_mb": DATA_FILES_SIZE_IN_MB,
         "video_files_size_in_mb": VIDEO_FILES_SIZE_IN_MB,
-        "fps": float(fps),
+        "fps": fps_out,
         "splits": {"train": f"0:{len(episodes)}"},
         "data_path": DATA_PATH,
-        "video_path": None,  # no video features: cameras are dtype image
+        "video_path": VIDEO_PATH if video and cameras else None,  # None: no video features
         "features": features,
     }
     (out / "meta/info.json").write_text(json.dumps(info, indent=4) + "\n")
@@ -380,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output-dir", required=True, help="the dataset directory (absent or empty)")
     parser.add_argument("--fps", type=float, default=None,
                         help="frame rate to resample to (default: the recordings' control frequency)")
+    parser.add_argument("--video", action="store_true",
+                        help="cameras as H.264 video features (needs PyAV) instead of image features")
     return parser
 
 
@@ -392,7 +445,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     try:
         if not paths:
             raise ExportRefused(f"no .mcap file in {', '.join(args.recordings)}")
-        info = export_lerobot(paths, args.output_dir, args.fps)
+        info = export_lerobot(paths, args.output_dir, args.fps, video=args.video)
     except ExportRefused as exc:
         print(f"strands-robots export lerobot: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
