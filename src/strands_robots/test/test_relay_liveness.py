@@ -28,7 +28,7 @@ from test_relay_harness import (
     yes_no_task,
 )
 
-from strands_robots.client import EvaluationClient, RelayError, pb
+from strands_robots.client import EvaluationClient, QuotaExceeded, RelayError, pb
 from strands_robots.relay.config import RelaySettings
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.station_link import StationLink
@@ -163,13 +163,13 @@ def test_open_jobs_and_queued_episodes_per_team_are_limited_naming_the_limit(tmp
             EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as a, \
             EvaluationClient(relay.target, token=CLIENT_TOKENS["team_b"]) as b:
         first = a.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=6)
-        with pytest.raises(RelayError) as err:
+        with pytest.raises(QuotaExceeded) as err:  # a quota, not a message too large: its own error type
             a.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=5)
         assert err.value.code == "RESOURCE_EXHAUSTED"
         assert "max_queued_episodes_per_token (10) would be passed" in str(err.value)
         assert "6 episode(s) still to run and this job adds 5" in str(err.value)
         second = a.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=2)
-        with pytest.raises(RelayError) as err:
+        with pytest.raises(QuotaExceeded) as err:
             a.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
         assert err.value.code == "RESOURCE_EXHAUSTED"
         assert "max_open_jobs_per_token (2) reached: client 'team_a' has 2 job(s) not ended" in str(err.value)

@@ -19,6 +19,7 @@ from strands_robots.client.errors import (
     MessageTooLarge,
     NotFound,
     PolicyFailed,
+    QuotaExceeded,
     RelayError,
     SessionAborted,
     Unauthenticated,
@@ -40,6 +41,7 @@ __all__ = [
     "Unavailable",
     "SessionAborted",
     "MessageTooLarge",
+    "QuotaExceeded",
     "DeadlineExceeded",
     "PolicyFailed",
 ]

@@ -59,6 +59,16 @@ class MessageTooLarge(RelayError):
     code = "RESOURCE_EXHAUSTED"
 
 
+class QuotaExceeded(RelayError):
+    """A per-team limit of the relay was reached (open jobs, queued episodes, open streams).
+
+    ``reason`` names the limit and its value (``max_open_jobs_per_token (64) reached: ...``); wait for a job to end
+    or close a stream, then try again. Same gRPC code as :class:`MessageTooLarge`, told apart by the reason.
+    """
+
+    code = "RESOURCE_EXHAUSTED"
+
+
 class DeadlineExceeded(RelayError):
     """The call did not finish within its timeout."""
 
@@ -86,4 +96,6 @@ def from_rpc_error(exc: Exception) -> RelayError:
     details = exc.details() if hasattr(exc, "details") else ""
     reason = details or str(exc)
     cls = _BY_CODE.get(name, RelayError)
+    if cls is MessageTooLarge and reason.startswith("max_"):
+        cls = QuotaExceeded  # the relay's limit refusals name their limit first
     return cls(reason, name)
