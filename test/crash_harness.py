@@ -11,7 +11,8 @@ rules every crash must keep (issue 16):
   increasing; no snapshot ever removed or changed a finished episode (nothing lost, nothing re-run);
 - the episodes that fill the job (every one but ``infrastructure_fault``) ran the tasks in their order;
 - every rollout on the observer stream has exactly one Started and at most one Ended, and every kept episode
-  with a rollout has its one Ended (a rollout whose process was killed under it ends with no Ended);
+  with a rollout has its one Ended (a rollout whose process was killed under it ends with no Ended; the first
+  run of a restarted rollout node may go unseen while this recorder discovers it: bounded by the restarts);
 - nothing is left running: every process is ended by PID in ``finally``.
 
 The policy client: ``python crash_harness.py RELAY JOB_ID`` with its token in ``STRANDS_ROBOTS_TOKEN`` serves the
@@ -310,24 +311,29 @@ def check_invariants(stack, job_id: str, final, watch: SnapshotWatch, recorder: 
     assert [e.task.task_id for e in kept] == [tasks[i % len(tasks)]["task_id"] for i in range(len(kept))]
     if final.state == "SUCCEEDED":
         assert len(kept) == final.episodes_total, (len(kept), final.episodes_total)
-    # Observer stream: one Started per rollout; at most one Ended; every kept rollout its one Ended.
+    # Observer stream: one Started per rollout; at most one Ended; every kept rollout seen starting has its one
+    # Ended. A restarted rollout node's first run may start before this recorder has matched its new publisher
+    # (discovery): such unseen runs are bounded by the rollout restarts.
     deadline = time.monotonic() + 10.0
     while True:
         started, ended = recorder.counts()
         started = {k: n for k, n in started.items() if k not in before}
         ended = {k: n for k, n in ended.items() if k not in before}
-        missing = [e.episode_id for e in kept if e.run_id and ended.get(e.run_id, 0) != 1]
+        missing = [e.episode_id for e in kept if e.run_id in started and ended.get(e.run_id, 0) != 1]
         if not missing or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert missing == [], (missing, ended)
+    unseen = {e.run_id for e in kept if e.run_id and e.run_id not in started}
+    assert len(unseen) <= killed_rollouts, (sorted(unseen), killed_rollouts)
     assert all(n == 1 for n in started.values()), {k: n for k, n in started.items() if n != 1}
     assert all(n == 1 for n in ended.values()), {k: n for k, n in ended.items() if n != 1}
-    assert set(ended) <= set(started), set(ended) - set(started)
+    assert set(ended) - set(started) <= unseen, set(ended) - set(started) - unseen
     no_end = set(started) - set(ended)
     assert len(no_end) <= killed_rollouts, (no_end, killed_rollouts)
     return {"episodes": len(final.episodes), "kept": len(kept), "faults": len(faults),
-            "runs": len(started), "runs_without_end": len(no_end), "restarts": record.restarts}
+            "runs": len(started), "runs_without_end": len(no_end), "runs_unseen": len(unseen),
+            "restarts": record.restarts}
 
 
 # -- the policy client process ------------------------------------------------------------------------------
