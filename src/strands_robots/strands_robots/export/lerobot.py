@@ -10,15 +10,15 @@ this writer splits at).
 Frames. Each episode is resampled to a constant rate (``--fps``, default the recording's control frequency): the
 frame at ``t = k / fps`` is the latest control step at or before ``t`` (half a control period of tolerance), so at
 the control frequency every step is one frame. A step's time is robot time (``sim_time_s``, relative to the first
-step) when it increases step by step, else rollout time (``elapsed_s``). ``observation.state`` is the step's
-observed ``<key>.pos`` per actuator key, ``action`` the emitted action (a key the step did not emit keeps its last
-command, before any the observed position).
+step) when it increases step by step, else rollout time (``elapsed_s``) snapped to the control grid.
+``observation.state`` is the step's observed ``<key>.pos`` per actuator key, ``action`` the emitted action (a key
+the step did not emit keeps its last command, before any the observed position).
 
 Control source (``control_source``: 0 policy, 1 operator). An operator takeover shows in a recording as a gap
 between two steps in which the rollout clock stood still: the wall time between their sends (the ``actions`` log
-times) exceeds their ``elapsed_s`` difference by more than a control period, and the step after it did not miss
-its deadline (the loop's own hold, the other reason the clock stands still, marks the next step
-``deadline_missed``). Where the
+times) exceeds their ``elapsed_s`` difference by more than a control period, the step after it starts a new chunk
+(``chunk_index`` 0: on resume the chunk in use is dropped) and did not miss its deadline (the loop's own hold,
+the other reason the clock stands still, marks the next step ``deadline_missed`` and goes on with its chunk). Where the
 recording holds the EpisodeResult (station recordings) and it says ``taken_over`` false, no frame is flagged. The
 gap's wall time is added to the episode's time line where robot time did not advance over it (in-process
 simulation); the frames inside it are flagged 1 and hold the measured joint positions at that wall time
@@ -102,21 +102,33 @@ def _send_ns(trace: Any) -> list[int]:
     return [s.log_ns for s in trace.steps]
 
 
+def _on_the_grid(elapsed: Sequence[float], period: float) -> list[float]:
+    """Snap rollout times (taken after each send, so with its jitter) to the control grid, a period apart at least.
+
+    A step that ran late (missed deadlines) keeps its later slot: the frames before it hold the previous step.
+    """
+    out: list[float] = []
+    for e in elapsed:
+        slot = round((e - elapsed[0]) / period) * period
+        out.append(slot if not out else max(out[-1] + period, slot))
+    return out
+
+
 def _step_times(trace: Any, taken_over: "bool | None") -> tuple[list[float], list[bool]]:
     """Each step's time on the episode's line and whether a takeover gap precedes it."""
     steps = trace.steps
     sent = _send_ns(trace)
     sim = [s.sim_time_s for s in steps]
     use_sim = len(steps) > 1 and all(b > a for a, b in zip(sim, sim[1:]))
-    base = sim if use_sim else [s.elapsed_s for s in steps]
     period = 1.0 / trace.control_frequency
+    base = sim if use_sim else _on_the_grid([s.elapsed_s for s in steps], period)
     times = [0.0]
     gaps = [False]
     inserted = 0.0
     for prev, step, s_prev, s, b_prev, b in zip(steps, steps[1:], sent, sent[1:], base, base[1:]):
         wall = (s - s_prev) * _NS
         held = wall - (step.elapsed_s - prev.elapsed_s)
-        gap = taken_over is not False and held > period and not step.deadline_missed
+        gap = taken_over is not False and held > period and not step.deadline_missed and step.chunk_index == 0
         if gap:
             inserted += max(0.0, wall - (b - b_prev))
         gaps.append(gap)
@@ -210,10 +222,29 @@ def _load(paths: Sequence[Path]) -> list[Any]:
         found = [t for t in found if t.steps]
         if not found:
             raise ExportRefused(f"{path} holds no recorded episode (no observer step events)")
+        known = [t.control_frequency for t in found if t.control_frequency > 0]
         for trace in found:
             trace.source_path = path
+            _fill_missing_start(trace, max(set(known), key=known.count) if known else 0.0)
         traces.extend(found)
     return traces
+
+
+def _fill_missing_start(trace: Any, file_rate: float) -> None:
+    """Recover what a run's Started event says when the recording missed it (a recorder that joined late).
+
+    The actuator keys from the first step's ``<key>.pos`` observation; the control frequency of the file's other
+    runs (one rollout node), else the median rollout-time interval between steps, to 0.1 Hz.
+    """
+    if not trace.actuator_keys:
+        trace.actuator_keys = tuple(k[:-4] for k in trace.steps[0].observation if k.endswith(".pos"))
+    if trace.control_frequency <= 0 and file_rate > 0:
+        trace.control_frequency = file_rate
+    if trace.control_frequency <= 0 and len(trace.steps) > 1:
+        intervals = np.diff([s.elapsed_s for s in trace.steps])
+        median = float(np.median(intervals))
+        if median > 0:
+            trace.control_frequency = round(1.0 / median, 1)
 
 
 def _write_video(path: Path, frames: Sequence[bytes], fps: float) -> None:
@@ -262,7 +293,7 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
     traces = _load([Path(p) for p in paths])
     rates = sorted({t.control_frequency for t in traces})
     if any(r <= 0 for r in rates):
-        raise ExportRefused("a recorded episode has no control frequency in its Started event")
+        raise ExportRefused("a recorded episode has no Started event and too few steps to tell its control rate")
     if fps is None:
         if len(rates) > 1:
             listed = ", ".join(f"{r:g}" for r in rates)

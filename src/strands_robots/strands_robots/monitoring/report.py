@@ -46,6 +46,7 @@ class StepPoint:
     log_ns: int = 0                # log time of the step's event
     elapsed_s: float = 0.0         # rollout time (excludes time the loop held or was taken over)
     sim_time_s: float = 0.0        # robot time reported with the observation
+    chunk_index: int = 0           # index of the action within its chunk (0: a new chunk)
 
 
 @dataclass
@@ -161,7 +162,8 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
             unresolved=tuple(s.unresolved_action_keys), reasons=tuple(s.unresolved_action_reasons),
             deadline_missed=bool(s.deadline_missed), action=dict(zip(s.action_keys, map(float, s.action_values))),
             observation=dict(zip(s.observation_keys, map(float, s.observation_values))),
-            log_ns=log_ns, elapsed_s=float(s.elapsed_s), sim_time_s=float(s.sim_time_s)))
+            log_ns=log_ns, elapsed_s=float(s.elapsed_s), sim_time_s=float(s.sim_time_s),
+            chunk_index=int(s.chunk_index)))
     elif msg.kind == "ended" and msg.ended:
         trace.ended = _plain(msg.ended[0])
         trace.end_ns = log_ns

@@ -1,0 +1,94 @@
+"""export lerobot on a real station recording: ``strands-robots record`` beside the simulated station's demo job.
+
+The demo job has a policy_completed, a safety_stop, two taken-over episodes, a discarded try and a start pose never
+reached; the dataset's episode rows must say what the station's own JobStatus says, and only the taken-over
+episodes have operator frames.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
+pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (requirements/python.txt)")
+
+from monitor_helpers import start_module, stop_process, subprocess_env  # noqa: E402
+
+from strands_robots.export import lerobot  # noqa: E402
+from strands_robots.monitoring.report import load_recording  # noqa: E402
+
+
+def wait_for_line(proc: subprocess.Popen, prefix: str, timeout_s: float) -> str:
+    """Return the first stdout line of ``proc`` starting with ``prefix`` (fails at the deadline)."""
+    lines: "queue.Queue[str]" = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln) for ln in iter(proc.stdout.readline, "")], daemon=True).start()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line.startswith(prefix):
+            return line
+    pytest.fail(f"no line starting {prefix!r} from {proc.args} within {timeout_s} s")
+
+
+def test_export_of_a_recorded_station_job_carries_the_station_results(ros_context, tmp_path):
+    del ros_context  # only for its skip: the station and the recorder are processes of their own
+    path = tmp_path / "station.mcap"
+    recorder = start_module("strands_robots.monitoring.record", "-o", str(path), "--namespace", "station",
+                            "--latch-wait", "1")
+    station = None
+    try:
+        wait_for_line(recorder, "recording ", 60.0)
+        station = subprocess.Popen([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        station_out, station_err = station.communicate(timeout=300)
+    finally:
+        if station is not None and station.poll() is None:
+            stop_process(station)
+        stop_process(recorder)
+    assert station.returncode == 0, station_out[-2000:] + station_err[-2000:]
+    assert recorder.returncode == 0
+
+    out = tmp_path / "dataset"
+    assert lerobot.main([str(path), "-o", str(out)]) == 0
+    traces, job = load_recording(path)
+    assert job is not None and job["state"] == "SUCCEEDED"
+    rows = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    by_run = {t.run_id: t for t in traces}
+    stepped = [t for t in traces if t.steps]
+    assert [r["run_id"] for r in rows] == [t.run_id for t in stepped]
+    finished = {e["run_id"]: e for e in job["episodes"] if e["run_id"]}
+    unreached = [e for e in job["episodes"] if e["end_condition"] == "start_pose_unreached"]
+    assert unreached and all(e["run_id"] not in {r["run_id"] for r in rows} for e in unreached)
+    assert {"policy_completed", "safety_stop", "timeout"} <= {r["end_condition"] for r in rows}
+    taken = 0
+    for row in rows:
+        trace = by_run[row["run_id"]]
+        result = finished.get(row["run_id"])
+        if result is not None:  # a finished episode of the job: the station's words
+            for name in ("episode_id", "end_condition", "scored", "success", "score", "taken_over"):
+                assert row[name] == result[name], (row["run_id"], name)
+        # at the control frequency: one frame per step, plus the operator's frames of a takeover, plus a held frame
+        # per control slot no step filled (a missed deadline; a step the recorder did not get, e.g. it joined late)
+        policy_frames = row["length"] - row["operator_frames"]
+        unfilled = trace.steps[-1].index - trace.steps[0].index + 1 - len(trace.steps)
+        missed = int((trace.ended or {}).get("missed_deadlines", 0))
+        assert len(trace.steps) <= policy_frames <= len(trace.steps) + unfilled + missed + 1, row["run_id"]
+        if row["taken_over"]:
+            taken += 1
+            assert row["operator_frames"] > 0, row["episode_id"]
+        else:
+            assert row["operator_frames"] == 0, row["episode_id"]
+    assert taken == sum(bool(e["taken_over"]) for e in job["episodes"]) == 2
+    table = pq.read_table(out / "data/chunk-000/file-000.parquet").to_pydict()
+    assert table["index"] == list(range(sum(r["length"] for r in rows)))
+    assert sum(table["control_source"]) == sum(r["operator_frames"] for r in rows)
