@@ -398,3 +398,10 @@ def test_video_option_writes_one_h264_file_per_camera_holding_every_frame(record
     expected = [(k * 5) % 256 for k in range(20)] + [(k * 5) % 256 for k in range(15)]  # each step's gray level
     assert len(levels) == info["total_frames"] == 35
     np.testing.assert_allclose(levels, expected, atol=3)
+
+
+def test_export_of_an_unknown_format_is_refused_in_one_line(tmp_path, capsys):
+    assert cli_main(["export", "rlds", "x.mcap", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "strands-robots export lerobot RECORDING.mcap" in err
+    assert not (tmp_path / "o").exists()
