@@ -1,8 +1,9 @@
 """An exported dataset loads with LeRobot's own ``LeRobotDataset`` (in a venv of its own: lerobot brings torch).
 
-The venv is cached under ``~/.cache/strands_robots/lerobot-venv`` (``$STRANDS_ROBOTS_CACHE``) and built once,
-under a file lock, with a bounded ``pip install lerobot``; when it cannot be built in that time (no network, no
-room: the install is several GB) the test is skipped with the reason.
+The venv is cached under ``~/.cache/strands_robots/lerobot-venv`` (``$STRANDS_ROBOTS_CACHE``). It is several GB
+(torch with its CUDA libraries) and takes about 9 minutes to install here, so a test run builds it only when asked
+(``STRANDS_ROBOTS_BUILD_LEROBOT=1``: once, under a file lock, with a bounded ``pip install lerobot``); without a
+cached venv and without that variable the test is skipped with the reason, as it is when the install fails.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from test_export_lerobot import record  # noqa: E402
 
 from strands_robots.export import lerobot  # noqa: E402
 
-INSTALL_TIMEOUT_S = 300
+INSTALL_TIMEOUT_S = 1500
 BASE_PYTHONS = ("/root/.pyenv/versions/3.11.7/bin/python3.11", "python3.11", "python3.12")
 
 _LOAD = textwrap.dedent("""
@@ -59,6 +60,8 @@ def lerobot_venv() -> Path:
     done = venv / ".complete"
     if done.exists():
         return py
+    if os.environ.get("STRANDS_ROBOTS_BUILD_LEROBOT") != "1":
+        pytest.skip(f"no cached lerobot venv at {venv}; STRANDS_ROBOTS_BUILD_LEROBOT=1 builds it (several GB, ~9 min)")
     base = next((p for p in BASE_PYTHONS if shutil.which(p)), None)
     if base is None:
         pytest.skip("no Python 3.11/3.12 to build the lerobot venv with")
