@@ -20,3 +20,13 @@ def test_result_dict_maps_through_its_end_detail():
     assert end_condition_of_result({"stopped_reason": "cancelled", "end_detail": "lease_lost"}) == "lease_lost"
     assert end_condition_of_result({"stopped_reason": "budget", "end_detail": ""}) == "timeout"
     assert set(END_CONDITIONS) >= {"timeout", "start_pose_unreached"}
+
+
+def test_the_clients_end_condition_names_are_the_stations_own():
+    from strands_robots.client import pb
+    from strands_robots.rollout import end_condition
+
+    assert pb.END_CONDITIONS == end_condition.END_CONDITIONS
+    assert pb.STATION_END_CONDITIONS == end_condition.STATION_END_CONDITIONS
+    assert (pb.END_POLICY_ERROR, pb.END_INFRASTRUCTURE_FAULT) == (
+        end_condition.END_POLICY_ERROR, end_condition.END_INFRASTRUCTURE_FAULT)

@@ -69,3 +69,9 @@ END_SAFETY_STOP = "safety_stop"
 END_START_POSE_UNREACHED = "start_pose_unreached"
 END_CONDITIONS = (END_TIMEOUT, END_POLICY_COMPLETED, END_LEASE_LOST, END_AUTHORITY_LOST, END_SAFETY_STOP,
                   END_START_POSE_UNREACHED)
+# The station's own two, beyond the spec's six: the policy failed its rollout (scored, never re-run), or the
+# station's infrastructure ended it (kept unscored with the reason in end_detail, out of the rates; its task runs
+# again as a new episode).
+END_POLICY_ERROR = "policy_error"
+END_INFRASTRUCTURE_FAULT = "infrastructure_fault"
+STATION_END_CONDITIONS = END_CONDITIONS + (END_POLICY_ERROR, END_INFRASTRUCTURE_FAULT)
