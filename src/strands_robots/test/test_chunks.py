@@ -296,7 +296,7 @@ def test_prefetch_point_adapts_to_inference_latency(pipelines):
     for _ in range(20):
         fast.note_step_interval(step_s)
     drive(fast, robot, 15 + 1)
-    # a near-zero latency fits in one step: sample as late as possible, just before the last action
+    # a near-zero latency (0 steps) plus the one-step margin: sample as late as possible, before the last action
     assert fast.prefetch_index == 15
     drive(fast, robot, 15)
     assert robot.observed_at[-1] == 16 + 15  # the sample was taken at index 15 of the second chunk
@@ -308,7 +308,7 @@ def test_prefetch_point_adapts_to_inference_latency(pipelines):
         slow.note_step_interval(step_s)
     robot = Robot()
     drive(slow, robot, 1)
-    # expected = mean + margin = 0.05 + 0.005 s -> 6 steps needed -> k = 16 - 6
+    # 0.05 s of inference = 5 steps, plus a margin of one step -> 6 steps before the boundary -> k = 16 - 6
     assert slow.prefetch_index == 10
     k = slow.prefetch_index
     drive(slow, robot, 15)

@@ -45,13 +45,18 @@ is reported with age 0 and ``is_chunk_reused`` false; the actions still come fro
 Adaptive prefetch point
 -----------------------
 
-The peer samples at half the chunk. Here the prefetch point starts at ``L // 2`` and, once both an inference
-latency and a step interval (:meth:`ChunkPipeline.note_step_interval`: the time from one step's start to the
-next, i.e. the control period when paced, not the step's own work time) are known, is the latest index whose
-remaining steps still cover the expected latency: ``k = L - ceil(expected / interval)`` clamped to
-``[0, L - 1]``, where ``expected`` is an EWMA of the measured ``act`` latencies plus a margin (twice the
-EWMA of the absolute deviation, at least a tenth of the mean). A later point means a fresher snapshot; an
-earlier one a likelier hit. With inference of ``n`` intervals the point settles at ``L - ceil(1.1 n)``.
+The peer samples at half the chunk. Here every installed chunk chooses its prefetch point from the latencies
+measured so far — from the first chunk on, whose own synchronous ``act`` already tells how long the next one
+will take: ``k = L - (ceil(latency / period) + 1)`` clamped to ``[0, L - 1]``, where ``latency`` is the slowest
+of the last few measured ``act`` latencies and the ``+ 1`` is a margin of one period (the sample's own step,
+the worker's hand-off, jitter). ``period`` is the control period given to the pipeline (``period_s``: deadline
+pacing); without one (fast mode) it is the shortest of the recent step intervals
+(:meth:`ChunkPipeline.note_step_interval`). Both are the shortest a step can take, so a step that overran
+(dropped deadlines) only leaves the prefetch more time and never moves the point later. With inference of
+``n`` whole periods the point is ``L - n - 1`` (``L - ceil(n) - 1`` for a fraction): the latest sample, so the
+freshest snapshot, that still lands before the boundary. When the inference takes the whole horizon or more
+(``k`` would be below 0) the prefetch starts at the chunk start (``k = 0``) and every boundary still waits for
+it: each such wait is a prefetch block. Until a latency and a period are known the point is ``L // 2``.
 """
 
 from __future__ import annotations
@@ -61,18 +66,17 @@ import queue
 import statistics
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.policies.base import NEVER_BLOCKS, Policy
 from strands_robots.simulation.observers import CooperativeStop
 
-# EWMA weights for the latency mean/deviation and for the control step duration.
-_LATENCY_ALPHA = 0.25
-_DEVIATION_BETA = 0.25
-_STEP_ALPHA = 0.2
-# Margin over the mean latency: at least this fraction of it, or twice the mean deviation if larger.
-_MIN_MARGIN_FRACTION = 0.1
+# The prefetch point covers the slowest of the last this many act latencies (and uses the shortest of as many
+# step intervals when no period is given), plus a margin of this many control periods.
+_RECENT = 8
+_MARGIN_PERIODS = 1
 # Name of the worker thread, so a leak would be visible in threading.enumerate().
 WORKER_THREAD_NAME = "strands-chunk-prefetch"
 
@@ -150,6 +154,8 @@ class ChunkPipeline:
     :param stop: the rollout's stop token: a stop requested while the loop waits for an inference (sync, or an
         async block) raises :class:`CooperativeStop` at once; the ``act`` in flight is abandoned.
     :param clock: seconds clock timing each ``act`` (tests inject one).
+    :param period_s: the control period when the loop is paced (the prefetch point counts the measured latency
+        in these periods from the first chunk on); None in fast mode, where the recent step intervals stand in.
     """
 
     def __init__(
@@ -162,12 +168,16 @@ class ChunkPipeline:
         refresh_every_step: bool = False,
         stop: Any = None,
         clock: Callable[[], float] = time.perf_counter,
+        period_s: "float | None" = None,
     ) -> None:
         if isinstance(action_horizon, bool) or not isinstance(action_horizon, int) or action_horizon < 1:
             raise ValueError(f"action_horizon must be an integer >= 1, got {action_horizon!r}")
         if not (isinstance(inference_timeout_s, (int, float)) and math.isfinite(inference_timeout_s)
                 and inference_timeout_s > 0):
             raise ValueError(f"inference_timeout_s must be a finite number > 0, got {inference_timeout_s!r}")
+        if period_s is not None and not (isinstance(period_s, (int, float)) and not isinstance(period_s, bool)
+                                         and math.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s must be a finite number > 0 or None, got {period_s!r}")
         self._policy = policy
         self._horizon = action_horizon
         self._async = bool(async_prefetch)
@@ -186,9 +196,8 @@ class ChunkPipeline:
         # Written by the worker (latencies) and read by the loop: one lock for the figures.
         self._lock = threading.Lock()
         self._latencies: list[float] = []
-        self._latency_mean: float | None = None
-        self._latency_dev = 0.0
-        self._step_s: float | None = None
+        self._period_s = None if period_s is None else float(period_s)
+        self._intervals: deque[float] = deque(maxlen=_RECENT)
         self._chunks_inferred = 0
         self._hits = 0
         self._blocks = 0
@@ -242,16 +251,14 @@ class ChunkPipeline:
     def note_step_interval(self, seconds: float) -> None:
         """Record the interval from one control step's start to the next, so the prefetch point can adapt.
 
-        The interval is the period when paced (more after dropped deadlines), not the step's own work time;
-        non-positive and non-finite values are ignored.
+        The interval is the period when paced (more after dropped deadlines), not the step's own work time; the
+        shortest recent one counts, and only when no ``period_s`` was given. Non-positive and non-finite values
+        are ignored.
         """
         if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
             return
         with self._lock:
-            if self._step_s is None:
-                self._step_s = float(seconds)
-            else:
-                self._step_s += _STEP_ALPHA * (seconds - self._step_s)
+            self._intervals.append(float(seconds))
 
     note_step_duration = note_step_interval  # the earlier name; it was always meant as the interval
 
@@ -361,11 +368,12 @@ class ChunkPipeline:
 
     def _choose_prefetch_index(self, length: int) -> int:
         with self._lock:
-            mean, dev, step_s = self._latency_mean, self._latency_dev, self._step_s
-        if mean is None or step_s is None:
+            latency = max(self._latencies[-_RECENT:]) if self._latencies else None
+            period = self._period_s if self._period_s is not None else min(self._intervals, default=None)
+        if latency is None or period is None:
             return length // 2
-        expected = mean + max(2.0 * dev, _MIN_MARGIN_FRACTION * mean)
-        steps_needed = math.ceil(expected / step_s)
+        # The 1e-9: float noise in a clock difference must not add a period to a latency of whole periods.
+        steps_needed = math.ceil(latency / period - 1e-9) + _MARGIN_PERIODS
         return min(max(length - steps_needed, 0), length - 1)
 
     # ------------------------------------------------------------------ inference
@@ -426,11 +434,6 @@ class ChunkPipeline:
     def _record_latency(self, seconds: float) -> None:
         with self._lock:
             self._latencies.append(seconds)
-            if self._latency_mean is None:
-                self._latency_mean = seconds
-            else:
-                self._latency_dev += _DEVIATION_BETA * (abs(seconds - self._latency_mean) - self._latency_dev)
-                self._latency_mean += _LATENCY_ALPHA * (seconds - self._latency_mean)
 
     def _submit(self, snapshot: Mapping[str, Any]) -> _Job:
         job = _Job(snapshot)
