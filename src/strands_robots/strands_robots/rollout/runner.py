@@ -781,7 +781,7 @@ class PolicyRunner:
         def new_pipeline() -> ChunkPipeline:
             p = ChunkPipeline(s.policy, action_horizon=s.action_horizon, async_prefetch=s.async_rtc,
                               inference_timeout_s=s.inference_timeout_s, refresh_every_step=recorder is not None,
-                              stop=stop)
+                              stop=stop, period_s=None if s.fast_mode else s.period_s)
             pipelines.append(p)
             return p
 
