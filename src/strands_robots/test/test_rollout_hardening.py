@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import io
-import math
 import threading
 import time
 
@@ -177,7 +176,7 @@ def drive_with_latency(length: int, k: int, period: float, feed, steps: int):
 def test_prefetch_point_settles_at_horizon_minus_latency_minus_margin(length, k):
     period = 0.02
     ages, points, tele = drive_with_latency(length, k, period, feed=period, steps=12 * length)
-    expected_point = length - math.ceil(1.1 * k)  # margin: a tenth of the (constant) latency
+    expected_point = length - (k + 1)  # k periods of inference plus a margin of one period
     assert points[-1] == expected_point
     assert tele.prefetch_blocks == 0  # the latency fits: every swap is a hit
     later = ages[2 * length:]  # after the first chunks, once the point has settled
