@@ -14,8 +14,10 @@ parameters — or ``manual``: the operator services below, a person's answers).
 
 Services: ``submit_job`` (SubmitJob: answered once the job is persisted; from then on it is visible, CREATED
 with its place in the queue, and cancellable), ``cancel_job`` (CancelJob), ``get_status`` (GetStatus);
-operator: ``takeover`` (Takeover), ``resume`` (Resume), ``discard`` (Discard), ``submit_score_sheet``
-(SubmitScoreSheet). Topics: ``job_status`` (JobStatus, transient local: a late subscriber gets the latest
+operator: ``takeover`` (Takeover), ``resume`` (Resume: only by the operator who took over, or one of
+``supervisors``), ``discard`` (Discard), ``submit_score_sheet`` (SubmitScoreSheet), ``clear_safety_stop``
+(ClearSafetyStop: an operator clears the safety stop the next episode waits on; the station never clears one by
+itself). Topics: ``job_status`` (JobStatus, transient local: a late subscriber gets the latest
 snapshot), ``~/episode_results`` (EpisodeResult, each finished episode of a job once, with its id and sheet; a
 private name because the rollout node's ``episode_results`` in the same namespace carries every rollout) and
 ``/diagnostics`` (the station's jobs; an error naming every job file set aside at start).
