@@ -583,3 +583,24 @@ def test_a_cancel_ends_the_wait_for_a_policy_at_once():
     assert runner.cancel("the team gave up").ok
     assert done.wait(10.0)
     assert out["final"].state is JobState.CANCELLED and "the team gave up" in out["final"].message
+
+
+def test_a_huge_end_detail_and_the_message_quoting_it_are_cut_to_their_limits_with_a_marker():
+    from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX
+
+    huge = "x" * (16 * 1024 * 1024)
+
+    class HugeDetailRobot(InProcessRobot):  # a policy error whose text is 16 MiB (a team's exception message)
+        def run_rollout(self, plan, progress):
+            outcome = super().run_rollout(plan, progress)
+            return RolloutOutcome(stopped_reason="error", error_type="ValueError", run_id=outcome.run_id,
+                                  end_detail=f"ValueError: {huge}")
+
+    final, _, _, snapshots = run(job(task("a")), robot=HugeDetailRobot())
+    assert final.state is JobState.SUCCEEDED
+    (episode,) = final.episodes
+    assert episode.end_condition == "policy_error"
+    assert len(episode.end_detail) <= END_DETAIL_MAX and episode.end_detail.startswith("ValueError: xxx")
+    assert "characters cut]" in episode.end_detail
+    assert all(len(s.message) <= JOB_MESSAGE_MAX for s in snapshots)
+    assert all(len(e.end_detail) <= END_DETAIL_MAX for s in snapshots for e in s.episodes)

@@ -688,6 +688,7 @@ class JobRunner:
                 f"success rate {rate} and mean score {mean} over {agg.counted} scored episodes not taken over")
 
     def _transition(self, target: JobState, message: str) -> None:
+        message = cut(message, JOB_MESSAGE_MAX)
         with self._lock:
             self._check_suspended()
             self._machine.transition(target, message)
@@ -695,6 +696,7 @@ class JobRunner:
             self._commit()
 
     def _terminal(self, target: JobState, message: str) -> None:
+        message = cut(message, JOB_MESSAGE_MAX)
         with self._lock:
             if self._machine.terminal or self._suspended.is_set():
                 return
@@ -713,6 +715,7 @@ class JobRunner:
         with self._lock:
             self._check_suspended()
             if "message" in changes:
+                changes["message"] = cut(changes["message"], JOB_MESSAGE_MAX)
                 self._machine.set_message(changes["message"])
             self._record = self._record.replace(**changes)
             self._commit()
@@ -736,4 +739,4 @@ def _end_detail(end_condition: str, detail: str) -> str:
         return ""
     if end_condition == END_SAFETY_STOP and not detail:
         return "the driver stopped the arms without naming a check"
-    return detail
+    return cut(detail, END_DETAIL_MAX)  # a policy's or a driver's text is bounded before it is stored or sent
