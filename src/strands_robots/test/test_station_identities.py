@@ -103,3 +103,30 @@ def test_the_rollout_lease_is_named_by_the_station_and_arms_another_station_hold
     final = finals[0]
     assert final.state is JobState.SUCCEEDED and [e.end_condition for e in final.episodes] == ["timeout"]
     assert final.episodes[0].run_id and robot.lease.state().holder == "station:lab_a"
+
+
+class LongTexts(ScriptedOperator):
+    """At 0.2 s tries a takeover with a 1 MiB reason, then one under a 200-character name, then a normal one."""
+
+    def __init__(self):
+        super().__init__(name="op2")
+        self.tried = []
+
+    def rollout_progress(self, plan, t, console):
+        if t < 0.2 or self.tried:
+            return
+        self.tried.append(console.takeover("op2", "r" * (1024 * 1024)))
+        self.tried.append(console.takeover("o" * 200, "short"))
+        self.tried.append(console.takeover("op2", "short"))
+        self.tried.append(console.resume("op2"))
+
+
+def test_an_operators_overlong_name_or_reason_is_refused_naming_the_limit_and_the_episode_goes_on():
+    operator = LongTexts()
+    final = JobRunner(JobRecord(spec()), InProcessRobot(), operator).run()
+    huge, long_name, ok, resumed = operator.tried
+    assert not huge.ok and huge.message == "reason is 1048576 characters long; at most 1024 are allowed"
+    assert not long_name.ok and long_name.message == "operator_name is 200 characters long; at most 128 are allowed"
+    assert ok.ok and resumed.ok
+    assert final.state is JobState.SUCCEEDED and final.episodes[0].taken_over
+    assert all(len(e.end_detail) < 4096 for e in final.episodes)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from strands_robots.station.job import EpisodePlan
+from strands_robots.station.limits import IDENTIFIER_MAX, OPERATOR_TEXT_MAX
 from strands_robots.station.model import AnswerType, ScoringSheet
 from strands_robots.station.safety_gate import SafetyGate
 from strands_robots.station.score_sheet import ScoreSheetError, SheetScore, parse_answer, score_answers
@@ -221,6 +222,8 @@ class OperatorConsole:
         def begin() -> str:
             if not name:
                 return "operator_name must be a non-empty string"
+            if _operator_text_refusal(name, reason if isinstance(reason, str) else ""):
+                return _operator_text_refusal(name, reason if isinstance(reason, str) else "")
             if self._phase != _ROLLOUT:
                 return (f"no rollout is running (episode {self._episode_id or 'none'} is "
                         f"{_PHASE_WORDS[self._phase]}); a takeover needs a running rollout")
@@ -247,6 +250,8 @@ class OperatorConsole:
         def begin() -> str:
             if not name:
                 return "operator_name must be a non-empty string"
+            if _operator_text_refusal(name):
+                return _operator_text_refusal(name)
             if self._phase != _ROLLOUT or not self._in_takeover:
                 return "no takeover is in force"
             owner = self._takeover_by
@@ -268,6 +273,8 @@ class OperatorConsole:
 
     def clear_safety_stop(self, operator_name: str) -> OperatorReply:
         """Ask to clear the safety stop the episode waits on; answers at once (see ``station.safety_gate``)."""
+        if isinstance(operator_name, str) and _operator_text_refusal(operator_name):
+            return OperatorReply(False, _operator_text_refusal(operator_name))
         return self._notify(self.safety.request_clear(operator_name))
 
     def claim_arms(self, operator_name: str, hand_off: Optional[HandOff] = None) -> OperatorReply:
@@ -277,6 +284,8 @@ class OperatorConsole:
         def begin() -> str:
             if not name:
                 return "operator_name must be a non-empty string"
+            if _operator_text_refusal(name):
+                return _operator_text_refusal(name)
             if self._phase != _ROLLOUT:
                 return "no rollout is running; a claim needs a running rollout"
             return ""
@@ -398,6 +407,8 @@ class OperatorConsole:
         return self._notify(self._skip_scoring(episode_id, reason))
 
     def _skip_scoring(self, episode_id: str, reason: str = "") -> OperatorReply:
+        if isinstance(reason, str) and _operator_text_refusal("", reason):
+            return OperatorReply(False, _operator_text_refusal("", reason))
         with self._cond:
             refusal = self._scoring_refusal(episode_id)
             if refusal:
@@ -425,6 +436,16 @@ class OperatorConsole:
     def _decide(self, decision: Decision) -> None:
         self._decision = decision
         self._cond.notify_all()
+
+
+
+def _operator_text_refusal(name: str, reason: str = "") -> str:
+    """Say why an operator's name or free text is refused ("" when both fit their limits)."""
+    if len(name) > IDENTIFIER_MAX:
+        return f"operator_name is {len(name)} characters long; at most {IDENTIFIER_MAX} are allowed"
+    if len(reason) > OPERATOR_TEXT_MAX:
+        return f"reason is {len(reason)} characters long; at most {OPERATOR_TEXT_MAX} are allowed"
+    return ""
 
 
 def _typed_answers(sheet: ScoringSheet, answers: Any) -> list:
