@@ -115,7 +115,7 @@ def test_credentials_from_a_private_file_drive_the_policy_and_a_readable_file_is
 
 
 def test_remote_policy_drives_chunks_resume_and_end_episode_through_the_relay(tmp_path):
-    from strands_robots.convert import task_from_pb
+    from strands_robots.relay.pb_model import task_from_pb
     from strands_robots.client.evaluation_client import task_from_dict
 
     with running_relay(tmp_path) as relay:

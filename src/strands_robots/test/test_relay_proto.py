@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from strands_robots import convert
+from strands_robots.relay import pb_model
 from strands_robots.client import pb
 from strands_robots.client import codec
 from strands_robots.relay.proto import generate
@@ -135,13 +136,13 @@ def _model_status():
 
 def test_job_status_round_trips_between_model_and_protobuf():
     model = _model_status()
-    wire = pb.JobStatus.FromString(convert.job_status_to_pb(model).SerializeToString())
+    wire = pb.JobStatus.FromString(pb_model.job_status_to_pb(model).SerializeToString())
     assert wire.state == "FINALIZING"
     assert wire.episodes[0].items[0].WhichOneof("answer") == "yes_no"
     assert wire.episodes[0].items[1].WhichOneof("answer") == "choice_index"
     assert wire.episodes[0].task.scoring.items[1].answer_type == pb.ANSWER_TYPE_CHOICE
     assert dict(wire.episodes[0].task.parameters) == {"duration_s": "2.5", "seed": "7"}
-    back = convert.job_status_from_pb(wire)
+    back = pb_model.job_status_from_pb(wire)
     assert back == model
 
 
@@ -149,18 +150,18 @@ def test_job_status_sequence_crosses_the_wire_unchanged():
     import dataclasses
 
     model = dataclasses.replace(_model_status(), sequence=41)
-    wire = pb.JobStatus.FromString(convert.job_status_to_pb(model).SerializeToString())
+    wire = pb.JobStatus.FromString(pb_model.job_status_to_pb(model).SerializeToString())
     assert wire.sequence == 41
-    assert convert.job_status_from_pb(wire).sequence == 41
+    assert pb_model.job_status_from_pb(wire).sequence == 41
     assert pb.JobStatus().sequence == 0  # an older station's snapshot: unnumbered
 
 
 def test_scored_item_with_its_answer_in_the_wrong_field_is_refused():
     msg = pb.ScoredItem(name="placed", answer_type=pb.ANSWER_TYPE_YES_NO, count=1)
     with pytest.raises(ValueError, match="'placed'.*needs its answer in 'yes_no', got count"):
-        convert.scored_item_from_pb(msg)
+        pb_model.scored_item_from_pb(msg)
     with pytest.raises(ValueError, match="not one of yes_no, count, choice"):
-        convert.answer_type_from_pb(pb.ANSWER_TYPE_UNSPECIFIED)
+        pb_model.answer_type_from_pb(pb.ANSWER_TYPE_UNSPECIFIED)
 
 
 def test_observation_and_chunk_codec_keeps_numbers_text_flags_and_arrays():
@@ -218,14 +219,14 @@ def test_a_relay_job_becomes_the_station_cores_job_spec_or_is_refused_naming_the
 
     model = _model_status()
     job = ss.Job(job_id="job-7", client_id="team_a", station_id="sim_station", episodes_total=3,
-                 tasks=[convert.task_to_pb(model.episodes[0].task)])
-    spec = convert.job_spec_from_pb(job, duration_s=4.0)
+                 tasks=[pb_model.task_to_pb(model.episodes[0].task)])
+    spec = pb_model.job_spec_from_pb(job, duration_s=4.0)
     assert (spec.job_id, spec.client_id, spec.station_id, spec.episodes_total, spec.policy_provider) == (
         "job-7", "team_a", "sim_station", 3, "relay")
     assert spec.tasks == (model.episodes[0].task,) and spec.duration_s == 4.0
     job.tasks.add(task_id="blank", instruction="")
     with pytest.raises(JobSpecError, match=r"tasks\[1\]\.instruction"):
-        convert.job_spec_from_pb(job)
+        pb_model.job_spec_from_pb(job)
 
 
 def test_packed_arrays_decode_to_nested_lists_without_numpy(monkeypatch):

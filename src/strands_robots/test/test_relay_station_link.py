@@ -20,7 +20,7 @@ from test_relay_harness import (
     yes_no_task,
 )
 
-from strands_robots import convert
+from strands_robots.relay import pb_model
 from strands_robots.client import EvaluationClient, pb
 from strands_robots.relay.server import TlsConfig
 from strands_robots.relay.station_link import StationLink
@@ -84,7 +84,7 @@ def test_a_station_model_snapshot_reaches_the_client_field_for_field(tmp_path):
             "ep_0000", "safety_stop", True, False, "right: joint 4 reads +3.4 N*m")
         assert ep.items[0].WhichOneof("answer") == "yes_no" and ep.items[0].yes_no is False
         assert ep.task.instruction == "pick up the cube"
-        assert convert.job_status_from_pb(status) == model
+        assert pb_model.job_status_from_pb(status) == model
 
 
 def test_station_link_reports_over_tls(tmp_path):

@@ -49,6 +49,7 @@ from strands_robots_msgs.srv import (ClearSafetyStop, CancelJob, Discard, GetSta
                                      SubmitScoreSheet, Takeover)
 
 from strands_robots import convert
+from strands_robots.relay import pb_model
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
@@ -252,7 +253,7 @@ class StationNode(Node):
         """Link thread: a job from the relay, handed to the core (a job it holds is matched by id)."""
         try:
             spec = JobSpec(job_id=job.job_id, client_id=job.client_id or "relay", station_id=self.station_id,
-                           tasks=tuple(convert.task_from_pb(t) for t in job.tasks),
+                           tasks=tuple(pb_model.task_from_pb(t) for t in job.tasks),
                            episodes_total=int(job.episodes_total), policy_provider="relay")
             validate_job_spec(spec)
         except (JobSpecError, ValueError) as exc:

@@ -31,7 +31,7 @@ def new_job_id() -> str:
 
 def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str]) -> str:
     """Return the job id to create for ``request`` (a ``SubmitJobRequest``); raise :class:`InvalidJob` if refused."""
-    from strands_robots.convert import task_from_pb
+    from strands_robots.relay.pb_model import task_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 
     if not request.station_id:

@@ -97,7 +97,7 @@ def _now_ms() -> int:
 def _to_pb_status(status: Any) -> Any:
     if isinstance(status, ev.JobStatus):
         return status
-    from strands_robots.convert import job_status_to_pb
+    from strands_robots.relay.pb_model import job_status_to_pb
 
     return job_status_to_pb(status)
 
@@ -545,7 +545,7 @@ class PolicySession:
                       control_frequency: float = 0.0, action_horizon: int = 0) -> None:
         """Start a new episode: the policy's ``reset(task)`` (``station.model.Task`` or ``pb.Task``)."""
         if not isinstance(task, ev.Task):
-            from strands_robots.convert import task_to_pb
+            from strands_robots.relay.pb_model import task_to_pb
 
             task = task_to_pb(task)
         self._episode_id = episode_id
