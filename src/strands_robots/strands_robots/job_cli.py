@@ -30,6 +30,8 @@ import sys
 import threading
 from typing import Any, Callable, Optional, Sequence
 
+from strands_robots.cli import argv_secrets
+
 __all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "cmd_job_serve",
            "main", "format_status"]
 
@@ -37,16 +39,13 @@ EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_POLICY_SERVER = 4
 #: The environment variable holding the client token when no ``--token-file`` is given.
-TOKEN_ENV = "STRANDS_ROBOTS_TOKEN"
+TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
 
 
 def _token(args: argparse.Namespace) -> str:
     """Return the client token: ``--token-file`` (0600) first, then ``STRANDS_ROBOTS_TOKEN``; never argv."""
     from strands_robots.relay.credentials import read_secret
 
-    if getattr(args, "token", None) is not None:
-        raise ValueError(f"--token is refused: a token on the command line is readable by every user of this "
-                         f"machine; use --token-file FILE (mode 0600) or set {TOKEN_ENV}")
     path = getattr(args, "token_file", None)
     if path:
         return read_secret(path, "--token-file")
@@ -194,18 +193,18 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
 
 def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``job`` with its five commands to ``subparsers`` (each sets ``func``)."""
-    job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay")
+    job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay",
+                                allow_abbrev=False)
     commands = job.add_subparsers(dest="job_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--relay", default="127.0.0.1:50051", help="host:port of the relay (default %(default)s)")
-        p.add_argument("--token", help=argparse.SUPPRESS)  # refused with its reason (an abbreviation otherwise)
         p.add_argument("--token-file", help=f"a file (mode 0600) holding this client's token; default: the "
                                             f"{TOKEN_ENV} environment variable")
         p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
         p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
 
-    submit = commands.add_parser("submit", help="submit a job file's tasks")
+    submit = commands.add_parser("submit", help="submit a job file's tasks", allow_abbrev=False)
     common(submit)
     submit.add_argument("job_file")
     submit.add_argument("--station", help="station id (default: the file's)")
@@ -216,13 +215,14 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     for name, func, text in (("status", cmd_job_status, "print the latest snapshot"),
                              ("watch", cmd_job_watch, "progress bar until the job ends, then the table"),
                              ("cancel", cmd_job_cancel, "ask the station to cancel the job")):
-        p = commands.add_parser(name, help=text)
+        p = commands.add_parser(name, help=text, allow_abbrev=False)
         common(p)
         p.add_argument("job_id")
         if name == "cancel":
             p.add_argument("--reason", default="cancelled from the command line")
         p.set_defaults(func=func)
-    serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server")
+    serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server",
+                                allow_abbrev=False)
     common(serve)
     serve.add_argument("job_id")
     serve.add_argument("--openpi", required=True, metavar="ws://HOST:PORT", help="the openpi policy server")
@@ -242,7 +242,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "job":
         argv.insert(0, "job")
-    parser = argparse.ArgumentParser(prog="strands-robots")
+    refused = argv_secrets.refusal(argv)
+    if refused:
+        print(refused, file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    parser = argparse.ArgumentParser(prog="strands-robots", allow_abbrev=False)
     add_job_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

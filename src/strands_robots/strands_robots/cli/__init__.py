@@ -39,6 +39,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from strands_robots.cli import argv_secrets
 from strands_robots.cli.demo import cmd_demo
 from strands_robots.cli.echo import cmd_echo
 from strands_robots.cli.up import cmd_up, default_config_file, node_argv
@@ -47,12 +48,13 @@ __all__ = ["build_parser", "main", "default_config_file", "node_argv"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="strands-robots", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser(
-        "up", help="bring up a simulated station (relay, driver, rollout, station) and run the demo job; "
-                   "--relay: take jobs from a relay; --rollout: only the driver and the rollout node",
+        "up", allow_abbrev=False,
+        help="bring up a simulated station (relay, driver, rollout, station) and run the demo job; "
+             "--relay: take jobs from a relay; --rollout: only the driver and the rollout node",
         description="Without options: a local relay, the arm driver, rollout and station nodes, the demo job "
                     "submitted and its policy served through the relay, a progress bar and the summary (exit 0 "
                     "when the job SUCCEEDED). --relay-credentials FILE (or --relay ADDR with the token in "
@@ -71,7 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     station.add_argument("--station-id", default=None, help="with --relay: this station's id (default sim_station)")
     station.add_argument("--state-dir", default=None,
                          help="with a relay: where job state persists (default $XDG_STATE_HOME/strands_robots/<id>)")
-    station.add_argument("--station-token", default=None, help=argparse.SUPPRESS)  # refused with where tokens go
     station.add_argument("--verbose", action="store_true", help="print every node's output")
     rollout = up.add_argument_group("--rollout: the driver and the rollout node only")
     rollout.add_argument("--rollout", action="store_true", help="bring up only the driver and the rollout node")
@@ -151,6 +152,10 @@ def _delegate(name: str, argv: "list[str]") -> int:
 
 def main(argv: "Sequence[str] | None" = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    refused = argv_secrets.refusal(argv)
+    if refused:  # before any parser: no command takes a secret on argv (cli/argv_secrets.py)
+        print(refused, file=sys.stderr, flush=True)
+        return 2
     if argv and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
     args = build_parser().parse_args(argv)

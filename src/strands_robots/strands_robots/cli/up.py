@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from strands_robots.cli import argv_secrets
 from strands_robots.cli._ros import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 from strands_robots.supervisor import Supervisor
@@ -68,8 +69,8 @@ def _usage_error(text: str) -> int:
 
 _ROLLOUT_ONLY = ("config_file", "policy", "control_frequency", "duration", "episodes")
 _ROLLOUT_DEFAULTS = {"policy": "mock", "control_frequency": 50.0, "duration": 5.0, "episodes": 1}
-_STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir", "station_token")
-TOKEN_ENV = "STRANDS_ROBOTS_STATION_TOKEN"
+_STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir")
+TOKEN_ENV = argv_secrets.STATION_TOKEN_ENV
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -95,10 +96,6 @@ def _station(args: argparse.Namespace) -> int:
     import os
     import tempfile
 
-    if getattr(args, "station_token", None) is not None:
-        return _usage_error(f"--station-token is gone: a token on the command line is visible to every user of "
-                            f"this machine; give --relay-credentials FILE (0600) or --relay ADDR with the token in "
-                            f"{TOKEN_ENV}")
     if args.relay and args.relay_credentials:
         return _usage_error("--relay and --relay-credentials: give one (the credentials file names the relay)")
     token = os.environ.get(TOKEN_ENV, "").strip()
