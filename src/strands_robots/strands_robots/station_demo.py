@@ -444,7 +444,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
 
     def out(name: str, line: str) -> None:
         log_lines.append(f"[{name}] {line}")
-        if not quiet_nodes or " ERROR" in line or "Traceback" in line:
+        # errors, and who cleared which safety stop (a person's act, so it is shown even when nodes are quiet)
+        if not quiet_nodes or " ERROR" in line or "Traceback" in line or "cleared the safety stop" in line:
             write(f"[{name}] {line}")
 
     with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
