@@ -11,5 +11,5 @@ dirs=(src/strands_robots/test)
 [ -d test ] && dirs+=(test)
 # A test that fails is run again (at most twice) before it counts as failed: a few of the DDS and process tests
 # still flake when the 2-core machine stalls a node process for a few hundred ms. Every rerun is reported (an
-# "R" in the progress line and "N rerun" in the summary), so a flake stays visible.
-python -m pytest -p no:cacheprovider -q --reruns 2 --reruns-delay 1 "${dirs[@]}" "$@"
+# "R" in the progress line, "N rerun" in the summary and, with -rR, each rerun test named), so a flake stays visible.
+python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${dirs[@]}" "$@"
