@@ -1,5 +1,6 @@
 from strands_robots.relay.proto import evaluation_pb2 as _evaluation_pb2
 from strands_robots.relay.proto import policy_session_pb2 as _policy_session_pb2
+from strands_robots.relay.proto import recording_pb2 as _recording_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -45,3 +46,41 @@ class CancelJobResponse(_message.Message):
     ALREADY_TERMINAL_FIELD_NUMBER: _ClassVar[int]
     already_terminal: bool
     def __init__(self, already_terminal: _Optional[bool] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "states")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes_done", "submitted_unix_ms", "updated_unix_ms", "message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_DONE_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    station_id: str
+    state: str
+    episodes_total: int
+    episodes_done: int
+    submitted_unix_ms: int
+    updated_unix_ms: int
+    message: str
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

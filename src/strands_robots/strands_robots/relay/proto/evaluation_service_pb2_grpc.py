@@ -6,6 +6,7 @@ import warnings
 from strands_robots.relay.proto import evaluation_pb2 as strands__robots_dot_relay_dot_proto_dot_evaluation__pb2
 from strands_robots.relay.proto import evaluation_service_pb2 as strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2
 from strands_robots.relay.proto import policy_session_pb2 as strands__robots_dot_relay_dot_proto_dot_policy__session__pb2
+from strands_robots.relay.proto import recording_pb2 as strands__robots_dot_relay_dot_proto_dot_recording__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -56,6 +57,21 @@ class EvaluationStub:
                 request_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
                 response_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/strands_robots.relay.v1.Evaluation/ListJobs',
+                request_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.ListRecordings = channel.unary_unary(
+                '/strands_robots.relay.v1.Evaluation/ListRecordings',
+                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
+                _registered_method=True)
+        self.DownloadRecording = channel.unary_stream(
+                '/strands_robots.relay.v1.Evaluation/DownloadRecording',
+                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+                _registered_method=True)
 
 
 class EvaluationServicer:
@@ -92,6 +108,29 @@ class EvaluationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """This client's own jobs, newest submitted first, page by page; states filters by state (empty: all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRecordings(self, request, context):
+        """The recordings the relay holds for one of this client's jobs (another's job: NOT_FOUND, like an unknown one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadRecording(self, request, context):
+        """One episode's recording: a header (size, SHA-256) then the bytes in order; the client checks both.
+        NOT_FOUND for another client's job, like an unknown one; FAILED_PRECONDITION naming why for a recording the
+        relay refused (larger than max_recording_bytes, its bytes not matching its SHA-256).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -114,6 +153,21 @@ def add_EvaluationServicer_to_server(servicer, server):
                     servicer.ServePolicy,
                     request_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
                     response_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.FromString,
+                    response_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'ListRecordings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRecordings,
+                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.FromString,
+                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.SerializeToString,
+            ),
+            'DownloadRecording': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadRecording,
+                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.FromString,
+                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -224,6 +278,87 @@ class Evaluation:
             '/strands_robots.relay.v1.Evaluation/ServePolicy',
             strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
             strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/ListJobs',
+            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
+            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRecordings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/ListRecordings',
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadRecording(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/DownloadRecording',
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
             options,
             channel_credentials,
             insecure,

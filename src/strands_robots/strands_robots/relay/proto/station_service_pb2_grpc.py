@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strands_robots.relay.proto import policy_session_pb2 as strands__robots_dot_relay_dot_proto_dot_policy__session__pb2
+from strands_robots.relay.proto import recording_pb2 as strands__robots_dot_relay_dot_proto_dot_recording__pb2
 from strands_robots.relay.proto import station_service_pb2 as strands__robots_dot_relay_dot_proto_dot_station__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -55,6 +56,11 @@ class StationStub:
                 request_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
                 response_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
                 _registered_method=True)
+        self.UploadRecording = channel.stream_unary(
+                '/strands_robots.relay.v1.Station/UploadRecording',
+                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
+                _registered_method=True)
 
 
 class StationServicer:
@@ -89,6 +95,14 @@ class StationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadRecording(self, request_iterator, context):
+        """An episode's recording for its job's team: header first (size, SHA-256), then the bytes. RESOURCE_EXHAUSTED
+        past the relay's max_recording_bytes, DATA_LOSS when the bytes do not match the header's size or SHA-256.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +125,11 @@ def add_StationServicer_to_server(servicer, server):
                     servicer.PolicySession,
                     request_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
                     response_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
+            ),
+            'UploadRecording': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadRecording,
+                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -221,6 +240,33 @@ class Station:
             '/strands_robots.relay.v1.Station/PolicySession',
             strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
             strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadRecording(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/strands_robots.relay.v1.Station/UploadRecording',
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+            strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
             options,
             channel_credentials,
             insecure,
