@@ -19,17 +19,33 @@ class Tensor(_message.Message):
     data: bytes
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., dtype: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class EncodedImage(_message.Message):
+    __slots__ = ("format", "data", "width", "height", "channels")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    format: str
+    data: bytes
+    width: int
+    height: int
+    channels: int
+    def __init__(self, format: _Optional[str] = ..., data: _Optional[bytes] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., channels: _Optional[int] = ...) -> None: ...
+
 class Value(_message.Message):
-    __slots__ = ("number", "text", "tensor", "flag")
+    __slots__ = ("number", "text", "tensor", "flag", "image")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TENSOR_FIELD_NUMBER: _ClassVar[int]
     FLAG_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
     number: float
     text: str
     tensor: Tensor
     flag: bool
-    def __init__(self, number: _Optional[float] = ..., text: _Optional[str] = ..., tensor: _Optional[_Union[Tensor, _Mapping]] = ..., flag: _Optional[bool] = ...) -> None: ...
+    image: EncodedImage
+    def __init__(self, number: _Optional[float] = ..., text: _Optional[str] = ..., tensor: _Optional[_Union[Tensor, _Mapping]] = ..., flag: _Optional[bool] = ..., image: _Optional[_Union[EncodedImage, _Mapping]] = ...) -> None: ...
 
 class Observation(_message.Message):
     __slots__ = ("values",)
@@ -69,11 +85,53 @@ class SessionOpen(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class CameraNeed(_message.Message):
+    __slots__ = ("name", "height", "width")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    height: int
+    width: int
+    def __init__(self, name: _Optional[str] = ..., height: _Optional[int] = ..., width: _Optional[int] = ...) -> None: ...
+
+class ActionRange(_message.Message):
+    __slots__ = ("key", "low", "high")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    low: float
+    high: float
+    def __init__(self, key: _Optional[str] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+
+class PolicySpec(_message.Message):
+    __slots__ = ("action_keys", "action_dim", "observation_keys", "cameras", "control_frequency_hz", "action_ranges", "source", "metadata_json")
+    ACTION_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ACTION_DIM_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_KEYS_FIELD_NUMBER: _ClassVar[int]
+    CAMERAS_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FREQUENCY_HZ_FIELD_NUMBER: _ClassVar[int]
+    ACTION_RANGES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    action_keys: _containers.RepeatedScalarFieldContainer[str]
+    action_dim: int
+    observation_keys: _containers.RepeatedScalarFieldContainer[str]
+    cameras: _containers.RepeatedCompositeFieldContainer[CameraNeed]
+    control_frequency_hz: float
+    action_ranges: _containers.RepeatedCompositeFieldContainer[ActionRange]
+    source: str
+    metadata_json: str
+    def __init__(self, action_keys: _Optional[_Iterable[str]] = ..., action_dim: _Optional[int] = ..., observation_keys: _Optional[_Iterable[str]] = ..., cameras: _Optional[_Iterable[_Union[CameraNeed, _Mapping]]] = ..., control_frequency_hz: _Optional[float] = ..., action_ranges: _Optional[_Iterable[_Union[ActionRange, _Mapping]]] = ..., source: _Optional[str] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+
 class SessionAttach(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "spec")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    spec: PolicySpec
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[PolicySpec, _Mapping]] = ...) -> None: ...
 
 class EpisodeStart(_message.Message):
     __slots__ = ("episode_id", "task", "action_keys", "control_frequency", "action_horizon")
@@ -112,10 +170,12 @@ class JobEnded(_message.Message):
     def __init__(self, status: _Optional[_Union[_evaluation_pb2.JobStatus, _Mapping]] = ...) -> None: ...
 
 class PolicyAttached(_message.Message):
-    __slots__ = ("client_id",)
+    __slots__ = ("client_id", "spec")
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     client_id: str
-    def __init__(self, client_id: _Optional[str] = ...) -> None: ...
+    spec: PolicySpec
+    def __init__(self, client_id: _Optional[str] = ..., spec: _Optional[_Union[PolicySpec, _Mapping]] = ...) -> None: ...
 
 class EndEpisode(_message.Message):
     __slots__ = ("reason",)
