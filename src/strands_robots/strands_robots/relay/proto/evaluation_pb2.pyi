@@ -88,7 +88,7 @@ class ScoredItem(_message.Message):
     def __init__(self, name: _Optional[str] = ..., question: _Optional[str] = ..., answer_type: _Optional[_Union[AnswerType, str]] = ..., yes_no: _Optional[bool] = ..., count: _Optional[int] = ..., choice_index: _Optional[int] = ..., points: _Optional[float] = ..., max_points: _Optional[float] = ..., is_success_item: _Optional[bool] = ...) -> None: ...
 
 class EpisodeResult(_message.Message):
-    __slots__ = ("episode_id", "end_condition", "scored", "success", "score", "items", "task", "taken_over", "end_detail", "run_id")
+    __slots__ = ("episode_id", "end_condition", "scored", "success", "score", "items", "task", "taken_over", "end_detail", "run_id", "recording_sha256")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     END_CONDITION_FIELD_NUMBER: _ClassVar[int]
     SCORED_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class EpisodeResult(_message.Message):
     TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
     END_DETAIL_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDING_SHA256_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     end_condition: str
     scored: bool
@@ -109,10 +110,11 @@ class EpisodeResult(_message.Message):
     taken_over: bool
     end_detail: str
     run_id: str
-    def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    recording_sha256: str
+    def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ..., recording_sha256: _Optional[str] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence")
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence", "provenance")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +124,7 @@ class JobStatus(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     STATION_LAST_HEARD_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     station_id: str
     state: str
@@ -131,4 +134,27 @@ class JobStatus(_message.Message):
     message: str
     station_last_heard_unix_ms: int
     sequence: int
-    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
+    provenance: Provenance
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+
+class ConfigHash(_message.Message):
+    __slots__ = ("name", "path", "sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    sha256: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class Provenance(_message.Message):
+    __slots__ = ("software_version", "git_revision", "config_files", "policy_spec_json")
+    SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GIT_REVISION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FILES_FIELD_NUMBER: _ClassVar[int]
+    POLICY_SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    software_version: str
+    git_revision: str
+    config_files: _containers.RepeatedCompositeFieldContainer[ConfigHash]
+    policy_spec_json: str
+    def __init__(self, software_version: _Optional[str] = ..., git_revision: _Optional[str] = ..., config_files: _Optional[_Iterable[_Union[ConfigHash, _Mapping]]] = ..., policy_spec_json: _Optional[str] = ...) -> None: ...
