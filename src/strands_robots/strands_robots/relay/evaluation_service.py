@@ -1,0 +1,154 @@
+"""The client-facing service (``SubmitJob``, ``GetStatus``, ``CancelJob``, ``ServePolicy``), as coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+
+from strands_robots.relay import job_request
+from strands_robots.relay.auth import KIND_CLIENT, Principal
+from strands_robots.relay.core import CLIENT_GONE, Refused, RelayCore, checked_text, pump
+from strands_robots.relay.proto import evaluation_service_pb2 as es
+from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.relay.sessions import END, SessionBusy
+from strands_robots.relay.store import (
+    JobExists,
+    JobRecord,
+)
+from strands_robots.relay.text_limits import (
+    check_cancel_reason,
+    check_id,
+    cut_policy_reply,
+)
+
+_log = logging.getLogger("strands_robots.relay")
+
+
+class EvaluationServicer:
+    """The client-facing service (``SubmitJob``, ``GetStatus``, ``CancelJob``, ``ServePolicy``), as coroutines."""
+
+    def __init__(self, core: RelayCore) -> None:
+        self._core = core
+
+    async def SubmitJob(self, request, context):
+        core = self._core
+        principal = await core.principal(context, KIND_CLIENT)
+        checked_text(check_id, request.station_id, "station_id")
+        if request.HasField("job_id"):
+            checked_text(check_id, request.job_id, "job_id")
+        try:
+            job_id = job_request.check_submit(request, principal.name, core.tokens.stations)
+        except job_request.InvalidJob as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        stored = es.SubmitJobRequest()
+        stored.CopyFrom(request)
+        stored.job_id = job_id
+        content = stored.SerializeToString(deterministic=True)
+        async with core.submit_lock(principal.name):
+            if await self._same_job(principal, job_id, content):
+                return es.SubmitJobResponse(job_id=job_id)  # a retried submit
+            load = await core.run(core.store.client_load, principal.name)
+            limits = core.settings
+            if load.open_jobs + 1 > limits.max_open_jobs_per_token:
+                raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"max_open_jobs_per_token ({limits.max_open_jobs_per_token}) reached: client "
+                              f"{principal.name!r} has {load.open_jobs} job(s) not ended")
+            if load.queued_episodes + int(request.episodes) > limits.max_queued_episodes_per_token:
+                raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"max_queued_episodes_per_token ({limits.max_queued_episodes_per_token}) would be "
+                              f"passed: client {principal.name!r} has {load.queued_episodes} episode(s) still to "
+                              f"run and this job adds {request.episodes}")
+            relay_id = job_id  # the station-side id: the client's, unless another job holds it
+            for _ in range(3):
+                record = JobRecord(job_id=relay_id, client_id=principal.name, station_id=request.station_id,
+                                   request=content, submitted_unix_ms=core.clock_ms(),
+                                   episodes_total=int(request.episodes), client_job_id=job_id)
+                try:
+                    await core.run(core.store.create_job, record)
+                    break
+                except JobExists:
+                    if await self._same_job(principal, job_id, content):  # a retry another relay stored
+                        return es.SubmitJobResponse(job_id=job_id)
+                    # another team's job holds the id on the station side: ours gets a relay id, silently
+                    relay_id = job_request.new_job_id()
+            else:
+                raise Refused(grpc.StatusCode.UNAVAILABLE, f"could not store job {job_id!r}; submit it again")
+        core.notify()
+        _log.info("job %s (%s's %r) submitted for station %s (%d task(s), %d episode(s))", relay_id, principal.name,
+                  job_id, request.station_id, len(request.tasks), request.episodes)
+        return es.SubmitJobResponse(job_id=job_id)
+
+    async def _same_job(self, principal: Principal, job_id: str, content: bytes) -> bool:
+        """Return True when the client already holds ``job_id`` with this content; refuse other content."""
+        existing = await self._core.run(self._core.store.view_for_client, principal.name, job_id)
+        if existing is None:
+            return False
+        if existing.job.request == content:
+            return True
+        raise Refused(grpc.StatusCode.ALREADY_EXISTS,
+                      f"job id {job_id!r} is taken by another of your jobs (with other tasks or episodes); "
+                      f"choose another")
+
+    def GetStatus(self, request, context):
+        """Answer a poll on a pool thread (kind ``in_thread``): the hot call makes one thread hop, not two."""
+        core = self._core
+        result = core.tokens.authenticate(context.invocation_metadata(), KIND_CLIENT)
+        if result.principal is None:
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, result.reason)
+        checked_text(check_id, request.job_id, "job_id")
+        view = core.store.view_for_client(result.principal.name, request.job_id) if request.job_id else None
+        if view is None:
+            raise Refused(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r} for this client")
+        return core.status_of_view(view)
+
+    async def CancelJob(self, request, context):
+        core = self._core
+        principal = await core.principal(context, KIND_CLIENT)
+        checked_text(check_id, request.job_id, "job_id")
+        checked_text(check_cancel_reason, request.reason)
+        job = await core.own_job(principal, request.job_id)
+        if await core.terminal_status(job) is not None:
+            return es.CancelJobResponse(already_terminal=True)
+        await core.run(core.store.request_cancel, job.job_id, request.reason or f"cancelled by {principal.name}")
+        core.notify()
+        return es.CancelJobResponse(already_terminal=False)
+
+    async def ServePolicy(self, requests, context):
+        core = self._core
+        principal = await core.principal(context, KIND_CLIENT)
+        with core.stream_slot(principal):
+            await context.send_initial_metadata(())  # the relay holds the stream: the peer may wait on this
+            first = await core.first_message(requests, "ServePolicy", "attach")
+            job = await core.own_job(principal, checked_text(check_id, first.attach.job_id, "attach.job_id"))
+            final = await core.terminal_status(job)
+            if final is not None:
+                yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
+                return
+            try:
+                side = core.broker.open_client(job.job_id, principal.name)
+            except SessionBusy as exc:
+                raise Refused(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
+            pumping = asyncio.ensure_future(pump(
+                requests, lambda reply: core.broker.from_client(side, cut_policy_reply(reply)), side.outbox,
+                CLIENT_GONE))
+            try:
+                while True:
+                    try:
+                        item = await side.outbox.get(core.poll_s)
+                    except asyncio.TimeoutError:  # look for a job end another relay stored
+                        final = await core.terminal_status(job)
+                        if final is not None:
+                            yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
+                            return
+                        continue
+                    if item is END or item is CLIENT_GONE:
+                        return
+                    if isinstance(item, Refused):
+                        raise item
+                    yield item
+            finally:
+                pumping.cancel()
+                core.broker.close_client(side)
+
