@@ -360,6 +360,17 @@ class _SqlStore:
         )
         return int(rows[0][0]) if rows else None
 
+    # -- for modules beside the store with tables and queries of their own (relay/recordings.py, listing.py) --
+    blob_type = "BLOB"
+
+    def run_sql(self, template: str, params: Sequence = ()) -> list:
+        """Run one statement (``{p}`` placeholders, ``{blob}`` the dialect's blob type), committed; its rows."""
+        return self._execute(template.replace("{blob}", self.blob_type).replace("{p}", self._p), params)
+
+    def read_sql(self, template: str, params: Sequence = ()) -> list:
+        """Run one query on a reader (SQLite: beside the writer); its rows."""
+        return self._read(template.replace("{blob}", self.blob_type).replace("{p}", self._p), params)
+
 
 class SqliteStore(_SqlStore):
     """The embedded default: one SQLite file in WAL mode, one writer (a lock), committed on every call.
@@ -451,6 +462,7 @@ class PostgresStore(_SqlStore):
     """
 
     _p = "%s"
+    blob_type = "BYTEA"
 
     def __init__(self, conninfo: str, pool_size: int = 4) -> None:
         super().__init__()
