@@ -115,3 +115,39 @@ def test_foxglove_client_subscribes_and_decodes_live_and_latched_messages(ros_co
     assert proc.returncode == 0, stderr
     if command != "foxglove":  # the same messages went into the file
         assert "wrote" in stdout and (tmp_path / "both.mcap").stat().st_size > 0
+
+
+def test_foxglove_streams_the_camera_jpegs_and_camera_info_of_a_real_camera_node():
+    from test_camera_node import CameraProcess  # the camera node process and a probe playing the driver
+
+    from strands_robots.cameras import jpeg
+
+    cam = CameraProcess()
+    proc = start_module("strands_robots.monitoring.foxglove_live", "--namespace", cam.ns, "--port", "0",
+                        "--topics", "job_status")
+    try:
+        match = re.search(r"ws://(127\.0\.0\.1):(\d+)", proc.stdout.readline())
+        assert match, "no server address printed"
+        cam.wait_new("scene/image_raw/compressed", n=3)
+        wanted = [f"{cam.ns}/scene/image_raw/compressed", f"{cam.ns}/wrist/image_raw/compressed",
+                  f"{cam.ns}/scene/camera_info"]
+        channels, received = asyncio.run(subscribe_and_take(f"ws://127.0.0.1:{match.group(2)}", wanted, wanted=12,
+                                                            timeout_s=60.0))
+    finally:
+        stdout, stderr = stop_process(proc)
+        cam.close()
+    by_topic = {ch["topic"]: ch for ch in channels.values()}
+    assert set(wanted) <= set(by_topic), sorted(by_topic)
+    image_channel = by_topic[wanted[0]]
+    assert image_channel["schemaName"] == "sensor_msgs/msg/CompressedImage"
+    assert image_channel["encoding"] == "cdr" and image_channel["schemaEncoding"] == "ros2msg"
+    got = {t for t, _ in received}
+    assert set(wanted) <= got, f"not every camera topic reached the client: {got}"
+    for topic in wanted[:2]:
+        msg = decode(image_channel, next(p for t, p in received if t == topic))
+        assert msg.format == "rgb8; jpeg compressed bgr8"
+        assert jpeg.decode(bytes(msg.data)).shape == (224, 224, 3)
+        assert msg.header.frame_id == f"{topic.split('/')[-3]}_optical_frame"
+    info = decode(by_topic[wanted[2]], next(p for t, p in received if t == wanted[2]))
+    assert (info.width, info.height, info.distortion_model) == (224, 224, "plumb_bob")
+    assert proc.returncode == 0, stderr

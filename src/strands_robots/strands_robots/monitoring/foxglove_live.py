@@ -1,6 +1,7 @@
 """``--foxglove``: the live strands topics over the Foxglove WebSocket protocol (foxglove-sdk).
 
-One channel per live topic, under its live name, with the message type's complete ``ros2msg`` definition as its
+One channel per live topic (each camera's ``image_raw/compressed`` and ``camera_info`` among them, so Foxglove's
+Image panel shows the cameras), under its live name, with the message type's complete ``ros2msg`` definition as its
 schema and the CDR bytes as published (the same schemas ``record`` writes), so Foxglove decodes them as it decodes
 a ROS 2 bag. The server listens on 127.0.0.1 unless told otherwise: it has no authentication.
 
@@ -15,8 +16,10 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from strands_robots.monitoring.topics import StrandsTopic, topics_in
+from strands_robots.monitoring.topics import StrandsTopic
 from strands_robots.rollout.msg_schema import MsgDefinitions, canonical_type_name
+
+from strands_robots.monitoring.serve import add_topic_arguments, chosen_topics, run_live
 
 __all__ = ["FoxgloveLive", "build_parser", "main"]
 
@@ -104,8 +107,7 @@ class _Listener:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strands-robots foxglove",
                                      description="serve the live strands topics to Foxglove (no recording)")
-    parser.add_argument("--namespace", default="strands")
-    parser.add_argument("--topics", nargs="*", default=None, help="relative topic names (default: all)")
+    add_topic_arguments(parser)
     parser.add_argument("--host", default=DEFAULT_HOST, help="listen address (default loopback)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
@@ -116,17 +118,21 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     """Serve until Ctrl-C / SIGTERM or ``--duration``; 2 when the topics or the server are refused."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     from strands_robots.cli._ros import ros_env_check
-    from strands_robots.monitoring.record import run_live
 
     ros_env_check("foxglove")
     try:
-        topics = topics_in(args.namespace, args.topics)
+        topics = chosen_topics(args)
     except ValueError as exc:
         print(f"strands-robots foxglove: {exc}", file=sys.stderr, flush=True)
         return 2
-    live_args = argparse.Namespace(foxglove=True, foxglove_host=args.host, foxglove_port=args.port,
-                                   duration=args.duration, namespace=args.namespace, latch_wait=0.0)
-    return run_live(live_args, topics, None)
+    try:
+        live = FoxgloveLive(topics, host=args.host, port=args.port)
+    except Exception as exc:  # the port is taken, the SDK missing: say so
+        print(f"strands-robots foxglove: cannot serve Foxglove: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(f"foxglove: ws://{args.host}:{live.port}", flush=True)
+    return run_live(topics, namespace=args.namespace, recorder=None, live=live, duration_s=args.duration,
+                    program="foxglove")
 
 
 if __name__ == "__main__":

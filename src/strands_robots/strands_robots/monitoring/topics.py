@@ -18,6 +18,11 @@ topic                   type                                      QoS kind
 ``/diagnostics``        ``diagnostic_msgs/msg/DiagnosticArray``    diagnostics
 ======================  ========================================  ===========
 
+and per camera ``<camera>`` (:func:`camera_topics`, the camera node's topics: ``nodes/camera_node.py``)
+``<camera>/image_raw/compressed`` (``sensor_msgs/msg/CompressedImage``) and ``<camera>/camera_info``
+(``sensor_msgs/msg/CameraInfo``), QoS kind sensor (best effort, as camera drivers publish). The raw
+``image_raw`` is not among them: a tool records and streams the JPEG, as image_transport's users do.
+
 A latched topic's subscriber must be transient-local too, or it never receives the sample published before it
 joined; every tool here subscribes with the publisher's own profile.
 """
@@ -26,14 +31,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QOS_KINDS", "StrandsTopic", "STRANDS_TOPICS", "LATCHED", "resolve", "topics_in"]
+__all__ = ["QOS_KINDS", "StrandsTopic", "STRANDS_TOPICS", "LATCHED", "SENSOR", "camera_topics", "resolve",
+           "topics_in"]
 
 EVENT = "event"
 LATCHED = "latched"
 STATE = "state"
 COMMAND = "command"
 DIAGNOSTICS = "diagnostics"
-QOS_KINDS = (EVENT, LATCHED, STATE, COMMAND, DIAGNOSTICS)
+SENSOR = "sensor"
+QOS_KINDS = (EVENT, LATCHED, STATE, COMMAND, DIAGNOSTICS, SENSOR)
+
+COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,13 @@ STRANDS_TOPICS: tuple[StrandsTopic, ...] = (
 )
 
 
+def camera_topics(cameras: "list[str] | tuple[str, ...]") -> tuple[StrandsTopic, ...]:
+    """``<camera>/image_raw/compressed`` and ``<camera>/camera_info`` of each camera, in the given order."""
+    return tuple(t for cam in cameras for t in (StrandsTopic(f"{cam}/image_raw/compressed", COMPRESSED_IMAGE_TYPE,
+                                                             SENSOR),
+                                                 StrandsTopic(f"{cam}/camera_info", CAMERA_INFO_TYPE, SENSOR)))
+
+
 def resolve(namespace: str, name: str) -> str:
     """``/ns/name`` for a relative name, ``name`` itself when it is absolute."""
     if name.startswith("/"):
@@ -75,8 +92,13 @@ def resolve(namespace: str, name: str) -> str:
     return f"/{ns}/{name}" if ns else f"/{name}"
 
 
-def topics_in(namespace: str, names: "list[str] | tuple[str, ...] | None" = None) -> list[tuple[str, StrandsTopic]]:
+def topics_in(namespace: str, names: "list[str] | tuple[str, ...] | None" = None,
+              cameras: "list[str] | tuple[str, ...]" = (), camera_namespace: "str | None" = None,
+              ) -> list[tuple[str, StrandsTopic]]:
     """``(live name, topic)`` for every strands topic, or only those whose relative name is in ``names``.
+
+    Then the topics of each camera in ``cameras`` (:func:`camera_topics`), under ``camera_namespace``
+    (default: ``namespace``).
 
     :raises ValueError: a name in ``names`` is not a strands topic (the message lists the known ones).
     """
@@ -87,4 +109,5 @@ def topics_in(namespace: str, names: "list[str] | tuple[str, ...] | None" = None
         if unknown:
             raise ValueError(f"not a strands topic: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         chosen = [known[n.lstrip("/")] for n in names]
-    return [(t.resolve(namespace), t) for t in chosen]
+    cam_ns = namespace if camera_namespace is None else camera_namespace
+    return [(t.resolve(namespace), t) for t in chosen] + [(t.resolve(cam_ns), t) for t in camera_topics(cameras)]

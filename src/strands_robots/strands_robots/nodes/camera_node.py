@@ -110,6 +110,7 @@ class CameraNode(Node):
                 camera_msgs.frame_id(c.name, prefix),
             )
         self.published = {c.name: 0 for c in self.camera_set.cameras}
+        self.compressed_published = {c.name: 0 for c in self.camera_set.cameras}  # only while someone subscribes
         self.render_failures = {c.name: 0 for c in self.camera_set.cameras}
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -234,6 +235,7 @@ class CameraNode(Node):
         raw_pub.publish(camera_msgs.image_msg(image, stamp, frame))
         if jpeg_pub.get_subscription_count():  # encode only for someone
             jpeg_pub.publish(camera_msgs.compressed_msg(jpeg.encode(image, cam.jpeg_quality), stamp, frame))
+            self.compressed_published[cam.name] += 1
         info_pub.publish(camera_msgs.info_msg(k, stamp, frame))
         self.published[cam.name] += 1
 
@@ -267,7 +269,8 @@ def main(args: Optional[List[str]] = None) -> int:
                                         "the camera node exits non-zero")
                 code = 1
                 break
-        node.get_logger().info("frames published: " + ", ".join(f"{n} {c}" for n, c in node.published.items()))
+        node.get_logger().info("frames published: " + ", ".join(
+            f"{n} {c} ({node.compressed_published[n]} compressed)" for n, c in node.published.items()))
     except (CameraConfigError, ValueError) as exc:
         print(f"camera_node: {exc}", file=sys.stderr, flush=True)
         code = 2

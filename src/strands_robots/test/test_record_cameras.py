@@ -1,0 +1,81 @@
+"""Camera topics in the recordings: a real camera node's every JPEG frame and camera info, read back by the reader.
+
+The camera node (its own process, MuJoCo renders) and ``strands-robots record`` (its own process) run over real
+DDS; the node renders nothing before the driver's first ``joint_states``, so every frame it publishes is published
+after the recorder subscribed. Its closing line says how many frames (and JPEGs) it published per camera.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mcap_ros2", reason="mcap-ros2-support is not installed (requirements/python.txt)")
+
+from monitor_helpers import start_module, stop_process  # noqa: E402
+from test_camera_node import CameraProcess  # noqa: E402  (the camera node process and a probe playing the driver)
+
+from ros_harness import wait_for  # noqa: E402
+from strands_robots.monitoring.recorded_frames import camera_of, decode, read_cameras  # noqa: E402
+
+CAMERAS = ("scene", "wrist")
+
+
+def published_counts(lines: list) -> dict:
+    """``{camera: (frames, jpegs)}`` from the camera node's closing ``frames published:`` line."""
+    text = "".join(lines)
+    line = [ln for ln in text.splitlines() if "frames published:" in ln]
+    assert line, f"the camera node never said what it published:\n{text[-2000:]}"
+    return {m.group(1): (int(m.group(2)), int(m.group(3)))
+            for m in re.finditer(r"(\w+) (\d+) \((\d+) compressed\)", line[-1])}
+
+
+def subscribers(cam: CameraProcess, topic: str) -> int:
+    return cam.node.count_subscribers(f"{cam.ns}/{topic}")
+
+
+def test_record_holds_every_frame_the_camera_node_published_under_its_live_name(tmp_path):
+    cam = CameraProcess(joints=False)  # no joint_states yet: the node renders and publishes nothing
+    out = tmp_path / "station.mcap"
+    recorder = None
+    try:
+        recorder = start_module("strands_robots.monitoring.record", "-o", str(out), "--namespace", cam.ns,
+                                "--topics", "joint_states", "--latch-wait", "0.2")
+        # The probe subscribes to every camera topic too: wait for the recorder's subscription beside it.
+        assert wait_for(lambda: all(subscribers(cam, f"{c}/{t}") >= 2 for c in CAMERAS
+                                    for t in ("image_raw/compressed", "camera_info")), 30.0), \
+            "the recorder never subscribed to the camera topics"
+        assert wait_for(lambda: all(cam.node.count_publishers(f"{cam.ns}/{c}/image_raw/compressed") == 1
+                                    for c in CAMERAS), 30.0)
+        cam.publish_joints = True  # the driver is up: frames from now on
+        cam.wait_new("scene/image_raw/compressed", n=20)
+        cam.wait_new("wrist/image_raw/compressed", n=20)
+        cam.proc.send_signal(2)
+        cam.proc.wait(30.0)
+        assert wait_for(lambda: "frames published:" in "".join(cam.lines), 10.0)
+    finally:
+        if recorder is not None:
+            stdout, stderr = stop_process(recorder)
+        cam.close()
+    assert recorder.returncode == 0, stderr
+    counts = published_counts(cam.lines)
+    assert set(counts) == set(CAMERAS)
+    recorded = read_cameras(out)
+    topics = {f"{cam.ns}/{c}/image_raw/compressed" for c in CAMERAS}
+    assert set(recorded.frames) == topics                            # the live names
+    assert set(recorded.infos) == {f"{cam.ns}/{c}/camera_info" for c in CAMERAS}
+    for topic, frames in recorded.frames.items():
+        name = camera_of(topic)
+        published, jpegs = counts[name]
+        assert jpegs == published >= 20, f"{name}: JPEGs published without a subscriber: {counts}"
+        assert len(frames) == jpegs, f"{name}: {len(frames)} frames recorded, {jpegs} published"
+        assert len(recorded.infos[f"{cam.ns}/{name}/camera_info"]) == published
+        stamps = [f.stamp_ns for f in frames]
+        assert len(set(stamps)) == len(stamps) and stamps == sorted(stamps)  # each frame once, in order
+        first, last = decode(frames[0]), decode(frames[-1])
+        assert first.shape == (224, 224, 3) and first.dtype == np.uint8 and last.shape == (224, 224, 3)
+        assert frames[0].format == "rgb8; jpeg compressed bgr8"
+        # the camera info names the same frames: stamps shared one to one
+        assert stamps == [s for s, _, _ in recorded.infos[f"{cam.ns}/{name}/camera_info"]]
