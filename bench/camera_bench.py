@@ -130,7 +130,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Image, JointState
 
-    from strands_robots import convert
+    from strands_robots.conversions.joint_state import joint_state_robot_time_s
     from strands_robots.nodes._qos import STATE_QOS
     from strands_robots.nodes.camera_msgs import IMAGE_QOS
 
@@ -141,7 +141,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
     arrivals: list = []
     frames = {"scene": 0, "wrist": 0}
     node.create_subscription(JointState, "joint_states", lambda m: arrivals.append(
-        (time.monotonic(), convert.joint_state_robot_time_s(m))), STATE_QOS)
+        (time.monotonic(), joint_state_robot_time_s(m))), STATE_QOS)
     for cam in frames:
         def on_image(_m, cam=cam):
             with lock:

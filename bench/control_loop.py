@@ -715,7 +715,7 @@ def microbench(n: int = 100_000) -> dict:
     # The rollout node's publishing observer: the control thread's share (copies + put_nowait) while its
     # thread converts to ROS messages (publish itself a no-op), then the conversion alone.
     try:
-        from strands_robots.convert import event_to_msg
+        from strands_robots.conversions.events import event_to_msg
         from strands_robots.nodes.event_publisher import QueuedEventPublisher
 
         m = 20_000

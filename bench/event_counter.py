@@ -9,7 +9,7 @@ and exits (0, or 3 on a timeout)::
     python bench/event_counter.py --topic /bench/observer_events --runs 1 --timeout 60
 
 The callback is kept minimal (header fields only); only the Ended payload is converted
-(``strands_robots.convert.msg_to_event``) to report what the rollout itself counted.
+(``strands_robots.conversions.events.msg_to_event``) to report what the rollout itself counted.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class Counter:
 
 def _ended_summary(msg: Any) -> dict:
     try:
-        from strands_robots.convert import msg_to_event
+        from strands_robots.conversions.events import msg_to_event
 
         e = msg_to_event(msg)
         return {"applied_actions": e.applied_actions, "missed_deadlines": e.missed_deadlines,

@@ -36,10 +36,10 @@ WAITING = "waiting for an operator to clear the safety stop"
 
 
 def ros_task(task_id, **params):
-    from strands_robots import convert
+    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.station.job_file import task_from_mapping
 
-    return convert.station_task_to_msg(task_from_mapping(
+    return station_task_to_msg(task_from_mapping(
         {"task_id": task_id, "instruction": f"do {task_id}", "layout": "table", "parameters": params,
          "scoring": SHEET}, 0))
 

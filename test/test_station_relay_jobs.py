@@ -493,10 +493,10 @@ class RosCaller:
 
 
 def ros_tasks(*tasks_):
-    from strands_robots import convert
+    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.station.job_file import task_from_mapping
 
-    return [convert.station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(tasks_)]
+    return [station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(tasks_)]
 
 
 def test_a_job_submitted_over_ros_is_persisted_before_the_answer_and_survives_a_sigkill(station):

@@ -1,7 +1,7 @@
 """What the monitor shows, folded from the station's streams — plain Python, no ROS and no Qt.
 
 The widget hands it what arrives (observer events as the core dataclasses, everything else as the message's dict
-form, ``strands_robots.convert.msg_to_dict``) and reads back rows and lines to display. Folding rules:
+form, ``strands_robots.conversions.introspection.msg_to_dict``) and reads back rows and lines to display. Folding rules:
 
 - **Observer stream.** One :class:`RunView` per ``run_id``: a step table (the latest ``max_rows`` steps), the
   resolution breakdown (full / partial / none / unknown), observation age (last, mean, max), steps that ran after

@@ -58,7 +58,8 @@ class RosLink:
                                              SafetyStop)
         from strands_robots_msgs.srv import ClearSafetyStop, Discard, Resume, SubmitScoreSheet, Takeover
 
-        from strands_robots.convert import msg_to_dict, msg_to_event
+        from strands_robots.conversions.events import msg_to_event
+        from strands_robots.conversions.introspection import msg_to_dict
         from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
 
         self.node, self.namespace, self.inbox = node, namespace, inbox

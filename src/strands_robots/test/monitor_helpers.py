@@ -114,7 +114,7 @@ class Publishers:
         from strands_robots.monitoring.live import qos_profile
         from strands_robots.monitoring.topics import topics_in
 
-        from strands_robots.convert import message_class
+        from strands_robots.conversions.messages import message_class
 
         self.node = rclpy.create_node("monitor_test_publishers", context=context)
         self.pubs = {}
@@ -126,12 +126,12 @@ class Publishers:
         self.pubs[name].publish(msg)
 
     def publish_dict(self, name: str, type_name: str, d: dict) -> None:
-        from strands_robots.convert import dict_to_msg
+        from strands_robots.conversions.introspection import dict_to_msg
 
         self.pubs[name].publish(dict_to_msg(type_name, d))
 
     def publish_event(self, event, dropped_before: int = 0) -> None:
-        from strands_robots.convert import event_to_msg
+        from strands_robots.conversions.events import event_to_msg
 
         self.pubs["observer_events"].publish(event_to_msg(event, dropped_before))
 

@@ -36,7 +36,11 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from strands_robots_msgs.msg import DriverStatus, LeaseState, SafetyStop  # noqa: E402
 from strands_robots_msgs.msg import SafetyCheck as SafetyCheckMsg  # noqa: E402
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.joint_state import (  # noqa: E402
+    driver_joint_state_to_observation, joint_state_robot_time_s,
+)
+from strands_robots.conversions.messages import time_to_ns  # noqa: E402
+from strands_robots.conversions.safety import msg_to_safety_check  # noqa: E402
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
@@ -269,7 +273,7 @@ def test_torque_trip_publishes_safety_stop_naming_every_check(active):
     assert wait_for(lambda: got, 10.0), "late subscriber got no SafetyStop"
     msg = got[-1]
     assert msg.stopped
-    assert [convert.msg_to_safety_check(c) for c in msg.checks] == list(tripped)
+    assert [msg_to_safety_check(c) for c in msg.checks] == list(tripped)
     texts = [c.text for c in msg.checks]
     assert texts == [c.text() for c in tripped]
     assert all(TEXT_FORM.match(t) for t in texts), texts
@@ -451,7 +455,7 @@ def test_lifecycle_transitions_configure_activate_deactivate_cleanup(harness):
     js = joint_states[-1]
     assert list(js.name) == list(statuses[-1].actuator_keys)
     assert len(js.position) == len(js.velocity) == len(js.effort) == 14
-    stamps = [convert.time_to_ns(m.header.stamp) for m in joint_states[-10:]]
+    stamps = [time_to_ns(m.header.stamp) for m in joint_states[-10:]]
     assert stamps == sorted(stamps) and stamps[-1] > 0  # robot time, advancing
 
     assert transition(Transition.TRANSITION_DEACTIVATE) and state() == "inactive"
@@ -633,7 +637,7 @@ def test_stale_and_out_of_order_commands_over_dds_apply_nothing(active):
     assert list(older.unresolved_reasons) == ["out_of_order", "out_of_order"]
     assert commanded_targets(h, keys) == before, "a refused command moved a target"
     assert probe.send(keys, [0.06, -0.06], token, "r", 7).applied_keys == keys
-    assert convert.time_to_ns(stale.received) >= past
+    assert time_to_ns(stale.received) >= past
 
 
 def test_inactive_driver_answers_every_streamed_command(active):
@@ -722,7 +726,7 @@ def test_configure_time_parameters_are_refused_once_configured(harness, tmp_path
 
 
 def robot_times(messages):
-    return [convert.joint_state_robot_time_s(m) for m in messages]
+    return [joint_state_robot_time_s(m) for m in messages]
 
 
 def test_control_rate_applies_at_once(active):
@@ -734,7 +738,7 @@ def test_control_rate_applies_at_once(active):
     mark = len(got)
     assert wait_for(lambda: len(got) > mark + 25, 10.0)
     # the publication deadlines, as the stamps (node clock at publication) show them: 50 ms apart now
-    stamps = [convert.time_to_ns(m.header.stamp) for m in got[mark + 2:]]
+    stamps = [time_to_ns(m.header.stamp) for m in got[mark + 2:]]
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
     assert gaps[len(gaps) // 2] / 1e9 == pytest.approx(1.0 / 20.0, rel=0.2)
 
@@ -747,12 +751,12 @@ def test_joint_states_are_stamped_with_the_node_clock_and_carry_robot_time(activ
     before = h.driver.get_clock().now().nanoseconds
     assert wait_for(lambda: len(got) >= 10, 10.0)
     after = h.driver.get_clock().now().nanoseconds
-    stamps = [convert.time_to_ns(m.header.stamp) for m in got[:10]]
+    stamps = [time_to_ns(m.header.stamp) for m in got[:10]]
     assert all(before - 10**9 <= s <= after for s in stamps), "not the node clock"
     times = robot_times(got[:10])
     assert all(t is not None for t in times) and times == sorted(times)
     assert times[-1] <= h.driver.core.adapter.time_s() < before / 1e9  # robot time, not seconds since 1970
-    obs = convert.driver_joint_state_to_observation(got[9])
+    obs = driver_joint_state_to_observation(got[9])
     assert obs["sim_time_s"] == times[-1]
 
 
@@ -764,7 +768,7 @@ def test_publish_clock_offers_robot_time(harness):
     h.client.create_subscription(Clock, "/clock", got.append, STATE_QOS)
     assert h.driver.trigger_configure() == SUCCESS and h.driver.trigger_activate() == SUCCESS
     assert wait_for(lambda: len(got) >= 5, 10.0)
-    clocks = [convert.time_to_ns(m.clock) / 1e9 for m in got]
+    clocks = [time_to_ns(m.clock) / 1e9 for m in got]
     assert clocks == sorted(clocks) and 0.0 < clocks[-1] <= h.driver.core.adapter.time_s()
 
 
@@ -988,10 +992,10 @@ def test_joint_states_follow_simulation_time_with_use_sim_time(harness):
     h.client.create_subscription(JointState, "joint_states", got.append, STATE_QOS)
     assert h.driver.trigger_configure() == SUCCESS and h.driver.trigger_activate() == SUCCESS
     # the node clock follows the /clock the driver offers: stamps become robot time (a tick or so behind)
-    assert wait_for(lambda: len(got) > 20 and convert.time_to_ns(got[-1].header.stamp) > 0, 10.0)
+    assert wait_for(lambda: len(got) > 20 and time_to_ns(got[-1].header.stamp) > 0, 10.0)
     msg = got[-1]
-    stamp_s = convert.time_to_ns(msg.header.stamp) / 1e9
-    robot = convert.joint_state_robot_time_s(msg)
+    stamp_s = time_to_ns(msg.header.stamp) / 1e9
+    robot = joint_state_robot_time_s(msg)
     assert 0.0 < stamp_s <= robot + 1e-9
     assert robot - stamp_s < 0.5
 
@@ -1021,5 +1025,5 @@ def test_a_burst_of_commands_gets_every_verdict_in_order(active):
         sum(1 for (run, _) in list(probe.verdicts) if run == "burst")
     verdicts = [probe.verdicts[("burst", step)] for step in range(500)]
     assert all(list(v.applied_keys) == keys for v in verdicts)
-    received = [convert.time_to_ns(v.received) for v in verdicts]
+    received = [time_to_ns(v.received) for v in verdicts]
     assert received == sorted(received)  # applied in the order sent

@@ -105,7 +105,7 @@ def test_a_camera_frame_older_than_its_bound_ends_the_episode_before_the_policy_
 
 def test_a_step_message_carries_each_cameras_stamp_and_age_and_no_pixels():
     pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
-    from strands_robots import convert
+    from strands_robots.conversions.events import event_to_msg, msg_to_event
 
     cams = load_camera_set().with_adapter("pattern")
     sim = Simulation.with_robot("alice", cameras=cams)
@@ -114,14 +114,14 @@ def test_a_step_message_carries_each_cameras_stamp_and_age_and_no_pixels():
                          observer=lambda e: steps.append(e) if type(e).__name__ == "RunPolicyStep" else None)
     assert out["status"] == "success", out
     last = steps[-1]
-    msg = convert.event_to_msg(last)
+    msg = event_to_msg(last)
     (payload,) = msg.step
     assert list(payload.camera_names) == ["scene", "wrist"]
     assert list(payload.camera_stamp_ns) == list(last.camera_stamp_ns)
     assert list(payload.camera_age_steps) == list(last.camera_age_steps)
     assert not any(k.endswith(".image") for k in payload.observation_keys)
     assert "scene.image_age_s" in payload.observation_keys
-    back = convert.msg_to_event(msg)
+    back = msg_to_event(msg)
     assert back.camera_names == ("scene", "wrist") and back.camera_stamp_ns == last.camera_stamp_ns
 
 

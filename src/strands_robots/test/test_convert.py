@@ -1,4 +1,4 @@
-"""strands_robots.convert: observer events, actions, verdicts, joint states and safety checks <-> messages."""
+"""strands_robots.conversions: observer events, actions, verdicts, joint states and safety checks <-> messages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,18 @@ from dataclasses import fields
 
 import pytest
 
-from strands_robots import convert
+from strands_robots.conversions.actions import (
+    action_to_command, action_to_request, command_to_action, msg_to_stream_command, request_to_action,
+    response_to_verdict, stream_command_msg, verdict_msg_to_verdict, verdict_to_response,
+)
+from strands_robots.conversions.events import (
+    ENDED_FIELDS, STARTED_FIELDS, STEP_FIELDS, event_to_dict, event_to_msg, msg_to_event,
+)
+from strands_robots.conversions.introspection import dict_to_msg, msg_to_dict
+from strands_robots.conversions.joint_state import joint_state_to_observation, observation_to_joint_state
+from strands_robots.conversions.messages import message_class, seconds_to_ns, time_dict, time_msg, time_to_ns
+from strands_robots.conversions.safety import msg_to_safety_checks, safety_stop_to_msg
+from strands_robots.conversions.station import rollout_episode_result_msg
 from strands_robots.arm.command_auth import proves
 from strands_robots.arm.safety import SafetyCheck
 from strands_robots.arm.verdict import REASON_NON_FINITE, REASON_UNKNOWN_KEY, ActionVerdict
@@ -71,7 +82,7 @@ EVENTS = {"started": started, "step": step, "ended": ended}
 @pytest.mark.parametrize("kind", list(EVENTS))
 def test_event_dataclass_round_trips_through_message(kind, dds_echo):
     event = EVENTS[kind]()
-    msg = convert.event_to_msg(event, dropped_before=3)
+    msg = event_to_msg(event, dropped_before=3)
 
     received = dds_echo(msg)
 
@@ -81,17 +92,17 @@ def test_event_dataclass_round_trips_through_message(kind, dds_echo):
     assert (received.run_id, received.event_seq, received.monotonic_ns, received.utc_ns,
             received.schema_version) == (event.run_id, event.event_seq, event.monotonic_ns, event.utc_ns, 2)
     assert {k: len(getattr(received, k)) for k in EVENTS} == {k: int(k == kind) for k in EVENTS}
-    assert convert.msg_to_event(received) == event
+    assert msg_to_event(received) == event
     # the recorder's ROS-free dict form is the message's dict form
-    assert convert.msg_to_dict(received) == convert.event_to_dict(event, dropped_before=3)
+    assert msg_to_dict(received) == event_to_dict(event, dropped_before=3)
 
 
 @pytest.mark.parametrize("kind", list(EVENTS))
 def test_event_dict_form_reads_back_to_the_same_event(kind):
     event = EVENTS[kind]()
-    as_dict = convert.event_to_dict(event)
-    assert convert.msg_to_event(as_dict) == event
-    assert convert.msg_to_event(as_dict[kind][0]) == event  # a bare payload dict too
+    as_dict = event_to_dict(event)
+    assert msg_to_event(as_dict) == event
+    assert msg_to_event(as_dict[kind][0]) == event  # a bare payload dict too
 
 
 def test_step_message_carries_numeric_observation_scalars_only():
@@ -101,12 +112,12 @@ def test_step_message_carries_numeric_observation_scalars_only():
     event = step()
     event = RunPolicyStep(**{f.name: getattr(event, f.name) for f in fields(event) if f.name != "observation"},
                           observation=obs)
-    payload = convert.event_to_dict(event)["step"][0]
+    payload = event_to_dict(event)["step"][0]
     assert payload["observation_keys"] == ["left.joint_1.pos", "count", "np_float", "np_int"]
     assert payload["observation_values"] == [0.5, 3.0, 0.25, 7.0]
     assert all(type(v) is float for v in payload["observation_values"])
     if importlib_available("strands_robots_msgs.msg"):
-        msg = convert.event_to_msg(event).step[0]
+        msg = event_to_msg(event).step[0]
         assert list(msg.observation_keys) == payload["observation_keys"]
         assert list(msg.observation_values) == payload["observation_values"]
 
@@ -125,32 +136,32 @@ def test_event_to_msg_coerces_numbers_the_message_would_misread():
     event = step()
     event = RunPolicyStep(**{**{f.name: getattr(event, f.name) for f in fields(event)},
                              "elapsed_s": 1, "sim_time_s": 2, "deadline_missed": 1})
-    payload = convert.event_to_msg(event).step[0]
+    payload = event_to_msg(event).step[0]
     assert (payload.elapsed_s, payload.sim_time_s, payload.deadline_missed) == (1.0, 2.0, True)
     assert type(payload.elapsed_s) is float and payload.deadline_missed is True
 
 
 def test_payload_field_lists_match_messages_and_event_dataclasses():
-    for cls, names in ((RunPolicyStarted, convert.STARTED_FIELDS), (RunPolicyEnded, convert.ENDED_FIELDS)):
+    for cls, names in ((RunPolicyStarted, STARTED_FIELDS), (RunPolicyEnded, ENDED_FIELDS)):
         assert tuple(f.name for f in fields(cls)) == names
-    assert tuple(f.name for f in fields(RunPolicyStep)) == convert.STEP_FIELDS[:-4] + ("observation", "action")
+    assert tuple(f.name for f in fields(RunPolicyStep)) == STEP_FIELDS[:-4] + ("observation", "action")
     msgs = pytest.importorskip("strands_robots_msgs.msg", reason="generated messages not importable")
-    assert tuple(msgs.RunPolicyStarted.get_fields_and_field_types()) == convert.STARTED_FIELDS
-    assert tuple(msgs.RunPolicyStep.get_fields_and_field_types()) == convert.STEP_FIELDS
-    assert tuple(msgs.RunPolicyEnded.get_fields_and_field_types()) == convert.ENDED_FIELDS
+    assert tuple(msgs.RunPolicyStarted.get_fields_and_field_types()) == STARTED_FIELDS
+    assert tuple(msgs.RunPolicyStep.get_fields_and_field_types()) == STEP_FIELDS
+    assert tuple(msgs.RunPolicyEnded.get_fields_and_field_types()) == ENDED_FIELDS
     for kind in EVENTS:
         assert getattr(msgs.ObserverEvent, f"KIND_{kind.upper()}") == kind
 
 
 def test_envelope_refuses_a_kind_without_exactly_one_payload():
-    as_dict = convert.event_to_dict(step())
+    as_dict = event_to_dict(step())
     as_dict["step"] = []
     with pytest.raises(ValueError, match="0 step payloads"):
-        convert.msg_to_event(as_dict)
+        msg_to_event(as_dict)
     with pytest.raises(ValueError, match="unknown kind"):
-        convert.msg_to_event({**as_dict, "kind": "paused"})
+        msg_to_event({**as_dict, "kind": "paused"})
     with pytest.raises(TypeError, match="not an observer event"):
-        convert.event_to_dict(object())
+        event_to_dict(object())
 
 
 def test_convert_builds_event_dicts_without_ros_installed():
@@ -165,12 +176,13 @@ def test_convert_builds_event_dicts_without_ros_installed():
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "sys.path.insert(0, 'test')\n"
-        "from strands_robots import convert\n"
+        "from strands_robots.conversions.events import event_to_dict, msg_to_event\n"
+        "from strands_robots.conversions.messages import time_dict\n"
         "from test_convert import step, started, ended\n"
         "for make in (started, step, ended):\n"
-        "    d = convert.event_to_dict(make(), dropped_before=1)\n"
-        "    assert convert.msg_to_event(d) == make()\n"
-        "assert convert.time_dict(-1) == {'sec': -1, 'nanosec': 999999999}\n"
+        "    d = event_to_dict(make(), dropped_before=1)\n"
+        "    assert msg_to_event(d) == make()\n"
+        "assert time_dict(-1) == {'sec': -1, 'nanosec': 999999999}\n"
         "assert not [m for m in sys.modules if m.startswith(('rclpy', 'rosidl'))]\n"
         "print('ok')\n"
     )
@@ -186,39 +198,39 @@ def test_verdict_round_trip_keeps_breakdown_and_coarse_error(dds_echo):
     breakdown = ActionVerdict(applied_keys=("left.joint_1", "left.joint_2"),
                               unresolved_keys=("left.bogus", "right.joint_1"),
                               unresolved_reasons=(REASON_UNKNOWN_KEY, REASON_NON_FINITE))
-    response = dds_echo(convert.verdict_to_response(breakdown, stopped=True, sim_time_s=3.25))
+    response = dds_echo(verdict_to_response(breakdown, stopped=True, sim_time_s=3.25))
     assert (response.stopped, response.sim_time_s) == (True, 3.25)
-    back = convert.response_to_verdict(response)
+    back = response_to_verdict(response)
     assert back == breakdown
     assert back.reasons() == {"left.bogus": REASON_UNKNOWN_KEY, "right.joint_1": REASON_NON_FINITE}
 
     coarse = ActionVerdict.coarse("driver unreachable")
-    back = convert.response_to_verdict(dds_echo(convert.verdict_to_response(coarse)))
+    back = response_to_verdict(dds_echo(verdict_to_response(coarse)))
     assert back == coarse and back.is_coarse_error
     assert back.applied_keys == back.unresolved_keys == ()
 
     # a response that names an error is coarse even if a confused driver also listed keys
-    muddled = convert.verdict_to_response(coarse)
+    muddled = verdict_to_response(coarse)
     muddled.applied_keys = ["left.joint_1"]
-    assert convert.response_to_verdict(muddled) == coarse
+    assert response_to_verdict(muddled) == coarse
 
 
 def test_action_round_trips_through_send_action_request_and_action_command(dds_echo):
     action = {"right.gripper": 0.02, "left.joint_3": -1.25, "left.joint_1": float("nan")}
-    request = dds_echo(convert.action_to_request(action, lease_token="tok-1", step_index=41))
+    request = dds_echo(action_to_request(action, lease_token="tok-1", step_index=41))
     assert (request.lease_token, request.step_index) == ("tok-1", 41)
-    back = convert.request_to_action(request)
+    back = request_to_action(request)
     assert list(back) == list(action)  # emission order kept
     assert back["left.joint_3"] == -1.25 and math.isnan(back["left.joint_1"])  # NaN reaches the driver
 
-    command = dds_echo(convert.action_to_command({"left.joint_1": 0.5}))
-    assert convert.command_to_action(command) == {"left.joint_1": 0.5}
+    command = dds_echo(action_to_command({"left.joint_1": 0.5}))
+    assert command_to_action(command) == {"left.joint_1": 0.5}
 
     with pytest.raises(TypeError):
-        convert.action_to_request({"left.joint_1": "fast"})
+        action_to_request({"left.joint_1": "fast"})
     command.values = [0.5, 0.25]
     with pytest.raises(ValueError, match="1 keys but 2 values"):
-        convert.command_to_action(command)
+        command_to_action(command)
 
 
 # -- joint states ---------------------------------------------------------------------------------------------
@@ -226,21 +238,21 @@ def test_joint_state_round_trip(dds_echo):
     obs = observation(sim_time_s=12.5)
     with_extras = {**obs, "camera.rgb": b"\x00" * 12, "task_done": 0.0}
 
-    msg = dds_echo(convert.observation_to_joint_state(with_extras, frame_id="world"))
+    msg = dds_echo(observation_to_joint_state(with_extras, frame_id="world"))
 
     assert list(msg.name) == list(KEYS)
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (12, 500_000_000, "world")
-    assert convert.joint_state_to_observation(msg) == obs
+    assert joint_state_to_observation(msg) == obs
 
 
 def test_joint_state_leaves_out_a_quantity_some_joint_lacks():
     _msgs()
     obs = {"left.joint_1.pos": 0.1, "left.joint_1.vel": 0.2, "left.joint_2.pos": 0.3, "sim_time_s": 1.0}
-    msg = convert.observation_to_joint_state(obs, stamp_ns=7_000_000_001)
+    msg = observation_to_joint_state(obs, stamp_ns=7_000_000_001)
     assert list(msg.name) == ["left.joint_1", "left.joint_2"]
     assert list(msg.position) == [0.1, 0.3] and len(msg.velocity) == 0 and len(msg.effort) == 0
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (7, 1)
-    back = convert.joint_state_to_observation(msg, sim_time_s=1.0)
+    back = joint_state_to_observation(msg, sim_time_s=1.0)
     assert back == {"left.joint_1.pos": 0.1, "left.joint_2.pos": 0.3, "sim_time_s": 1.0}
 
 
@@ -248,22 +260,22 @@ def test_joint_state_leaves_out_a_quantity_some_joint_lacks():
 def test_safety_checks_become_a_safety_stop_with_the_spec_text(dds_echo):
     checks = (SafetyCheck("right", "joint_4", "torque", 3.4, 3.0, "N*m"),
               SafetyCheck("left", "gripper", "velocity", -2.25, 2.0, "rad/s"))
-    stop = dds_echo(convert.safety_stop_to_msg(checks, stamp_ns=UTC_NS))
+    stop = dds_echo(safety_stop_to_msg(checks, stamp_ns=UTC_NS))
     assert stop.stopped and time_ns(stop.stamp) == UTC_NS
     assert [c.text for c in stop.checks] == ["right: joint 4 reads +3.4 N*m", "left: gripper reads -2.2 rad/s"]
     assert stop.detail == "right: joint 4 reads +3.4 N*m; left: gripper reads -2.2 rad/s"
-    assert convert.msg_to_safety_checks(stop) == checks
+    assert msg_to_safety_checks(stop) == checks
 
-    release = convert.safety_stop_to_msg((), stopped=False)
+    release = safety_stop_to_msg((), stopped=False)
     assert not release.stopped and list(release.checks) == [] and release.detail == ""
 
 
 def time_ns(stamp) -> int:
-    return convert.time_to_ns(stamp)
+    return time_to_ns(stamp)
 
 
 # -- generic path and station types ---------------------------------------------------------------------------
-def test_station_types_convert_through_their_dict_forms():
+def test_station_types_round_trip_through_their_dict_forms():
     _msgs()
     task = {"task_id": "stack", "instruction": "stack the cubes", "layout": "two cubes",
             "parameters": [{"key": "cubes", "value": "2"}],
@@ -278,22 +290,22 @@ def test_station_types_convert_through_their_dict_forms():
     status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
               "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": ""}
 
-    back = convert.msg_to_dict(convert.job_status_to_msg(status))
+    back = msg_to_dict(dict_to_msg("strands_robots_msgs/msg/JobStatus", status))
     task["scoring"]["items"][0]["max_points"] = 1.0  # an int is accepted for a float field, read back a float
     assert back == status
-    assert convert.msg_to_dict(convert.task_to_msg(task)) == task
-    assert convert.msg_to_dict(convert.scored_item_to_msg(item)) == item
-    assert convert.msg_to_dict(convert.episode_result_to_msg(episode)) == episode
-    assert convert.msg_to_dict(convert.dict_to_msg("strands_robots_msgs/EpisodeResult", {})) == \
-        convert.msg_to_dict(convert.message_class("strands_robots_msgs/msg/EpisodeResult")())
+    assert msg_to_dict(dict_to_msg("strands_robots_msgs/msg/Task", task)) == task
+    assert msg_to_dict(dict_to_msg("strands_robots_msgs/msg/ScoredItem", item)) == item
+    assert msg_to_dict(dict_to_msg("strands_robots_msgs/msg/EpisodeResult", episode)) == episode
+    assert msg_to_dict(dict_to_msg("strands_robots_msgs/EpisodeResult", {})) == \
+        msg_to_dict(message_class("strands_robots_msgs/msg/EpisodeResult")())
 
 
 def test_dict_to_msg_refuses_an_unknown_field():
     _msgs()
     with pytest.raises(KeyError, match="scroe"):
-        convert.dict_to_msg("strands_robots_msgs/msg/ScoredItem", {"name": "x", "scroe": 1.0})
+        dict_to_msg("strands_robots_msgs/msg/ScoredItem", {"name": "x", "scroe": 1.0})
     with pytest.raises(KeyError, match="no field"):
-        convert.task_to_msg({"scoring": {"itmes": []}})
+        dict_to_msg("strands_robots_msgs/msg/Task", {"scoring": {"itmes": []}})
 
 
 def test_message_class_resolves_msg_srv_and_action_parts():
@@ -302,39 +314,39 @@ def test_message_class_resolves_msg_srv_and_action_parts():
     from strands_robots_msgs.msg import Task
     from strands_robots_msgs.srv import SendAction
 
-    assert convert.message_class("strands_robots_msgs/Task") is Task
-    assert convert.message_class("strands_robots_msgs/srv/SendAction.Request") is SendAction.Request
-    assert convert.message_class("strands_robots_msgs/srv/SendAction_Response") is SendAction.Response
-    assert convert.message_class("strands_robots_msgs/action/RunEpisode_Goal") is RunEpisode.Goal
+    assert message_class("strands_robots_msgs/Task") is Task
+    assert message_class("strands_robots_msgs/srv/SendAction.Request") is SendAction.Request
+    assert message_class("strands_robots_msgs/srv/SendAction_Response") is SendAction.Response
+    assert message_class("strands_robots_msgs/action/RunEpisode_Goal") is RunEpisode.Goal
     with pytest.raises(ValueError):
-        convert.message_class("Task")
+        message_class("Task")
 
 
 def test_time_conversions_keep_nanoseconds_and_negative_times():
-    assert convert.time_dict(UTC_NS) == {"sec": 1_760_000_000, "nanosec": 123_456_789}
-    assert convert.time_to_ns(convert.time_dict(-1)) == -1
-    assert convert.seconds_to_ns(0.1) == 100_000_000
+    assert time_dict(UTC_NS) == {"sec": 1_760_000_000, "nanosec": 123_456_789}
+    assert time_to_ns(time_dict(-1)) == -1
+    assert seconds_to_ns(0.1) == 100_000_000
     if importlib_available("builtin_interfaces.msg"):
-        assert convert.time_to_ns(convert.time_msg(UTC_NS)) == UTC_NS
+        assert time_to_ns(time_msg(UTC_NS)) == UTC_NS
 
 
 # -- rollout node messages ------------------------------------------------------------------------------------
 def test_stream_command_carries_run_step_lease_proof_and_deadline_over_dds(dds_echo):
     action = {"right.gripper": 0.02, "left.joint_3": -1.25, "left.joint_1": float("nan")}
     sent_ns = UTC_NS
-    msg = dds_echo(convert.stream_command_msg(action, "r" * 32, 41, "tok-1", sent_ns, sent_ns + 6_000_000))
+    msg = dds_echo(stream_command_msg(action, "r" * 32, 41, "tok-1", sent_ns, sent_ns + 6_000_000))
     assert (msg.run_id, msg.step_index) == ("r" * 32, 41)
     # the token never travels: the message carries its HMAC over the command, which the driver can check
     assert "tok-1" not in msg.lease_proof and len(msg.lease_proof) == 64
-    received = convert.msg_to_stream_command(msg)
+    received = msg_to_stream_command(msg)
     assert proves("tok-1", received.message(), received.lease_proof)
     assert not proves("tok-2", received.message(), received.lease_proof)
-    assert convert.time_to_ns(msg.sent) == sent_ns
-    assert convert.time_to_ns(msg.apply_by) - convert.time_to_ns(msg.sent) == 6_000_000
-    back = convert.command_to_action(msg)
+    assert time_to_ns(msg.sent) == sent_ns
+    assert time_to_ns(msg.apply_by) - time_to_ns(msg.sent) == 6_000_000
+    back = command_to_action(msg)
     assert list(back) == list(action) and math.isnan(back["left.joint_1"])  # order kept, NaN reaches the driver
     with pytest.raises(TypeError):
-        convert.stream_command_msg({"left.joint_1": "fast"}, "r", 0, "", 0, 0)
+        stream_command_msg({"left.joint_1": "fast"}, "r", 0, "", 0, 0)
 
 
 def test_verdict_message_gives_the_per_key_verdict_and_a_coarse_error_drops_keys(dds_echo):
@@ -344,11 +356,11 @@ def test_verdict_message_gives_the_per_key_verdict_and_a_coarse_error_drops_keys
     msg.applied_keys = ["left.joint_1"]
     msg.unresolved_keys = ["left.bogus", "right.joint_1"]
     msg.unresolved_reasons = [m.ActionVerdict.REASON_UNKNOWN_KEY, m.ActionVerdict.REASON_STALE]
-    back = convert.verdict_msg_to_verdict(dds_echo(msg))
+    back = verdict_msg_to_verdict(dds_echo(msg))
     assert back == ActionVerdict(("left.joint_1",), ("left.bogus", "right.joint_1"), ("unknown_key", "stale"))
 
     msg.error = "driver not active"
-    back = convert.verdict_msg_to_verdict(dds_echo(msg))
+    back = verdict_msg_to_verdict(dds_echo(msg))
     assert back == ActionVerdict.coarse("driver not active") and back.applied_keys == back.unresolved_keys == ()
 
 
@@ -356,9 +368,9 @@ def test_rollout_episode_result_names_the_run_and_end_condition_and_is_not_score
     m = _msgs()
     task = m.Task()
     task.instruction = "stack the cubes"
-    msg = dds_echo(convert.rollout_episode_result_msg({"run_id": "r" * 32}, "safety_stop",
+    msg = dds_echo(rollout_episode_result_msg({"run_id": "r" * 32}, "safety_stop",
                                                        "right: joint 4 reads +3.4 N*m", task))
     assert (msg.run_id, msg.end_condition, msg.end_detail) == ("r" * 32, "safety_stop", "right: joint 4 reads +3.4 N*m")
     assert msg.task.instruction == "stack the cubes" and not msg.scored and list(msg.items) == []
-    none_ran = convert.rollout_episode_result_msg(None, "start_pose_unreached", "left.joint_2 off by 0.2 rad")
+    none_ran = rollout_episode_result_msg(None, "start_pose_unreached", "left.joint_2 off by 0.2 rad")
     assert none_ran.run_id == "" and none_ran.end_condition == "start_pose_unreached"

@@ -191,7 +191,7 @@ def test_interface_introspection_lists_every_message_without_ros2_cli():
 
 @pytest.mark.parametrize("type_id", _message_types())
 def test_every_interface_round_trips_over_dds(type_id, dds_echo):
-    from strands_robots.convert import dict_to_msg, msg_to_dict
+    from strands_robots.conversions.introspection import dict_to_msg, msg_to_dict
 
     cls = _message_class(type_id)
     original = populated(cls)

@@ -33,7 +33,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict  # noqa: E402
 from strands_robots_msgs.srv import AcquireLease, SendAction  # noqa: E402
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
 from strands_robots.arm.command_auth import command_message, sign  # noqa: E402
 from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
 from strands_robots.nodes.process import spin_in_background  # noqa: E402
@@ -107,8 +107,8 @@ class DriverProcess:
     def command(self, keys, values, token, run_id, step, apply_by_ns=None):
         now = self.node.get_clock().now().nanoseconds
         deadline = now + 5 * 10**9 if apply_by_ns is None else apply_by_ns
-        # Built field by field (not convert.stream_command_msg) so repeated keys and mismatched lists reach the
-        # driver as sent; the lease proof is the rollout's, over the same fields.
+        # Built field by field (not conversions.actions.stream_command_msg) so repeated keys and mismatched
+        # lists reach the driver as sent; the lease proof is the rollout's, over the same fields.
         msg = ActionCommand(keys=list(keys), values=[float(v) for v in values], run_id=run_id, step_index=step)
         msg.sent.sec, msg.sent.nanosec = divmod(now, 10**9)
         msg.apply_by.sec, msg.apply_by.nanosec = divmod(deadline, 10**9)
@@ -124,8 +124,8 @@ class DriverProcess:
 
     def positions_after(self, robot_time_s: float) -> dict:
         """Return the positions of the first joint state ``robot_time_s`` of robot time after the latest one."""
-        start = convert.joint_state_robot_time_s(self.joint_states[-1])
-        assert wait_for(lambda: convert.joint_state_robot_time_s(self.joint_states[-1]) >= start + robot_time_s,
+        start = joint_state_robot_time_s(self.joint_states[-1])
+        assert wait_for(lambda: joint_state_robot_time_s(self.joint_states[-1]) >= start + robot_time_s,
                         20.0)
         msg = self.joint_states[-1]
         return dict(zip(msg.name, msg.position))

@@ -21,7 +21,7 @@ from ros_harness import NodeSpinners  # noqa: E402
 from strands_robots_msgs.srv import SubmitJob  # noqa: E402
 from test_job_validation_relay import BAD_JOBS, IDS, job_tasks, module_reason  # noqa: E402
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def call(node, srv_type, name, timeout_s=20.0, **fields):
 @pytest.mark.parametrize("parameters, key, allowed", BAD_JOBS, ids=IDS)
 def test_the_station_nodes_submit_job_refuses_with_the_modules_reason(station_node, parameters, key, allowed):
     field, reason = module_reason(parameters)
-    tasks = [convert.station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(job_tasks(parameters))]
+    tasks = [station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(job_tasks(parameters))]
     res = call(station_node[0], SubmitJob, "submit_job", client_id="team_a", tasks=tasks, episodes_total=2,
                policy_provider="relay", policy_config_json="")
     assert not res.accepted and res.job_id == ""
@@ -84,7 +84,7 @@ def test_the_station_nodes_submit_job_refuses_with_the_modules_reason(station_no
 
 def test_a_job_the_station_node_refused_was_never_persisted(station_node):
     client, state = station_node
-    tasks = [convert.station_task_to_msg(task_from_mapping(t, i))
+    tasks = [station_task_to_msg(task_from_mapping(t, i))
              for i, t in enumerate(job_tasks({"duraton_s": "3"}))]
     res = call(client, SubmitJob, "submit_job", client_id="team_a", tasks=tasks, episodes_total=2,
                policy_provider="relay", policy_config_json="")

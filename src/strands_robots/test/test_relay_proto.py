@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from strands_robots import convert
 from strands_robots.relay import pb_model
 from strands_robots.client import pb
 from strands_robots.client import codec
@@ -58,10 +57,10 @@ def test_committed_generated_modules_match_the_proto_files(tmp_path):
 
 def test_message_modules_load_without_grpc():
     code = ("import sys; import strands_robots.relay.proto.evaluation_pb2, "
-            "strands_robots.relay.proto.policy_session_pb2, strands_robots.convert; "
+            "strands_robots.relay.proto.policy_session_pb2, strands_robots.relay.pb_model; "
             "print('grpc' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(Path(convert.__file__).resolve().parents[1])})
+                         env={"PYTHONPATH": str(Path(pb_model.__file__).resolve().parents[2])})
     assert out.stdout.strip() == "False"
 
 
@@ -198,7 +197,7 @@ def test_no_pickle_in_the_relay_or_the_client():
     import ast
 
     banned = {"pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle"}
-    root = Path(convert.__file__).resolve().parent
+    root = Path(pb_model.__file__).resolve().parents[1]
     offenders = []
     for d in ("relay", "client"):
         for path in (root / d).rglob("*.py"):

@@ -277,7 +277,7 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
     from strands_robots_msgs.msg import JobStatus, ObserverEvent
     from strands_robots_msgs.srv import SubmitJob
 
-    from strands_robots import convert
+    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
     from strands_robots.station.job_file import load_job_file
 
@@ -301,7 +301,7 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
             executor.spin_once(timeout_sec=0.1)
         for _ in range(10):
             executor.spin_once(timeout_sec=0.05)
-        task = convert.station_task_to_msg(load_job_file(str(LAUNCH_DIR.parent / "config" / "demo_job.yaml")).tasks[0])
+        task = station_task_to_msg(load_job_file(str(LAUNCH_DIR.parent / "config" / "demo_job.yaml")).tasks[0])
         task.parameters = list(task.parameters) + [KeyValue(key="duration_s", value="1"),
                                                    KeyValue(key="control_frequency", value="50")]
         future = submit.call_async(SubmitJob.Request(client_id="launch_test", tasks=[task], episodes_total=2,

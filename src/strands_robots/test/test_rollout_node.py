@@ -35,7 +35,7 @@ from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from strands_robots_msgs.msg import ObserverEvent, SafetyStop  # noqa: E402
 from strands_robots_msgs.srv import AcquireLease  # noqa: E402
 
-from strands_robots.convert import msg_to_event  # noqa: E402
+from strands_robots.conversions.events import msg_to_event  # noqa: E402
 from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402

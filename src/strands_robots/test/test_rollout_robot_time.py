@@ -1,8 +1,9 @@
 """A step's ``sim_time_s`` is the robot time of the observation it acted on, over ROS as in process.
 
 The driver's ``joint_states`` carry the robot (simulation) time of each reading beside the node-clock stamp
-(``convert.driver_joint_state``); the rollout node must report that robot time in ``RunPolicyStep.sim_time_s``
-and ``RunPolicyEnded.sim_time_s``, never the stamp (wall-clock epoch without ``use_sim_time``).
+(``conversions.joint_state.driver_joint_state``); the rollout node must report that robot time in
+``RunPolicyStep.sim_time_s`` and ``RunPolicyEnded.sim_time_s``, never the stamp (wall-clock epoch without
+``use_sim_time``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from sensor_msgs.msg import JointState  # noqa: E402
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
 from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStep  # noqa: E402
 
@@ -30,7 +31,7 @@ def test_step_sim_time_is_the_robot_time_of_the_driver_reading_not_the_wall_cloc
     robot_times: list = []
 
     def on_state(msg: JointState) -> None:
-        t = convert.joint_state_robot_time_s(msg)
+        t = joint_state_robot_time_s(msg)
         if t is not None:
             with lock:
                 robot_times.append(t)

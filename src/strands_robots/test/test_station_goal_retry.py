@@ -29,7 +29,7 @@ from ros_harness import NodeSpinners, wait_for  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from unique_identifier_msgs.msg import UUID  # noqa: E402
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
 from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job import EpisodePlan  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
@@ -109,7 +109,7 @@ class Rig:
         """Send an episode goal whose answer nobody receives, and wait until the rollout node runs it."""
         assert self.deaf_client.wait_for_server(timeout_sec=10.0)
         goal = RunEpisode.Goal()
-        goal.task = convert.station_task_to_msg(_task(duration_s))
+        goal.task = station_task_to_msg(_task(duration_s))
         goal.robot_name = self.port.robot_name
         goal.policy_provider = "scripted"
         goal.policy_config_json = json.dumps(POLICY)

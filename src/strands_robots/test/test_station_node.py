@@ -32,7 +32,7 @@ from strands_robots_msgs.srv import (  # noqa: E402
     Takeover,
 )
 
-from strands_robots import convert  # noqa: E402
+from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
 from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
@@ -45,7 +45,7 @@ SHEET = [{"name": "done", "question": "Did it hold?", "answer_type": "yes_no", "
 
 def ros_task(task_id, **params):
     parameters = {"duration_s": "1", **params}
-    return convert.station_task_to_msg(task_from_mapping(
+    return station_task_to_msg(task_from_mapping(
         {"task_id": task_id, "instruction": f"do {task_id}", "layout": "table", "parameters": parameters,
          "scoring": SHEET}, 0))
 

@@ -15,7 +15,7 @@ driver, which holds the current token, recomputes it (:meth:`strands_robots.arm.
 What this does not do: encrypt the stream or authenticate DDS participants (that is SROS2's job on a real
 station); an unauthenticated reader still sees the commanded values.
 
-Pure, no rclpy: the rollout signs in :func:`strands_robots.convert.stream_command_msg`, the driver verifies.
+Pure, no rclpy: the rollout signs in :func:`strands_robots.conversions.actions.stream_command_msg`, the driver verifies.
 """
 
 from __future__ import annotations

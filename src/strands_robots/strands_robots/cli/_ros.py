@@ -22,7 +22,7 @@ def subscribe_events(node, namespace: str, on_event):
     """Subscribe ``node`` to the observer stream of ``namespace``; ``on_event`` gets core event dataclasses."""
     from strands_robots_msgs.msg import ObserverEvent
 
-    from strands_robots.convert import msg_to_event
+    from strands_robots.conversions.events import msg_to_event
     from strands_robots.nodes._qos import EVENT_QOS
 
     return node.create_subscription(ObserverEvent, events_topic(namespace),

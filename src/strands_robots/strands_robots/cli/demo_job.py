@@ -140,7 +140,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots_msgs.msg import JobStatus
     from strands_robots_msgs.srv import CancelJob, SubmitJob
 
-    from strands_robots import convert
+    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.nodes._qos import LATCHED_QOS
     from strands_robots.nodes.process import init_without_signal_handlers
     from strands_robots.station_demo import report_final
@@ -174,7 +174,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
             return 128 + signals.signum
         tasks = []
         for task in spec.tasks:
-            msg = convert.station_task_to_msg(task)
+            msg = station_task_to_msg(task)
             given = {kv.key for kv in msg.parameters}
             for key, value in (("duration_s", f"{spec.duration_s:g}"),
                                ("control_frequency", f"{spec.control_frequency:g}")):

@@ -11,14 +11,14 @@ Lifecycle (``ros2 lifecycle set /arm_driver configure|activate|deactivate|cleanu
 - cleanup: revoke the lease and drop the arms, publishers and services. shutdown: all of it from any state.
 
 Topics (relative names, so a launch namespace applies): ``joint_states`` (``sensor_msgs/JointState``, names
-``<arm>.<joint>``, stamped with the node clock, robot time carried as ``convert.driver_joint_state`` says, at
-``control_rate_hz``), ``action_commands`` in and ``action_verdicts`` out (:mod:`.driver_stream`),
-``safety_stop``, ``driver_status``, ``lease_state`` (latched), ``/diagnostics``, and ``/clock`` (robot time) with
-``publish_clock``.
+``<arm>.<joint>``, stamped with the node clock, robot time carried as
+``conversions.joint_state.driver_joint_state`` says, at ``control_rate_hz``), ``action_commands`` in and
+``action_verdicts`` out (:mod:`.driver_stream`), ``safety_stop``, ``driver_status``, ``lease_state`` (latched),
+``/diagnostics``, and ``/clock`` (robot time) with ``publish_clock``.
 
 Services: ``send_action``, ``acquire_lease``, ``renew_lease``, ``release_lease``, ``reset_safety`` (the lease
 holder only). Action: ``move_to_start_pose`` (:mod:`.driver_start_pose`; also still a service). Parameters:
-:mod:`.driver_params`. Every rule lives in the core; this module translates (:mod:`strands_robots.convert`),
+:mod:`.driver_params`. Every rule lives in the core; this module translates (:mod:`strands_robots.conversions`),
 keeps time and publishes.
 
 Run: ``ros2 run strands_robots arm_driver_node --ros-args --params-file config/arm_driver.yaml`` and drive
@@ -45,7 +45,7 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from strands_robots_msgs.srv import ResetSafety, SendAction
 
-from strands_robots import convert
+from strands_robots.conversions.actions import verdict_to_response
 from strands_robots.arm import hardware as hardware_registry
 from strands_robots.arm.command_stream import StreamCommand
 from strands_robots.arm.config import ConfigError, DriverConfig
@@ -408,7 +408,7 @@ class ArmDriverNode(LifecycleNode):
             lambda core: core.execute(list(req.keys), list(req.values), req.lease_token))
         if verdict.is_coarse_error or verdict.unresolved_keys:
             self._log_refusal(req.step_index, verdict)
-        return convert.verdict_to_response(verdict, stopped=stopped, sim_time_s=sim_time)
+        return verdict_to_response(verdict, stopped=stopped, sim_time_s=sim_time)
 
     # -- safety -------------------------------------------------------------------------------------
     def _on_reset_safety(self, req: ResetSafety.Request, res: ResetSafety.Response) -> ResetSafety.Response:

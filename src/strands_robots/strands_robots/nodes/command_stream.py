@@ -28,7 +28,7 @@ from typing import Any, Callable, List, Mapping, Optional
 
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict as ActionVerdictMsg
 
-from strands_robots import convert
+from strands_robots.conversions.actions import stream_command_msg
 from strands_robots.nodes import take
 from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
 
@@ -115,7 +115,7 @@ class CommandStream:
         :raises TypeError: a value that is not a real number (the caller converts values first).
         """
         sent_ns = time.time_ns()
-        msg = convert.stream_command_msg(action, run_id, step_index, lease_token, sent_ns,
+        msg = stream_command_msg(action, run_id, step_index, lease_token, sent_ns,
                                          sent_ns + int(stale_after_s * 1e9))
         with self._cond:
             sent = self._sent_ns

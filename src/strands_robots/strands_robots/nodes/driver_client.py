@@ -53,7 +53,8 @@ from strands_robots_msgs.srv import (
     SendAction,
 )
 
-from strands_robots import convert
+from strands_robots.conversions.actions import response_to_verdict, verdict_msg_to_verdict
+from strands_robots.conversions.joint_state import driver_joint_state_to_observation
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS
 from strands_robots.nodes.command_stream import CommandStream
@@ -334,7 +335,7 @@ class RosDriverBackend:
             raise DriverSilent(stale)
         cached_msg, cached_obs = self._obs_cache
         if cached_msg is not msg:
-            cached_obs = convert.driver_joint_state_to_observation(msg)
+            cached_obs = driver_joint_state_to_observation(msg)
             self._obs_cache = (msg, cached_obs)
         return dict(cached_obs)
 
@@ -373,7 +374,7 @@ class RosDriverBackend:
             return ActionVerdict.coarse(f"no verdict from the {self.driver_name} within {wait_s:g} s "
                                         f"(step {step_index})")
         self._note_stopped(msg.stopped)
-        return convert.verdict_msg_to_verdict(msg)
+        return verdict_msg_to_verdict(msg)
 
     def _publish_streamed(self, action: Mapping[str, float]) -> "int | ActionVerdict":
         """Publish one step's command and return its step index; a coarse verdict when nothing was sent."""
@@ -403,7 +404,7 @@ class RosDriverBackend:
             return ActionVerdict.coarse(f"send_action timed out after {self._action_timeout_s:g} s")
         self._watch.answered()
         self._note_stopped(res.stopped)
-        return convert.response_to_verdict(res)
+        return response_to_verdict(res)
 
     def _note_stopped(self, stopped: bool) -> None:
         if stopped:
@@ -681,7 +682,7 @@ class StreamWindow:
         out = []
         for msg in backend._stream.collect(timeout_s):
             backend._note_stopped(msg.stopped)
-            out.append((int(msg.step_index), convert.verdict_msg_to_verdict(msg)))
+            out.append((int(msg.step_index), verdict_msg_to_verdict(msg)))
         return out
 
     def describe_silence(self) -> str:

@@ -18,7 +18,9 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState
 from strands_robots_msgs.msg import DriverStatus, LeaseState, SafetyStop
 
-from strands_robots import convert
+from strands_robots.conversions.driver import driver_diagnostics_to_msg, driver_status_to_msg, lease_state_to_msg
+from strands_robots.conversions.joint_state import SIM_TIME_KEY, clock_msg, driver_joint_state
+from strands_robots.conversions.safety import safety_stop_to_msg
 from strands_robots.arm.lease import STATE_HELD, LeaseManager, LeaseSnapshot
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
 
@@ -97,10 +99,10 @@ class DriverPublishers:
         if core is None or pub is None or not active:
             return
         obs = core.observe()
-        pub.publish(convert.driver_joint_state(obs, self._now_ns()))
+        pub.publish(driver_joint_state(obs, self._now_ns()))
         clock = self._plain.get("clock")
         if clock is not None:
-            clock.publish(convert.clock_msg(obs[convert.SIM_TIME_KEY]))
+            clock.publish(clock_msg(obs[SIM_TIME_KEY]))
 
     # -- latched state ----------------------------------------------------------------------------------------
     def safety_if_changed(self, force: bool = False) -> None:
@@ -113,7 +115,7 @@ class DriverPublishers:
             if not force and stopped == self._stopped:
                 return
             checks = core.safety_checks() if stopped else ()
-            msg = convert.safety_stop_to_msg(checks, stopped=stopped, stamp_ns=self._now_ns())
+            msg = safety_stop_to_msg(checks, stopped=stopped, stamp_ns=self._now_ns())
             pub.publish(msg)
             self._stopped = stopped
         if stopped:
@@ -128,7 +130,7 @@ class DriverPublishers:
         if core is None or pub is None:
             return
         lease = self._leases.state()
-        msg = convert.driver_status_to_msg(
+        msg = driver_status_to_msg(
             core.status(), hardware=self._hardware, active=active,
             physics_rate_hz=1.0 / float(core.adapter.timestep_s),
             lease_holder=lease.holder if lease.state == STATE_HELD else "", keys=core.action_keys(),
@@ -145,7 +147,7 @@ class DriverPublishers:
             snap = self._leases.state()
             if not force and snap == self._lease:
                 return
-            pub.publish(convert.lease_state_to_msg(snap, expires_unix_ms(self._leases, snap.expires_at),
+            pub.publish(lease_state_to_msg(snap, expires_unix_ms(self._leases, snap.expires_at),
                                                    self._now_ns()))
             self._lease = snap
             status_key = self._status_key
@@ -193,7 +195,7 @@ class DriverPublishers:
             "lease_state": lease.state,
             "lease_holder": lease.holder,
         }
-        pub.publish(convert.driver_diagnostics_to_msg(f"{self._node.get_name()}: arms", self._hardware, level,
+        pub.publish(driver_diagnostics_to_msg(f"{self._node.get_name()}: arms", self._hardware, level,
                                                       message, values, self._now_ns()))
 
     def restart_rates(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Tuple
 from strands_robots_msgs.msg import ActionCommand
 from strands_robots_msgs.msg import ActionVerdict as ActionVerdictMsg
 
-from strands_robots import convert
+from strands_robots.conversions.actions import msg_to_stream_command, stream_verdict_to_msg
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes import take
 from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
@@ -57,12 +57,12 @@ class CommandStream:
         received_ns = self._now_ns()
         self.received += 1
         try:
-            command = convert.msg_to_stream_command(msg)
+            command = msg_to_stream_command(msg)
         except Exception as exc:  # never leave a command without its verdict
             verdict, stopped, sim_time = ActionVerdict.coarse(f"unreadable command: {exc}"), False, 0.0
         else:
             verdict, stopped, sim_time = self._apply(command, received_ns)
-        reply = convert.stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped, sim_time, received_ns)
+        reply = stream_verdict_to_msg(verdict, msg.run_id, msg.step_index, stopped, sim_time, received_ns)
         try:
             self._publisher.publish(reply)
         except Exception:

@@ -19,7 +19,7 @@ import collections
 import threading
 from typing import Any, Callable
 
-from strands_robots.convert import event_to_msg
+from strands_robots.conversions.events import event_to_msg
 from strands_robots.simulation.observers import RunPolicyStep
 
 _STOP = object()

@@ -77,7 +77,8 @@ from rclpy.task import Future
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import EpisodeResult, ObserverEvent
 
-from strands_robots import convert
+from strands_robots.conversions.introspection import dict_to_msg
+from strands_robots.conversions.station import rollout_episode_result_msg
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import EVENT_QOS
 from strands_robots.nodes.driver_client import (
@@ -356,7 +357,7 @@ class RolloutNode(Node):
             self._feedback_target = None
         result = RunEpisode.Result()
         if ended_dict is not None:
-            result.ended = convert.dict_to_msg("strands_robots_msgs/msg/RunPolicyEnded", ended_dict)
+            result.ended = dict_to_msg("strands_robots_msgs/msg/RunPolicyEnded", ended_dict)
         result.end_condition = end_condition
         result.message = message
         result.events_published = self._events.published - published
@@ -555,7 +556,7 @@ class RolloutNode(Node):
 
     def _publish_result(self, goal: RunEpisode.Goal, ended: "dict | None", end_condition: str,
                         detail: str) -> None:
-        self._results_pub.publish(convert.rollout_episode_result_msg(ended, end_condition, detail, goal.task))
+        self._results_pub.publish(rollout_episode_result_msg(ended, end_condition, detail, goal.task))
 
     # -- autorun (launch demo) -------------------------------------------------------------------------------
     def _autorun(self) -> None:

@@ -48,7 +48,10 @@ from strands_robots_msgs.msg import EpisodeResult, JobStatus
 from strands_robots_msgs.srv import (ClearSafetyStop, CancelJob, Discard, GetStatus, Resume, SubmitJob,
                                      SubmitScoreSheet, Takeover)
 
-from strands_robots import convert
+from strands_robots.conversions.driver import driver_diagnostics_to_msg
+from strands_robots.conversions.station import (
+    station_answers_from_msg, station_episode_to_msg, station_status_to_msg, station_task_from_msg,
+)
 from strands_robots.relay import pb_model
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
@@ -215,9 +218,9 @@ class StationNode(Node):
             before = self._published_episodes.get(status.job_id, len(status.episodes))
             self._published_episodes[status.job_id] = max(before, len(status.episodes))
         try:
-            self._status_pub.publish(convert.station_status_to_msg(status))
+            self._status_pub.publish(station_status_to_msg(status))
             for episode in status.episodes[before:]:
-                self._results_pub.publish(convert.station_episode_to_msg(episode))
+                self._results_pub.publish(station_episode_to_msg(episode))
         except Exception as exc:  # the context is going away; the store and the relay still get it
             self.get_logger().warning(f"job_status not published: {exc}")
         if self.link is not None and self._from_relay(status.job_id):
@@ -243,7 +246,7 @@ class StationNode(Node):
         else:
             level, message = "ok", f"running {running}" if running else "idle"
         try:
-            self._diagnostics_pub.publish(convert.driver_diagnostics_to_msg(
+            self._diagnostics_pub.publish(driver_diagnostics_to_msg(
                 f"{self.get_name()}: jobs", self.station_id, level, message, values, time.time_ns()))
         except Exception as exc:  # noqa: BLE001  (the context is going away)
             self.get_logger().debug(f"/diagnostics not published: {exc}")
@@ -279,7 +282,7 @@ class StationNode(Node):
             tasks = []
             for index, task in enumerate(request.tasks):
                 try:
-                    tasks.append(convert.station_task_from_msg(task))
+                    tasks.append(station_task_from_msg(task))
                 except ValueError as exc:
                     raise JobSpecError("scoring", str(exc), index) from None
             spec = validate_job_spec(JobSpec(
@@ -303,7 +306,7 @@ class StationNode(Node):
         status = self.station.status(request.job_id)
         response.found = status is not None
         if status is not None:
-            response.status = convert.station_status_to_msg(status)
+            response.status = station_status_to_msg(status)
         return response
 
     def _on_takeover(self, request: Any, response: Any) -> Any:
@@ -320,7 +323,7 @@ class StationNode(Node):
 
     def _on_score_sheet(self, request: Any, response: Any) -> Any:
         return self._operator_call(response, lambda c: c.submit_score_sheet(
-            request.episode_id, convert.station_answers_from_msg(request.answers)))
+            request.episode_id, station_answers_from_msg(request.answers)))
 
     def _on_clear_safety_stop(self, request: Any, response: Any) -> Any:
         """Hand an operator's clear to the waiting episode and answer at once (the job thread relays it)."""

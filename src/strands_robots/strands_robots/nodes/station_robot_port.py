@@ -55,7 +55,7 @@ from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
 from unique_identifier_msgs.msg import UUID
 
-from strands_robots import convert
+from strands_robots.conversions.station import station_task_to_msg
 from strands_robots.arm.lease import operator_holder, station_of
 from strands_robots.nodes._qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
@@ -461,7 +461,7 @@ class RosRobotPort:
 
     def _goal(self, plan: EpisodePlan, token: str) -> Any:
         goal = RunEpisode.Goal()
-        goal.task = convert.station_task_to_msg(plan.task)
+        goal.task = station_task_to_msg(plan.task)
         goal.robot_name = self.robot_name
         goal.policy_provider = plan.policy_provider
         goal.policy_config_json = json.dumps(self._policy_config(plan))

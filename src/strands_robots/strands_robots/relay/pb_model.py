@@ -1,7 +1,7 @@
 """The protobuf side of the station's model: ``station/model.py`` <-> ``strands_robots.relay.proto``.
 
 Beside the relay that speaks it, so the relay depends on its proto and the core model only (never on the ROS
-conversions in ``strands_robots.convert``). The generated modules are imported on first use, so this module
+conversions in ``strands_robots.conversions``). The generated modules are imported on first use, so this module
 imports without protobuf or grpc.
 """
 
@@ -106,6 +106,7 @@ def episode_result_to_pb(result: Any) -> Any:
         episode_id=result.episode_id, end_condition=result.end_condition, scored=bool(result.scored),
         success=bool(result.success), score=float(result.score), taken_over=bool(result.taken_over),
         end_detail=result.end_detail or "", run_id=result.run_id or "",
+        recording_sha256=getattr(result, "recording_sha256", "") or "",
     )
     msg.items.extend(scored_item_to_pb(i) for i in result.items)
     msg.task.CopyFrom(task_to_pb(result.task))
@@ -120,6 +121,7 @@ def episode_result_from_pb(msg: Any) -> Any:
         episode_id=msg.episode_id, end_condition=msg.end_condition, scored=msg.scored, success=msg.success,
         score=msg.score, items=tuple(scored_item_from_pb(i) for i in msg.items), task=task_from_pb(msg.task),
         taken_over=msg.taken_over, end_detail=msg.end_detail, run_id=msg.run_id,
+        recording_sha256=msg.recording_sha256,
     )
 
 
@@ -132,7 +134,28 @@ def job_status_to_pb(status: Any) -> Any:
         message=status.message or "", sequence=int(status.sequence),
     )
     msg.episodes.extend(episode_result_to_pb(e) for e in status.episodes)
+    provenance = getattr(status, "provenance", None)
+    if provenance is not None:
+        msg.provenance.CopyFrom(provenance_to_pb(provenance))
     return msg
+
+
+def provenance_to_pb(provenance: Any) -> Any:
+    """``station.model.Provenance`` -> ``pb.Provenance``."""
+    pb = _pb_eval()
+    return pb.Provenance(
+        software_version=provenance.software_version, git_revision=provenance.git_revision,
+        config_files=[pb.ConfigHash(name=f.name, path=f.path, sha256=f.sha256) for f in provenance.config_files],
+        policy_spec_json=provenance.policy_spec_json)
+
+
+def provenance_from_pb(msg: Any) -> Any:
+    """``pb.Provenance`` -> ``station.model.Provenance``."""
+    from strands_robots.station.model import ConfigHash, Provenance
+
+    return Provenance(software_version=msg.software_version, git_revision=msg.git_revision,
+                      config_files=tuple(ConfigHash(f.name, f.path, f.sha256) for f in msg.config_files),
+                      policy_spec_json=msg.policy_spec_json)
 
 
 def job_status_from_pb(msg: Any) -> Any:
@@ -147,6 +170,7 @@ def job_status_from_pb(msg: Any) -> Any:
         job_id=msg.job_id, station_id=msg.station_id, state=state, episodes_total=msg.episodes_total,
         episodes=tuple(episode_result_from_pb(e) for e in msg.episodes), updated_unix_ms=msg.updated_unix_ms,
         message=msg.message, sequence=msg.sequence,
+        provenance=provenance_from_pb(msg.provenance) if msg.HasField("provenance") else None,
     )
 
 

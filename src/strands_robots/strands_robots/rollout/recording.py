@@ -168,7 +168,7 @@ def _default_raw(path: Path) -> Any:
     return io.FileIO(path, "xb")
 
 
-# -- observer events as ObserverEvent dicts (the recorder's own encoding: the core never imports convert) ----
+# -- observer events as ObserverEvent dicts (the recorder's own encoding: the core never imports conversions)
 _EVENT_KINDS = {"RunPolicyStarted": "started", "RunPolicyStep": "step", "RunPolicyEnded": "ended"}
 _EVENT_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 

@@ -33,7 +33,7 @@ Arguments are validated once by :func:`~strands_robots.rollout.run_spec.validate
 it on a goal before the arms move, then :meth:`PolicyRunner.run_spec`). A preflight refusal (invalid
 arguments, unknown provider, policy keys matching no actuator, a recording whose fps differs from the control
 frequency) returns ``{"status": "error", ...}`` before any event: it opens no lifecycle. Nothing here imports
-rclpy or ``strands_robots.convert`` (the recorder encodes the events it is handed).
+rclpy or ``strands_robots.conversions`` (the recorder encodes the events it is handed).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 :class:`RunPolicyStarted`, one :class:`RunPolicyStep` per completed ``send_action`` and one
 :class:`RunPolicyEnded` per episode. The lane is a second lane beside the backend's per-frame hook, never a use
 of it. The events are frozen dataclasses whose fields are the fields of the ``strands_robots_msgs`` messages of
-the same names (observer schema version 2); ``strands_robots.convert`` maps them to the messages.
+the same names (observer schema version 2); ``strands_robots.conversions.events`` maps them to the messages.
 
 The five rules :class:`ObserverLane` holds to:
 
