@@ -25,6 +25,7 @@ from google.protobuf import json_format
 
 from strands_robots.client import codec, errors, pb
 from strands_robots.client.policy import EndEpisode, Policy
+from strands_robots.client.policy_spec import spec_of, spec_to_pb
 from strands_robots.relay.proto import evaluation_service_pb2_grpc as _svc
 
 _log = logging.getLogger("strands_robots.client")
@@ -205,7 +206,11 @@ class EvaluationClient:
     def _serve_once(self, job_id: str, policy: Policy, on_event: Optional[Callable[[Any], None]],
                     progress: list) -> Any:
         outbox: "queue.Queue[Any]" = queue.Queue()
-        outbox.put(pb.PolicyReply(attach=pb.SessionAttach(job_id=job_id)))
+        attach = pb.SessionAttach(job_id=job_id)
+        declared = spec_of(policy)  # what the policy needs: the station checks it before any arm moves
+        if declared is not None:
+            attach.spec.CopyFrom(spec_to_pb(declared))
+        outbox.put(pb.PolicyReply(attach=attach))
 
         def replies():
             while True:

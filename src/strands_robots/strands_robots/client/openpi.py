@@ -35,6 +35,7 @@ import numpy as np
 
 from strands_robots.client.obs_map import ObsMap, ObsMapError, load_obs_map, roboarena_obs_map
 from strands_robots.client.policy import Policy
+from strands_robots.client.policy_spec import ActionRange, CameraNeed, PolicySpec
 
 __all__ = ["OpenPIPolicy", "OpenPIError", "OpenPIServerError", "OpenPIConnectionLost", "pack", "unpack",
            "serve_openpi", "VARIANTS"]
@@ -48,6 +49,8 @@ MAX_TRACEBACK_CHARS = 8000
 #: The RoboArena server's answer to a reset request.
 ROBOARENA_RESET_REPLY = "reset successful"
 VARIANTS = ("openpi", "roboarena")
+#: An openpi server's gripper column runs from open to closed over [0, 1] (DROID, LIBERO, ALOHA normalised).
+OPENPI_GRIPPER_RANGE = (0.0, 1.0)
 _NDARRAY = b"__ndarray__"
 _NPGENERIC = b"__npgeneric__"
 
@@ -200,6 +203,38 @@ class OpenPIPolicy(Policy):
 
     def resume(self, observation: Mapping[str, Any]) -> None:
         """Continue after a takeover: openpi servers keep no episode state, the next ``act`` carries on."""
+
+    def spec(self) -> PolicySpec:
+        """Return what this policy needs of a station, from the mapping and the server's metadata (connects if needed).
+
+        The actuator keys and observation keys the mapping names; its cameras (any size when the mapping
+        resizes them, else the metadata's ``image_resolution`` when it names one); the metadata's
+        ``control_frequency`` when it names one; and each gripper's commanded range: openpi's grippers are
+        [0, 1] (:data:`~strands_robots.client.obs_map.GRIPPER_RANGE`), mapped by the column's scale and offset.
+        The metadata itself travels with the spec (the job's provenance keeps it).
+        """
+        if self.obs_map is None:
+            self._connect()
+        assert self.obs_map is not None
+        resolution = self.metadata.get("image_resolution")
+        fixed = (tuple(int(v) for v in resolution) if isinstance(resolution, (list, tuple)) and len(resolution) == 2
+                 and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in resolution) else (0, 0))
+        cameras = {}
+        for entry in self.obs_map.images.values():
+            need = (0, 0) if entry.size is not None else fixed
+            cameras.setdefault(entry.camera, CameraNeed(entry.camera, *need))
+        rate = self.metadata.get("control_frequency", 0.0)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or rate != rate:
+            rate = 0.0
+        lo, hi = OPENPI_GRIPPER_RANGE
+        ranges = tuple(ActionRange(a.key, *sorted((a.scale * lo + a.offset, a.scale * hi + a.offset)))
+                       for a in self.obs_map.actions if a is not None and a.key.rsplit(".", 1)[-1] == "gripper")
+        observed = tuple(dict.fromkeys(e.key for entries in self.obs_map.state.values() for e in entries
+                                       if e.key is not None))
+        return PolicySpec(action_keys=self.obs_map.action_keys, action_dim=len(self.obs_map.actions),
+                          observation_keys=observed, cameras=tuple(cameras.values()), control_frequency_hz=float(rate),
+                          action_ranges=ranges, source=f"{self.variant} server {self.url}, obs map {self.obs_map.name}",
+                          metadata=self.metadata)
 
     def close(self) -> None:
         """Close the connection to the server."""

@@ -56,3 +56,12 @@ class Policy(metaclass=abc.ABCMeta):
 
     def resume(self, observation: Mapping[str, Any]) -> None:
         """Continue after an operator takeover, from the arms' current state in ``observation``."""
+
+    def spec(self) -> Any:
+        """Declare what this policy needs of a station (optional; None: nothing declared, nothing checked).
+
+        A :class:`~strands_robots.client.policy_spec.PolicySpec` (actuator keys or their count, observation keys,
+        cameras and image size, control rate, the range it commands a gripper in). The station checks it when
+        the policy attaches, before any arm moves, and fails the job naming every mismatch.
+        """
+        return None

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import grpc
 
 from strands_robots.relay import job_request
 from strands_robots.relay.auth import KIND_CLIENT, Principal
-from strands_robots.relay.core import CLIENT_GONE, Refused, RelayCore, checked_text, pump
+from strands_robots.relay.core import Refused, RelayCore, checked_text
 from strands_robots.relay.proto import evaluation_service_pb2 as es
 from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.sessions import END, SessionBusy
+from strands_robots.relay.session_streams import serve_client
 from strands_robots.relay.store import (
     JobExists,
     JobRecord,
@@ -20,7 +19,6 @@ from strands_robots.relay.store import (
 from strands_robots.relay.text_limits import (
     check_cancel_reason,
     check_id,
-    cut_policy_reply,
 )
 
 _log = logging.getLogger("strands_robots.relay")
@@ -126,29 +124,6 @@ class EvaluationServicer:
             if final is not None:
                 yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
                 return
-            try:
-                side = core.broker.open_client(job.job_id, principal.name)
-            except SessionBusy as exc:
-                raise Refused(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
-            pumping = asyncio.ensure_future(pump(
-                requests, lambda reply: core.broker.from_client(side, cut_policy_reply(reply)), side.outbox,
-                CLIENT_GONE))
-            try:
-                while True:
-                    try:
-                        item = await side.outbox.get(core.poll_s)
-                    except asyncio.TimeoutError:  # look for a job end another relay stored
-                        final = await core.terminal_status(job)
-                        if final is not None:
-                            yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
-                            return
-                        continue
-                    if item is END or item is CLIENT_GONE:
-                        return
-                    if isinstance(item, Refused):
-                        raise item
-                    yield item
-            finally:
-                pumping.cancel()
-                core.broker.close_client(side)
+            async for item in serve_client(core, context, principal, job, first, requests):
+                yield item
 

@@ -4,7 +4,8 @@ Each job has at most one station side and one client side at a time. Messages fr
 (``PolicyRequest``) go to the client's outbox, replies from the client (``PolicyReply``) to the station's
 outbox; the relay adds only its own kinds:
 
-- ``attached`` to the station when both sides are present (the station waits for it before an episode);
+- ``attached`` to the station when both sides are present (the station waits for it before an episode), with
+  the client's declared ``PolicySpec`` from its attach (the station's compatibility gate checks it);
 - a station opening a side for a job whose side it still holds replaces it: the old stream is aborted
   ("replaced by a newer policy session ...") and the client told ``station_left``; replies are forwarded
   only for requests the current station side sent, so a late answer to the old side is dropped;
@@ -56,6 +57,9 @@ class Side:
     outbox: "queue.Queue[Any]" = field(default_factory=queue.Queue)
     #: request ids this (station) side sent and the client has not answered yet
     pending: set = field(default_factory=set)
+    #: the client's declared ``PolicySpec`` from its attach (None: it declared none); the station gets it in
+    #: ``attached``
+    spec: Any = None
 
 
 class _Session:
@@ -93,6 +97,12 @@ class Broker:
             s = self._sessions[job_id] = _Session()
         return s
 
+    def _attached(self, client: Side) -> Any:
+        reply = self._make_attached(client.name)
+        if client.spec is not None:
+            reply.attached.spec.CopyFrom(client.spec)
+        return reply
+
     def _drop_if_idle(self, job_id: str) -> None:
         s = self._sessions.get(job_id)
         if s is not None and s.station is None and s.client is None:
@@ -116,20 +126,21 @@ class Broker:
             side = s.station = Side(job_id, station_id, outbox=self._make_outbox())
             s.episode_id = ""
             if s.client is not None:
-                side.outbox.put(self._make_attached(s.client.name))
+                side.outbox.put(self._attached(s.client))
             return side
 
-    def open_client(self, job_id: str, client_id: str) -> Side:
+    def open_client(self, job_id: str, client_id: str, spec: Any = None) -> Side:
+        """Open the client's side; ``spec`` (its attach's ``PolicySpec``, or None) goes with ``attached``."""
         with self._lock:
             s = self._session(job_id)
             if s.client is not None:
                 raise SessionBusy(f"a policy client ({s.client.name!r}) already serves job {job_id!r}")
-            side = s.client = Side(job_id, client_id, outbox=self._make_outbox())
+            side = s.client = Side(job_id, client_id, outbox=self._make_outbox(), spec=spec)
             for msg in s.client_backlog:
                 side.outbox.put(msg)
             s.client_backlog.clear()
             if s.station is not None:
-                s.station.outbox.put(self._make_attached(client_id))
+                s.station.outbox.put(self._attached(side))
             return side
 
     def close_station(self, side: Side, reason: str) -> None:

@@ -452,6 +452,9 @@ class PolicySession:
         self.job_id = job_id
         self.reply_timeout_s = reply_timeout_s
         self.client_id = ""
+        #: the attached client's declared ``PolicySpec`` message (None: it declared none); set before
+        #: ``wait_attached`` returns
+        self.policy_spec: Any = None
         self._outbox: "queue.Queue[Any]" = queue.Queue()
         self._replies: "queue.Queue[Any]" = queue.Queue()
         self._attached = threading.Event()
@@ -478,6 +481,7 @@ class PolicySession:
             for reply in self._call:
                 if reply.WhichOneof("kind") == "attached":
                     self.client_id = reply.attached.client_id
+                    self.policy_spec = reply.attached.spec if reply.attached.HasField("spec") else None
                     self._attached.set()
                 else:
                     self._replies.put(reply)

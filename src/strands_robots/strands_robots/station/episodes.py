@@ -69,6 +69,7 @@ from strands_robots.station.operator import (
 from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.arms import acquire_arms
+from strands_robots.station.compatibility import check, gate_message
 from strands_robots.station.safety_gate import clear_before_episode
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
 from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
@@ -106,6 +107,8 @@ class RolloutOutcome:
         ``InferenceTimeout``, the policy's exception class, ...).
     :param infrastructure: why the station's own infrastructure ended the rollout, when only the robot side knows
         (the rollout node died under the goal); empty otherwise.
+    :param recording_sha256: SHA-256 (hex) of the rollout's MCAP recording as the station holds it; empty when
+        not recorded.
     """
 
     stopped_reason: str
@@ -117,6 +120,7 @@ class RolloutOutcome:
     policy_lost: bool = False
     error_type: str = ""
     infrastructure: str = ""
+    recording_sha256: str = ""
 
 
 class InfrastructureFault(RuntimeError):
@@ -252,6 +256,9 @@ class ProcedureSettings:
     :param policy_attach_timeout_s: how long the job waits for its policy (a relay client attaching) each time it
         is WAITING_POLICY, unless the job names its own (``JobSpec.policy_attach_timeout_s``); past it the job
         is FAILED with that reason and the station goes on with its next job.
+    :param station_facts: what the station is (``station.provenance.StationFacts``: its arms, cameras, files and
+        software): the station's side of the compatibility gate and the jobs' provenance. None: no gate, no
+        provenance.
     """
 
     lease_holder: str = ""
@@ -264,6 +271,7 @@ class ProcedureSettings:
     infrastructure_backoff_s: float = 1.0
     lease_wait_s: float = 120.0
     supervisors: Tuple[str, ...] = ()
+    station_facts: Any = None
 
     def __post_init__(self) -> None:
         for name, low in (("max_attempts_per_episode", 1), ("max_infrastructure_retries", 0)):
@@ -343,6 +351,7 @@ class JobRunner:
         self._waits: set = set()  # the events a wait for the policy ends on (cancel, suspend, its deadline)
         self.console = OperatorConsole(robot, on_action=self._operator_action, supervisors=settings.supervisors)
         self._last_status: Optional[JobStatus] = None
+        self._provenance: Any = None  # set when the policy is ready (station.provenance)
         self._commit()
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -441,6 +450,7 @@ class JobRunner:
                                  f"waiting for the policy ({self.spec.policy_provider})")
             elif state is JobState.WAITING_POLICY:
                 ready, detail = self._wait_for_policy()
+                self._gate()
                 self._transition(JobState.RUNNING, f"policy ready: {detail}" if detail else "policy ready")
             elif state is JobState.RUNNING:
                 if kept_count(self.record.episodes) >= self.spec.episodes_total:
@@ -486,6 +496,28 @@ class JobRunner:
             raise _Failed(f"no policy client attached within {timeout_s:g} s (policy_attach_timeout_s); the "
                           f"station moved on")
         raise _Failed(f"the policy could not start: {detail}")
+
+    def _gate(self) -> None:
+        """Run the compatibility gate, before any lease: the policy's declared spec against the station's own.
+
+        Sets the job's provenance (the station's facts and the declared spec). A mismatch FAILs the job with
+        every mismatch named (``station.compatibility``); a policy that declared nothing is not checked.
+        """
+        facts = self._settings.station_facts
+        read = getattr(self._robot, "attached_policy_spec", None)
+        try:
+            declared = read(self.spec) if callable(read) else None
+        except ValueError as exc:  # a spec that does not parse (PolicySpecError)
+            raise _Failed(f"the policy's declared spec is refused: {exc}") from None
+        if facts is None:
+            return
+        with self._lock:
+            self._provenance = facts.provenance(self.spec, declared)
+        if declared is None:
+            return
+        mismatches = check(declared, facts.station_spec(self.spec))
+        if mismatches:
+            raise _Failed(gate_message(mismatches, declared.source))
 
     def _next_episode(self) -> None:
         record = self.record
@@ -620,14 +652,15 @@ class JobRunner:
                 return "discarded", None
             result = EpisodeResult(
                 episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False, score=0.0,
-                items=(), task=plan.task, taken_over=taken_over, end_detail=end_detail, run_id=outcome.run_id)
+                items=(), task=plan.task, taken_over=taken_over, end_detail=end_detail, run_id=outcome.run_id,
+                recording_sha256=outcome.recording_sha256)
             if decision.kind == DECISION_SCORED:
                 sheet = decision.sheet
                 assert sheet is not None
                 result = EpisodeResult(
                     episode_id=plan.episode_id, end_condition=end_condition, scored=True, success=sheet.success,
                     score=sheet.score, items=sheet.items, task=plan.task, taken_over=taken_over,
-                    end_detail=end_detail, run_id=outcome.run_id)
+                    end_detail=end_detail, run_id=outcome.run_id, recording_sha256=outcome.recording_sha256)
             return "kept", result
         finally:
             console.end_episode()
@@ -727,7 +760,7 @@ class JobRunner:
             self._store.save(record)
         status = make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
                                episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                               message=record.message, clock_ms=self._clock_ms)
+                               message=record.message, clock_ms=self._clock_ms, provenance=self._provenance)
         self._last_status = status
         if self._publish is not None:
             self._publish(status)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping, Tuple, Union
+from typing import Mapping, Optional, Tuple, Union
 
 from strands_robots.rollout.end_condition import (
     END_AUTHORITY_LOST,
@@ -186,6 +186,26 @@ class EpisodeResult:
     taken_over: bool
     end_detail: str
     run_id: str = ""
+    recording_sha256: str = ""  # SHA-256 (hex) of the episode's MCAP recording; empty when not recorded
+
+
+@dataclass(frozen=True)
+class ConfigHash:
+    """One file a job ran with (``arms.yaml``, ``cameras.yaml``, ``job``), where it was read, its SHA-256."""
+
+    name: str
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What produced a job's scores: the station's software and files, and the policy's declared spec (JSON)."""
+
+    software_version: str = ""
+    git_revision: str = ""
+    config_files: Tuple[ConfigHash, ...] = ()
+    policy_spec_json: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,3 +225,4 @@ class JobStatus:
     updated_unix_ms: int
     message: str
     sequence: int = 0
+    provenance: Optional[Provenance] = None

@@ -94,6 +94,7 @@ def episode_to_mapping(episode: EpisodeResult, tasks: tuple = ()) -> dict:
         "taken_over": episode.taken_over,
         "end_detail": episode.end_detail,
         "run_id": episode.run_id,
+        "recording_sha256": episode.recording_sha256,
     }
     index = next((i for i, task in enumerate(tasks) if task == episode.task), None)
     if index is None:
@@ -118,7 +119,8 @@ def episode_from_mapping(data: Mapping[str, Any], tasks: tuple = ()) -> EpisodeR
         success=bool(data["success"]), score=float(data["score"]), items=tuple(items),
         task=tasks[int(data["task_index"])] if "task_index" in data else task_from_mapping(data["task"], 0),
         taken_over=bool(data["taken_over"]),
-        end_detail=data["end_detail"], run_id=data.get("run_id", ""))
+        end_detail=data["end_detail"], run_id=data.get("run_id", ""),
+        recording_sha256=str(data.get("recording_sha256", "")))
 
 
 def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:

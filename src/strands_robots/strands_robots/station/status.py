@@ -76,6 +76,7 @@ def make_snapshot(
     message: str,
     clock_ms: UnixMsClock = unix_ms_now,
     sequence: int = 0,
+    provenance: Any = None,
 ) -> JobStatus:
     """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order.
 
@@ -85,7 +86,7 @@ def make_snapshot(
         raise ValueError(f"state must be a JobState, got {state!r}")
     return JobStatus(job_id=job_id, station_id=station_id, state=state, episodes_total=int(episodes_total),
                      episodes=tuple(episodes), updated_unix_ms=int(clock_ms()), message=str(message),
-                     sequence=int(sequence))
+                     sequence=int(sequence), provenance=provenance)
 
 
 def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now) -> JobStatus:

@@ -1,0 +1,192 @@
+"""What a policy declares it needs from a station: :class:`PolicySpec`.
+
+A policy may declare, with an optional ``spec()`` method returning a :class:`PolicySpec`, the actuator keys it
+commands (or only how many: ``action_dim``), the observation keys it reads, the cameras it needs and their
+image size, the control rate it was trained at and the range it commands a key in (a gripper's above all).
+The station compares it with its own (``strands_robots.station.compatibility``) when the policy attaches,
+before any arm moves: a mismatch fails the job with every mismatch named. A policy without ``spec()`` declares
+nothing and is not checked. :class:`~strands_robots.client.openpi.OpenPIPolicy` derives its spec from the
+server's metadata and the observation mapping.
+
+Through the relay the spec travels in the policy client's attach (``SessionAttach.spec``), and the station
+gets it with ``PolicyAttached``; :func:`spec_to_pb` / :func:`spec_from_pb` convert. :meth:`PolicySpec.to_dict`
+is the JSON form the job's provenance carries. No ROS, no numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+__all__ = ["PolicySpec", "CameraNeed", "ActionRange", "PolicySpecError", "spec_of", "spec_to_pb", "spec_from_pb",
+           "MAX_METADATA_JSON"]
+
+#: Longest metadata JSON a spec carries (a server's metadata is small; this bounds what the relay forwards).
+MAX_METADATA_JSON = 16 * 1024
+
+
+class PolicySpecError(ValueError):
+    """A spec that cannot be built: the message names the field."""
+
+
+@dataclass(frozen=True)
+class CameraNeed:
+    """A camera the policy needs (``<name>.image`` in every observation), of ``height`` x ``width`` (0: any)."""
+
+    name: str
+    height: int = 0
+    width: int = 0
+
+
+@dataclass(frozen=True)
+class ActionRange:
+    """The range ``[low, high]`` the policy commands ``key`` in, in the station's units (a gripper's, say)."""
+
+    key: str
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What a policy needs; every field is optional (empty or 0: not declared, not checked).
+
+    :param action_keys: the actuator keys it commands.
+    :param action_dim: how many actions it outputs per step; compared with the station's actuator count only
+        when ``action_keys`` is not declared (with keys it is informational: an openpi server's columns).
+    :param observation_keys: the observation keys it reads (``right.joint_1.pos``, ...).
+    :param cameras: the cameras it needs, with the image size it needs (0 x 0: any size).
+    :param control_frequency_hz: the control rate it runs at (0: any).
+    :param action_ranges: the ranges it commands keys in (the gripper's: the most common cause of 0 %).
+    :param source: what the spec describes, in words (``openpi ws://host:8000, obs map droid``).
+    :param metadata: the policy's own description (an openpi server's metadata frame), JSON-able.
+    """
+
+    action_keys: Tuple[str, ...] = ()
+    action_dim: int = 0
+    observation_keys: Tuple[str, ...] = ()
+    cameras: Tuple[CameraNeed, ...] = ()
+    control_frequency_hz: float = 0.0
+    action_ranges: Tuple[ActionRange, ...] = ()
+    source: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("action_keys", "observation_keys"):
+            value = tuple(getattr(self, name))
+            if not all(isinstance(k, str) and k.strip() for k in value):
+                raise PolicySpecError(f"policy spec: {name} must be non-empty strings, got {value!r}")
+            object.__setattr__(self, name, value)
+        dim = self.action_dim
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise PolicySpecError(f"policy spec: action_dim must be an integer >= 0, got {dim!r}")
+        cameras = tuple(self.cameras)
+        for cam in cameras:
+            if not isinstance(cam, CameraNeed) or not cam.name or any(
+                    isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (cam.height, cam.width)):
+                raise PolicySpecError(f"policy spec: a camera must be CameraNeed(name, height >= 0, width >= 0), "
+                                      f"got {cam!r}")
+        object.__setattr__(self, "cameras", cameras)
+        rate = self.control_frequency_hz
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate < 0:
+            raise PolicySpecError(f"policy spec: control_frequency_hz must be a finite number >= 0, got {rate!r}")
+        ranges = tuple(self.action_ranges)
+        for r in ranges:
+            if not isinstance(r, ActionRange) or not r.key or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in (r.low, r.high)) or r.low > r.high:
+                raise PolicySpecError(f"policy spec: an action range must be ActionRange(key, low <= high), got {r!r}")
+        object.__setattr__(self, "action_ranges", ranges)
+        text = json.dumps(dict(self.metadata), sort_keys=True, default=_jsonable)
+        if len(text) > MAX_METADATA_JSON:
+            raise PolicySpecError(f"policy spec: metadata is {len(text)} characters of JSON, more than "
+                                  f"{MAX_METADATA_JSON}")
+        object.__setattr__(self, "metadata", json.loads(text))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Return the JSON form (for a job's provenance)."""
+        return {
+            "action_keys": list(self.action_keys),
+            "action_dim": self.action_dim,
+            "observation_keys": list(self.observation_keys),
+            "cameras": [{"name": c.name, "height": c.height, "width": c.width} for c in self.cameras],
+            "control_frequency_hz": self.control_frequency_hz,
+            "action_ranges": [{"key": r.key, "low": r.low, "high": r.high} for r in self.action_ranges],
+            "source": self.source,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PolicySpec":
+        """Build a spec from :meth:`to_dict`'s form."""
+        try:
+            return cls(
+                action_keys=tuple(data.get("action_keys", ())), action_dim=int(data.get("action_dim", 0)),
+                observation_keys=tuple(data.get("observation_keys", ())),
+                cameras=tuple(CameraNeed(str(c["name"]), int(c.get("height", 0)), int(c.get("width", 0)))
+                              for c in data.get("cameras", ())),
+                control_frequency_hz=float(data.get("control_frequency_hz", 0.0)),
+                action_ranges=tuple(ActionRange(str(r["key"]), float(r["low"]), float(r["high"]))
+                                    for r in data.get("action_ranges", ())),
+                source=str(data.get("source", "")), metadata=dict(data.get("metadata", {}) or {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, PolicySpecError):
+                raise
+            raise PolicySpecError(f"policy spec: not a spec mapping ({type(exc).__name__}: {exc})") from None
+
+
+def _jsonable(value: Any) -> Any:
+    """Make numpy scalars and arrays, bytes and tuples JSON (a server's metadata may hold them)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def spec_of(policy: Any) -> Optional[PolicySpec]:
+    """Return ``policy.spec()`` when the policy declares one (None otherwise); a bad return is refused."""
+    method = getattr(policy, "spec", None)
+    if not callable(method):
+        return None
+    spec = method()
+    if spec is None:
+        return None
+    if not isinstance(spec, PolicySpec):
+        raise PolicySpecError(f"{type(policy).__name__}.spec() must return a PolicySpec or None, got "
+                              f"{type(spec).__name__}")
+    return spec
+
+
+def spec_to_pb(spec: PolicySpec) -> Any:
+    """Return the relay's ``PolicySpec`` message for ``spec``."""
+    from strands_robots.relay.proto import policy_session_pb2 as ps
+
+    return ps.PolicySpec(
+        action_keys=list(spec.action_keys), action_dim=spec.action_dim,
+        observation_keys=list(spec.observation_keys),
+        cameras=[ps.CameraNeed(name=c.name, height=c.height, width=c.width) for c in spec.cameras],
+        control_frequency_hz=spec.control_frequency_hz,
+        action_ranges=[ps.ActionRange(key=r.key, low=r.low, high=r.high) for r in spec.action_ranges],
+        source=spec.source, metadata_json=json.dumps(dict(spec.metadata), sort_keys=True))
+
+
+def spec_from_pb(msg: Any) -> PolicySpec:
+    """Return the :class:`PolicySpec` of a relay ``PolicySpec`` message (a bad one raises PolicySpecError)."""
+    try:
+        metadata = json.loads(msg.metadata_json) if msg.metadata_json else {}
+    except ValueError as exc:
+        raise PolicySpecError(f"policy spec: metadata_json is not JSON ({exc})") from None
+    if not isinstance(metadata, dict):
+        raise PolicySpecError("policy spec: metadata_json must be a JSON object")
+    return PolicySpec(
+        action_keys=tuple(msg.action_keys), action_dim=int(msg.action_dim),
+        observation_keys=tuple(msg.observation_keys),
+        cameras=tuple(CameraNeed(c.name, int(c.height), int(c.width)) for c in msg.cameras),
+        control_frequency_hz=float(msg.control_frequency_hz),
+        action_ranges=tuple(ActionRange(r.key, float(r.low), float(r.high)) for r in msg.action_ranges),
+        source=msg.source, metadata=metadata)

@@ -1,0 +1,128 @@
+"""What produced a job's scores: the station's software, its configuration files, the job and the policy.
+
+:class:`StationFacts` is what a station is, read once at start: its driver configuration (``config/arms.yaml``:
+the actuators and their command ranges), its cameras (``config/cameras.yaml``, the ones its rollouts observe),
+those files' SHA-256, its software version and git revision. From it come the station's side of the
+compatibility gate (:meth:`StationFacts.station_spec`) and a job's :class:`~strands_robots.station.model.Provenance`
+(:meth:`StationFacts.provenance`): version, revision, the hashes of arms.yaml, cameras.yaml and the job (the
+canonical JSON of its job-file form, :func:`job_sha256`), and the policy's declared spec with an openpi server's
+metadata. :func:`file_sha256` also hashes each episode's recording. No ROS here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Tuple
+
+from strands_robots.station.compatibility import StationSpec, station_spec
+from strands_robots.station.model import ConfigHash, Provenance
+
+__all__ = ["StationFacts", "load_station_facts", "file_sha256", "job_sha256", "software_version", "git_revision",
+           "JOB_FILE_NAME"]
+
+#: The name the job's hash goes under in ``Provenance.config_files``.
+JOB_FILE_NAME = "job"
+_CHUNK = 1 << 20
+_SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def file_sha256(path: str) -> str:
+    """Return the SHA-256 (hex) of the file at ``path``, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def job_sha256(spec: Any) -> str:
+    """Return the SHA-256 of the job: its job-file form (``job_file.job_spec_to_mapping``) as canonical JSON."""
+    from strands_robots.station.job_file import job_spec_to_mapping
+
+    text = json.dumps(job_spec_to_mapping(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def software_version() -> str:
+    """Return the station's strands_robots version."""
+    from strands_robots import __version__
+
+    return str(__version__)
+
+
+def git_revision(directory: str = _SOURCE_ROOT) -> str:
+    """Return the git commit of the checkout ``directory`` is in (``-dirty`` appended when files differ).
+
+    Empty when it is not in one (an installed copy) or git is not there.
+    """
+    try:
+        head = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5.0)
+        if head.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "-C", directory, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10.0)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    revision = head.stdout.strip()
+    return revision + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+@dataclass(frozen=True)
+class StationFacts:
+    """What a station is (see the module docstring).
+
+    :param driver_config: its :class:`~strands_robots.arm.config.DriverConfig`.
+    :param camera_set: its :class:`~strands_robots.cameras.config.CameraSet` (None: no cameras).
+    :param cameras: the cameras its rollouts observe (a subset of the set).
+    :param files: ``ConfigHash`` of arms.yaml and cameras.yaml as read.
+    """
+
+    driver_config: Any
+    camera_set: Any = None
+    cameras: Tuple[str, ...] = ()
+    files: Tuple[ConfigHash, ...] = ()
+    software_version: str = ""
+    git_revision: str = ""
+
+    def station_spec(self, job: Any) -> StationSpec:
+        """Return the station's side of the gate for ``job`` (its tasks' control rates)."""
+        from strands_robots.station.job import PARAM_CONTROL_FREQUENCY
+
+        rates = {task.task_id: float(task.parameters.get(PARAM_CONTROL_FREQUENCY, job.control_frequency))
+                 for task in job.tasks}
+        return station_spec(self.driver_config, self.camera_set, self.cameras, rates)
+
+    def provenance(self, job: Any, policy_spec: Any = None) -> Provenance:
+        """Return the provenance of ``job`` run here with a policy that declared ``policy_spec`` (or None)."""
+        spec_json = "" if policy_spec is None else json.dumps(policy_spec.to_dict(), sort_keys=True)
+        return Provenance(software_version=self.software_version, git_revision=self.git_revision,
+                          config_files=self.files + (ConfigHash(JOB_FILE_NAME, "", job_sha256(job)),),
+                          policy_spec_json=spec_json)
+
+
+def load_station_facts(arms_file: Optional[str] = None, cameras_file: Optional[str] = None,
+                       cameras: Optional[Iterable[str]] = None) -> StationFacts:
+    """Read the station's configuration files (None or empty: the source tree's ``config/``) and hash them.
+
+    :param cameras: the cameras the rollouts observe (None: every camera of the file; empty: none).
+    :raises ValueError: a file that does not load, or a camera the file does not name.
+    """
+    from strands_robots.arm.config import DriverConfig
+    from strands_robots.cameras.config import DEFAULT_CONFIG_PATH, load_camera_set
+
+    arms_path = arms_file or os.path.join(_SOURCE_ROOT, "config", "arms.yaml")
+    cameras_path = cameras_file or DEFAULT_CONFIG_PATH
+    driver = DriverConfig.from_yaml(arms_path)
+    camera_set = load_camera_set(cameras_path)
+    names = camera_set.names if cameras is None else tuple(n for n in cameras if n)
+    for name in names:
+        camera_set.camera(name)  # an unknown name raises, naming the file's cameras
+    files = (ConfigHash("arms.yaml", os.path.abspath(arms_path), file_sha256(arms_path)),
+             ConfigHash("cameras.yaml", os.path.abspath(cameras_path), file_sha256(cameras_path)))
+    return StationFacts(driver_config=driver, camera_set=camera_set, cameras=names, files=files,
+                        software_version=software_version(), git_revision=git_revision())
