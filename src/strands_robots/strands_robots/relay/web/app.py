@@ -1,0 +1,322 @@
+"""The status page's HTTP side (aiohttp): sign-in, the job pages, their live updates, and every refusal.
+
+Routes::
+
+    GET  /signin             the sign-in form (a pre-session carries its CSRF token)
+    POST /signin             token -> session cookie (HttpOnly, SameSite=Strict; Secure over TLS)
+    POST /signout            ends the session (CSRF token required)
+    GET  /jobs               a team's jobs, newest first; a station's queue
+    GET  /jobs/{job_id}      one job: state, progress, every episode (end condition, score, sheet, flags)
+    GET  /events             server-sent events: the re-rendered list whenever it changes
+    GET  /jobs/{job_id}/events   the same for one job; ends when the job does
+    GET  /static/...         the stylesheet and the one script (no inline script: the CSP forbids it)
+
+What no request gets: another team's job. A job the signed-in principal may not see answers exactly as a job
+that does not exist (404, the same page), on every route. Every POST carries its session's CSRF token and, when
+the browser sends an Origin, must come from this page's own origin. Sign-in is rate-limited per address and
+overall (:class:`~strands_robots.relay.web.sessions.SignInLimiter`); request bodies are capped at
+:data:`MAX_BODY_BYTES`; the token is compared in constant time by the relay's token book, and re-checked on every
+request, so a token taken out of the token file ends its sessions.
+
+Store reads run on the server's thread pool, never on its event loop (the handlers only await them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from concurrent import futures
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+import jinja2
+from aiohttp import web
+
+from strands_robots.relay.auth import KIND_CLIENT, Principal, TokenBook
+from strands_robots.relay.web.sessions import Session, SessionTable, SignInLimiter
+from strands_robots.relay.web.source import JobSource
+
+HERE = Path(__file__).resolve().parent
+SESSION_COOKIE = "sr_session"
+SIGNIN_COOKIE = "sr_signin"
+#: the largest request body accepted (the sign-in form is a token and a CSRF token)
+MAX_BODY_BYTES = 8 * 1024
+#: a longer token is refused before it is compared (the token file's are far shorter)
+MAX_TOKEN_CHARS = 1024
+#: event streams open at once, per session and over all sessions (past either: 503 naming the limit)
+MAX_STREAMS_PER_SESSION = 8
+MAX_STREAMS = 256
+#: a comment line on an idle event stream this often, so proxies and the browser keep it open
+KEEPALIVE_S = 15.0
+
+_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
+
+
+def _utc(unix_ms: Optional[int]) -> str:
+    if not unix_ms:
+        return "–"
+    return datetime.datetime.fromtimestamp(unix_ms / 1000.0, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def templates() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
+                             autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
+    env.filters["utc"] = _utc
+    return env
+
+
+def sse_event(event: str, data: str) -> bytes:
+    """One server-sent event: every line of ``data`` as its own ``data:`` line (the browser joins them)."""
+    lines = "".join(f"data: {line}\n" for line in data.replace("\r", "").split("\n"))
+    return f"event: {event}\n{lines}\n".encode("utf-8")
+
+
+class StatusPage:
+    """The handlers and what they share: the job source, the relay's current tokens, sessions, limits."""
+
+    def __init__(self, source: JobSource, tokens: Callable[[], TokenBook], executor: futures.Executor, *,
+                 secure_cookies: bool = False, poll_s: float = 0.5, sessions: Optional[SessionTable] = None,
+                 limiter: Optional[SignInLimiter] = None) -> None:
+        self.source = source
+        self.tokens = tokens
+        self.executor = executor
+        self.secure_cookies = secure_cookies
+        self.poll_s = poll_s
+        self.sessions = sessions or SessionTable()
+        # Sign-in forms' pre-sessions apart: anyone may open the form, so a flood of them must not end signed-in
+        # sessions (only a valid token makes one of those).
+        self.pre_sessions = SessionTable(idle_s=600.0, max_age_s=600.0, max_sessions=4096)
+        self.limiter = limiter or SignInLimiter()
+        self.env = templates()
+        self._streams: Dict[str, int] = {}
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    async def run(self, fn: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def render(self, name: str, status: int = 200, session: Optional[Session] = None, **values: Any) -> web.Response:
+        """Render a page; ``session`` gives the header's principal and the forms' CSRF token."""
+        who = session.principal if session is not None else None
+        html = self.env.get_template(name).render(who=who, csrf=session.csrf if session else "", **values)
+        return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+
+    def error(self, status: int, title: str, detail: str, session: Optional[Session] = None) -> web.Response:
+        return self.render("error.html", status=status, session=session, code=status, title=title, detail=detail)
+
+    def not_found(self, session: Optional[Session]) -> web.Response:
+        """Answer a job that is missing and one that is not the viewer's alike (nothing tells the two apart)."""
+        return self.error(404, "Not found", "There is no such job for you.", session)
+
+    def _cookie(self, response: web.StreamResponse, name: str, value: str, max_age: Optional[int] = None) -> None:
+        response.set_cookie(name, value, path="/", httponly=True, samesite="Strict", secure=self.secure_cookies,
+                            max_age=max_age)
+
+    def signed_in(self, request: web.Request) -> Optional[Session]:
+        """Return the request's live session whose token is still the relay's for the same principal; else None."""
+        session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
+        if session is None or session.principal is None:
+            return None
+        if self.tokens().identify(session.token) != session.principal:  # removed or rotated: the session ends
+            self.sessions.end(session.session_id)
+            return None
+        return session
+
+    @staticmethod
+    def same_origin(request: web.Request) -> bool:
+        origin = request.headers.get("Origin")
+        return origin is None or origin == f"{request.scheme}://{request.host}"
+
+    # -- sign-in and sign-out ---------------------------------------------------------------------------------
+    async def signin_form(self, request: web.Request, refusal: str = "", status: int = 200) -> web.Response:
+        pre = self.pre_sessions.pre_session()  # the form's CSRF token is the pre-session's; nobody is signed in
+        html = self.env.get_template("signin.html").render(who=None, csrf=pre.csrf, refusal=refusal,
+                                                           max_token=MAX_TOKEN_CHARS)
+        response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
+        self._cookie(response, SIGNIN_COOKIE, pre.session_id, max_age=600)
+        return response
+
+    async def get_signin(self, request: web.Request) -> web.StreamResponse:
+        if self.signed_in(request) is not None:
+            raise web.HTTPSeeOther("/jobs")
+        return await self.signin_form(request)
+
+    async def post_signin(self, request: web.Request) -> web.StreamResponse:
+        allowed, wait_s = self.limiter.allow(request.remote or "?")
+        if not allowed:
+            response = await self.signin_form(request, f"Too many sign-in attempts: try again in {wait_s:.0f} s.",
+                                               status=429)
+            response.headers["Retry-After"] = str(max(1, int(wait_s + 0.999)))
+            return response
+        if not self.same_origin(request):
+            return self.error(403, "Forbidden", "This form was sent from another site.")
+        form = await request.post()
+        pre = self.pre_sessions.get(request.cookies.get(SIGNIN_COOKIE))
+        if pre is None or pre.principal is not None or not pre.csrf_matches(str(form.get("csrf", ""))):
+            return await self.signin_form(request, "The sign-in form expired: sign in again.", status=403)
+        self.pre_sessions.end(pre.session_id)  # a pre-session serves one attempt
+        token = str(form.get("token", "")).strip()
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            return await self.signin_form(request, "Give your token.", status=400)
+        principal = self.tokens().identify(token)
+        if principal is None:
+            return await self.signin_form(request, "Sign-in refused: that is not a token this relay knows.",
+                                          status=401)
+        session = self.sessions.sign_in(principal, token, replacing=request.cookies.get(SESSION_COOKIE))
+        response = web.HTTPSeeOther("/jobs")
+        self._cookie(response, SESSION_COOKIE, session.session_id)
+        response.del_cookie(SIGNIN_COOKIE, path="/")
+        raise response
+
+    async def post_signout(self, request: web.Request) -> web.StreamResponse:
+        session = self.signed_in(request)
+        if session is None:
+            raise web.HTTPSeeOther("/signin")
+        form = await request.post()
+        if not self.same_origin(request) or not session.csrf_matches(str(form.get("csrf", ""))):
+            return self.error(403, "Forbidden", "Sign-out needs the form's token: use the page's button.", session)
+        self.sessions.end(session.session_id)
+        response = web.HTTPSeeOther("/signin")
+        response.del_cookie(SESSION_COOKIE, path="/")
+        raise response
+
+    # -- pages ------------------------------------------------------------------------------------------------
+    def _require(self, request: web.Request) -> Session:
+        session = self.signed_in(request)
+        if session is None:
+            raise web.HTTPSeeOther("/signin")
+        return session
+
+    def _list_values(self, principal: Principal, pages: list) -> dict:
+        if principal.kind == KIND_CLIENT:
+            return {"pages": pages, "heading": f"Jobs of {principal.name}",
+                    "empty": "No jobs yet: submit one with the Evaluation Client."}
+        return {"pages": pages, "heading": f"Queue of station {principal.name}",
+                "empty": "No job is waiting or running at this station."}
+
+    async def get_root(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPSeeOther("/jobs" if self.signed_in(request) else "/signin")
+
+    async def get_jobs(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        pages = await self.run(self.source.pages, session.principal)
+        return self.render("jobs.html", session=session, **self._list_values(session.principal, pages))
+
+    async def get_job(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        page = await self.run(self.source.page, session.principal, request.match_info["job_id"])
+        if page is None:
+            return self.not_found(session)
+        return self.render("job.html", session=session, page=page, recordings={})
+
+    # -- live updates -----------------------------------------------------------------------------------------
+    async def get_job_events(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        principal, job_id = session.principal, request.match_info["job_id"]
+        if await self.run(self.source.page, principal, job_id) is None:
+            return self.not_found(session)
+
+        def read() -> Optional[tuple]:
+            page = self.source.page(principal, job_id)
+            if page is None:
+                return None
+            html = self.env.get_template("_job.html").render(page=page, recordings={})
+            return page.version, html, page.terminal
+
+        return await self._stream(request, session, read)
+
+    async def get_list_events(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        principal = session.principal
+
+        def read() -> tuple:
+            pages = self.source.pages(principal)
+            html = self.env.get_template("_jobs_table.html").render(**self._list_values(principal, pages))
+            return tuple((p.job_id, p.version) for p in pages), html, False
+
+        return await self._stream(request, session, read)
+
+    async def _stream(self, request: web.Request, session: Session, read: Callable[[], Optional[tuple]]
+                      ) -> web.StreamResponse:
+        held = self._streams.get(session.session_id, 0)
+        if held >= MAX_STREAMS_PER_SESSION or sum(self._streams.values()) >= MAX_STREAMS:
+            return self.error(503, "Too many live views",
+                              f"At most {MAX_STREAMS_PER_SESSION} live views per session and {MAX_STREAMS} in all "
+                              f"are served at once; close one.", session)
+        self._streams[session.session_id] = held + 1
+        try:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                                   "X-Accel-Buffering": "no"})
+            await response.prepare(request)
+            await response.write(b"retry: 2000\n\n")
+            loop = asyncio.get_running_loop()
+            last_version, last_write = None, loop.time()
+            while True:
+                if self.signed_in(request) is None:
+                    await response.write(sse_event("end", "Signed out: sign in again to see updates."))
+                    break
+                got = await self.run(read)
+                if got is None:
+                    await response.write(sse_event("end", "This job is no longer shown."))
+                    break
+                version, html, final = got
+                if version != last_version:
+                    await response.write(sse_event("update", html))
+                    last_version, last_write = version, loop.time()
+                if final:
+                    await response.write(sse_event("end", "The job has ended: no more updates."))
+                    break
+                if loop.time() - last_write > KEEPALIVE_S:
+                    await response.write(b": keepalive\n\n")
+                    last_write = loop.time()
+                await asyncio.sleep(self.poll_s)  # the poll period: the store is re-read this often
+            return response
+        except (ConnectionResetError, asyncio.CancelledError):  # the browser went away
+            raise
+        finally:
+            left = self._streams.get(session.session_id, 1) - 1
+            if left > 0:
+                self._streams[session.session_id] = left
+            else:
+                self._streams.pop(session.session_id, None)
+
+
+PAGE_KEY = web.AppKey("page", StatusPage)
+
+
+@web.middleware
+async def _headers(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Security headers on every answer; an unknown route is the same 404 page as a job one may not see."""
+    page: StatusPage = request.app[PAGE_KEY]
+    try:
+        response = await handler(request)
+    except web.HTTPNotFound:
+        response = page.not_found(page.signed_in(request))
+    except web.HTTPMethodNotAllowed:
+        response = page.error(405, "Method not allowed", "This address does not take that request.")
+    except web.HTTPRequestEntityTooLarge:
+        response = page.error(413, "Too large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+    if not response.prepared:
+        response.headers.setdefault("Content-Security-Policy", _CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        if not request.path.startswith("/static/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+def make_app(page: StatusPage) -> web.Application:
+    """Return the aiohttp application of ``page`` (bodies capped at :data:`MAX_BODY_BYTES`)."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_headers])
+    app[PAGE_KEY] = page
+    app.router.add_get("/", page.get_root)
+    app.router.add_get("/signin", page.get_signin)
+    app.router.add_post("/signin", page.post_signin)
+    app.router.add_post("/signout", page.post_signout)
+    app.router.add_get("/jobs", page.get_jobs)
+    app.router.add_get("/events", page.get_list_events)
+    app.router.add_get("/jobs/{job_id}", page.get_job)
+    app.router.add_get("/jobs/{job_id}/events", page.get_job_events)
+    app.router.add_static("/static/", HERE / "static", show_index=False, follow_symlinks=False)
+    return app

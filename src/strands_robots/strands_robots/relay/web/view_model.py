@@ -1,0 +1,185 @@
+"""What the status page shows of a job: a frozen value made from the relay's :class:`JobView`, no web, no I/O.
+
+One :class:`JobPage` per job: its state and progress, and a row per finished episode with the end condition,
+the score, the sheet as the operator answered it, the safety-stop detail, whether an operator took it over;
+and the episode ids the station spent without keeping an episode (it numbers every attempt and never reuses an
+id, so a gap in the listed ids is an episode discarded by the operator or interrupted, whose task ran again).
+The templates render these values and nothing else, so what a page can show is decided here.
+
+A client sees its own name for the job (``client_job_id``); a station sees the relay's id (what it was sent).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+from strands_robots.relay.store import TERMINAL_STATES, JobView
+
+END_SAFETY_STOP = "safety_stop"
+END_INFRASTRUCTURE_FAULT = "infrastructure_fault"
+
+#: What each end condition means, in a few words (spec/evaluation-status.txt and the station's own two).
+END_LABELS = {
+    "timeout": "ran to its time limit",
+    "policy_completed": "the policy said it was done",
+    "lease_lost": "the arm lease was lost",
+    "authority_lost": "the rollout lost its authority over the arm",
+    END_SAFETY_STOP: "a safety stop ended it",
+    "start_pose_unreached": "the arm did not reach the start pose",
+    "policy_error": "the policy failed (error or malformed chunk)",
+    END_INFRASTRUCTURE_FAULT: "a station fault: unscored, its task ran again",
+}
+
+_EPISODE_ID = re.compile(r"^ep_(\d{4,})$")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered item of an episode's score sheet."""
+
+    name: str
+    question: str
+    answer: str          # "yes" / "no", the count, the chosen option; "(no answer)" when none was given
+    points: float
+    max_points: float
+    is_success_item: bool
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One finished episode as the page shows it."""
+
+    episode_id: str
+    task_id: str
+    instruction: str
+    end_condition: str
+    end_label: str        # END_LABELS' words ("" for a condition this page does not know)
+    end_detail: str       # the station's words for what ended it ("" when the condition says it all)
+    scored: bool
+    success: bool
+    score: Optional[float]  # None when unscored (an unscored episode's 0.0 means nothing)
+    answers: Tuple[Answer, ...]
+    taken_over: bool
+    run_id: str
+
+    @property
+    def safety_stop(self) -> bool:
+        return self.end_condition == END_SAFETY_STOP
+
+    @property
+    def fault(self) -> bool:
+        return self.end_condition == END_INFRASTRUCTURE_FAULT
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A job as the page shows it; ``version`` changes whenever anything shown may have changed."""
+
+    job_id: str
+    station_id: str
+    state: str
+    episodes_total: int
+    episodes: Tuple[EpisodeRow, ...]
+    not_kept: Tuple[str, ...]      # ids spent without a kept episode (discarded or interrupted), in order
+    message: str
+    updated_unix_ms: int           # the station's time of the snapshot; 0 before its first report
+    station_last_heard_unix_ms: Optional[int]
+    submitted_unix_ms: int
+    cancel_requested: bool
+    version: Tuple[int, int, int, bool, Optional[int]]
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def episodes_done(self) -> int:
+        return len(self.episodes)
+
+    @property
+    def progress_percent(self) -> int:
+        """Finished episodes out of those requested, rounded down (0 for a job of no episodes)."""
+        if self.episodes_total <= 0:
+            return 0
+        return min(100, (100 * self.episodes_done) // self.episodes_total)
+
+    @property
+    def scored_count(self) -> int:
+        return sum(1 for e in self.episodes if e.scored)
+
+    @property
+    def success_count(self) -> int:
+        return sum(1 for e in self.episodes if e.scored and e.success)
+
+    @property
+    def mean_score(self) -> Optional[float]:
+        """The mean score of the scored episodes, excluding station faults; None when none is scored."""
+        scores = [e.score for e in self.episodes if e.score is not None and not e.fault]
+        return sum(scores) / len(scores) if scores else None
+
+    @property
+    def taken_over_count(self) -> int:
+        return sum(1 for e in self.episodes if e.taken_over)
+
+    @property
+    def safety_stops(self) -> Tuple[EpisodeRow, ...]:
+        return tuple(e for e in self.episodes if e.safety_stop)
+
+
+def _answer_text(item, choices: Sequence[str]) -> str:
+    which = item.WhichOneof("answer")
+    if which == "yes_no":
+        return "yes" if item.yes_no else "no"
+    if which == "count":
+        return str(item.count)
+    if which == "choice_index":
+        index = item.choice_index
+        return choices[index] if 0 <= index < len(choices) else f"option {index}"
+    return "(no answer)"
+
+
+def _episode(result) -> EpisodeRow:
+    choices = {d.name: tuple(d.choices) for d in result.task.scoring.items}
+    answers = tuple(Answer(name=i.name, question=i.question, answer=_answer_text(i, choices.get(i.name, ())),
+                           points=i.points, max_points=i.max_points, is_success_item=i.is_success_item)
+                    for i in result.items)
+    return EpisodeRow(
+        episode_id=result.episode_id, task_id=result.task.task_id, instruction=result.task.instruction,
+        end_condition=result.end_condition, end_label=END_LABELS.get(result.end_condition, ""),
+        end_detail=result.end_detail, scored=result.scored, success=result.scored and result.success,
+        score=result.score if result.scored else None, answers=answers, taken_over=result.taken_over,
+        run_id=result.run_id,
+    )
+
+
+def not_kept_ids(episode_ids: Sequence[str]) -> Tuple[str, ...]:
+    """Return the ids below the highest listed one that are not listed (``ep_0000`` numbering).
+
+    The station numbers every attempt (``episode_id_for``) and never reuses an id; one it spent without keeping
+    an episode is missing from the list. Ids of another shape are left out of the count.
+    """
+    numbers = sorted({int(m.group(1)) for m in map(_EPISODE_ID.match, episode_ids) if m})
+    if not numbers:
+        return ()
+    have = set(numbers)
+    return tuple(f"ep_{n:04d}" for n in range(numbers[-1]) if n not in have)
+
+
+def job_page(view: JobView, status, shown_id: str) -> JobPage:
+    """Build the page of ``view`` from the ``JobStatus`` the relay answers for it (``RelayCore.status_of_view``).
+
+    :param shown_id: the id the viewer knows the job by (a client's ``client_job_id``, a station's ``job_id``).
+    """
+    job, snapshot = view.job, view.snapshot
+    episodes = tuple(_episode(e) for e in status.episodes)
+    return JobPage(
+        job_id=shown_id, station_id=job.station_id, state=status.state,
+        episodes_total=int(status.episodes_total or job.episodes_total), episodes=episodes,
+        not_kept=not_kept_ids([e.episode_id for e in episodes]), message=status.message,
+        updated_unix_ms=int(status.updated_unix_ms), station_last_heard_unix_ms=view.station_last_heard,
+        submitted_unix_ms=job.submitted_unix_ms, cancel_requested=job.cancel_requested,
+        version=(int(snapshot.sequence) if snapshot else 0, int(status.updated_unix_ms), len(episodes),
+                 job.cancel_requested, view.station_last_heard),
+    )

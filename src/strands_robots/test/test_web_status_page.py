@@ -1,0 +1,230 @@
+"""The web status page over real HTTP, on a real store: sign-in, what each principal sees, live updates, refusals.
+
+The page runs in this process (``WebStatusServer``) on a SQLite store filled the way the relay fills it (jobs
+created, snapshots put in the store's order); the browser test (``test_web_browser.py``) drives a relay process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+pytest.importorskip("aiohttp", reason="the web status page needs aiohttp (requirements/python.txt)")
+pytest.importorskip("jinja2", reason="the web status page needs Jinja2 (requirements/python.txt)")
+
+from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS  # noqa: E402
+from web_helpers import Http, csrf_of, episode, read_events, snapshot  # noqa: E402
+
+from strands_robots.client import pb  # noqa: E402
+from strands_robots.relay.auth import TokenBook  # noqa: E402
+from strands_robots.relay.store import JobRecord, Snapshot, SqliteStore  # noqa: E402
+from strands_robots.relay.web.app import MAX_BODY_BYTES  # noqa: E402
+from strands_robots.relay.web.server import WebStatusServer  # noqa: E402
+
+TEAM_A, TEAM_B = CLIENT_TOKENS["team_a"], CLIENT_TOKENS["team_b"]
+
+
+def _create(store, job_id, client="team_a", station="sim_station", episodes=4, client_job_id="", at=1):
+    request = pb.SubmitJobRequest(station_id=station, episodes=episodes, job_id=client_job_id or job_id)
+    store.create_job(JobRecord(job_id=job_id, client_id=client, station_id=station,
+                               request=request.SerializeToString(), submitted_unix_ms=at, episodes_total=episodes,
+                               client_job_id=client_job_id or job_id))
+
+
+def _put(store, status):
+    store.put_snapshot(Snapshot(job_id=status.job_id, updated_unix_ms=status.updated_unix_ms, state=status.state,
+                                payload=status.SerializeToString(), episodes_done=len(status.episodes),
+                                sequence=status.sequence))
+
+
+class Tokens:
+    """The relay's current token book, replaceable as a token-file reload replaces it."""
+
+    def __init__(self) -> None:
+        self.book = TokenBook(CLIENT_TOKENS, STATION_TOKENS)
+
+    def __call__(self) -> TokenBook:
+        return self.book
+
+
+@contextlib.contextmanager
+def _page(tmp_path, poll_s=0.05):
+    store = SqliteStore(str(tmp_path / "relay.db"))
+    tokens = Tokens()
+    web = WebStatusServer(store, tokens, "127.0.0.1:0", poll_s=poll_s)
+    port = web.start()
+    try:
+        yield store, tokens, port, web
+    finally:
+        web.stop()
+        store.close()
+
+
+def test_sign_in_sets_an_httponly_strict_cookie_and_a_bad_token_is_refused_with_401(tmp_path):
+    with _page(tmp_path) as (_, _, port, _):
+        http = Http(port)
+        status, _, page = http.sign_in("not-a-token-of-this-relay")
+        assert status == 401 and "not a token this relay knows" in page
+        assert "sr_session" not in http.cookies
+        status, headers, _ = http.sign_in(TEAM_A)
+        assert status == 303 and headers["Location"] == "/jobs"
+        cookie = [h for h in http.set_cookie_headers if h.startswith("sr_session=")][-1]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert TEAM_A not in cookie  # the cookie holds a random session id, never the token
+        status, headers, page = http.get("/jobs")
+        assert status == 200 and "Jobs of team_a" in page
+        assert "default-src 'self'" in headers["Content-Security-Policy"]
+        assert headers["Cache-Control"] == "no-store"
+
+
+def test_sign_in_without_the_forms_csrf_token_or_from_another_origin_is_refused(tmp_path):
+    with _page(tmp_path) as (_, _, port, _):
+        http = Http(port)
+        _, _, form = http.get("/signin")
+        status, _, page = http.post("/signin", {"csrf": "0" * 64, "token": TEAM_A})
+        assert status == 403 and "expired" in page and "sr_session" not in http.cookies
+        status, _, _ = http.post("/signin", {"csrf": csrf_of(form), "token": TEAM_A},
+                                 headers={"Origin": "http://evil.example"})
+        assert status == 403 and "sr_session" not in http.cookies
+
+
+def test_sign_out_needs_the_sessions_csrf_token_and_ends_the_session(tmp_path):
+    with _page(tmp_path) as (_, _, port, _):
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        status, _, page = http.get("/jobs")
+        token = csrf_of(page)
+        status, _, _ = http.post("/signout", {"csrf": "f" * 64})
+        assert status == 403
+        assert http.get("/jobs")[0] == 200  # still signed in
+        session = http.cookies["sr_session"]
+        status, headers, _ = http.post("/signout", {"csrf": token})
+        assert status == 303 and headers["Location"] == "/signin"
+        http.cookies["sr_session"] = session  # the old cookie replayed: the session is gone on the server
+        status, headers, _ = http.get("/jobs")
+        assert status == 303 and headers["Location"] == "/signin"
+
+
+def test_a_team_sees_its_own_jobs_and_another_teams_job_is_the_same_404_as_an_unknown_one(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "a-job-1", client="team_a", at=1)
+        _create(store, "rel-77", client="team_b", client_job_id="b-secret-job", at=2)
+        _put(store, snapshot("a-job-1", 1, [episode(0)], message="a's progress"))
+        _put(store, snapshot("rel-77", 1, [episode(0), episode(1)], message="b's private message"))
+        a = Http(port)
+        a.sign_in(TEAM_A)
+        status, _, listing = a.get("/jobs")
+        assert status == 200 and "a-job-1" in listing and "1/4" in listing
+        assert "b-secret-job" not in listing and "rel-77" not in listing and "b&#39;s private" not in listing
+        status_unknown, _, unknown = a.get("/jobs/no-such-job")
+        for path in ("/jobs/b-secret-job", "/jobs/rel-77"):
+            status, _, other = a.get(path)
+            assert (status, other) == (status_unknown, unknown) == (404, unknown)
+            status, _, other = a.get(path + "/events")
+            assert (status, other) == (404, unknown)
+        assert "private" not in unknown
+        b = Http(port)
+        b.sign_in(TEAM_B)
+        status, _, page = b.get("/jobs/b-secret-job")
+        assert status == 200 and "b&#39;s private message" in page and "2/4" in page
+
+
+def test_the_job_page_shows_end_conditions_scores_answers_safety_stops_takeovers_and_ids_not_kept(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "j1", episodes=5)
+        eps = [episode(0, count=2), episode(1, success=False, taken_over=True),
+               episode(3, end="safety_stop", scored=False, detail="e-stop pressed by the operator at 12.5 s"),
+               episode(4, end="infrastructure_fault", scored=False, detail="rollout node died")]
+        _put(store, snapshot("j1", 7, eps, total=5, message="waiting for the safety stop to be cleared"))
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        status, _, page = http.get("/jobs/j1")
+        assert status == 200
+        assert '<span id="progress">4/5</span>' in page and "(80 %)" in page
+        assert "stacked: <b>2</b> (2/3)" in page and "placed: <b>yes</b> (1/1) *" in page
+        assert "placed: <b>no</b> (0/1)" in page
+        assert "0.75" in page  # ep_0000: (1 + 2) / (1 + 3)
+        assert 'id="safety-stops"' in page and "e-stop pressed by the operator at 12.5 s" in page
+        assert '<dd id="taken-over">1</dd>' in page
+        assert "ep_0002 (discarded by the operator or interrupted" in page
+        assert "rollout node died" in page and "station fault" in page
+        assert "waiting for the safety stop to be cleared" in page
+        assert "mean score 0.38" in page  # (0.75 + 0.0) / 2: faults and unscored episodes left out
+
+
+def test_a_station_token_shows_that_stations_queue_only(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "q1", station="sim_station", at=1)
+        _create(store, "q2", station="other_station", at=2)
+        _create(store, "done", station="sim_station", at=3)
+        _put(store, snapshot("done", 3, [episode(i) for i in range(4)], state="SUCCEEDED"))
+        http = Http(port)
+        http.sign_in(STATION_TOKENS["sim_station"])
+        status, _, page = http.get("/jobs")
+        assert status == 200 and "Queue of station sim_station" in page
+        assert "q1" in page and "q2" not in page and "/jobs/done" not in page
+        assert http.get("/jobs/q2")[0] == 404
+
+
+def test_live_updates_arrive_as_server_sent_events_and_end_with_the_job(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "live", episodes=2)
+        _put(store, snapshot("live", 1, [], total=2))
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        import threading
+
+        def report_later():
+            _put(store, snapshot("live", 2, [episode(0)], total=2))
+            _put(store, snapshot("live", 3, [episode(0), episode(1)], state="SUCCEEDED", total=2))
+
+        timer = threading.Timer(0.3, report_later)
+        timer.start()
+        try:
+            events = read_events(port, "/jobs/live/events", http.cookies, until=lambda ev: ev[-1][0] == "end")
+        finally:
+            timer.cancel()
+            timer.join()
+        updates = [data for name, data in events if name == "update"]
+        assert '<span id="progress">0/2</span>' in updates[0]
+        assert '<span id="progress">2/2</span>' in updates[-1] and "SUCCEEDED" in updates[-1]
+        assert events[-1] == ("end", "The job has ended: no more updates.")
+
+
+def test_a_token_taken_out_of_the_token_file_ends_its_sessions(tmp_path):
+    with _page(tmp_path) as (_, tokens, port, _):
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        assert http.get("/jobs")[0] == 200
+        tokens.book = TokenBook({"team_a": "tok-team-a-rotated-9876543210"}, STATION_TOKENS)
+        status, headers, _ = http.get("/jobs")
+        assert status == 303 and headers["Location"] == "/signin"
+        assert http.sign_in("tok-team-a-rotated-9876543210")[0] == 303
+
+
+def test_sign_in_is_rate_limited_per_address(tmp_path):
+    with _page(tmp_path) as (_, _, port, web):
+        http = Http(port)
+        answers = [http.sign_in("wrong-token-0123456789")[0] for _ in range(web.page.limiter.burst)]
+        assert answers == [401] * web.page.limiter.burst
+        status, headers, page = http.sign_in(TEAM_A)  # even the right token waits its turn
+        assert status == 429 and int(headers["Retry-After"]) >= 1 and "Too many sign-in attempts" in page
+        assert "sr_session" not in http.cookies
+
+
+def test_a_sign_in_body_over_the_limit_is_refused_with_413(tmp_path):
+    with _page(tmp_path) as (_, _, port, _):
+        status, _, page = Http(port).post("/signin", {"csrf": "x", "token": "y" * (MAX_BODY_BYTES + 10)})
+        assert status == 413 and f"at most {MAX_BODY_BYTES} bytes" in page
+
+
+def test_an_unknown_address_or_method_answers_without_a_traceback(tmp_path):
+    with _page(tmp_path) as (_, _, port, _):
+        http = Http(port)
+        status, _, page = http.get("/nothing/here")
+        assert status == 404 and "Traceback" not in page
+        status, _, page = http.request("DELETE", "/jobs")
+        assert status == 405 and "Traceback" not in page
+        status, headers, _ = http.get("/jobs")
+        assert status == 303 and headers["Location"] == "/signin"

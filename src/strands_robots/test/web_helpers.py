@@ -1,0 +1,126 @@
+"""Shared pieces of the web status page tests: snapshots with every kind of episode, and a small HTTP client.
+
+The client keeps cookies and never follows redirects (so each answer is seen as the server gave it).
+
+Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import time
+from typing import Dict, Optional, Tuple
+from urllib.parse import urlencode
+
+from strands_robots.client import pb
+
+
+def episode(index: int, *, end="timeout", success=True, scored=True, taken_over=False, detail="", count=None):
+    """One finished episode of the yes/no pick task (and a count item when ``count`` is given)."""
+    result = pb.EpisodeResult(episode_id=f"ep_{index:04d}", end_condition=end, scored=scored, taken_over=taken_over,
+                              end_detail=detail, run_id=f"run-{index}")
+    result.task.task_id = "pick"
+    result.task.instruction = "pick up the cube"
+    result.task.scoring.items.add(name="placed", question="Is the cube in the bin?",
+                                  answer_type=pb.ANSWER_TYPE_YES_NO, max_points=1.0, success_answer="yes")
+    if scored:
+        result.success = success
+        result.items.add(name="placed", question="Is the cube in the bin?", answer_type=pb.ANSWER_TYPE_YES_NO,
+                         yes_no=success, points=1.0 if success else 0.0, max_points=1.0, is_success_item=True)
+        if count is not None:
+            result.task.scoring.items.add(name="stacked", question="How many cubes are stacked?",
+                                          answer_type=pb.ANSWER_TYPE_COUNT, max_points=3.0, points_per_unit=1.0)
+            result.items.add(name="stacked", question="How many cubes are stacked?", answer_type=pb.ANSWER_TYPE_COUNT,
+                             count=count, points=float(min(count, 3)), max_points=3.0)
+        earned = sum(i.points for i in result.items)
+        result.score = earned / sum(i.max_points for i in result.items)
+    return result
+
+
+def snapshot(job_id: str, sequence: int, episodes=(), state="RUNNING", total=4, message="", station="sim_station"):
+    status = pb.JobStatus(job_id=job_id, station_id=station, state=state, episodes_total=total,
+                          updated_unix_ms=1_800_000_000_000 + sequence * 1000,
+                          message=message or f"{state} #{sequence}", sequence=sequence)
+    status.episodes.extend(episodes)
+    return status
+
+
+class Http:
+    """HTTP/1.1 to one server; keeps the cookies it was given (name -> value), follows no redirect."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        self.host, self.port = host, port
+        self.cookies: Dict[str, str] = {}
+        self.set_cookie_headers: list = []
+
+    def request(self, method: str, path: str, form: Optional[dict] = None, headers: Optional[dict] = None,
+                body: Optional[bytes] = None, timeout: float = 10.0) -> Tuple[int, http.client.HTTPMessage, str]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            send = dict(headers or {})
+            if self.cookies:
+                send["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+            if form is not None:
+                body = urlencode(form).encode()
+                send["Content-Type"] = "application/x-www-form-urlencoded"
+            conn.request(method, path, body=body, headers=send)
+            response = conn.getresponse()
+            text = response.read().decode("utf-8", "replace")
+            for header in response.headers.get_all("Set-Cookie") or []:
+                self.set_cookie_headers.append(header)
+                name, _, rest = header.partition("=")
+                value = rest.split(";", 1)[0]
+                if value in ("", '""') or "Max-Age=0" in header:
+                    self.cookies.pop(name, None)
+                else:
+                    self.cookies[name] = value
+            return response.status, response.headers, text
+        finally:
+            conn.close()
+
+    def get(self, path: str, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, form: dict, **kw):
+        return self.request("POST", path, form=form, **kw)
+
+    def sign_in(self, token: str) -> Tuple[int, http.client.HTTPMessage, str]:
+        _, _, form_page = self.get("/signin")
+        return self.post("/signin", {"csrf": csrf_of(form_page), "token": token})
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert found, f"no CSRF field in the page: {page[:400]}"
+    return found.group(1)
+
+
+def read_events(port: int, path: str, cookies: Dict[str, str], until, timeout_s: float = 15.0) -> list:
+    """Read the server-sent events of ``path`` until ``until(events)`` is true; return [(event, data), ...]."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    events: list = []
+    try:
+        conn.request("GET", path, headers={"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()),
+                                           "Accept": "text/event-stream"})
+        response = conn.getresponse()
+        assert response.status == 200, (response.status, response.read()[:400])
+        name, data = "message", []
+        while time.monotonic() < deadline:
+            line = response.fp.readline().decode("utf-8")
+            if not line:
+                break
+            line = line.rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+            elif line == "" and data:
+                events.append((name, "\n".join(data)))
+                name, data = "message", []
+                if until(events):
+                    return events
+        raise AssertionError(f"the events wanted did not come within {timeout_s} s: {events!r}")
+    finally:
+        conn.close()
