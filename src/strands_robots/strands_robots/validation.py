@@ -187,6 +187,7 @@ SHEET_LIMITS: "Mapping[str, FieldLimit]" = _limits({
 
 # -- task parameters --------------------------------------------------------------------------------------------
 NUMBER, INTEGER, FLAG, PREDICATE = "number", "integer", "flag", "success predicate"
+CAMERAS, CAMERA_NAMES, IMAGE_FORMAT = "camera selection", "camera names", "image format"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +206,10 @@ class TaskParameter:
         if self.kind == FLAG:
             return f"allowed: true or false (also yes/no, 1/0) ({self.description})"
         return f"allowed: {self.description}"
+
+
+# where the coloured object may stand (strands_robots.cameras.scene.REGION; test_cameras_request keeps them equal)
+_OBJECT_REGION = {"object_x": (0.25, 0.45), "object_y": (-0.3, 0.3)}
 
 
 def _seconds(description: str, maximum: float, *, exclusive: bool = False) -> FieldLimit:
@@ -239,6 +244,17 @@ _PARAMETERS = (
                   _seconds("rollout time at which the station stops renewing the lease (lease_lost)", 86400.0)),
     TaskParameter("fault.policy_lost_at_s", NUMBER, "simulated fault",
                   _seconds("rollout time at which the in-process station loses the policy session", 86400.0)),
+    # the cameras (strands_robots.cameras): the scene's object, a covered lens, what the policy gets
+    TaskParameter("object_x", NUMBER, "the coloured object's place",
+                  FieldLimit(*_OBJECT_REGION["object_x"], False, "x of the coloured object on the table", "m")),
+    TaskParameter("object_y", NUMBER, "the coloured object's place",
+                  FieldLimit(*_OBJECT_REGION["object_y"], False, "y of the coloured object on the table", "m")),
+    TaskParameter("camera_cover", CAMERA_NAMES, "comma-separated cameras whose lens is covered (black frames)"),
+    TaskParameter("cameras", CAMERAS, "the cameras the policy gets through the relay: 'none', or comma-separated "
+                                      "<camera> or <camera>:<width>x<height> (8..4096 px), e.g. scene:224x224,wrist"),
+    TaskParameter("image_format", IMAGE_FORMAT, "jpeg or png (the camera frames' encoding through the relay)"),
+    TaskParameter("image_quality", INTEGER, "camera frames through the relay",
+                  FieldLimit(1, 95, True, "JPEG quality of the camera frames through the relay")),
 )
 TASK_PARAMETERS: "Mapping[str, TaskParameter]" = types.MappingProxyType({p.key: p for p in _PARAMETERS})
 
@@ -393,6 +409,18 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
             parameter_number(key, value, rule.limit, integer=rule.kind == INTEGER)
         elif rule.kind == FLAG:
             parameter_flag(key, value)
+        elif rule.kind in (CAMERAS, CAMERA_NAMES, IMAGE_FORMAT):
+            from strands_robots.cameras import request as camera_request
+
+            try:
+                if rule.kind == CAMERAS:
+                    camera_request.parse_cameras(value)
+                elif rule.kind == CAMERA_NAMES:
+                    camera_request.parse_camera_names(value)
+                elif value.strip().lower() not in ("jpeg", "png"):
+                    raise camera_request.CameraRequestError("not an image format")
+            except camera_request.CameraRequestError as exc:
+                raise ValueRefused(field, value, f"{key}={value!r} refused: {exc}; {rule.allowed()}") from None
         else:
             from strands_robots.station.operator import parse_success_predicate
 

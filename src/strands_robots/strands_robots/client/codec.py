@@ -2,8 +2,10 @@
 
 Used by both ends of a session: the Evaluation Client (this package, no other strands_robots import) and the
 station's link (``relay/station_link.py``). numpy arrays go as row-major ``Tensor`` packed in their own dtype
-(little-endian bytes: an image stays one byte per value); nested lists go as doubles. numpy is used when it
-is installed and never required: without it, arrays come back as nested lists.
+(little-endian bytes: an image stays one byte per value); nested lists go as doubles. A camera frame the station
+encoded (:class:`~strands_robots.client.images.EncodedImage`, JPEG or PNG) goes as ``Value.image`` and comes
+back decoded as a ``(height, width, 3)`` uint8 array of the declared size (numpy and Pillow). numpy is used when
+it is installed: without it, tensors come back as nested lists (and an encoded image is refused).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ try:  # optional: arrays come back as numpy arrays when numpy is there
     import numpy as _np
 except ImportError:  # pragma: no cover - the client venv test covers it
     _np = None
+try:  # camera frames: numpy and Pillow
+    from strands_robots.client import images as _images
+except ImportError:  # pragma: no cover
+    _images = None
 
 
 class CodecError(ValueError):
@@ -49,7 +55,11 @@ def _flatten(value: Any, out: List[float]) -> None:
 
 def _value(key: str, value: Any) -> Any:
     v = _ps.Value()
-    if isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
+    if _images is not None and isinstance(value, _images.EncodedImage):
+        v.image.format = value.format
+        v.image.data = value.data
+        v.image.width, v.image.height, v.image.channels = value.width, value.height, value.channels
+    elif isinstance(value, bool) or (_np is not None and isinstance(value, _np.bool_)):
         v.flag = bool(value)
     elif isinstance(value, (int, float)) or (_np is not None and isinstance(value, (_np.integer, _np.floating))):
         v.number = float(value)
@@ -141,6 +151,17 @@ def _tensor_from_pb(t: Any) -> Any:
     return build(0, shape)
 
 
+def _image_from_pb(key: str, image: Any) -> Any:
+    if _images is None:
+        raise CodecError(f"observation[{key!r}]: a camera frame needs numpy and Pillow to decode")
+    encoded = _images.EncodedImage(image.format, bytes(image.data), int(image.width), int(image.height),
+                                   int(image.channels))
+    try:
+        return _images.decode_image(encoded, what=f"observation[{key!r}]")
+    except _images.ImageCodecError as exc:
+        raise CodecError(str(exc)) from None
+
+
 def observation_from_pb(msg: Any) -> Dict[str, Any]:
     """``pb.Observation`` -> ``{key: float | str | bool | array}``."""
     out: Dict[str, Any] = {}
@@ -154,6 +175,8 @@ def observation_from_pb(msg: Any) -> Dict[str, Any]:
             out[key] = v.flag
         elif kind == "tensor":
             out[key] = _tensor_from_pb(v.tensor)
+        elif kind == "image":
+            out[key] = _image_from_pb(key, v.image)
         else:
             out[key] = None
     return out

@@ -21,6 +21,9 @@ Config (from the station, in the RunEpisode goal's ``policy_config_json``):
 - ``job_id`` (str, required), ``episode_id`` (str, required);
 - ``task`` (mapping, optional): the station's task in the job-file form (``station.job_file.task_to_mapping``);
   the client gets it exactly (instruction, layout, parameters, scoring). Without it the rollout's instruction;
+  its ``cameras`` / ``image_format`` / ``image_quality`` parameters say which camera frames the policy gets, at
+  what size and how encoded (:mod:`strands_robots.cameras.request`): each ``<camera>.image`` goes compressed
+  (JPEG by default) as ``Value.image`` and the client decodes it to an HWC uint8 array;
 - ``attach_timeout_s`` (float, default 10): how long ``reset`` waits for the policy client;
 - ``reply_timeout_s`` (float, default 10): how long each call waits for the client's answer.
 
@@ -125,6 +128,12 @@ class RelayPolicy:
         self.job_id = cfg["job_id"]
         self.episode_id = cfg["episode_id"]
         self._task_mapping = cfg.get("task")
+        from strands_robots.cameras.request import CameraRequestError, image_request
+
+        try:
+            self._images = image_request((self._task_mapping or {}).get("parameters"))
+        except CameraRequestError as exc:
+            raise ValueError(f"{PROVIDER} policy: the task's camera request is refused: {exc}") from None
         self._session: Any = None
         self.client_id = ""
 
@@ -146,6 +155,7 @@ class RelayPolicy:
         from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionError, RemotePolicyError
 
         session = self._require()
+        observation = self._encoded(observation)
         try:
             return session.act(observation)
         except EndEpisode:
@@ -159,6 +169,7 @@ class RelayPolicy:
         from strands_robots.relay.station_link import PolicySessionError, RemotePolicyError
 
         session = self._require()
+        observation = self._encoded(observation)
         try:
             session.resume(observation)
         except RemotePolicyError:
@@ -196,6 +207,12 @@ class RelayPolicy:
             _live[self.job_id] = (link, session)
         self._session = session
         return session
+
+    def _encoded(self, observation: Mapping[str, Any]) -> dict:
+        """Return the observation with its camera frames as the task asks (selected, resized, JPEG or PNG)."""
+        from strands_robots.cameras.request import encode_observation
+
+        return encode_observation(observation, self._images)
 
     def _require(self) -> Any:
         if self._session is None:

@@ -9,6 +9,10 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
     duration_s: 2.0               # default rollout budget per episode (optional, default 10)
     control_frequency: 50         # Hz (optional, default 50)
     max_discards: 3               # optional, default 10
+    images:                       # optional: the camera frames the policy gets through the relay, every task's
+      cameras: scene:224x224,wrist   # default (a task's own cameras/image_format/image_quality parameter wins)
+      format: jpeg                # jpeg (default) or png
+      quality: 90                 # JPEG quality 1..95 (default 90)
     policy:
       provider: scripted
       config: {mode: torque_ramp}
@@ -51,7 +55,9 @@ __all__ = [
 ]
 
 _JOB_KEYS = frozenset({"job_id", "client_id", "station_id", "episodes_total", "duration_s", "control_frequency",
-                       "max_discards", "policy", "tasks"})
+                       "max_discards", "policy", "tasks", "images"})
+# images: {key: the task parameter it sets in every task that does not set it} (strands_robots.cameras.request)
+_IMAGE_KEYS = {"cameras": "cameras", "format": "image_format", "quality": "image_quality"}
 _POLICY_KEYS = frozenset({"provider", "config"})
 _TASK_KEYS = frozenset({"task_id", "instruction", "layout", "parameters", "scoring"})
 _ITEM_KEYS = frozenset({"name", "question", "answer_type", "max_points", "choices", "choice_points",
@@ -199,6 +205,7 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
     tasks = data.get("tasks")
     if not isinstance(tasks, (list, tuple)) or not tasks:
         raise JobSpecError("tasks", "a job needs a non-empty list of tasks")
+    tasks = _with_images(data.get("images"), tasks)
     spec = JobSpec(
         job_id=data.get("job_id", ""),
         client_id=data.get("client_id", ""),
@@ -212,6 +219,29 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
         max_discards=data.get("max_discards", 10),
     )
     return validate_job_spec(spec)
+
+
+def _with_images(images: Any, tasks: Any) -> list:
+    """Return the tasks with the job's ``images`` settings as parameters of every task that does not set them."""
+    if images is None:
+        return list(tasks)
+    if not isinstance(images, Mapping):
+        raise JobSpecError("images", f"must be a mapping ({', '.join(_IMAGE_KEYS)}), got {type(images).__name__}")
+    unknown = _unknown(images, frozenset(_IMAGE_KEYS))
+    if unknown:
+        raise JobSpecError("images", f"unknown keys {unknown}; allowed: {sorted(_IMAGE_KEYS)}")
+    defaults = {}
+    for key, value in images.items():
+        try:
+            defaults[_IMAGE_KEYS[key]] = _scalar_text(value)
+        except TypeError:
+            raise JobSpecError(f"images.{key}", f"must be a scalar, got {type(value).__name__}") from None
+    out = []
+    for task in tasks:
+        if isinstance(task, Mapping) and isinstance(task.get("parameters") or {}, Mapping):
+            task = dict(task, parameters={**defaults, **dict(task.get("parameters") or {})})
+        out.append(task)
+    return out
 
 
 def job_spec_to_mapping(spec: JobSpec) -> dict:
