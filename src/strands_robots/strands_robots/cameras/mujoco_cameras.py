@@ -15,7 +15,7 @@ import numpy as np
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.intrinsics import Intrinsics, from_mjcf
 from strands_robots.cameras.render import CameraRenderer
-from strands_robots.cameras.scene import object_position, place_object
+from strands_robots.cameras.scene import covered_cameras, object_position, place_object
 
 
 def cameras(config: CameraSet, model_path: "str | None" = None) -> "MujocoCameras":
@@ -76,11 +76,19 @@ class MujocoCameras:
         self._dirty = True
 
     def set_scene(self, task_params: "Optional[Mapping[str, Any]]", seed: "Optional[int]") -> None:
+        """Place the object for the task and seed; cover the lens of the task's ``camera_cover`` cameras."""
         self.object_position = object_position(task_params, seed)
+        self.covered = covered_cameras(task_params)
         place_object(self._renderer.model, self._renderer.data, self.object_position)
         self._dirty = True
 
+    covered: frozenset = frozenset()
+    """Cameras whose lens the task covers: they render black frames (of their size) until the next scene."""
+
     def render(self, name: str) -> np.ndarray:
+        if name in self.covered:
+            c = self._config.camera(name)
+            return np.zeros((c.height, c.width, 3), dtype=np.uint8)
         if self._dirty:
             self._renderer.forward()
             self._dirty = False

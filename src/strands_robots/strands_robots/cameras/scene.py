@@ -4,7 +4,9 @@
 
 - ``object_x``, ``object_y`` (m): where the object stands; each within :data:`REGION`;
 - a coordinate not given is drawn from the seed, uniformly over :data:`REGION` (``numpy.random.default_rng``),
-  so the same seed always puts it in the same place and another seed elsewhere; no seed: the region's centre.
+  so the same seed always puts it in the same place and another seed elsewhere; no seed: the region's centre;
+- ``camera_cover`` (comma-separated camera names): those cameras' lenses are covered, their frames black
+  (:func:`covered_cameras`; the ``mujoco`` source renders them so).
 
 The object is the MJCF's mocap body ``object`` (a red cube, visual only: it collides with nothing, so the arms'
 dynamics are the same wherever it stands); :func:`place_object` moves it in an ``MjData``.
@@ -54,6 +56,17 @@ def object_position(task_params: "Optional[Mapping[str, Any]]", seed: "Optional[
         drawn = [float(rng.uniform(*REGION[k])) for k in PARAMETER_KEYS]
     xy = [_coordinate(k, params[k]) if params.get(k) not in (None, "") else d for k, d in zip(PARAMETER_KEYS, drawn)]
     return (xy[0], xy[1], OBJECT_HALF_SIZE_M)
+
+
+def covered_cameras(task_params: "Optional[Mapping[str, Any]]") -> frozenset:
+    """Return the cameras whose lens the task covers (``camera_cover``: comma-separated names; absent: none)."""
+    params = dict(task_params or {})
+    if isinstance(params.get("parameters"), Mapping):
+        params = dict(params["parameters"])
+    text = params.get("camera_cover")
+    if not isinstance(text, str) or not text.strip():
+        return frozenset()
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
 
 
 def place_object(model, data, position: "tuple[float, float, float]") -> None:

@@ -17,6 +17,9 @@ Modes (config ``mode``):
   every key) commanded ``out_of_range_margin`` beyond their upper limit; partial, or none with ``"all"``.
   Needs ``joint_limits`` for those keys.
 - ``non_finite``: every action key held, ``joint`` commanded NaN; partial.
+- ``vision_reach``: finds the red cube in ``<camera>.image`` (option ``camera``, default ``scene``) and reaches
+  the nearer arm's tool toward it over ``ramp_s`` (default 1.5 s); holds still when it sees no cube
+  (:mod:`strands_robots.policies.vision_reach`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from strands_robots.policies.base import EndEpisode
 
 PROVIDER = "scripted"
 
-MODES = ("torque_ramp", "unknown_keys", "only_unknown_keys", "out_of_range", "non_finite")
+MODES = ("torque_ramp", "unknown_keys", "only_unknown_keys", "out_of_range", "non_finite", "vision_reach")
 
 OPTIONS = frozenset(
     {
@@ -42,6 +45,7 @@ OPTIONS = frozenset(
         "out_of_range_keys",
         "out_of_range_margin",
         "end_after_steps",
+        "camera",
     }
 )
 
@@ -101,6 +105,13 @@ class ScriptedPolicy:
         self._end_after = opt.optional_int(PROVIDER, "end_after_steps", cfg.get("end_after_steps"))
         self._horizon = opt.optional_int(PROVIDER, "action_horizon", cfg.get("action_horizon"), minimum=1)
         self._task: Mapping[str, Any] | None = None
+        self._vision = None
+        if mode == "vision_reach":
+            from strands_robots.policies.vision_reach import VisionReachPolicy
+
+            self._vision = VisionReachPolicy(camera=str(cfg.get("camera", "scene")),
+                                             ramp_s=self._ramp_s if "ramp_s" in cfg else 1.5,
+                                             end_after_steps=self._end_after, action_horizon=self._horizon)
 
     @property
     def target(self) -> float:
@@ -113,6 +124,10 @@ class ScriptedPolicy:
         :raises ValueError: ``joint`` (or an ``out_of_range`` key) is not among the task's action keys, or
             ``out_of_range`` lacks the joint limits it must exceed.
         """
+        if self._vision is not None:
+            self._vision.reset(task)
+            self._task = task
+            return
         keys = opt.action_keys(PROVIDER, task)
         limits = opt.joint_limits(PROVIDER, task)
         if self.mode in ("torque_ramp", "non_finite", "out_of_range") and self._joint not in keys:
@@ -166,6 +181,8 @@ class ScriptedPolicy:
         """
         if self._task is None:
             raise RuntimeError("ScriptedPolicy.act called before reset(task)")
+        if self._vision is not None:
+            return self._vision.act(observation)
         n = self._chunk_len
         if self._end_after is not None:
             if self._emitted >= self._end_after:
@@ -190,6 +207,9 @@ class ScriptedPolicy:
         """After a takeover: hold the arm where the operator left it and start the script from there."""
         if self._task is None:
             raise RuntimeError("ScriptedPolicy.resume called before reset(task)")
+        if self._vision is not None:
+            self._vision.resume(observation)
+            return
         self._capture(observation)
 
     def _capture(self, observation: Mapping[str, Any]) -> None:

@@ -474,7 +474,9 @@ def parse_success_predicate(text: str) -> SuccessPredicate:
 
     - ``end_condition == policy_completed`` (or ``end_condition in timeout|policy_completed``);
     - ``<observation key> <op> <number>`` with ``op`` one of ``< <= > >=``, e.g. ``right.joint_4.pos > 1.2``
-      (false when the key is missing from the final observation).
+      (false when the key is missing from the final observation). The scripted operator adds
+      ``object_distance_m`` (the tool points' distance to the coloured object, ``cameras.reach``) when a task's
+      ``success_when`` names it.
 
     :raises ValueError: the text is neither form.
     """
@@ -649,6 +651,10 @@ class ScriptedOperator:
             self._log(console.skip_scoring(pending.episode_id, "the scripted operator does not score this task"))
             return
         predicate = self._predicate or parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
+        if "object_distance_m" in params.get(PARAM_SUCCESS_WHEN, ""):  # the vision task: measured from the joints
+            from strands_robots.cameras.reach import with_object_distance
+
+            final_observation = with_object_distance(final_observation, params, pending.plan.seed)
         success = bool(predicate(pending, final_observation))
         reply = console.submit_score_sheet(pending.episode_id, self.answers(pending.plan, success))
         self._log(reply)

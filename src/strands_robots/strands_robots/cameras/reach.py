@@ -1,0 +1,72 @@
+"""How close the arms' tool points ended to the coloured object: the vision task's measure (MuJoCo kinematics).
+
+:func:`object_distance` poses the bundled MJCF's arms from an observation's joint readings (``<arm>.<joint>.pos``)
+and returns the smallest distance (m) from either arm's tool point (site ``<arm>/tcp``) to the centre of the
+object, placed as :func:`~strands_robots.cameras.scene.object_position` places it for the task's parameters and
+seed. :func:`with_object_distance` adds it to an observation as ``object_distance_m``, the key a task's
+``success_when: "object_distance_m < 0.06"`` judges (the scripted operator, ``station.operator``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from strands_robots.cameras.scene import object_position
+
+__all__ = ["DISTANCE_KEY", "object_distance", "with_object_distance"]
+
+DISTANCE_KEY = "object_distance_m"
+_ARMS = ("left", "right")
+_lock = threading.Lock()
+_model: Any = None
+
+
+def _kinematics() -> Any:
+    global _model
+    import mujoco
+
+    from strands_robots.arm.model import load_model
+
+    with _lock:
+        if _model is None:
+            _model = load_model()
+        return _model, mujoco
+
+
+def object_distance(observation: Mapping[str, Any], task_params: "Optional[Mapping[str, Any]]",
+                    seed: "Optional[int]") -> Optional[float]:
+    """Return the smallest tool-point-to-object distance (m), or None when the observation holds no joint."""
+    model, mujoco = _kinematics()
+    data = mujoco.MjData(model)
+    found = False
+    for jid in range(model.njnt):
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, jid) or ""
+        if "/" not in name:
+            continue
+        value = observation.get(name.replace("/", ".", 1) + ".pos")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            data.qpos[model.jnt_qposadr[jid]] = float(value)
+            found = True
+    if not found:
+        return None
+    mujoco.mj_kinematics(model, data)
+    target = np.asarray(object_position(task_params, seed), dtype=float)
+    distances = []
+    for arm in _ARMS:
+        sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{arm}/tcp")
+        if sid >= 0:
+            distances.append(float(np.linalg.norm(data.site_xpos[sid] - target)))
+    return min(distances) if distances else None
+
+
+def with_object_distance(observation: Mapping[str, Any], task_params: "Optional[Mapping[str, Any]]",
+                         seed: "Optional[int]") -> dict:
+    """Return ``observation`` with ``object_distance_m`` (left out when it cannot be measured)."""
+    out = dict(observation)
+    distance = object_distance(observation, task_params, seed)
+    if distance is not None:
+        out[DISTANCE_KEY] = distance
+    return out

@@ -1,0 +1,111 @@
+"""The vision task: a policy that can only reach the red cube by finding it in ``scene.image``.
+
+In process, over the real MuJoCo arms and the real offscreen renders: the scripted provider's ``vision_reach``
+mode finds the cube, reaches toward it, and the scripted operator's predicate (``object_distance_m < 0.06``,
+measured from the final joint readings) says success; with the scene camera covered (``camera_cover: scene``)
+the same task fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from strands_robots.cameras.config import load_camera_set
+from strands_robots.cameras.reach import DISTANCE_KEY, object_distance, with_object_distance
+from strands_robots.cameras.scene import covered_cameras
+from strands_robots.policies.registry import make_policy
+from strands_robots.policies.vision_reach import SCENE_CAMERA, find_object, pixel_to_table, reach_joints
+from strands_robots.simulation import Simulation
+from strands_robots.station.operator import parse_success_predicate
+
+THRESHOLD = 0.06
+SUCCESS = f"{DISTANCE_KEY} < {THRESHOLD}"
+
+
+def test_the_calibration_is_the_mjcf_scene_camera():
+    from xml.etree import ElementTree
+
+    from strands_robots.arm.model import MODEL_PATH
+
+    cam = next(c for c in ElementTree.parse(MODEL_PATH).iter("camera") if c.get("name") == "scene")
+    assert tuple(float(v) for v in cam.get("pos").split()) == SCENE_CAMERA["pos"]
+    assert tuple(float(v) for v in cam.get("xyaxes").split()) == SCENE_CAMERA["xyaxes"]
+    assert float(cam.get("fovy")) == SCENE_CAMERA["fovy_deg"]
+
+
+def test_find_object_needs_red_and_ignores_orange_and_black():
+    image = np.zeros((64, 64, 3), dtype=np.uint8)
+    assert find_object(image) is None  # a covered lens
+    image[10:20, 30:40] = (204, 102, 51)  # the right arm's orange
+    assert find_object(image) is None
+    image[40:44, 5:9] = (230, 25, 25)
+    assert find_object(image) == (6.5, 41.5)
+
+
+def test_the_inverse_kinematics_puts_the_tool_point_where_asked():
+    import mujoco
+
+    from strands_robots.arm.model import load_model
+
+    model = load_model()
+    data = mujoco.MjData(model)
+    for x, y in ((0.25, -0.3), (0.45, 0.3), (0.35, 0.0), (0.3, -0.2)):
+        arm = "left" if y >= 0 else "right"
+        joints = reach_joints(x, y, arm)
+        assert joints is not None and joints["joint_4"] <= 1.25
+        data.qpos[:] = 0.0
+        for name, value in joints.items():
+            data.qpos[model.jnt_qposadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, f"{arm}/{name}")]] = value
+        mujoco.mj_kinematics(model, data)
+        tcp = data.site_xpos[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{arm}/tcp")]
+        assert math.dist(tcp[:2], (x, y)) < 1e-6 and tcp[2] == pytest.approx(0.055, abs=1e-6)
+
+
+def test_the_centre_pixel_ray_meets_the_table_below_the_cameras_axis():
+    x, y = pixel_to_table(111.5, 111.5, 224, 224, z=0.0)
+    assert y == pytest.approx(0.0, abs=1e-9)
+    # The optical axis from (1.5, 0, 1.2) along -(0, -1.2, 1)/|.| * ... meets z=0 at x = 1.5 - 1.2 * 1.2.
+    assert x == pytest.approx(1.5 - 1.2 * 1.2, abs=1e-6)
+
+
+def test_covered_cameras_reads_the_task_parameter():
+    assert covered_cameras({"camera_cover": "scene, wrist"}) == {"scene", "wrist"}
+    assert covered_cameras({"parameters": {"camera_cover": "scene"}}) == {"scene"}
+    assert covered_cameras({}) == frozenset()
+
+
+@pytest.mark.parametrize("place", [{"object_x": "0.42", "object_y": "-0.18"}, {"object_x": "0.3", "object_y": "0.25"}])
+def test_the_vision_task_succeeds_with_the_camera_and_fails_with_it_covered(place):
+    predicate = parse_success_predicate(SUCCESS)
+    sim = Simulation.with_robot("alice", cameras=load_camera_set().select(["scene"]))
+    results = {}
+    for covered in (False, True):
+        params = dict(place, **({"camera_cover": "scene"} if covered else {}))
+        policy = make_policy("scripted", {"mode": "vision_reach"})
+        captured = []
+
+        def observer(event, captured=captured):
+            if type(event).__name__ == "RunPolicyStep":
+                captured.append(event)
+
+        out = sim.run_policy("alice", policy, n_steps=125, control_frequency=50.0, fast_mode=True,
+                             task={"task_id": "reach_cube", "parameters": params}, observer=observer)
+        assert out["status"] == "success", out
+        final = sim.robot("alice").backend.observe()
+        judged = with_object_distance(final, params, None)
+        results[covered] = (judged[DISTANCE_KEY], predicate(None, judged), policy._vision.seen)
+    (d_seen, ok_seen, seen), (d_covered, ok_covered, seen_covered) = results[False], results[True]
+    assert seen is not None and math.dist(seen, (float(place["object_x"]), float(place["object_y"]))) < 0.01
+    assert ok_seen and d_seen < THRESHOLD, results
+    assert seen_covered is None and not ok_covered and d_covered > 2 * THRESHOLD, results
+
+
+def test_object_distance_is_none_without_joint_readings_and_grows_with_the_objects_offset():
+    assert object_distance({"step": 1}, {}, None) is None
+    home = {f"{arm}.joint_{i}.pos": 0.0 for arm in ("left", "right") for i in range(1, 7)}
+    near = object_distance(home, {"object_x": "0.25", "object_y": "0.3"}, None)
+    far = object_distance(home, {"object_x": "0.45", "object_y": "0.3"}, None)
+    assert near < far
