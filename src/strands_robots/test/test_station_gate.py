@@ -1,0 +1,164 @@
+"""The compatibility gate and the provenance in the episode procedure: JobRunner over a real in-process station.
+
+No ROS, no mocks: InProcessRobot (a Simulation with a real LeaseManager), the ScriptedOperator, and a policy
+that declares its spec, read directly from the in-process policy.
+"""
+
+import json
+
+import pytest
+
+from strands_robots.client.policy import Policy
+from strands_robots.client.policy_spec import ActionRange, CameraNeed, PolicySpec
+from strands_robots.client.openpi import OpenPIPolicy
+from strands_robots.policies.registry import register_provider
+from strands_robots.station.compatibility import check
+from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.inprocess import InProcessRobot
+from strands_robots.station.job_file import job_spec_from_mapping
+from strands_robots.station.model import JobState
+from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.provenance import file_sha256, job_sha256, load_station_facts
+from strands_robots.station.record import JobRecord
+
+SHEET = [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"}]
+
+
+class DeclaringPolicy(Policy):
+    """Holds the right arm where it is; declares the spec its config gives (to_dict form)."""
+
+    acts = 0
+
+    def __init__(self, config):
+        self._spec = PolicySpec.from_dict(config["spec"]) if config.get("spec") else None
+
+    def spec(self):
+        return self._spec
+
+    def act(self, observation):
+        DeclaringPolicy.acts += 1
+        return [{"right.joint_1": float(observation["right.joint_1.pos"])}]
+
+
+register_provider("gate-test-declaring", DeclaringPolicy, replace=True)
+
+
+class CountingRobot(InProcessRobot):
+    """The in-process station, counting the leases asked for and the rollouts run."""
+
+    def __init__(self):
+        super().__init__()
+        self.leases = 0
+        self.rollouts = 0
+
+    def acquire_lease(self, holder, priority, duration_s):
+        self.leases += 1
+        return super().acquire_lease(holder, priority, duration_s)
+
+    def run_rollout(self, plan, progress):
+        self.rollouts += 1
+        return super().run_rollout(plan, progress)
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return load_station_facts(cameras=["scene", "wrist"])
+
+
+def job(spec=None, episodes=1, rate="50"):
+    return job_spec_from_mapping({
+        "job_id": "job-gate", "client_id": "team", "station_id": "sim_station", "episodes_total": episodes,
+        "duration_s": 0.2, "policy": {"provider": "gate-test-declaring",
+                                      "config": {"spec": spec.to_dict() if spec else None}},
+        "tasks": [{"task_id": "hold", "instruction": "hold still", "parameters": {"control_frequency": rate,
+                                                                                   "success_when":
+                                                                                   "end_condition == timeout"},
+                   "scoring": SHEET}]})
+
+
+def run(spec, facts):
+    robot = CountingRobot()
+    operator = ScriptedOperator()
+    snapshots = []
+    runner = JobRunner(JobRecord(spec), robot, operator, publish=snapshots.append,
+                       settings=ProcedureSettings(station_facts=facts))
+    try:
+        final = runner.run()
+    finally:
+        operator.close()
+    return final, robot, snapshots
+
+
+def test_a_mismatch_fails_the_job_at_waiting_policy_naming_every_one_and_no_lease_is_taken(facts):
+    declared = PolicySpec(action_keys=("right.joint_9",), cameras=(CameraNeed("scene", 480, 640),),
+                          control_frequency_hz=15.0, action_ranges=(ActionRange("left.gripper", 0.0, 1.0),),
+                          observation_keys=("right.joint_1.torque",), source="a team's policy")
+    DeclaringPolicy.acts = 0
+    final, robot, snapshots = run(job(declared), facts)
+    assert final.state is JobState.FAILED
+    assert [s.state for s in snapshots][-2:] == [JobState.WAITING_POLICY, JobState.FAILED]
+    assert JobState.RUNNING not in [s.state for s in snapshots]
+    assert "a team's policy" in final.message and "(5 mismatches; no arm moved)" in final.message
+    for words in ("1. action key 'right.joint_9'", "observation key 'right.joint_1.torque'",
+                  "camera 'scene': the policy needs 480x640 images, this station's are 224x224",
+                  "control rate: the policy runs at 15 Hz", "action range of 'left.gripper'"):
+        assert words in final.message, final.message
+    assert (robot.leases, robot.rollouts, DeclaringPolicy.acts) == (0, 0, 0)
+    assert final.episodes == ()
+    assert json.loads(final.provenance.policy_spec_json)["action_keys"] == ["right.joint_9"]
+
+
+def test_a_fitting_spec_runs_and_every_snapshot_from_then_carries_the_provenance(facts):
+    declared = PolicySpec(action_keys=("right.joint_1",), observation_keys=("right.joint_1.pos",),
+                          cameras=(CameraNeed("wrist", 224, 224),), control_frequency_hz=50.0,
+                          metadata={"policy": "hold"})
+    spec = job(declared, episodes=2)
+    final, robot, snapshots = run(spec, facts)
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert robot.leases == 2 and len(final.episodes) == 2
+    provenance = final.provenance
+    assert all(s.provenance == provenance for s in snapshots if s.state is not JobState.WAITING_POLICY
+               and s.state is not JobState.CREATED)
+    files = {f.name: f for f in provenance.config_files}
+    assert files["arms.yaml"].sha256 == file_sha256(files["arms.yaml"].path)
+    assert files["cameras.yaml"].sha256 == file_sha256(files["cameras.yaml"].path)
+    assert files["job"].sha256 == job_sha256(spec) and len(files["job"].sha256) == 64
+    assert job_sha256(job(declared, episodes=3)) != files["job"].sha256
+    assert provenance.software_version and json.loads(provenance.policy_spec_json)["metadata"] == {"policy": "hold"}
+
+
+def test_a_policy_that_declares_nothing_is_not_checked(facts):
+    final, robot, _ = run(job(None, rate="20"), facts)
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert final.provenance.policy_spec_json == ""
+
+
+def test_openpi_presets_declare_their_spec_and_the_gate_names_an_unscaled_gripper(facts):
+    station = facts.station_spec(job(None))
+    for preset in ("droid", "aloha", "libero"):
+        policy = OpenPIPolicy("ws://127.0.0.1:1", obs_map=preset, connect=False)
+        spec = policy.spec()
+        assert spec.action_keys == policy.obs_map.action_keys
+        assert spec.action_dim == len(policy.obs_map.actions)
+        assert {c.name for c in spec.cameras} == {"scene", "wrist"}
+        assert all((c.height, c.width) == (0, 0) for c in spec.cameras)  # the bridge resizes with pad
+        problems = check(spec, station)
+        if preset == "droid":
+            assert problems == []
+        else:  # these presets pass the gripper column through unscaled: openpi's [0, 1] on a [0, 0.8] jaw
+            grippers = [k for k in spec.action_keys if k.endswith(".gripper")]
+            assert problems == [f"action range of {k!r}: the policy commands [0, 1], this station's command range "
+                                "is [0, 0.8] (targets outside it are refused)" for k in grippers], preset
+    droid = OpenPIPolicy("ws://127.0.0.1:1", obs_map="droid", connect=False).spec()
+    assert [(r.key, r.low, pytest.approx(r.high)) for r in droid.action_ranges] == [("right.gripper", 0.0, 0.8)]
+
+
+def test_an_openpi_mapping_with_the_gripper_unscaled_or_a_missing_camera_is_named(facts):
+    mapping = {"state": {"s": ["right.joint_1.pos"]},
+               "images": {"cam": {"camera": "top", "size": [224, 224]}},
+               "actions": ["right.joint_1", "right.gripper"]}
+    spec = OpenPIPolicy("ws://127.0.0.1:1", obs_map=mapping, connect=False).spec()
+    out = check(spec, facts.station_spec(job(None)))
+    assert len(out) == 2
+    assert out[0].startswith("camera 'top': this station has no such camera")
+    assert out[1].startswith("action range of 'right.gripper': the policy commands [0, 1]")
