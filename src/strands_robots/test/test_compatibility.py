@@ -116,3 +116,62 @@ def test_bad_specs_are_refused_by_field():
     msg.metadata_json = "[1"
     with pytest.raises(PolicySpecError, match="not JSON"):
         spec_from_pb(msg)
+
+
+def test_the_declared_spec_travels_from_the_clients_attach_to_the_stations_session(tmp_path):
+    """Through a real relay: the station gets the spec whether it opened its side before or after the client."""
+    pytest.importorskip("grpc", reason="grpcio is not installed")
+    import threading
+
+    from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay, yes_no_task
+
+    from strands_robots.client import EvaluationClient, Policy
+    from strands_robots.relay.station_link import StationLink
+
+    declared = PolicySpec(action_keys=("right.joint_1",), cameras=(CameraNeed("scene", 224, 224),),
+                          control_frequency_hz=15.0, source="declaring", metadata={"n": 1})
+
+    class Declaring(Policy):
+        def spec(self):
+            return declared
+
+        def act(self, observation):
+            return []
+
+    class Silent(Policy):
+        def act(self, observation):
+            return []
+
+    with running_relay(tmp_path) as relay:
+        client = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
+        link = StationLink(relay.target, "sim_station", STATION_TOKENS["sim_station"])
+        try:
+            for policy, want, station_first in ((Declaring(), declared, True), (Declaring(), declared, False),
+                                                (Silent(), None, True)):
+                job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
+                session = link.open_session(job_id) if station_first else None
+                team = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
+                serving = threading.Thread(target=lambda: _serve_quietly(team, job_id, policy), daemon=True)
+                serving.start()
+                if session is None:
+                    session = link.open_session(job_id)
+                try:
+                    session.wait_attached(timeout_s=15.0)
+                    got = session.policy_spec
+                    assert (None if got is None else spec_from_pb(got)) == want
+                finally:
+                    session.close()
+                    team.close()  # the team's process goes away: its serve_policy ends
+                    serving.join(15.0)
+                assert not serving.is_alive()
+        finally:
+            link.close()
+
+
+def _serve_quietly(client, job_id, policy):
+    from strands_robots.client import RelayError
+
+    try:
+        client.serve_policy(job_id, policy)
+    except RelayError:
+        pass
