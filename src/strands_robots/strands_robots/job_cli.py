@@ -5,6 +5,8 @@
     strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
     strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT [--obs-map PRESET|FILE]
+    strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
+    strands-robots job recordings --relay ... --token-file T JOB_ID -o DIR  # its MCAPs (cli/job_recordings.py)
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
 environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; never from the command line, which
@@ -234,6 +236,11 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--reconnect-s", type=float, default=30.0,
                        help="keep attaching to the relay for this long when it is unreachable (default %(default)s)")
     serve.set_defaults(func=cmd_job_serve)
+    from strands_robots.cli.job_list import add_list_parser
+    from strands_robots.cli.job_recordings import add_recordings_parser
+
+    add_list_parser(commands, common, _guard)
+    add_recordings_parser(commands, common, _guard)
     return job
 
 

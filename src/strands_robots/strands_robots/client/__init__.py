@@ -20,6 +20,8 @@ from strands_robots.client.errors import (
     NotFound,
     PolicyFailed,
     QuotaExceeded,
+    RecordingCorrupt,
+    RecordingRefused,
     RelayError,
     SessionAborted,
     Unauthenticated,
@@ -44,6 +46,8 @@ __all__ = [
     "QuotaExceeded",
     "DeadlineExceeded",
     "PolicyFailed",
+    "RecordingCorrupt",
+    "RecordingRefused",
 ]
 
 _LAZY = {"EvaluationClient": "strands_robots.client.evaluation_client",

@@ -81,10 +81,26 @@ class PolicyFailed(RelayError):
     code = "POLICY_FAILED"
 
 
+class RecordingCorrupt(RelayError):
+    """A recording's bytes do not match its SHA-256 or size (cut short or changed on the way); nothing was kept."""
+
+    code = "DATA_LOSS"
+
+
+class RecordingRefused(RelayError):
+    """The relay holds no usable recording of the episode; the reason says why.
+
+    Larger than the relay's max_recording_bytes (or the client's max_bytes), its bytes not matching what the
+    station said, or still being uploaded.
+    """
+
+    code = "FAILED_PRECONDITION"
+
+
 _BY_CODE: Dict[str, Type[RelayError]] = {
     cls.code: cls
     for cls in (Unauthenticated, NotFound, InvalidTask, AlreadyExists, Unavailable, SessionAborted,
-                MessageTooLarge, DeadlineExceeded)
+                MessageTooLarge, DeadlineExceeded, RecordingCorrupt, RecordingRefused)
 }
 _BY_CODE["PERMISSION_DENIED"] = Unauthenticated
 

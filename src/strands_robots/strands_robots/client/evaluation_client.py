@@ -171,6 +171,38 @@ class EvaluationClient:
         response = self._call(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id, reason=reason))
         return not response.already_terminal
 
+    def list_jobs(self, states: Sequence[str] = (), page_size: int = 20, page_token: str = "") -> Any:
+        """Return one page of this client's own jobs, newest first (``pb.ListJobsResponse``).
+
+        ``jobs`` are ``pb.JobSummary``; ``next_page_token`` is empty on the last page; ``states`` keeps only jobs
+        in those states.
+        """
+        return self._call(self._stub.ListJobs, pb.ListJobsRequest(page_size=page_size, page_token=page_token,
+                                                                 states=list(states)))
+
+    # -- recordings (client/recordings.py) -----------------------------------------------------------------
+    def list_recordings(self, job_id: str) -> list:
+        """Return the recordings the relay holds for the job (``RecordingInfo``: ``refused`` says why not one)."""
+        from strands_robots.client import recordings
+
+        return recordings.list_recordings(self._stub, self._metadata, job_id, self.timeout_s)
+
+    def download_recording(self, job_id: str, episode_id: str, path: "str | Path", *,
+                           max_bytes: Optional[int] = None, timeout_s: Optional[float] = 600.0) -> Any:
+        """Download the episode's MCAP to ``path`` (a file, or a directory: ``<episode_id>.mcap``), checked.
+
+        The size and SHA-256 are checked against the station's (and the episode's ``recording_sha256`` in the
+        job's status when it reports one); a mismatch raises ``RecordingCorrupt`` and leaves no file. Returns
+        ``Downloaded`` (``path``, ``size_bytes``, ``sha256``).
+        """
+        from strands_robots.client import recordings
+
+        status = self.get_status(job_id)
+        expected = next((getattr(e, "recording_sha256", "") for e in status.episodes if e.episode_id == episode_id),
+                        "")
+        return recordings.download(self._stub, self._metadata, job_id, episode_id, path, expected_sha256=expected,
+                                   max_bytes=max_bytes, timeout_s=timeout_s)
+
     # -- the policy session --------------------------------------------------------------------------------
     def serve_policy(self, job_id: str, policy: Policy,
                      on_event: Optional[Callable[[Any], None]] = None, *, reconnect_s: float = 0.0) -> Any:

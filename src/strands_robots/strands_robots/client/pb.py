@@ -27,9 +27,13 @@ from strands_robots.relay.proto.evaluation_service_pb2 import (  # noqa: F401
     CancelJobRequest,
     CancelJobResponse,
     GetStatusRequest,
+    JobSummary,
+    ListJobsRequest,
+    ListJobsResponse,
     SubmitJobRequest,
     SubmitJobResponse,
 )
+from strands_robots.relay.proto.recording_pb2 import RecordingInfo  # noqa: F401
 from strands_robots.relay.proto.policy_session_pb2 import (  # noqa: F401
     Ack,
     Action,

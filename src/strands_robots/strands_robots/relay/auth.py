@@ -13,15 +13,23 @@ taken does not tell how much of a token matched or which entry did. A malformed 
 reason (:class:`TokenFileError`), never half-loaded; so is a file that group or others may read or write (one
 line naming the file and its mode, as ssh refuses a private key: ``chmod 600`` it).
 
+Tokens rotate without a restart: :class:`ReloadingTokenBook` holds the file's current book and re-reads the file
+when it changes (checked every ``check_s``) or when asked (the relay does on SIGHUP). A file that no longer
+loads keeps the book it had (one line naming the file and the reason) until a good one is written; calls in
+flight finish under the book they started with, and every later call is checked against the new one.
+
 No grpc import here: the server adapts this onto gRPC metadata and status codes.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Tuple
+from typing import Callable, Iterable, Mapping, Optional, Tuple
 
 KIND_CLIENT = "client"
 KIND_STATION = "station"
@@ -154,3 +162,78 @@ class TokenBook:
         if principal.kind != kind:
             return AuthResult(None, f"a {principal.kind} token cannot call the {kind} service")
         return AuthResult(principal)
+
+
+class ReloadingTokenBook:
+    """A tokens file's current :class:`TokenBook`, re-read on change or on :meth:`reload`; same calls as the book.
+
+    :param path: the tokens file (read now: a bad file raises :class:`TokenFileError` here, as at start).
+    :param check_s: how often a thread of its own looks at the file's size, times and inode (a rename onto it,
+        as ``mv new tokens.yaml`` does, counts); ``0`` watches nothing (reload on request only).
+    """
+
+    def __init__(self, path: "str | Path", check_s: float = 1.0,
+                 log: Optional[Callable[[str], None]] = None) -> None:
+        self.path = Path(path)
+        self._log = log or logging.getLogger("strands_robots.relay").warning
+        self._stamp = self._stat()
+        self._book = TokenBook.from_file(self.path)
+        self._lock = threading.Lock()  # one reload at a time (the watch and a SIGHUP may meet)
+        self.reloads = 0               # books loaded after the first
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        if check_s > 0:
+            self._thread = threading.Thread(target=self._watch, args=(check_s,), name="relay-tokens", daemon=True)
+            self._thread.start()
+
+    def _stat(self) -> Optional[Tuple[int, int, int, int]]:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+    def reload(self) -> str:
+        """Re-read the file now; return "" when the new book is in use, else why the old one stays."""
+        with self._lock:
+            self._stamp = self._stat()
+            try:
+                book = TokenBook.from_file(self.path)
+            except TokenFileError as exc:
+                reason = f"tokens file not reloaded, the previous tokens stay in use: {exc}"
+                self._log(reason)
+                return reason
+            self._book = book
+            self.reloads += 1
+            logging.getLogger("strands_robots.relay").info(
+                "tokens file %s reloaded: %d client(s), %d station(s)", self.path, len(book.clients),
+                len(book.stations))
+            return ""
+
+    def _watch(self, check_s: float) -> None:
+        while not self._stop.wait(check_s):
+            if self._stat() != self._stamp:
+                self.reload()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    @property
+    def book(self) -> TokenBook:
+        return self._book
+
+    @property
+    def clients(self) -> frozenset:
+        return self._book.clients
+
+    @property
+    def stations(self) -> frozenset:
+        return self._book.stations
+
+    def identify(self, token: str) -> Optional[Principal]:
+        return self._book.identify(token)
+
+    def authenticate(self, metadata: Iterable[Tuple[str, "str | bytes"]], kind: str) -> AuthResult:
+        return self._book.authenticate(metadata, kind)

@@ -50,6 +50,9 @@ class RelaySettings:
     keepalive_time_s: float = 20.0             # ping every connection this often (s)
     keepalive_timeout_s: float = 10.0          # drop a connection whose ping is unanswered this long (s)
     max_connection_idle_s: float = 600.0       # close a connection with no call for this long (s)
+    web: str = ""                              # host:port of the web status page ("": none)
+    max_recording_bytes: int = 1024 ** 3       # largest episode recording a station may upload (bytes)
+    metrics: str = ""                          # host:port of the Prometheus /metrics page; "": none
 
 
 _TYPES = {f.name: type(f.default) for f in fields(RelaySettings)}
@@ -60,6 +63,7 @@ _MINIMUM = {
     "max_streams_per_token": (1, ""),
     "max_open_jobs_per_token": (1, ""),
     "max_queued_episodes_per_token": (1, ""),
+    "max_recording_bytes": (1024, ""),
 }
 _POSITIVE = ("poll_s", "first_message_deadline_s", "keepalive_time_s", "keepalive_timeout_s", "max_connection_idle_s")
 
@@ -86,12 +90,21 @@ def settings_refusal(key: str, value: Any) -> str:
         return f"port: {value} is out of range [0, 65535] (0: a free port)"
     if key == "store" and value and not value.startswith(("sqlite:", "postgresql://", "postgres://")):
         return f"store: {value!r} is neither sqlite:PATH nor postgresql://... (empty: SQLite in the run dir)"
+    if key == "metrics" and value and not _host_port(value):
+        return f"metrics: {value!r} is not host:port (e.g. 127.0.0.1:9464; empty: no metrics port)"
+    if key == "web" and value and not _host_port(value):
+        return f"web: {value!r} is not host:port, e.g. 127.0.0.1:8080 (empty: no web status page)"
     if key in _POSITIVE and not value > 0:
         return f"{key}: must be greater than 0, got {value!r}"
     if key in _MINIMUM and value < _MINIMUM[key][0]:
         low, why = _MINIMUM[key]
         return f"{key}: must be >= {low}{f' ({why})' if why else ''}, got {value}"
     return ""
+
+
+def _host_port(value: str) -> bool:
+    host, sep, port = value.rpartition(":")
+    return bool(sep and host.strip("[]") and port.isdigit() and 0 <= int(port) <= 65535)
 
 
 def load_relay_settings(path: str) -> RelaySettings:
@@ -120,7 +133,7 @@ def load_relay_settings(path: str) -> RelaySettings:
 #: settings passed to ``strands-robots relay`` as flags by :func:`limit_argv` (host, port and store are not)
 _FLAGGED = ("poll_s", "workers", "max_message_bytes", "first_message_deadline_s", "max_streams_per_token",
             "max_open_jobs_per_token", "max_queued_episodes_per_token", "keepalive_time_s", "keepalive_timeout_s",
-            "max_connection_idle_s")
+            "max_connection_idle_s", "max_recording_bytes")
 
 
 def flag_of(key: str) -> str:

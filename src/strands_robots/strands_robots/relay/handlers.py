@@ -96,9 +96,11 @@ def _handler(core: RelayCore, method: str, kind: str, request_cls: Any, response
                 context.abort(code, reason)
         return grpc.unary_unary_rpc_method_handler(in_thread, response_serializer=serialize)
 
-    if kind == "unary":
-        async def unary(raw: bytes, context: Any) -> Any:
+    if kind in ("unary", "client_stream"):
+        async def unary(raw: Any, context: Any) -> Any:
             try:
+                if kind == "client_stream":
+                    return await impl(requests_of(raw), context)
                 return await impl(_parse(core, method, request_cls, raw, limit), context)
             except Refused as refusal:
                 await _refuse(core, context, method, refusal)
@@ -106,6 +108,8 @@ def _handler(core: RelayCore, method: str, kind: str, request_cls: Any, response
                 if isinstance(exc, grpc.aio.AbortError):
                     raise
                 await _failed(core, context, method, exc)
+        if kind == "client_stream":
+            return grpc.stream_unary_rpc_method_handler(unary, response_serializer=serialize)
         return grpc.unary_unary_rpc_method_handler(unary, response_serializer=serialize)
 
     async def streaming(request: Any, context: Any) -> AsyncIterator[Any]:
@@ -128,13 +132,44 @@ def _handler(core: RelayCore, method: str, kind: str, request_cls: Any, response
     return grpc.unary_stream_rpc_method_handler(streaming, response_serializer=serialize)
 
 
+def _more_methods() -> dict:
+    """Methods served by modules of their own beside the two servicers: service -> [(class, methods)]."""
+    from strands_robots.relay.listing import ListingService
+    from strands_robots.relay.proto import recording_pb2 as rp
+    from strands_robots.relay.recordings import RecordingService
+
+    return {
+        "strands_robots.relay.v1.Evaluation": [
+            (ListingService, {"ListJobs": ("unary", es.ListJobsRequest, es.ListJobsResponse, SMALL_REQUEST_BYTES)}),
+            (RecordingService, {
+                "ListRecordings": ("unary", rp.ListRecordingsRequest, rp.ListRecordingsResponse, SMALL_REQUEST_BYTES),
+                "DownloadRecording": ("server_stream", rp.DownloadRecordingRequest, rp.RecordingChunk,
+                                      SMALL_REQUEST_BYTES),
+            }),
+        ],
+        "strands_robots.relay.v1.Station": [
+            (RecordingService, {"UploadRecording": ("client_stream", rp.RecordingChunk, rp.UploadRecordingResponse,
+                                                    None)}),
+        ],
+    }
+
+
 def generic_handlers(core: RelayCore) -> list:
+    """Bind every method to its servicer (one instance per class), counted and timed by ``core.metrics``."""
+    metrics = getattr(core, "metrics", None)
+    more = _more_methods()
+    instances: dict = {}
     out = []
     for service, (servicer_cls, methods) in _SERVICES.items():
-        servicer = servicer_cls(core)
-        handlers = {name: _handler(core, f"{service.rsplit('.', 1)[-1]}.{name}", kind, req, resp, limit,
-                                   getattr(servicer, name))
-                    for name, (kind, req, resp, limit) in methods.items()}
+        handlers = {}
+        for cls, table in [(servicer_cls, methods), *more.get(service, ())]:
+            servicer = instances.get(cls) or instances.setdefault(cls, cls(core))
+            for name, (kind, req, resp, limit) in table.items():
+                method = f"{service.rsplit('.', 1)[-1]}.{name}"
+                impl = getattr(servicer, name)
+                if metrics is not None:
+                    impl = metrics.instrument(method, kind, impl)
+                handlers[name] = _handler(core, method, kind, req, resp, limit, impl)
         out.append(grpc.method_handlers_generic_handler(service, handlers))
     return out
 

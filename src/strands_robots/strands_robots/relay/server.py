@@ -48,7 +48,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import grpc
 
-from strands_robots.relay.auth import TokenBook, TokenFileError
+from strands_robots.relay.auth import ReloadingTokenBook, TokenBook, TokenFileError
 from strands_robots.relay.config import RelayConfigError, RelaySettings, flag_of, load_relay_settings
 from strands_robots.relay.core import (  # noqa: F401 - re-exported
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -60,6 +60,7 @@ from strands_robots.relay.core import (  # noqa: F401 - re-exported
     now_ms,
 )
 from strands_robots.relay.handlers import generic_handlers, server_options  # noqa: F401 - re-exported
+from strands_robots.relay.operations import Operations, wait_for_stop
 from strands_robots.relay.store import (
     Store,
     StoreError,
@@ -105,6 +106,7 @@ class RelayServer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="relay-loop", daemon=True)
         self._thread.start()
+        self.operations = Operations(self.settings)  # metrics, health (relay/operations.py)
         try:
             self.core, self._server, self.port = self._call(self._build(store, tokens, tls, clock_ms))
         except BaseException:
@@ -115,7 +117,9 @@ class RelayServer:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _build(self, store: Store, tokens: TokenBook, tls: Optional[TlsConfig], clock_ms: Callable) -> Any:
-        core = RelayCore(store, tokens, clock_ms, self.settings, self._loop, self._executor)
+        core = RelayCore(self.operations.wrap_store(store), tokens, clock_ms, self.settings, self._loop,
+                         self._executor)
+        self.operations.attach_core(core)
         server = grpc.aio.server(migration_thread_pool=self._executor, handlers=generic_handlers(core),
                                  options=server_options(self.settings), maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
         if tls is not None:
@@ -125,15 +129,19 @@ class RelayServer:
             port = server.add_insecure_port(self.listen)
         if port == 0:
             raise OSError(f"cannot listen on {self.listen}")
+        self.operations.attach_server(server)
         return core, server, port
 
     def start(self) -> int:
         self._call(self._server.start())
+        self._call(self.operations.start())
         return self.port
 
     def stop(self, grace_s: float = 1.0) -> None:
         if not self._loop.is_closed():
             try:
+                with contextlib.suppress(Exception):
+                    self._call(self.operations.stop())
                 self._call(self._server.stop(grace_s), timeout=grace_s + 30.0)
             finally:
                 self._close_loop()
@@ -203,6 +211,8 @@ def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
         "keepalive_time_s": "ping every connection this often (s)",
         "keepalive_timeout_s": "drop a connection whose ping is unanswered this long (s)",
         "max_connection_idle_s": "close a connection with no call for this long (s)",
+        "max_recording_bytes": "largest episode recording a station may upload (bytes)",
+        "metrics": "host:port of the Prometheus /metrics page (empty: none)",
     }
     for key, text in helps.items():
         default = getattr(defaults, key)
@@ -255,7 +265,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("relay: --store is required (sqlite:PATH or postgresql://...), or a config file's store", file=sys.stderr)
         return 2
     try:
-        tokens = TokenBook.from_file(args.tokens)
+        tokens = ReloadingTokenBook(args.tokens)  # re-read on change and on SIGHUP
         tls = TlsConfig.from_files(args.tls_cert, args.tls_key) if args.tls_cert else None
         store = open_store(store_url)
     except (TokenFileError, StoreError, OSError) as exc:
@@ -279,9 +289,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"relay listening on {listen} ({'TLS' if tls else 'plain'}; store {store_url.split(':')[0]}; "
               f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
         try:
-            while not signals.event.wait(0.5):
-                pass
+            if server.operations.metrics_port is not None:
+                print(f"relay metrics on http://{settings.metrics.rpartition(':')[0]}:"
+                      f"{server.operations.metrics_port}/metrics", flush=True)
+            wait_for_stop(signals, tokens)  # a SIGHUP re-reads the tokens file
         finally:
             server.stop()
             store.close()
+            tokens.close()
     return 0

@@ -181,6 +181,7 @@ class StationLink:
         self.reports_sent = 0
         self.heartbeats_sent = 0
         self.dropped = 0  # snapshots refused even cut (each logged once)
+        self.uploader: Any = None  # relay/recording_upload.RecordingUploader, made on the first recording
         self.last_error = ""
 
     # -- lifetime ------------------------------------------------------------------------------------------
@@ -205,7 +206,18 @@ class StationLink:
             call.cancel()
         for t in self._threads:
             t.join(timeout=5.0)
+        if self.uploader is not None:
+            self.uploader.close(flush_timeout_s)
         self._channel.close()
+
+    def upload_recording(self, job_id: str, episode_id: str, path: "str | Path") -> None:
+        """Queue the episode's recording for its job's team (sent from a thread of its own; never blocks)."""
+        from strands_robots.relay.recording_upload import RecordingUploader
+
+        with self._cond:
+            if self.uploader is None:
+                self.uploader = RecordingUploader(self._stub, self._metadata)
+        self.uploader.submit(job_id, episode_id, path)
 
     def __enter__(self) -> "StationLink":
         return self.start()

@@ -1,0 +1,63 @@
+"""``strands-robots job list``: this client's own jobs on the relay, newest first, page by page.
+
+    strands-robots job list --relay HOST:PORT --token-file T [--state RUNNING --state FAILED] [--limit N]
+
+One line per job (id, state, finished/total episodes, station, submit time, the latest message). ``--limit``
+stops after N jobs (default 50; 0 for all); the relay sends them in pages (``--page-size``). Exit 0, 2 a bad
+command line, 3 the relay refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Callable, Iterator
+
+__all__ = ["add_list_parser", "cmd_job_list", "iter_jobs", "format_job_line"]
+
+
+def iter_jobs(client: Any, states: "tuple[str, ...]" = (), page_size: int = 20) -> Iterator[Any]:
+    """Yield every job of the client's (``pb.JobSummary``), newest first, fetching page after page."""
+    token = ""
+    while True:
+        page = client.list_jobs(states=states, page_size=page_size, page_token=token)
+        yield from page.jobs
+        token = page.next_page_token
+        if not token:
+            return
+
+
+def format_job_line(job: Any) -> str:
+    submitted = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.submitted_unix_ms / 1000.0))
+    message = " ".join(job.message.split())[:80]
+    return (f"{job.job_id:<32} {job.state:<14} {job.episodes_done:>5}/{job.episodes_total:<5} "
+            f"{job.station_id:<20} {submitted}Z  {message}").rstrip()
+
+
+def cmd_job_list(args: argparse.Namespace) -> int:
+    """Print this client's jobs, newest first."""
+    from strands_robots.job_cli import _client
+
+    client = _client(args)
+    shown = 0
+    print(f"{'JOB':<32} {'STATE':<14} {'EPISODES':<11} {'STATION':<20} {'SUBMITTED (UTC)':<21} MESSAGE")
+    for job in iter_jobs(client, tuple(args.state or ()), args.page_size):
+        print(format_job_line(job), flush=True)
+        shown += 1
+        if args.limit and shown >= args.limit:
+            break
+    if shown == 0:
+        print("(no jobs" + (f" in state {', '.join(args.state)}" if args.state else "") + ")")
+    return 0
+
+
+def add_list_parser(commands: Any, common: Callable[[argparse.ArgumentParser], None],
+                    guard: Callable[[Callable], Callable]) -> None:
+    p = commands.add_parser("list", help="list this client's jobs, newest first", allow_abbrev=False)
+    common(p)
+    p.add_argument("--state", action="append", metavar="STATE",
+                   help="only jobs in this state (CREATED, WAITING_POLICY, RUNNING, FINALIZING, SUCCEEDED, FAILED, "
+                        "CANCELLED); repeat for several")
+    p.add_argument("--limit", type=int, default=50, help="stop after this many jobs (0: all; default %(default)s)")
+    p.add_argument("--page-size", type=int, default=20, help="jobs per relay call, 1..100 (default %(default)s)")
+    p.set_defaults(func=guard(cmd_job_list))
