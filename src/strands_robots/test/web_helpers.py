@@ -40,7 +40,7 @@ def episode(index: int, *, end="timeout", success=True, scored=True, taken_over=
 
 def snapshot(job_id: str, sequence: int, episodes=(), state="RUNNING", total=4, message="", station="sim_station"):
     status = pb.JobStatus(job_id=job_id, station_id=station, state=state, episodes_total=total,
-                          updated_unix_ms=1_800_000_000_000 + sequence * 1000,
+                          updated_unix_ms=int(time.time() * 1000),  # the relay orders by sequence, not this
                           message=message or f"{state} #{sequence}", sequence=sequence)
     status.episodes.extend(episodes)
     return status

@@ -213,6 +213,7 @@ def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
         "max_connection_idle_s": "close a connection with no call for this long (s)",
         "max_recording_bytes": "largest episode recording a station may upload (bytes)",
         "metrics": "host:port of the Prometheus /metrics page (empty: none)",
+        "web": "host:port of the web status page (relay/web; empty: none)",
     }
     for key, text in helps.items():
         default = getattr(defaults, key)
@@ -235,6 +236,20 @@ def _settings_from_args(args: argparse.Namespace, base: RelaySettings) -> "tuple
                 return base, f"{flag_of(field.name)}: {reason.split(': ', 1)[1]}"
             values[field.name] = value
     return dataclasses.replace(base, **values), ""
+
+
+def _start_web(server: RelayServer, store: Any, settings: RelaySettings, args: argparse.Namespace) -> Any:
+    """Start the web status page beside the relay (relay/web), on the relay's store and its current tokens."""
+    from strands_robots.relay.web.server import WebStatusServer
+
+    tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
+    web = WebStatusServer(store, lambda: server.core.tokens, settings.web, tls=tls)
+    web.start()
+    if tls is None and not is_loopback(settings.web):
+        _log.warning("WARNING: the web status page serves PLAINTEXT on %s, a non-loopback address: tokens typed "
+                     "into it cross the network unencrypted; give --tls-cert and --tls-key", settings.web)
+    print(f"relay web status page on {web.url}", flush=True)
+    return web
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -288,12 +303,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         server.start()
         print(f"relay listening on {listen} ({'TLS' if tls else 'plain'}; store {store_url.split(':')[0]}; "
               f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
+        web = None
         try:
+            if settings.web:
+                try:
+                    web = _start_web(server, store, settings, args)
+                except (OSError, ValueError) as exc:
+                    print(f"relay: cannot serve the web status page on {settings.web}: {exc}", file=sys.stderr)
+                    return 2
             if server.operations.metrics_port is not None:
                 print(f"relay metrics on http://{settings.metrics.rpartition(':')[0]}:"
                       f"{server.operations.metrics_port}/metrics", flush=True)
             wait_for_stop(signals, tokens)  # a SIGHUP re-reads the tokens file
         finally:
+            if web is not None:
+                web.stop()
             server.stop()
             store.close()
             tokens.close()

@@ -300,7 +300,9 @@ async def _headers(request: web.Request, handler: Callable) -> web.StreamRespons
         response.headers.setdefault("Content-Security-Policy", _CSP)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the forms' POSTs,
+        # and the origin check needs the real one; another site still gets no referrer
+        response.headers.setdefault("Referrer-Policy", "same-origin")
         if not request.path.startswith("/static/"):
             response.headers.setdefault("Cache-Control", "no-store")
     return response
