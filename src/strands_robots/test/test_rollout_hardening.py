@@ -364,11 +364,11 @@ def test_recording_uses_live_topic_names_and_writes_the_ros_distro(tmp_path, mon
 
 
 def test_ros_distro_falls_back_to_the_rclpy_version(monkeypatch):
-    from strands_robots.rollout import recording
+    from strands_robots.rollout import mcap_file, recording
 
     monkeypatch.delenv("ROS_DISTRO", raising=False)
     for version, distro in (("9.1.0", "kilted"), ("7.1.6", "jazzy"), ("3.3.15", "humble"), ("42.0", "unknown")):
-        monkeypatch.setattr(recording.importlib.metadata, "version", lambda name, v=version: v)
+        monkeypatch.setattr(mcap_file.importlib.metadata, "version", lambda name, v=version: v)
         assert recording.ros_distro() == distro
 
 

@@ -80,6 +80,15 @@ class CameraBackend:
         object_position(task, None)  # the same check reset's layout makes, before anything moves
         self._task = task
 
+    def start_recording(self, recorder: Any) -> None:
+        """Record the cameras' messages into the episode's ``recorder`` (``write_raw``) until :meth:`stop_recording`."""
+        if self._recording is not None:
+            self._recording.attach(recorder)
+
+    def stop_recording(self) -> None:
+        if self._recording is not None:
+            self._recording.detach()
+
     def action_keys(self) -> tuple[str, ...]:
         return self._inner.action_keys()
 
@@ -159,10 +168,13 @@ class FramesBackend:
     :param clock_ns: now, on the frames' clock (ns).
     :param first_frame_timeout_s: how long the first observation waits for every camera's first frame.
     :param set_scene: ``(task, seed) -> stamp_ns``; raises when the scene could not be laid out.
+    :param recording: where the cameras' messages come from for an episode's recording (``attach(recorder)`` /
+        ``detach()``): the runner calls :meth:`start_recording` once the episode's file is open.
     """
 
     def __init__(self, inner: Any, frames: LatestFrames, clock_ns: Any, first_frame_timeout_s: float = 10.0,
-                 set_scene: Any = None) -> None:
+                 set_scene: Any = None, recording: Any = None) -> None:
+        self._recording = recording
         self._inner = inner
         self.frames = frames
         self._clock_ns = clock_ns
@@ -192,6 +204,15 @@ class FramesBackend:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+    def start_recording(self, recorder: Any) -> None:
+        """Record the cameras' messages into the episode's ``recorder`` (``write_raw``) until :meth:`stop_recording`."""
+        if self._recording is not None:
+            self._recording.attach(recorder)
+
+    def stop_recording(self) -> None:
+        if self._recording is not None:
+            self._recording.detach()
 
     def action_keys(self) -> tuple[str, ...]:
         return self._inner.action_keys()

@@ -9,10 +9,12 @@ plugin, and in Foxglove):
 * ``<prefix>/observer_events`` — ``strands_robots_msgs/msg/ObserverEvent`` (:meth:`EpisodeRecorder.write_event`
   takes the event dataclasses themselves and encodes them here)
 * latest-state topics — any installed type, captured at start (:meth:`EpisodeRecorder.write_latched`)
+* messages received already serialized — the cameras' ``<camera>/image_raw/compressed`` and
+  ``<camera>/camera_info`` under their live names, the CDR bytes as published (:meth:`EpisodeRecorder.write_raw`,
+  from any thread: ``nodes/camera_recording.py`` hands them over while the episode runs)
 
-The ROS distro goes into a ``rosbag2`` metadata record under ``ROS_DISTRO``, where rosbag2's MCAP storage
-plugin reads it (``ros2 bag info`` prints it): ``$ROS_DISTRO``, else derived from the installed rclpy's
-version (read from package metadata; rclpy is never imported here).
+The ROS distro goes into a ``rosbag2`` metadata record (:mod:`~strands_robots.rollout.mcap_file`); the events are
+encoded by :mod:`~strands_robots.rollout.event_envelope`.
 
 Rules the recorder holds to (DESIGN.md §5 "Rollout loop"):
 
@@ -30,11 +32,10 @@ Rules the recorder holds to (DESIGN.md §5 "Rollout loop"):
 
 from __future__ import annotations
 
-import errno
-import importlib.metadata
-import io
+import functools
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,6 +45,9 @@ from mcap.records import Schema
 from mcap.writer import CompressionType
 from mcap_ros2.writer import Writer
 
+from strands_robots.rollout.event_envelope import event_envelope, ros_time
+from strands_robots.rollout.mcap_file import METADATA_ROS_DISTRO_KEY, METADATA_ROSBAG2, FileSink, ros_distro
+from strands_robots.rollout.mcap_file import default_raw as _default_raw
 from strands_robots.rollout.msg_schema import (
     FieldSpec,
     MsgDefinitionNotFound,
@@ -59,11 +63,8 @@ JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 ACTION_COMMAND_TYPE = "strands_robots_msgs/msg/ActionCommand"
 OBSERVER_EVENT_TYPE = "strands_robots_msgs/msg/ObserverEvent"
 
-# rosbag2's MCAP storage plugin reads the distro from this metadata record and key.
-METADATA_ROSBAG2 = "rosbag2"
-METADATA_ROS_DISTRO_KEY = "ROS_DISTRO"
-# rclpy major version -> distro, for when ROS_DISTRO is not set.
-_RCLPY_DISTROS = {3: "humble", 7: "jazzy", 9: "kilted"}
+__all__ = ["EpisodeRecorder", "RecordingError", "RecordingRefused", "event_envelope", "ros_distro", "topic_names",
+           "METADATA_ROSBAG2", "METADATA_ROS_DISTRO_KEY"]
 
 # MCAP metadata record describing the episode (robot, rates, actuators), and its closing counterpart.
 METADATA_EPISODE = "strands_robots.episode"
@@ -97,23 +98,6 @@ def _int_or(value: Any, default: int) -> int:
         return default
 
 
-def _ros_time(stamp_ns: int) -> dict[str, int]:
-    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    return {"sec": sec, "nanosec": nanosec}
-
-
-def ros_distro() -> str:
-    """Return the ROS distro: ``$ROS_DISTRO``, else from the installed rclpy's major version, else unknown."""
-    distro = os.environ.get("ROS_DISTRO", "").strip()
-    if distro:
-        return distro
-    try:
-        major = int(importlib.metadata.version("rclpy").split(".")[0])
-    except (importlib.metadata.PackageNotFoundError, ValueError, IndexError):
-        return "unknown"
-    return _RCLPY_DISTROS.get(major, "unknown")
-
-
 def topic_names(prefix: str = "") -> tuple[str, str, str]:
     """``(joint_states, actions, observer_events)`` under the namespace ``prefix`` ("" = root)."""
     prefix = str(prefix or "").rstrip("/")
@@ -122,110 +106,21 @@ def topic_names(prefix: str = "") -> tuple[str, str, str]:
     return (prefix + TOPIC_JOINT_STATES, prefix + TOPIC_ACTIONS, prefix + TOPIC_OBSERVER_EVENTS)
 
 
-class _FileSink:
-    """The file the MCAP writer writes into: unbuffered, every write whole or an OSError, position tracked.
+def _locked(method: Any) -> Any:
+    """Run a recorder method under the recorder's lock."""
+    @functools.wraps(method)
+    def run(self: "EpisodeRecorder", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
 
-    Unbuffered so that what the writer handed over is in the OS when a write returns (a full disk surfaces at
-    the write that fails, not later), and so the file can be cut back to a known offset after a failure
-    without a buffer flushing stale bytes behind the cut.
-    """
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-        self._pos = 0
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        total = len(view)
-        done = 0
-        while done < total:
-            n = self._raw.write(view[done:])
-            if n is None or n <= 0:  # a short write of nothing: the device is full
-                raise OSError(errno.ENOSPC, "no space left on device (short write)")
-            done += n
-            self._pos += n
-        return total
-
-    def tell(self) -> int:
-        return self._pos
-
-    def flush(self) -> None:
-        pass
-
-    def fileno(self) -> int:
-        return self._raw.fileno()
-
-    def truncate_to(self, offset: int) -> None:
-        os.ftruncate(self._raw.fileno(), offset)
-        self._raw.seek(offset)
-        self._pos = offset
-
-    def close(self) -> None:
-        self._raw.close()
-
-
-def _default_raw(path: Path) -> Any:
-    return io.FileIO(path, "xb")
-
-
-# -- observer events as ObserverEvent dicts (the recorder's own encoding: the core never imports conversions)
-_EVENT_KINDS = {"RunPolicyStarted": "started", "RunPolicyStep": "step", "RunPolicyEnded": "ended"}
-_EVENT_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _numeric_items(mapping: Mapping[str, Any]) -> tuple[list[str], list[float]]:
-    """Return the numeric-scalar entries (not bools) of an observation or action, in order."""
-    keys: list[str] = []
-    values: list[float] = []
-    for key, value in mapping.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, (int, float)) or (getattr(getattr(value, "dtype", None), "kind", None) in ("i", "u", "f")
-                                               and getattr(value, "shape", None) == ()):
-            keys.append(str(key))
-            values.append(float(value))
-    return keys, values
-
-
-def event_envelope(event: Any) -> dict[str, Any]:
-    """Encode an observer event dataclass as the dict form of an ``ObserverEvent`` (arrays as lists).
-
-    A step's ``observation``/``action`` become ``observation_keys/values`` and ``action_keys/values``.
-    """
-    cls = type(event)
-    kind = _EVENT_KINDS.get(cls.__name__)
-    if kind is None:
-        raise RecordingError(f"not an observer event: {cls.__qualname__}")
-    names = _EVENT_FIELD_NAMES.get(cls)
-    if names is None:
-        names = tuple(f for f in getattr(cls, "__dataclass_fields__", {}) if f not in ("observation", "action"))
-        _EVENT_FIELD_NAMES[cls] = names
-    payload: dict[str, Any] = {}
-    for name in names:
-        value = getattr(event, name)
-        payload[name] = list(value) if isinstance(value, tuple) else value
-    if kind == "step":
-        payload["observation_keys"], payload["observation_values"] = _numeric_items(event.observation)
-        payload["action_keys"], payload["action_values"] = _numeric_items(event.action)
-    return {
-        "stamp": _ros_time(event.utc_ns),
-        "kind": kind,
-        "schema_version": event.schema_version,
-        "run_id": event.run_id,
-        "event_seq": event.event_seq,
-        "monotonic_ns": event.monotonic_ns,
-        "utc_ns": event.utc_ns,
-        "dropped_before": 0,
-        "started": [payload] if kind == "started" else [],
-        "step": [payload] if kind == "step" else [],
-        "ended": [payload] if kind == "ended" else [],
-    }
+    return run
 
 
 class EpisodeRecorder:
     """Writes one episode to one MCAP file. Create it with :meth:`open`.
 
-    Not thread-safe: one thread (the rollout loop) writes.
+    One thread (the rollout loop) writes the steps and events; :meth:`write_raw` may be called from any other
+    (each write holds the recorder's lock, so a step's two messages are never split by another).
     """
 
     def __init__(self, path: Path, stream: BinaryIO, writer: Writer, definitions: MsgDefinitions,
@@ -245,6 +140,8 @@ class EpisodeRecorder:
         self._last_step_index = -1
         self._failure: BaseException | None = None
         self._closed = False
+        self._lock = threading.RLock()
+        self.raw_counts: dict[str, int] = {}  # topic: messages handed over by write_raw
 
     # ------------------------------------------------------------------ opening
 
@@ -306,7 +203,7 @@ class EpisodeRecorder:
             raise RecordingError(f"cannot create the directory of recording {path}: {exc}") from exc
         stream: Any = None
         try:
-            stream = _FileSink((raw_file or _default_raw)(path))  # owned by the recorder, closed in close()
+            stream = FileSink((raw_file or _default_raw)(path))  # owned by the recorder, closed in close()
             writer = Writer(stream, chunk_size=chunk_size, compression=CompressionType.ZSTD)
             recorder = cls(path, stream, writer, definitions, keys, topic_prefix)
             for type_name, text in texts.items():
@@ -367,6 +264,7 @@ class EpisodeRecorder:
 
     # ------------------------------------------------------------------ writing
 
+    @_locked
     def write_step(self, step_index: int, stamp_ns: int, observation: Mapping[str, Any],
                    action: Mapping[str, float], verdict: Any) -> None:
         """Record one control step: ``/joint_states`` from the observation and ``/actions`` as emitted.
@@ -395,6 +293,7 @@ class EpisodeRecorder:
         self._write(self._topic_actions, ACTION_COMMAND_TYPE, command, stamp_ns, step_index)
         self._last_step_index = step_index
 
+    @_locked
     def write_event(self, event: Any) -> None:
         """Record one ObserverEvent.
 
@@ -404,7 +303,10 @@ class EpisodeRecorder:
         Logged at its ``utc_ns`` (or now when that is absent), with ``event_seq`` as the MCAP sequence.
         """
         self._check_writable()
-        event_dict = event if isinstance(event, Mapping) else event_envelope(event)
+        try:
+            event_dict = event if isinstance(event, Mapping) else event_envelope(event)
+        except ValueError as exc:
+            raise RecordingError(str(exc)) from exc
         message = self._message(OBSERVER_EVENT_TYPE, event_dict)
         log_time = _int_or(event_dict.get("utc_ns"), 0)
         if log_time <= 0:
@@ -413,6 +315,7 @@ class EpisodeRecorder:
         self._write(self._topic_events, OBSERVER_EVENT_TYPE, message, log_time, sequence)
         self._flush()
 
+    @_locked
     def write_latched(self, topic: str, schema_name: str, msg_dict: Mapping[str, Any]) -> None:
         """Record the latest state of a transient-local topic (job, lease, driver, safety) at its capture.
 
@@ -427,8 +330,43 @@ class EpisodeRecorder:
         self._write(topic, type_name, self._message(type_name, msg_dict), time.time_ns(), 0)
         self._flush()
 
+    @_locked
+    def write_raw(self, topic: str, schema_name: str, data: bytes, log_ns: int) -> bool:
+        """Record one message as received serialized (CDR with its encapsulation header) on live topic ``topic``.
+
+        For the cameras' topics while the episode runs; any thread. Logged at ``log_ns`` (its receipt).
+        Returns False, writing nothing, once the recorder is closed or failed (the episode has ended: the
+        frame is not the episode's).
+
+        :raises RecordingError: the type is not installed, the topic is recorded as another type, or writing
+            failed.
+        """
+        if self._closed or self._failure is not None:
+            return False
+        try:
+            type_name = canonical_type_name(schema_name)
+        except ValueError as exc:
+            raise RecordingError(f"cannot record {topic}: {exc}") from exc
+        recorded_as = self._topic_types.setdefault(topic, type_name)
+        if recorded_as != type_name:
+            raise RecordingError(f"topic {topic} is recorded as {recorded_as}, not {type_name}")
+        schema = self._schema(type_name)
+        writer = self._writer
+        channel_id = writer._channel_ids.get(topic)  # mcap_ros2 keeps its channels by topic; raw ones join them
+        if channel_id is None:
+            channel_id = self._write_guarded(lambda: writer._writer.register_channel(
+                topic=topic, message_encoding="cdr", schema_id=schema.id))
+            writer._channel_ids[topic] = channel_id
+        seq = self.raw_counts.get(topic, 0)
+        self._add(lambda: writer._writer.add_message(
+            channel_id=channel_id, log_time=int(log_ns), publish_time=int(log_ns), sequence=seq & 0xFFFFFFFF,
+            data=bytes(data)))
+        self.raw_counts[topic] = seq + 1
+        return True
+
     # ------------------------------------------------------------------ closing
 
+    @_locked
     def close(self) -> int:
         """Finish the file (chunk, indexes, summary) and close it; the frames written. Idempotent.
 
@@ -480,7 +418,7 @@ class EpisodeRecorder:
 
     def _joint_state(self, stamp_ns: int, observation: Mapping[str, Any]) -> dict[str, Any]:
         message: dict[str, Any] = {
-            "header": {"stamp": _ros_time(stamp_ns), "frame_id": ""},
+            "header": {"stamp": ros_time(stamp_ns), "frame_id": ""},
             "name": list(self._actuator_keys),
         }
         for suffix, field in _JOINT_QUANTITIES:
@@ -541,11 +479,15 @@ class EpisodeRecorder:
         if recorded_as != type_name:
             raise RecordingError(f"topic {topic} is recorded as {recorded_as}, not {type_name}")
         schema = self._schema(type_name)
-        before = self._stream.tell()
-        self._write_guarded(lambda: self._writer.write_message(
+        self._add(lambda: self._writer.write_message(
             topic, schema, message, log_time=log_time, publish_time=log_time, sequence=sequence))
+
+    def _add(self, operation: Any) -> None:
+        """Hand one message to the writer; a chunk it completes holds every message handed over so far."""
+        before = self._stream.tell()
+        self._write_guarded(operation)
         after = self._stream.tell()
-        if after != before:  # a chunk (with every message handed over so far) went into the file whole
+        if after != before:  # a chunk went into the file whole
             self._good_offset = after
             self._durable = self._accepted
 

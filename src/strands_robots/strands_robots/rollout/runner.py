@@ -418,10 +418,12 @@ class PolicyRunner:
                 recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
                                                actuator_keys=s.actuator_keys, robot_name=s.robot_name,
                                                topic_prefix=s.spec.recording_topic_prefix)
+                _recording_hook(backend, "start_recording", recorder)  # the cameras' messages (over ROS)
             pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop, clock_ns=self._clock_ns,
                                   waiter=self._waiter)
         except Exception as exc:
             if recorder is not None:
+                _recording_hook(backend, "stop_recording")
                 try:
                     recorder.close()
                 except Exception:
@@ -845,6 +847,7 @@ class PolicyRunner:
     def _finish_recording(self, recorder: Any, ended: RunPolicyEnded, s: _Settings) -> RunPolicyEnded:
         """Write the Ended and finish the file; a failure (never silent) makes an ok episode an error."""
         failure: "BaseException | None" = None
+        _recording_hook(self.backend, "stop_recording")
         try:
             self._write_event(recorder, ended, s)
         except _RecordingFailed as exc:
@@ -934,6 +937,13 @@ class _SetupFailed(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _recording_hook(backend: Any, name: str, *args: Any) -> None:
+    """Call the backend's ``start_recording(recorder)`` / ``stop_recording()`` when it has them (cameras)."""
+    hook = getattr(backend, name, None)
+    if callable(hook):
+        hook(*args)
 
 
 class _EpisodeState:
