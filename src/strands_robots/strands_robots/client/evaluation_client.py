@@ -26,6 +26,7 @@ from google.protobuf import json_format
 from strands_robots.client import codec, errors, pb
 from strands_robots.client.policy import EndEpisode, Policy
 from strands_robots.client.policy_spec import spec_of, spec_to_pb
+from strands_robots.client.relay_targets import channel_target
 from strands_robots.relay.proto import evaluation_service_pb2_grpc as _svc
 
 _log = logging.getLogger("strands_robots.client")
@@ -81,31 +82,34 @@ def task_from_dict(data: Mapping[str, Any], index: int = 0) -> Any:
 class EvaluationClient:
     """A connection to the relay for one client token.
 
-    :param target: ``host:port`` of the relay.
+    :param target: ``host:port`` of the relay, or several (a list, or one string separated by commas): the
+        relays of a cluster; calls go to the first that answers, and to the next when it dies.
     :param token: this client's bearer token (from the relay's token file).
     :param root_certificates: PEM bytes, or a path to a PEM file, to use TLS; None for a plain channel.
     :param timeout_s: deadline of each unary call.
     """
 
-    def __init__(self, target: str, token: str, *, root_certificates: "bytes | str | Path | None" = None,
-                 timeout_s: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 options: Sequence = ()) -> None:
+    def __init__(self, target: "str | Sequence[str]", token: str, *,
+                 root_certificates: "bytes | str | Path | None" = None, timeout_s: float = 30.0,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, options: Sequence = ()) -> None:
         if not token:
             raise ValueError("EvaluationClient needs a token")
         opts = [("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.keepalive_time_ms", 20000), *options]
+        channel_to, extra = channel_target(target)  # several relays: fail over between them
+        opts += extra
         if root_certificates is not None:
             if isinstance(root_certificates, (str, Path)):
                 root_certificates = Path(root_certificates).read_bytes()
             creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.secure_channel(target, creds, options=opts)
+            self._channel = grpc.secure_channel(channel_to, creds, options=opts)
         else:
-            self._channel = grpc.insecure_channel(target, options=opts)
+            self._channel = grpc.insecure_channel(channel_to, options=opts)
         self._metadata = (("authorization", f"Bearer {token}"),)
         self._stub = _svc.EvaluationStub(self._channel)
         self.timeout_s = timeout_s
-        self.target = target
+        self.target = target if isinstance(target, str) else ",".join(target)
 
     # -- unary calls --------------------------------------------------------------------------------------------
     def _call(self, method: Callable, request: Any, timeout_s: Optional[float] = None) -> Any:

@@ -188,7 +188,7 @@ class RelayPolicy:
 
         _close_live(self.job_id)  # the previous episode's session of this job, if it is still open
         creds = self._credentials
-        link = StationLink(creds.target, creds.station_id, creds.token, root_certificates=creds.root_certificates)
+        link = StationLink(creds.targets, creds.station_id, creds.token, root_certificates=creds.root_certificates)
         deadline = time.monotonic() + self.attach_timeout_s
         while True:
             session = link.open_session(self.job_id, reply_timeout_s=self.reply_timeout_s)

@@ -118,6 +118,8 @@ class RelayCore:
             make_outbox=lambda: Outbox(loop),
         )
         self.refusals = RateLimitedLog(_log)
+        #: this relay's place among relays sharing the store (:mod:`~strands_robots.relay.cluster`); None: alone
+        self.cluster: Any = None
         self._changed = asyncio.Event()
         self.generation = 0
         self._streams: Dict[Principal, int] = {}

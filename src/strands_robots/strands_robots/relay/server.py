@@ -49,6 +49,7 @@ from typing import Any, Callable, Optional, Sequence
 import grpc
 
 from strands_robots.relay.auth import ReloadingTokenBook, TokenBook, TokenFileError
+from strands_robots.relay.cluster import DEFAULT_STALE_S, Cluster
 from strands_robots.relay.config import RelayConfigError, RelaySettings, flag_of, load_relay_settings
 from strands_robots.relay.core import (  # noqa: F401 - re-exported
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -88,12 +89,16 @@ class RelayServer:
     :param tls: serve TLS with this certificate and key; plain when None.
     :param settings: limits, deadlines and keepalive (:class:`~strands_robots.relay.config.RelaySettings`);
         ``max_message_bytes``, ``workers`` and ``poll_s`` given as keywords override it.
+    :param advertise: ``host:port`` other relays on the same store reach this one on: it joins their cluster
+        (:mod:`~strands_robots.relay.cluster`; port 0: the port it listens on); None: it brokers alone.
+    :param cluster_stale_s: a relay not heard for this long loses the policy sessions it was home of.
     """
 
     def __init__(self, store: Store, tokens: TokenBook, listen: str = "127.0.0.1:0", *,
                  tls: Optional[TlsConfig] = None, settings: Optional[RelaySettings] = None,
                  max_message_bytes: Optional[int] = None, workers: Optional[int] = None,
-                 poll_s: Optional[float] = None, clock_ms: Callable[[], int] = now_ms) -> None:
+                 poll_s: Optional[float] = None, clock_ms: Callable[[], int] = now_ms,
+                 advertise: Optional[str] = None, cluster_stale_s: float = DEFAULT_STALE_S) -> None:
         import dataclasses
 
         settings = settings or RelaySettings()
@@ -101,6 +106,9 @@ class RelayServer:
                                         ("poll_s", poll_s)) if v is not None}
         self.settings = dataclasses.replace(settings, **overrides)
         self.listen = listen
+        self._advertise = advertise
+        self._cluster_stale_s = cluster_stale_s
+        self._tls = tls
         self._executor = futures.ThreadPoolExecutor(max_workers=self.settings.workers,
                                                     thread_name_prefix="relay-store")
         self._loop = asyncio.new_event_loop()
@@ -134,6 +142,8 @@ class RelayServer:
 
     def start(self) -> int:
         self._call(self._server.start())
+        if self._advertise:
+            self._call(self._join_cluster())
         self._call(self.operations.start())
         return self.port
 
@@ -142,9 +152,26 @@ class RelayServer:
             try:
                 with contextlib.suppress(Exception):
                     self._call(self.operations.stop())
+                if self.core.cluster is not None:
+                    with contextlib.suppress(Exception):
+                        self._call(self.core.cluster.stop())
                 self._call(self._server.stop(grace_s), timeout=grace_s + 30.0)
             finally:
                 self._close_loop()
+
+    async def _join_cluster(self) -> None:
+        host, _, port = self._advertise.rpartition(":")
+        address = f"{host}:{self.port}" if port == "0" else self._advertise
+        cluster = Cluster(self.core.store, address, self.core.run, self.core.clock_ms, stale_s=self._cluster_stale_s,
+                          root_certificates=self._tls.cert_chain if self._tls else None,
+                          max_message_bytes=self.settings.max_message_bytes)
+        await cluster.start()
+        self.core.cluster = cluster
+
+    @property
+    def relay_id(self) -> str:
+        """This relay's id in its cluster ("" when it is not in one)."""
+        return self.core.cluster.relay_id if self.core.cluster is not None else ""
 
     def _close_loop(self) -> None:
         core = getattr(self, "core", None)  # absent when the constructor failed
@@ -190,6 +217,16 @@ def plaintext_warning(listen: str, tls: Optional[TlsConfig]) -> str:
             f"(or listen on 127.0.0.1 behind a TLS proxy)")
 
 
+def cluster_address(advertise: Optional[str], listen: str, store_url: str) -> Optional[str]:
+    """Return the address this relay advertises to the others on its store (None: it brokers alone)."""
+    if advertise:
+        return None if advertise.lower() == "none" else advertise
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if not store_url.startswith(("postgresql://", "postgres://")) or host in ("", "0.0.0.0", "::"):
+        return None
+    return listen
+
+
 def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="strands-robots relay",
                                 description="The relay between stations and Evaluation Clients (gRPC).")
@@ -200,6 +237,13 @@ def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
     p.add_argument("--tokens", required=True, help="YAML file: clients: {name: token}, stations: {id: token}")
     p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    p.add_argument("--advertise", default=None,
+                   help="host:port the other relays on this store reach this one on (a relay cluster: policy "
+                        "sessions meet across relays); default: the listen address when the store is PostgreSQL "
+                        "and the host is not a wildcard; 'none': broker alone")
+    p.add_argument("--cluster-stale-s", type=float, default=DEFAULT_STALE_S,
+                   help="a relay not heard for this long loses the policy sessions it was home of "
+                        "(default %(default)s)")
     helps = {
         "poll_s": "job streams re-read the store this often (s)",
         "workers": "threads running store calls off the event loop (streams hold none)",
@@ -290,7 +334,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if warning:
         _log.warning("%s", warning)
     try:
-        server = RelayServer(store, tokens, listen, tls=tls, settings=settings)
+        server = RelayServer(store, tokens, listen, tls=tls, settings=settings,
+                             advertise=cluster_address(args.advertise, listen, store_url),
+                             cluster_stale_s=args.cluster_stale_s)
     except (OSError, RuntimeError) as exc:
         print(f"relay: cannot listen on {listen}: {exc}", file=sys.stderr)
         store.close()

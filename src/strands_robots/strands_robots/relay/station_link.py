@@ -57,6 +57,7 @@ from typing import Any, Callable, Deque, List, Mapping, Optional, Sequence
 import grpc
 
 from strands_robots.client import codec
+from strands_robots.client.relay_targets import channel_target
 from strands_robots.policies.base import EndEpisode
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import policy_session_pb2 as ps
@@ -131,12 +132,13 @@ class _Entry:
 class StationLink:
     """Reports, heartbeats and the job stream of one station (threads started by :meth:`start`).
 
-    :param target: ``host:port`` of the relay.
+    :param target: ``host:port`` of the relay, or several (a list, or one string separated by commas): the
+        relays of a cluster; the link uses the first that answers and moves to the next when it dies.
     :param root_certificates: PEM bytes or a path for TLS; None for a plain channel.
     :param retry_s: ``(first, longest)`` wait between attempts while the relay is unreachable (doubling).
     """
 
-    def __init__(self, target: str, station_id: str, token: str, *,
+    def __init__(self, target: "str | Sequence[str]", station_id: str, token: str, *,
                  on_job: Optional[Callable[[Any], None]] = None,
                  on_cancel: Optional[Callable[[str, str], None]] = None,
                  root_certificates: "bytes | str | Path | None" = None, heartbeat_s: float = 2.0,
@@ -146,19 +148,20 @@ class StationLink:
         if not station_id or not token:
             raise ValueError("StationLink needs a station_id and a token")
         self.station_id = station_id
-        self.target = target
+        self.target = target if isinstance(target, str) else ",".join(target)
+        channel_to, extra = channel_target(target)  # several relays: the link fails over between them
         self._metadata = (("authorization", f"Bearer {token}"),)
         opts = [("grpc.max_send_message_length", max_message_bytes),
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.keepalive_time_ms", 20000),
                 ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.max_reconnect_backoff_ms", int(retry_s[1] * 1000))]
+                ("grpc.max_reconnect_backoff_ms", int(retry_s[1] * 1000)), *extra]
         if root_certificates is not None:
             if isinstance(root_certificates, (str, Path)):
                 root_certificates = Path(root_certificates).read_bytes()
-            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates), opts)
+            self._channel = grpc.secure_channel(channel_to, grpc.ssl_channel_credentials(root_certificates), opts)
         else:
-            self._channel = grpc.insecure_channel(target, opts)
+            self._channel = grpc.insecure_channel(channel_to, opts)
         self._stub = ss_grpc.StationStub(self._channel)
         self._on_job = on_job
         self._on_cancel = on_cancel

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 
 from strands_robots.relay.auth import KIND_STATION, Principal
-from strands_robots.relay.core import Refused, RelayCore, checked_text, pump
+from strands_robots.relay.core import Refused, RelayCore, checked_text
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import evaluation_service_pb2 as es
 from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.sessions import END, Abort
+from strands_robots.relay.session_streams import serve_station
 from strands_robots.relay.store import (
     TERMINAL_STATES,
     Snapshot,
@@ -20,7 +18,6 @@ from strands_robots.relay.store import (
 )
 from strands_robots.relay.text_limits import (
     check_id,
-    cut_policy_request,
     snapshot_refusal,
 )
 
@@ -120,24 +117,6 @@ class StationServicer:
             await context.send_initial_metadata(())
             first = await core.first_message(requests, "PolicySession", "open")
             job = await core.own_job(principal, checked_text(check_id, first.open.job_id, "open.job_id"))
-            side = core.broker.open_station(job.job_id, principal.name)
-            pumping = asyncio.ensure_future(pump(
-                requests, lambda req: core.broker.from_station(side, cut_policy_request(req)), side.outbox, END))
-            try:
-                while True:
-                    try:
-                        item = await side.outbox.get(core.poll_s)
-                    except asyncio.TimeoutError:
-                        continue
-                    if item is END:
-                        return
-                    if isinstance(item, Abort):
-                        raise Refused(grpc.StatusCode.ABORTED, item.reason, log=False)
-                    if isinstance(item, Refused):
-                        raise item
-                    yield item
-            finally:
-                pumping.cancel()
-                core.broker.close_station(side, f"station {principal.name!r} closed the policy session of job "
-                                                f"{job.job_id!r}")
+            async for item in serve_station(core, context, principal, job, first, requests):
+                yield item
 

@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, Sequence
 
+from strands_robots.relay.cluster_rows import CLUSTER_SCHEMA, ClusterRows, SessionHome  # noqa: F401 - re-exported
+
 TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
@@ -261,8 +263,12 @@ def _check_snapshot(snapshot: Snapshot) -> None:
                          f"got {snapshot.sequence!r}")
 
 
-class _SqlStore:
-    """The SQL both dialects share; subclasses provide the connection, the placeholder and the blob type."""
+class _SqlStore(ClusterRows):
+    """The SQL both dialects share; subclasses provide the connection, the placeholder and the blob type.
+
+    The relays' rows (their addresses, policy-session homes):
+    :class:`~strands_robots.relay.cluster_rows.ClusterRows`.
+    """
 
     _p = "?"
 
@@ -389,7 +395,7 @@ class SqliteStore(_SqlStore):
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30.0)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
-            for stmt in _SCHEMA:
+            for stmt in _SCHEMA + CLUSTER_SCHEMA:
                 self._conn.execute(stmt.format(blob="BLOB"))
             for table, column, definition in _ADDED_COLUMNS:
                 have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
@@ -482,7 +488,7 @@ class PostgresStore(_SqlStore):
             # One relay creating the tables while another does: the advisory lock serialises the DDL.
             with first.transaction():
                 first.execute("SELECT pg_advisory_xact_lock(7262001)")
-                for stmt in _SCHEMA:
+                for stmt in _SCHEMA + CLUSTER_SCHEMA:
                     first.execute(stmt.format(blob="BYTEA"))
                 for table, column, definition in _ADDED_COLUMNS:
                     first.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")

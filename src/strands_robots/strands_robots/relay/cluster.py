@@ -1,0 +1,178 @@
+"""Several relays on one store: each registers its address, and a job's policy session meets on one of them.
+
+A relay started with an address others can reach (``--advertise``; by default its listen address when that is
+not a wildcard and the store is PostgreSQL) joins the cluster of relays sharing the store:
+
+- every ``heartbeat_s`` it writes ``relays(relay_id, address, heard_unix_ms)`` (its id is new at each start);
+- the first side of a job's policy session (station or client) to reach a relay claims the job's **home** for
+  that relay (:mod:`~strands_robots.relay.cluster_rows`); a side reaching any other relay is forwarded there,
+  over the relay's own public services with the side's own bearer token (so the home authenticates it exactly
+  as if it had come itself) and one extra metadata key naming the forwarding relay (a forwarded call is never
+  forwarded again: a relay that is not the home refuses it with UNAVAILABLE and the sender looks again);
+- a home not heard for ``stale_s`` (killed) is taken over by the next relay a side of the job reaches: the
+  client side a relay forwards to a lost home is attached again, on the new home, without its stream ending;
+  the station side's stream is ended (ABORTED, with the reason), and the station opens a new session, as it
+  does after any lost session (the interrupted episode is an ``infrastructure_fault`` and its task runs again).
+
+Stations and clients accept several relay addresses (``client.relay_targets``), so a station whose relay died
+reconnects to another one. No broker process and no relay-to-relay protocol of its own: the store holds who is
+where, gRPC carries the forwarded streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, Awaitable, Callable, Dict, Optional
+
+import grpc
+
+from strands_robots.relay.store import Store, StoreError
+
+_log = logging.getLogger("strands_robots.relay")
+
+#: metadata key a relay adds to a call it forwards: the forwarding relay's id
+HOP_KEY = "x-strands-relay-hop"
+DEFAULT_STALE_S = 3.0
+
+
+class PeerLost(Exception):
+    """The home relay a call was forwarded to could not be reached, or went away mid-stream."""
+
+
+class Cluster:
+    """This relay's place among the relays sharing its store (see the module doc).
+
+    :param run: runs a store call off the event loop (``RelayCore.run``).
+    :param root_certificates: PEM the peers' TLS certificates chain to (the relays' own chain); None: plain.
+    """
+
+    def __init__(self, store: Store, address: str, run: Callable[..., Awaitable[Any]],
+                 clock_ms: Callable[[], int], *, stale_s: float = DEFAULT_STALE_S,
+                 root_certificates: Optional[bytes] = None, max_message_bytes: int = 16 * 1024 * 1024) -> None:
+        if stale_s <= 0:
+            raise ValueError(f"stale_s must be > 0, got {stale_s!r}")
+        self.store = store
+        self.address = address
+        self.relay_id = f"relay-{uuid.uuid4().hex[:12]}"
+        self._run = run
+        self._clock_ms = clock_ms
+        self.stale_ms = int(stale_s * 1000)
+        self.heartbeat_s = stale_s / 3.0
+        self._root = root_certificates
+        self._max_bytes = max_message_bytes
+        self._channels: Dict[str, Any] = {}
+        self._task: Optional[asyncio.Task] = None
+
+    # -- lifetime ---------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
+        self._task = asyncio.ensure_future(self._heartbeats())
+        _log.info("relay %s in the cluster on %s (homes of relays silent for %.1f s are taken over)",
+                  self.relay_id, self.address, self.stale_ms / 1000)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
+            except StoreError as exc:  # the store is down: every call says so; the next beat tries again
+                _log.warning("relay %s could not record its heartbeat: %s", self.relay_id, exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        try:
+            await self._run(self.store.relay_gone, self.relay_id)
+        except StoreError:
+            pass
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+    # -- homes --------------------------------------------------------------------------------------------------
+    async def home_of(self, job_id: str) -> Optional[str]:
+        """Return the address of the relay that brokers ``job_id``'s session; None when it is this one."""
+        home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self._clock_ms(),
+                               self.stale_ms)
+        if home.relay_id == self.relay_id:
+            return None
+        if not home.address:  # its relay row went between the two reads (a relay stopping): look once more
+            home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self._clock_ms(),
+                                   self.stale_ms)
+            if home.relay_id == self.relay_id or not home.address:
+                return None
+        return home.address
+
+    async def still_home(self, job_id: str) -> bool:
+        """Whether this relay still holds ``job_id``'s home (another relay may have taken it over)."""
+        home = await self._run(self.store.session_home, job_id)
+        return home is None or home.relay_id == self.relay_id
+
+    # -- forwarding -------------------------------------------------------------------------------------------
+    def channel(self, address: str) -> Any:
+        channel = self._channels.get(address)
+        if channel is None:
+            opts = [("grpc.max_send_message_length", self._max_bytes),
+                    ("grpc.max_receive_message_length", self._max_bytes),
+                    ("grpc.keepalive_time_ms", 10000), ("grpc.keepalive_timeout_ms", 5000),
+                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
+            if self._root is not None:
+                channel = grpc.aio.secure_channel(address, grpc.ssl_channel_credentials(self._root), opts)
+            else:
+                channel = grpc.aio.insecure_channel(address, opts)
+            self._channels[address] = channel
+        return channel
+
+    def forward_metadata(self, context: Any) -> tuple:
+        """Return the metadata a forwarded call carries: the side's own bearer token, and this relay's id."""
+        auth = [(k, v) for k, v in context.invocation_metadata() if k == "authorization"]
+        return (*auth, (HOP_KEY, self.relay_id))
+
+
+def forwarded_by(context: Any) -> str:
+    """Return the id of the relay that forwarded this call ("" for a call a station or client made itself)."""
+    for key, value in context.invocation_metadata():
+        if key == HOP_KEY:
+            return str(value)
+    return ""
+
+
+async def forward_stream(cluster: Cluster, address: str, method: str, first: Any, inbox: Any, context: Any,
+                         request_cls: Any, response_cls: Any, established: list):
+    """Forward one bidi stream to the home relay at ``address``; yield what the home answers.
+
+    It sends ``first``, then ``inbox.messages()`` until the stream ends.
+
+    ``established`` gets ``True`` once the home accepted the call. Raises :class:`PeerLost` when the home cannot
+    be reached or its connection breaks (UNAVAILABLE), ``grpc.aio.AioRpcError`` for the home's own refusals.
+    """
+    call = cluster.channel(address).stream_stream(
+        method, request_serializer=request_cls.SerializeToString,
+        response_deserializer=response_cls.FromString)(metadata=cluster.forward_metadata(context))
+
+    async def send() -> None:
+        await call.write(first)
+        async for item in inbox.messages():
+            await call.write(item)
+        await call.done_writing()
+
+    sender = asyncio.ensure_future(send())
+    try:
+        try:
+            await call.wait_for_connection()
+            established.append(True)
+            async for item in call:
+                yield item
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                raise PeerLost(f"relay {address}: {exc.code().name}: {exc.details()}") from None
+            raise
+        except asyncio.InvalidStateError:  # the call ended while the sender wrote
+            raise PeerLost(f"relay {address}: the stream ended") from None
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        call.cancel()

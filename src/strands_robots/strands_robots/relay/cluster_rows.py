@@ -1,0 +1,112 @@
+"""The store's rows for relays sharing it: each relay's address and when it was alive; each session's home.
+
+Which relay is the home of each job's policy session, and where every relay of the cluster is.
+
+A policy session has one **home**: the relay whose broker pairs the job's station side with its client side.
+The first side to arrive claims the job's row for the relay it reached; a side reaching another relay is
+forwarded there (:mod:`~strands_robots.relay.peer_forward`). A home whose relay was not heard for ``stale_ms``
+(killed, partitioned from the store) is taken over by the next relay that claims it, in one statement, so two
+relays never both believe they hold it for long: a relay that lost its claim finds out on its next check
+(:meth:`ClusterRows.session_home`) and lets its sides go.
+
+No grpc and no broker here: SQL only, shared by both dialects (SQLite >= 3.35, PostgreSQL >= 9.5). Mixed into
+the store (:class:`~strands_robots.relay.store._SqlStore`), which provides ``_execute`` and ``_sql``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+CLUSTER_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS relays (
+        relay_id TEXT PRIMARY KEY,
+        address TEXT NOT NULL,
+        heard_unix_ms BIGINT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS policy_homes (
+        job_id TEXT PRIMARY KEY,
+        relay_id TEXT NOT NULL,
+        claimed_unix_ms BIGINT NOT NULL
+    )""",
+)
+
+_RELAY_HEARD = (
+    "INSERT INTO relays (relay_id, address, heard_unix_ms) VALUES ({p}, {p}, {p}) "
+    "ON CONFLICT (relay_id) DO UPDATE SET address = excluded.address, heard_unix_ms = excluded.heard_unix_ms "
+    "WHERE excluded.heard_unix_ms >= relays.heard_unix_ms"
+)
+# Claim the home: insert it, keep it (ours already), or take it over from a relay not heard since the bound.
+_CLAIM = (
+    "INSERT INTO policy_homes (job_id, relay_id, claimed_unix_ms) VALUES ({p}, {p}, {p}) "
+    "ON CONFLICT (job_id) DO UPDATE SET relay_id = excluded.relay_id, claimed_unix_ms = excluded.claimed_unix_ms "
+    "WHERE policy_homes.relay_id = excluded.relay_id OR NOT EXISTS (SELECT 1 FROM relays r WHERE "
+    "r.relay_id = policy_homes.relay_id AND r.heard_unix_ms >= {p}) RETURNING relay_id"
+)
+_HOME = (
+    "SELECT h.relay_id, r.address, r.heard_unix_ms FROM policy_homes h LEFT JOIN relays r "
+    "ON r.relay_id = h.relay_id WHERE h.job_id = {p}"
+)
+
+
+@dataclass(frozen=True)
+class SessionHome:
+    """The relay that brokers a job's policy session: its id and the address other relays reach it on."""
+
+    relay_id: str
+    address: str
+    heard_unix_ms: int = 0
+
+
+@dataclass(frozen=True)
+class RelayRow:
+    relay_id: str
+    address: str
+    heard_unix_ms: int
+
+
+class ClusterRows:
+    """Relays and policy-session homes (see the module doc). Needs ``_execute`` and ``_sql`` of the store."""
+
+    def _execute(self, sql: str, params: Sequence = ()) -> list:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _sql(self, template: str) -> str:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def relay_heard(self, relay_id: str, address: str, unix_ms: int) -> None:
+        """Record that relay ``relay_id`` (reachable on ``address``) is alive at ``unix_ms``."""
+        if not relay_id or not address:
+            from strands_robots.relay.store import StoreError
+
+            raise StoreError("a relay needs an id and an address")
+        self._execute(self._sql(_RELAY_HEARD), (relay_id, address, int(unix_ms)))
+
+    def relay_gone(self, relay_id: str) -> None:
+        """Forget a relay that stops (its homes go to the next relay that claims them, at once)."""
+        self._execute(self._sql("DELETE FROM relays WHERE relay_id = {p}"), (relay_id,))
+
+    def relays(self) -> "list[RelayRow]":
+        rows = self._execute(self._sql("SELECT relay_id, address, heard_unix_ms FROM relays ORDER BY relay_id"))
+        return [RelayRow(r[0], r[1], int(r[2])) for r in rows]
+
+    def claim_session_home(self, job_id: str, relay_id: str, now_ms: int, stale_ms: int) -> SessionHome:
+        """Return the home of ``job_id``'s policy session, claiming it for ``relay_id`` when free or stale.
+
+        Free: no relay holds it; stale: its relay was not heard since ``now_ms - stale_ms``.
+        """
+        rows = self._execute(self._sql(_CLAIM), (job_id, relay_id, int(now_ms), int(now_ms - stale_ms)))
+        if rows:
+            return SessionHome(relay_id=rows[0][0], address="", heard_unix_ms=int(now_ms))
+        home = self.session_home(job_id)
+        if home is None:  # deleted between the two statements: claim again
+            return self.claim_session_home(job_id, relay_id, now_ms, stale_ms)
+        return home
+
+    def session_home(self, job_id: str) -> Optional[SessionHome]:
+        """Return the home of ``job_id``'s policy session (None when no relay claimed it)."""
+        rows = self._execute(self._sql(_HOME), (job_id,))
+        if not rows:
+            return None
+        relay_id, address, heard = rows[0]
+        return SessionHome(relay_id=relay_id, address=address or "", heard_unix_ms=int(heard or 0))
