@@ -155,7 +155,7 @@ class StationNode(Node):
             if credentials.station_id != self.station_id:
                 raise ValueError(f"relay_credentials_file {self.p('relay_credentials_file')!r} is for station "
                                  f"{credentials.station_id!r}; this node's station_id is {self.station_id!r}")
-            target = credentials.target
+            target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
                                   self.p("reply_timeout_s"))
             self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,
