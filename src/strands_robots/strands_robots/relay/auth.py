@@ -180,6 +180,7 @@ class ReloadingTokenBook:
         self._book = TokenBook.from_file(self.path)
         self._lock = threading.Lock()  # one reload at a time (the watch and a SIGHUP may meet)
         self.reloads = 0               # books loaded after the first
+        self.refused = 0               # re-reads that kept the previous book (the file did not load)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         if check_s > 0:
@@ -201,6 +202,7 @@ class ReloadingTokenBook:
                 book = TokenBook.from_file(self.path)
             except TokenFileError as exc:
                 reason = f"tokens file not reloaded, the previous tokens stay in use: {exc}"
+                self.refused += 1
                 self._log(reason)
                 return reason
             self._book = book

@@ -12,7 +12,9 @@ Each relay has its own registry (several relays in one test process never mix th
   (every client in the tokens file: jobs not ended, episodes they still have to run), and
   ``relay_station_last_heard_timestamp_seconds{station}`` (every station the relay has heard; ``time() - it``
   is how long it has been silent). A store that fails at a scrape leaves those out and counts
-  ``relay_scrape_store_errors_total``.
+  ``relay_scrape_store_errors_total``;
+- ``relay_token_reloads_total{result}``: re-reads of the tokens file, ``loaded`` or ``refused`` (a file that
+  does not load: the previous tokens stay in use).
 
 The page is plain HTTP (``/metrics``, the exposition format); listen on loopback or a private network (it names
 teams and stations, never tokens or job contents).
@@ -27,7 +29,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
             300.0)
@@ -73,6 +75,23 @@ class _StoreCollector:
         yield jobs
         yield episodes
         yield heard
+
+
+class _TokensCollector:
+    """How many times the tokens file was re-read: loaded, or refused (the previous tokens kept)."""
+
+    def __init__(self, tokens: Callable[[], Any]) -> None:
+        self._tokens = tokens
+
+    def collect(self):
+        tokens = self._tokens()
+        if not hasattr(tokens, "reloads"):
+            return
+        family = CounterMetricFamily("relay_token_reloads", "tokens file re-reads, by result (loaded, refused: "
+                                     "the previous tokens kept)", labels=["result"])
+        family.add_metric(["loaded"], tokens.reloads)
+        family.add_metric(["refused"], tokens.refused)
+        yield family
 
 
 class TimedStore:
@@ -122,6 +141,10 @@ class RelayMetrics:
     def watch_store(self, store: Any, clients: Callable[[], Any]) -> None:
         """Read per-team queues and stations' last-heard times from ``store`` at each scrape."""
         self.registry.register(_StoreCollector(store, clients, self.scrape_errors))
+
+    def watch_tokens(self, tokens: Callable[[], Any]) -> None:
+        """Count the tokens file's re-reads (a :class:`~strands_robots.relay.auth.ReloadingTokenBook`)."""
+        self.registry.register(_TokensCollector(tokens))
 
     def _done(self, method: str, start: float, code: str) -> None:
         self.calls.labels(method, code).inc()

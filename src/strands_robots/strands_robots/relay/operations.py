@@ -39,6 +39,7 @@ class Operations:
         """Before the method table is built: calls are counted through ``core.metrics``."""
         core.metrics = self.metrics
         self.metrics.watch_store(core.store, lambda: core.tokens.clients)
+        self.metrics.watch_tokens(lambda: core.tokens)
         self.health = RelayHealth(lambda: core.store.read_sql("SELECT 1"), core.run)
 
     def attach_server(self, server: Any) -> None:
