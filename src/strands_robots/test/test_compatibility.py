@@ -175,3 +175,10 @@ def _serve_quietly(client, job_id, policy):
         client.serve_policy(job_id, policy)
     except RelayError:
         pass
+
+
+def test_a_camera_the_file_does_not_name_has_no_size_to_compare():
+    offered = station_spec(DriverConfig.default(), load_camera_set(), ["scene", "side"], {})
+    assert offered.cameras == {"scene": (224, 224), "side": (0, 0)}
+    assert check(PolicySpec(cameras=(CameraNeed("side", 480, 640), CameraNeed("scene", 480, 640))), offered) == [
+        "camera 'scene': the policy needs 480x640 images, this station's are 224x224"]

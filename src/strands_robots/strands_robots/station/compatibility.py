@@ -74,9 +74,10 @@ def station_spec(driver_config: Any, camera_set: Any = None, cameras: Optional[I
     sizes = {}
     if camera_set is not None:
         names = camera_set.names if cameras is None else tuple(cameras)
-        for name in names:
-            cam = camera_set.camera(name)
-            sizes[name] = (int(cam.height), int(cam.width))
+        known = set(camera_set.names)
+        for name in names:  # a camera the file does not name has no known size: (0, 0), not compared
+            cam = camera_set.camera(name) if name in known else None
+            sizes[name] = (int(cam.height), int(cam.width)) if cam is not None else (0, 0)
     return StationSpec(action_limits=limits, cameras=sizes, control_frequencies=dict(control_frequencies or {}))
 
 
@@ -111,7 +112,7 @@ def check(policy: PolicySpec, station: StationSpec) -> List[str]:
         if have is None:
             out.append(f"camera {need.name!r}: this station has no such camera (its cameras: "
                        f"{_listed(list(station.cameras))})")
-        elif (need.height and need.height != have[0]) or (need.width and need.width != have[1]):
+        elif have != (0, 0) and ((need.height and need.height != have[0]) or (need.width and need.width != have[1])):
             out.append(f"camera {need.name!r}: the policy needs {need.height or 'any'}x{need.width or 'any'} "
                        f"images, this station's are {_size(have)}")
     rate = policy.control_frequency_hz

@@ -515,7 +515,9 @@ class JobRunner:
             self._provenance = facts.provenance(self.spec, declared)
         if declared is None:
             return
-        mismatches = check(declared, facts.station_spec(self.spec))
+        observed = getattr(self._robot, "observed_cameras", None)  # what the rollouts really observe, when known
+        cameras = observed() if callable(observed) else None
+        mismatches = check(declared, facts.station_spec(self.spec, cameras))
         if mismatches:
             raise _Failed(gate_message(mismatches, declared.source))
 

@@ -89,13 +89,17 @@ class StationFacts:
     software_version: str = ""
     git_revision: str = ""
 
-    def station_spec(self, job: Any) -> StationSpec:
-        """Return the station's side of the gate for ``job`` (its tasks' control rates)."""
+    def station_spec(self, job: Any, cameras: Optional[Iterable[str]] = None) -> StationSpec:
+        """Return the station's side of the gate for ``job`` (its tasks' control rates).
+
+        :param cameras: the cameras the rollouts observe, when the robot side knows them (None: :attr:`cameras`).
+        """
         from strands_robots.station.job import PARAM_CONTROL_FREQUENCY
 
         rates = {task.task_id: float(task.parameters.get(PARAM_CONTROL_FREQUENCY, job.control_frequency))
                  for task in job.tasks}
-        return station_spec(self.driver_config, self.camera_set, self.cameras, rates)
+        return station_spec(self.driver_config, self.camera_set, self.cameras if cameras is None else cameras,
+                            rates)
 
     def provenance(self, job: Any, policy_spec: Any = None) -> Provenance:
         """Return the provenance of ``job`` run here with a policy that declared ``policy_spec`` (or None)."""
