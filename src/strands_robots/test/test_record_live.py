@@ -14,8 +14,8 @@ from mcap_ros2.decoder import DecoderFactory  # noqa: E402
 from monitor_helpers import (Publishers, driver_status_dict, ended, job_status_dict, lease_dict,  # noqa: E402
                              safety_stop_dict, start_module, started, step, stop_process)
 
-from strands_robots.monitoring.record import TopicRecorder  # noqa: E402
-from strands_robots.monitoring.topics import STRANDS_TOPICS, topics_in  # noqa: E402
+from strands_robots.monitoring.topic_recorder import TopicRecorder  # noqa: E402
+from strands_robots.monitoring.topics import STRANDS_TOPICS, camera_topics, topics_in  # noqa: E402
 from strands_robots.rollout.msg_schema import DELIMITER, MsgDefinitions, full_text  # noqa: E402
 from strands_robots.rollout.recording import ros_distro  # noqa: E402
 
@@ -64,17 +64,19 @@ def test_recorder_writes_latched_state_before_messages_that_arrived_first(tmp_pa
 
 
 def test_offered_qos_is_written_as_the_distro_s_rosbag2_writes_it():
-    from strands_robots.monitoring.record import qos_yaml
+    from strands_robots.monitoring.topic_recorder import qos_yaml
 
     assert "durability: transient_local" in qos_yaml("latched", "jazzy")
     assert "reliability: reliable" in qos_yaml("event", "kilted")
     humble = qos_yaml("latched", "humble")  # rmw enum numbers before bag format 9
     assert "history: 1" in humble and "reliability: 1" in humble and "durability: 1" in humble
     assert "durability: 2" in qos_yaml("event", "humble")
+    assert "reliability: best_effort" in qos_yaml("sensor", "kilted")  # the cameras' sensor-data profile
+    assert "reliability: 2" in qos_yaml("sensor", "humble")
 
 
 def test_record_refuses_an_existing_file(tmp_path):
-    from strands_robots.monitoring.record import RecordRefused
+    from strands_robots.monitoring.topic_recorder import RecordRefused
 
     path = tmp_path / "x.mcap"
     path.write_bytes(b"")
@@ -119,8 +121,10 @@ def test_record_captures_live_topics_latched_state_first_with_installed_schemas(
     header, summary, metadata, messages = read_file(out)
     assert header.profile == "ros2"
     assert metadata["rosbag2"]["ROS_DISTRO"] == ros_distro() != "unknown"
-    # live topic names, every strands topic
-    assert {c.topic for c in summary.channels.values()} == {t.resolve(NS) for t in STRANDS_TOPICS}
+    # live topic names, every strands topic and the JPEG and camera info of each camera of config/cameras.yaml
+    cameras = {t.resolve(NS) for t in camera_topics(["scene", "wrist"])}
+    assert cameras == {f"/{NS}/{c}/{s}" for c in ("scene", "wrist") for s in ("image_raw/compressed", "camera_info")}
+    assert {c.topic for c in summary.channels.values()} == {t.resolve(NS) for t in STRANDS_TOPICS} | cameras
     assert all(c.message_encoding == "cdr" for c in summary.channels.values())
     # every schema is the installed definition, verbatim
     for schema in summary.schemas.values():

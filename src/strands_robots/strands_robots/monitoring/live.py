@@ -2,25 +2,35 @@
 
 ``record`` and ``--foxglove`` never deserialize a message: the bytes a publisher sent (with their CDR
 encapsulation header) go into the MCAP file or out to Foxglove as they came, the way rosbag2 records. Each
-subscription uses the publisher's own QoS profile, so latched (transient-local) samples are received.
+subscription uses the publisher's own QoS profile, so latched (transient-local) samples are received; camera
+topics (sensor-data QoS: best effort) with a deeper history than the publisher's, so a busy executor thread does
+not drop frames its queue could hold.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, Callable, Iterable
 
-from strands_robots.monitoring.topics import COMMAND, DIAGNOSTICS, EVENT, LATCHED, STATE, StrandsTopic
+from strands_robots.monitoring.topics import COMMAND, DIAGNOSTICS, EVENT, LATCHED, SENSOR, STATE, StrandsTopic
 
 __all__ = ["qos_profile", "RawTap"]
 
 RawCallback = Callable[[str, StrandsTopic, bytes, int], None]
+SENSOR_DEPTH = 100  # frames a camera subscription holds (the publisher's sensor-data profile keeps 5)
 
 
 def qos_profile(kind: str) -> Any:
     """Return the rclpy QoS profile of a QoS kind (``nodes/_qos.py``)."""
     from strands_robots.nodes import _qos
 
+    if kind == SENSOR:
+        from rclpy.qos import qos_profile_sensor_data
+
+        profile = copy.copy(qos_profile_sensor_data)
+        profile.depth = SENSOR_DEPTH
+        return profile
     return {EVENT: _qos.EVENT_QOS, LATCHED: _qos.LATCHED_QOS, STATE: _qos.STATE_QOS, COMMAND: _qos.COMMAND_QOS,
             DIAGNOSTICS: _qos.DIAGNOSTICS_QOS}[kind]
 
