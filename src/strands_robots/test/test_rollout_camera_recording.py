@@ -23,6 +23,7 @@ from test_rollout_cameras import CameraStation, cameras_file  # noqa: E402,F401 
 
 from ros_harness import wait_for  # noqa: E402
 from strands_robots.monitoring.recorded_frames import decode, read_cameras  # noqa: E402
+from strands_robots.monitoring import report  # noqa: E402
 from strands_robots.monitoring.report import load_recording  # noqa: E402
 
 NS_PER_S = 1_000_000_000
@@ -70,3 +71,13 @@ def test_the_episode_recording_holds_every_camera_frame_published_during_the_epi
         assert len(recorded.infos[f"{s.namespace}/{cam}/camera_info"]) >= len(during)
         image = decode(frames[len(frames) // 2])
         assert image.shape == (224, 224, 3) and image.dtype == np.uint8
+    # strands-robots report: the episode's contact sheet and an MP4 per camera holding every recorded frame
+    av = pytest.importorskip("av", reason="PyAV is not installed (requirements/python.txt)")
+    written = report.write_report([path], tmp_path / "report")
+    for cam in ("scene", "wrist"):
+        (video,) = [p for p in written if p.name.endswith(f"_{cam}.mp4")]
+        with av.open(str(video)) as container:
+            decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        assert len(decoded) == len(recorded.frames[f"{s.namespace}/{cam}/image_raw/compressed"])
+        assert decoded[0].shape == (224, 224, 3)
+    assert any(p.name.endswith("_cameras.png") for p in written)

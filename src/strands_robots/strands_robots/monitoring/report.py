@@ -1,5 +1,9 @@
 """``strands-robots report RECORDING.mcap``: a PNG per episode and one for the job, drawn from a recording.
 
+With cameras recorded (CompressedImage topics), each episode also gets a contact sheet of its frames
+(``<episode>_cameras.png``) and an MP4 per camera (``<episode>_<camera>.mp4``, PyAV), from
+:mod:`~strands_robots.monitoring.camera_sheets`.
+
 Reads either kind of recording — an episode file of the rollout (``record=True``: ``joint_states``, ``actions``,
 ``observer_events``) or a ``strands-robots record`` file of the whole station (every strands topic) — by message
 type, not topic name, so any namespace works. Episodes are the observer stream's runs (``run_id``); everything else
@@ -324,17 +328,49 @@ def job_figure(summary: JobSummary) -> Any:
     return fig
 
 
-def write_report(paths: Sequence["str | Path"], out_dir: "str | Path") -> list[Path]:
-    """Write the PNGs; the paths written (episodes first, the job summary last)."""
+def camera_outputs(trace: EpisodeTrace, base: Path, video: bool = True) -> list[Path]:
+    """Write the episode's contact sheet (``<base>_cameras.png``) and an MP4 per camera (``<base>_<camera>.mp4``)."""
+    from strands_robots.monitoring.camera_sheets import contact_sheet, write_video
+    from strands_robots.monitoring.recorded_frames import camera_of
+
+    frames = {camera_of(topic): items for topic, items in sorted(trace.images.items()) if items}
+    if not frames:
+        return []
+    sheet, _ = contact_sheet(frames, trace.start_ns)
+    written = [base.with_name(base.name + "_cameras.png")]
+    sheet.save(written[0])
+    if video:
+        for camera, items in frames.items():
+            target = base.with_name(f"{base.name}_{camera}.mp4")
+            write_video(target, items)
+            written.append(target)
+    return written
+
+
+def video_available() -> bool:
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "bool | None" = None) -> list[Path]:
+    """Write the PNGs (and the cameras' sheets and MP4s); the paths written (episodes first, the job last).
+
+    :param video: an MP4 per camera and episode; ``None``: when PyAV is installed.
+    """
     traces, job = load_recording(paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(paths[0]).stem if len(paths) == 1 else "recordings"
+    video = video_available() if video is None else video
     written = []
     for n, trace in enumerate(traces):
         target = out / f"{stem}_episode_{n}_{trace.run_id[:8]}.png"
         episode_figure(trace).savefig(target, dpi=110)
         written.append(target)
+        written.extend(camera_outputs(trace, target.with_suffix(""), video))
     target = out / f"{stem}_job.png"
     job_figure(job_summary(traces, job)).savefig(target, dpi=110)
     written.append(target)
@@ -346,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("recordings", nargs="+",
                         help="MCAP files or directories of them (one job's episodes, or one station recording)")
     parser.add_argument("-o", "--output-dir", default="", help="where the PNGs go (default: beside the first file)")
+    parser.add_argument("--no-video", action="store_true", help="no MP4 per camera (the contact sheets only)")
     return parser
 
 
@@ -361,7 +398,10 @@ def main(argv: "Sequence[str] | None" = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        written = write_report(paths, args.output_dir or paths[0].parent)
+        video = False if args.no_video else video_available()
+        if not args.no_video and not video:
+            print("strands-robots report: no MP4s: PyAV is not installed (pip install av)", file=sys.stderr)
+        written = write_report(paths, args.output_dir or paths[0].parent, video)
     except Exception as exc:  # not an MCAP file, a schema mcap_ros2 cannot read: say which and why
         print(f"strands-robots report: cannot read {', '.join(map(str, paths))}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
