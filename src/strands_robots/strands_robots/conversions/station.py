@@ -73,7 +73,8 @@ def station_episode_to_msg(result: Any) -> Any:
 
     msg = EpisodeResult(episode_id=result.episode_id, end_condition=result.end_condition, scored=bool(result.scored),
                         success=bool(result.success), score=float(result.score), taken_over=bool(result.taken_over),
-                        end_detail=result.end_detail or "", run_id=result.run_id or "")
+                        end_detail=result.end_detail or "", run_id=result.run_id or "",
+                        recording_sha256=getattr(result, "recording_sha256", "") or "")
     by_name = {i.name: i for i in result.task.scoring.items}
     items = []
     for item in result.items:
@@ -101,7 +102,20 @@ def station_status_to_msg(status: Any) -> Any:
                     state=getattr(status.state, "value", status.state), episodes_total=int(status.episodes_total),
                     updated_unix_ms=int(status.updated_unix_ms), message=status.message or "")
     msg.episodes = [station_episode_to_msg(e) for e in status.episodes]
+    provenance = getattr(status, "provenance", None)
+    if provenance is not None:
+        msg.provenance = station_provenance_to_msg(provenance)
     return msg
+
+
+def station_provenance_to_msg(provenance: Any) -> Any:
+    """``station.model.Provenance`` -> ``strands_robots_msgs/Provenance``."""
+    from strands_robots_msgs.msg import ConfigHash, Provenance
+
+    return Provenance(software_version=provenance.software_version, git_revision=provenance.git_revision,
+                      config_files=[ConfigHash(name=f.name, path=f.path, sha256=f.sha256)
+                                    for f in provenance.config_files],
+                      policy_spec_json=provenance.policy_spec_json)
 
 
 def station_answers_from_msg(items: Iterable[Any]) -> list:

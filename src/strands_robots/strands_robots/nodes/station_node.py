@@ -96,6 +96,10 @@ PARAMETERS = {
     "reply_timeout_s": (10.0, "relay provider: how long each policy call waits for its answer"),
     "heartbeat_s": (2.0, "relay heartbeat period when nothing changes"),
     "record": (False, "record every rollout to MCAP (in the rollout node's recording_dir)"),
+    "arms_file": ("", "the arm driver's config (arms.yaml: actuators and command ranges) the compatibility gate and "
+                      "the provenance use; empty: the package's config/arms.yaml"),
+    "cameras_file": ("", "the camera file (cameras.yaml: names and image sizes); empty: the package's"),
+    "cameras": ("", "comma-separated cameras the rollouts observe (as the rollout node's cameras); empty: none"),
 }
 
 
@@ -174,7 +178,8 @@ class StationNode(Node):
                                                             if n.strip()),
                                           scoring_timeout_s=timeout if timeout > 0 else None,
                                           policy_attach_timeout_s=self.p("policy_attach_timeout_s"),
-                                          max_infrastructure_retries=self.p("max_infrastructure_retries"))
+                                          max_infrastructure_retries=self.p("max_infrastructure_retries"),
+                                          station_facts=self._station_facts())
         operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
             else ManualOperator()
         self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,
@@ -201,6 +206,20 @@ class StationNode(Node):
         self.station.start()
         self.get_logger().info(f"station {self.station_id} ready (relay {target or 'none'}, operator "
                                f"{self.p('operator')}, state in {self.p('state_dir')})")
+
+    def _station_facts(self) -> Any:
+        """Read arms.yaml and cameras.yaml once (the gate's station side and the jobs' provenance)."""
+        from strands_robots.nodes.arm_driver_node import default_config_path
+        from strands_robots.nodes.camera_msgs import installed_cameras_file
+        from strands_robots.station.provenance import load_station_facts
+
+        cameras = [n.strip() for n in self.p("cameras").split(",") if n.strip()]
+        facts = load_station_facts(self.p("arms_file") or default_config_path(),
+                                   self.p("cameras_file") or installed_cameras_file() or None, cameras)
+        self.get_logger().info(f"station {self.station_id}: strands_robots {facts.software_version} "
+                               f"{facts.git_revision or '(no git revision)'}; "
+                               + ", ".join(f"{f.name} {f.sha256[:12]}" for f in facts.files))
+        return facts
 
     def p(self, name: str) -> Any:
         return self.get_parameter(name).value

@@ -95,6 +95,18 @@ class RelaySettings:
         self.reply_timeout_s = reply_timeout_s
 
 
+def _recording_sha256(path: str) -> str:
+    """Return the SHA-256 of the rollout's recording (this station's file), empty when none was written."""
+    if not path:
+        return ""
+    from strands_robots.station.provenance import file_sha256
+
+    try:
+        return file_sha256(path)
+    except OSError:  # the rollout node is on another host, or the file went away: not this station's to hash
+        return ""
+
+
 def _name(prefix: str, name: str) -> str:
     prefix = prefix.rstrip("/")
     return f"{prefix}/{name}" if prefix else name
@@ -141,6 +153,10 @@ class RosRobotPort:
         self._resume = node.create_client(Resume, _name(rollout_namespace, "resume_rollout"), callback_group=group)
         self._close_sessions = node.create_client(Resume, _name(rollout_namespace, "close_policy_sessions"),
                                                   callback_group=group)
+        from rclpy.parameter_client import AsyncParameterClient
+
+        self._rollout_params = AsyncParameterClient(node, _resolve(node, _name(rollout_namespace, "rollout")),
+                                                    callback_group=group)
         self._lock = threading.Lock()
         self._heartbeat_timer: Any = None
         self._heartbeat = True
@@ -153,16 +169,42 @@ class RosRobotPort:
         self._pending_stop = ""
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
+        self._declared: Any = None  # the attached policy's PolicySpec (compatibility gate, provenance)
         # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
         self.goal_log: Deque[str] = collections.deque(maxlen=64)
 
     # -- policy ---------------------------------------------------------------------------------------------
+    def attached_policy_spec(self, spec: JobSpec) -> Any:
+        """Return the declared ``PolicySpec`` of the policy the last :meth:`wait_for_policy` found (None: none)."""
+        return self._declared
+
+    def observed_cameras(self) -> Optional[Tuple[str, ...]]:
+        """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
+
+        The compatibility gate compares a policy's cameras with these. None when the rollout node does not
+        answer within a few seconds (the gate then uses the station's own ``cameras`` parameter).
+        """
+        client = self._rollout_params
+        if not client.wait_for_services(timeout_sec=_CALL_TIMEOUT_S):
+            return None
+        answered = threading.Event()
+        future = client.get_parameters(["cameras"])
+        future.add_done_callback(lambda _f: answered.set())
+        if not answered.wait(_CALL_TIMEOUT_S) or future.result() is None:
+            return None
+        values = future.result().values
+        text = values[0].string_value if values else ""
+        return tuple(n.strip() for n in text.split(",") if n.strip())
+
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
+        from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
+
+        self._declared = None
         if spec.policy_provider != "relay":
             from strands_robots.policies.registry import make_policy
 
             try:
-                make_policy(spec.policy_provider, dict(spec.policy_config))
+                self._declared = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
             except (ValueError, TypeError) as exc:
                 return False, f"policy {spec.policy_provider!r} refused: {exc}"
             return True, f"{spec.policy_provider} policy on the rollout node"
@@ -176,6 +218,11 @@ class RosRobotPort:
                 while not cancelled.is_set():
                     try:
                         client = session.wait_attached(timeout_s=0.5)
+                        try:
+                            declared = session.policy_spec
+                            self._declared = None if declared is None else spec_from_pb(declared)
+                        except PolicySpecError as exc:
+                            return False, f"policy client {client!r} declared a spec that is refused: {exc}"
                         return True, f"policy client {client!r} attached through {self._relay.target}"
                     except PolicySessionError as exc:
                         if session.error is not None and "already has a policy session open" in str(exc):
@@ -438,12 +485,14 @@ class RosRobotPort:
         res = response.result
         ended = res.ended
         run_id = ended.run_id
+        sha = _recording_sha256(ended.recording_path)
         if lease_condition:
             return RolloutOutcome(stopped_reason="cancelled", end_condition=lease_condition, end_detail=lease_detail,
-                                  run_id=run_id, taken_over=taken_over, final_observation=final)
+                                  run_id=run_id, taken_over=taken_over, final_observation=final,
+                                  recording_sha256=sha)
         if stop_reason:
             return RolloutOutcome(stopped_reason="cancelled", end_detail=stop_reason, run_id=run_id,
-                                  taken_over=taken_over, final_observation=final)
+                                  taken_over=taken_over, final_observation=final, recording_sha256=sha)
         if not run_id:  # no rollout ran: the message says why
             lost = POLICY_LOST_ERROR in res.message or POLICY_LOST_MARKER in res.message
             return RolloutOutcome(stopped_reason="error", end_detail=res.message or "no rollout ran",
@@ -457,7 +506,8 @@ class RosRobotPort:
             detail = f"{ended.error_type or 'Error'}: {ended.error_message}"
         return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
                               end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final,
-                              error_type=ended.error_type if ended.stopped_reason == "error" else "")
+                              error_type=ended.error_type if ended.stopped_reason == "error" else "",
+                              recording_sha256=sha)
 
     def _goal(self, plan: EpisodePlan, token: str) -> Any:
         goal = RunEpisode.Goal()
