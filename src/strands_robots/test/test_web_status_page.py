@@ -14,9 +14,10 @@ pytest.importorskip("aiohttp", reason="the web status page needs aiohttp (requir
 pytest.importorskip("jinja2", reason="the web status page needs Jinja2 (requirements/python.txt)")
 
 from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS  # noqa: E402
-from web_helpers import Http, csrf_of, episode, read_events, snapshot  # noqa: E402
+from web_helpers import Http, camera_recording, csrf_of, episode, read_events, snapshot  # noqa: E402
 
 from strands_robots.client import pb  # noqa: E402
+from strands_robots.relay import recording_store  # noqa: E402
 from strands_robots.relay.auth import TokenBook  # noqa: E402
 from strands_robots.relay.store import JobRecord, Snapshot, SqliteStore  # noqa: E402
 from strands_robots.relay.web.app import MAX_BODY_BYTES  # noqa: E402
@@ -228,3 +229,75 @@ def test_an_unknown_address_or_method_answers_without_a_traceback(tmp_path):
         assert status == 405 and "Traceback" not in page
         status, headers, _ = http.get("/jobs")
         assert status == 303 and headers["Location"] == "/signin"
+
+
+def _store_recording(store, job_id, episode_id, path, chunk_bytes=4096):
+    """Put a file in the store as the relay's upload does: its row, its chunks in order, then complete."""
+    import hashlib
+
+    data = path.read_bytes()
+    recording_store.begin(store, job_id, episode_id, len(data), hashlib.sha256(data).hexdigest(), path.name)
+    pieces = [data[i:i + chunk_bytes] for i in range(0, len(data), chunk_bytes)]
+    for seq, piece in enumerate(pieces):
+        recording_store.put_chunk(store, job_id, episode_id, seq, piece)
+    recording_store.finish(store, job_id, episode_id, len(pieces))
+    return data
+
+
+def test_a_recording_downloads_whole_with_its_first_camera_frame_as_thumbnail_and_never_for_another_team(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "rec", client="team_a")
+        _create(store, "rel-9", client="team_b", client_job_id="b-rec")
+        _put(store, snapshot("rec", 1, [episode(0), episode(1)]))
+        _put(store, snapshot("rel-9", 1, [episode(0)]))
+        first = camera_recording(tmp_path / "ep0.mcap", frames=3, padding_messages=200)
+        data = _store_recording(store, "rec", "ep_0000", tmp_path / "ep0.mcap")
+        _store_recording(store, "rel-9", "ep_0000", tmp_path / "ep0.mcap")
+        a = Http(port)
+        a.sign_in(TEAM_A)
+        status, _, page = a.get("/jobs/rec")
+        assert status == 200
+        assert 'href="/jobs/rec/recordings/ep_0000"' in page and 'src="/jobs/rec/recordings/ep_0000/thumbnail"' in page
+        assert "/recordings/ep_0001" not in page  # no recording of ep_0001: no link
+        conn_status, headers, _ = a.get("/jobs/rec/recordings/ep_0000")
+        assert conn_status == 200 and int(headers["Content-Length"]) == len(data)
+        assert headers["Content-Disposition"] == 'attachment; filename="ep0.mcap"'
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/jobs/rec/recordings/ep_0000/thumbnail",
+                     headers={"Cookie": f"sr_session={a.cookies['sr_session']}"})
+        thumb = conn.getresponse()
+        body = thumb.read()
+        conn.close()
+        assert thumb.status == 200 and thumb.headers["Content-Type"] == "image/jpeg" and body == first
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/jobs/rec/recordings/ep_0000", headers={"Cookie": f"sr_session={a.cookies['sr_session']}"})
+        assert conn.getresponse().read() == data  # the bytes, whole
+        conn.close()
+        _, _, unknown = a.get("/jobs/nothing")
+        for path in ("/jobs/b-rec/recordings/ep_0000", "/jobs/rel-9/recordings/ep_0000",
+                     "/jobs/b-rec/recordings/ep_0000/thumbnail", "/jobs/rec/recordings/ep_0001"):
+            assert a.get(path)[::2] == (404, unknown), path
+
+
+def test_a_recording_whose_chunk_the_store_lost_is_cut_off_not_served_complete(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "lost")
+        _put(store, snapshot("lost", 1, [episode(0)]))
+        camera_recording(tmp_path / "ep0.mcap", frames=20)
+        data = _store_recording(store, "lost", "ep_0000", tmp_path / "ep0.mcap", chunk_bytes=1024)
+        store.run_sql("DELETE FROM recording_chunks WHERE job_id = {p} AND seq = {p}", ("lost", 2))
+        http_client = Http(port)
+        http_client.sign_in(TEAM_A)
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/jobs/lost/recordings/ep_0000",
+                     headers={"Cookie": f"sr_session={http_client.cookies['sr_session']}"})
+        response = conn.getresponse()
+        assert response.status == 200 and int(response.headers["Content-Length"]) == len(data)
+        with pytest.raises(http.client.IncompleteRead) as cut:
+            response.read()
+        assert len(cut.value.partial) == 2 * 1024  # the two chunks before the lost one, then the connection closed
+        conn.close()

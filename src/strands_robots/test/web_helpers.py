@@ -124,3 +124,55 @@ def read_events(port: int, path: str, cookies: Dict[str, str], until, timeout_s:
         raise AssertionError(f"the events wanted did not come within {timeout_s} s: {events!r}")
     finally:
         conn.close()
+
+
+_COMPRESSED_IMAGE = """std_msgs/Header header
+string format
+uint8[] data
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+"""
+
+
+def camera_jpeg(width: int = 160, height: int = 120) -> bytes:
+    """Return a JPEG of a red square on a blue-gray table, made with Pillow."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (width, height), (96, 112, 128))
+    ImageDraw.Draw(image).rectangle((width // 3, height // 3, width // 2, height // 2), fill=(220, 30, 30))
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=90)
+    return out.getvalue()
+
+
+def camera_recording(path, frames=3, padding_messages=0) -> bytes:
+    """Write an MCAP like a station's episode recording; return its first camera frame's bytes.
+
+    ``padding_messages`` status messages come first, then ``frames`` CompressedImage frames of the scene camera
+    (the first one :func:`camera_jpeg`).
+    """
+    from mcap_ros2.writer import Writer
+
+    first = camera_jpeg()
+    with open(path, "wb") as handle:
+        writer = Writer(handle)
+        image = writer.register_msgdef("sensor_msgs/msg/CompressedImage", _COMPRESSED_IMAGE)
+        text = writer.register_msgdef("std_msgs/msg/String", "string data\n")
+        for i in range(padding_messages):
+            writer.write_message("/arm/status", text, {"data": f"step {i}" * 50}, log_time=i, publish_time=i)
+        for i in range(frames):
+            data = first if i == 0 else camera_jpeg(80 + i, 60)
+            t = padding_messages + i
+            writer.write_message("/sim/scene/image_raw/compressed", image,
+                                 {"header": {"stamp": {"sec": t, "nanosec": 0}, "frame_id": "scene"},
+                                  "format": "jpeg", "data": data}, log_time=t, publish_time=t)
+        writer.finish()
+    return first

@@ -9,6 +9,8 @@ Routes::
     GET  /jobs/{job_id}      one job: state, progress, every episode (end condition, score, sheet, flags)
     GET  /events             server-sent events: the re-rendered list whenever it changes
     GET  /jobs/{job_id}/events   the same for one job; ends when the job does
+    GET  /jobs/{job_id}/recordings/{episode_id}   an episode's recording (MCAP) the station uploaded
+    GET  /jobs/{job_id}/recordings/{episode_id}/thumbnail   its first camera frame (JPEG/PNG as recorded)
     GET  /static/...         the stylesheet and the one script (no inline script: the CSP forbids it)
 
 What no request gets: another team's job. A job the signed-in principal may not see answers exactly as a job
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 from concurrent import futures
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
@@ -59,10 +62,19 @@ def _utc(unix_ms: Optional[int]) -> str:
     return datetime.datetime.fromtimestamp(unix_ms / 1000.0, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} GiB"
+
+
 def templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
     env.filters["utc"] = _utc
+    env.filters["size"] = _size
     return env
 
 
@@ -204,10 +216,59 @@ class StatusPage:
 
     async def get_job(self, request: web.Request) -> web.StreamResponse:
         session = self._require(request)
-        page = await self.run(self.source.page, session.principal, request.match_info["job_id"])
+        principal, job_id = session.principal, request.match_info["job_id"]
+        page = await self.run(self.source.page, principal, job_id)
         if page is None:
             return self.not_found(session)
-        return self.render("job.html", session=session, page=page, recordings={})
+        recordings, thumbnails = await self.run(self._recordings, principal, job_id)
+        return self.render("job.html", session=session, page=page, recordings=recordings, thumbnails=thumbnails)
+
+    def _recordings(self, principal: Principal, job_id: str) -> tuple:
+        """Return the job's complete recordings by episode, and the episodes whose recording has a camera frame."""
+        recordings = self.source.recordings(principal, job_id)
+        return recordings, frozenset(e for e, row in recordings.items() if self.source.thumbnail_of(row))
+
+    async def get_thumbnail(self, request: web.Request) -> web.StreamResponse:
+        """Send the first camera frame of an episode's recording, as the camera encoded it (JPEG or PNG)."""
+        session = self._require(request)
+        principal, job_id = session.principal, request.match_info["job_id"]
+        row = await self.run(self.source.recording, principal, job_id, request.match_info["episode_id"])
+        frame = await self.run(self.source.thumbnail_of, row) if row is not None else None
+        if frame is None:
+            return self.not_found(session)
+        return web.Response(body=frame[1], content_type=frame[0], headers={"Cache-Control": "private, max-age=3600"})
+
+    async def get_recording(self, request: web.Request) -> web.StreamResponse:
+        """Send one episode's recording (MCAP) from the store, chunk by chunk, checked against its SHA-256.
+
+        The relay checked the bytes on upload; they are hashed again on the way out, and a download whose bytes
+        do not match (a chunk lost in the store) is cut off, so the browser reports it failed instead of saving
+        a damaged file.
+        """
+        session = self._require(request)
+        job_id, episode_id = request.match_info["job_id"], request.match_info["episode_id"]
+        row = await self.run(self.source.recording, session.principal, job_id, episode_id)
+        if row is None:
+            return self.not_found(session)
+        name = "".join(c for c in (row.file_name or f"{episode_id}.mcap") if c.isalnum() or c in "._-")[:128]
+        response = web.StreamResponse(headers={
+            "Content-Type": "application/octet-stream", "Content-Length": str(row.size_bytes),
+            "Content-Disposition": f'attachment; filename="{name or "recording.mcap"}"', "Cache-Control": "no-store",
+            "X-Content-SHA256": row.sha256})
+        await response.prepare(request)
+        digest, sent = hashlib.sha256(), 0
+        for seq in range(row.chunks):
+            data = await self.run(self.source.chunk, row, seq)
+            if data is None:
+                break
+            digest.update(data)
+            sent += len(data)
+            await response.write(data)
+        if sent != row.size_bytes or digest.hexdigest() != row.sha256:
+            request.transport.close()  # cut short: never a complete-looking damaged file
+            return response
+        await response.write_eof()
+        return response
 
     # -- live updates -----------------------------------------------------------------------------------------
     async def get_job_events(self, request: web.Request) -> web.StreamResponse:
@@ -220,8 +281,9 @@ class StatusPage:
             page = self.source.page(principal, job_id)
             if page is None:
                 return None
-            html = self.env.get_template("_job.html").render(page=page, recordings={})
-            return page.version, html, page.terminal
+            recordings, thumbnails = self._recordings(principal, job_id)
+            html = self.env.get_template("_job.html").render(page=page, recordings=recordings, thumbnails=thumbnails)
+            return (page.version, tuple(sorted(recordings))), html, page.terminal
 
         return await self._stream(request, session, read)
 
@@ -320,5 +382,7 @@ def make_app(page: StatusPage) -> web.Application:
     app.router.add_get("/events", page.get_list_events)
     app.router.add_get("/jobs/{job_id}", page.get_job)
     app.router.add_get("/jobs/{job_id}/events", page.get_job_events)
+    app.router.add_get("/jobs/{job_id}/recordings/{episode_id}", page.get_recording)
+    app.router.add_get("/jobs/{job_id}/recordings/{episode_id}/thumbnail", page.get_thumbnail)
     app.router.add_static("/static/", HERE / "static", show_index=False, follow_symlinks=False)
     return app
