@@ -1,10 +1,15 @@
-"""Bring up a simulated station: the arm driver, the rollout node and the station node, in one namespace.
+"""Bring up a simulated station: the arm driver, the camera node, the rollout node and the station node.
 
     ros2 launch strands_robots station.launch.py                          # jobs from the submit_job service
     ros2 launch strands_robots station.launch.py relay_credentials_file:=/path/relay_credentials.yaml
     ros2 service call /strands/submit_job strands_robots_msgs/srv/SubmitJob "{...}"   # without a relay
     demo_job --ros --namespace strands                                    # the demo job, through submit_job
 
+The camera node (``camera_node``, name ``camera``) renders the ``cameras`` of ``cameras_file`` (default
+``scene,wrist`` of the package's ``config/cameras.yaml``) from the driver's joint states and publishes
+``<camera>/image_raw`` (+ ``/compressed``, ``camera_info``); the rollout node puts each frame in every
+observation as ``<camera>.image`` and lays out each episode's scene through it (``camera_scene_node``).
+``cameras:=''`` runs no camera node and no camera in the observations.
 The driver comes from arm_driver.launch.py (configured, then activated once). The rollout node takes its
 episodes from the station (no autorun; the station moves the arms to the start pose and holds the lease). The
 station takes jobs from the relay its ``relay_credentials_file`` names (a 0600 file: the relay, the station's
@@ -53,6 +58,14 @@ def _nodes(context, config_file, station_config_file, namespace, control_frequen
 
     Built when the launch arguments are known, so an empty argument leaves the config file's value in force.
     """
+    cameras = LaunchConfiguration("cameras").perform(context).strip()
+    camera_params = {"cameras": cameras, "cameras_file": LaunchConfiguration("cameras_file").perform(context)}
+    camera_nodes = []
+    if cameras:
+        camera = Node(package="strands_robots", executable="camera_node", name="camera", namespace=namespace,
+                      parameters=[camera_params], **output_options())
+        camera_nodes = [camera, RegisterEventHandler(OnProcessExit(
+            target_action=camera, on_exit=end_launch_with("camera", "the camera node stopped")))]
     rollout = Node(
         package="strands_robots",
         executable="rollout_node",
@@ -66,6 +79,7 @@ def _nodes(context, config_file, station_config_file, namespace, control_frequen
                 "autorun_episodes": 0,
                 "exit_after_autorun": False,
                 **_given(context, ROLLOUT_ARGUMENTS),
+                **(dict(camera_params, camera_scene_node="camera") if cameras else {}),
             },
         ],
         **output_options(),
@@ -81,7 +95,7 @@ def _nodes(context, config_file, station_config_file, namespace, control_frequen
         parameters=[station_config_file, station_params],
         **output_options(),
     )
-    return [
+    return camera_nodes + [
         rollout,
         RegisterEventHandler(OnProcessExit(target_action=rollout,
                                            on_exit=end_launch_with("rollout", "the rollout stopped"))),
@@ -120,6 +134,11 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "recording_dir", default_value="", description="where recordings go (empty: the config file's)"
         ),
+        DeclareLaunchArgument("cameras", default_value="scene,wrist",
+                              description="comma-separated cameras of cameras_file the camera node renders and every "
+                                          "observation holds (empty: no camera node)"),
+        DeclareLaunchArgument("cameras_file", default_value="",
+                              description="camera file (empty: the package's config/cameras.yaml)"),
         DeclareLaunchArgument("record", default_value="",
                               description="true: every rollout recorded to MCAP (empty: the config file's)"),
     ]

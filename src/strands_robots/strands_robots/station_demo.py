@@ -4,7 +4,9 @@
 
 1. a local relay process (``python -m strands_robots.relay``) with tokens in a YAML file generated now (one
    client, one station) and its SQLite store in a temporary directory;
-2. the arm driver, the rollout node (with its takeover services) and the station node, as processes under a
+2. the arm driver, the camera node (``scene`` and ``wrist`` of ``config/cameras.yaml``, rendered offscreen from
+   the driver's joint states), the rollout node (with its takeover services; every observation holds
+   ``<camera>.image``) and the station node, as processes under a
    :class:`~strands_robots.supervisor.Supervisor` (every child ends with it, however it ends);
 3. the demo job (``config/demo_job.yaml``) submitted through :class:`~strands_robots.client.EvaluationClient`
    exactly as a remote team would, and :class:`DemoPolicy` served through the relay: the job file's policy
@@ -40,6 +42,7 @@ __all__ = ["DemoPolicy", "LocalStation", "run_demo", "run_station", "summary_tab
 
 DEMO_CLIENT = "demo"
 DEMO_STATION = "sim_station"
+DEMO_CAMERAS = "scene,wrist"
 
 
 def config_file(name: str) -> str:
@@ -266,12 +269,15 @@ class LocalStation:
         relay is started (:meth:`start_relay`) and a credentials file written for it.
     :param station_params: extra station node parameters (``-p``).
     :param out: where children's output lines go (``(name, line)``); None prints them prefixed.
+    :param cameras: comma-separated cameras of ``config/cameras.yaml`` the camera node renders and every
+        observation holds; empty: no camera node.
     """
 
     def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
                  relay_credentials: Optional[str] = None, station_params: Optional[dict] = None,
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
-                 control_frequency: float = 50.0, tls: Optional[tuple] = None) -> None:
+                 control_frequency: float = 50.0, tls: Optional[tuple] = None,
+                 cameras: str = DEMO_CAMERAS) -> None:
         from strands_robots.supervisor import Supervisor
 
         self.workdir = Path(workdir)
@@ -298,6 +304,7 @@ class LocalStation:
         self.tokens_path = str(self.workdir / "tokens.yaml")
         self.state_dir = str(self.workdir / "station_state")
         self.tls = tls  # (certificate PEM path, key PEM path): the local relay serves TLS, everyone trusts it
+        self.cameras = cameras.strip()  # the camera node's cameras (config/cameras.yaml); "": no camera node
 
     # -- relay ----------------------------------------------------------------------------------------------
     def write_tokens(self) -> None:
@@ -376,6 +383,11 @@ class LocalStation:
         # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
                    "policy_provider": "mock", "driver_silence_s": "0.5"}
+        if self.cameras:  # its own process: rendering never runs in the driver's control loop
+            self.camera = self.sup.start("camera", self._node_argv(
+                "strands_robots.nodes.camera_node", "camera", config_file("rollout.yaml"),
+                {"cameras": self.cameras}), on_line=self._emit)
+            rollout.update(cameras=self.cameras, camera_scene_node="camera")
         rollout.update(self.rollout_params)
         self._rollout_overrides = rollout
         self.start_rollout()
@@ -523,7 +535,7 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
             station.start_nodes()
             write(f"[up] station {station.station_id} takes jobs from {station.relay_target}; Ctrl-C stops it")
             while not signals.event.wait(0.5):
-                for name in ("arm_driver", "rollout", "station"):
+                for name in ("arm_driver", "camera", "rollout", "station"):
                     proc = station.sup.procs.get(name)
                     if proc is not None and proc.poll() is not None:
                         write(f"[up] {name} exited with {proc.returncode}")

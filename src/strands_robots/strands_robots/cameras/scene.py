@@ -24,6 +24,8 @@ OBJECT_HALF_SIZE_M = 0.025
 # x forward from the arms' bases, y to the left (left arm at y=+0.3, right at y=-0.3); within both arms' reach.
 REGION = {"object_x": (0.25, 0.45), "object_y": (-0.3, 0.3)}
 PARAMETER_KEYS = tuple(REGION)
+#: The task parameters a scene is laid out from (what a station sends a simulated camera node per episode).
+SCENE_KEYS = PARAMETER_KEYS + ("camera_cover",)
 
 
 class SceneParameterError(ValueError):

@@ -8,8 +8,8 @@ stamp in ns; :func:`camera_backend` wraps a robot backend so its observations ho
 node stamps with (system time, or simulation time under ``use_sim_time`` on both).
 
 :class:`SceneSetter` lays out a simulated camera node's scene for an episode: it sets the node's ``scene_seed``
-and ``scene_task_json`` parameters (the task's ``object_x`` / ``object_y`` only) and answers when the node has
-taken them, so the backend discards the frames of the old layout.
+and ``scene_task_json`` parameters (the task's ``object_x`` / ``object_y`` / ``camera_cover`` only) and answers
+when the node has taken them, so the backend discards the frames of the old layout.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sensor_msgs.msg import Image
 from strands_robots.cameras.backend import FramesBackend
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import LatestFrames
-from strands_robots.cameras.scene import PARAMETER_KEYS
+from strands_robots.cameras.scene import SCENE_KEYS
 from strands_robots.nodes import camera_msgs
 
 _NS = 1_000_000_000
@@ -84,7 +84,7 @@ class SceneSetter:
         params = dict(task or {})
         if isinstance(params.get("parameters"), Mapping):
             params = dict(params["parameters"])
-        scene = {k: params[k] for k in PARAMETER_KEYS if params.get(k) not in (None, "")}
+        scene = {k: params[k] for k in SCENE_KEYS if params.get(k) not in (None, "")}
         seed_value = ParameterValue(type=ParameterType.PARAMETER_INTEGER,
                                     integer_value=-1 if seed is None else int(seed))
         task_value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=json.dumps(scene))
