@@ -35,7 +35,7 @@ from test_relay_harness import (  # noqa: E402
     write_tokens,
     yes_no_task,
 )
-from web_helpers import episode, snapshot  # noqa: E402
+from web_helpers import camera_recording, episode, snapshot  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
 from strands_robots.relay.station_link import StationLink  # noqa: E402
@@ -140,6 +140,17 @@ def test_the_status_page_in_chromium_live_updates_without_reload_and_refuses_oth
         assert "emergency stop pressed" in _text(driver, "safety-stops")
         assert _text(driver, "taken-over") == "1" and _text(driver, "not-kept").startswith("ep_0002")
         assert int(driver.find_element(By.ID, "live").get_attribute("data-updates")) >= 3
+
+        # the station uploads ep_0000's recording: its link and camera thumbnail appear, still without a reload
+        camera_recording(tmp_path / "episode_0000.mcap", frames=5, padding_messages=50)
+        link.upload_recording(job, "ep_0000", tmp_path / "episode_0000.mcap")
+        thumb = "img.thumb[src$='/recordings/ep_0000/thumbnail']"
+        wait.until(lambda d: d.execute_script(f"var i = document.querySelector(\"{thumb}\"); "
+                                              "return i !== null && i.complete && i.naturalWidth === 160;"))
+        assert driver.find_element(By.CSS_SELECTOR, "a.recording").get_attribute("href").endswith(
+            f"/jobs/{job}/recordings/ep_0000")
+        assert driver.execute_script("return window.__strands_marker;") == "set-before-the-update"
+        assert driver.execute_script("return performance.timeOrigin;") == origin
         shot = tmp_path / "web_status_page.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         out = os.environ.get("STRANDS_SCREENSHOT_DIR")
