@@ -6,6 +6,7 @@
 #   libgl1 libglib2.0-0 libfontconfig1 libdbus-1-3   what PyQt5's wheels load for the offscreen monitor test
 #   libegl1 libegl-mesa0 libgl1-mesa-dri   MuJoCo's offscreen camera rendering (MUJOCO_GL=egl, Mesa in software)
 #   libosmesa6      the OSMesa fallback when EGL cannot make a context
+#   chromium chromium-driver   the web status page's browser test (headless Chromium driven by Selenium)
 # Needs root (CI and the dev machines are root); elsewhere it says what to install and the tests that need
 # them skip with that reason.
 set -euo pipefail
@@ -13,6 +14,8 @@ missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v xmllint >/dev/null 2>&1 || missing+=(libxml2-utils)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 for pkg in libgl1 libglib2.0-0 libfontconfig1 libdbus-1-3 libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
