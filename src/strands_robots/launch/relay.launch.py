@@ -11,7 +11,8 @@ on 127.0.0.1:PORT``). ``tokens`` is the YAML token file (``clients: {name: token
 rollout.launch.py includes this file with tokens it makes for the launch in a private directory. ``tls_cert`` and
 ``tls_key`` (PEM files, both or neither) make the relay serve TLS, as the CLI's ``--tls-cert``/``--tls-key`` do; a
 plaintext relay on a non-loopback address says so in a WARNING line at start. When the relay exits on its own the
-launch ends, non-zero when it failed.
+launch ends, non-zero when it failed. ``web`` (``host:port``, or the config file's ``web``) serves the web status
+page beside the relay (teams sign in with their token; see README "Web status page").
 
     ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml listen:=0.0.0.0:50051 \
         tls_cert:=/etc/relay/cert.pem tls_key:=/etc/relay/key.pem
@@ -30,14 +31,22 @@ class BadRelayConfig(ValueError):
     """The relay's config file or arguments are refused (the file, the key and the reason)."""
 
 
-def relay_argv(settings, listen: str, store: str, tokens: str, tls_cert: str = "", tls_key: str = "") -> list:
-    """Return the relay's command line after the executable (every limit of the config file as a flag)."""
-    from strands_robots.relay.config import limit_argv
+def relay_argv(settings, listen: str, store: str, tokens: str, tls_cert: str = "", tls_key: str = "",
+               web: str = "") -> list:
+    """Return the relay's command line after the executable (every limit of the config file as a flag).
+
+    :param web: host:port of the web status page; "" takes the config file's ``web`` (empty there too: none).
+    """
+    from strands_robots.relay.config import limit_argv, settings_refusal
 
     if bool(tls_cert) != bool(tls_key):
         raise BadRelayConfig("tls_cert and tls_key go together (the relay's PEM certificate chain and its key)")
     tls = ["--tls-cert", tls_cert, "--tls-key", tls_key] if tls_cert else []
-    return ["--listen", listen, "--store", store, "--tokens", tokens, *tls, *limit_argv(settings)]
+    web = web or settings.web
+    if web and settings_refusal("web", web):
+        raise BadRelayConfig(settings_refusal("web", web))
+    page = ["--web", web] if web else []
+    return ["--listen", listen, "--store", store, "--tokens", tokens, *tls, *page, *limit_argv(settings)]
 
 
 def _relay(context):
@@ -56,7 +65,7 @@ def _relay(context):
     if not store:
         raise BadRelayConfig("store: the relay config leaves it empty; give store:=sqlite:PATH")
     argv = relay_argv(settings, listen, store, tokens, LaunchConfiguration("tls_cert").perform(context),
-                      LaunchConfiguration("tls_key").perform(context))
+                      LaunchConfiguration("tls_key").perform(context), LaunchConfiguration("web").perform(context))
     relay = ExecuteProcess(
         cmd=[ExecutableInPackage("relay", "strands_robots"), *argv],
         name="relay",
@@ -78,5 +87,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("tls_cert", default_value="",
                               description="PEM certificate chain: serve TLS (with tls_key); empty: plaintext"),
         DeclareLaunchArgument("tls_key", default_value="", description="PEM private key of tls_cert"),
+        DeclareLaunchArgument("web", default_value="", description="host:port of the web status page "
+                                                                   "(empty: the config file's web; none when empty)"),
     ]
     return LaunchDescription(args + [OpaqueFunction(function=_relay, args=[])])
