@@ -24,7 +24,10 @@ from test_relay_harness import (
     write_tokens,
 )
 
+import numpy as np
+
 from strands_robots.client import pb
+from strands_robots.client.images import encode_image
 from strands_robots.policies.base import EndEpisode
 from strands_robots.relay.station_link import StationLink
 
@@ -35,7 +38,7 @@ _TEAM_SCRIPT = textwrap.dedent("""
     import importlib.util, sys
     from strands_robots.client import EvaluationClient, Policy, EndEpisode, pb, NotFound
 
-    for absent in ("rclpy", "mujoco", "numpy"):
+    for absent in ("rclpy", "mujoco"):
         assert importlib.util.find_spec(absent) is None, absent + " is importable in the client venv"
 
     class Reach(Policy):
@@ -44,6 +47,8 @@ _TEAM_SCRIPT = textwrap.dedent("""
         def act(self, observation):
             if observation["step"] >= 2:
                 raise EndEpisode("reached")
+            frame = observation["scene.image"]
+            print("IMAGE", frame.shape, frame.dtype, int(frame[..., 0].max()), flush=True)
             return [{"left/joint_1": observation["left/joint_1"] + sum(sum(r) for r in observation["image"])}]
 
     client = EvaluationClient(sys.argv[1], token=sys.argv[2])
@@ -63,6 +68,10 @@ _TEAM_SCRIPT = textwrap.dedent("""
 """)
 
 
+# A camera frame as the station sends it: PNG (lossless), 40 x 30, its red channel reaching 200.
+_FRAME = encode_image(np.full((30, 40, 3), (200, 10, 10), dtype=np.uint8), "png")
+
+
 def _station(link, jobs):
     """Play the station's side in this process: one episode driven by the remote policy, then SUCCEEDED."""
     job = jobs[0]
@@ -73,7 +82,8 @@ def _station(link, jobs):
         chunks = []
         for step in range(5):
             try:
-                chunks.append(link_session.act({"step": step, "left/joint_1": 0.5, "image": [[1, 2], [3, 4]]}))
+                chunks.append(link_session.act({"step": step, "left/joint_1": 0.5, "image": [[1, 2], [3, 4]],
+                                                "scene.image": _FRAME}))
             except EndEpisode:
                 break
         link_session.end_episode("ep_0000", pb.END_POLICY_COMPLETED)
@@ -132,6 +142,7 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
         lines = out.splitlines()
         assert "NOTFOUND no job 'job-missing' for this client" in lines
         assert "RESET reach the cube ep_0000" in lines
+        assert lines.count("IMAGE (30, 40, 3) uint8 200") == 2, out
         assert "FINAL SUCCEEDED 1 policy_completed yes_no False True" in lines
         assert chunks["got"] == [[{"left/joint_1": 10.5}], [{"left/joint_1": 10.5}]]
     finally:
