@@ -8,21 +8,25 @@ views. Operator buttons call the station's services with ``call_async``; the ans
 a stop by itself); it is highlighted while the model says a clear is wanted.
 
 Shown: the job (state, episodes with end condition, score, taken over), the lease holder, the driver, safety stops
-with every check, and the current run's step table with its resolution breakdown, observation age, missed
-deadlines, hook outcomes, observer failures and event_seq gaps.
+with every check, the current run's step table with its resolution breakdown, observation age, missed
+deadlines, hook outcomes, observer failures and event_seq gaps, and a live thumbnail per camera
+(:mod:`~rqt_strands_robots.camera_thumbnails`: the newest ``<ns>/<camera>/image_raw/compressed`` frame).
 """
 
 from __future__ import annotations
 
 import queue
+import time
 from typing import Any, Callable
 
+from rqt_strands_robots.camera_thumbnails import CameraFeed, CameraThumbnails
 from rqt_strands_robots.monitor_model import EPISODE_COLUMNS, STEP_COLUMNS, MonitorModel
 from rqt_strands_robots.qt import QtCore, QtWidgets
 
 __all__ = ["MonitorWidget", "RosLink", "parse_answers"]
 
 REFRESH_MS = 100
+CAMERA_RESCAN_S = 1.0  # how often the graph is looked at for cameras started after the monitor
 SHOWN_STEPS = 200  # newest first; the model keeps more for its figures
 
 
@@ -125,6 +129,8 @@ class MonitorWidget(QtWidgets.QWidget):
         self.model = MonitorModel()
         self.inbox: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         self.link: "RosLink | None" = None
+        self.camera_feed: "CameraFeed | None" = None
+        self._rescanned_s = 0.0
         self._closed = False
         self._build(namespace, operator_name)
         self.set_namespace(namespace)
@@ -152,6 +158,8 @@ class MonitorWidget(QtWidgets.QWidget):
         top.setColumnStretch(2, 1)
         top.setColumnStretch(3, 1)
         root.addLayout(top)
+        self.cameras_view = CameraThumbnails()
+        root.addWidget(self.cameras_view)
 
         split = W.QSplitter(QtCore.Qt.Horizontal)
         self.steps_table = W.QTableWidget(0, len(STEP_COLUMNS))
@@ -240,6 +248,11 @@ class MonitorWidget(QtWidgets.QWidget):
             self.inbox.get_nowait()
         self.model = MonitorModel()
         self.link = RosLink(self.node, namespace, self.inbox)
+        if self.camera_feed is not None:
+            self.camera_feed.destroy()
+        self.cameras_view.clear()
+        self.camera_feed = CameraFeed(self.node, namespace)
+        self._rescanned_s = 0.0
         self.namespace_edit.setText(namespace)
 
     def drain(self) -> int:
@@ -265,7 +278,21 @@ class MonitorWidget(QtWidgets.QWidget):
                 self.refresh()
             except Exception as exc:  # a timer slot must not raise either
                 self.reply_label.setText(f"monitor: could not refresh: {type(exc).__name__}: {exc}")
+        self._show_cameras()
         return taken
+
+    def _show_cameras(self) -> None:
+        """GUI thread: look for new cameras now and then; show each camera's newest frame."""
+        if self.camera_feed is None:
+            return
+        try:
+            now = time.monotonic()
+            if now - self._rescanned_s >= CAMERA_RESCAN_S:
+                self._rescanned_s = now
+                self.camera_feed.rescan()
+            self.cameras_view.show_frames(self.camera_feed.latest(), now)
+        except Exception as exc:  # a timer slot must not raise
+            self.reply_label.setText(f"monitor: could not show the cameras: {type(exc).__name__}: {exc}")
 
     def refresh(self) -> None:
         m = self.model
@@ -359,6 +386,8 @@ class MonitorWidget(QtWidgets.QWidget):
         self._closed = True
         self.timer.stop()
         self.namespace_edit.editingFinished.disconnect(self._namespace_edited)
+        if self.camera_feed is not None:
+            self.camera_feed.destroy()
         if self.link is not None:
             self.link.destroy()
             self.link = None
