@@ -44,7 +44,9 @@ class TeamPolicy(DemoPolicy):
 
 def start_cluster_relay(stack: LocalStation, name: str, port: int, store_url: str, stale_s: float,
                         host: str = "127.0.0.1", argv_prefix: tuple = ()) -> "tuple[object, dict]":
-    """Start a relay process in ``stack``'s supervisor joining the cluster on ``store_url``; wait until it listens.
+    """Start a relay process in ``stack``'s supervisor (joining the cluster on a PostgreSQL ``store_url``).
+
+    It waits until the relay listens; ``argv_prefix`` runs it elsewhere (``ip netns exec NS``).
 
     Returns the process and a dict that gets ``relay_id`` (from its log line) and ``lines``.
     """
@@ -64,7 +66,7 @@ def start_cluster_relay(stack: LocalStation, name: str, port: int, store_url: st
     proc = stack.sup.start(name, argv, on_line=on_line)
     if not ready.wait(60.0):
         raise RuntimeError(f"relay {name} did not listen on {host}:{port}: {info['lines'][-20:]}")
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + (10.0 if store_url.startswith("postgres") else 0.0)  # in a cluster: its id
     while "relay_id" not in info and time.monotonic() < deadline:
         time.sleep(0.05)
     return proc, info
