@@ -47,10 +47,18 @@ def relay(tmp_path):
     proc = start_relay_process(port, f"sqlite:{tmp_path / 'relay.db'}", tokens, "--metrics",
                                f"127.0.0.1:{metrics_port}", "--poll-s", "0.1")
     try:
+        wait_until(lambda: _listening(metrics_port), what="the metrics port")  # opened just after the gRPC port
         yield type("Relay", (), {"target": f"127.0.0.1:{port}", "metrics": f"http://127.0.0.1:{metrics_port}/metrics",
                                  "proc": proc, "tokens": tokens})
     finally:
         stop_process(proc)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def scrape(url: str) -> dict:

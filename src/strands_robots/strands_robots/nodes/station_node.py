@@ -242,13 +242,22 @@ class StationNode(Node):
                 self._results_pub.publish(station_episode_to_msg(episode))
         except Exception as exc:  # the context is going away; the store and the relay still get it
             self.get_logger().warning(f"job_status not published: {exc}")
-        if self.link is not None and self._from_relay(status.job_id):
+        to_relay = self.link is not None and self._from_relay(status.job_id)
+        if to_relay:
             self.link.report(status)
+        self._send_recordings(status, before, to_relay)
 
     def _from_relay(self, job_id: str) -> bool:
         """Whether the relay knows the job (it came from the relay; a submit_job job stays on this domain)."""
         spec = self.station.spec(job_id)
         return spec is None or spec.policy_provider == "relay"
+
+    def _send_recordings(self, status: Any, before: int, to_relay: bool) -> None:
+        """Queue each new episode's recording for the job's team (a relay job; the link sends it, never waits)."""
+        for episode in status.episodes[before:]:
+            path = self.robot.take_recording(episode.run_id) if episode.run_id else ""
+            if path and to_relay:
+                self.link.upload_recording(status.job_id, episode.episode_id, path)
 
     def _publish_diagnostics(self) -> None:
         """Say on /diagnostics what the station is doing, and name every job file it had to set aside."""

@@ -137,6 +137,8 @@ class RosRobotPort:
         self.async_rtc = bool(async_rtc)
         self.rtc_inference_timeout_s = float(rtc_inference_timeout_s)
         self.record = bool(record)  # each rollout recorded to MCAP in the rollout node's recording_dir
+        # run_id -> the recording the rollout node wrote; the station node sends it to the job's team
+        self.recordings: dict = {}
         group = ReentrantCallbackGroup()
         self.backend = RosDriverBackend(node, driver_namespace=driver_namespace, reset_moves_to_start_pose=False,
                                         wait_timeout_s=5.0)
@@ -485,6 +487,9 @@ class RosRobotPort:
         res = response.result
         ended = res.ended
         run_id = ended.run_id
+        if run_id and ended.recording_path:
+            with self._lock:
+                self.recordings[run_id] = ended.recording_path
         sha = _recording_sha256(ended.recording_path)
         if lease_condition:
             return RolloutOutcome(stopped_reason="cancelled", end_condition=lease_condition, end_detail=lease_detail,
@@ -508,6 +513,11 @@ class RosRobotPort:
                               end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final,
                               error_type=ended.error_type if ended.stopped_reason == "error" else "",
                               recording_sha256=sha)
+
+    def take_recording(self, run_id: str) -> str:
+        """Return (and forget) the recording the rollout node wrote for ``run_id``; "" when none."""
+        with self._lock:
+            return self.recordings.pop(run_id, "")
 
     def _goal(self, plan: EpisodePlan, token: str) -> Any:
         goal = RunEpisode.Goal()
