@@ -286,9 +286,12 @@ def test_station_types_round_trip_through_their_dict_forms():
             "max_points": 1.0, "is_success_item": True}
     episode = {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True,
                "score": 1.0, "items": [item], "task": task, "taken_over": False, "end_detail": "",
-               "run_id": "a" * 32}
+               "run_id": "a" * 32, "recording_sha256": "b" * 64}
+    provenance = {"software_version": "0.1.0", "git_revision": "c" * 40,
+                  "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
+                  "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
     status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
-              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": ""}
+              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance}
 
     back = msg_to_dict(dict_to_msg("strands_robots_msgs/msg/JobStatus", status))
     task["scoring"]["items"][0]["max_points"] = 1.0  # an int is accepted for a float field, read back a float
@@ -374,3 +377,32 @@ def test_rollout_episode_result_names_the_run_and_end_condition_and_is_not_score
     assert msg.task.instruction == "stack the cubes" and not msg.scored and list(msg.items) == []
     none_ran = rollout_episode_result_msg(None, "start_pose_unreached", "left.joint_2 off by 0.2 rad")
     assert none_ran.run_id == "" and none_ran.end_condition == "start_pose_unreached"
+
+
+def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros_and_protobuf():
+    _msgs()
+    from strands_robots.conversions.station import station_status_to_msg
+    from strands_robots.relay.pb_model import job_status_from_pb, job_status_to_pb
+    from strands_robots.station.model import (AnswerType, ConfigHash, EpisodeResult, JobState, JobStatus, Provenance,
+                                              ScoringItemDefinition, ScoringSheet, Task)
+
+    sheet = ScoringSheet((ScoringItemDefinition("ok", "Ok?", AnswerType.YES_NO, 1.0, success_answer="yes"),))
+    episode = EpisodeResult(episode_id="ep_0000", end_condition="timeout", scored=False, success=False, score=0.0,
+                            items=(), task=Task("t", "do t", scoring=sheet), taken_over=False, end_detail="",
+                            run_id="r" * 32, recording_sha256="e" * 64)
+    provenance = Provenance(software_version="0.1.0", git_revision="f" * 40,
+                            config_files=(ConfigHash("arms.yaml", "/a/arms.yaml", "1" * 64),
+                                          ConfigHash("job", "", "2" * 64)),
+                            policy_spec_json='{"source": "s"}')
+    status = JobStatus(job_id="j", station_id="s", state=JobState.SUCCEEDED, episodes_total=1, episodes=(episode,),
+                       updated_unix_ms=5, message="done", sequence=3, provenance=provenance)
+    ros = station_status_to_msg(status)
+    assert ros.episodes[0].recording_sha256 == "e" * 64
+    assert (ros.provenance.software_version, ros.provenance.git_revision) == ("0.1.0", "f" * 40)
+    assert [(f.name, f.path, f.sha256) for f in ros.provenance.config_files] == [
+        ("arms.yaml", "/a/arms.yaml", "1" * 64), ("job", "", "2" * 64)]
+    assert ros.provenance.policy_spec_json == '{"source": "s"}'
+    assert job_status_from_pb(job_status_to_pb(status)) == status
+    bare = JobStatus(job_id="j", station_id="s", state=JobState.RUNNING, episodes_total=1, episodes=(),
+                     updated_unix_ms=5, message="")
+    assert not job_status_to_pb(bare).HasField("provenance") and job_status_from_pb(job_status_to_pb(bare)) == bare
