@@ -62,11 +62,11 @@ def _env() -> dict:
 IDLE_TOKEN = "bench-idle-token-0123456789"
 
 
-def _start_relay(port: int, store: str, tokens: Path) -> subprocess.Popen:
+def _start_relay(port: int, store: str, tokens: Path, *extra: str) -> subprocess.Popen:
     # the idle streams stay open for the whole run: a long first-message deadline and room for them
     proc = subprocess.Popen([sys.executable, "-m", "strands_robots.relay", "--listen", f"127.0.0.1:{port}",
                              "--store", store, "--tokens", str(tokens), "--poll-s", "0.2",
-                             "--first-message-deadline-s", "3600", "--max-streams-per-token", "100000"],
+                             "--first-message-deadline-s", "3600", "--max-streams-per-token", "100000", *extra],
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -255,7 +255,14 @@ def main(argv=None) -> int:
     p.add_argument("--round-trips", type=int, default=2000, help="policy round trips to time")
     p.add_argument("--obs-keys", type=int, default=14, help="float entries in the observation")
     p.add_argument("--store", default="", help="store URL (default: a throwaway SQLite file)")
+    p.add_argument("--cluster", action="store_true",
+                   help="the relay-cluster figures instead (bench/relay_cluster.py): one vs two relays on one "
+                        "PostgreSQL (--store, else a throwaway server from Debian's binaries) and failover")
+    p.add_argument("--cluster-stale-s", type=float, default=3.0, help="with --cluster: the relays' cluster_stale_s")
+    p.add_argument("--failover-trials", type=int, default=3, help="with --cluster: failover trials")
     args = p.parse_args(argv)
+    if args.cluster:
+        return _cluster(args)
     levels = [int(x) for x in args.concurrency.split(",") if x]
 
     with tempfile.TemporaryDirectory(prefix="relay_bench_") as tmp_name:
@@ -316,6 +323,27 @@ def main(argv=None) -> int:
             except subprocess.TimeoutExpired:
                 relay.kill()
                 relay.wait(5)
+    return 0
+
+
+def _cluster(args) -> int:
+    import contextlib
+
+    from relay_cluster import run
+
+    with tempfile.TemporaryDirectory(prefix="relay_bench_") as tmp_name, contextlib.ExitStack() as stack:
+        tmp = Path(tmp_name)
+        tokens = tmp / "tokens.yaml"
+        tokens.write_text(f"clients:\n  bench_team: {CLIENT_TOKEN}\nstations:\n  bench_station: {STATION_TOKEN}\n")
+        tokens.chmod(0o600)
+        store = args.store
+        if not store.startswith(("postgresql://", "postgres://")):
+            sys.path.insert(0, str(ROOT / "src" / "strands_robots" / "test"))
+            from test_relay_harness import postgres_server  # a throwaway server, stopped on exit
+
+            store = stack.enter_context(postgres_server())
+        print(f"relay bench --cluster: {os.cpu_count()} CPU(s), python {sys.version.split()[0]}")
+        run(args, tmp, tokens, store)
     return 0
 
 
