@@ -275,3 +275,33 @@ def test_an_upload_whose_bytes_do_not_match_its_header_is_refused_and_not_kept(r
         with pytest.raises(RecordingRefused, match="not stored"):
             client.download_recording("bad-upload", "ep_0000", tmp_path / "x.mcap")
     assert os.listdir(tmp_path).count("x.mcap") == 0
+
+
+def test_two_relays_on_one_postgresql_serve_every_recording_and_listing(tmp_path):
+    """Uploaded through relay A, downloaded (and the job listed) through relay B: the bytes live in the store."""
+    from test_relay_harness import postgres_server
+
+    with postgres_server() as url:
+        tokens = write_tokens(tmp_path)
+        port_a, port_b = free_port(), free_port()
+        a = b = None
+        try:
+            a = start_relay_process(port_a, url, tokens)
+            b = start_relay_process(port_b, url, tokens)
+            recording = write_mcap(tmp_path / "r.mcap", 1_800_000)
+            with EvaluationClient(f"127.0.0.1:{port_a}", token=CLIENT_TOKENS["team_a"]) as via_a:
+                job = _station_job(via_a, "pg-job")
+            with grpc.insecure_channel(f"127.0.0.1:{port_a}") as channel:
+                assert not upload(ss_grpc.StationStub(channel), META, job, "ep_0000", recording,
+                                  timeout_s=60).already_stored
+            with EvaluationClient(f"127.0.0.1:{port_b}", token=CLIENT_TOKENS["team_a"]) as via_b:
+                done = via_b.download_recording("pg-job", "ep_0000", tmp_path / "home.mcap")
+                assert done.path.read_bytes() == recording.read_bytes()
+                assert [j.job_id for j in via_b.list_jobs().jobs] == ["pg-job"]
+            with EvaluationClient(f"127.0.0.1:{port_b}", token=CLIENT_TOKENS["team_b"]) as other:
+                with pytest.raises(NotFound, match="no job 'pg-job' for this client"):
+                    other.download_recording("pg-job", "ep_0000", tmp_path / "theirs.mcap")
+                assert list(other.list_jobs().jobs) == []
+        finally:
+            stop_process(a)
+            stop_process(b)
