@@ -443,10 +443,13 @@ class LocalStation:
 
 # -- the commands ------------------------------------------------------------------------------------------
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
-             timeout_s: Optional[float] = None, write: Callable[[str], None] = print) -> int:
+             timeout_s: Optional[float] = None, write: Callable[[str], None] = print,
+             on_final: Optional[Callable[[Any], None]] = None) -> int:
     """Run the main job end to end on this machine (see the module docstring).
 
     0 when the job SUCCEEDED, 1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
+
+    :param on_final: called with the job's last status (``pb.JobStatus``) when one was received.
     """
     from strands_robots.nodes.process import StopSignals
     from strands_robots.station.job_file import load_job_file
@@ -517,6 +520,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
             if not died:
                 write("[demo] no status of the job was ever received")
             return 1
+        if on_final is not None:
+            on_final(final)
         return report_final(final, write)
 
 
