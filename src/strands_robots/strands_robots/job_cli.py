@@ -76,6 +76,12 @@ def format_status(status: Any) -> str:
              f"updated_unix_ms  {status.updated_unix_ms}", f"message          {status.message}"]
     if status.HasField("station_last_heard_unix_ms"):
         lines.append(f"station heard    {status.station_last_heard_unix_ms} (unix ms, relay clock)")
+    if status.HasField("provenance"):  # what produced the scores
+        p = status.provenance
+        lines.append(f"station software strands_robots {p.software_version} {p.git_revision or '(no git revision)'}")
+        lines += [f"{'sha256 ' + f.name:<16} {f.sha256}" for f in p.config_files]
+        if p.policy_spec_json:
+            lines.append(f"policy spec      {p.policy_spec_json}")
     if status.episodes:
         from strands_robots.station_demo import summary_table
 

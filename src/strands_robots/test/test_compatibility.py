@@ -182,3 +182,19 @@ def test_a_camera_the_file_does_not_name_has_no_size_to_compare():
     assert offered.cameras == {"scene": (224, 224), "side": (0, 0)}
     assert check(PolicySpec(cameras=(CameraNeed("side", 480, 640), CameraNeed("scene", 480, 640))), offered) == [
         "camera 'scene': the policy needs 480x640 images, this station's are 224x224"]
+
+
+def test_job_status_prints_the_provenance_it_carries():
+    from strands_robots.client import pb
+    from strands_robots.job_cli import format_status
+
+    status = pb.JobStatus(job_id="j", station_id="s", state="SUCCEEDED", episodes_total=1)
+    assert "sha256" not in format_status(status)
+    status.provenance.software_version = "0.1.0"
+    status.provenance.git_revision = "a" * 40
+    status.provenance.config_files.add(name="arms.yaml", path="/x/arms.yaml", sha256="b" * 64)
+    status.provenance.policy_spec_json = '{"source": "openpi"}'
+    text = format_status(status).splitlines()
+    assert f"station software strands_robots 0.1.0 {'a' * 40}" in text
+    assert f"sha256 arms.yaml {'b' * 64}" in text
+    assert 'policy spec      {"source": "openpi"}' in text
