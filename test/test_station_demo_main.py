@@ -1,8 +1,10 @@
 """System test: the main job (``station_demo.run_demo``, what ``strands-robots up`` runs with no ``--relay``).
 
 Runs ``python -m strands_robots.station_demo`` as a subprocess in a session of its own, ended by its PID in
-``finally``; its children (relay, arm driver, rollout, station) are found with ``ps --ppid``. What is asserted
-is what a user sees: the exit code, the progress bar and the summary table.
+``finally``; its children (relay, arm driver, camera node, rollout, station) are found with ``ps --ppid``. What
+is asserted is what a user sees: the exit code, the progress bar and the summary table; among its rows the
+vision task (``reach_cube``: found in ``scene.image``, decoded from the JPEG the station sent through the relay)
+succeeds and the same task with the scene camera covered (``reach_cube_blind``) does not.
 """
 
 from __future__ import annotations
@@ -115,12 +117,12 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         demo._reader.join(5.0)
         out = demo.output
         assert rc == 0, out
-        assert re.search(r"^\[#{5,}\.+\] 1/6 episodes", out, re.M), out
-        assert re.search(r"^\[#{30}\] 6/6 episodes  SUCCEEDED", out, re.M), out
+        assert re.search(r"^\[#{5,}\.+\] 1/8 episodes", out, re.M), out
+        assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
         header = next(i for i, line in enumerate(demo.lines) if line.startswith("episode  end condition"))
         assert demo.lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken",
                                               "over"]
-        rows = [line.split() for line in demo.lines[header + 2:header + 8]]
+        rows = [line.split() for line in demo.lines[header + 2:header + 10]]
         assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
             ("ep_0000", "timeout", "yes", "no"),
             ("ep_0001", "policy_completed", "yes", "no"),
@@ -128,8 +130,11 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
             ("ep_0003", "timeout", "yes", "yes"),       # taken over, kept, left out of the rates
             ("ep_0005", "timeout", "yes", "yes"),       # ep_0004 was discarded; its task ran again
             ("ep_0006", "start_pose_unreached", "no", "no"),
+            ("ep_0007", "timeout", "yes", "no"),        # reach_cube: the policy found the cube in scene.image
+            ("ep_0008", "timeout", "yes", "no"),        # reach_cube_blind: the scene camera covered
         ]
-        assert re.search(r"^success rate 67%, mean score \d\.\d\d over 3 scored episode\(s\) not taken over", out,
+        assert (rows[6][3], rows[7][3]) == ("yes", "no"), out  # success: with its eyes, and without them
+        assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
                          re.M), out
         # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
         assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
@@ -137,7 +142,7 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         for event in events:
             by_run.setdefault(event.run_id, []).append(event)
         rolled = [e.run_id for e in statuses[-1].episodes if e.run_id]
-        assert len(rolled) == 5 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
+        assert len(rolled) == 7 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
         for run_id, run_events in by_run.items():
             seqs = [e.event_seq for e in run_events]
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (run_id, seqs)
@@ -146,8 +151,8 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         stopped = re.search(r"^\[demo\] stopped: (.*)$", out, re.M)
         assert stopped, out
         exits = dict(part.rsplit(" exit ", 1) for part in stopped.group(1).split(", "))
-        assert exits == {"relay": "0", "arm_driver": "0", "rollout": "0", "station": "0"}, out
-        assert len(children) >= 4 and [p for p in children if alive(p)] == [], (children, out)
+        assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0"}, out
+        assert len(children) >= 5 and [p for p in children if alive(p)] == [], (children, out)
     finally:
         demo.kill()
         executor.shutdown()
@@ -160,7 +165,7 @@ def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():
     try:
         demo.wait_line(r"submitted job job-", 90.0)
         children = demo.children()
-        assert len(children) >= 4, (children, demo.output)  # relay, arm driver, rollout, station
+        assert len(children) >= 5, (children, demo.output)  # relay, arm driver, camera, rollout, station
         demo.proc.send_signal(signal.SIGINT)
         rc = demo.proc.wait(60.0)
         assert rc == 128 + signal.SIGINT, demo.output

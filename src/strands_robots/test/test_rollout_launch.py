@@ -388,10 +388,11 @@ def assert_every_episode_streamed_without_gaps(final, events) -> None:
 
 
 DEMO_ROWS = [("ep_0000", "timeout"), ("ep_0001", "policy_completed"), ("ep_0002", "safety_stop"),
-             ("ep_0003", "timeout"), ("ep_0005", "timeout"), ("ep_0006", "start_pose_unreached")]
+             ("ep_0003", "timeout"), ("ep_0005", "timeout"), ("ep_0006", "start_pose_unreached"),
+             ("ep_0007", "timeout"), ("ep_0008", "timeout")]  # the vision task, then the same with its camera covered
 
 
-@pytest.mark.parametrize("use_relay, processes", [("true", 5), ("false", 4)])
+@pytest.mark.parametrize("use_relay, processes", [("true", 6), ("false", 5)])  # the camera node among them
 def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, use_relay, processes):
     run = Launch(ROLLOUT_LAUNCH, use_relay=use_relay, recording_dir=str(tmp_path),
                  state_dir=str(tmp_path / "state"))  # its own: runs never share a station's state
@@ -404,14 +405,15 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, 
         final = listener.statuses[-1]
         assert final.state == "SUCCEEDED", out
         assert [(e.episode_id, e.end_condition) for e in final.episodes] == DEMO_ROWS, out
+        assert [e.success for e in final.episodes[-2:]] == [True, False], out  # it needs its camera
         assert_every_episode_streamed_without_gaps(final, listener.events)
         # recording_dir: every rollout (the discarded ep_0004's too) recorded there, as its Ended event says.
         from strands_robots_msgs.msg import ObserverEvent
 
         recorded = sorted(e.ended[0].recording_path for e in listener.events if e.kind == ObserverEvent.KIND_ENDED)
-        assert len(recorded) == 6 and recorded == sorted(str(p) for p in tmp_path.glob("*.mcap")), recorded
+        assert len(recorded) == 8 and recorded == sorted(str(p) for p in tmp_path.glob("*.mcap")), recorded
         # What the user sees: the job's progress lines and its summary, from the demo_job process.
-        assert re.search(r"^\[demo_job-\d+\] \[#{5,}\.+\] 1/6 episodes", out, re.M), out
+        assert re.search(r"^\[demo_job-\d+\] \[#{5,}\.+\] 1/8 episodes", out, re.M), out
         assert re.search(rf"^\[demo_job-\d+\] job {final.job_id} SUCCEEDED: ", out, re.M), out
         assert ("relay on 127.0.0.1:" in out) == (use_relay == "true"), out
         # Every process exited 0: the job's client on its own, the rest on the launch's SIGINT.

@@ -85,12 +85,13 @@ class TestTheDemoJob(unittest.TestCase):
         self.assertEqual(final.state, "SUCCEEDED", final.message)
         self.assertEqual([(e.episode_id, e.end_condition) for e in final.episodes], [
             ("ep_0000", "timeout"), ("ep_0001", "policy_completed"), ("ep_0002", "safety_stop"),
-            ("ep_0003", "timeout"), ("ep_0005", "timeout"), ("ep_0006", "start_pose_unreached")])
+            ("ep_0003", "timeout"), ("ep_0005", "timeout"), ("ep_0006", "start_pose_unreached"),
+            ("ep_0007", "timeout"), ("ep_0008", "timeout")])
         by_run: dict = {}
         for event in events:
             by_run.setdefault(event.run_id, []).append(event)
         rolled = [e.run_id for e in final.episodes if e.run_id]
-        self.assertEqual(len(rolled), 5)  # ep_0006 never rolled out (its start pose was not reached)
+        self.assertEqual(len(rolled), 7)  # ep_0006 never rolled out (its start pose was not reached)
         self.assertLessEqual(set(rolled), set(by_run))
         for run_id, run_events in by_run.items():
             seqs = [e.event_seq for e in run_events]
