@@ -1,7 +1,8 @@
 """The checks rollout.launch.py runs before any process starts, and the private run dir it makes.
 
-No ``launch`` needed: these are the functions of ``strands_robots.cli.bringup`` (and ``demo_job``'s job
-rewrite) the launch files call. Each refusal names the file, the key and the reason in one line.
+No ``launch`` needed: these are the functions of ``strands_robots.cli.bringup`` and
+``strands_robots.nodes.parameters_file`` (and ``demo_job``'s job rewrite) the launch files call. Each refusal
+names the file, the key and the reason in one line.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import yaml
 pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
 
 from strands_robots.cli import bringup  # noqa: E402
+from strands_robots.nodes.parameters_file import parameters_file_refusal  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 
 
 @pytest.mark.parametrize("name", ["rollout.yaml", "arm_driver.yaml", "station.yaml"])
 def test_the_packages_parameters_files_pass_the_launch_check(name):
-    assert bringup.parameters_file_refusal(str(CONFIG / name)) == ""
+    assert parameters_file_refusal(str(CONFIG / name)) == ""
 
 
 @pytest.mark.parametrize("section, key, value, reason", [
@@ -43,7 +45,7 @@ def test_a_bad_parameter_value_is_refused_with_the_file_the_section_the_key_and_
         tmp_path, section, key, value, reason):
     path = tmp_path / "params.yaml"
     path.write_text(f"/**/{section}:\n  ros__parameters:\n    {key}: {value}\n")
-    refusal = bringup.parameters_file_refusal(str(path))
+    refusal = parameters_file_refusal(str(path))
     assert refusal.startswith(f"parameters file {path}: /**/{section}: "), refusal
     assert reason in refusal, refusal
 
@@ -51,13 +53,13 @@ def test_a_bad_parameter_value_is_refused_with_the_file_the_section_the_key_and_
 def test_the_driver_rates_take_integers_like_the_driver_does(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("/**/arm_driver:\n  ros__parameters:\n    control_rate_hz: 50\n")
-    assert bringup.parameters_file_refusal(str(path)) == ""
+    assert parameters_file_refusal(str(path)) == ""
 
 
 def test_sections_of_other_nodes_are_left_alone(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("/**/camera:\n  ros__parameters:\n    fps: 30\n")
-    assert bringup.parameters_file_refusal(str(path)) == ""
+    assert parameters_file_refusal(str(path)) == ""
 
 
 def test_the_packages_relay_config_loads_as_loopback_with_a_free_port_and_the_run_dirs_store():

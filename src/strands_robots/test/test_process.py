@@ -23,7 +23,7 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 
 from ros_harness import wait_for  # noqa: E402
 
-from strands_robots.nodes import process  # noqa: E402
+from strands_robots.nodes import parameters_file, process  # noqa: E402
 
 PACKAGE_SRC = Path(__file__).resolve().parent.parent
 
@@ -334,17 +334,17 @@ def test_a_misspelt_parameter_is_named_with_the_close_spelling(tmp_path):
     path = tmp_path / "rollout.yaml"
     path.write_text(source.replace("    control_frequency: 50.0", "    control_frequncy: 50.0"))
     assert process.params_file_error(str(path)) == ""  # sound YAML: only the key is wrong
-    assert process.unknown_parameters_error(str(path)) == (
+    assert parameters_file.unknown_parameters_error(str(path)) == (
         f"parameters file {path}: /**/rollout: unknown parameter 'control_frequncy' (did you mean control_frequency?)")
 
 
 def test_the_package_config_files_declare_only_known_parameters():
-    known = process.node_parameter_names()
+    known = parameters_file.node_parameter_names()
     assert {"control_rate_hz", "require_lease"} <= known["arm_driver"]
     assert {"control_frequency", "policy_provider"} <= known["rollout"]
     assert {"station_id", "relay_credentials_file"} <= known["station"]
     for name in ("rollout.yaml", "arm_driver.yaml", "station.yaml"):
-        assert process.unknown_parameters_error(str(PACKAGE_SRC / "config" / name)) == "", name
+        assert parameters_file.unknown_parameters_error(str(PACKAGE_SRC / "config" / name)) == "", name
 
 
 # A main whose shutdown is done but whose exit hangs: a non-daemon thread that never ends.

@@ -1,9 +1,9 @@
 """What ``rollout.launch.py`` (and the other launch files) need before any process starts.
 
 * Every config file is checked on load, each refusal one line naming the file, the key and the reason:
-  :func:`parameters_file_refusal` (a ROS parameters file: YAML, node sections, parameters our nodes declare, and
-  each value's type and range as the node would refuse it), :func:`relay_config_refusal` (``config/relay.yaml``)
-  and :func:`job_file_refusal` (a job file such as ``config/demo_job.yaml``).
+  :func:`relay_config_refusal` (``config/relay.yaml``) and :func:`job_file_refusal` (a job file such as
+  ``config/demo_job.yaml``); a ROS parameters file is checked by
+  :func:`strands_robots.nodes.parameters_file.parameters_file_refusal`.
 * :func:`make_run_dir`: a private directory (mode 0700) with the relay's tokens made for this launch (files mode
   0600): one client token, one station token. Nothing secret is ever committed or passed on a command line;
   the processes get the paths of these files.
@@ -14,120 +14,22 @@
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Optional
 
 from strands_robots.relay.config import RelayConfigError, RelaySettings, load_relay_settings
 
-__all__ = ["BadConfigFile", "RelaySettings", "RunDir", "parameters_file_refusal", "relay_config_refusal",
-           "job_file_refusal", "load_relay_config", "make_run_dir", "write_relay_credentials", "DEMO_CLIENT"]
+__all__ = ["BadConfigFile", "RelaySettings", "RunDir", "relay_config_refusal", "job_file_refusal",
+           "load_relay_config", "make_run_dir", "write_relay_credentials", "DEMO_CLIENT"]
 
 DEMO_CLIENT = "demo"
 
 
 class BadConfigFile(ValueError):
     """A config file given to a launch is refused: the file, the key and the reason, in one line."""
-
-
-# -- ROS parameters files ---------------------------------------------------------------------------------------
-def _type_name(value: Any) -> str:
-    return {bool: "a bool", int: "an integer", float: "a float", str: "a string"}.get(type(value),
-                                                                                     type(value).__name__)
-
-
-def _typed_refusal(name: str, value: Any, default: Any) -> str:
-    """Return the refusal ROS gives when a value of the wrong type overrides a statically typed parameter."""
-    if type(value) is type(default):
-        return ""
-    if isinstance(default, float) and type(value) is int:
-        return f"{name}: {value!r} is an integer, the parameter is a float (write {float(value)!r})"
-    return f"{name}: expected {_type_name(default)}, got {_type_name(value)} {value!r}"
-
-
-def _range_refusal(name: str, value: Any, extra: Mapping[str, Any]) -> str:
-    for key in ("floating_point_range", "integer_range"):
-        for limits in extra.get(key) or ():
-            low, high = limits.from_value, limits.to_value
-            if not (isinstance(value, (int, float)) and low <= value <= high):
-                return f"{name}: {value!r} is out of range [{low:g}, {high:g}]"
-    return ""
-
-
-def _driver_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes import driver_params
-
-    reason = driver_params.value_refusal(name, value)
-    if reason:
-        return reason if reason.startswith(name) else f"{name}: {reason}"
-    if name not in driver_params.RATE_RANGES:  # rates take integers too (dynamic typing)
-        return _typed_refusal(name, value, driver_params.DEFAULTS[name])
-    return ""
-
-
-def _rollout_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes.rollout_node import PARAMETERS, RolloutNode
-
-    default, _, extra = PARAMETERS[name]
-    reason = _typed_refusal(name, value, default) or _range_refusal(name, value, extra)
-    if reason:
-        return reason
-    reason = RolloutNode._check(name, value)
-    return f"{name}: {reason}" if reason and not reason.startswith(name) else reason
-
-
-def _station_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes.station_node import PARAMETERS
-
-    reason = _typed_refusal(name, value, PARAMETERS[name][0])
-    if reason:
-        return reason
-    if name == "operator" and value not in ("scripted", "manual"):
-        return f"operator: must be scripted or manual, got {value!r}"
-    if name == "station_id" and not value.strip():
-        return "station_id: must be a non-empty string"
-    if isinstance(value, float) and (not math.isfinite(value) or value < 0):
-        return f"{name}: must be a finite number >= 0, got {value!r}"
-    if name == "lease_duration_s" and not value > 0:
-        return f"lease_duration_s: must be greater than 0, got {value!r}"
-    if name in ("lease_priority", "action_horizon") and value < (1 if name == "action_horizon" else 0):
-        return f"{name}: {value!r} is out of range"
-    return ""
-
-
-_REFUSALS = {"arm_driver": _driver_refusal, "rollout": _rollout_refusal, "station": _station_refusal}
-
-
-def parameters_file_refusal(path: str) -> str:
-    """Say in one line why ``path`` is not a parameters file our nodes would start with; "" when it is.
-
-    Missing, not YAML, not node sections, a parameter none of our nodes declares, or a value of the wrong type
-    or out of range for the node that declares it (``/**/rollout: control_frequency: 50 is an integer, ...``).
-    """
-    import yaml
-
-    from strands_robots.nodes.process import STANDARD_PARAMETERS, params_file_error, unknown_parameters_error
-
-    reason = params_file_error(path) or unknown_parameters_error(path)
-    if reason:
-        return reason
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
-    for section, body in data.items():
-        name = str(section).rstrip("/").rsplit("/", 1)[-1]
-        params = body.get("ros__parameters") if isinstance(body, dict) else None
-        if name not in _REFUSALS or not isinstance(params, dict):
-            continue
-        for key, value in params.items():
-            if key in STANDARD_PARAMETERS or str(key).startswith("qos_overrides."):
-                continue
-            reason = _REFUSALS[name](str(key), value)
-            if reason:
-                return f"parameters file {path}: {section}: {reason}"
-    return ""
 
 
 # -- the relay's config -----------------------------------------------------------------------------------------

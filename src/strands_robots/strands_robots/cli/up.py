@@ -141,7 +141,8 @@ def _rollout(args: argparse.Namespace) -> int:
         if not value > 0:
             return _usage_error(f"{flag} {value:g}: must be greater than 0")
     ros_env_check("up")
-    from strands_robots.nodes.process import params_file_error, unknown_parameters_error
+    from strands_robots.nodes.parameters_file import unknown_parameters_error
+    from strands_robots.nodes.process import params_file_error
 
     config = args.config_file or default_config_file()
     reason = params_file_error(config) or unknown_parameters_error(config)

@@ -144,56 +144,6 @@ def params_file_error(path: str) -> str:
     return ""
 
 
-# Parameters every rclpy node has, whatever it declares.
-STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
-
-
-def node_parameter_names() -> dict:
-    """Return the parameter names each strands_robots node declares, by node name (the default names)."""
-    from strands_robots.nodes import driver_params, rollout_node, station_node
-
-    return {
-        "arm_driver": frozenset(driver_params.DEFAULTS),
-        "rollout": frozenset(rollout_node.PARAMETERS),
-        "station": frozenset(station_node.PARAMETERS),
-    }
-
-
-def unknown_parameters_error(path: str, known: "dict | None" = None) -> str:
-    """Say in one line which parameter of ``path`` no node of ours declares (a typo ROS would ignore); "".
-
-    Sections are matched to nodes by the last part of their name (``/**/rollout``, ``/strands/rollout``);
-    sections of other nodes are left alone. Call it after :func:`params_file_error` found the file sound.
-    """
-    import yaml
-
-    if known is None:
-        try:
-            known = node_parameter_names()
-        except (ImportError, AttributeError):  # a node's table moved: the nodes still refuse bad values
-            return ""
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
-    for section, body in data.items():
-        name = str(section).rstrip("/").rsplit("/", 1)[-1]
-        params = body.get("ros__parameters") if isinstance(body, dict) else None
-        if name not in known or not isinstance(params, dict):
-            continue
-        allowed = known[name] | STANDARD_PARAMETERS
-        for key in params:
-            if key not in allowed and not str(key).startswith("qos_overrides."):
-                close = sorted(k for k in allowed if _similar(str(key), k))
-                hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                return f"parameters file {path}: {section}: unknown parameter {key!r}{hint}"
-    return ""
-
-
-def _similar(a: str, b: str) -> bool:
-    import difflib
-
-    return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
-
-
 class SpinThread(threading.Thread):
     """The thread :func:`spin_in_background` spins an executor on.
 
