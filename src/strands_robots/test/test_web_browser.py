@@ -75,8 +75,10 @@ def _browser(tmp_path: Path):
 
 
 def _text(driver, element_id: str) -> str:
-    found = driver.find_elements(By.ID, element_id)
-    return found[0].text if found else ""
+    """Read an element's text in one script call (an update may replace the element between two WebDriver calls)."""
+    value = driver.execute_script("var e = document.getElementById(arguments[0]); return e ? e.textContent : '';",
+                                  element_id)
+    return " ".join(str(value).split())
 
 
 def test_the_status_page_in_chromium_live_updates_without_reload_and_refuses_other_teams_and_bad_tokens(tmp_path):
@@ -147,8 +149,8 @@ def test_the_status_page_in_chromium_live_updates_without_reload_and_refuses_oth
         thumb = "img.thumb[src$='/recordings/ep_0000/thumbnail']"
         wait.until(lambda d: d.execute_script(f"var i = document.querySelector(\"{thumb}\"); "
                                               "return i !== null && i.complete && i.naturalWidth === 160;"))
-        assert driver.find_element(By.CSS_SELECTOR, "a.recording").get_attribute("href").endswith(
-            f"/jobs/{job}/recordings/ep_0000")
+        assert driver.execute_script("return document.querySelector('a.recording').getAttribute('href');") == \
+            f"/jobs/{job}/recordings/ep_0000"
         assert driver.execute_script("return window.__strands_marker;") == "set-before-the-update"
         assert driver.execute_script("return performance.timeOrigin;") == origin
         shot = tmp_path / "web_status_page.png"
