@@ -114,6 +114,7 @@ class TimedStore:
                 return value(*args, **kwargs)
             finally:
                 observe(time.perf_counter() - start)
+        self.__dict__[name] = timed  # made once: later calls find it without __getattr__
         return timed
 
 
@@ -146,13 +147,19 @@ class RelayMetrics:
         """Count the tokens file's re-reads (a :class:`~strands_robots.relay.auth.ReloadingTokenBook`)."""
         self.registry.register(_TokensCollector(tokens))
 
-    def _done(self, method: str, start: float, code: str) -> None:
-        self.calls.labels(method, code).inc()
-        self.latency.labels(method).observe(time.perf_counter() - start)
-
     def instrument(self, method: str, kind: str, impl: Callable) -> Callable:
         """Wrap one method's implementation (its kind as in the method table) to count and time it."""
-        done = self._done
+        ok = self.calls.labels(method, "OK").inc  # the method's children bound once, not looked up per call
+        observe = self.latency.labels(method).observe
+        calls = self.calls
+        open_streams = self.open_streams.labels(method)
+
+        def done(_method: str, start: float, code: str) -> None:
+            observe(time.perf_counter() - start)
+            if code == "OK":
+                ok()
+            else:
+                calls.labels(method, code).inc()
         if kind == "in_thread":
             def in_thread(request: Any, context: Any) -> Any:
                 start = time.perf_counter()
@@ -167,7 +174,7 @@ class RelayMetrics:
         if kind in ("unary", "client_stream"):
             async def unary(request: Any, context: Any) -> Any:
                 start = time.perf_counter()
-                streams = self.open_streams.labels(method) if kind == "client_stream" else None
+                streams = open_streams if kind == "client_stream" else None
                 if streams is not None:
                     streams.inc()
                 try:
@@ -184,7 +191,7 @@ class RelayMetrics:
 
         async def streaming(request: Any, context: Any) -> Any:
             start = time.perf_counter()
-            streams = self.open_streams.labels(method)
+            streams = open_streams
             streams.inc()
             code = "OK"
             try:
