@@ -228,3 +228,83 @@ def test_a_home_relay_that_stops_hands_the_session_over_and_the_client_stays_att
         finally:
             link.close()
             client.close()
+
+
+# -- per-team quotas across relays -------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_stores_on_one_database_admit_a_team_past_its_quota_never(backend, tmp_path, request):
+    """Two store objects (two relays) on one database, 12 concurrent creates of one team with room for 3."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from strands_robots.relay.store import JobRecord
+
+    if backend == "sqlite":
+        stores = [SqliteStore(str(tmp_path / "relay.db")) for _ in range(2)]
+    else:
+        url = request.getfixturevalue("postgres_url")
+        reset_postgres(url)
+        stores = [PostgresStore(url), PostgresStore(url)]
+    refused = []
+
+    def admit(load):
+        if load.open_jobs + 1 > 3:
+            refused.append(load.open_jobs)
+            raise RuntimeError(f"quota: {load.open_jobs} open")
+
+    def create(i):
+        record = JobRecord(job_id=f"job-{i}", client_id="team_a", station_id="sim_station", request=b"x",
+                           submitted_unix_ms=i, episodes_total=1)
+        try:
+            stores[i % 2].create_job(record, admit)
+            return True
+        except RuntimeError:
+            return False
+
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            admitted = list(pool.map(create, range(12)))
+        assert admitted.count(True) == 3 and len(refused) == 9
+        assert all(seen == 3 for seen in refused)  # each refusal saw the three admitted ones, never fewer
+        assert stores[0].client_load("team_a").open_jobs == 3
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_team_submitting_to_two_relays_at_once_gets_exactly_its_quota(postgres_url):
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from strands_robots.client import QuotaExceeded
+    from strands_robots.relay.config import RelaySettings
+
+    reset_postgres(postgres_url)
+    stores = [PostgresStore(postgres_url), PostgresStore(postgres_url)]
+    settings = dataclasses.replace(RelaySettings(), max_open_jobs_per_token=2)
+    servers = [RelayServer(s, TokenBook(CLIENT_TOKENS, STATION_TOKENS), "127.0.0.1:0", settings=settings,
+                           poll_s=0.05) for s in stores]
+    clients = []
+    try:
+        for server in servers:
+            server.start()
+        clients = [EvaluationClient(f"127.0.0.1:{s.port}", token=CLIENT_TOKENS["team_a"]) for s in servers]
+
+        def submit(i):
+            try:
+                return clients[i % 2].submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1,
+                                                 attempts=1)
+            except QuotaExceeded:
+                return None
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(submit, range(8)))
+        accepted = [r for r in results if r is not None]
+        assert len(accepted) == 2, results
+        assert stores[0].client_load("team_a").open_jobs == 2
+    finally:
+        for c in clients:
+            c.close()
+        for server in servers:
+            server.stop(0)
+        for s in stores:
+            s.close()

@@ -13,6 +13,7 @@ from strands_robots.relay.proto import evaluation_service_pb2 as es
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.session_streams import serve_client
 from strands_robots.relay.store import (
+    ClientLoad,
     JobExists,
     JobRecord,
 )
@@ -47,24 +48,26 @@ class EvaluationServicer:
         async with core.submit_lock(principal.name):
             if await self._same_job(principal, job_id, content):
                 return es.SubmitJobResponse(job_id=job_id)  # a retried submit
-            load = await core.run(core.store.client_load, principal.name)
             limits = core.settings
-            if load.open_jobs + 1 > limits.max_open_jobs_per_token:
-                raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                              f"max_open_jobs_per_token ({limits.max_open_jobs_per_token}) reached: client "
-                              f"{principal.name!r} has {load.open_jobs} job(s) not ended")
-            if load.queued_episodes + int(request.episodes) > limits.max_queued_episodes_per_token:
-                raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                              f"max_queued_episodes_per_token ({limits.max_queued_episodes_per_token}) would be "
-                              f"passed: client {principal.name!r} has {load.queued_episodes} episode(s) still to "
-                              f"run and this job adds {request.episodes}")
+
+            def admit(load: ClientLoad) -> None:  # in the store's lock of this client, shared by every relay
+                if load.open_jobs + 1 > limits.max_open_jobs_per_token:
+                    raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"max_open_jobs_per_token ({limits.max_open_jobs_per_token}) reached: client "
+                                  f"{principal.name!r} has {load.open_jobs} job(s) not ended")
+                if load.queued_episodes + int(request.episodes) > limits.max_queued_episodes_per_token:
+                    raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"max_queued_episodes_per_token ({limits.max_queued_episodes_per_token}) would "
+                                  f"be passed: client {principal.name!r} has {load.queued_episodes} episode(s) "
+                                  f"still to run and this job adds {request.episodes}")
+
             relay_id = job_id  # the station-side id: the client's, unless another job holds it
             for _ in range(3):
                 record = JobRecord(job_id=relay_id, client_id=principal.name, station_id=request.station_id,
                                    request=content, submitted_unix_ms=core.clock_ms(),
                                    episodes_total=int(request.episodes), client_job_id=job_id)
                 try:
-                    await core.run(core.store.create_job, record)
+                    await core.run(core.store.create_job, record, admit)
                     break
                 except JobExists:
                     if await self._same_job(principal, job_id, content):  # a retry another relay stored

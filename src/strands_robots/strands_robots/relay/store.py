@@ -18,6 +18,11 @@ Rules every store keeps (``test_store_contract.py`` runs the same tests against 
 4. Everything written is committed before the call returns (SQLite ``synchronous=FULL``; PostgreSQL commits).
 5. ``client_load`` counts a client's jobs not ended and the episodes they still have to run (``episodes_total``
    minus the finished episodes of the latest snapshot), for the relay's per-team quotas.
+6. ``create_job(job, admit)`` reads that load, lets ``admit`` refuse, and writes the job under one lock per
+   client shared by every relay on the store (PostgreSQL: a transaction-scoped advisory lock; SQLite: the
+   file's write lock), so relays sharing a store keep a team's quotas exactly, not each its own share.
+
+The PostgreSQL store is :mod:`~strands_robots.relay.postgres_store`.
 
 The calls are synchronous (sqlite3, psycopg): the asyncio relay runs them on a small thread pool, never on its
 event loop. A store opened on a database an older relay made gains the new columns on open.
@@ -29,12 +34,11 @@ fields it must query or order by (job ids, station, owner, state, time, sequence
 from __future__ import annotations
 
 import enum
-import queue
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from strands_robots.relay.cluster_rows import CLUSTER_SCHEMA, ClusterRows, SessionHome  # noqa: F401 - re-exported
 
@@ -118,7 +122,7 @@ class JobView:
 class Store(Protocol):
     """What the relay needs from its store. Implementations are thread-safe."""
 
-    def create_job(self, job: JobRecord) -> None: ...
+    def create_job(self, job: JobRecord, admit: Optional[Callable[[ClientLoad], None]] = None) -> None: ...
 
     def get_job(self, job_id: str) -> Optional[JobRecord]: ...
 
@@ -281,22 +285,39 @@ class _SqlStore(ClusterRows):
     def _sql(self, template: str) -> str:
         return template.format(p=self._p)
 
-    def create_job(self, job: JobRecord) -> None:
+    def create_job(self, job: JobRecord, admit: Optional[Callable[[ClientLoad], None]] = None) -> None:
+        """Store a new job (rule 1); with ``admit``, only if ``admit(load)`` does not raise (rule 6).
+
+        The client's load is read, ``admit`` may refuse, and the job is written, all under one lock per client
+        that every relay on the store shares, so two relays never both admit past a quota.
+        """
         if not job.job_id or not job.client_id or not job.station_id:
             raise StoreError("a job needs job_id, client_id and station_id")
+        insert = self._sql("INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms, "
+                           "cancel_requested, cancel_reason, episodes_total, client_job_id) "
+                           "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})")
+        params = (job.job_id, job.client_id, job.station_id, job.request, job.submitted_unix_ms,
+                  job.cancel_requested, job.cancel_reason, int(job.episodes_total), job.client_job_id)
+
+        def admitted(run: Callable[[str, Sequence], list]) -> None:
+            rows = run(self._sql(_CLIENT_LOAD), (job.client_id,))
+            admit(ClientLoad(open_jobs=int(rows[0][0]), queued_episodes=int(rows[0][1])))
+            run(insert, params)
+
         try:
-            self._execute(
-                self._sql("INSERT INTO jobs (job_id, client_id, station_id, request, submitted_unix_ms, "
-                          "cancel_requested, cancel_reason, episodes_total, client_job_id) "
-                          "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"),
-                (job.job_id, job.client_id, job.station_id, job.request, job.submitted_unix_ms,
-                 job.cancel_requested, job.cancel_reason, int(job.episodes_total), job.client_job_id),
-            )
+            if admit is None:
+                self._execute(insert, params)
+            else:
+                self._exclusive(job.client_id, admitted)
         except self._integrity_errors() as exc:
             raise JobExists(f"job {job.job_id!r} (client {job.client_id!r}'s {job.client_job_id!r}) already exists") \
                 from exc
 
     def _integrity_errors(self) -> tuple:
+        raise NotImplementedError
+
+    def _exclusive(self, key: str, body: Callable[[Callable[[str, Sequence], list]], None]) -> None:
+        """Run ``body(run)`` in one transaction, holding the lock named ``key`` across every store process."""
         raise NotImplementedError
 
     def get_job(self, job_id: str) -> Optional[JobRecord]:
@@ -448,6 +469,27 @@ class SqliteStore(_SqlStore):
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
 
+    def _exclusive(self, key: str, body: Callable[[Callable[[str, Sequence], list]], None]) -> None:
+        # BEGIN IMMEDIATE takes the file's write lock: another process on the same file waits for it too
+        def run(sql: str, params: Sequence) -> list:
+            cur = self._conn.execute(sql, tuple(params))
+            try:
+                return cur.fetchall()
+            finally:
+                cur.close()
+
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
+            try:
+                body(run)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
     def close(self) -> None:
         with self._lock, self._readers_lock:
             self._closed = True
@@ -455,113 +497,6 @@ class SqliteStore(_SqlStore):
                 conn.close()
             self._reader_conns.clear()
             self._conn.close()
-
-
-class PostgresStore(_SqlStore):
-    """A store several relays share: PostgreSQL through psycopg 3, autocommit (every call committed).
-
-    Calls run on a small pool of connections (``pool_size``), so concurrent polls do not queue behind one
-    connection. A connection that breaks (server restarted) is replaced on its next use, and the call is
-    tried once more on the new one; a failure after that raises :class:`StoreError`.
-
-    :param conninfo: a ``postgresql://`` URL or a libpq connection string.
-    """
-
-    _p = "%s"
-    blob_type = "BYTEA"
-
-    def __init__(self, conninfo: str, pool_size: int = 4) -> None:
-        super().__init__()
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise StoreError(f"the PostgreSQL store needs psycopg: {exc}") from exc
-        if pool_size < 1:
-            raise StoreError(f"pool_size must be >= 1, got {pool_size}")
-        self._psycopg = psycopg
-        self.conninfo = conninfo
-        self._pool: "queue.Queue[Any]" = queue.Queue()
-        self._all: list = []
-        self._closed = False
-        try:
-            first = self._connect()
-            # One relay creating the tables while another does: the advisory lock serialises the DDL.
-            with first.transaction():
-                first.execute("SELECT pg_advisory_xact_lock(7262001)")
-                for stmt in _SCHEMA + CLUSTER_SCHEMA:
-                    first.execute(stmt.format(blob="BYTEA"))
-                for table, column, definition in _ADDED_COLUMNS:
-                    first.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
-                for stmt in _AFTER_COLUMNS:
-                    first.execute(stmt)
-            self._pool.put(first)
-            for _ in range(pool_size - 1):
-                self._pool.put(self._connect())
-        except psycopg.Error as exc:
-            self.close()
-            raise StoreError(f"cannot open PostgreSQL store: {exc}") from exc
-
-    def _connect(self) -> Any:
-        conn = self._psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
-        with self._lock:
-            self._all.append(conn)
-        return conn
-
-    def _integrity_errors(self) -> tuple:
-        return (self._psycopg.errors.UniqueViolation,)
-
-    @staticmethod
-    def _run(conn: Any, sql: str, params: Sequence) -> list:
-        cur = conn.execute(sql, tuple(params))
-        try:
-            return cur.fetchall() if cur.description is not None else []
-        finally:
-            cur.close()
-
-    def _execute(self, sql: str, params: Sequence = ()) -> list:
-        # The pool holds connections, or None where one broke and could not be replaced yet.
-        psycopg = self._psycopg
-        if self._closed:
-            raise StoreError("the PostgreSQL store is closed")
-        try:
-            conn = self._pool.get(timeout=30.0)
-        except queue.Empty:
-            raise StoreError("no PostgreSQL connection came free within 30 s") from None
-        try:
-            if conn is None:
-                conn = self._connect()
-            try:
-                return self._run(conn, sql, params)
-            except psycopg.OperationalError:
-                if not (conn.closed or conn.broken):
-                    raise
-            # the connection broke (server restarted, network): once more on a new one
-            self._drop(conn)
-            conn = None
-            conn = self._connect()
-            return self._run(conn, sql, params)
-        except psycopg.IntegrityError:
-            raise
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL store: {exc}") from exc
-        finally:
-            self._pool.put(conn)
-
-    def _drop(self, conn: Any) -> None:
-        with self._lock:
-            if conn in self._all:
-                self._all.remove(conn)
-        try:
-            conn.close()
-        except Exception:  # already broken
-            pass
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
 
 
 def open_store(url: str) -> Store:
@@ -574,5 +509,16 @@ def open_store(url: str) -> Store:
             raise StoreError("sqlite: store needs a path, e.g. sqlite:/var/lib/strands_robots/relay.db")
         return SqliteStore(path)
     if url.startswith(("postgresql://", "postgres://")):
+        from strands_robots.relay.postgres_store import PostgresStore
+
         return PostgresStore(url)
     raise StoreError(f"unknown store {url!r}: use sqlite:PATH or postgresql://USER@HOST:PORT/DB")
+
+
+def __getattr__(name: str) -> Any:
+    """``store.PostgresStore``: imported when asked for (its module builds on ``_SqlStore`` above)."""
+    if name == "PostgresStore":
+        from strands_robots.relay.postgres_store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
