@@ -18,8 +18,10 @@ from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
 from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.persistence import JobStore
 from strands_robots.station.provenance import file_sha256, job_sha256, load_station_facts
 from strands_robots.station.record import JobRecord
+from strands_robots.station.status import snapshot_of
 
 SHEET = [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"}]
 
@@ -76,11 +78,11 @@ def job(spec=None, episodes=1, rate="50"):
                    "scoring": SHEET}]})
 
 
-def run(spec, facts):
+def run(spec, facts, store=None):
     robot = CountingRobot()
     operator = ScriptedOperator()
     snapshots = []
-    runner = JobRunner(JobRecord(spec), robot, operator, publish=snapshots.append,
+    runner = JobRunner(JobRecord(spec), robot, operator, publish=snapshots.append, store=store,
                        settings=ProcedureSettings(station_facts=facts))
     try:
         final = runner.run()
@@ -108,12 +110,13 @@ def test_a_mismatch_fails_the_job_at_waiting_policy_naming_every_one_and_no_leas
     assert json.loads(final.provenance.policy_spec_json)["action_keys"] == ["right.joint_9"]
 
 
-def test_a_fitting_spec_runs_and_every_snapshot_from_then_carries_the_provenance(facts):
+def test_a_fitting_spec_runs_and_every_snapshot_from_then_carries_the_provenance(facts, tmp_path):
     declared = PolicySpec(action_keys=("right.joint_1",), observation_keys=("right.joint_1.pos",),
                           cameras=(CameraNeed("wrist", 224, 224),), control_frequency_hz=50.0,
                           metadata={"policy": "hold"})
     spec = job(declared, episodes=2)
-    final, robot, snapshots = run(spec, facts)
+    store = JobStore(str(tmp_path))
+    final, robot, snapshots = run(spec, facts, store)
     assert final.state is JobState.SUCCEEDED, final.message
     assert robot.leases == 2 and len(final.episodes) == 2
     provenance = final.provenance
@@ -125,6 +128,9 @@ def test_a_fitting_spec_runs_and_every_snapshot_from_then_carries_the_provenance
     assert files["job"].sha256 == job_sha256(spec) and len(files["job"].sha256) == 64
     assert job_sha256(job(declared, episodes=3)) != files["job"].sha256
     assert provenance.software_version and json.loads(provenance.policy_spec_json)["metadata"] == {"policy": "hold"}
+    # persisted with the job: a restarted station's snapshots of it still carry it
+    reloaded = store.load(spec.job_id)
+    assert reloaded.provenance == provenance and snapshot_of(reloaded).provenance == provenance
 
 
 def test_a_policy_that_declares_nothing_is_not_checked(facts):

@@ -351,7 +351,6 @@ class JobRunner:
         self._waits: set = set()  # the events a wait for the policy ends on (cancel, suspend, its deadline)
         self.console = OperatorConsole(robot, on_action=self._operator_action, supervisors=settings.supervisors)
         self._last_status: Optional[JobStatus] = None
-        self._provenance: Any = None  # set when the policy is ready (station.provenance)
         self._commit()
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -511,8 +510,8 @@ class JobRunner:
             raise _Failed(f"the policy's declared spec is refused: {exc}") from None
         if facts is None:
             return
-        with self._lock:
-            self._provenance = facts.provenance(self.spec, declared)
+        with self._lock:  # persisted and published with the next change (the transition that follows)
+            self._record = self._record.replace(provenance=facts.provenance(self.spec, declared))
         if declared is None:
             return
         observed = getattr(self._robot, "observed_cameras", None)  # what the rollouts really observe, when known
@@ -762,7 +761,7 @@ class JobRunner:
             self._store.save(record)
         status = make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
                                episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                               message=record.message, clock_ms=self._clock_ms, provenance=self._provenance)
+                               message=record.message, clock_ms=self._clock_ms, provenance=record.provenance)
         self._last_status = status
         if self._publish is not None:
             self._publish(status)

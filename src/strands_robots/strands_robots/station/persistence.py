@@ -42,15 +42,17 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence, Tuple
+from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple
 
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping, task_from_mapping, \
     task_to_mapping
 from strands_robots.station.model import (
     TERMINAL_STATES,
     AnswerType,
+    ConfigHash,
     EpisodeResult,
     JobState,
+    Provenance,
     ScoredItem,
 )
 from strands_robots.station.record import JobRecord, RunningEpisode
@@ -123,6 +125,23 @@ def episode_from_mapping(data: Mapping[str, Any], tasks: tuple = ()) -> EpisodeR
         recording_sha256=str(data.get("recording_sha256", "")))
 
 
+def provenance_to_mapping(provenance: Provenance) -> dict:
+    """Return the JSON mapping of a job's provenance."""
+    return {"software_version": provenance.software_version, "git_revision": provenance.git_revision,
+            "config_files": [{"name": f.name, "path": f.path, "sha256": f.sha256} for f in provenance.config_files],
+            "policy_spec_json": provenance.policy_spec_json}
+
+
+def provenance_from_mapping(data: Any) -> Optional[Provenance]:
+    """Read a job's provenance (None: the job has none yet, or a file written before provenance existed)."""
+    if data is None:
+        return None
+    return Provenance(software_version=str(data["software_version"]), git_revision=str(data["git_revision"]),
+                      config_files=tuple(ConfigHash(str(f["name"]), str(f["path"]), str(f["sha256"]))
+                                         for f in data["config_files"]),
+                      policy_spec_json=str(data.get("policy_spec_json", "")))
+
+
 def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
     """Return the JSON mapping of a record (``with_episodes=False``: the job file's, counting them instead)."""
     running = record.running
@@ -139,6 +158,7 @@ def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
         "restarts": record.restarts,
         "slot_attempts": record.slot_attempts,
         "sequence": record.sequence,
+        "provenance": None if record.provenance is None else provenance_to_mapping(record.provenance),
     }
     if with_episodes:
         data["episodes"] = [episode_to_mapping(e, record.spec.tasks) for e in record.episodes]
@@ -177,6 +197,7 @@ def record_from_mapping(data: Mapping[str, Any], episode_mappings: "Sequence[Map
             restarts=int(data["restarts"]),
             slot_attempts=int(data.get("slot_attempts", 0)),
             sequence=int(data.get("sequence", 0)),
+            provenance=provenance_from_mapping(data.get("provenance")),
         )
     except PersistenceError:
         raise

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from strands_robots.station.job import JobSpec
-from strands_robots.station.model import EpisodeResult, JobState
+from strands_robots.station.model import EpisodeResult, JobState, Provenance
 
 __all__ = ["RunningEpisode", "JobRecord", "episode_id_for"]
 
@@ -47,6 +47,8 @@ class JobRecord:
         episode's ``attempt``); back to 0 when an episode is kept.
     :param sequence: the number of the job's newest snapshot (``JobStatus.sequence``): each new snapshot takes
         the next one and is persisted with it.
+    :param provenance: what produced the job's scores (``station.provenance``), set when its policy was ready;
+        every snapshot from then on carries it.
     """
 
     spec: JobSpec
@@ -60,6 +62,7 @@ class JobRecord:
     restarts: int = 0
     slot_attempts: int = 0
     sequence: int = 0
+    provenance: Optional[Provenance] = None
 
     @property
     def job_id(self) -> str:

@@ -93,4 +93,5 @@ def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now) -> JobStatus:
     """Make the snapshot of a ``JobRecord`` as it is (its ``sequence`` included), stamped now."""
     return make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
                          episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                         message=record.message, clock_ms=clock_ms, sequence=record.sequence)
+                         message=record.message, clock_ms=clock_ms, sequence=record.sequence,
+                         provenance=getattr(record, "provenance", None))
