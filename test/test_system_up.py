@@ -30,14 +30,14 @@ PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 class Up:
     """``python -m strands_robots.cli up --rollout ...`` with its output collected line by line on a thread."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: "dict | None" = None) -> None:
         self.namespace = f"system_up_{uuid.uuid4().hex[:8]}"
         self.lines: list = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "strands_robots.cli", "up", "--rollout", "--namespace", self.namespace, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -129,8 +129,10 @@ def test_up_with_a_malformed_parameters_file_is_one_line_naming_it_and_starts_no
         up.kill()
 
 
-def test_up_runs_one_episode_and_exits_zero_with_no_events_lost():
-    up = Up("--duration", "1")
+@pytest.mark.parametrize("executor", ["single", "events"])
+def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
+    # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (nodes/executor_choice.py), each saying which.
+    up = Up("--duration", "1", env={"STRANDS_ROBOTS_EXECUTOR": executor})
     try:
         rc = up.wait(TIMEOUT_S)
         out = up.output
@@ -147,6 +149,8 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost():
         assert "!! gap" not in out
         assert len([line for line in up.lines if line.startswith("Started")]) == 1
         assert len([line for line in up.lines if line.startswith("Ended")]) == 1
+        for node in ("rollout", "arm_driver"):
+            assert re.search(rf"\.{node}\]: executor: {executor}$", out, re.M), out
     finally:
         up.kill()
 

@@ -39,7 +39,6 @@ import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.exceptions import ParameterException
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -59,6 +58,7 @@ from strands_robots.nodes.driver_leases import LeaseServices
 from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer
+from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
@@ -479,7 +479,7 @@ class ArmDriverNode(LifecycleNode):
 
 # -- entry point --------------------------------------------------------------------------------------------------
 def main(args: Optional[List[str]] = None) -> int:
-    """Run the driver on a SingleThreadedExecutor until SIGINT/SIGTERM.
+    """Run the driver on the executor ``STRANDS_ROBOTS_EXECUTOR`` picks (:mod:`.executor_choice`) until SIGINT/SIGTERM.
 
     Exit 0 on a clean shutdown, 1 when autostart failed, 2 for a refused parameter at start, and
     ``process.EXIT_EXECUTOR_DIED`` when the executor thread died (a callback error alone never ends it).
@@ -497,12 +497,13 @@ def main(args: Optional[List[str]] = None) -> int:
     stop = signals.event
     init_without_signal_handlers(argv)
     node: Optional[ArmDriverNode] = None
-    executor: Optional[SingleThreadedExecutor] = None
+    executor: Optional[Any] = None
     spin: Optional[SpinThread] = None
     code = 0
     try:
+        executor, executor_name = make_executor()
         node = ArmDriverNode()
-        executor = SingleThreadedExecutor()
+        node.get_logger().info(f"executor: {executor_name}")
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:

@@ -42,8 +42,9 @@ import traceback
 from typing import Any, Optional, Sequence
 
 import rclpy
+import rclpy.executors
 import rclpy.logging
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, ShutdownException
 
 # The stop signals have no ROS in them (the relay and the CLI use them too); this module's API re-exports them.
 from strands_robots.stop_signals import EXIT_GRACE_S, EXIT_HUNG_AT_EXIT, STOP_SIGNALS, StopSignals  # noqa: F401
@@ -144,6 +145,9 @@ def params_file_error(path: str) -> str:
     return ""
 
 
+SPIN_ONCE_TIMEOUT_S = 0.2  # EventsExecutor: how long one spin_once waits, the bound on noticing stop()
+
+
 class SpinThread(threading.Thread):
     """The thread :func:`spin_in_background` spins an executor on.
 
@@ -155,11 +159,27 @@ class SpinThread(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.executor = executor
         self.error: Optional[BaseException] = None
+        self._stopping = threading.Event()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """End the spin, shut the executor down and wait (at most ``timeout_s``) for the thread."""
+        self._stopping.set()
+        self.executor.shutdown(timeout_sec=timeout_s)
+        if self.is_alive() and self is not threading.current_thread():
+            self.join(timeout_s)
 
     def run(self) -> None:
         try:
-            self.executor.spin()
-        except (ExternalShutdownException, KeyboardInterrupt):
+            if isinstance(self.executor, rclpy.executors.Executor):
+                self.executor.spin()  # rclpy's Python executors: spin() ends at executor.shutdown()
+            else:
+                # The C++ EventsExecutor: bounded spin_once calls until stop() or the context's shutdown, never
+                # spin(), which keeps the GIL while it waits (every other thread of the process stalls; seen on
+                # Kilted's rclpy 9.1.2 and Jazzy's 7.1.6). Its shutdown() alone does not end spin_once calls.
+                context = self.executor.context
+                while not self._stopping.is_set() and context.ok():
+                    self.executor.spin_once(timeout_sec=SPIN_ONCE_TIMEOUT_S)
+        except (ExternalShutdownException, ShutdownException, KeyboardInterrupt):
             pass
         except BaseException as exc:  # noqa: BLE001 - whatever killed the executor is recorded, not lost
             if self._shutting_down():

@@ -12,8 +12,10 @@ against the arm driver node (through :class:`~strands_robots.nodes.driver_client
    control period, also while the loop waits on a deadline). The stop is re-armed when a goal is accepted, so a
    cancel sent the moment the goal is accepted, before its thread runs, is never lost.
 
-**One node, one executor.** The node is spun by a ``SingleThreadedExecutor`` (rclpy's MultiThreadedExecutor
-busy-waits holding the GIL while work is pending, which starved the control loop: bench/README.md). The
+**One node, one executor.** The node is spun by one single-threaded executor, rclpy's C++ ``EventsExecutor``
+where the distro has it, else the ``SingleThreadedExecutor`` (``STRANDS_ROBOTS_EXECUTOR``,
+:mod:`~strands_robots.nodes.executor_choice`; rclpy's MultiThreadedExecutor busy-waits holding the GIL while
+work is pending, which starved the control loop: bench/README.md). The
 action's execute callback is a coroutine that starts the episode's thread and awaits a future the thread
 completes, so the executor keeps serving joint_states, verdicts, cancels, feedback and the parameter services
 while an episode runs; the control thread never runs on the executor.
@@ -71,7 +73,7 @@ import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.exceptions import ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.task import Future
 from strands_robots_msgs.action import RunEpisode
@@ -90,6 +92,7 @@ from strands_robots.nodes.driver_client import (
 )
 from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S, default_silence_s
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
+from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_takeover import add_takeover_services
 from strands_robots.policies.registry import known_providers
@@ -619,13 +622,15 @@ def main(argv: "list[str] | None" = None) -> int:
     stop = signals.event
     init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
-    executor = SingleThreadedExecutor()
+    executor = None
     spinner = None
     code = 0
     executor_died = getattr(process, "executor_died", None)
     died_code = getattr(process, "EXIT_EXECUTOR_DIED", 3)
     try:
+        executor, executor_name = make_executor()
         node = RolloutNode()
+        node.get_logger().info(f"executor: {executor_name}")
         executor.add_node(node)
         # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
         # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
@@ -648,9 +653,10 @@ def main(argv: "list[str] | None" = None) -> int:
     finally:
         if node is not None:
             node.close()
-        executor.shutdown(timeout_sec=5.0)
         if spinner is not None:
-            spinner.join(2.0)
+            spinner.stop(5.0)
+        elif executor is not None:
+            executor.shutdown(timeout_sec=5.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
