@@ -17,8 +17,8 @@ outbox; the relay adds only its own kinds:
 - ``job_ended`` to the client when the job reaches a terminal state (the last message of its stream).
 
 Requests a station sends before a client is attached wait in the client's outbox (it is created with the
-session). Sessions are brokered within one relay process: the station and the client of a job must reach the
-same relay (several relays share jobs and snapshots through the store, not live sessions).
+session). The broker pairs the sides present in this relay process; relays sharing a PostgreSQL store bring
+both sides of a job to one of them, its home (:mod:`~strands_robots.relay.cluster`).
 
 No grpc here: the servicers in ``server.py`` pump the outboxes onto the streams. An outbox is anything with a
 thread-safe ``put``; the broker makes them with ``make_outbox`` (a ``queue.Queue`` by default; the asyncio server
