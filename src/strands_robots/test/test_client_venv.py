@@ -65,15 +65,21 @@ _TEAM_SCRIPT = textwrap.dedent("""
     item = final.episodes[0].items[0]
     print("FINAL", final.state, len(final.episodes), final.episodes[0].end_condition,
           item.WhichOneof("answer"), item.yes_no, item.answer_type == pb.ANSWER_TYPE_YES_NO, flush=True)
+    done = client.download_recording(job_id, "ep_0000", "home")  # the episode's recording, checked
+    print("RECORDING", done.path, done.size_bytes, done.sha256, flush=True)
+    print("JOBS", [(j.job_id, j.state) for j in client.list_jobs().jobs], flush=True)
 """)
+
+#: the station's recording of the episode (any bytes: the client checks size and SHA-256)
+_RECORDING = bytes(range(256)) * 5000
 
 
 # A camera frame as the station sends it: PNG (lossless), 40 x 30, its red channel reaching 200.
 _FRAME = encode_image(np.full((30, 40, 3), (200, 10, 10), dtype=np.uint8), "png")
 
 
-def _station(link, jobs):
-    """Play the station's side in this process: one episode driven by the remote policy, then SUCCEEDED."""
+def _station(link, jobs, workdir):
+    """Play the station's side in this process: one remote-policy episode, its recording, then SUCCEEDED."""
     job = jobs[0]
     link_session = link.open_session(job.job_id)
     try:
@@ -89,6 +95,10 @@ def _station(link, jobs):
         link_session.end_episode("ep_0000", pb.END_POLICY_COMPLETED)
     finally:
         link_session.close()
+    recording = Path(workdir) / "episode_0000.mcap"
+    recording.write_bytes(_RECORDING)
+    link.upload_recording(job.job_id, "ep_0000", recording)  # before the job ends, as the station does
+    assert link.uploader.wait_idle(60) and link.uploader.results[-1].ok, link.uploader.results
     status = pb.JobStatus(job_id=job.job_id, station_id="sim_station", state=pb.JOB_SUCCEEDED, episodes_total=1,
                           updated_unix_ms=42)
     ep = status.episodes.add(episode_id="ep_0000", end_condition=pb.END_POLICY_COMPLETED, scored=True,
@@ -124,6 +134,7 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
     relay = start_relay_process(port, f"sqlite:{tmp_path / 'relay.db'}", tokens, "--poll-s", "0.1")
     jobs, chunks = [], {}
     link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], on_job=jobs.append, heartbeat_s=0.2)
+    (tmp_path / "home").mkdir()
     script = tmp_path / "team.py"
     script.write_text(_TEAM_SCRIPT)
     team = None
@@ -134,7 +145,8 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
                                 stderr=subprocess.STDOUT, text=True)
         wait_until(lambda: jobs or team.poll() is not None, timeout_s=60, what="the team's job")
         assert jobs, team.stdout.read()
-        station = threading.Thread(target=lambda: chunks.setdefault("got", _station(link, jobs)), daemon=True)
+        station = threading.Thread(target=lambda: chunks.setdefault("got", _station(link, jobs, tmp_path)),
+                                   daemon=True)
         station.start()
         out, _ = team.communicate(timeout=90)
         station.join(30)
@@ -145,6 +157,11 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
         assert lines.count("IMAGE (30, 40, 3) uint8 200") == 2, out
         assert "FINAL SUCCEEDED 1 policy_completed yes_no False True" in lines
         assert chunks["got"] == [[{"left/joint_1": 10.5}], [{"left/joint_1": 10.5}]]
+        import hashlib
+
+        assert f"RECORDING home/ep_0000.mcap {len(_RECORDING)} {hashlib.sha256(_RECORDING).hexdigest()}" in lines
+        assert (tmp_path / "home" / "ep_0000.mcap").read_bytes() == _RECORDING
+        assert "JOBS [('" + jobs[0].job_id + "', 'SUCCEEDED')]" in lines, out
     finally:
         if team is not None and team.poll() is None:
             team.kill()
