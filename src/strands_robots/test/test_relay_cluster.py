@@ -70,6 +70,16 @@ def test_the_first_relay_to_claim_a_home_keeps_it_until_it_falls_silent_or_stops
     assert store.session_home("nobody's") is None
 
 
+def test_a_relay_restarted_at_its_address_takes_its_earlier_run_s_homes_at_once(store):
+    store.relay_heard("old", "10.0.0.1:50051", 1000)
+    store.relay_heard("other", "10.0.0.2:50051", 1000)
+    assert store.claim_session_home("job-1", "old", 1000, 3000).relay_id == "old"
+    store.relay_heard("new", "10.0.0.1:50051", 1200)  # restarted 0.2 s later: "old" is not stale yet
+    assert store.relays_replaced("10.0.0.1:50051", "new") == 1
+    assert store.claim_session_home("job-1", "new", 1200, 3000).relay_id == "new"
+    assert [r.relay_id for r in store.relays()] == ["new", "other"]
+
+
 def test_a_heartbeat_never_moves_a_relay_back_in_time(store):
     store.relay_heard("r1", "a:1", 5000)
     store.relay_heard("r1", "a:1", 4000)

@@ -68,6 +68,11 @@ class Cluster:
     # -- lifetime ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
         await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
+        # this relay holds the address now: an earlier run of it there (killed, restarted) is gone for good
+        earlier = await self._run(self.store.relays_replaced, self.address, self.relay_id)
+        if earlier:
+            _log.info("relay %s replaces %d earlier relay(s) at %s: their sessions move here at once",
+                      self.relay_id, earlier, self.address)
         self._task = asyncio.ensure_future(self._heartbeats())
         _log.info("relay %s in the cluster on %s (homes of relays silent for %.1f s are taken over)",
                   self.relay_id, self.address, self.stale_ms / 1000)

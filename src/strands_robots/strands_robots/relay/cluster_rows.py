@@ -86,6 +86,16 @@ class ClusterRows:
         """Forget a relay that stops (its homes go to the next relay that claims them, at once)."""
         self._execute(self._sql("DELETE FROM relays WHERE relay_id = {p}"), (relay_id,))
 
+    def relays_replaced(self, address: str, relay_id: str) -> int:
+        """Forget the other relays registered at ``address``; return how many there were.
+
+        They are earlier runs of the relay that now holds the address: their homes pass to the next claim at once.
+        """
+        rows = self._execute(
+            self._sql("DELETE FROM relays WHERE address = {p} AND relay_id <> {p} RETURNING relay_id"),
+            (address, relay_id))
+        return len(rows)
+
     def relays(self) -> "list[RelayRow]":
         rows = self._execute(self._sql("SELECT relay_id, address, heard_unix_ms FROM relays ORDER BY relay_id"))
         return [RelayRow(r[0], r[1], int(r[2])) for r in rows]
