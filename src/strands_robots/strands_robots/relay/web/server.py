@@ -88,6 +88,14 @@ class WebStatusServer:
         if self._thread.is_alive():
             if self._runner is not None:
                 asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30.0)
+
+            async def cancel_the_rest() -> None:  # live views still between two polls
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+            asyncio.run_coroutine_threadsafe(cancel_the_rest(), self._loop).result(30.0)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(30.0)
         if not self._loop.is_running():
