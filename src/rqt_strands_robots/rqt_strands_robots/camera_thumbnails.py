@@ -108,7 +108,7 @@ class CameraStats:
     def caption(self, camera: str, frame: CameraFrame, size: "tuple[int, int] | None", now_s: float) -> str:
         rate = self.rate_hz(camera)
         dims = f"{size[0]}x{size[1]}" if size else "?"
-        return (f"{camera}  {dims}  {'' if rate is None else f'{rate:.1f} fps  '}"
+        return (f"{camera}  {dims}{'' if rate is None else f'  {rate:.1f} fps'}\n"
                 f"frame {frame.count}, {max(0.0, now_s - frame.arrived_s):.1f} s ago")
 
 

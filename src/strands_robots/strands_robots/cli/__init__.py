@@ -118,9 +118,9 @@ DELEGATED = {
     "station": "the simulated station through a local relay (the demo job), or taking jobs from a relay",
     "relay": "the relay between stations and Evaluation Clients (gRPC)",
     "demo-job": "submit a job file (relay or submit_job service), watch it to its end, print the summary",
-    "record": "record every strands topic to MCAP (rosbag2 conventions, latched state first); --foxglove serves "
-              "them live",
-    "report": "PNG plots from recordings: one per episode and a job summary",
+    "record": "record every strands topic and camera to MCAP (rosbag2 conventions, latched state first); "
+              "--foxglove serves them live",
+    "report": "PNG plots from recordings: one per episode and a job summary; camera contact sheets and MP4s",
     "monitor": "the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
     "foxglove": "serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
     "export": "datasets from recordings: export lerobot RECORDING.mcap... -o DIR [--fps N] (LeRobotDataset v3)",

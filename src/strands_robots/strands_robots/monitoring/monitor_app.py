@@ -96,9 +96,9 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                     print(f"strands-robots monitor: cannot write {args.screenshot}", file=sys.stderr)
         finally:
             watch.stop()
-            widget.shutdown()
-            executor.shutdown()
+            executor.shutdown()  # first: the widget's subscriptions go while no executor waits on them
             spin.join(5.0)
+            widget.shutdown()
             node.destroy_node()
             rclpy.try_shutdown()
     return 0
