@@ -422,7 +422,7 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
             except camera_request.CameraRequestError as exc:
                 raise ValueRefused(field, value, f"{key}={value!r} refused: {exc}; {rule.allowed()}") from None
         else:
-            from strands_robots.station.operator import parse_success_predicate
+            from strands_robots.station.success_predicate import parse_success_predicate
 
             try:
                 parse_success_predicate(value)
@@ -448,7 +448,7 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
             raise ValueRefused(field, value, f"{key} names no item of the sheet (items: {', '.join(items)})")
         if name == sheet.items[0].name:
             raise ValueRefused(field, value, f"{key}: the success item is answered from success_when, not answer.*")
-        from strands_robots.station.score_sheet import ScoreSheetError, parse_answer
+        from strands_robots.station.answers import ScoreSheetError, parse_answer
 
         try:
             parse_answer(items[name], value)
@@ -488,10 +488,12 @@ def check_policy(provider: str, config: Mapping[str, Any]) -> None:
     name = provider.strip().lower() if isinstance(provider, str) else ""
     if name not in POLICIES_BUILT_AT_SUBMIT:
         return
-    from strands_robots.policies.registry import make_policy
+    from strands_robots.policies.mock import MockPolicy
+    from strands_robots.policies.scripted import ScriptedPolicy
 
+    built_in = {"mock": MockPolicy, "scripted": ScriptedPolicy}  # the registry's own factories for these names
     try:
-        make_policy(name, dict(config))
+        built_in[name](dict(config))
     except Exception as exc:  # a provider refuses its config with ValueError (or TypeError): reported, not raised
         raise ValueRefused("policy_config", dict(config), f"policy_config refused: the {name} provider refused "
                                                           f"{json.dumps(dict(config), default=str)}: {exc}") from None

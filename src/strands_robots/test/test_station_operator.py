@@ -18,9 +18,9 @@ from strands_robots.station.operator import (
     OperatorConsole,
     PendingEpisode,
     ScriptedOperator,
-    parse_success_predicate,
 )
 from strands_robots.station.record import JobRecord
+from strands_robots.station.success_predicate import parse_success_predicate
 
 SHEET = [
     {"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"},

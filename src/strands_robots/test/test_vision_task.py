@@ -19,7 +19,7 @@ from strands_robots.cameras.scene import covered_cameras
 from strands_robots.policies.registry import make_policy
 from strands_robots.policies.vision_reach import SCENE_CAMERA, find_object, pixel_to_table, reach_joints
 from strands_robots.simulation import Simulation
-from strands_robots.station.operator import parse_success_predicate
+from strands_robots.station.success_predicate import parse_success_predicate
 
 THRESHOLD = 0.06
 SUCCESS = f"{DISTANCE_KEY} < {THRESHOLD}"
@@ -69,6 +69,26 @@ def test_the_centre_pixel_ray_meets_the_table_below_the_cameras_axis():
     assert y == pytest.approx(0.0, abs=1e-9)
     # The optical axis from (1.5, 0, 1.2) along -(0, -1.2, 1)/|.| * ... meets z=0 at x = 1.5 - 1.2 * 1.2.
     assert x == pytest.approx(1.5 - 1.2 * 1.2, abs=1e-6)
+
+
+@pytest.mark.parametrize("fmt, quality, size", [("png", 90, (224, 224)), ("jpeg", 90, (224, 224)),
+                                                ("jpeg", 50, (224, 224)), ("jpeg", 90, (96, 96))])
+def test_the_cube_is_found_within_a_centimetre_in_frames_as_the_relay_delivers_them(fmt, quality, size):
+    from strands_robots.cameras.mujoco_cameras import MujocoCameras
+    from strands_robots.client.images import decode_image, encode_image
+
+    source = MujocoCameras(load_camera_set().select(["scene"]))
+    try:  # the arms at the station's start pose; JPEG ringing must not pull the centroid off the cube
+        source.pose({f"{arm}.{k}": v for arm in ("left", "right")
+                     for k, v in {"joint_2": 0.4, "joint_3": 1.0, "joint_4": 0.9, "gripper": 0.3}.items()})
+        for x, y in ((0.4, -0.15), (0.25, -0.3), (0.45, 0.3), (0.3, 0.1)):
+            source.set_scene({"object_x": x, "object_y": y}, None)
+            frame = decode_image(encode_image(source.render("scene"), fmt, quality, size=size))
+            found = find_object(frame)
+            assert found is not None, (x, y)
+            assert math.dist(pixel_to_table(*found, size[0], size[1]), (x, y)) < 0.012, (x, y, found)
+    finally:
+        source.close()
 
 
 def test_covered_cameras_reads_the_task_parameter():

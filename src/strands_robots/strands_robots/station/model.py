@@ -226,3 +226,11 @@ class JobStatus:
     message: str
     sequence: int = 0
     provenance: Optional[Provenance] = None
+
+
+@dataclass(frozen=True)
+class OperatorReply:
+    """The answer to an operator action: ``ok``, or why not in ``message``."""
+
+    ok: bool
+    message: str

@@ -29,16 +29,16 @@ at once (``hand_off``).
 from __future__ import annotations
 
 import math
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from strands_robots.station.job import EpisodePlan
 from strands_robots.station.limits import IDENTIFIER_MAX, OPERATOR_TEXT_MAX
-from strands_robots.station.model import AnswerType, ScoringSheet
+from strands_robots.station.model import AnswerType, OperatorReply, ScoringSheet
 from strands_robots.station.safety_gate import SafetyGate
 from strands_robots.station.score_sheet import ScoreSheetError, SheetScore, parse_answer, score_answers
+from strands_robots.station.success_predicate import SuccessPredicate, parse_success_predicate
 
 __all__ = [
     "OperatorReply",
@@ -51,8 +51,6 @@ __all__ = [
     "DECISION_TIMEOUT",
     "PendingEpisode",
     "ScriptedOperator",
-    "SuccessPredicate",
-    "parse_success_predicate",
     "PARAM_TAKEOVER_AT_S",
     "PARAM_TAKEOVER_FOR_S",
     "PARAM_CLAIM_AT_S",
@@ -77,14 +75,6 @@ _ROLLOUT = "rollout"
 _SCORING = "scoring"
 _PHASE_WORDS = {_IDLE: "idle", _PREPARING: "being prepared (lease, start pose)", _ROLLOUT: "running its rollout",
                 _SCORING: "awaiting its score sheet"}
-
-
-@dataclass(frozen=True)
-class OperatorReply:
-    """The answer to an operator action: ``ok``, or why not in ``message``."""
-
-    ok: bool
-    message: str
 
 
 @dataclass(frozen=True)
@@ -459,49 +449,6 @@ def _typed_answers(sheet: ScoringSheet, answers: Any) -> list:
         else:
             out.append(pair)
     return out
-
-
-# -- success predicates -----------------------------------------------------------------------------------------
-SuccessPredicate = Callable[[PendingEpisode, Mapping[str, Any]], bool]
-_COMPARE = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|<|>)\s*([-+]?[0-9.eE+-]+)\s*$")
-_END_IS = re.compile(r"^\s*end_condition\s*(?:==|=|in)\s*([a-z_|, ]+)\s*$")
-
-
-def parse_success_predicate(text: str) -> SuccessPredicate:
-    """Parse a success predicate on the final state from its text form (no eval).
-
-    The forms:
-
-    - ``end_condition == policy_completed`` (or ``end_condition in timeout|policy_completed``);
-    - ``<observation key> <op> <number>`` with ``op`` one of ``< <= > >=``, e.g. ``right.joint_4.pos > 1.2``
-      (false when the key is missing from the final observation). The scripted operator adds
-      ``object_distance_m`` (the tool points' distance to the coloured object, ``cameras.reach``) when a task's
-      ``success_when`` names it.
-
-    :raises ValueError: the text is neither form.
-    """
-    match = _END_IS.match(text)
-    if match:
-        wanted = frozenset(p.strip() for p in re.split(r"[|,]", match.group(1)) if p.strip())
-        return lambda pending, obs: pending.end_condition in wanted
-    match = _COMPARE.match(text)
-    if match:
-        key, op, raw = match.groups()
-        try:
-            bound = float(raw)
-        except ValueError:
-            bound = math.nan
-        if not math.isfinite(bound):
-            raise ValueError(f"success predicate {text!r}: {raw!r} is not a finite number")
-        compare = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}[op]
-
-        def predicate(pending: PendingEpisode, obs: Mapping[str, Any]) -> bool:
-            value = obs.get(key)
-            return isinstance(value, (int, float)) and compare(float(value), bound)
-
-        return predicate
-    raise ValueError(f"success predicate {text!r} is neither 'end_condition == <name>' nor "
-                     "'<observation key> <op> <number>'")
 
 
 # -- the scripted operator --------------------------------------------------------------------------------------

@@ -91,9 +91,9 @@ class SafetyGate:
     def request_clear(self, operator_name: str) -> Any:
         """Operator: ask the station to clear the stop the job waits on. Answers at once, never waits.
 
-        :returns: an :class:`~strands_robots.station.operator.OperatorReply`.
+        :returns: an :class:`~strands_robots.station.model.OperatorReply`.
         """
-        from strands_robots.station.operator import OperatorReply
+        from strands_robots.station.model import OperatorReply
 
         if not isinstance(operator_name, str) or not operator_name.strip():
             return OperatorReply(False, "operator_name must be a non-empty string")

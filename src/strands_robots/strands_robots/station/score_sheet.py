@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence, Tuple, Union
 
 from strands_robots import validation as rules
+from strands_robots.station.answers import ScoreSheetError, format_answer, parse_answer
 from strands_robots.station.model import (
     Answer,
     AnswerType,
@@ -52,15 +53,6 @@ __all__ = [
 ]
 
 Answers = Union[Mapping[str, Answer], Iterable[Tuple[str, Answer]]]
-
-
-class ScoreSheetError(ValueError):
-    """A sheet definition or an answer set was refused. ``item`` names the item ("" for the whole sheet)."""
-
-    def __init__(self, item: str, reason: str) -> None:
-        self.item = item
-        self.reason = reason
-        super().__init__(f"item {item!r}: {reason}" if item else reason)
 
 
 @dataclass(frozen=True)
@@ -248,41 +240,6 @@ def score_answers(sheet: ScoringSheet, answers: Answers) -> SheetScore:
     score = earned / maximum if maximum > 0 else 0.0
     success = is_success(sheet.items[0], given[sheet.items[0].name])
     return SheetScore(tuple(scored), min(1.0, max(0.0, score)), success)
-
-
-# -- text form (ROS messages, command line) ---------------------------------------------------------------------
-def parse_answer(item: ScoringItemDefinition, text: str) -> Answer:
-    """Parse a typed answer from its text form: "yes"/"no", a decimal count, or the choice itself.
-
-    :raises ScoreSheetError: the text is not a valid answer for the item.
-    """
-    if not isinstance(text, str):
-        raise ScoreSheetError(item.name, f"answer text must be a string, got {text!r}")
-    value = text.strip()
-    kind = item.answer_type
-    if kind is AnswerType.YES_NO:
-        if value.lower() in ("yes", "true"):
-            return True
-        if value.lower() in ("no", "false"):
-            return False
-        raise ScoreSheetError(item.name, f"a yes_no answer must be 'yes' or 'no', got {text!r}")
-    if kind is AnswerType.COUNT:
-        if not (value.isdigit() and value.isascii()):
-            raise ScoreSheetError(item.name, f"a count must be a decimal integer >= 0, got {text!r}")
-        return int(value)
-    if value in item.choices:
-        return item.choices.index(value)
-    raise ScoreSheetError(item.name, f"{text!r} is not one of the choices ({', '.join(item.choices)})")
-
-
-def format_answer(item: ScoringItemDefinition, answer: Answer) -> str:
-    """Format a typed answer as text (the inverse of :func:`parse_answer`)."""
-    kind = item.answer_type
-    if kind is AnswerType.YES_NO:
-        return "yes" if answer else "no"
-    if kind is AnswerType.COUNT:
-        return str(int(answer))
-    return item.choices[int(answer)]
 
 
 def sheet_items(items: Sequence[ScoringItemDefinition]) -> ScoringSheet:
