@@ -195,12 +195,13 @@ def test_a_fitting_policy_runs_and_the_results_carry_their_provenance(station):
     served["thread"].join(30.0)
     assert final.state == "SUCCEEDED", final.message + "\n" + "\n".join(station.lines[-40:])
     assert station.watch.fresh().actions_applied > before.actions_applied  # the watch sees actions when they come
-    assert len(final.episodes) == 2
+    kept = [e for e in final.episodes if e.end_condition != "infrastructure_fault"]  # a loaded machine may add one
+    assert len(kept) == 2, [(e.episode_id, e.end_condition, e.end_detail) for e in final.episodes]
     recordings = {file_sha256(str(p)): p for p in station.recordings.rglob("*.mcap")}
-    for episode in final.episodes:
+    for episode in kept:
         assert len(episode.recording_sha256) == 64
         assert episode.recording_sha256 in recordings, (episode.recording_sha256, list(recordings.values()))
-    assert final.episodes[0].recording_sha256 != final.episodes[1].recording_sha256
+    assert kept[0].recording_sha256 != kept[1].recording_sha256
 
     provenance = final.provenance
     from strands_robots import __version__
