@@ -5,7 +5,7 @@ with the task's ``object_x`` / ``object_y`` and the seed, :mod:`strands_robots.c
 pixels of ``<camera>.image``. On its first observation it:
 
 1. finds the cube: the pixels that are clearly red (``r > 80`` and more than three times ``g`` and ``b``: not
-   the right arm's orange); their centroid, when at
+   the right arm's orange); the centroid of those near their median (JPEG ringing strays left out), when at
    least :data:`MIN_PIXELS` are found (:func:`find_object`);
 2. casts the centroid's ray from the calibrated scene camera (:data:`SCENE_CAMERA`, the demo station's MJCF
    ``scene`` camera: pose and ``fovy``; the image may be any size, the intrinsics scale with it) onto the
@@ -34,7 +34,8 @@ __all__ = ["VisionReachPolicy", "find_object", "pixel_to_table", "reach_joints",
 
 #: The demo station's scene camera (arm/assets/two_arms.xml ``scene``): position (m), MJCF xyaxes, fovy (deg).
 SCENE_CAMERA = {"pos": (1.5, 0.0, 1.2), "xyaxes": (0.0, 1.0, 0.0, -1.0, 0.0, 1.2), "fovy_deg": 45.0}
-MIN_PIXELS = 5
+MIN_PIXELS = 3             # at 96x96 a JPEG frame keeps about 4 clearly red pixels of the cube
+BLOB_RADIUS_PX = 12       # the cube's blob around the red pixels' median, in pixels of a 224-wide image
 TABLE_Z = 0.025           # the plane of the cube's centre: its visible faces (top and front) centre near it
 TCP_Z = 0.055             # where the tool point goes: just above the cube's top
 ARM_BASE_Y = {"left": 0.3, "right": -0.3}
@@ -56,7 +57,14 @@ def find_object(image: np.ndarray) -> Optional[Tuple[float, float]]:
     if count < MIN_PIXELS:
         return None
     vs, us = np.nonzero(mask)
-    return float(us.mean()), float(vs.mean())
+    # The cube is one blob; JPEG ringing turns a few dark orange pixels elsewhere "red": keep the pixels near the
+    # median (robust to those), then take their centroid.
+    mu, mv = np.median(us), np.median(vs)
+    radius = max(3.0, BLOB_RADIUS_PX * image.shape[1] / 224.0)
+    near = (np.abs(us - mu) <= radius) & (np.abs(vs - mv) <= radius)
+    if int(near.sum()) < MIN_PIXELS:
+        return None
+    return float(us[near].mean()), float(vs[near].mean())
 
 
 def _camera_axes(camera: Mapping[str, Any]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
