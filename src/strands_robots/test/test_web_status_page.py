@@ -62,12 +62,15 @@ def _page(tmp_path, poll_s=0.05):
         store.close()
 
 
-def test_sign_in_sets_an_httponly_strict_cookie_and_a_bad_token_is_refused_with_401(tmp_path):
+def test_sign_in_sets_an_httponly_strict_cookie_and_a_bad_token_is_refused_with_401(tmp_path, caplog):
     with _page(tmp_path) as (_, _, port, _):
         http = Http(port)
-        status, _, page = http.sign_in("not-a-token-of-this-relay")
+        with caplog.at_level("WARNING", logger="strands_robots.relay.web"):
+            status, _, page = http.sign_in("not-a-token-of-this-relay")
         assert status == 401 and "not a token this relay knows" in page
         assert "sr_session" not in http.cookies
+        assert "web sign-in from 127.0.0.1: refused, unknown token" in caplog.text
+        assert "not-a-token-of-this-relay" not in caplog.text  # a presented token is never logged
         status, headers, _ = http.sign_in(TEAM_A)
         assert status == 303 and headers["Location"] == "/jobs"
         cookie = [h for h in http.set_cookie_headers if h.startswith("sr_session=")][-1]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import hashlib
+import logging
 from concurrent import futures
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
@@ -35,10 +36,13 @@ from typing import Any, Callable, Dict, Optional
 import jinja2
 from aiohttp import web
 
+from strands_robots.relay.rate_limit import RateLimitedLog
+
 from strands_robots.relay.auth import KIND_CLIENT, Principal, TokenBook
 from strands_robots.relay.web.sessions import Session, SessionTable, SignInLimiter
 from strands_robots.relay.web.source import JobSource
 
+_log = logging.getLogger("strands_robots.relay.web")
 HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "sr_session"
 SIGNIN_COOKIE = "sr_signin"
@@ -101,6 +105,7 @@ class StatusPage:
         self.pre_sessions = SessionTable(idle_s=600.0, max_age_s=600.0, max_sessions=4096)
         self.limiter = limiter or SignInLimiter()
         self.env = templates()
+        self.refusals = RateLimitedLog(_log)  # refused sign-ins and forms, one line each, at a bounded rate
         self._streams: Dict[str, int] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------------------
@@ -156,11 +161,13 @@ class StatusPage:
     async def post_signin(self, request: web.Request) -> web.StreamResponse:
         allowed, wait_s = self.limiter.allow(request.remote or "?")
         if not allowed:
+            self.refusals.warning(f"web sign-in from {request.remote}: rate limited ({wait_s:.0f} s to the next)")
             response = await self.signin_form(request, f"Too many sign-in attempts: try again in {wait_s:.0f} s.",
                                                status=429)
             response.headers["Retry-After"] = str(max(1, int(wait_s + 0.999)))
             return response
         if not self.same_origin(request):
+            self.refusals.warning(f"web sign-in from {request.remote}: refused, Origin {request.headers['Origin']!r}")
             return self.error(403, "Forbidden", "This form was sent from another site.")
         form = await request.post()
         pre = self.pre_sessions.get(request.cookies.get(SIGNIN_COOKIE))
@@ -172,6 +179,7 @@ class StatusPage:
             return await self.signin_form(request, "Give your token.", status=400)
         principal = self.tokens().identify(token)
         if principal is None:
+            self.refusals.warning(f"web sign-in from {request.remote}: refused, unknown token")
             return await self.signin_form(request, "Sign-in refused: that is not a token this relay knows.",
                                           status=401)
         session = self.sessions.sign_in(principal, token, replacing=request.cookies.get(SESSION_COOKIE))
@@ -306,9 +314,9 @@ class StatusPage:
                               f"At most {MAX_STREAMS_PER_SESSION} live views per session and {MAX_STREAMS} in all "
                               f"are served at once; close one.", session)
         self._streams[session.session_id] = held + 1
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+                                               "X-Accel-Buffering": "no"})
         try:
-            response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
-                                                   "X-Accel-Buffering": "no"})
             await response.prepare(request)
             await response.write(b"retry: 2000\n\n")
             loop = asyncio.get_running_loop()
@@ -332,15 +340,15 @@ class StatusPage:
                     await response.write(b": keepalive\n\n")
                     last_write = loop.time()
                 await asyncio.sleep(self.poll_s)  # the poll period: the store is re-read this often
-            return response
-        except (ConnectionResetError, asyncio.CancelledError):  # the browser went away
-            raise
+        except ConnectionResetError:  # the browser went away between two updates
+            pass
         finally:
             left = self._streams.get(session.session_id, 1) - 1
             if left > 0:
                 self._streams[session.session_id] = left
             else:
                 self._streams.pop(session.session_id, None)
+        return response
 
 
 PAGE_KEY = web.AppKey("page", StatusPage)
