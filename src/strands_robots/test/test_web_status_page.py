@@ -304,3 +304,26 @@ def test_a_recording_whose_chunk_the_store_lost_is_cut_off_not_served_complete(t
             response.read()
         assert len(cut.value.partial) == 2 * 1024  # the two chunks before the lost one, then the connection closed
         conn.close()
+
+
+def test_the_job_list_updates_live_when_a_snapshot_or_a_new_job_arrives(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "first", at=1)
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        import threading
+
+        def later():
+            _put(store, snapshot("first", 1, [episode(0), episode(1)]))
+            _create(store, "second", at=2)
+
+        timer = threading.Timer(0.3, later)
+        timer.start()
+        try:
+            events = read_events(port, "/events", http.cookies,
+                                 until=lambda ev: "second" in ev[-1][1] and "2/4" in ev[-1][1])
+        finally:
+            timer.cancel()
+            timer.join()
+        assert 'class="count">0/4</span>' in events[0][1] and "second" not in events[0][1]
+        assert all(name == "update" for name, _ in events)

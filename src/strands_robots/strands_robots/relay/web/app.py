@@ -290,8 +290,10 @@ class StatusPage:
             if page is None:
                 return None
             recordings, thumbnails = self._recordings(principal, job_id)
-            html = self.env.get_template("_job.html").render(page=page, recordings=recordings, thumbnails=thumbnails)
-            return (page.version, tuple(sorted(recordings))), html, page.terminal
+            return ((page.version, tuple(sorted(recordings))),
+                    lambda: self.env.get_template("_job.html").render(page=page, recordings=recordings,
+                                                                      thumbnails=thumbnails),
+                    page.terminal)
 
         return await self._stream(request, session, read)
 
@@ -299,15 +301,22 @@ class StatusPage:
         session = self._require(request)
         principal = session.principal
 
-        def read() -> tuple:
+        def render() -> str:  # only when the fingerprint moved: the list reads every listed job
             pages = self.source.pages(principal)
-            html = self.env.get_template("_jobs_table.html").render(**self._list_values(principal, pages))
-            return tuple((p.job_id, p.version) for p in pages), html, False
+            return self.env.get_template("_jobs_table.html").render(**self._list_values(principal, pages))
+
+        def read() -> tuple:
+            return self.source.fingerprint(principal), render, False
 
         return await self._stream(request, session, read)
 
     async def _stream(self, request: web.Request, session: Session, read: Callable[[], Optional[tuple]]
                       ) -> web.StreamResponse:
+        """Serve one live view: every ``poll_s``, ``read()`` (on the pool) -> (version, render, final) or None.
+
+        ``render()`` (on the pool too) makes the fragment, only when the version moved; the stream ends when the
+        view is final, gone (None) or its session ended.
+        """
         held = self._streams.get(session.session_id, 0)
         if held >= MAX_STREAMS_PER_SESSION or sum(self._streams.values()) >= MAX_STREAMS:
             return self.error(503, "Too many live views",
@@ -329,9 +338,9 @@ class StatusPage:
                 if got is None:
                     await response.write(sse_event("end", "This job is no longer shown."))
                     break
-                version, html, final = got
+                version, render, final = got
                 if version != last_version:
-                    await response.write(sse_event("update", html))
+                    await response.write(sse_event("update", await self.run(render)))
                     last_version, last_write = version, loop.time()
                 if final:
                     await response.write(sse_event("end", "The job has ended: no more updates."))

@@ -26,6 +26,12 @@ MAX_LISTED_JOBS = 50
 
 _CLIENT_JOB_IDS = ("SELECT client_job_id FROM jobs WHERE client_id = {p} "
                    "ORDER BY submitted_unix_ms DESC, job_id DESC LIMIT {p}")
+# What a listed job's row may change with, for the list's live view: one query, no snapshot decoded.
+_FINGERPRINT = ("SELECT j.job_id, COALESCE(s.sequence, -1), COALESCE(s.updated_unix_ms, -1), j.cancel_requested "
+                "FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE {where} "
+                "ORDER BY j.submitted_unix_ms DESC, j.job_id DESC LIMIT {p}")
+_CLIENT_ROWS = "j.client_id = {p}"
+_STATION_ROWS = "j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
 
 
 class JobSource:
@@ -80,6 +86,12 @@ class JobSource:
         """Return a recording's first camera frame (content type, bytes), or None; cached per recording."""
         return self._thumbnails.get((row.job_id, row.episode_id, row.sha256),
                                     lambda: first_frame(lambda seq: self.chunk(row, seq), row.chunks))
+
+    def fingerprint(self, principal: Principal) -> tuple:
+        """Return a value that changes whenever :meth:`pages` may (a job in or out, a new snapshot, a cancel)."""
+        where = _CLIENT_ROWS if principal.kind == KIND_CLIENT else _STATION_ROWS
+        sql = _FINGERPRINT.replace("{where}", where)
+        return tuple(tuple(r) for r in self._store.read_sql(sql, (principal.name, MAX_LISTED_JOBS)))
 
     def pages(self, principal: Principal) -> List[JobPage]:
         """Return a client's newest jobs (at most :data:`MAX_LISTED_JOBS`), or a station's queue (jobs not ended)."""
