@@ -117,7 +117,7 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         demo._reader.join(5.0)
         out = demo.output
         assert rc == 0, out
-        assert re.search(r"^\[#{5,}\.+\] 1/8 episodes", out, re.M), out
+        assert re.search(r"^\[#{3,}\.+\] 1/8 episodes", out, re.M), out
         assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
         header = next(i for i, line in enumerate(demo.lines) if line.startswith("episode  end condition"))
         assert demo.lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken",
