@@ -1,4 +1,4 @@
-"""``strands-robots job submit | status | watch | cancel | serve``: the Evaluation Client from the command line.
+"""``strands-robots job submit | status | watch | cancel | serve | list | recordings``: the Evaluation Client, CLI.
 
     strands-robots job submit --relay 127.0.0.1:50051 --token-file T  config/demo_job.yaml [--serve] [--watch]
     strands-robots job status --relay ... --token-file T JOB_ID        # one snapshot, field by field
@@ -200,7 +200,7 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
 
 
 def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``job`` with its five commands to ``subparsers`` (each sets ``func``)."""
+    """Add ``job`` with its commands to ``subparsers`` (each sets ``func``; list and recordings from cli/)."""
     job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay",
                                 allow_abbrev=False)
     commands = job.add_subparsers(dest="job_command", required=True)
