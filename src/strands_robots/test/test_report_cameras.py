@@ -114,3 +114,35 @@ def test_report_without_video_writes_only_the_sheet(recording, tmp_path, capsys)
     assert report.main([str(path), "-o", str(tmp_path / "o2"), "--no-video"]) == 0
     printed = capsys.readouterr().out.split()
     assert any(p.endswith("_cameras.png") for p in printed) and not any(p.endswith(".mp4") for p in printed)
+
+
+def test_an_in_process_recording_holds_every_frame_rendered_and_reports_it(tmp_path):
+    """run_policy(record=True) with cameras: each frame the policy was shown is in the file, as over ROS."""
+    from strands_robots.cameras.episode_frames import COMPRESSED_FORMAT
+    from strands_robots.monitoring.recorded_frames import read_cameras
+    from strands_robots.nodes.camera_msgs import COMPRESSED_FORMAT as ROS_FORMAT
+    from strands_robots.simulation import Simulation
+
+    assert COMPRESSED_FORMAT == ROS_FORMAT
+    cams = load_camera_set().with_adapter("pattern")
+    sim = Simulation.with_robot("alice", cameras=cams)
+    steps = []
+    out = sim.run_policy("alice", "mock", n_steps=40, control_frequency=50.0, fast_mode=True, action_horizon=1,
+                         record=True, recording_dir=str(tmp_path), fps=50.0,
+                         observer=lambda e: steps.append(e) if type(e).__name__ == "RunPolicyStep" else None)
+    assert out["status"] == "success", out
+    (path,) = tmp_path.glob("*.mcap")
+    recorded = read_cameras(path)
+    assert sorted(recorded.frames) == ["/scene/image_raw/compressed", "/wrist/image_raw/compressed"]
+    for n, cam in enumerate(("scene", "wrist")):
+        frames = recorded.frames[f"/{cam}/image_raw/compressed"]
+        shown = {s.camera_stamp_ns[n] for s in steps}              # the frames the steps were observed with
+        assert [f.stamp_ns for f in frames] == sorted(shown)       # each rendered frame once, none missing
+        assert 10 <= len(frames) <= 14                              # 15 fps over 0.8 s of robot time
+        assert [s for s, _, _ in recorded.infos[f"/{cam}/camera_info"]] == sorted(shown)
+        assert recorded.infos[f"/{cam}/camera_info"][0][1:] == (224, 224)
+        assert frames[0].format == COMPRESSED_FORMAT
+    written = report.write_report([path], tmp_path / "out")
+    for cam in ("scene", "wrist"):
+        (video,) = [p for p in written if p.name.endswith(f"_{cam}.mp4")]
+        assert len(_decode_video(video)) == len(recorded.frames[f"/{cam}/image_raw/compressed"])

@@ -9,6 +9,9 @@ steps between see its last frame with its age. A render that fails leaves the la
 (:mod:`strands_robots.cameras.frames`): a frame older than its bound raises :class:`CameraStale`, which ends the
 episode as an error before the policy or the recording sees it, as a stale joint reading does.
 
+While an episode records (the runner's ``start_recording``), each frame rendered also goes into its file as the
+camera node would publish it (:mod:`strands_robots.cameras.episode_frames`).
+
 ``reset(seed)`` lays out the scene (:func:`~strands_robots.cameras.scene.object_position` of the task
 parameters last given to :meth:`CameraBackend.set_task` and the episode's seed) and forgets the old frames.
 Every other backend member (``fault_detail``, ``command_window``, ``core``, ...) is the wrapped backend's.
@@ -16,10 +19,12 @@ Every other backend member (``fault_detail``, ``command_window``, ``core``, ...)
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Optional
 
 from strands_robots.cameras.adapter import CameraSource
 from strands_robots.cameras.config import CameraSet
+from strands_robots.cameras.episode_frames import frame_messages
 from strands_robots.cameras.frames import CameraStale, LatestFrames
 from strands_robots.cameras.scene import object_position
 
@@ -46,6 +51,7 @@ class CameraBackend:
         self._task: "Mapping[str, Any] | None" = None
         self._seed: "Optional[int]" = None
         self.rendered = {c.name: 0 for c in cameras.cameras}
+        self._recorder: Any = None  # the episode's recorder while it records (start_recording)
         self.render_failures = {c.name: 0 for c in cameras.cameras}
         self.last_failure = {c.name: "" for c in cameras.cameras}
 
@@ -80,15 +86,6 @@ class CameraBackend:
         object_position(task, None)  # the same check reset's layout makes, before anything moves
         self._task = task
 
-    def start_recording(self, recorder: Any) -> None:
-        """Record the cameras' messages into the episode's ``recorder`` (``write_raw``) until :meth:`stop_recording`."""
-        if self._recording is not None:
-            self._recording.attach(recorder)
-
-    def stop_recording(self) -> None:
-        if self._recording is not None:
-            self._recording.detach()
-
     def action_keys(self) -> tuple[str, ...]:
         return self._inner.action_keys()
 
@@ -100,6 +97,20 @@ class CameraBackend:
 
     def safety_stop_detail(self) -> str:
         return self._inner.safety_stop_detail()
+
+    def start_recording(self, recorder: Any) -> None:
+        """Write every frame rendered from now on into the episode's ``recorder`` (JPEG and camera info)."""
+        self._recorder = recorder
+
+    def stop_recording(self) -> None:
+        self._recorder = None
+
+    def _record(self, cam: Any, image: Any, stamp_ns: int) -> None:
+        log_ns = time.time_ns()
+        for topic, type_name, message in frame_messages(self._recorder.topic_prefix, cam.name, image,
+                                                        self._source.intrinsics(cam.name), stamp_ns,
+                                                        cam.jpeg_quality):
+            self._recorder.write_message(topic, type_name, message, log_ns, self.rendered[cam.name] - 1)
 
     def reset(self, seed: "int | None" = None) -> None:
         self._inner.reset(seed)
@@ -129,6 +140,8 @@ class CameraBackend:
                 if image is not None:
                     self.frames.put(c.name, image, now_ns)
                     self.rendered[c.name] += 1
+                    if self._recorder is not None:  # a failed write raises: the episode ends as an error
+                        self._record(c, image, now_ns)
                 # The next frame is due one period after this one's slot, not after now, so the rate holds
                 # when steps do not fall on frame times; one that fell behind starts a new slot.
                 period_ns = int(round(c.period_s * _NS))

@@ -11,7 +11,8 @@ plugin, and in Foxglove):
 * latest-state topics — any installed type, captured at start (:meth:`EpisodeRecorder.write_latched`)
 * messages received already serialized — the cameras' ``<camera>/image_raw/compressed`` and
   ``<camera>/camera_info`` under their live names, the CDR bytes as published (:meth:`EpisodeRecorder.write_raw`,
-  from any thread: ``nodes/camera_recording.py`` hands them over while the episode runs)
+  from any thread: ``nodes/camera_recording.py`` hands them over while the episode runs); in process the
+  camera backend writes each frame it renders as message dicts (:meth:`EpisodeRecorder.write_message`)
 
 The ROS distro goes into a ``rosbag2`` metadata record (:mod:`~strands_robots.rollout.mcap_file`); the events are
 encoded by :mod:`~strands_robots.rollout.event_envelope`.
@@ -48,8 +49,8 @@ from mcap_ros2.writer import Writer
 from strands_robots.rollout.event_envelope import event_envelope, ros_time
 from strands_robots.rollout.mcap_file import METADATA_ROS_DISTRO_KEY, METADATA_ROSBAG2, FileSink, ros_distro
 from strands_robots.rollout.mcap_file import default_raw as _default_raw
+from strands_robots.rollout.msg_shape import MessageShapeError, MessageShaper
 from strands_robots.rollout.msg_schema import (
-    FieldSpec,
     MsgDefinitionNotFound,
     MsgDefinitions,
     canonical_type_name,
@@ -136,7 +137,7 @@ class EpisodeRecorder:
         self._good_offset = 0       # end of the last write that left the file whole
         self._schemas: dict[str, Schema] = {}
         self._topic_types: dict[str, str] = {}
-        self._fields: dict[str, dict[str, FieldSpec]] = {}
+        self._shaper = MessageShaper(definitions)
         self._last_step_index = -1
         self._failure: BaseException | None = None
         self._closed = False
@@ -254,6 +255,11 @@ class EpisodeRecorder:
         return self._accepted
 
     @property
+    def topic_prefix(self) -> str:
+        """The namespace the topics are recorded under (``/strands``; "" at the root)."""
+        return self._topic_joint_states[: -len(TOPIC_JOINT_STATES)]
+
+    @property
     def topics(self) -> tuple[str, str, str]:
         """``(joint_states, actions, observer_events)`` as recorded."""
         return (self._topic_joint_states, self._topic_actions, self._topic_events)
@@ -322,12 +328,18 @@ class EpisodeRecorder:
         Call it when the recording starts, so the file holds the state in force when the episode began
         even though that state was published earlier; call it again when the state changes.
         """
+        self.write_message(topic, schema_name, msg_dict, time.time_ns())
+
+    @_locked
+    def write_message(self, topic: str, schema_name: str, msg_dict: Mapping[str, Any], log_ns: int,
+                      sequence: int = 0) -> None:
+        """Record one message given as a dict shaped like its .msg (nested messages as dicts) at ``log_ns``."""
         self._check_writable()
         try:
             type_name = canonical_type_name(schema_name)
         except ValueError as exc:
             raise RecordingError(f"cannot record {topic}: {exc}") from exc
-        self._write(topic, type_name, self._message(type_name, msg_dict), time.time_ns(), 0)
+        self._write(topic, type_name, self._message(type_name, msg_dict), int(log_ns), sequence & 0xFFFFFFFF)
         self._flush()
 
     @_locked
@@ -430,38 +442,10 @@ class EpisodeRecorder:
         return message
 
     def _message(self, type_name: str, value: Any) -> SimpleNamespace:
-        """Check a message dict against its definition and shape it as the CDR encoder needs it.
-
-        Every field name must exist in the .msg (a misspelt field would otherwise be recorded silently as its
-        default). Nested messages become namespaces, never dicts: the encoder falls back to
-        ``getattr(msg, field)``, so a dict standing in for a missing ``ScoringSheetDefinition`` would hand it
-        the dict's ``items`` method. Missing primitive fields and arrays get their defaults.
-        """
-        if value is None:
-            value = {}
-        if not isinstance(value, Mapping):
-            raise RecordingError(f"a {type_name} must be given as a mapping, got {type(value).__name__}")
-        fields = self._fields.get(type_name)
-        if fields is None:
-            try:
-                fields = {f.name: f for f in self._definitions.fields(type_name)}
-            except (MsgDefinitionNotFound, ValueError) as exc:
-                raise RecordingError(f"cannot record {type_name}: {exc}") from exc
-            self._fields[type_name] = fields
-        unknown = [str(k) for k in value if k not in fields]
-        if unknown:
-            raise RecordingError(f"{type_name} has no field {', '.join(sorted(unknown))}")
-        out: dict[str, Any] = {}
-        for name, spec in fields.items():
-            item = value.get(name)
-            if spec.message_type:
-                if spec.is_array:
-                    out[name] = [self._message(spec.message_type, v) for v in (item or ())]
-                else:
-                    out[name] = self._message(spec.message_type, item)
-            elif item is not None:
-                out[name] = list(item) if isinstance(item, tuple) else item
-        return SimpleNamespace(**out)
+        try:
+            return self._shaper.shape(type_name, value)
+        except MessageShapeError as exc:
+            raise RecordingError(str(exc)) from exc
 
     def _schema(self, type_name: str) -> Schema:
         schema = self._schemas.get(type_name)
