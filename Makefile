@@ -3,7 +3,7 @@
 # distro (ROS_DISTRO set) wins. Each distro has its own venv, build and install folders (scripts/layout.sh).
 ROS ?= kilted
 export ROS
-.PHONY: setup run test test-all bench clean
+.PHONY: setup run test test-fast test-all bench clean
 
 setup:
 	bash scripts/setup.sh
@@ -13,6 +13,10 @@ run:
 
 test:
 	bash scripts/test.sh $(ARGS)
+
+# The core unit tests only: no ROS process, no DDS, no server (src/strands_robots/test/fast_tests.py).
+test-fast:
+	STRANDS_ROBOTS_TEST_FAST=1 bash scripts/test.sh $(ARGS)
 
 # Both legs, as CI runs them.
 test-all:

@@ -1,6 +1,6 @@
 """System-test set-up: the same DDS isolation as the package's test conftest.
 
-Every pytest process gets its own ROS_DOMAIN_ID (1..100, seeded by the pid) and keeps discovery on this host,
+Every pytest process (and pytest-xdist worker) gets its own ROS_DOMAIN_ID and keeps discovery on this host,
 set at import (before any test starts a node or a subprocess, which inherit it). Values already in the
 environment win. The package's source tree goes first on PYTHONPATH, so the subprocesses import the code
 under test rather than an older installed copy.
@@ -15,9 +15,15 @@ from pathlib import Path
 PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 sys.path.insert(0, str(PACKAGE_SRC / "test"))  # the package tests' shared harness
 
+from fast_tests import ignore_in_fast_run  # noqa: E402
 from ros_harness import isolate_dds  # noqa: E402
 
 isolate_dds()
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``make test-fast``: no system test (fast_tests.py)."""
+    return True if ignore_in_fast_run(collection_path, system_tests=True) else None
 _path = os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.environ.get("PYTHONPATH") else []
 if str(PACKAGE_SRC) not in _path:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_SRC), *_path])

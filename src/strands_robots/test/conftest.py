@@ -1,17 +1,24 @@
 """Shared test set-up.
 
-DDS isolation: every pytest process gets its own ROS_DOMAIN_ID (1..100, seeded by the pid) and keeps
+DDS isolation: every pytest process (every pytest-xdist worker) gets its own ROS_DOMAIN_ID and keeps
 discovery on this host, so parallel test runs (and anything else on the network) never see each other's
-topics. This runs at conftest import, before any test calls ``rclpy.init``. Values already in the
-environment win, so a developer can still pin a domain.
+topics. This runs at conftest import, before any test calls ``rclpy.init``. A value already in the
+environment wins (the run's domain: worker gw0 keeps it, the others derive theirs from it,
+ros_harness.worker_domain), so a developer can still pin a domain.
 """
 
 from __future__ import annotations
 
 import pytest
+from fast_tests import ignore_in_fast_run
 from ros_harness import isolate_dds
 
 isolate_dds()
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``make test-fast`` (STRANDS_ROBOTS_TEST_FAST=1): the core unit tests only (fast_tests.py)."""
+    return True if ignore_in_fast_run(collection_path) else None
 
 
 @pytest.fixture(scope="module")

@@ -27,13 +27,30 @@ def isolate_dds() -> None:
     """Give this pytest process its own ROS_DOMAIN_ID and keep discovery on this host.
 
     The domain is 1..100, seeded by the pid; call it before anything calls ``rclpy.init`` (subprocesses inherit
-    it). Values already set win.
+    it). Values already set win, except in a pytest-xdist worker: see :func:`worker_domain`.
     """
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker:
+        os.environ["ROS_DOMAIN_ID"] = str(worker_domain(int(os.environ["ROS_DOMAIN_ID"]), worker))
     if _ros_distro_is_humble():
         os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     else:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+
+def worker_domain(domain: int, worker: str) -> int:
+    """Return the ROS_DOMAIN_ID of pytest-xdist worker ``worker`` (``gw0``, ``gw1``, ...) of a run on ``domain``.
+
+    The workers inherit the run's domain; each needs its own, or one worker's nodes answer another's (a second
+    driver on the same lease topics, node counts off by the other's). ``gw0`` keeps ``domain``; ``gw<i>`` gets
+    ``101 + (domain - 1 + 101 * (i - 1)) % 131``: for ``gw1`` that is ``domain + 100`` (101..201, no run's own
+    0..100 domain), and all stay within Fast DDS's 0..232.
+    """
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if index == 0:
+        return domain
+    return 101 + (domain - 1 + 101 * (index - 1)) % 131
 
 
 def wait_for(predicate, timeout_s: float = 10.0, period_s: float = 0.01) -> bool:
