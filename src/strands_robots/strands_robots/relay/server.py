@@ -19,6 +19,10 @@ What it does, and nothing more (it holds no job rules: the station does):
   the station's ``updated_unix_ms`` untouched and ``station_last_heard_unix_ms`` set when the station has
   been heard;
 - policy sessions are brokered by :class:`~strands_robots.relay.sessions.Broker`;
+- episode recordings go from a station to its job's team through the store (:mod:`~strands_robots.relay.recordings`:
+  size-bounded, SHA-256 checked); ``ListJobs`` pages a client's own jobs (:mod:`~strands_robots.relay.listing`);
+- operable (:mod:`~strands_robots.relay.operations`): ``grpc.health.v1``, Prometheus metrics on ``--metrics``, the
+  tokens file re-read on change and on SIGHUP;
 - protobuf only (no pickle), bounded message sizes, TLS when a certificate is given.
 
 Where each part lives: :mod:`~strands_robots.relay.core` (what the services share),
