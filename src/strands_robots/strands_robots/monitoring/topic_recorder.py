@@ -85,7 +85,7 @@ class TopicRecorder:
                  distro: "str | None" = None) -> None:
         from mcap.writer import CompressionType, Writer
 
-        from strands_robots.rollout.recording import METADATA_ROS_DISTRO_KEY, METADATA_ROSBAG2, ros_distro
+        from strands_robots.rollout.mcap_file import METADATA_ROS_DISTRO_KEY, METADATA_ROSBAG2, ros_distro
 
         self.path = Path(path)
         if os.path.lexists(self.path):
