@@ -13,13 +13,13 @@ import pytest
 pytest.importorskip("aiohttp", reason="the web status page needs aiohttp (requirements/python.txt)")
 pytest.importorskip("jinja2", reason="the web status page needs Jinja2 (requirements/python.txt)")
 
-from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS  # noqa: E402
+from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, postgres_server  # noqa: E402
 from web_helpers import Http, camera_recording, csrf_of, episode, read_events, snapshot  # noqa: E402
 
 from strands_robots.client import pb  # noqa: E402
 from strands_robots.relay import recording_store  # noqa: E402
 from strands_robots.relay.auth import TokenBook  # noqa: E402
-from strands_robots.relay.store import JobRecord, Snapshot, SqliteStore  # noqa: E402
+from strands_robots.relay.store import JobRecord, PostgresStore, Snapshot, SqliteStore  # noqa: E402
 from strands_robots.relay.web.app import MAX_BODY_BYTES  # noqa: E402
 from strands_robots.relay.web.server import WebStatusServer  # noqa: E402
 
@@ -327,3 +327,43 @@ def test_the_job_list_updates_live_when_a_snapshot_or_a_new_job_arrives(tmp_path
             timer.join()
         assert 'class="count">0/4</span>' in events[0][1] and "second" not in events[0][1]
         assert all(name == "update" for name, _ in events)
+
+
+def test_two_pages_on_one_postgresql_store_show_the_same_jobs_live_and_keep_teams_apart(tmp_path):
+    with postgres_server() as url:
+        writer, store_a, store_b = PostgresStore(url), PostgresStore(url), PostgresStore(url)
+        web_a = WebStatusServer(store_a, Tokens(), "127.0.0.1:0", poll_s=0.05)
+        web_b = WebStatusServer(store_b, Tokens(), "127.0.0.1:0", poll_s=0.05)
+        try:
+            port_a, port_b = web_a.start(), web_b.start()
+            _create(writer, "shared", client="team_a", episodes=3, at=1)
+            _create(writer, "rel-b", client="team_b", client_job_id="b-only", at=2)
+            _put(writer, snapshot("shared", 1, [episode(0)], total=3))
+            a, b = Http(port_a), Http(port_b)
+            a.sign_in(TEAM_A)
+            b.sign_in(TEAM_A)
+            for http in (a, b):
+                status, _, page = http.get("/jobs/shared")
+                assert status == 200 and '<span id="progress">1/3</span>' in page
+                status, _, listing = http.get("/jobs")
+                assert "shared" in listing and "b-only" not in listing
+                assert http.get("/jobs/b-only")[0] == 404
+            import threading
+
+            timer = threading.Timer(0.3, lambda: _put(writer, snapshot("shared", 2, [episode(0), episode(1)], total=3)))
+            timer.start()
+            try:
+                events = read_events(port_b, "/jobs/shared/events", b.cookies,
+                                     until=lambda ev: '<span id="progress">2/3</span>' in ev[-1][1])
+            finally:
+                timer.cancel()
+                timer.join()
+            assert '<span id="progress">1/3</span>' in events[0][1]
+            stranger = Http(port_a)  # page B's session cookie means nothing to page A (sessions are per process)
+            stranger.cookies = dict(b.cookies)
+            assert stranger.get("/jobs/shared")[0] == 303
+        finally:
+            web_a.stop()
+            web_b.stop()
+            for store in (writer, store_a, store_b):
+                store.close()
