@@ -6,7 +6,7 @@ import argparse
 import signal
 import threading
 
-from strands_robots.cli._ros import ros_env_check, subscribe_events
+from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 
 

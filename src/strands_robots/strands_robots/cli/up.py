@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from strands_robots.cli import argv_secrets
-from strands_robots.cli._ros import ros_env_check, subscribe_events
+from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 from strands_robots.supervisor import Supervisor
 

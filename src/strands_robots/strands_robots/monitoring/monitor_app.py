@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Run the window until it is closed, Ctrl-C, or ``--duration``; 2 when Qt or ROS is missing."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from strands_robots.cli._ros import ros_env_check
+    from strands_robots.nodes.ros_tools import ros_env_check
 
     ros_env_check("monitor")
     try:

@@ -1,4 +1,4 @@
-"""What the ROS commands of the CLI share: the environment check and the observer-events subscription."""
+"""What the ROS tools share (the CLI's ROS commands, the monitoring tools): the environment check and the events."""
 
 from __future__ import annotations
 
