@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("aiohttp", reason="the web status page needs aiohttp (requirements/python.txt)")
 pytest.importorskip("jinja2", reason="the web status page needs Jinja2 (requirements/python.txt)")
 
-from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, postgres_server  # noqa: E402
+from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, postgres_server, self_signed_cert  # noqa: E402
 from web_helpers import Http, camera_recording, csrf_of, episode, read_events, snapshot  # noqa: E402
 
 from strands_robots.client import pb  # noqa: E402
@@ -367,3 +367,31 @@ def test_two_pages_on_one_postgresql_store_show_the_same_jobs_live_and_keep_team
             web_b.stop()
             for store in (writer, store_a, store_b):
                 store.close()
+
+
+def test_with_the_relays_certificate_the_page_is_https_and_its_cookies_are_secure(tmp_path):
+    import http.client
+    import ssl
+
+    cert, key = self_signed_cert(tmp_path)
+    store = SqliteStore(str(tmp_path / "relay.db"))
+    web = WebStatusServer(store, Tokens(), "127.0.0.1:0", tls=(str(cert), str(key)))
+    try:
+        port = web.start()
+        assert web.url == f"https://127.0.0.1:{port}"
+        context = ssl.create_default_context(cafile=str(cert))
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        conn.request("GET", "/signin")
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        cookie = response.headers["Set-Cookie"]
+        assert response.status == 200 and "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        plain = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # no plaintext beside it
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            plain.request("GET", "/signin")
+            plain.getresponse().read()
+        plain.close()
+    finally:
+        web.stop()
+        store.close()
