@@ -108,7 +108,7 @@ def station(tmp_path_factory):
     recordings = workdir / "recordings"
     stack = LocalStation(str(workdir), namespace=f"gate_station_{int(time.time())}",
                          out=lambda name, line: lines.append(f"[{name}] {line}"),
-                         station_params={"record": "true"},
+                         station_params={"record": "true"}, cameras="scene,wrist",
                          rollout_params={"record": "true", "recording_dir": str(recordings)})
     stack.lines = lines
     stack.recordings = recordings
@@ -156,7 +156,8 @@ def wait_terminal(client, job_id, station):
 def test_a_mismatching_relay_policy_fails_the_job_naming_every_mismatch_and_no_arm_moves(station):
     client = station.client()
     before = station.watch.fresh()
-    declared = PolicySpec(action_keys=("right.joint_1", "right.joint_7"), cameras=(CameraNeed("top", 480, 640),),
+    declared = PolicySpec(action_keys=("right.joint_1", "right.joint_7"),
+                          cameras=(CameraNeed("top"), CameraNeed("scene", 480, 640)),
                           control_frequency_hz=15.0, action_ranges=(ActionRange("right.gripper", 0.0, 1.0),),
                           source="a droid-shaped policy")
     policy = DeclaringPolicy(declared)
@@ -167,9 +168,11 @@ def test_a_mismatching_relay_policy_fails_the_job_naming_every_mismatch_and_no_a
     assert final.state == "FAILED", final.message
     assert len(final.episodes) == 0
     message = final.message
-    assert "does not fit this station (4 mismatches; no arm moved)" in message, message
+    assert "does not fit this station (5 mismatches; no arm moved)" in message, message
     assert "1. action key 'right.joint_7'" in message
-    assert "camera 'top': this station has no such camera" in message
+    # the cameras the rollout node observes (its parameter), with their sizes from cameras.yaml
+    assert "camera 'top': this station has no such camera (its cameras: scene, wrist)" in message, message
+    assert "camera 'scene': the policy needs 480x640 images, this station's are 224x224" in message
     assert "control rate: the policy runs at 15 Hz" in message and "'gate' at 50 Hz" in message
     assert "action range of 'right.gripper': the policy commands [0, 1]" in message and "[0, 0.8]" in message
     after = station.watch.fresh()
@@ -209,8 +212,9 @@ def test_a_fitting_policy_runs_and_the_results_carry_their_provenance(station):
     assert provenance.software_version == __version__
     import subprocess
 
-    head = subprocess.run(["git", "-C", str(SOURCE), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert provenance.git_revision.split("-")[0] == head.strip()
+    revision = provenance.git_revision.split("-")[0]  # the commit the station started from (HEAD may move on)
+    assert len(revision) == 40 and subprocess.run(
+        ["git", "-C", str(SOURCE), "merge-base", "--is-ancestor", revision, "HEAD"]).returncode == 0
     files = {f.name: f for f in provenance.config_files}
     assert set(files) == {"arms.yaml", "cameras.yaml", "job"}
     assert files["arms.yaml"].sha256 == file_sha256(files["arms.yaml"].path)
