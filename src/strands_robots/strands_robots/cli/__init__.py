@@ -15,18 +15,19 @@
   Print the observer stream of a running rollout node, one line per event (or one per second of steps);
   ``--gaps`` only the event_seq gaps, ``--summary`` per-run resolution and deadline figures.
 ``strands-robots demo [--policy mock] [--duration 2] [--control-frequency 50]``
-  The in-process observer lane: ``Simulation.run_policy(..., observer=...)`` with no ROS at all.
-``strands-robots station [--job-file F] [--relay-credentials FILE]``
-  The simulated station (driver, rollout, station node) running the demo job through a local relay, or taking
-  jobs from a relay (``strands_robots.station_demo``).
+  One rollout in this process with no ROS at all: ``Simulation.run_policy(..., observer=...)``, the observer
+  lane printed as it goes (``up --rollout`` is the same over ROS, with the driver and rollout nodes).
+``strands-robots station ...``
+  Another name of ``up`` (the same command and options).
 ``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
   The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
+``strands-robots job submit|status|watch|cancel|serve ...``
+  A team's Evaluation Client against a relay, from the command line (``strands_robots.job_cli``).
 ``strands-robots demo-job (--relay ADDR --token-file T | --ros [--namespace N]) [--job-file F]``
-  Submit a job file, watch it to its end and print the summary (exit 0 when it SUCCEEDED): through the relay as
-  the Evaluation Client, or through the station's submit_job service (``strands_robots.cli.demo_job``; the
-  ``demo_job`` executable rollout.launch.py runs).
-``strands-robots job submit|status|watch|cancel ...``
-  The Evaluation Client from the command line (``strands_robots.job_cli``).
+  The job process of rollout.launch.py (the ``demo_job`` executable): submit a job file, watch it to its end and
+  print the summary, its exit code the launch's (0 when the job SUCCEEDED); through the relay as the Evaluation
+  Client, or through the station's submit_job service with no relay (``strands_robots.cli.demo_job``). By hand,
+  a team uses ``job``; ``demo-job --ros`` is the one way to run a job file on a station without a relay.
 ``strands-robots record | report | monitor | foxglove ...``
   Monitoring (``strands_robots.monitoring``): MCAP recording, plots, the monitor window, the Foxglove live view.
 ``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser(
-        "up", allow_abbrev=False,
+        "up", aliases=["station"], allow_abbrev=False,
         help="bring up a simulated station (relay, driver, rollout, station) and run the demo job; "
              "--relay: take jobs from a relay; --rollout: only the driver and the rollout node",
         description="Without options: a local relay, the arm driver, rollout and station nodes, the demo job "
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     echo.add_argument("--runs", type=int, default=0, help="exit after this many runs ended (0: until Ctrl-C)")
     echo.set_defaults(func=cmd_echo)
 
-    demo = sub.add_parser("demo", help="the in-process observer lane, no ROS")
+    demo = sub.add_parser("demo", help="one rollout in this process, no ROS (the observer lane printed)")
     demo.add_argument("--policy", default="mock")
     demo.add_argument("--control-frequency", type=float, default=50.0)
     demo.add_argument("--duration", type=float, default=2.0)
@@ -115,9 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 DELEGATED = {
-    "station": "the simulated station through a local relay (the demo job), or taking jobs from a relay",
     "relay": "the relay between stations and Evaluation Clients (gRPC)",
-    "demo-job": "submit a job file (relay or submit_job service), watch it to its end, print the summary",
+    "demo-job": "rollout.launch.py's job process: submit a job file (relay or the station's submit_job service), "
+                "watch it, print the summary, exit 0 on SUCCEEDED (a team uses `job`)",
     "record": "record every strands topic and camera to MCAP (rosbag2 conventions, latched state first); "
               "--foxglove serves them live",
     "report": "PNG plots from recordings: one per episode and a job summary; camera contact sheets and MP4s",
@@ -141,10 +142,6 @@ def _delegate(name: str, argv: "list[str]") -> int:
         from strands_robots.cli.demo_job import main as demo_job_main
 
         return int(demo_job_main(argv) or 0)
-    if name == "station":
-        from strands_robots.station_demo import main as station_main
-
-        return int(station_main(argv) or 0)
     from strands_robots.relay.server import main as relay_main
 
     return int(relay_main(argv) or 0)
