@@ -305,3 +305,31 @@ def test_two_relays_on_one_postgresql_serve_every_recording_and_listing(tmp_path
         finally:
             stop_process(a)
             stop_process(b)
+
+
+def test_two_uploads_of_one_episode_at_once_store_it_once(relay, tmp_path):
+    """A station's retry racing its first attempt: the second waits, then finds the recording stored."""
+    import threading
+
+    recording = write_mcap(tmp_path / "r.mcap", 2_500_000)
+    with EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
+        job = _station_job(client, "race-job")
+        answers, errors = [], []
+
+        def send():
+            try:
+                with grpc.insecure_channel(relay.target) as channel:
+                    answers.append(upload(ss_grpc.StationStub(channel), META, job, "ep_0000", recording,
+                                          timeout_s=60).already_stored)
+            except grpc.RpcError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=send) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [] and sorted(answers) == [False, True]
+        assert [n for n, _ in _chunk_rows(relay.db, job)] == [0, 1, 2]
+        done = client.download_recording("race-job", "ep_0000", tmp_path / "home.mcap")
+        assert done.path.read_bytes() == recording.read_bytes()

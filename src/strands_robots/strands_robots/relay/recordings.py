@@ -16,6 +16,7 @@ serves every recording.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from typing import Any, AsyncIterator
@@ -56,6 +57,7 @@ class RecordingService:
 
     def __init__(self, core: RelayCore) -> None:
         self._core = core
+        self._uploading: dict = {}  # (job, episode) -> asyncio.Lock: one upload of an episode at a time here
         rs.ensure_tables(core.store)
 
     # -- station ---------------------------------------------------------------------------------------------
@@ -68,42 +70,52 @@ class RecordingService:
             _check_header(header)
             job = await core.own_job(principal, header.job_id)
             key = (job.job_id, header.episode_id)
-            meta = (header.size_bytes, header.sha256, header.file_name)
-            limit = core.settings.max_recording_bytes
-            if header.size_bytes > limit:
-                reason = (f"the recording of episode {header.episode_id!r} ({header.size_bytes} bytes) is larger "
-                          f"than this relay's max_recording_bytes ({limit}); it was not stored")
-                await core.run(rs.refuse, core.store, *key, *meta, reason)
-                raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
-            held = await core.run(rs.info, core.store, *key)
-            if held is not None and held.complete and held.sha256 == header.sha256:
-                stored = await core.run(rs.stored_digest, core.store, *key, held.chunks)
-                if stored == (header.size_bytes, header.sha256):  # a retry: the relay's copy is whole
-                    return rp.UploadRecordingResponse(already_stored=True)
-                _log.warning("recording of job %s episode %s: the stored copy no longer matches its SHA-256; "
-                             "replaced by the station's upload", *key)
-            await core.run(rs.begin, core.store, *key, *meta)
-            digest, received, seq = hashlib.sha256(), 0, 0
-            async for message in requests:
-                if message.WhichOneof("kind") != "data":
-                    await self._lose(key, meta, "a second header in one upload")
-                data = message.data
-                if len(data) > CHUNK_BYTES:
-                    await self._lose(key, meta, f"a data chunk of {len(data)} bytes (at most {CHUNK_BYTES})")
-                received += len(data)
-                if received > header.size_bytes:
-                    await self._lose(key, meta, f"more bytes than the header's size_bytes ({header.size_bytes})")
-                digest.update(data)
-                await core.run(rs.put_chunk, core.store, *key, seq, data)
-                seq += 1
-            if received != header.size_bytes:
-                await self._lose(key, meta, f"{received} bytes received, the header said {header.size_bytes} "
-                                            f"(the upload was cut short)")
-            if digest.hexdigest() != header.sha256:
-                await self._lose(key, meta, f"the bytes' SHA-256 {digest.hexdigest()} is not the header's "
-                                            f"{header.sha256}")
-            await core.run(rs.finish, core.store, *key, seq)
-        _log.info("recording of job %s episode %s stored (%d bytes, sha256 %s)", job.job_id, header.episode_id,
+            lock = self._uploading.setdefault(key, asyncio.Lock())
+            try:
+                async with lock:  # a station's retry waits for its first attempt, then finds it stored
+                    return await self._upload(requests, header, key)
+            finally:
+                if not lock.locked():
+                    self._uploading.pop(key, None)
+
+    async def _upload(self, requests: AsyncIterator[Any], header: Any, key: tuple) -> Any:
+        core = self._core
+        meta = (header.size_bytes, header.sha256, header.file_name)
+        limit = core.settings.max_recording_bytes
+        if header.size_bytes > limit:
+            reason = (f"the recording of episode {header.episode_id!r} ({header.size_bytes} bytes) is larger "
+                      f"than this relay's max_recording_bytes ({limit}); it was not stored")
+            await core.run(rs.refuse, core.store, *key, *meta, reason)
+            raise Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, reason)
+        held = await core.run(rs.info, core.store, *key)
+        if held is not None and held.complete and held.sha256 == header.sha256:
+            stored = await core.run(rs.stored_digest, core.store, *key, held.chunks)
+            if stored == (header.size_bytes, header.sha256):  # a retry: the relay's copy is whole
+                return rp.UploadRecordingResponse(already_stored=True)
+            _log.warning("recording of job %s episode %s: the stored copy no longer matches its SHA-256; "
+                         "replaced by the station's upload", *key)
+        await core.run(rs.begin, core.store, *key, *meta)
+        digest, received, seq = hashlib.sha256(), 0, 0
+        async for message in requests:
+            if message.WhichOneof("kind") != "data":
+                await self._lose(key, meta, "a second header in one upload")
+            data = message.data
+            if len(data) > CHUNK_BYTES:
+                await self._lose(key, meta, f"a data chunk of {len(data)} bytes (at most {CHUNK_BYTES})")
+            received += len(data)
+            if received > header.size_bytes:
+                await self._lose(key, meta, f"more bytes than the header's size_bytes ({header.size_bytes})")
+            digest.update(data)
+            await core.run(rs.put_chunk, core.store, *key, seq, data)
+            seq += 1
+        if received != header.size_bytes:
+            await self._lose(key, meta, f"{received} bytes received, the header said {header.size_bytes} "
+                                        f"(the upload was cut short)")
+        if digest.hexdigest() != header.sha256:
+            await self._lose(key, meta, f"the bytes' SHA-256 {digest.hexdigest()} is not the header's "
+                                        f"{header.sha256}")
+        await core.run(rs.finish, core.store, *key, seq)
+        _log.info("recording of job %s episode %s stored (%d bytes, sha256 %s)", key[0], header.episode_id,
                   received, header.sha256[:12])
         return rp.UploadRecordingResponse(already_stored=False)
 
