@@ -168,3 +168,12 @@ def test_an_openpi_mapping_with_the_gripper_unscaled_or_a_missing_camera_is_name
     assert len(out) == 2
     assert out[0].startswith("camera 'top': this station has no such camera")
     assert out[1].startswith("action range of 'right.gripper': the policy commands [0, 1]")
+
+
+def test_an_openpi_servers_oversized_metadata_is_left_out_of_the_spec_saying_so():
+    policy = OpenPIPolicy("ws://127.0.0.1:1", obs_map="droid", connect=False)
+    policy.metadata = {"norm_stats": [0.5] * 5000, "control_frequency": 15}
+    spec = policy.spec()
+    assert spec.control_frequency_hz == 15.0
+    assert "more than 16384" in spec.metadata["omitted"] and spec.metadata["keys"] == ["control_frequency",
+                                                                                      "norm_stats"]

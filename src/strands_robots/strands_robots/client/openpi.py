@@ -25,6 +25,7 @@ The codec here is this package's own. Needs msgpack, websockets, numpy and Pillo
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -35,7 +36,7 @@ import numpy as np
 
 from strands_robots.client.obs_map import ObsMap, ObsMapError, load_obs_map, roboarena_obs_map
 from strands_robots.client.policy import Policy
-from strands_robots.client.policy_spec import ActionRange, CameraNeed, PolicySpec
+from strands_robots.client.policy_spec import MAX_METADATA_JSON, ActionRange, CameraNeed, PolicySpec
 
 __all__ = ["OpenPIPolicy", "OpenPIError", "OpenPIServerError", "OpenPIConnectionLost", "pack", "unpack",
            "serve_openpi", "VARIANTS"]
@@ -231,10 +232,15 @@ class OpenPIPolicy(Policy):
                        for a in self.obs_map.actions if a is not None and a.key.rsplit(".", 1)[-1] == "gripper")
         observed = tuple(dict.fromkeys(e.key for entries in self.obs_map.state.values() for e in entries
                                        if e.key is not None))
+        metadata: Dict[str, Any] = self.metadata
+        size = len(json.dumps(metadata, sort_keys=True, default=str))
+        if size > MAX_METADATA_JSON:  # kept whole in the log; the spec says it was left out, and why
+            metadata = {"omitted": f"the server's metadata is {size} characters of JSON, more than "
+                                   f"{MAX_METADATA_JSON}", "keys": sorted(map(str, self.metadata))[:64]}
         return PolicySpec(action_keys=self.obs_map.action_keys, action_dim=len(self.obs_map.actions),
                           observation_keys=observed, cameras=tuple(cameras.values()), control_frequency_hz=float(rate),
                           action_ranges=ranges, source=f"{self.variant} server {self.url}, obs map {self.obs_map.name}",
-                          metadata=self.metadata)
+                          metadata=metadata)
 
     def close(self) -> None:
         """Close the connection to the server."""
