@@ -27,10 +27,14 @@ TIMEOUT_S = 150.0
 
 
 def small_job(tmp_path) -> str:
-    """Write the demo job's first two tasks, one episode each, 1 s per episode; return its path."""
+    """Write the demo job's first two tasks, one episode each, 1 s per episode; return its path.
+
+    Without the file's camera request (``images``): these tasks need no camera and the stations here run none.
+    """
     from strands_robots.station_demo import default_demo_job
 
     data = yaml.safe_load(open(default_demo_job(), encoding="utf-8"))
+    data.pop("images", None)
     data.update(episodes_total=2, duration_s=1.0, tasks=data["tasks"][:2])
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))

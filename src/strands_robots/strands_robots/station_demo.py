@@ -270,14 +270,15 @@ class LocalStation:
     :param station_params: extra station node parameters (``-p``).
     :param out: where children's output lines go (``(name, line)``); None prints them prefixed.
     :param cameras: comma-separated cameras of ``config/cameras.yaml`` the camera node renders and every
-        observation holds; empty: no camera node.
+        observation holds; empty (the default): no camera node. The demo and ``run_station`` give
+        :data:`DEMO_CAMERAS`.
     """
 
     def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
                  relay_credentials: Optional[str] = None, station_params: Optional[dict] = None,
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
                  control_frequency: float = 50.0, tls: Optional[tuple] = None,
-                 cameras: str = DEMO_CAMERAS) -> None:
+                 cameras: str = "") -> None:
         from strands_robots.supervisor import Supervisor
 
         self.workdir = Path(workdir)
@@ -465,7 +466,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
 
     with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
         station = LocalStation(workdir, namespace=namespace, station_id=spec.station_id, out=out,
-                               control_frequency=spec.control_frequency)
+                               control_frequency=spec.control_frequency, cameras=DEMO_CAMERAS)
         final = None
         served: dict = {}
         died: dict = {}
@@ -535,7 +536,7 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
 
     with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
         station = LocalStation(workdir, namespace=namespace, relay_credentials=relay_credentials,
-                               station_params={"state_dir": state_dir} if state_dir else None)
+                               station_params={"state_dir": state_dir} if state_dir else None, cameras=DEMO_CAMERAS)
         try:
             station.start_nodes()
             write(f"[up] station {station.station_id} takes jobs from {station.relay_target}; Ctrl-C stops it")
