@@ -1,7 +1,7 @@
 """``strands-robots up``: a simulated station running a job, or (``--rollout``) the driver and rollout node alone.
 
-Without ``--rollout`` it is :func:`strands_robots.station_demo.run_demo` (a local relay, the three nodes, the
-demo job submitted and served through the relay) or, with ``--relay-credentials FILE`` (or ``--relay ADDR`` and
+Without ``--rollout`` it is :func:`strands_robots.station_demo.run_demo` (a local relay, the three nodes and
+the camera node rendering ``scene`` and ``wrist``, the demo job submitted and served through the relay) or, with ``--relay-credentials FILE`` (or ``--relay ADDR`` and
 the station's token in the environment variable ``STRANDS_ROBOTS_STATION_TOKEN``),
 :func:`~strands_robots.station_demo.run_station`. A token is never taken from the command line. The station's
 job state then persists in ``--state-dir``, by default ``$XDG_STATE_HOME/strands_robots/<station_id>``
