@@ -367,10 +367,12 @@ class PolicyRunner:
                 recorder = s.recorder_cls.open(path, control_frequency=s.control_frequency, fps=s.fps,
                                                actuator_keys=s.actuator_keys, robot_name=s.robot_name,
                                                topic_prefix=s.spec.recording_topic_prefix)
+                _recording_hook(backend, "start_recording", recorder)  # the cameras' messages (over ROS)
             pacer = DeadlinePacer(s.period_s, fast_mode=s.fast_mode, stop=self.stop, clock_ns=self._clock_ns,
                                   waiter=self._waiter)
         except Exception as exc:
             if recorder is not None:
+                _recording_hook(backend, "stop_recording")
                 try:
                     recorder.close()
                 except Exception:
@@ -438,6 +440,7 @@ class PolicyRunner:
     def _finish_recording(self, recorder: Any, ended: RunPolicyEnded, s: _Settings) -> RunPolicyEnded:
         """Write the Ended and finish the file; a failure (never silent) makes an ok episode an error."""
         failure: "BaseException | None" = None
+        _recording_hook(self.backend, "stop_recording")
         try:
             write_event(recorder, ended)
         except RecordingFailed as exc:
@@ -486,3 +489,9 @@ class PolicyRunner:
             sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
             recording_path=recording_path, recorded_frames=st.recorded_frames)
 
+
+def _recording_hook(backend: Any, name: str, *args: Any) -> None:
+    """Call the backend's optional ``start_recording`` / ``stop_recording`` (its cameras' messages, over ROS)."""
+    hook = getattr(backend, name, None)
+    if callable(hook):
+        hook(*args)
