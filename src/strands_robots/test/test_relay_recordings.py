@@ -127,7 +127,7 @@ def test_the_owner_downloads_the_stations_recording_byte_for_byte(relay, tmp_pat
     token_file.write_text(CLIENT_TOKENS["team_a"])
     token_file.chmod(0o600)
     cli_out = tmp_path / "cli"
-    run = subprocess.run([sys.executable, "-m", "strands_robots.job_cli", "recordings", "--relay", relay.target,
+    run = subprocess.run([sys.executable, "-m", "strands_robots.cli.job", "recordings", "--relay", relay.target,
                           "--token-file", str(token_file), "rec-1", "-o", str(cli_out)],
                          env=relay_env(), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -302,6 +302,26 @@ def test_two_relays_on_one_postgresql_serve_every_recording_and_listing(tmp_path
                 with pytest.raises(NotFound, match="no job 'pg-job' for this client"):
                     other.download_recording("pg-job", "ep_0000", tmp_path / "theirs.mcap")
                 assert list(other.list_jobs().jobs) == []
+
+            # the same episode uploaded through both relays at once (a retry after a failover): stored once,
+            # whole; the one that lost the race is told ABORTED and its uploader tries again
+            second = write_mcap(tmp_path / "r2.mcap", 3_000_000, seed=1)
+            channels = [grpc.insecure_channel(f"127.0.0.1:{p}") for p in (port_a, port_b)]
+            try:
+                uploaders = [RecordingUploader(ss_grpc.StationStub(c), META, retry_s=(0.05, 0.2)) for c in channels]
+                for u in uploaders:
+                    u.submit(job, "ep_0001", second)
+                assert all(u.wait_idle(60) for u in uploaders)
+                for u in uploaders:
+                    u.close()
+            finally:
+                for c in channels:
+                    c.close()
+            results = [u.results[0] for u in uploaders]
+            assert all(r.ok for r in results), results
+            with EvaluationClient(f"127.0.0.1:{port_b}", token=CLIENT_TOKENS["team_a"]) as via_b:
+                done = via_b.download_recording("pg-job", "ep_0001", tmp_path / "home2.mcap")
+                assert done.path.read_bytes() == second.read_bytes()
         finally:
             stop_process(a)
             stop_process(b)

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-__all__ = ["RecordingRow", "SHA256_HEX", "ensure_tables", "info", "infos", "begin", "put_chunk", "finish", "refuse",
+__all__ = ["ConcurrentUpload", "RecordingRow", "SHA256_HEX",
+           "ensure_tables", "info", "infos", "begin", "put_chunk", "finish", "refuse",
            "chunk", "chunk_count", "stored_digest"]
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -100,9 +101,19 @@ def begin(store: Any, job_id: str, episode_id: str, size_bytes: int, sha256: str
         (job_id, episode_id, int(size_bytes), sha256, file_name))
 
 
+class ConcurrentUpload(Exception):
+    """Another upload of the same episode (through another relay on the store) wrote the same chunk."""
+
+
 def put_chunk(store: Any, job_id: str, episode_id: str, seq: int, data: bytes) -> None:
-    store.run_sql("INSERT INTO recording_chunks (job_id, episode_id, seq, data) VALUES ({p}, {p}, {p}, {p})",
-                  (job_id, episode_id, int(seq), bytes(data)))
+    try:
+        store.run_sql("INSERT INTO recording_chunks (job_id, episode_id, seq, data) VALUES ({p}, {p}, {p}, {p})",
+                      (job_id, episode_id, int(seq), bytes(data)))
+    except Exception as exc:
+        if any(cls.__name__ == "IntegrityError" for cls in type(exc).__mro__):  # sqlite3's, psycopg's
+            raise ConcurrentUpload(f"another upload of episode {episode_id!r} of job {job_id!r} is under way") \
+                from None
+        raise
 
 
 def finish(store: Any, job_id: str, episode_id: str, chunks: int) -> None:

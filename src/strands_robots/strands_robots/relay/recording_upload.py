@@ -4,9 +4,10 @@
 after each episode that recorded) and sends it from a thread of its own, one at a time, in the order given:
 first the file's SHA-256 and size (one read of the file), then a header with them and the file's bytes in
 chunks of :data:`CHUNK_BYTES` (a second read), so the relay can check what arrived against what the station has.
-A relay that cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED) is tried again with a doubling pause, up to
-``attempts``; a refusal for the recording itself (too large, not matching, not this station's job) is logged
-once and not retried. Nothing here blocks the station: :meth:`submit` only queues.
+A relay that cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED), or another upload of the episode under way
+through another relay (ABORTED), is tried again with a doubling pause, up to ``attempts``; a refusal for the
+recording itself (too large, not matching, not this station's job) is logged once and not retried. Nothing here
+blocks the station: :meth:`submit` only queues.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from strands_robots.relay.proto import recording_pb2 as rp
 _log = logging.getLogger("strands_robots.relay.recording_upload")
 
 CHUNK_BYTES = 1024 * 1024
-_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+#: tried again: the relay unreachable or slow, or another upload of the episode under way (ABORTED)
+_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED})
 _STOP = object()
 
 

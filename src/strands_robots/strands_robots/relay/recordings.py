@@ -106,7 +106,10 @@ class RecordingService:
             if received > header.size_bytes:
                 await self._lose(key, meta, f"more bytes than the header's size_bytes ({header.size_bytes})")
             digest.update(data)
-            await core.run(rs.put_chunk, core.store, *key, seq, data)
+            try:
+                await core.run(rs.put_chunk, core.store, *key, seq, data)
+            except rs.ConcurrentUpload as exc:  # through another relay: the station tries again later
+                raise Refused(grpc.StatusCode.ABORTED, f"{exc}; try again") from None
             seq += 1
         if received != header.size_bytes:
             await self._lose(key, meta, f"{received} bytes received, the header said {header.size_bytes} "
@@ -114,6 +117,9 @@ class RecordingService:
         if digest.hexdigest() != header.sha256:
             await self._lose(key, meta, f"the bytes' SHA-256 {digest.hexdigest()} is not the header's "
                                         f"{header.sha256}")
+        if await core.run(rs.chunk_count, core.store, *key) != seq:  # another relay's upload began under it
+            raise Refused(grpc.StatusCode.ABORTED, f"another upload of episode {key[1]!r} of job {key[0]!r} "
+                                                   f"began under this one; try again")
         await core.run(rs.finish, core.store, *key, seq)
         _log.info("recording of job %s episode %s stored (%d bytes, sha256 %s)", key[0], header.episode_id,
                   received, header.sha256[:12])
