@@ -27,7 +27,7 @@ The tables:
   :data:`POLICY_CONFIG_MAX` characters) and :func:`check_policy`, which builds a built-in mock or scripted
   policy from the config each task's episodes get, as the rollout will, so a bad option is refused at submit.
 
-The readers (``station.operator``, ``station.inprocess``, ``nodes.station_robot_port``) may parse a value with
+The readers (``station.scripted_operator``, ``station.inprocess``, ``nodes.station_robot_port``) may parse a value with
 :func:`parameter_number` / :func:`parameter_flag` to read it by the same rule it was checked by.
 
 A refusal is a :class:`ValueRefused` naming the field, the value and the allowed range, e.g. ``duration_s='1e9'
@@ -227,7 +227,7 @@ _PARAMETERS = (
                              exclusive_minimum=True)),
     TaskParameter("start_pose_timeout_s", NUMBER, "start pose",
                   _seconds("how long the arms may take to settle at the start pose", 600.0, exclusive=True)),
-    # the scripted operator (station.operator.ScriptedOperator)
+    # the scripted operator (station.scripted_operator.ScriptedOperator)
     TaskParameter("operator_takeover_at_s", NUMBER, "scripted operator",
                   _seconds("rollout time at which the scripted operator takes over", 86400.0)),
     TaskParameter("operator_takeover_for_s", NUMBER, "scripted operator",

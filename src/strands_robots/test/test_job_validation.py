@@ -15,7 +15,7 @@ import pytest
 
 from strands_robots import validation as rules
 from strands_robots.rollout.run_spec import FIELD_LIMITS, RunRefused, validate_run
-from strands_robots.station import inprocess, job, operator
+from strands_robots.station import inprocess, job, scripted_operator
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.job_file import load_job_file
 from strands_robots.station.limits import IDENTIFIER_MAX, INSTRUCTION_MAX, TASK_TEXT_MAX
@@ -110,14 +110,14 @@ def test_the_ranges_read_as_written():
 
 # -- task parameters --------------------------------------------------------------------------------------------
 def test_every_parameter_key_a_reader_reads_is_in_the_table():
-    read = {value for module in (job, operator, inprocess) for name, value in vars(module).items()
+    read = {value for module in (job, scripted_operator, inprocess) for name, value in vars(module).items()
             if name.startswith("PARAM_") and isinstance(value, str)}
-    assert read  # job.PARAM_DURATION_S ..., operator.PARAM_TAKEOVER_AT_S ..., inprocess.PARAM_STOP_HEARTBEAT_AT_S
+    assert read  # job.PARAM_DURATION_S, scripted_operator.PARAM_TAKEOVER_AT_S, inprocess.PARAM_STOP_HEARTBEAT_AT_S
     prefixes = tuple(rules.TASK_PARAMETER_PREFIXES) + (job.POLICY_PARAM_PREFIX,)
     missing = sorted(k for k in read if k not in rules.TASK_PARAMETERS and not k.endswith(".")
                      and not k.startswith(prefixes))
     assert missing == []
-    assert operator.PARAM_ANSWER_PREFIX in rules.TASK_PARAMETER_PREFIXES
+    assert scripted_operator.PARAM_ANSWER_PREFIX in rules.TASK_PARAMETER_PREFIXES
     assert job.POLICY_PARAM_PREFIX in rules.TASK_PARAMETER_PREFIXES
 
 

@@ -21,7 +21,7 @@ from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job import JobSpec
 from strands_robots.station.job_file import task_from_mapping
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.station import Station
 
 STATION = "sim_station"

@@ -18,7 +18,7 @@ from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping
 from strands_robots.station.job_queue import JobQueue
 from strands_robots.station.model import JobState
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore, PersistenceError
 from strands_robots.station.record import JobRecord
 from strands_robots.station.station import SET_ASIDE_SEQUENCE, Station
@@ -107,7 +107,7 @@ CHILD = r"""
 import json, sys, threading
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.station import Station
 station = Station("sim", InProcessRobot(), ScriptedOperator(), store=JobStore(sys.argv[1]))

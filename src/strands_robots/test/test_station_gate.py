@@ -17,7 +17,7 @@ from strands_robots.station.episodes import JobRunner, ProcedureSettings
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.provenance import file_sha256, job_sha256, load_station_facts
 from strands_robots.station.record import JobRecord

@@ -7,7 +7,7 @@ import pytest
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.record import JobRecord, RunningEpisode
 from strands_robots.station.station import Station

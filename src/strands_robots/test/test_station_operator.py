@@ -17,9 +17,9 @@ from strands_robots.station.operator import (
     DECISION_CANCELLED,
     OperatorConsole,
     PendingEpisode,
-    ScriptedOperator,
 )
 from strands_robots.station.record import JobRecord
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.success_predicate import parse_success_predicate
 
 SHEET = [

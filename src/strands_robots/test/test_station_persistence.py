@@ -10,7 +10,7 @@ from strands_robots.station.episodes import JobRunner
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import (
     FORMAT_VERSION,
     MAX_RESTARTS,
@@ -188,7 +188,7 @@ import sys
 from strands_robots.station.episodes import JobRunner
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.record import JobRecord
 import json

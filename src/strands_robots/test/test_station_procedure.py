@@ -22,7 +22,7 @@ from strands_robots.station.episodes import (
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import aggregate
 

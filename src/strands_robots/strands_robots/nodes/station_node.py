@@ -9,7 +9,7 @@ heartbeat, keeps a backlog while the relay is away — or from the
 ``submit_job`` service, and run one at a time on the core's job thread (node callbacks never wait for an
 episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm driver's lease and start
 pose, the rollout node's ``run_episode`` action and takeover services) and an operator (``operator: scripted``
-— the :class:`~strands_robots.station.operator.ScriptedOperator` of a simulated station, driven by task
+— the :class:`~strands_robots.station.scripted_operator.ScriptedOperator` of a simulated station, driven by task
 parameters — or ``manual``: the operator services below, a person's answers).
 
 Services: ``submit_job`` (SubmitJob: answered once the job is persisted; from then on it is visible, CREATED
@@ -59,7 +59,7 @@ from strands_robots.nodes.process import StopSignals, init_without_signal_handle
 from strands_robots.nodes.station_robot_port import RelaySettings, RosRobotPort
 from strands_robots.station.episodes import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
-from strands_robots.station.operator import ScriptedOperator
+from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.station import Station
 

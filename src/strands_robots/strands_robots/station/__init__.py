@@ -7,7 +7,8 @@ One concept per module:
 - ``job``: JobSpec validation, the job state machine, per-episode plans;
 - ``record``: the station's whole state of one job (episode ids, running, discarded, interrupted);
 - ``episodes``: the episode procedure (JobRunner) over a RobotPort and an OperatorPort;
-- ``operator``: the operator console (takeover, resume, claim, discard, score sheet) and ScriptedOperator;
+- ``operator``: the operator console (takeover, resume, claim, discard, score sheet);
+- ``scripted_operator``: ScriptedOperator, the simulated station's operator driven by task parameters;
 - ``status``: JobStatus snapshots and the job's aggregates;
 - ``persistence``: atomic job files + episode log, restart recovery;
 - ``station``: a station's jobs, run one at a time (what the station node drives);

@@ -214,7 +214,7 @@ class RobotPort(Protocol):
 
 
 class OperatorPort(Protocol):
-    """The person (or :class:`~strands_robots.station.operator.ScriptedOperator`) at the station.
+    """The person (or :class:`~strands_robots.station.scripted_operator.ScriptedOperator`) at the station.
 
     Each hook may act through the console; a human operator's actions arrive through services instead.
     """
