@@ -162,12 +162,14 @@ def test_a_station_token_shows_that_stations_queue_only(tmp_path):
         _create(store, "q1", station="sim_station", at=1)
         _create(store, "q2", station="other_station", at=2)
         _create(store, "done", station="sim_station", at=3)
+        _create(store, "q4", station="sim_station", at=4)
         _put(store, snapshot("done", 3, [episode(i) for i in range(4)], state="SUCCEEDED"))
         http = Http(port)
         http.sign_in(STATION_TOKENS["sim_station"])
         status, _, page = http.get("/jobs")
         assert status == 200 and "Queue of station sim_station" in page
         assert "q1" in page and "q2" not in page and "/jobs/done" not in page
+        assert page.index("/jobs/q1") < page.index("/jobs/q4")  # the queue in the order it runs: oldest first
         assert http.get("/jobs/q2")[0] == 404
 
 

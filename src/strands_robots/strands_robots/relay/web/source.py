@@ -17,21 +17,37 @@ from strands_robots.relay import recording_store
 from strands_robots.relay.auth import KIND_CLIENT, Principal
 from strands_robots.relay.core import RelayCore
 from strands_robots.relay.recording_store import RecordingRow
-from strands_robots.relay.store import JobView, Store
+from strands_robots.relay.store import JobRecord, JobView, Snapshot, Store
 from strands_robots.relay.web.thumbnails import ThumbnailCache, first_frame
 from strands_robots.relay.web.view_model import JobPage, job_page
 
 #: jobs one list page shows (newest first)
 MAX_LISTED_JOBS = 50
 
-_CLIENT_JOB_IDS = ("SELECT client_job_id FROM jobs WHERE client_id = {p} "
-                   "ORDER BY submitted_unix_ms DESC, job_id DESC LIMIT {p}")
+# The listed jobs with their snapshots and stations' last-heard times in one query (not one per job).
+_LIST = ("SELECT j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
+         "j.cancel_reason, j.episodes_total, j.client_job_id, s.updated_unix_ms, s.state, s.payload, s.episodes_done, "
+         "s.sequence, st.last_heard_unix_ms FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id "
+         "LEFT JOIN stations st ON st.station_id = j.station_id WHERE {where} "
+         "ORDER BY {order} LIMIT {p}")
 # What a listed job's row may change with, for the list's live view: one query, no snapshot decoded.
 _FINGERPRINT = ("SELECT j.job_id, COALESCE(s.sequence, -1), COALESCE(s.updated_unix_ms, -1), j.cancel_requested "
                 "FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE {where} "
-                "ORDER BY j.submitted_unix_ms DESC, j.job_id DESC LIMIT {p}")
+                "ORDER BY {order} LIMIT {p}")
+_NEWEST_FIRST = "j.submitted_unix_ms DESC, j.job_id DESC"   # a team's jobs
+_QUEUE_ORDER = "j.submitted_unix_ms, j.job_id"                # a station's queue, in the order it runs them
 _CLIENT_ROWS = "j.client_id = {p}"
 _STATION_ROWS = "j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
+
+
+def _view_of(row: tuple) -> JobView:
+    job = JobRecord(job_id=row[0], client_id=row[1], station_id=row[2], request=bytes(row[3]),
+                    submitted_unix_ms=int(row[4]), cancel_requested=bool(row[5]), cancel_reason=row[6] or "",
+                    episodes_total=int(row[7]), client_job_id=row[8] or "")
+    snapshot = None if row[10] is None else Snapshot(job_id=row[0], updated_unix_ms=int(row[9]), state=row[10],
+                                                     payload=bytes(row[11]), episodes_done=int(row[12]),
+                                                     sequence=int(row[13]))
+    return JobView(job=job, snapshot=snapshot, station_last_heard=None if row[14] is None else int(row[14]))
 
 
 class JobSource:
@@ -89,15 +105,17 @@ class JobSource:
 
     def fingerprint(self, principal: Principal) -> tuple:
         """Return a value that changes whenever :meth:`pages` may (a job in or out, a new snapshot, a cancel)."""
-        where = _CLIENT_ROWS if principal.kind == KIND_CLIENT else _STATION_ROWS
-        sql = _FINGERPRINT.replace("{where}", where)
-        return tuple(tuple(r) for r in self._store.read_sql(sql, (principal.name, MAX_LISTED_JOBS)))
+        return tuple(tuple(r) for r in self._store.read_sql(self._sql(_FINGERPRINT, principal),
+                                                            (principal.name, MAX_LISTED_JOBS)))
+
+    @staticmethod
+    def _sql(template: str, principal: Principal) -> str:
+        if principal.kind == KIND_CLIENT:
+            return template.replace("{where}", _CLIENT_ROWS).replace("{order}", _NEWEST_FIRST)
+        return template.replace("{where}", _STATION_ROWS).replace("{order}", _QUEUE_ORDER)
 
     def pages(self, principal: Principal) -> List[JobPage]:
         """Return a client's newest jobs (at most :data:`MAX_LISTED_JOBS`), or a station's queue (jobs not ended)."""
-        if principal.kind == KIND_CLIENT:
-            ids = [row[0] for row in self._store.read_sql(_CLIENT_JOB_IDS, (principal.name, MAX_LISTED_JOBS))]
-        else:
-            ids = [job.job_id for job in self._store.open_jobs_for_station(principal.name)][:MAX_LISTED_JOBS]
-        found = (self.page(principal, job_id) for job_id in ids)
-        return [p for p in found if p is not None]
+        rows = self._store.read_sql(self._sql(_LIST, principal), (principal.name, MAX_LISTED_JOBS))
+        views = [_view_of(row) for row in rows]
+        return [job_page(v, RelayCore.status_of_view(v), self.shown_id(principal, v)) for v in views]
