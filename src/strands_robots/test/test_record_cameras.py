@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("mcap_ros2", reason="mcap-ros2-support is not installed (requirements/python.txt)")
 
+from mcap.reader import make_reader  # noqa: E402
 from monitor_helpers import start_module, stop_process  # noqa: E402
 from test_camera_node import CameraProcess  # noqa: E402  (the camera node process and a probe playing the driver)
 
@@ -66,6 +67,16 @@ def test_record_holds_every_frame_the_camera_node_published_under_its_live_name(
     topics = {f"{cam.ns}/{c}/image_raw/compressed" for c in CAMERAS}
     assert set(recorded.frames) == topics                            # the live names
     assert set(recorded.infos) == {f"{cam.ns}/{c}/camera_info" for c in CAMERAS}
+    with open(out, "rb") as handle:  # what ros2 bag info lists: channels, their types and offered QoS
+        summary = make_reader(handle).get_summary()
+    schemas = {i: sc.name for i, sc in summary.schemas.items()}
+    channels = {c.topic: c for c in summary.channels.values()}
+    for name in CAMERAS:
+        jpeg_channel = channels[f"{cam.ns}/{name}/image_raw/compressed"]
+        assert schemas[jpeg_channel.schema_id] == "sensor_msgs/msg/CompressedImage"
+        assert schemas[channels[f"{cam.ns}/{name}/camera_info"].schema_id] == "sensor_msgs/msg/CameraInfo"
+        assert "reliability: best_effort" in jpeg_channel.metadata["offered_qos_profiles"]
+        assert summary.statistics.channel_message_counts[jpeg_channel.id] == counts[name][1]
     for topic, frames in recorded.frames.items():
         name = camera_of(topic)
         published, jpegs = counts[name]
