@@ -152,7 +152,7 @@ class RelayMetrics:
         ok = self.calls.labels(method, "OK").inc  # the method's children bound once, not looked up per call
         observe = self.latency.labels(method).observe
         calls = self.calls
-        open_streams = self.open_streams.labels(method)
+        open_streams = self.open_streams.labels(method) if kind not in ("unary", "in_thread") else None
 
         def done(_method: str, start: float, code: str) -> None:
             observe(time.perf_counter() - start)
