@@ -27,7 +27,7 @@ from rclpy.context import Context  # noqa: E402
 from rclpy.qos import qos_profile_action_status_default  # noqa: E402
 from ros_harness import NodeSpinners, wait_for  # noqa: E402
 
-from strands_robots.station.episodes import InfrastructureFault, fault_of  # noqa: E402
+from strands_robots.station.ports import InfrastructureFault, fault_of  # noqa: E402
 from strands_robots.station.job import EpisodePlan  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 

@@ -10,18 +10,11 @@ import pytest
 
 from strands_robots.policies.mock import MockPolicy
 from strands_robots.policies.registry import register_provider
-from strands_robots.station.episodes import (
-    INFRASTRUCTURE_ERRORS,
-    InfrastructureFault,
-    JobRunner,
-    ProcedureSettings,
-    RolloutOutcome,
-    fault_of,
-    kept_count,
-)
+from strands_robots.station.episodes import JobRunner, ProcedureSettings, kept_count
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
+from strands_robots.station.ports import INFRASTRUCTURE_ERRORS, InfrastructureFault, RolloutOutcome, fault_of
 from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import aggregate

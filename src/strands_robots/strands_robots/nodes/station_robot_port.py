@@ -1,4 +1,4 @@
-"""The station's :class:`~strands_robots.station.episodes.RobotPort` over ROS: the arm driver and the rollout node.
+"""The station's :class:`~strands_robots.station.ports.RobotPort` over ROS: the arm driver and the rollout node.
 
 Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
 
@@ -27,7 +27,7 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
   core's deadline ends the wait);
 - **faults**: what is the station's and not the policy's is said so, and the core keeps the episode as an
   ``infrastructure_fault`` and runs its task again: the driver not ready or not answering (lease, start pose:
-  :class:`~strands_robots.station.episodes.InfrastructureFault`), the rollout node not there, not answering,
+  :class:`~strands_robots.station.ports.InfrastructureFault`), the rollout node not there, not answering,
   busy with an episode not ours, or dying under the goal (its action server's identity, the GIDs of its status
   publisher, is watched: replaced by a restarted node, or gone for a few seconds), and the rollout's own
   ``error_type`` (``DriverFault``, ``InferenceTimeout``) passed on for the core to judge. A goal that cannot
@@ -60,7 +60,7 @@ from strands_robots.arm.lease import operator_holder, station_of
 from strands_robots.nodes._qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
-from strands_robots.station.episodes import InfrastructureFault, RolloutOutcome
+from strands_robots.station.ports import InfrastructureFault, RolloutOutcome
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.job_file import task_to_mapping
 

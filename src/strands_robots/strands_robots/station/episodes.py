@@ -19,7 +19,7 @@ the arms), ``safety_stop`` (``end_detail`` names every tripped check, as the dri
 
 - ``policy_error``: the policy failed the rollout itself (an exception in ``act``, a malformed chunk, keys no
   actuator has). It is the policy's episode: kept, scored like any other, never re-run;
-- ``infrastructure_fault``: the station's own infrastructure ended it (see :func:`fault_of`: the arm driver,
+- ``infrastructure_fault``: the station's own infrastructure ended it (see :func:`.ports.fault_of`: the arm driver,
   the rollout node or the relay link died, the policy was silent past its deadline). It is kept with the
   reason in ``end_detail``, unscored (so out of the rates), and its task runs again as a new episode id; a
   lost policy session first waits for the policy again (WAITING_POLICY). One task's episode is run again at
@@ -41,8 +41,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Tuple
 
 from strands_robots.arm.lease import station_holder
 from strands_robots.rollout.end_condition import END_INFRASTRUCTURE_FAULT, END_POLICY_ERROR, end_condition_for
@@ -68,6 +68,15 @@ from strands_robots.station.operator import (
 )
 from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
+from strands_robots.station.ports import (
+    FAULT_INFRASTRUCTURE,
+    FAULT_POLICY,
+    InfrastructureFault,
+    OperatorPort,
+    RobotPort,
+    RolloutOutcome,
+    fault_of,
+)
 from strands_robots.station.arms import acquire_arms
 from strands_robots.station.compatibility import check, gate_message
 from strands_robots.station.safety_gate import clear_before_episode
@@ -77,81 +86,10 @@ from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot,
 _log = logging.getLogger("strands_robots.station")
 
 __all__ = [
-    "RolloutOutcome",
-    "InfrastructureFault",
-    "INFRASTRUCTURE_ERRORS",
-    "fault_of",
     "kept_count",
-    "RobotPort",
-    "OperatorPort",
     "JobRunner",
     "ProcedureSettings",
 ]
-
-
-@dataclass(frozen=True)
-class RolloutOutcome:
-    """How one rollout ended, as the robot side reports it.
-
-    :param stopped_reason: the rollout loop's (budget, predicate, policy_completed, safety_stop, cancelled,
-        error).
-    :param end_condition: the station end condition when the robot side knows it (``lease_lost`` /
-        ``authority_lost`` from its lease watch); empty to derive it from ``stopped_reason``.
-    :param end_detail: the rollout's detail (every tripped check for a safety stop, the lease refusal, the
-        policy's EndEpisode message, the error).
-    :param taken_over: the robot side saw a takeover (the console's record counts too).
-    :param final_observation: the arms' state when the rollout ended (for the operator's judgement).
-    :param policy_lost: the policy session went away mid-episode (the relay provider): an infrastructure fault
-        whose task runs again once the policy is back.
-    :param error_type: the rollout's ``error_type`` when it ended in an error (``DriverFault``,
-        ``InferenceTimeout``, the policy's exception class, ...).
-    :param infrastructure: why the station's own infrastructure ended the rollout, when only the robot side knows
-        (the rollout node died under the goal); empty otherwise.
-    :param recording_sha256: SHA-256 (hex) of the rollout's MCAP recording as the station holds it; empty when
-        not recorded.
-    """
-
-    stopped_reason: str
-    end_condition: str = ""
-    end_detail: str = ""
-    run_id: str = ""
-    taken_over: bool = False
-    final_observation: Mapping[str, Any] = field(default_factory=dict)
-    policy_lost: bool = False
-    error_type: str = ""
-    infrastructure: str = ""
-    recording_sha256: str = ""
-
-
-class InfrastructureFault(RuntimeError):
-    """Raised by a robot port when the station's own infrastructure fails a call (the driver is not there).
-
-    The episode becomes an ``infrastructure_fault`` one and its task runs again (bounded).
-    """
-
-
-#: ``error_type`` values of a rollout error that is the station's, not the policy's: the arm driver gone or silent
-#: (``rollout/runner.py`` DRIVER_FAULT, ``nodes/driver_client.py`` DriverSilent), the policy silent past its
-#: inference deadline (``rollout/chunks.py``), a recording that could not be written.
-INFRASTRUCTURE_ERRORS = frozenset({"DriverFault", "DriverSilent", "InferenceTimeout", "RecordingError"})
-FAULT_INFRASTRUCTURE = "infrastructure"
-FAULT_POLICY = "policy"
-
-
-def fault_of(outcome: RolloutOutcome) -> str:
-    """Say whose fault an outcome with no end condition of its own is.
-
-    :returns: ``"infrastructure"`` (the robot side says so, a lost policy session, or an error type in
-        :data:`INFRASTRUCTURE_ERRORS`); ``"policy"`` (any other error of a rollout that ran: the policy raised
-        or sent what no actuator takes); ``""`` otherwise (no rollout ran: the goal was refused).
-    """
-    if outcome.infrastructure or outcome.policy_lost:
-        return FAULT_INFRASTRUCTURE
-    if outcome.stopped_reason != "error":
-        return ""
-    if outcome.error_type in INFRASTRUCTURE_ERRORS:
-        return FAULT_INFRASTRUCTURE
-    return FAULT_POLICY if outcome.run_id else ""
 
 
 def kept_count(episodes: "Tuple[EpisodeResult, ...]") -> int:
@@ -167,71 +105,6 @@ def trailing_faults(episodes: "Tuple[EpisodeResult, ...]") -> int:
             break
         count += 1
     return count
-
-
-class RobotPort(Protocol):
-    """The station's robot side; the station node implements it over ROS, ``inprocess`` on a Simulation."""
-
-    def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
-        """Block until the job's policy can run (a relay session connected) or ``cancelled`` is set.
-
-        :returns: ``(ready, detail)``.
-        """
-
-    def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
-        """Claim the arms for the rollout (the robot side renews it while the rollout runs)."""
-
-    def release_lease(self) -> None:
-        """Give the arms up after the rollout."""
-
-    def move_to_start_pose(self, plan: EpisodePlan) -> Tuple[bool, str]:
-        """Ready the arms and move them to the start pose; ``(reached, detail)``. Never clears a safety stop."""
-
-    def safety_stop_detail(self) -> str:
-        """Return every tripped check of the safety stop in force (empty when none is)."""
-
-    def clear_safety_stop(self, operator_name: str) -> Tuple[bool, str]:
-        """Relay an operator's clear to the driver (``reset_safety`` with the station's lease, naming them)."""
-
-    def run_rollout(self, plan: EpisodePlan, progress: Callable[[float], None]) -> RolloutOutcome:
-        """Run the rollout of ``plan``, calling ``progress(rollout_time_s)`` after each step."""
-
-    def pause_rollout(self) -> Tuple[bool, str]:
-        """Takeover: the loop holds, its budget clock stands still."""
-
-    def resume_rollout(self) -> Tuple[bool, str]:
-        """End of takeover: the policy's ``resume()``, control from the current state."""
-
-    def stop_rollout(self, reason: str) -> None:
-        """Stop the episode's rollout cooperatively (job cancelled, discarded during a takeover).
-
-        Also when it has not started yet: it then ends at once. A stop never carries over to the next episode
-        (the next :meth:`acquire_lease` starts a new one).
-        """
-
-    def claim_arms(self, holder: str) -> Tuple[bool, str]:
-        """Let an operator take the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""
-
-
-class OperatorPort(Protocol):
-    """The person (or :class:`~strands_robots.station.scripted_operator.ScriptedOperator`) at the station.
-
-    Each hook may act through the console; a human operator's actions arrive through services instead.
-    """
-
-    def episode_started(self, plan: EpisodePlan, console: OperatorConsole) -> None:
-        """Prepare for an episode (before the lease); raise ValueError to refuse the task's operator settings."""
-
-    def rollout_progress(self, plan: EpisodePlan, rollout_time_s: float, console: OperatorConsole) -> None:
-        """Watch the rollout after each step (called on the rollout's thread: return quickly)."""
-
-    def rollout_ended(self, pending: PendingEpisode, final_observation: Mapping[str, Any],
-                      console: OperatorConsole) -> None:
-        """Judge the finished rollout: its sheet is awaited."""
-
-    # Optional: ``safety_stop_waiting(plan, detail, console)``, called when the next episode waits on a safety
-    # stop (the scripted operator clears it there through ``console.clear_safety_stop``; a person uses the
-    # station's clear_safety_stop service). Only an operator's clear lets the episode go on.
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A station robot side in one process, over a simulation and a real lease.
 
-The :class:`~strands_robots.station.episodes.RobotPort` over a :class:`~strands_robots.simulation.Simulation`
+The :class:`~strands_robots.station.ports.RobotPort` over a :class:`~strands_robots.simulation.Simulation`
 robot (MuJoCo arms, ``PolicyRunner``), with a real :class:`~strands_robots.arm.lease.LeaseManager` the driver
 core enforces.
 
@@ -38,7 +38,7 @@ from strands_robots.arm.lease import LeaseManager, operator_holder, station_of
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
 from strands_robots.simulation.observers import CooperativeStop, RunPolicyStep
-from strands_robots.station.episodes import RolloutOutcome
+from strands_robots.station.ports import RolloutOutcome
 from strands_robots.station.job import EpisodePlan, JobSpec
 
 __all__ = ["InProcessRobot", "StepClock", "PARAM_STOP_HEARTBEAT_AT_S", "PARAM_POLICY_LOST_AT_S",
