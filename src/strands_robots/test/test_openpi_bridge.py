@@ -253,12 +253,14 @@ def test_aloha_preset_nests_chw_images_and_maps_both_arms_in_order(server, tmp_p
         policy.reset(task())
         obs = observation(3)
         chunk = policy.act(obs)
-        state = [np.float32(obs[f"{k}.pos"]) for k in ALL_KEYS]  # left 6 + gripper, right 6 + gripper
+        # left 6 + gripper, right 6 + gripper; the grippers go as openpi's [0, 1] and come back on the 0.8 jaw
+        scale = {k: (GRIPPER_RANGE if k.endswith(".gripper") else 1.0) for k in ALL_KEYS}
+        state = [np.float32(obs[f"{k}.pos"] / scale[k]) for k in ALL_KEYS]
         for h, row in enumerate(chunk):
             assert list(row) == list(ALL_KEYS)
             step = np.float32(0.01 * (h + 1))
-            assert [row[k] for k in ALL_KEYS] == pytest.approx([float(np.float32(s + step)) for s in state],
-                                                               abs=1e-7)
+            assert [row[k] for k in ALL_KEYS] == pytest.approx(
+                [float(np.float32(s + step)) * scale[k] for s, k in zip(state, ALL_KEYS)], abs=1e-6)
         got = server_log(tmp_path, port)[0]["obs"]
         assert got["images.cam_high"]["shape"] == [3, 224, 224]
         assert got["images.cam_right_wrist"]["shape"] == [3, 224, 224]

@@ -139,7 +139,7 @@ def test_a_policy_that_declares_nothing_is_not_checked(facts):
     assert final.provenance.policy_spec_json == ""
 
 
-def test_openpi_presets_declare_their_spec_and_the_gate_names_an_unscaled_gripper(facts):
+def test_openpi_presets_declare_their_spec_and_fit_the_demo_station(facts):
     station = facts.station_spec(job(None))
     for preset in ("droid", "aloha", "libero"):
         policy = OpenPIPolicy("ws://127.0.0.1:1", obs_map=preset, connect=False)
@@ -148,13 +148,9 @@ def test_openpi_presets_declare_their_spec_and_the_gate_names_an_unscaled_grippe
         assert spec.action_dim == len(policy.obs_map.actions)
         assert {c.name for c in spec.cameras} == {"scene", "wrist"}
         assert all((c.height, c.width) == (0, 0) for c in spec.cameras)  # the bridge resizes with pad
-        problems = check(spec, station)
-        if preset == "droid":
-            assert problems == []
-        else:  # these presets pass the gripper column through unscaled: openpi's [0, 1] on a [0, 0.8] jaw
-            grippers = [k for k in spec.action_keys if k.endswith(".gripper")]
-            assert problems == [f"action range of {k!r}: the policy commands [0, 1], this station's command range "
-                                "is [0, 0.8] (targets outside it are refused)" for k in grippers], preset
+        assert check(spec, station) == [], preset
+        grippers = [r for r in spec.action_ranges if r.key.endswith(".gripper")]
+        assert grippers and all((r.low, pytest.approx(r.high)) == (0.0, 0.8) for r in grippers), preset
     droid = OpenPIPolicy("ws://127.0.0.1:1", obs_map="droid", connect=False).spec()
     assert [(r.key, r.low, pytest.approx(r.high)) for r in droid.action_ranges] == [("right.gripper", 0.0, 0.8)]
 

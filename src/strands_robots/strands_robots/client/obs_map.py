@@ -234,11 +234,21 @@ def _joints(arm: str, suffix: str = "") -> List[str]:
     return [f"{arm}.joint_{i}{suffix}" for i in range(1, 7)]
 
 
-#: Our gripper's command range is [0, 0.8] rad; openpi's DROID/LIBERO grippers are [0, 1] (1 closed). The presets
-#: scale one onto the other, 0 to 0; a station whose gripper opens at 0.8 flips it in a mapping file
-#: (state ``{key: right.gripper.pos, scale: -1.25, offset: 1.0}``, action ``{key: right.gripper, scale: -0.8,
-#: offset: 0.8}``).
+#: Our gripper's command range is [0, 0.8] rad; openpi's DROID, ALOHA and LIBERO presets take the gripper as
+#: [0, 1] (1 closed). Every preset scales one onto the other, 0 to 0; a station whose gripper opens at 0.8 flips
+#: it in a mapping file (state ``{key: right.gripper.pos, scale: -1.25, offset: 1.0}``, action
+#: ``{key: right.gripper, scale: -0.8, offset: 0.8}``).
 GRIPPER_RANGE = 0.8
+
+
+def _gripper_state(arm: str) -> Dict[str, Any]:
+    """Map the arm's gripper reading onto openpi's [0, 1]."""
+    return {"key": f"{arm}.gripper.pos", "scale": 1 / GRIPPER_RANGE}
+
+
+def _gripper_action(arm: str) -> Dict[str, Any]:
+    """Map openpi's [0, 1] gripper column onto the arm's [0, 0.8] jaw."""
+    return {"key": f"{arm}.gripper", "scale": GRIPPER_RANGE}
 
 _PRESET_MAPPINGS: Dict[str, Dict[str, Any]] = {
     # DROID (openpi's pi05_droid_jointpos / pi0_fast_droid): one Franka arm (7 joints) and a [0, 1] gripper; our
@@ -246,28 +256,28 @@ _PRESET_MAPPINGS: Dict[str, Dict[str, Any]] = {
     "droid": {
         "prompt": "prompt",
         "state": {"observation/joint_position": [*_joints("right", ".pos"), 0.0],
-                  "observation/gripper_position": [{"key": "right.gripper.pos", "scale": 1 / GRIPPER_RANGE}]},
+                  "observation/gripper_position": [_gripper_state("right")]},
         "images": {"observation/exterior_image_1_left": {"camera": "scene", "size": [224, 224]},
                    "observation/wrist_image_left": {"camera": "wrist", "size": [224, 224]}},
-        "actions": [*_joints("right"), None, {"key": "right.gripper", "scale": GRIPPER_RANGE}],
+        "actions": [*_joints("right"), None, _gripper_action("right")],
     },
     # ALOHA (openpi's pi0_aloha): two arms of 6 joints and a gripper each, left then right; cameras nested under
     # "images" as CHW uint8 (the server fills the cameras it is not sent: cam_low, cam_left_wrist).
     "aloha": {
         "prompt": "prompt",
-        "state": {"state": [*_joints("left", ".pos"), "left.gripper.pos", *_joints("right", ".pos"),
-                            "right.gripper.pos"]},
+        "state": {"state": [*_joints("left", ".pos"), _gripper_state("left"), *_joints("right", ".pos"),
+                            _gripper_state("right")]},
         "images": {"images.cam_high": {"camera": "scene", "size": [224, 224], "layout": "chw"},
                    "images.cam_right_wrist": {"camera": "wrist", "size": [224, 224], "layout": "chw"}},
-        "actions": [*_joints("left"), "left.gripper", *_joints("right"), "right.gripper"],
+        "actions": [*_joints("left"), _gripper_action("left"), *_joints("right"), _gripper_action("right")],
     },
     # LIBERO (openpi's pi0_libero): a scene and a wrist image, an 8-vector state, 7 action columns (6 + gripper).
     "libero": {
         "prompt": "prompt",
-        "state": {"observation/state": [*_joints("right", ".pos"), "right.gripper.pos", "right.gripper.pos"]},
+        "state": {"observation/state": [*_joints("right", ".pos"), _gripper_state("right"), _gripper_state("right")]},
         "images": {"observation/image": {"camera": "scene", "size": [224, 224]},
                    "observation/wrist_image": {"camera": "wrist", "size": [224, 224]}},
-        "actions": [*_joints("right"), "right.gripper"],
+        "actions": [*_joints("right"), _gripper_action("right")],
     },
 }
 
