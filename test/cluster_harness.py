@@ -11,7 +11,8 @@ import sys
 import threading
 import time
 
-from strands_robots.station_demo import DemoPolicy, LocalStation
+from strands_robots.policies.demo import DemoPolicy
+from strands_robots.cli.station_demo import LocalStation
 
 SCRIPTED = {"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}  # holds right.joint_4 near start
 SHEET = [{"name": "task_done", "question": "Did the arm do what the instruction asked?", "answer_type": "yes_no",

@@ -1,6 +1,6 @@
 """What the crash and chaos tests share: the whole station as processes, killed for real and started again.
 
-:class:`CrashStation` is :class:`~strands_robots.station_demo.LocalStation` (relay, arm driver, rollout node,
+:class:`CrashStation` is :class:`~strands_robots.cli.station_demo.LocalStation` (relay, arm driver, rollout node,
 station node under one supervisor) plus the team's policy client as a process of its own (this file run as a
 script), every one of them SIGKILLable and restartable by name the way a supervisor restarts it; an observer
 stream recorder (a node in the test process on ``<ns>/observer_events``); and :func:`check_invariants`, the
@@ -44,7 +44,7 @@ def task(task_id: str, **params: str) -> dict:
 
 
 def _local_station_class():
-    from strands_robots.station_demo import LocalStation
+    from strands_robots.cli.station_demo import LocalStation
 
     class CrashStation(LocalStation):
         """The station's processes, each killable and restartable by name (see the module docstring)."""
@@ -77,7 +77,7 @@ def _local_station_class():
 
         @property
         def params_file(self) -> str:
-            from strands_robots.station_demo import config_file
+            from strands_robots.cli.station_demo import config_file
 
             return config_file("rollout.yaml")
 
@@ -339,7 +339,7 @@ def check_invariants(stack, job_id: str, final, watch: SnapshotWatch, recorder: 
 # -- the policy client process ------------------------------------------------------------------------------
 def _serve(target: str, job_id: str) -> int:
     from strands_robots.client import EvaluationClient, RelayError
-    from strands_robots.station_demo import DemoPolicy
+    from strands_robots.policies.demo import DemoPolicy
 
     token = os.environ["STRANDS_ROBOTS_TOKEN"]
     policy = DemoPolicy("scripted", SCRIPTED)

@@ -1,7 +1,7 @@
 """System test: ``demo_job``, the job process of rollout.launch.py, against real station processes (no launch).
 
 ``python -m strands_robots.cli.demo_job`` runs as a subprocess (ended by its PID in ``finally``) against the arm
-driver, rollout and station nodes of a :class:`~strands_robots.station_demo.LocalStation`: through the station's
+driver, rollout and station nodes of a :class:`~strands_robots.cli.station_demo.LocalStation`: through the station's
 ``submit_job`` service (``--ros``, rollout.launch.py's ``use_relay:=false``) and through a relay that starts
 after it (``--relay``, as under ``ros2 launch`` where every process starts at once). What is asserted is what the
 launch shows: the exit code, the progress lines, the summary table and the job's last line.
@@ -31,7 +31,7 @@ def small_job(tmp_path) -> str:
 
     Without the file's camera request (``images``): these tasks need no camera and the stations here run none.
     """
-    from strands_robots.station_demo import default_demo_job
+    from strands_robots.cli.station_demo import default_demo_job
 
     data = yaml.safe_load(open(default_demo_job(), encoding="utf-8"))
     data.pop("images", None)
@@ -66,7 +66,7 @@ def assert_the_job_succeeded_as_the_launch_shows_it(rc: int, out: str, node_line
 
 
 def test_demo_job_through_the_stations_submit_job_service_runs_the_job_to_succeeded(tmp_path):
-    from strands_robots.station_demo import LocalStation
+    from strands_robots.cli.station_demo import LocalStation
 
     namespace = f"demo_job_{uuid.uuid4().hex[:8]}"
     lines: list = []
@@ -86,7 +86,7 @@ def test_demo_job_through_the_stations_submit_job_service_runs_the_job_to_succee
 
 
 def test_demo_job_waits_for_a_relay_that_starts_after_it_and_serves_the_policy_through_it(tmp_path):
-    from strands_robots.station_demo import LocalStation, free_port
+    from strands_robots.cli.station_demo import LocalStation, free_port
 
     namespace = f"demo_job_{uuid.uuid4().hex[:8]}"
     lines: list = []
@@ -114,7 +114,7 @@ def test_demo_job_waits_for_a_relay_that_starts_after_it_and_serves_the_policy_t
 
 
 def test_demo_job_refused_by_the_relay_exits_one_with_the_relays_reason(tmp_path):
-    from strands_robots.station_demo import LocalStation
+    from strands_robots.cli.station_demo import LocalStation
 
     relay = LocalStation(str(tmp_path), out=lambda name, line: None)
     proc = None

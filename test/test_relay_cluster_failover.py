@@ -31,7 +31,7 @@ from cluster_harness import (  # noqa: E402
 from test_relay_harness import free_port, postgres_server  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
-from strands_robots.station_demo import LocalStation  # noqa: E402
+from strands_robots.cli.station_demo import LocalStation  # noqa: E402
 
 JOB_TIMEOUT_S = 180.0
 STALE_S = 1.5

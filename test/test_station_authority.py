@@ -78,7 +78,7 @@ class Rig:
     def start(self, name, module, node_name, namespace, params_file, params):
         import subprocess
 
-        from strands_robots.station_demo import config_file
+        from strands_robots.cli.station_demo import config_file
 
         argv = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={node_name}", "-r",
                 f"__ns:={namespace}", "--params-file", config_file(params_file)]

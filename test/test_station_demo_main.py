@@ -1,6 +1,6 @@
 """System test: the main job (``station_demo.run_demo``, what ``strands-robots up`` runs with no ``--relay``).
 
-Runs ``python -m strands_robots.station_demo`` as a subprocess in a session of its own, ended by its PID in
+Runs ``python -m strands_robots.cli.station_demo`` as a subprocess in a session of its own, ended by its PID in
 ``finally``; its children (relay, arm driver, camera node, rollout, station) are found with ``ps --ppid``. What
 is asserted is what a user sees: the exit code, the progress bar and the summary table; among its rows the
 vision task (``reach_cube``: found in ``scene.image``, decoded from the JPEG the station sent through the relay)
@@ -31,7 +31,7 @@ class Demo:
     def __init__(self, *args: str) -> None:
         self.lines: list = []
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, "-m", "strands_robots.station_demo", *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.station_demo", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -208,7 +208,8 @@ def _cmdline(pid: int) -> str:
 
 
 def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(tmp_path):
-    from strands_robots.station_demo import DemoPolicy, LocalStation
+    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.cli.station_demo import LocalStation
 
     relay = LocalStation(str(tmp_path), out=lambda name, line: None)  # only its relay is started here
     demo = None
@@ -241,7 +242,8 @@ def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(t
 def test_a_whole_job_runs_over_tls_when_the_relay_has_a_certificate(tmp_path):
     from test_relay_harness import self_signed_cert
 
-    from strands_robots.station_demo import DemoPolicy, LocalStation
+    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.cli.station_demo import LocalStation
 
     cert, key = self_signed_cert(tmp_path)
     lines: list = []

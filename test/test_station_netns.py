@@ -28,7 +28,7 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 from cluster_harness import SCRIPTED, pids_alive, start_cluster_relay, station_credentials, task  # noqa: E402
 from netns_harness import NetnsLab, NetnsUnavailable, host_of, is_loopback  # noqa: E402
 
-from strands_robots.station_demo import LocalStation  # noqa: E402
+from strands_robots.cli.station_demo import LocalStation  # noqa: E402
 
 RELAY_PORT = 50051  # the relay's namespace is its own: no other process can hold it
 JOB_TIMEOUT_S = 240.0
@@ -36,7 +36,7 @@ JOB_TIMEOUT_S = 240.0
 TEAM_SCRIPT = """
 import json, sys
 from strands_robots.client import EvaluationClient
-from strands_robots.station_demo import DemoPolicy
+from strands_robots.policies.demo import DemoPolicy
 target, token, station, tasks, scripted = sys.argv[1:6]
 client = EvaluationClient(target, token=token)
 job_id = client.submit_job(station_id=station, tasks=json.loads(tasks), episodes=2)

@@ -24,7 +24,8 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 from strands_robots.client import RelayError  # noqa: E402
 from strands_robots.client.policy_spec import ActionRange, CameraNeed, PolicySpec  # noqa: E402
 from strands_robots.station.provenance import file_sha256, job_sha256  # noqa: E402
-from strands_robots.station_demo import DemoPolicy, LocalStation  # noqa: E402
+from strands_robots.policies.demo import DemoPolicy
+from strands_robots.cli.station_demo import LocalStation  # noqa: E402
 
 JOB_TIMEOUT_S = 150.0
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}

@@ -21,7 +21,8 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 pytest.importorskip("grpc", reason="grpcio is not installed")
 
 from strands_robots.client import RelayError, pb
-from strands_robots.station_demo import DemoPolicy, LocalStation
+from strands_robots.policies.demo import DemoPolicy
+from strands_robots.cli.station_demo import LocalStation
 
 JOB_TIMEOUT_S = 150.0
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -336,7 +337,7 @@ def job_command(*args, timeout_s=JOB_TIMEOUT_S):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.job_cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.job", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:

@@ -359,7 +359,8 @@ class StationUp:
 
 def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_without_rerunning_episodes(tmp_path):
     from strands_robots.client import RelayError
-    from strands_robots.station_demo import DemoPolicy, LocalStation
+    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.cli.station_demo import LocalStation
 
     relay = LocalStation(str(tmp_path / "relay"), out=lambda name, line: None)  # only its relay runs here
     ups: list = []

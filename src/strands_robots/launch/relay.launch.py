@@ -51,7 +51,7 @@ def relay_argv(settings, listen: str, store: str, tokens: str, tls_cert: str = "
 
 def _relay(context):
     from strands_robots.cli.bringup import BadConfigFile, load_relay_config
-    from strands_robots.station_demo import free_port
+    from strands_robots.cli.station_demo import free_port
 
     try:
         settings = load_relay_config(LaunchConfiguration("relay_config_file").perform(context))

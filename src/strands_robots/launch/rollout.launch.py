@@ -111,7 +111,7 @@ def check_files(context) -> dict:
 
 def _bring_up(context):
     from strands_robots.cli.bringup import make_run_dir, write_relay_credentials
-    from strands_robots.station_demo import default_state_dir, free_port
+    from strands_robots.cli.station_demo import default_state_dir, free_port
 
     checked = check_files(context)
     namespace = _arg(context, "namespace")

@@ -186,7 +186,7 @@ def test_a_camera_the_file_does_not_name_has_no_size_to_compare():
 
 def test_job_status_prints_the_provenance_it_carries():
     from strands_robots.client import pb
-    from strands_robots.job_cli import format_status
+    from strands_robots.cli.job import format_status
 
     status = pb.JobStatus(job_id="j", station_id="s", state="SUCCEEDED", episodes_total=1)
     assert "sha256" not in format_status(status)

@@ -45,7 +45,7 @@ def job(*args: str, env_token: "str | None" = None) -> "tuple[int, str]":
     env.pop("STRANDS_ROBOTS_TOKEN", None)
     if env_token is not None:
         env["STRANDS_ROBOTS_TOKEN"] = env_token
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.job_cli", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.job", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out, _ = proc.communicate(timeout=60)

@@ -48,7 +48,7 @@ class Processes:
     """The driver and the rollout node as processes in one namespace, each restartable; ended by PID."""
 
     def __init__(self, namespace: str) -> None:
-        from strands_robots.station_demo import config_file
+        from strands_robots.cli.station_demo import config_file
 
         self.namespace = namespace
         self.params = config_file("rollout.yaml")

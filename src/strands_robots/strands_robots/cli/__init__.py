@@ -22,7 +22,7 @@
 ``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
   The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
 ``strands-robots job submit|status|watch|cancel|serve ...``
-  A team's Evaluation Client against a relay, from the command line (``strands_robots.job_cli``).
+  A team's Evaluation Client against a relay, from the command line (``strands_robots.cli.job``).
 ``strands-robots demo-job (--relay ADDR --token-file T | --ros [--namespace N]) [--job-file F]``
   The job process of rollout.launch.py (the ``demo_job`` executable): submit a job file, watch it to its end and
   print the summary, its exit code the launch's (0 when the job SUCCEEDED); through the relay as the Evaluation
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Commands whose own module parses their arguments (they keep one parser each, usable as `python -m`).
     for name, text in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False).add_argument("args", nargs=argparse.REMAINDER)
-    from strands_robots.job_cli import add_job_parser
+    from strands_robots.cli.job import add_job_parser
 
     add_job_parser(sub)
     return parser

@@ -5,7 +5,7 @@
 
 With ``--relay`` it submits the job file's tasks through :class:`~strands_robots.client.EvaluationClient`
 (retrying while the relay is not listening yet), serves the file's policy through the relay
-(:class:`~strands_robots.station_demo.DemoPolicy`) and polls ``get_status``. With ``--ros`` it calls the
+(:class:`~strands_robots.policies.demo.DemoPolicy`) and polls ``get_status``. With ``--ros`` it calls the
 station's ``submit_job`` service (the station runs the file's policy itself) and reads the station's latched
 ``job_status`` topic. Either way it prints a progress line whenever an episode finishes or the state changes,
 then the summary table and ``job <id> <STATE>: <message>``; exit 0 when the job SUCCEEDED, 1 when it ended
@@ -79,7 +79,7 @@ class _Progress:
         self.last: Optional[tuple] = None
 
     def __call__(self, status: Any) -> None:
-        from strands_robots.station_demo import progress_bar
+        from strands_robots.cli.station_demo import progress_bar
 
         shown = (len(status.episodes), status.state)
         if shown != self.last:
@@ -93,7 +93,8 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     import threading
 
     from strands_robots.client import EvaluationClient, RelayError
-    from strands_robots.station_demo import DemoPolicy, report_final, serve_in_background, submit_job_file, watch_job
+    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.cli.station_demo import report_final, serve_in_background, submit_job_file, watch_job
 
     with open(args.token_file, encoding="utf-8") as handle:
         token = handle.read().strip()
@@ -143,7 +144,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.nodes._qos import LATCHED_QOS
     from strands_robots.nodes.process import init_without_signal_handlers
-    from strands_robots.station_demo import report_final
+    from strands_robots.cli.station_demo import report_final
     import json
 
     init_without_signal_handlers(["demo_job"])
@@ -220,7 +221,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     from strands_robots.cli.bringup import job_file_refusal
     from strands_robots.station.job_file import load_job_file
-    from strands_robots.station_demo import default_demo_job
+    from strands_robots.cli.station_demo import default_demo_job
     from strands_robots.stop_signals import StopSignals
 
     job_file = args.job_file or default_demo_job()

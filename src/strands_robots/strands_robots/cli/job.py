@@ -14,7 +14,7 @@ every user of the machine can read (``--token`` is refused, saying so).
 
 ``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
 ``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
-also serves the file's policy (:class:`~strands_robots.station_demo.DemoPolicy`) through the relay and watches
+also serves the file's policy (:class:`~strands_robots.policies.demo.DemoPolicy`) through the relay and watches
 the job to its end. ``serve`` serves a submitted job's policy from a team's unchanged openpi policy server
 (:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping file) until the
 job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
@@ -83,7 +83,7 @@ def format_status(status: Any) -> str:
         if p.policy_spec_json:
             lines.append(f"policy spec      {p.policy_spec_json}")
     if status.episodes:
-        from strands_robots.station_demo import summary_table
+        from strands_robots.cli.station_demo import summary_table
 
         lines += ["", summary_table(status)]
     return "\n".join(lines)
@@ -109,7 +109,8 @@ def _guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
 def cmd_job_submit(args: argparse.Namespace) -> int:
     """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
     from strands_robots.station.job_file import load_job_file
-    from strands_robots.station_demo import DemoPolicy, demo_tasks, summary_table, watch_job
+    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.cli.station_demo import demo_tasks, summary_table, watch_job
 
     spec = load_job_file(args.job_file)
     client = _client(args)
@@ -146,7 +147,7 @@ def cmd_job_status(args: argparse.Namespace) -> int:
 @_guard
 def cmd_job_watch(args: argparse.Namespace) -> int:
     """Progress bar of finished episodes until the job ends, then the summary table."""
-    from strands_robots.station_demo import summary_table, watch_job
+    from strands_robots.cli.station_demo import summary_table, watch_job
 
     final = watch_job(_client(args), args.job_id, poll_s=args.poll_s)
     print(summary_table(final))
@@ -172,7 +173,7 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return _fail(f"the openpi bridge needs its extra ({exc.name} is missing): pip install "
                      f"'strands-robots-client[openpi]'", EXIT_USAGE)
-    from strands_robots.station_demo import summary_table
+    from strands_robots.cli.station_demo import summary_table
 
     client = _client(args)
     try:
@@ -251,7 +252,7 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m strands_robots.job_cli submit ...`` (or ``job submit ...``), as ``strands-robots job`` will."""
+    """``python -m strands_robots.cli.job submit ...`` (or ``job submit ...``), as ``strands-robots job`` will."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "job":
         argv.insert(0, "job")

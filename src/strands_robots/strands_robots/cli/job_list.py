@@ -36,7 +36,7 @@ def format_job_line(job: Any) -> str:
 
 def cmd_job_list(args: argparse.Namespace) -> int:
     """Print this client's jobs, newest first."""
-    from strands_robots.job_cli import _client
+    from strands_robots.cli.job import _client
 
     client = _client(args)
     shown = 0

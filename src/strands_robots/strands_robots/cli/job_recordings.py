@@ -22,7 +22,7 @@ __all__ = ["add_recordings_parser", "cmd_job_recordings"]
 def cmd_job_recordings(args: argparse.Namespace) -> int:
     """Download the job's recordings into ``-o DIR``."""
     from strands_robots.client import RecordingCorrupt, RecordingRefused
-    from strands_robots.job_cli import _client
+    from strands_robots.cli.job import _client
 
     client = _client(args)
     out = Path(args.output)

@@ -9,7 +9,8 @@
    ``<camera>.image``) and the station node, as processes under a
    :class:`~strands_robots.supervisor.Supervisor` (every child ends with it, however it ends);
 3. the demo job (``config/demo_job.yaml``) submitted through :class:`~strands_robots.client.EvaluationClient`
-   exactly as a remote team would, and :class:`DemoPolicy` served through the relay: the job file's policy
+   exactly as a remote team would, and :class:`~strands_robots.policies.demo.DemoPolicy` served through the
+   relay: the job file's policy
    (the mock policy or the scripted torque policy), with its ``policy.*`` task parameters, run on the client;
 4. a progress bar of finished episodes while the job runs, then a summary table (episode, end condition,
    scored, success, score, taken over) and the success rate and mean score over the scored episodes that were
@@ -24,7 +25,6 @@ directory (0700) of the work dir.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
@@ -33,11 +33,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from strands_robots.client import Policy
+from strands_robots.policies.demo import DemoPolicy
 
-__all__ = ["DemoPolicy", "LocalStation", "run_demo", "run_station", "summary_table", "progress_bar",
+__all__ = ["LocalStation", "run_demo", "run_station", "summary_table", "progress_bar",
            "demo_tasks", "default_demo_job", "default_state_dir", "config_file", "free_port"]
 
 DEMO_CLIENT = "demo"
@@ -54,7 +55,7 @@ def config_file(name: str) -> str:
         candidates.append(Path(get_package_share_directory("strands_robots")) / "config" / name)
     except Exception:
         pass
-    candidates.append(Path(__file__).resolve().parents[1] / "config" / name)
+    candidates.append(Path(__file__).resolve().parents[2] / "config" / name)
     for path in candidates:
         if path.exists():
             return str(path)
@@ -85,57 +86,6 @@ def free_port() -> int:
 
 
 # -- the client side ------------------------------------------------------------------------------------------
-class DemoPolicy(Policy):
-    """The demo team's policy, served through the relay: a built-in policy run on the client side.
-
-    Per episode: ``provider`` (``mock`` or ``scripted``) with ``config``, overridden by the task's
-    ``policy.<option>`` parameters (JSON values), the way the station applies them to its own providers. Its
-    ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``).
-    """
-
-    def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None) -> None:
-        self.provider = provider
-        self.config = dict(config or {})
-        self.inner: Any = None
-        self.episodes: List[str] = []
-        self.resumes = 0
-
-    def reset(self, task: Any) -> None:
-        from strands_robots.policies.registry import make_policy
-
-        config = dict(self.config)
-        for key, value in task.parameters.items():
-            if key.startswith("policy."):
-                try:
-                    config[key[len("policy."):]] = json.loads(value)
-                except ValueError:
-                    config[key[len("policy."):]] = value
-        episode = self.episode
-        self.inner = make_policy(self.provider, config)
-        self.inner.reset({
-            "instruction": task.instruction,
-            "action_keys": tuple(episode.action_keys) if episode is not None else (),
-            "control_frequency": (episode.control_frequency if episode is not None else 0.0) or 50.0,
-            "action_horizon": (episode.action_horizon if episode is not None else 0) or 8,
-            "joint_limits": {},
-        })
-        self.episodes.append(episode.episode_id if episode is not None else "")
-
-    def act(self, observation: Mapping[str, Any]) -> List[dict]:
-        from strands_robots.client import EndEpisode as ClientEndEpisode
-        from strands_robots.policies.base import EndEpisode
-
-        try:
-            chunk = self.inner.act(observation)
-        except EndEpisode as exc:
-            raise ClientEndEpisode(str(exc)) from None
-        return [{k: float(v) for k, v in action.items()} for action in chunk]
-
-    def resume(self, observation: Mapping[str, Any]) -> None:
-        self.resumes += 1
-        self.inner.resume(observation)
-
-
 def demo_tasks(spec: Any) -> list:
     """Return the job's tasks as the client submits them (mappings).
 
@@ -554,7 +504,7 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m strands_robots.station_demo")
+    p = argparse.ArgumentParser(prog="python -m strands_robots.cli.station_demo")
     p.add_argument("--job-file", default=None)
     p.add_argument("--relay-credentials", default=None, help="the station's 0600 relay credentials file")
     p.add_argument("--namespace", default="station")

@@ -1,9 +1,10 @@
 """``strands-robots up``: a simulated station running a job, or (``--rollout``) the driver and rollout node alone.
 
-Without ``--rollout`` it is :func:`strands_robots.station_demo.run_demo` (a local relay, the three nodes and
-the camera node rendering ``scene`` and ``wrist``, the demo job submitted and served through the relay) or, with ``--relay-credentials FILE`` (or ``--relay ADDR`` and
-the station's token in the environment variable ``STRANDS_ROBOTS_STATION_TOKEN``),
-:func:`~strands_robots.station_demo.run_station`. A token is never taken from the command line. The station's
+Without ``--rollout`` it is :func:`strands_robots.cli.station_demo.run_demo` (a local relay, the three nodes and
+the camera node rendering ``scene`` and ``wrist``, the demo job submitted and served through the relay) or, with
+``--relay-credentials FILE`` (or ``--relay ADDR`` and the station's token in the environment variable
+``STRANDS_ROBOTS_STATION_TOKEN``),
+:func:`~strands_robots.cli.station_demo.run_station`. A token is never taken from the command line. The station's
 job state then persists in ``--state-dir``, by default ``$XDG_STATE_HOME/strands_robots/<station_id>``
 (``~/.local/state/...``), so a restarted ``up --relay`` resumes its job (finished episodes are not run again and
 episode ids are not reused). The demo (no relay) keeps everything, its relay's store and its station's state,
@@ -104,7 +105,7 @@ def _station(args: argparse.Namespace) -> int:
     if (args.station_id or args.state_dir) and not (args.relay or args.relay_credentials):
         return _usage_error("--station-id and --state-dir go with --relay or --relay-credentials (the demo keeps "
                             "its state in its own temporary directory)")
-    from strands_robots import station_demo
+    from strands_robots.cli import station_demo
     from strands_robots.relay.credentials import CredentialsError, load_relay_credentials
 
     namespace = args.namespace or "station"

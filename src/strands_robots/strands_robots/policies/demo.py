@@ -1,0 +1,67 @@
+"""DemoPolicy: the demo team's policy, served through the relay by the Evaluation Client.
+
+A built-in policy (``mock`` or ``scripted``, :mod:`strands_robots.policies.registry`) run on the client's side,
+as a remote team's policy would be: ``strands-robots up`` (:mod:`strands_robots.cli.station_demo`),
+``demo_job --relay`` (:mod:`strands_robots.cli.demo_job`) and ``strands-robots job submit --serve``
+(:mod:`strands_robots.cli.job`) serve it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, List, Mapping, Optional
+
+from strands_robots.client import Policy
+
+__all__ = ["DemoPolicy"]
+
+
+class DemoPolicy(Policy):
+    """The demo team's policy, served through the relay: a built-in policy run on the client side.
+
+    Per episode: ``provider`` (``mock`` or ``scripted``) with ``config``, overridden by the task's
+    ``policy.<option>`` parameters (JSON values), the way the station applies them to its own providers. Its
+    ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``).
+    """
+
+    def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None) -> None:
+        self.provider = provider
+        self.config = dict(config or {})
+        self.inner: Any = None
+        self.episodes: List[str] = []
+        self.resumes = 0
+
+    def reset(self, task: Any) -> None:
+        from strands_robots.policies.registry import make_policy
+
+        config = dict(self.config)
+        for key, value in task.parameters.items():
+            if key.startswith("policy."):
+                try:
+                    config[key[len("policy."):]] = json.loads(value)
+                except ValueError:
+                    config[key[len("policy."):]] = value
+        episode = self.episode
+        self.inner = make_policy(self.provider, config)
+        self.inner.reset({
+            "instruction": task.instruction,
+            "action_keys": tuple(episode.action_keys) if episode is not None else (),
+            "control_frequency": (episode.control_frequency if episode is not None else 0.0) or 50.0,
+            "action_horizon": (episode.action_horizon if episode is not None else 0) or 8,
+            "joint_limits": {},
+        })
+        self.episodes.append(episode.episode_id if episode is not None else "")
+
+    def act(self, observation: Mapping[str, Any]) -> List[dict]:
+        from strands_robots.client import EndEpisode as ClientEndEpisode
+        from strands_robots.policies.base import EndEpisode
+
+        try:
+            chunk = self.inner.act(observation)
+        except EndEpisode as exc:
+            raise ClientEndEpisode(str(exc)) from None
+        return [{k: float(v) for k, v in action.items()} for action in chunk]
+
+    def resume(self, observation: Mapping[str, Any]) -> None:
+        self.resumes += 1
+        self.inner.resume(observation)
