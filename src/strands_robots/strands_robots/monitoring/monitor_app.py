@@ -96,11 +96,13 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                     print(f"strands-robots monitor: cannot write {args.screenshot}", file=sys.stderr)
         finally:
             watch.stop()
-            executor.shutdown()  # first: the widget's subscriptions go while no executor waits on them
+            # The context first: the spin ends as a shutdown, never inside a callback whose handles the executor
+            # or the widget is destroying (an executor.shutdown() under live camera traffic raised InvalidHandle).
+            rclpy.try_shutdown()
             spin.join(5.0)
             widget.shutdown()
+            executor.shutdown()
             node.destroy_node()
-            rclpy.try_shutdown()
     return 0
 
 
