@@ -15,6 +15,9 @@ process, a separate subscriber. Per run it prints:
   the start-pose move included) per step;
 - the load average before and after, since the machine may be shared.
 
+First, for each executor, the CPU this process uses while a coroutine task awaits an unfinished future (what the
+rollout node's RunEpisode and the driver's start-pose action do for a whole episode or move).
+
     source scripts/env.sh --no-install && PYTHONPATH=src/strands_robots python bench/executor_bench.py
     ... bench/executor_bench.py --rates 200,500 --executors single,events --duration 5 --rounds 2
 """
@@ -95,6 +98,38 @@ class CommandListener:
         self.executor.shutdown(timeout_sec=2.0)
         self.node.destroy_node()
         self._rclpy.try_shutdown()
+
+
+def await_cpu(kind: str, seconds: float = 3.0) -> float:
+    """CPU s/s of this process while a coroutine task awaits an unfinished future on executor ``kind``.
+
+    The rollout node's RunEpisode and the driver's start-pose action are such coroutines, for a whole episode
+    or move. Spun as the nodes spin (``process.SpinThread``).
+    """
+    import rclpy
+    from rclpy.task import Future
+
+    from strands_robots.nodes import process
+    from strands_robots.nodes.executor_choice import make_executor
+
+    node = rclpy.create_node(f"executor_bench_await_{kind}")
+    executor, _ = make_executor(kind)
+    executor.add_node(node)
+    pending: Future = Future(executor=executor)
+
+    async def waiter() -> bool:
+        return await pending
+
+    executor.create_task(waiter)
+    spin = process.spin_in_background(executor, f"await-{kind}")
+    time.sleep(0.5)
+    c0 = time.process_time()
+    time.sleep(seconds)
+    used = (time.process_time() - c0) / seconds
+    pending.set_result(True)
+    spin.stop(2.0)
+    node.destroy_node()
+    return used
 
 
 def run_once(rate: float, executor: str, duration: float, namespace: str, listener: CommandListener,
@@ -185,7 +220,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({when})")
     listener = CommandListener(args.namespace)
     rows = []
+    awaiting = {}
     try:
+        for executor in executors:
+            awaiting[executor] = await_cpu(executor)
+            print(f"{executor}: CPU while an action's coroutine awaits a future: {awaiting[executor]:.3f} s/s")
         for rate in rates:
             for _ in range(args.rounds):
                 for executor in executors:
@@ -198,7 +237,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs("bench/results", exist_ok=True)
     path = time.strftime("bench/results/executor_bench-%Y%m%dT%H%M%SZ.json", time.gmtime())
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"machine": machine(), "args": vars(args), "rows": rows}, handle, indent=1)
+        json.dump({"machine": machine(), "args": vars(args), "await_cpu_s_per_s": awaiting, "rows": rows}, handle,
+                  indent=1)
     print(f"saved {path}")
     return 0
 

@@ -15,18 +15,17 @@ import pytest
 from strands_robots.nodes.executor_choice import EXECUTOR_ENV, resolve_executor
 
 
-def test_auto_is_events_where_the_distro_has_it_and_single_where_not():
-    assert resolve_executor("auto", events_available=True) == "events"
-    assert resolve_executor("", events_available=True) == "events"
-    assert resolve_executor("auto", events_available=False) == "single"
+def test_single_is_the_default_and_events_is_chosen_by_name():
+    assert resolve_executor("", events_available=True) == "single"
     assert resolve_executor(" Single ", events_available=True) == "single"
     assert resolve_executor("events", events_available=True) == "events"
+    assert resolve_executor("", events_available=False) == "single"
 
 
 def test_events_without_an_events_executor_and_an_unknown_name_are_refused_naming_the_variable():
     with pytest.raises(ValueError, match=f"{EXECUTOR_ENV}=events: this distro's rclpy has no"):
         resolve_executor("events", events_available=False)
-    with pytest.raises(ValueError, match=f"{EXECUTOR_ENV} must be one of auto, single, events, got 'multi'"):
+    with pytest.raises(ValueError, match=f"{EXECUTOR_ENV} must be one of single, events, got 'multi'"):
         resolve_executor("multi", events_available=True)
 
 

@@ -12,10 +12,10 @@ against the arm driver node (through :class:`~strands_robots.nodes.driver_client
    control period, also while the loop waits on a deadline). The stop is re-armed when a goal is accepted, so a
    cancel sent the moment the goal is accepted, before its thread runs, is never lost.
 
-**One node, one executor.** The node is spun by one single-threaded executor, rclpy's C++ ``EventsExecutor``
-where the distro has it, else the ``SingleThreadedExecutor`` (``STRANDS_ROBOTS_EXECUTOR``,
-:mod:`~strands_robots.nodes.executor_choice`; rclpy's MultiThreadedExecutor busy-waits holding the GIL while
-work is pending, which starved the control loop: bench/README.md). The
+**One node, one executor.** The node is spun by a ``SingleThreadedExecutor`` (``STRANDS_ROBOTS_EXECUTOR=events``
+picks rclpy's C++ EventsExecutor instead, :mod:`~strands_robots.nodes.executor_choice`, which says why it is not
+the default; rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is pending, which starved the
+control loop: bench/README.md). The
 action's execute callback is a coroutine that starts the episode's thread and awaits a future the thread
 completes, so the executor keeps serving joint_states, verdicts, cancels, feedback and the parameter services
 while an episode runs; the control thread never runs on the executor.
