@@ -302,3 +302,34 @@ def test_a_rotated_token_works_and_the_removed_one_is_refused_without_a_restart(
     log = relay.proc.stdout.read()
     assert "tokens file not reloaded, the previous tokens stay in use" in log
     assert log.count("reloaded: 2 client(s), 2 station(s)") >= 2
+
+
+def test_health_turns_not_serving_while_the_store_fails_and_serving_when_it_answers(tmp_path):
+    """In process, so the store can be broken under the relay: a probe that fails is NOT_SERVING for every name."""
+    from test_relay_harness import running_relay
+
+    from strands_robots.relay.store import StoreError
+
+    with running_relay(tmp_path) as relay, grpc.insecure_channel(relay.target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        ops = relay.server.operations
+        real = relay.store.read_sql
+        broken = {"on": True}
+
+        def flaky(template, params=()):
+            if broken["on"]:
+                raise StoreError("SQLite store: disk I/O error")
+            return real(template, params)
+
+        relay.store.read_sql = flaky
+        try:
+            assert relay.server._call(ops.health.check_once()) == health_pb2.HealthCheckResponse.NOT_SERVING
+            for name in ("", "strands_robots.relay.v1.Evaluation", "strands_robots.relay.v1.Station"):
+                assert stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=10).status == \
+                    health_pb2.HealthCheckResponse.NOT_SERVING, name
+            broken["on"] = False
+            assert relay.server._call(ops.health.check_once()) == health_pb2.HealthCheckResponse.SERVING
+            assert stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status == \
+                health_pb2.HealthCheckResponse.SERVING
+        finally:
+            relay.store.read_sql = real

@@ -106,12 +106,13 @@ class TimedStore:
         if not callable(value) or name.startswith("_"):
             return value
         observe = self._histogram.labels(name).observe
+        store = self._store
 
         @functools.wraps(value)
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
-                return value(*args, **kwargs)
+                return getattr(store, name)(*args, **kwargs)  # looked up each call: the store's own, as it is now
             finally:
                 observe(time.perf_counter() - start)
         self.__dict__[name] = timed  # made once: later calls find it without __getattr__
