@@ -10,5 +10,8 @@
 - :mod:`~strands_robots.cameras.scene` — where the coloured object stands, from the task and the seed;
 - :mod:`~strands_robots.cameras.adapter` — the camera adapter API and the entry-point group
   ``strands_robots.cameras`` (built in: ``mujoco`` and ``pattern``);
-- :mod:`~strands_robots.cameras.backend` — in process: a rollout backend whose observations hold the images.
+- :mod:`~strands_robots.cameras.backend` — in process: a rollout backend whose observations hold the images;
+- :mod:`~strands_robots.cameras.request` — which cameras a task's policy gets through the relay, at what size,
+  JPEG or PNG (the station's side of ``Value.image``);
+- :mod:`~strands_robots.cameras.reach` — the vision task's measure: the tool points' distance to the object.
 """
