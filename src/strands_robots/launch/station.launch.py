@@ -33,7 +33,7 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
-from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
+from strands_robots.launch_support import check_cameras, check_parameters_file, end_launch_with, output_options
 
 # The included file sits beside this one, installed and in the source tree alike.
 _HERE = os.path.dirname(os.path.realpath(__file__))
@@ -153,6 +153,8 @@ def generate_launch_description() -> LaunchDescription:
     checks = [
         OpaqueFunction(function=check_parameters_file, args=[config_file]),
         OpaqueFunction(function=check_parameters_file, args=[station_config_file]),
+        OpaqueFunction(function=check_cameras,
+                       args=[LaunchConfiguration("cameras"), LaunchConfiguration("cameras_file")]),
     ]
     nodes = OpaqueFunction(function=_nodes, args=[config_file, station_config_file, namespace,
                                                    control_frequency])

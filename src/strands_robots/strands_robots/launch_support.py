@@ -51,6 +51,18 @@ def check_parameters_file(context, config_file):
     return []
 
 
+def check_cameras(context, cameras, cameras_file):
+    """Refuse a bad camera file or camera name before any node starts (one line: the file, the key, the reason)."""
+    from strands_robots.cli.bringup import cameras_refusal
+
+    names = cameras.perform(context) if hasattr(cameras, "perform") else str(cameras)
+    path = cameras_file.perform(context) if hasattr(cameras_file, "perform") else str(cameras_file)
+    reason = cameras_refusal(path, names) if names.strip() else ""
+    if reason:
+        raise BadParametersFile(reason)
+    return []
+
+
 def output_options() -> dict:
     """Return the launch options for a node's output: unbuffered, with colour only on a terminal."""
     return {"output": "screen", "emulate_tty": sys.stdout.isatty(), "additional_env": {"PYTHONUNBUFFERED": "1"}}

@@ -56,6 +56,16 @@ def test_the_driver_rates_take_integers_like_the_driver_does(tmp_path):
     assert parameters_file_refusal(str(path)) == ""
 
 
+def test_the_stations_cameras_pass_the_launch_check_and_a_bad_file_or_name_is_refused_in_one_line(tmp_path):
+    assert bringup.cameras_refusal("", "scene,wrist") == ""
+    assert bringup.cameras_refusal(str(CONFIG / "cameras.yaml"), "scene") == ""
+    assert "'top'" in bringup.cameras_refusal("", "scene,top")
+    bad = tmp_path / "cameras.yaml"
+    bad.write_text("adapter: mujoco\ncameras:\n  scene: {mjcf_camera: scene, width: 0, height: 224, fps: 15}\n")
+    refusal = bringup.cameras_refusal(str(bad), "scene")
+    assert str(bad) in refusal and "width" in refusal and "\n" not in refusal, refusal
+
+
 def test_sections_of_other_nodes_are_left_alone(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("/**/camera:\n  ros__parameters:\n    fps: 30\n")
