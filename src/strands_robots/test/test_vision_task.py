@@ -131,3 +131,26 @@ def test_object_distance_is_none_without_joint_readings_and_grows_with_the_objec
     near = object_distance(home, {"object_x": "0.25", "object_y": "0.3"}, None)
     far = object_distance(home, {"object_x": "0.45", "object_y": "0.3"}, None)
     assert near < far
+
+
+def test_the_scripted_operator_judges_object_distance_m_from_the_final_joints_of_a_real_rollout():
+    from strands_robots.station.episodes import JobRunner
+    from strands_robots.station.inprocess import InProcessRobot
+    from strands_robots.station.job_file import job_spec_from_mapping
+    from strands_robots.station.record import JobRecord
+    from strands_robots.station.scripted_operator import ScriptedOperator
+
+    def run(bound):
+        spec = job_spec_from_mapping({
+            "job_id": "vision-op", "client_id": "team", "station_id": "sim", "episodes_total": 1, "duration_s": 0.5,
+            "policy": {"provider": "scripted", "config": {"mode": "torque_ramp", "target": 1.0}},
+            "tasks": [{"task_id": "t", "instruction": "hold", "scoring": [
+                {"name": "near", "question": "Near?", "answer_type": "yes_no", "max_points": 1,
+                 "success_answer": "yes"}],
+                "parameters": {"object_x": "0.4", "object_y": "-0.15", "success_when": f"{DISTANCE_KEY} < {bound}"}}]})
+        return JobRunner(JobRecord(spec), InProcessRobot(), ScriptedOperator()).run().episodes[0]
+
+    # At the start pose the right tool point is ~0.29 m from the cube: within 0.5 m, not within 0.1 m.
+    near, far = run(0.5), run(0.1)
+    assert near.scored and near.success, near
+    assert far.scored and not far.success, far
