@@ -59,6 +59,7 @@ from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS
 from strands_robots.nodes.command_stream import CommandStream
 from strands_robots.nodes.driver_arms import DriverArmCalls
+from strands_robots.nodes.stream_window import StreamWindow
 from strands_robots.nodes.driver_watch import DriverWatch, default_silence_s
 from strands_robots.rollout.pipeline import DEFAULT_WINDOW_S, window_steps
 
@@ -469,35 +470,6 @@ class RosDriverBackend(DriverArmCalls):
             if client is not None:
                 self._node.destroy_client(client)
         self._move_action.destroy()
-
-class StreamWindow:
-    """The control loop's command path over the stream for one episode (``rollout.pipeline.CommandWindow``).
-
-    ``max_outstanding`` commands in flight (``command_window_s`` of them, at least 2), held while the oldest
-    unanswered one is older than ``command_window_s`` (by then the driver refuses it as stale anyway), and a
-    step with no verdict after the verdict bound is unknown.
-    """
-
-    def __init__(self, backend: RosDriverBackend) -> None:
-        self._backend = backend
-        self.max_outstanding = backend.window_steps
-        self.overdue_ns = int(backend.stale_after_s * 1e9)
-        self.verdict_bound_ns = int(backend.verdict_bound_s * 1e9)
-
-    def submit(self, action: Mapping[str, Any]) -> "int | ActionVerdict":
-        return self._backend._publish_streamed(action)
-
-    def collect(self, timeout_s: float) -> "list[tuple[int, ActionVerdict]]":
-        backend = self._backend
-        out = []
-        for msg in backend._stream.collect(timeout_s):
-            backend._note_stopped(msg.stopped)
-            out.append((int(msg.step_index), verdict_msg_to_verdict(msg)))
-        return out
-
-    def describe_silence(self) -> str:
-        return self._backend._watch.fault() or f"the {self._backend.driver_name} did not answer"
-
 
 _NOT_LISTENING = ("arm driver not available (no subscriber on action_commands or no publisher of "
                   "action_verdicts)")
