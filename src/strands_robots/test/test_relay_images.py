@@ -214,3 +214,33 @@ def test_images_reach_a_relay_served_policy_with_the_asked_shape_and_dtype(tmp_p
         for name in expected:  # each camera's age and stamp travel beside its image
             assert seen[f"{name}.image_age_s"] == "float" and seen[f"{name}.image_stamp_ns"] == "float"
         assert not any(k.startswith(("scene.", "wrist.")) and k.split(".")[0] not in expected for k in seen)
+
+
+def test_a_camera_the_station_does_not_have_ends_the_episode_with_an_error_naming_it(tmp_path):
+    from strands_robots.cameras.config import load_camera_set
+    from strands_robots.client.evaluation_client import task_from_dict
+    from strands_robots.relay.pb_model import task_from_pb
+    from strands_robots.simulation import Simulation
+
+    parameters = {"cameras": "scene,wrist"}
+    sent = dict(yes_no_task(), parameters=parameters)
+    with running_relay(tmp_path) as relay:
+        client = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
+        job_id = client.submit_job(station_id="sim_station", tasks=[sent], episodes=1)
+        remote = ShapePolicy()
+        _serve(client, job_id, remote)
+        creds = RelayCredentials(targets=(relay.target,), station_id="sim_station", token=STATION_TOKENS["sim_station"])
+        policy = relay_policy.relay_policy_factory(creds)({"job_id": job_id, "episode_id": "ep_0000",
+                                                           "task": task_to_mapping(task_from_pb(task_from_dict(sent))),
+                                                           "attach_timeout_s": 20.0, "reply_timeout_s": 20.0})
+        sim = Simulation.with_robot("alice", cameras=load_camera_set().select(["scene"]))  # no wrist camera
+        try:
+            out = sim.run_policy("alice", policy, n_steps=3, control_frequency=50.0, fast_mode=True,
+                                 action_horizon=1, task={"task_id": "pick", "parameters": dict(parameters)})
+        finally:
+            policy.close()
+            client.cancel(job_id)
+    episode = out["episodes"][0]
+    assert episode["outcome"] == "error" and episode["error_type"] == "CameraRequestError", episode
+    assert "asks for camera(s) wrist; this station's observations hold scene" in episode["error_message"], episode
+    assert remote.seen == []  # nothing reached the policy
