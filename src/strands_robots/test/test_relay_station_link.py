@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 
 from test_relay_harness import (
     CLIENT_TOKENS,
@@ -94,11 +95,19 @@ def test_station_link_reports_over_tls(tmp_path):
         with EvaluationClient(target, token=CLIENT_TOKENS["team_a"], root_certificates=cert) as client:
             job = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
             jobs = []
+            delivered = threading.Event()
+
+            def on_job(j):
+                jobs.append(j)
+                delivered.set()
+
             link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], root_certificates=cert,
-                               on_job=jobs.append, heartbeat_s=0.1).start()
+                               on_job=on_job, heartbeat_s=0.1).start()
             try:
                 link.report(_s(job, 77))
                 assert link.flush(10)
+                # the job comes on the link's own jobs stream, not with the report's answer: wait for it
+                assert delivered.wait(20), "the relay's job never reached on_job over TLS"
             finally:
                 link.close()
             assert client.get_status(job).updated_unix_ms == 77
