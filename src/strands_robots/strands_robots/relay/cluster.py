@@ -41,6 +41,10 @@ class PeerLost(Exception):
     """The home relay a call was forwarded to could not be reached, or went away mid-stream."""
 
 
+class PeerUntrusted(PeerLost):
+    """The home relay failed the TLS handshake: its certificate does not chain to this relay's own."""
+
+
 class Cluster:
     """This relay's place among the relays sharing its store (see the module doc).
 
@@ -116,6 +120,19 @@ class Cluster:
         home = await self._run(self.store.session_home, job_id)
         return home is None or home.relay_id == self.relay_id
 
+    async def take_over(self, job_id: str, address: str, failing_s: float, reason: str) -> bool:
+        """Take ``job_id``'s home from the relay at ``address``: it beats, but this relay could not reach it.
+
+        Forwards to it failed for ``failing_s`` (past the stale bound). True when this relay is the home now.
+        """
+        taken = await self._run(self.store.take_over_session_home, job_id, address, self.relay_id, self._clock_ms())
+        if taken:
+            _log.warning("relay %s takes over the policy session of job %s from the relay at %s: it still beats on "
+                         "the store but could not be reached for %.1f s (past the cluster's stale bound of "
+                         "%.1f s; last: %s)", self.relay_id, job_id, address, failing_s, self.stale_ms / 1000,
+                         reason)
+        return bool(taken)
+
     # -- forwarding -------------------------------------------------------------------------------------------
     def channel(self, address: str) -> Any:
         channel = self._channels.get(address)
@@ -152,17 +169,27 @@ async def forward_stream(cluster: Cluster, address: str, method: str, first: Any
     It sends ``first``, then ``inbox.messages()`` until the stream ends.
 
     ``established`` gets ``True`` once the home accepted the call. Raises :class:`PeerLost` when the home cannot
-    be reached or its connection breaks (UNAVAILABLE), ``grpc.aio.AioRpcError`` for the home's own refusals.
+    be reached or its connection breaks (UNAVAILABLE), ``grpc.aio.AioRpcError`` for the home's own refusals, and
+    the sender's own :class:`~strands_robots.relay.core.Refused` for a malformed message it sent (parsed here,
+    as on a direct stream: the forwarded call is cancelled, so the home lets its side go, and the sender gets
+    the status and message a direct stream gives).
     """
+    from strands_robots.relay.core import Refused
+
     call = cluster.channel(address).stream_stream(
         method, request_serializer=request_cls.SerializeToString,
         response_deserializer=response_cls.FromString)(metadata=cluster.forward_metadata(context))
+    refused: list = []
 
     async def send() -> None:
-        await call.write(first)
-        async for item in inbox.messages():
-            await call.write(item)
-        await call.done_writing()
+        try:
+            await call.write(first)
+            async for item in inbox.messages():
+                await call.write(item)
+            await call.done_writing()
+        except Refused as refusal:
+            refused.append(refusal)
+            call.cancel()
 
     sender = asyncio.ensure_future(send())
     try:
@@ -171,12 +198,21 @@ async def forward_stream(cluster: Cluster, address: str, method: str, first: Any
             established.append(True)
             async for item in call:
                 yield item
-        except grpc.aio.AioRpcError as exc:
+        except (grpc.aio.AioRpcError, asyncio.CancelledError, asyncio.InvalidStateError) as exc:
+            if refused:  # the sender's malformed message cancelled the call
+                raise refused[0] from None
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            if isinstance(exc, asyncio.InvalidStateError):  # the call ended while the sender wrote
+                raise PeerLost(f"relay {address}: the stream ended") from None
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and "handshake failed" in (exc.details() or "").lower():
+                raise PeerUntrusted(f"relay {address} failed the TLS handshake (relays of a cluster trust their "
+                                    f"own certificate chain for each other): {exc.details()}") from None
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
                 raise PeerLost(f"relay {address}: {exc.code().name}: {exc.details()}") from None
             raise
-        except asyncio.InvalidStateError:  # the call ended while the sender wrote
-            raise PeerLost(f"relay {address}: the stream ended") from None
+        if refused:
+            raise refused[0]
     finally:
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)

@@ -43,6 +43,11 @@ _CLAIM = (
     "WHERE policy_homes.relay_id = excluded.relay_id OR NOT EXISTS (SELECT 1 FROM relays r WHERE "
     "r.relay_id = policy_homes.relay_id AND r.heard_unix_ms >= {p}) RETURNING relay_id"
 )
+# Take the home over from the relay advertising an address the taker cannot reach (only while that relay holds it).
+_TAKE_OVER = (
+    "UPDATE policy_homes SET relay_id = {p}, claimed_unix_ms = {p} WHERE job_id = {p} AND relay_id IN "
+    "(SELECT relay_id FROM relays WHERE address = {p} AND relay_id <> {p}) RETURNING relay_id"
+)
 _HOME = (
     "SELECT h.relay_id, r.address, r.heard_unix_ms FROM policy_homes h LEFT JOIN relays r "
     "ON r.relay_id = h.relay_id WHERE h.job_id = {p}"
@@ -112,6 +117,15 @@ class ClusterRows:
         if home is None:  # deleted between the two statements: claim again
             return self.claim_session_home(job_id, relay_id, now_ms, stale_ms)
         return home
+
+    def take_over_session_home(self, job_id: str, address: str, relay_id: str, now_ms: int) -> bool:
+        """Make ``relay_id`` the home of ``job_id``'s session if the relay at ``address`` still holds it.
+
+        For a home that still beats but that ``relay_id`` cannot reach; False when another relay holds it now
+        (another taker was first, or the home moved on): the caller looks for the home again.
+        """
+        rows = self._execute(self._sql(_TAKE_OVER), (relay_id, int(now_ms), job_id, address, relay_id))
+        return bool(rows)
 
     def session_home(self, job_id: str) -> Optional[SessionHome]:
         """Return the home of ``job_id``'s policy session (None when no relay claimed it)."""

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator
 
 import grpc
 
-from strands_robots.relay.cluster import PeerLost, forward_stream, forwarded_by
+from strands_robots.relay.cluster import PeerLost, PeerUntrusted, forward_stream, forwarded_by
 from strands_robots.relay.core import CLIENT_GONE, Refused, RelayCore, pump
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.sessions import END, Abort, SessionBusy
@@ -86,6 +86,37 @@ async def _home(core: RelayCore, context: Any, job: JobRecord) -> Any:
     return address
 
 
+class _Unreachable:
+    """How long forwards to one home have failed in a row (a new address, or an established call, starts anew)."""
+
+    def __init__(self) -> None:
+        self.address = ""
+        self.since = 0.0
+
+    def failed(self, address: str, established: bool) -> float:
+        now = time.monotonic()
+        if established or address != self.address:
+            self.address, self.since = address, now
+        return now - self.since
+
+
+async def _lost(core: RelayCore, job: JobRecord, address: str, exc: PeerLost, unreachable: _Unreachable,
+                established: bool) -> bool:
+    """Return whether this relay took the home over after a failed forward to ``address`` (serve the side here).
+
+    A home that still beats on the store but that this relay could not reach for longer than the cluster's stale
+    bound is taken over (its sides there follow within ``poll_s``). A home failing the TLS handshake is a
+    configuration fault, not a partition: the side is refused at once, saying so.
+    """
+    if isinstance(exc, PeerUntrusted):
+        raise Refused(grpc.StatusCode.UNAVAILABLE, f"the policy session of job {job.job_id!r} cannot be forwarded "
+                      f"to its home: {exc}") from None
+    failing_s = unreachable.failed(address, established)
+    if failing_s <= core.cluster.stale_ms / 1000:
+        return False
+    return await core.cluster.take_over(job.job_id, address, failing_s, str(exc))
+
+
 async def _moved(core: RelayCore, job: JobRecord, last: list) -> bool:
     """Every ``poll_s`` (``last`` holds the time of the previous look): whether the job's home left this relay."""
     if core.cluster is None or time.monotonic() - last[0] < core.poll_s:
@@ -98,6 +129,7 @@ async def _moved(core: RelayCore, job: JobRecord, last: list) -> bool:
 async def serve_client(core: RelayCore, context: Any, principal: Any, job: JobRecord, first: Any,
                        requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
     inbox = Inbox(requests)
+    unreachable = _Unreachable()
     try:
         while True:
             address = await _home(core, context, job)
@@ -110,13 +142,16 @@ async def serve_client(core: RelayCore, context: Any, principal: Any, job: JobRe
                     _log.info("job %s: the policy session's home moved to another relay; the client follows it",
                               job.job_id)
                     continue
+            established: list = []
             try:
                 async for item in forward_stream(core.cluster, address, _CLIENT_METHOD, first, inbox, context,
-                                                 ps.PolicyReply, ps.PolicyRequest, []):
+                                                 ps.PolicyReply, ps.PolicyRequest, established):
                     yield item
                 return
             except PeerLost as exc:
                 _log.info("job %s: %s; attaching the client again where the home now is", job.job_id, exc)
+                if await _lost(core, job, address, exc, unreachable, bool(established)):
+                    continue
             except grpc.aio.AioRpcError as exc:
                 raise Refused(exc.code(), exc.details() or exc.code().name, log=False) from None
             final = await core.terminal_status(job)
@@ -169,6 +204,7 @@ async def _client_here(core: RelayCore, principal: Any, job: JobRecord, first: A
 async def serve_station(core: RelayCore, context: Any, principal: Any, job: JobRecord, first: Any,
                         requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
     inbox = Inbox(requests)
+    unreachable = _Unreachable()
     try:
         while True:
             address = await _home(core, context, job)
@@ -187,6 +223,8 @@ async def serve_station(core: RelayCore, context: Any, principal: Any, job: JobR
                     raise Refused(grpc.StatusCode.ABORTED, f"the relay brokering the policy session of job "
                                   f"{job.job_id!r} went away ({exc}); open a new session", log=False) from None
                 _log.info("job %s: %s; looking for the policy session's home again", job.job_id, exc)
+                if await _lost(core, job, address, exc, unreachable, False):
+                    continue
             except grpc.aio.AioRpcError as exc:
                 raise Refused(exc.code(), exc.details() or exc.code().name, log=False) from None
             await asyncio.sleep(core.poll_s)
