@@ -19,11 +19,11 @@ STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service
 
 def node_parameter_names() -> dict:
     """Return the parameter names each strands_robots node declares, by node name (the default names)."""
-    from strands_robots.nodes import driver_params, rollout_node, station_node
+    from strands_robots.nodes import driver_params, rollout_params, station_node
 
     return {
         "arm_driver": frozenset(driver_params.DEFAULTS),
-        "rollout": frozenset(rollout_node.PARAMETERS),
+        "rollout": frozenset(rollout_params.PARAMETERS),
         "station": frozenset(station_node.PARAMETERS),
     }
 
@@ -99,13 +99,13 @@ def _driver_refusal(name: str, value: Any) -> str:
 
 
 def _rollout_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes.rollout_node import PARAMETERS, RolloutNode
+    from strands_robots.nodes.rollout_params import PARAMETERS, value_refusal
 
     default, _, extra = PARAMETERS[name]
     reason = _typed_refusal(name, value, default) or _range_refusal(name, value, extra)
     if reason:
         return reason
-    reason = RolloutNode._check(name, value)
+    reason = value_refusal(name, value)
     return f"{name}: {reason}" if reason and not reason.startswith(name) else reason
 
 
