@@ -12,7 +12,11 @@ not a wildcard and the store is PostgreSQL) joins the cluster of relays sharing 
 - a home not heard for ``stale_s`` (killed) is taken over by the next relay a side of the job reaches: the
   client side a relay forwards to a lost home is attached again, on the new home, without its stream ending;
   the station side's stream is ended (ABORTED, with the reason), and the station opens a new session, as it
-  does after any lost session (the interrupted episode is an ``infrastructure_fault`` and its task runs again).
+  does after any lost session (the interrupted episode is an ``infrastructure_fault`` and its task runs again);
+- a home that still beats but that a relay could not reach for longer than ``stale_s`` (a wrong advertised
+  address, a partition between relays) is taken over by that relay the same way (only while the unreachable
+  relay still holds it); a home failing the TLS handshake (its certificate does not chain to this relay's own)
+  is a configuration fault: the side is refused, saying so, and the home stays.
 
 Stations and clients accept several relay addresses (``client.relay_targets``), so a station whose relay died
 reconnects to another one. No broker process and no relay-to-relay protocol of its own: the store holds who is
