@@ -41,6 +41,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
 from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
 from strands_robots.cameras.config import CameraConfigError
+from strands_robots.cameras.render_priority import lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
@@ -248,6 +249,11 @@ class CameraNode(Node):
 def main(args: Optional[List[str]] = None) -> int:
     """Run the camera node until SIGINT/SIGTERM; exit 2 for a refused parameter or an adapter that cannot start."""
     argv = list(sys.argv if args is None else args)
+    try:  # first, before any thread: every thread of the process inherits it (cameras/render_priority.py)
+        lower_render_priority()
+    except ValueError as exc:
+        print(f"camera_node: {exc}", file=sys.stderr)
+        return 2
     signals = StopSignals.install()
     init_without_signal_handlers(argv)
     node: Optional[CameraNode] = None

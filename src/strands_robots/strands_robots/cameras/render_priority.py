@@ -1,0 +1,51 @@
+"""The simulated camera process yields the CPU to the control loop: a lower priority and one render thread.
+
+On this 2-core machine, a camera node rendering at its normal priority with Mesa's llvmpipe (software GL, one
+render thread per core by default) takes both cores in bursts of a few ms 30 times a second; the arm driver's
+verdict then comes back late, the rollout's command window fills and the 50 Hz loop holds: deadlines missed.
+With the camera process at nice 10 and llvmpipe on one thread, the kernel runs the driver and the rollout
+first and renders in what is left (bench/README.md, camera_bench.py: "the 50 Hz loop with cameras").
+
+:func:`lower_render_priority` is called first thing in the camera node's ``main``, before any thread exists
+(Linux threads inherit the creating thread's nice value, so every thread of the process gets it):
+
+- ``STRANDS_ROBOTS_CAMERA_NICE`` (default 10; 0 keeps the priority): added to the process's nice value;
+- ``LP_NUM_THREADS`` (llvmpipe's render threads) is set to 1 unless already set.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import MutableMapping, Optional
+
+NICE_ENV = "STRANDS_ROBOTS_CAMERA_NICE"
+DEFAULT_NICE = 10
+
+
+def nice_increment(environ: "MutableMapping[str, str]") -> int:
+    """Return the nice increment ``environ`` asks for (0..19).
+
+    :raises ValueError: not an integer in 0..19, naming the variable.
+    """
+    raw = environ.get(NICE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_NICE
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{NICE_ENV} must be an integer 0..19, got {raw!r}") from None
+    if not 0 <= value <= 19:
+        raise ValueError(f"{NICE_ENV} must be an integer 0..19, got {raw!r}")
+    return value
+
+
+def lower_render_priority(environ: "Optional[MutableMapping[str, str]]" = None) -> int:
+    """Lower this process's priority and keep llvmpipe on one thread; return the process's nice value after.
+
+    Call before any thread is started. ``environ`` defaults to ``os.environ`` (``LP_NUM_THREADS`` must be in
+    the real environment before the first GL context is made).
+    """
+    env = os.environ if environ is None else environ
+    increment = nice_increment(env)
+    env.setdefault("LP_NUM_THREADS", "1")
+    return os.nice(increment) if increment else os.nice(0)
