@@ -261,3 +261,30 @@ def test_a_home_nobody_can_reach_is_taken_over_and_the_job_runs_each_episode_onc
     takeovers = [line for line in b.lines if "takes over the policy session of job" in line]
     assert len(takeovers) == 1 and dead in takeovers[0] and "could not be reached for" in takeovers[0], b.log
     assert "Traceback" not in a.log + b.log
+
+
+# -- the take-over rule (both stores) ------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_unreachable_home_is_taken_over_only_while_the_relay_at_its_address_holds_it(backend, tmp_path, request):
+    from strands_robots.relay.store import SqliteStore
+
+    if backend == "sqlite":
+        store = SqliteStore(str(tmp_path / "relay.db"))
+    else:
+        url = request.getfixturevalue("postgres_url")
+        reset_postgres(url)
+        store = PostgresStore(url)
+    try:
+        for relay_id, address in (("r1", "10.0.0.1:1"), ("r2", "10.0.0.2:1"), ("r3", "10.0.0.3:1")):
+            store.relay_heard(relay_id, address, 1000)
+        assert store.claim_session_home("job-1", "r1", 1000, 3000).relay_id == "r1"
+        assert not store.take_over_session_home("job-1", "10.0.0.9:1", "r2", 1100)  # nobody there holds it
+        assert not store.take_over_session_home("job-1", "10.0.0.2:1", "r2", 1100)  # not from itself
+        assert store.take_over_session_home("job-1", "10.0.0.1:1", "r2", 1200)
+        assert store.session_home("job-1").relay_id == "r2"
+        assert not store.take_over_session_home("job-1", "10.0.0.1:1", "r3", 1200)  # r2 was first: r3 looks again
+        assert store.claim_session_home("job-1", "r3", 1300, 3000).relay_id == "r2"  # and forwards to r2
+        assert store.claim_session_home("job-1", "r1", 1300, 3000).relay_id == "r2"  # r1 does not take it back
+        assert not store.take_over_session_home("job-2", "10.0.0.1:1", "r2", 1300)  # no home yet: claim it
+    finally:
+        store.close()

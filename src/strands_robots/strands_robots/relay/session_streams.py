@@ -9,6 +9,9 @@ relay. In a cluster (:mod:`~strands_robots.relay.cluster`) each first asks where
   (ABORTED: the station opens a new session, which meets the client on the new home);
 - home elsewhere: the stream is forwarded there. The home lost (killed), the client side is attached again on
   whichever relay now claims the home (its stream goes on); the station side is ended (ABORTED, with why).
+  Forwards to a home that still beats failing for longer than the stale bound, this relay takes the home over
+  and serves the side here; a home failing the TLS handshake refuses the side (UNAVAILABLE, saying so).
+  A malformed message of the side ends the stream with its INVALID_ARGUMENT, as on the home.
 
 A call another relay forwarded is served only by the home: anywhere else it is refused with UNAVAILABLE and its
 sender looks for the home again (a forwarded call is never forwarded a second time).
