@@ -26,11 +26,15 @@ Restart safety: every job's state is persisted under ``state_dir`` (``station.pe
 each snapshot is published. A restarted station reloads every readable job and resumes the ones that had not
 ended (``persistence.recover``); a job whose files do not load is moved aside and FAILED with the reason
 (reported to the relay too); jobs that had ended are re-reported so the relay has their final snapshot.
+A relay job's recording is pending on disk (``station.pending_uploads``, ``<state_dir>/uploads``) from the
+moment the rollout names it, before its episode is persisted, until the relay holds it; a restarted station
+sends every pending one whose episode it holds as finished again.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import secrets
 import sys
@@ -60,7 +64,8 @@ from strands_robots.nodes.station_robot_port import RelaySettings, RosRobotPort
 from strands_robots.station.episodes import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.scripted_operator import ScriptedOperator
-from strands_robots.station.persistence import JobStore
+from strands_robots.station.pending_uploads import PendingUpload, PendingUploads, settle, sort_pending
+from strands_robots.station.persistence import JobStore, PersistenceError
 from strands_robots.station.station import Station
 
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
@@ -165,11 +170,15 @@ class StationNode(Node):
             self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
                                     root_certificates=credentials.root_certificates)
+        # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart)
+        self.uploads = PendingUploads(os.path.join(self.p("state_dir"), "uploads")) if self.link is not None \
+            else None
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
                                   operator_name=self.p("operator_name"), async_rtc=self.p("async_rtc"),
-                                  rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"), record=self.p("record"))
+                                  rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"), record=self.p("record"),
+                                  on_recording=self._keep_recording)
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),
@@ -203,6 +212,7 @@ class StationNode(Node):
         self.create_timer(_DIAGNOSTICS_PERIOD_S, self._publish_diagnostics, callback_group=g)
         if self.link is not None:
             self.link.start()
+            self._resend_recordings()
         self.station.start()
         self.get_logger().info(f"station {self.station_id} ready (relay {target or 'none'}, operator "
                                f"{self.p('operator')}, state in {self.p('state_dir')})")
@@ -257,7 +267,50 @@ class StationNode(Node):
         for episode in status.episodes[before:]:
             path = self.robot.take_recording(episode.run_id) if episode.run_id else ""
             if path and to_relay:
-                self.link.upload_recording(status.job_id, episode.episode_id, path)
+                self.link.upload_recording(status.job_id, episode.episode_id, path,
+                                           on_done=self._upload_done(episode.run_id))
+
+    def _keep_recording(self, job_id: str, plan: Any, run_id: str, path: str, sha256: str) -> None:
+        """Job thread, before the episode is persisted: a relay job's recording is pending on disk from now."""
+        if self.uploads is None or plan.policy_provider != "relay":
+            return
+        try:
+            self.uploads.add(PendingUpload(job_id, plan.episode_id, run_id, path, sha256))
+        except PersistenceError as exc:
+            self.get_logger().error(f"recording of {job_id} {plan.episode_id} is not kept pending ({exc}); it is "
+                                    "sent now, but not again if the station stops first")
+
+    def _upload_done(self, run_id: str) -> Any:
+        def done(result: Any) -> None:
+            what = settle(result.ok, result.code)
+            if what == "sent":
+                self.uploads.remove(run_id)
+            elif what == "refused":
+                kept = self.uploads.refuse(run_id, f"{result.code}: {result.reason}")
+                self.get_logger().error(f"recording of {result.job_id} {result.episode_id} refused by the relay "
+                                        f"({result.code}: {result.reason}); kept as {kept}, not sent again")
+            else:
+                self.get_logger().warning(f"recording of {result.job_id} {result.episode_id} not sent yet "
+                                          f"({result.code}: {result.reason}); pending, sent again at the next start")
+        return done if self.uploads is not None else None
+
+    def _resend_recordings(self) -> None:
+        """After a restart: send again every pending recording whose episode the station holds as finished."""
+        pending, problems = self.uploads.load()
+        for problem in problems:
+            self.get_logger().error(problem)
+
+        def episodes_of(job_id: str) -> Any:
+            status = self.station.status(job_id)
+            return None if status is None else status.episodes
+        resend, dropped = sort_pending(pending, episodes_of)
+        for upload, why in dropped:
+            self.get_logger().warning(f"pending recording {upload.path} not sent: {why}")
+            self.uploads.remove(upload.run_id)
+        for upload in resend:
+            self.get_logger().info(f"recording of {upload.job_id} {upload.episode_id} sent again after a restart")
+            self.link.upload_recording(upload.job_id, upload.episode_id, upload.path,
+                                       on_done=self._upload_done(upload.run_id))
 
     def _publish_diagnostics(self) -> None:
         """Say on /diagnostics what the station is doing, and name every job file it had to set aside."""

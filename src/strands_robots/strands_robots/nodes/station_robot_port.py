@@ -124,8 +124,12 @@ class RosRobotPort(StationLeaseCalls):
                  robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,
                  rtc_inference_timeout_s: float = 0.0, record: bool = False,
-                 new_goal_id: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> None:
+                 new_goal_id: Callable[[], bytes] = lambda: uuid.uuid4().bytes,
+                 on_recording: Optional[Callable[[str, EpisodePlan, str, str, str], None]] = None) -> None:
         self._node = node
+        # (job_id, plan, run_id, path, sha256) of each recording, on the job thread before the episode is
+        # persisted as finished: the station keeps a relay job's recording pending on disk from here
+        self._on_recording = on_recording
         self._new_goal_id = new_goal_id  # 16 bytes per episode goal (injectable: a test sends that id first)
         self._relay = relay
         self._link = link
@@ -410,6 +414,8 @@ class RosRobotPort(StationLeaseCalls):
             with self._lock:
                 self.recordings[run_id] = ended.recording_path
         sha = _recording_sha256(ended.recording_path)
+        if run_id and ended.recording_path and self._on_recording is not None:
+            self._on_recording(self._job_id, plan, run_id, ended.recording_path, sha)
         if lease_condition:
             return RolloutOutcome(stopped_reason="cancelled", end_condition=lease_condition, end_detail=lease_detail,
                                   run_id=run_id, taken_over=taken_over, final_observation=final,

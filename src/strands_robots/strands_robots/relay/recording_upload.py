@@ -7,7 +7,8 @@ chunks of :data:`CHUNK_BYTES` (a second read), so the relay can check what arriv
 A relay that cannot be reached (UNAVAILABLE, DEADLINE_EXCEEDED), or another upload of the episode under way
 through another relay (ABORTED), is tried again with a doubling pause, up to ``attempts``; a refusal for the
 recording itself (too large, not matching, not this station's job) is logged once and not retried. Nothing here
-blocks the station: :meth:`submit` only queues.
+blocks the station: :meth:`submit` only queues; its ``on_done`` hears how each upload ended (the station keeps
+a recording pending on disk until then, ``station/pending_uploads.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import grpc
 
@@ -101,10 +102,12 @@ class RecordingUploader:
         self._thread = threading.Thread(target=self._run, name="station-recordings", daemon=True)
         self._thread.start()
 
-    def submit(self, job_id: str, episode_id: str, path: "str | Path") -> None:
+    def submit(self, job_id: str, episode_id: str, path: "str | Path",
+               on_done: "Optional[Callable[[UploadResult], None]]" = None) -> None:
+        """Queue one recording; ``on_done`` is called with its :class:`UploadResult` (on the uploader's thread)."""
         with self._idle:
             self._pending += 1
-        self._queue.put((job_id, episode_id, str(path)))
+        self._queue.put((job_id, episode_id, str(path), on_done))
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until every submitted recording was sent or given up; False on timeout."""
@@ -116,11 +119,17 @@ class RecordingUploader:
             item = self._queue.get()
             if item is _STOP:
                 return
+            *item, on_done = item
             try:
                 result = self._send(*item)
             except Exception as exc:  # noqa: BLE001 - one recording's failure never ends the uploader
                 result = UploadResult(*item, ok=False, code="ERROR", reason=f"{type(exc).__name__}: {exc}")
                 _log.error("recording of job %s episode %s not sent: %s", item[0], item[1], result.reason)
+            if on_done is not None:
+                try:
+                    on_done(result)
+                except Exception:  # noqa: BLE001 - the caller's bookkeeping never ends the uploader
+                    _log.exception("recording of job %s episode %s: on_done failed", item[0], item[1])
             with self._idle:
                 self.results.append(result)
                 self._pending -= 1

@@ -213,14 +213,17 @@ class StationLink:
             self.uploader.close(flush_timeout_s)
         self._channel.close()
 
-    def upload_recording(self, job_id: str, episode_id: str, path: "str | Path") -> None:
-        """Queue the episode's recording for its job's team (sent from a thread of its own; never blocks)."""
+    def upload_recording(self, job_id: str, episode_id: str, path: "str | Path", on_done: Any = None) -> None:
+        """Queue the episode's recording for its job's team (sent from a thread of its own; never blocks).
+
+        ``on_done`` (optional) is called with the upload's ``UploadResult`` once it is stored or given up.
+        """
         from strands_robots.relay.recording_upload import RecordingUploader
 
         with self._cond:
             if self.uploader is None:
                 self.uploader = RecordingUploader(self._stub, self._metadata)
-        self.uploader.submit(job_id, episode_id, path)
+        self.uploader.submit(job_id, episode_id, path, on_done)
 
     def __enter__(self) -> "StationLink":
         return self.start()
