@@ -466,6 +466,9 @@ class RosHarness:
         argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
                 "-r", f"__ns:={NAMESPACE}", "-p", "autostart:=true",
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
+        # The driver process on the same executor kind as this client (multi: the driver's default, single).
+        os.environ["STRANDS_ROBOTS_EXECUTOR"] = "events" if self.executor_kind == "events" else "single"
+        self._spin_stop = threading.Event()
         self.driver = Child("driver", argv, self._log, subprocess.STDOUT)
         self.node = rclpy.create_node("bench_rollout", namespace=NAMESPACE)
         # As the rollout node (its defaults; the joint limits come from the driver's DriverStatus). The start
@@ -476,6 +479,10 @@ class RosHarness:
         self.events_pub = self.node.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
+        elif self.executor_kind == "events":
+            from strands_robots.nodes.executor_choice import make_executor
+
+            self.executor, _ = make_executor("events")
         else:
             self.executor = MultiThreadedExecutor(num_threads=self.executor_threads)
         self.executor.add_node(self.node)
@@ -493,7 +500,11 @@ class RosHarness:
         from rclpy.executors import ExternalShutdownException
 
         try:
-            self.executor.spin()
+            if self.executor_kind == "events":  # its spin() keeps the GIL while it waits: bounded spin_once calls
+                while self.node is not None and self.node.context.ok() and not self._spin_stop.is_set():
+                    self.executor.spin_once(timeout_sec=0.2)
+            else:
+                self.executor.spin()
         except (ExternalShutdownException, KeyboardInterrupt):
             pass
         except Exception:  # the executor dying is a bench failure worth seeing
@@ -507,6 +518,8 @@ class RosHarness:
                 except Exception:
                     pass
         finally:
+            if getattr(self, "_spin_stop", None) is not None:
+                self._spin_stop.set()
             if self.executor is not None:
                 self.executor.shutdown(timeout_sec=2.0)
             if self.spinner is not None:
@@ -556,8 +569,9 @@ class RosHarness:
         queued = None
         timed_obs = None
         extra: dict = {"observer_kind": "", "driver_joint_states_hz": self.driver_rate_hz,
-                       "client_executor": (f"MultiThreadedExecutor({self.executor_threads})"
-                                           if self.executor_kind == "multi" else "SingleThreadedExecutor"),
+                       "client_executor": {"multi": f"MultiThreadedExecutor({self.executor_threads})",
+                                           "events": "EventsExecutor"}.get(self.executor_kind,
+                                                                           "SingleThreadedExecutor"),
                        "start_pose_s": move.elapsed_s, "command_path": self.command_path,
                        "start_pose_via": move.via, "command_window_ms": backend.stale_after_s * 1e3,
                        "window_steps": backend.window_steps if self.command_path == "stream" else 0,
@@ -1005,8 +1019,9 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
                    help="in-process 'with observer': a counting observer (default) or the QueuedEventPublisher")
     p.add_argument("--driver-rate", default="match",
                    help="driver joint_states rate in Hz, or 'match' (= the control rate; default)")
-    p.add_argument("--executor", choices=("multi", "single"), default="single",
-                   help="ROS mode: the client node's executor (default single, as the rollout node's control path)")
+    p.add_argument("--executor", choices=("multi", "single", "events"), default="single",
+                   help="ROS mode: the client node's executor (default single, as the rollout node's control path; "
+                        "events: rclpy's EventsExecutor in the client and the driver process)")
     p.add_argument("--executor-threads", type=int, default=4,
                    help="MultiThreadedExecutor threads with --executor multi (default 4)")
     p.add_argument("--switch-interval-ms", type=float, default=0.5,
@@ -1147,8 +1162,8 @@ def main(argv: "list[str] | None" = None) -> int:
             json.dump(report, f, indent=1, default=str)
         print()
         print(machine_line(machine))
-        executor = ("SingleThreadedExecutor" if args.executor == "single"
-                    else f"MultiThreadedExecutor({args.executor_threads})")
+        executor = {"single": "SingleThreadedExecutor", "events": "EventsExecutor (client and driver)"}.get(
+            args.executor, f"MultiThreadedExecutor({args.executor_threads})")
         print(f"{args.duration:g} s per run; mock policy, deadline pacing; deviation = |step interval - period| "
               f"between send_action starts, ms; rtt = send_action on the control thread, ms; c2v = command to "
               f"verdict (stream: publish to verdict arrival; service/inproc: the round trip), ms"
