@@ -97,3 +97,68 @@ def test_after_a_restart_only_finished_episodes_with_that_run_and_recording_are_
     assert "finished as run 'run-other'" in why["run-3"]
     assert "SHA-256 'aaaaaaaaaaaa'" in why["run-4"] and "'bbbbbbbbbbbb'" in why["run-4"]
     assert why["run-5"] == "job 'job-gone' is not on this station"
+
+
+# -- the sender: pending entries joined to the link's uploads -------------------------------------------------
+class _Link:
+    """The link's upload port: each upload ends at once as ``outcomes`` say (by run), else stored."""
+
+    def __init__(self, outcomes=None):
+        self.outcomes = dict(outcomes or {})
+        self.sent = []
+
+    def upload_recording(self, job_id, episode_id, path, on_done=None):
+        from strands_robots.relay.recording_upload import UploadResult
+
+        self.sent.append((job_id, episode_id, path))
+        code = self.outcomes.get(path, "OK")
+        on_done(UploadResult(job_id, episode_id, path, ok=code == "OK", code=code, reason=f"reason {code}"))
+
+
+def _sender(tmp_path, link, jobs=None):
+    from strands_robots.station.recording_sender import RecordingSender
+
+    lines = []
+    sender = RecordingSender(PendingUploads(str(tmp_path)), link, (jobs or {}).get, info=lines.append,
+                             warning=lines.append, error=lines.append)
+    return sender, lines
+
+
+def test_the_sender_removes_a_stored_recording_keeps_a_refused_one_aside_and_retries_one_given_up(tmp_path):
+    link = _Link({"/rec/run-2.mcap": "RESOURCE_EXHAUSTED", "/rec/run-3.mcap": "UNAVAILABLE"})
+    sender, lines = _sender(tmp_path, link)
+    for n in (1, 2, 3):
+        sender.keep("job-1", f"ep_000{n}", f"run-{n}", f"/rec/run-{n}.mcap", SHA_A)
+    assert len(sender.uploads.load()[0]) == 3
+    for n in (1, 2, 3):
+        sender.send("job-1", f"ep_000{n}", f"run-{n}", f"/rec/run-{n}.mcap")
+    assert [u.run_id for u in sender.uploads.load()[0]] == ["run-3"]  # stored one gone, refused one aside
+    assert (tmp_path / "run-2.upload.json.refused").exists()
+    assert any("refused by the relay (RESOURCE_EXHAUSTED" in line for line in lines)
+    link.outcomes.clear()  # the relay is back
+    assert sender.retry_given_up() == 1
+    assert link.sent[-1] == ("job-1", "ep_0003", "/rec/run-3.mcap")
+    assert sender.uploads.load() == ((), ())
+    assert sender.retry_given_up() == 0
+
+
+def test_after_close_a_given_up_upload_stays_on_disk_for_the_next_start_only(tmp_path):
+    link = _Link({"/rec/run-1.mcap": "UNAVAILABLE"})
+    sender, _ = _sender(tmp_path, link)
+    sender.keep("job-1", "ep_0000", "run-1", "/rec/run-1.mcap", SHA_A)
+    sender.close()
+    sender.send("job-1", "ep_0000", "run-1", "/rec/run-1.mcap")
+    assert sender.retry_given_up() == 0
+    assert [u.run_id for u in sender.uploads.load()[0]] == ["run-1"]
+
+
+def test_at_start_the_sender_sends_again_the_finished_episodes_and_drops_the_interrupted_ones(tmp_path):
+    link = _Link()
+    jobs = {"job-1": (_episode("ep_0000", "run-1"),)}
+    sender, lines = _sender(tmp_path, link, jobs)
+    sender.keep("job-1", "ep_0000", "run-1", "/rec/run-1.mcap", SHA_A)
+    sender.keep("job-1", "ep_0001", "run-2", "/rec/run-2.mcap", SHA_A)  # the running episode at the kill
+    assert sender.resend_pending() == 1
+    assert link.sent == [("job-1", "ep_0000", "/rec/run-1.mcap")]
+    assert sender.uploads.load() == ((), ())
+    assert any("/rec/run-2.mcap not sent: episode 'ep_0001'" in line for line in lines)

@@ -27,8 +27,9 @@ each snapshot is published. A restarted station reloads every readable job and r
 ended (``persistence.recover``); a job whose files do not load is moved aside and FAILED with the reason
 (reported to the relay too); jobs that had ended are re-reported so the relay has their final snapshot.
 A relay job's recording is pending on disk (``station.pending_uploads``, ``<state_dir>/uploads``) from the
-moment the rollout names it, before its episode is persisted, until the relay holds it; a restarted station
-sends every pending one whose episode it holds as finished again.
+moment the rollout names it, before its episode is persisted, until the relay holds it
+(``station.recording_sender``); one given up while the relay is away is queued again every 30 s, and a restarted
+station sends every pending one whose episode it holds as finished again.
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ from strands_robots.nodes.station_robot_port import RelaySettings, RosRobotPort
 from strands_robots.station.episodes import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.scripted_operator import ScriptedOperator
-from strands_robots.station.pending_uploads import PendingUpload, PendingUploads, settle, sort_pending
-from strands_robots.station.persistence import JobStore, PersistenceError
+from strands_robots.station.pending_uploads import PendingUploads
+from strands_robots.station.persistence import JobStore
+from strands_robots.station.recording_sender import RecordingSender
 from strands_robots.station.station import Station
 
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
 
 _DIAGNOSTICS_PERIOD_S = 1.0
+_RECORDING_RETRY_S = 30.0  # an upload given up while the relay was away is queued again this often
 READ_ONLY = frozenset({"relay_credentials_file"})  # start-time configuration: a running node never rereads it
 
 PARAMETERS = {
@@ -171,8 +174,9 @@ class StationNode(Node):
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
                                     root_certificates=credentials.root_certificates)
         # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart)
-        self.uploads = PendingUploads(os.path.join(self.p("state_dir"), "uploads")) if self.link is not None \
-            else None
+        self.recordings = None if self.link is None else RecordingSender(
+            PendingUploads(os.path.join(self.p("state_dir"), "uploads")), self.link, self._episodes_of,
+            info=self.get_logger().info, warning=self.get_logger().warning, error=self.get_logger().error)
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
@@ -212,7 +216,8 @@ class StationNode(Node):
         self.create_timer(_DIAGNOSTICS_PERIOD_S, self._publish_diagnostics, callback_group=g)
         if self.link is not None:
             self.link.start()
-            self._resend_recordings()
+            self.recordings.resend_pending()
+            self.create_timer(_RECORDING_RETRY_S, self.recordings.retry_given_up, callback_group=g)
         self.station.start()
         self.get_logger().info(f"station {self.station_id} ready (relay {target or 'none'}, operator "
                                f"{self.p('operator')}, state in {self.p('state_dir')})")
@@ -267,50 +272,16 @@ class StationNode(Node):
         for episode in status.episodes[before:]:
             path = self.robot.take_recording(episode.run_id) if episode.run_id else ""
             if path and to_relay:
-                self.link.upload_recording(status.job_id, episode.episode_id, path,
-                                           on_done=self._upload_done(episode.run_id))
+                self.recordings.send(status.job_id, episode.episode_id, episode.run_id, path)
 
     def _keep_recording(self, job_id: str, plan: Any, run_id: str, path: str, sha256: str) -> None:
         """Job thread, before the episode is persisted: a relay job's recording is pending on disk from now."""
-        if self.uploads is None or plan.policy_provider != "relay":
-            return
-        try:
-            self.uploads.add(PendingUpload(job_id, plan.episode_id, run_id, path, sha256))
-        except PersistenceError as exc:
-            self.get_logger().error(f"recording of {job_id} {plan.episode_id} is not kept pending ({exc}); it is "
-                                    "sent now, but not again if the station stops first")
+        if self.recordings is not None and plan.policy_provider == "relay":
+            self.recordings.keep(job_id, plan.episode_id, run_id, path, sha256)
 
-    def _upload_done(self, run_id: str) -> Any:
-        def done(result: Any) -> None:
-            what = settle(result.ok, result.code)
-            if what == "sent":
-                self.uploads.remove(run_id)
-            elif what == "refused":
-                kept = self.uploads.refuse(run_id, f"{result.code}: {result.reason}")
-                self.get_logger().error(f"recording of {result.job_id} {result.episode_id} refused by the relay "
-                                        f"({result.code}: {result.reason}); kept as {kept}, not sent again")
-            else:
-                self.get_logger().warning(f"recording of {result.job_id} {result.episode_id} not sent yet "
-                                          f"({result.code}: {result.reason}); pending, sent again at the next start")
-        return done if self.uploads is not None else None
-
-    def _resend_recordings(self) -> None:
-        """After a restart: send again every pending recording whose episode the station holds as finished."""
-        pending, problems = self.uploads.load()
-        for problem in problems:
-            self.get_logger().error(problem)
-
-        def episodes_of(job_id: str) -> Any:
-            status = self.station.status(job_id)
-            return None if status is None else status.episodes
-        resend, dropped = sort_pending(pending, episodes_of)
-        for upload, why in dropped:
-            self.get_logger().warning(f"pending recording {upload.path} not sent: {why}")
-            self.uploads.remove(upload.run_id)
-        for upload in resend:
-            self.get_logger().info(f"recording of {upload.job_id} {upload.episode_id} sent again after a restart")
-            self.link.upload_recording(upload.job_id, upload.episode_id, upload.path,
-                                       on_done=self._upload_done(upload.run_id))
+    def _episodes_of(self, job_id: str) -> Any:
+        status = self.station.status(job_id)
+        return None if status is None else status.episodes
 
     def _publish_diagnostics(self) -> None:
         """Say on /diagnostics what the station is doing, and name every job file it had to set aside."""
@@ -433,6 +404,7 @@ class StationNode(Node):
         self._closing.set()
         self._worker.close()
         if self.link is not None:
+            self.recordings.close()
             self.link.close(flush_timeout_s=1.0)
         self.robot.close()
 
