@@ -65,9 +65,12 @@ def test_each_recorded_episode_reaches_the_team_byte_for_byte_and_no_one_else(tm
         serving.join(10)
         assert final.state == "SUCCEEDED", (final.message, [(e.episode_id, e.end_condition, e.end_detail)
                                                             for e in final.episodes], "\n".join(lines[-80:]))
-        infos = _wait(lambda: (lambda r: r if len(r) == 2 and not any(i.refused for i in r) else None)(
-            client.list_recordings(job_id)), 60, "both recordings on the relay", lines)
-        assert [i.episode_id for i in infos] == ["ep_0000", "ep_0001"]
+        # every listed episode that recorded (two kept ones; under load a station fault's retry adds its own)
+        recorded = [e.episode_id for e in final.episodes if e.recording_sha256]
+        assert len([e for e in final.episodes if e.end_condition != "infrastructure_fault"]) == 2
+        infos = _wait(lambda: (lambda r: r if len(r) == len(recorded) and not any(i.refused for i in r) else None)(
+            client.list_recordings(job_id)), 60, "every recording on the relay", lines)
+        assert [i.episode_id for i in infos] == recorded and len(recorded) >= 2
 
         token_file = tmp_path / "team.token"
         token_file.write_text(stack.client_token)
