@@ -34,8 +34,6 @@ LAYERS = {
 }
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.
 KNOWN_CIRCLES = (
-    # cli/job.py registers its subcommand modules, which import it back for shared helpers.
-    frozenset({"strands_robots.cli.job", "strands_robots.cli.job_list", "strands_robots.cli.job_recordings"}),
     # the relay store's split (store.py, postgres_store.py, cluster_rows.py) is being reshaped.
     frozenset({"strands_robots.relay.store", "strands_robots.relay.cluster_rows",
                "strands_robots.relay.postgres_store"}),

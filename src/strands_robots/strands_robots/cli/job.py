@@ -10,7 +10,8 @@
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
 environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; never from the command line, which
-every user of the machine can read (``--token`` is refused, saying so).
+every user of the machine can read (``--token`` is refused, saying so); ``cli/job_client.py`` holds that, the
+relay connection, the options and the exit-code guard every job command shares.
 
 ``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
 ``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
@@ -27,46 +28,15 @@ reason is printed), 4 the openpi server could not be reached or refused the mapp
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from strands_robots.cli import argv_secrets
+from strands_robots.cli.job_client import EXIT_POLICY_SERVER, EXIT_USAGE, add_common_arguments, connect, fail, guard
 
 __all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "cmd_job_serve",
            "main", "format_status"]
-
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
-EXIT_POLICY_SERVER = 4
-#: The environment variable holding the client token when no ``--token-file`` is given.
-TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
-
-
-def _token(args: argparse.Namespace) -> str:
-    """Return the client token: ``--token-file`` (0600) first, then ``STRANDS_ROBOTS_TOKEN``; never argv."""
-    from strands_robots.relay.credentials import read_secret
-
-    path = getattr(args, "token_file", None)
-    if path:
-        return read_secret(path, "--token-file")
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if token:
-        return token
-    raise ValueError(f"no client token: give --token-file FILE (mode 0600) or set {TOKEN_ENV}")
-
-
-def _client(args: argparse.Namespace) -> Any:
-    from strands_robots.client import EvaluationClient
-
-    return EvaluationClient(args.relay, token=_token(args), root_certificates=args.root_certificates or None)
-
-
-def _fail(text: str, code: int) -> int:
-    print(f"strands-robots job: {text}", file=sys.stderr, flush=True)
-    return code
-
 
 def format_status(status: Any) -> str:
     """One snapshot, as the spec names its fields."""
@@ -89,23 +59,7 @@ def format_status(status: Any) -> str:
     return "\n".join(lines)
 
 
-def _guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def wrapped(args: argparse.Namespace) -> int:
-        from strands_robots.client import RelayError
-
-        try:
-            return run(args)
-        except (ValueError, OSError) as exc:
-            return _fail(str(exc), EXIT_USAGE)
-        except RelayError as exc:
-            return _fail(f"{type(exc).__name__}: {exc}", EXIT_REFUSED)
-
-    wrapped.__name__ = run.__name__
-    wrapped.__doc__ = run.__doc__
-    return wrapped
-
-
-@_guard
+@guard
 def cmd_job_submit(args: argparse.Namespace) -> int:
     """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
     from strands_robots.station.job_file import load_job_file
@@ -113,7 +67,7 @@ def cmd_job_submit(args: argparse.Namespace) -> int:
     from strands_robots.cli.station_demo import demo_tasks, summary_table, watch_job
 
     spec = load_job_file(args.job_file)
-    client = _client(args)
+    client = connect(args)
     episodes = args.episodes or spec.episodes_total
     job_id = client.submit_job(station_id=args.station or spec.station_id, tasks=demo_tasks(spec), episodes=episodes)
     print(job_id, flush=True)
@@ -137,49 +91,49 @@ def cmd_job_submit(args: argparse.Namespace) -> int:
     return 0 if final.state == "SUCCEEDED" else 1
 
 
-@_guard
+@guard
 def cmd_job_status(args: argparse.Namespace) -> int:
     """Print the job's latest snapshot."""
-    print(format_status(_client(args).get_status(args.job_id)))
+    print(format_status(connect(args).get_status(args.job_id)))
     return 0
 
 
-@_guard
+@guard
 def cmd_job_watch(args: argparse.Namespace) -> int:
     """Progress bar of finished episodes until the job ends, then the summary table."""
     from strands_robots.cli.station_demo import summary_table, watch_job
 
-    final = watch_job(_client(args), args.job_id, poll_s=args.poll_s)
+    final = watch_job(connect(args), args.job_id, poll_s=args.poll_s)
     print(summary_table(final))
     print(f"job {final.job_id} {final.state}: {final.message}")
     return 0 if final.state == "SUCCEEDED" else 1
 
 
-@_guard
+@guard
 def cmd_job_cancel(args: argparse.Namespace) -> int:
     """Ask the station to cancel the job."""
-    if _client(args).cancel(args.job_id, args.reason):
+    if connect(args).cancel(args.job_id, args.reason):
         print(f"job {args.job_id}: cancel requested")
         return 0
     print(f"job {args.job_id} had already ended; nothing to cancel")
     return 1
 
 
-@_guard
+@guard
 def cmd_job_serve(args: argparse.Namespace) -> int:
     """Serve the job's policy from an openpi policy server (``--openpi``) until the job ends."""
     try:
         from strands_robots.client.openpi import OpenPIError, OpenPIPolicy, serve_openpi
     except ImportError as exc:
-        return _fail(f"the openpi bridge needs its extra ({exc.name} is missing): pip install "
-                     f"'strands-robots-client[openpi]'", EXIT_USAGE)
+        return fail(f"the openpi bridge needs its extra ({exc.name} is missing): pip install "
+                    f"'strands-robots-client[openpi]'", EXIT_USAGE)
     from strands_robots.cli.station_demo import summary_table
 
-    client = _client(args)
+    client = connect(args)
     try:
         policy = OpenPIPolicy(args.openpi, obs_map=args.obs_map, connect_timeout_s=args.connect_timeout_s)
     except OpenPIError as exc:
-        return _fail(str(exc), EXIT_POLICY_SERVER)
+        return fail(str(exc), EXIT_POLICY_SERVER)
     print(f"openpi server {policy.url}: {policy.variant}, obs map {policy.obs_map.name}, metadata "
           f"{policy.metadata!r}"[:2000], flush=True)
 
@@ -206,15 +160,8 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
                                 allow_abbrev=False)
     commands = job.add_subparsers(dest="job_command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--relay", default="127.0.0.1:50051", help="host:port of the relay (default %(default)s)")
-        p.add_argument("--token-file", help=f"a file (mode 0600) holding this client's token; default: the "
-                                            f"{TOKEN_ENV} environment variable")
-        p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
-        p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
-
     submit = commands.add_parser("submit", help="submit a job file's tasks", allow_abbrev=False)
-    common(submit)
+    add_common_arguments(submit)
     submit.add_argument("job_file")
     submit.add_argument("--station", help="station id (default: the file's)")
     submit.add_argument("--episodes", type=int, default=0, help="episodes (default: the file's episodes_total)")
@@ -225,14 +172,14 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
                              ("watch", cmd_job_watch, "progress bar until the job ends, then the table"),
                              ("cancel", cmd_job_cancel, "ask the station to cancel the job")):
         p = commands.add_parser(name, help=text, allow_abbrev=False)
-        common(p)
+        add_common_arguments(p)
         p.add_argument("job_id")
         if name == "cancel":
             p.add_argument("--reason", default="cancelled from the command line")
         p.set_defaults(func=func)
     serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server",
                                 allow_abbrev=False)
-    common(serve)
+    add_common_arguments(serve)
     serve.add_argument("job_id")
     serve.add_argument("--openpi", required=True, metavar="ws://HOST:PORT", help="the openpi policy server")
     serve.add_argument("--obs-map", default=None, metavar="PRESET|FILE",
@@ -246,8 +193,8 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     from strands_robots.cli.job_list import add_list_parser
     from strands_robots.cli.job_recordings import add_recordings_parser
 
-    add_list_parser(commands, common, _guard)
-    add_recordings_parser(commands, common, _guard)
+    add_list_parser(commands)
+    add_recordings_parser(commands)
     return job
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
+
+from strands_robots.cli.job_client import add_common_arguments, connect, guard
 
 __all__ = ["add_list_parser", "cmd_job_list", "iter_jobs", "format_job_line"]
 
@@ -36,9 +38,7 @@ def format_job_line(job: Any) -> str:
 
 def cmd_job_list(args: argparse.Namespace) -> int:
     """Print this client's jobs, newest first."""
-    from strands_robots.cli.job import _client
-
-    client = _client(args)
+    client = connect(args)
     shown = 0
     print(f"{'JOB':<32} {'STATE':<14} {'EPISODES':<11} {'STATION':<20} {'SUBMITTED (UTC)':<21} MESSAGE")
     for job in iter_jobs(client, tuple(args.state or ()), args.page_size):
@@ -51,10 +51,10 @@ def cmd_job_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_list_parser(commands: Any, common: Callable[[argparse.ArgumentParser], None],
-                    guard: Callable[[Callable], Callable]) -> None:
+def add_list_parser(commands: Any) -> None:
+    """Add ``list`` to the ``job`` command's subparsers."""
     p = commands.add_parser("list", help="list this client's jobs, newest first", allow_abbrev=False)
-    common(p)
+    add_common_arguments(p)
     p.add_argument("--state", action="append", metavar="STATE",
                    help="only jobs in this state (CREATED, WAITING_POLICY, RUNNING, FINALIZING, SUCCEEDED, FAILED, "
                         "CANCELLED); repeat for several")

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from strands_robots.cli.job_client import add_common_arguments, connect, guard
 
 __all__ = ["add_recordings_parser", "cmd_job_recordings"]
 
@@ -22,9 +24,8 @@ __all__ = ["add_recordings_parser", "cmd_job_recordings"]
 def cmd_job_recordings(args: argparse.Namespace) -> int:
     """Download the job's recordings into ``-o DIR``."""
     from strands_robots.client import RecordingCorrupt, RecordingRefused
-    from strands_robots.cli.job import _client
 
-    client = _client(args)
+    client = connect(args)
     out = Path(args.output)
     infos = client.list_recordings(args.job_id)
     if args.episode:
@@ -57,11 +58,11 @@ def cmd_job_recordings(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def add_recordings_parser(commands: Any, common: Callable[[argparse.ArgumentParser], None],
-                          guard: Callable[[Callable], Callable]) -> None:
+def add_recordings_parser(commands: Any) -> None:
+    """Add ``recordings`` to the ``job`` command's subparsers."""
     p = commands.add_parser("recordings", help="download the job's episode recordings (MCAP), checked",
                             allow_abbrev=False)
-    common(p)
+    add_common_arguments(p)
     p.add_argument("job_id")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for <episode_id>.mcap files")
     p.add_argument("--episode", action="append", metavar="EPISODE_ID", help="only this episode; repeat for several")
