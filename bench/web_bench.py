@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "src" / "strands_robots"))
 
 from strands_robots.client import pb  # noqa: E402
 from strands_robots.relay.auth import TokenBook  # noqa: E402
-from strands_robots.relay.store import JobRecord, Snapshot, SqliteStore  # noqa: E402
+from strands_robots.relay.sqlite_store import SqliteStore  # noqa: E402
+from strands_robots.relay.store import JobRecord, Snapshot  # noqa: E402
 from strands_robots.relay.web.server import WebStatusServer  # noqa: E402
 
 TOKEN = "bench-team-token-0123456789"

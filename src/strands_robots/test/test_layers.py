@@ -33,11 +33,7 @@ LAYERS = {
     "__main__": LAUNCH,
 }
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.
-KNOWN_CIRCLES = (
-    # the relay store's split (store.py, postgres_store.py, cluster_rows.py) is being reshaped.
-    frozenset({"strands_robots.relay.store", "strands_robots.relay.cluster_rows",
-               "strands_robots.relay.postgres_store"}),
-)
+KNOWN_CIRCLES: tuple = ()
 # Imports the core never makes (README: the core never imports rclpy or generated messages).
 ROS_ONLY = ("rclpy", "launch", "launch_ros", "rosidl_parser", "rosidl_runtime_py", "builtin_interfaces")
 

@@ -31,7 +31,7 @@ from test_relay_harness import (
 from strands_robots.client import EvaluationClient
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.station_link import PolicyDisconnected, StationLink
-from strands_robots.relay.store import PostgresStore
+from strands_robots.relay.postgres_store import PostgresStore
 
 SERVE_POLICY = "/strands_robots.relay.v1.Evaluation/ServePolicy"
 POLICY_SESSION = "/strands_robots.relay.v1.Station/PolicySession"
@@ -266,7 +266,7 @@ def test_a_home_nobody_can_reach_is_taken_over_and_the_job_runs_each_episode_onc
 # -- the take-over rule (both stores) ------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_an_unreachable_home_is_taken_over_only_while_the_relay_at_its_address_holds_it(backend, tmp_path, request):
-    from strands_robots.relay.store import SqliteStore
+    from strands_robots.relay.sqlite_store import SqliteStore
 
     if backend == "sqlite":
         store = SqliteStore(str(tmp_path / "relay.db"))

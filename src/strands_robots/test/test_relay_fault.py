@@ -20,7 +20,7 @@ from test_relay_harness import (
 
 from strands_robots.client import EvaluationClient, pb
 from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.store import open_store
+from strands_robots.relay.store_url import open_store
 
 
 def _snapshot(job_id, t, n_episodes, state="RUNNING"):

@@ -186,7 +186,7 @@ def running_relay(directory: Path, store=None, **kwargs):
 
     from strands_robots.relay.auth import TokenBook
     from strands_robots.relay.server import RelayServer
-    from strands_robots.relay.store import SqliteStore
+    from strands_robots.relay.sqlite_store import SqliteStore
 
     tokens = TokenBook(CLIENT_TOKENS, STATION_TOKENS)
     own_store = store is None

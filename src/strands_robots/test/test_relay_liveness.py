@@ -253,7 +253,7 @@ def test_the_relay_process_serves_calls_while_a_store_call_is_slow(tmp_path):
     """Store calls run off the event loop: one slow store call does not hold the others (a real lock held)."""
     import sqlite3
 
-    from strands_robots.relay.store import SqliteStore
+    from strands_robots.relay.sqlite_store import SqliteStore
 
     store = SqliteStore(str(tmp_path / "relay.db"))
     with running_relay(tmp_path, store=store) as relay, \

@@ -22,7 +22,7 @@ from strands_robots.relay import server as relay_server
 from strands_robots.relay.proto import station_service_pb2 as ss
 from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
 from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.store import PostgresStore
+from strands_robots.relay.postgres_store import PostgresStore
 
 
 class Clock:
@@ -236,7 +236,7 @@ def test_relay_command_refuses_a_bad_token_file_or_store_with_the_reason(tmp_pat
 
 def test_a_failing_store_answers_unavailable_with_the_reason(tmp_path):
     from strands_robots.client import Unavailable
-    from strands_robots.relay.store import SqliteStore
+    from strands_robots.relay.sqlite_store import SqliteStore
 
     store = SqliteStore(str(tmp_path / "r.db"))
     with running_relay(tmp_path, store=store) as relay, _client(relay) as client:

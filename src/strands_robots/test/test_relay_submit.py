@@ -13,7 +13,8 @@ import pytest
 from test_relay_harness import CLIENT_TOKENS, postgres_server, reset_postgres, running_relay, wait_until, yes_no_task
 
 from strands_robots.client import AlreadyExists, DeadlineExceeded, EvaluationClient
-from strands_robots.relay.store import PostgresStore, SqliteStore
+from strands_robots.relay.postgres_store import PostgresStore
+from strands_robots.relay.sqlite_store import SqliteStore
 
 
 def _submit(client, job_id="retry-7", episodes=3):

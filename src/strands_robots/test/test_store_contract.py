@@ -7,16 +7,10 @@ import threading
 import pytest
 from test_relay_harness import postgres_server, reset_postgres
 
-from strands_robots.relay.store import (
-    JobExists,
-    JobRecord,
-    PostgresStore,
-    Snapshot,
-    SqliteStore,
-    StoreError,
-    Verdict,
-    open_store,
-)
+from strands_robots.relay.postgres_store import PostgresStore
+from strands_robots.relay.sqlite_store import SqliteStore
+from strands_robots.relay.store import JobExists, JobRecord, Snapshot, StoreError, Verdict
+from strands_robots.relay.store_url import open_store
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,9 @@ from web_helpers import Http, camera_recording, csrf_of, episode, read_events, s
 from strands_robots.client import pb  # noqa: E402
 from strands_robots.relay import recording_store  # noqa: E402
 from strands_robots.relay.auth import TokenBook  # noqa: E402
-from strands_robots.relay.store import JobRecord, PostgresStore, Snapshot, SqliteStore  # noqa: E402
+from strands_robots.relay.postgres_store import PostgresStore  # noqa: E402
+from strands_robots.relay.sqlite_store import SqliteStore  # noqa: E402
+from strands_robots.relay.store import JobRecord, Snapshot  # noqa: E402
 from strands_robots.relay.web.app import MAX_BODY_BYTES  # noqa: E402
 from strands_robots.relay.web.server import WebStatusServer  # noqa: E402
 

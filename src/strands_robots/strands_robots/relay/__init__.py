@@ -1,8 +1,10 @@
 """The relay: a gRPC service between stations and the teams that evaluate policies on them (no ROS).
 
 - ``proto/``: the wire format (.proto files and their generated modules; protobuf only, no pickle).
-- ``store.py``: jobs, owners, the latest snapshot per job and when each station was heard (SQLite;
-  ``postgres_store.py``: PostgreSQL); ``cluster_rows.py``: the relays' addresses and the policy-session homes.
+- ``store.py``: the store's contract: jobs, owners, the latest snapshot per job and when each station was heard;
+  ``sql_store.py`` the SQL both dialects share, ``sqlite_store.py`` / ``postgres_store.py`` the two stores,
+  ``store_url.py`` the one a ``--store`` URL names; ``cluster_rows.py``: the relays' addresses and the
+  policy-session homes.
 - ``auth.py``: bearer tokens from a YAML file, checked on every call.
 - ``job_request.py``: a submitted job checked with the station core's rules before it is stored.
 - ``sessions.py``: the policy-session broker (station stream <-> client stream).

@@ -10,13 +10,15 @@ relays never both believe they hold it for long: a relay that lost its claim fin
 (:meth:`ClusterRows.session_home`) and lets its sides go.
 
 No grpc and no broker here: SQL only, shared by both dialects (SQLite >= 3.35, PostgreSQL >= 9.5). Mixed into
-the store (:class:`~strands_robots.relay.store._SqlStore`), which provides ``_execute`` and ``_sql``.
+the store (:class:`~strands_robots.relay.sql_store.SqlStore`), which provides ``_execute`` and ``_sql``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
+from strands_robots.relay.store import StoreError
 
 CLUSTER_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS relays (
@@ -82,8 +84,6 @@ class ClusterRows:
     def relay_heard(self, relay_id: str, address: str, unix_ms: int) -> None:
         """Record that relay ``relay_id`` (reachable on ``address``) is alive at ``unix_ms``."""
         if not relay_id or not address:
-            from strands_robots.relay.store import StoreError
-
             raise StoreError("a relay needs an id and an address")
         self._execute(self._sql(_RELAY_HEARD), (relay_id, address, int(unix_ms)))
 

@@ -11,20 +11,15 @@ from __future__ import annotations
 import queue
 from typing import Any, Callable, Sequence
 
-from strands_robots.relay.store import (
-    _ADDED_COLUMNS,
-    _AFTER_COLUMNS,
-    _SCHEMA,
-    CLUSTER_SCHEMA,
-    StoreError,
-    _SqlStore,
-)
+from strands_robots.relay.cluster_rows import CLUSTER_SCHEMA
+from strands_robots.relay.sql_store import ADDED_COLUMNS, AFTER_COLUMNS, SCHEMA, SqlStore
+from strands_robots.relay.store import StoreError
 
 #: advisory-lock namespace of the per-client admission lock (the schema lock is 7262001)
 ADMISSION_LOCK = 7262002
 
 
-class PostgresStore(_SqlStore):
+class PostgresStore(SqlStore):
     """A store several relays share: PostgreSQL through psycopg 3, autocommit (every call committed).
 
     Calls run on a small pool of connections (``pool_size``), so concurrent polls do not queue behind one
@@ -55,11 +50,11 @@ class PostgresStore(_SqlStore):
             # One relay creating the tables while another does: the advisory lock serialises the DDL.
             with first.transaction():
                 first.execute("SELECT pg_advisory_xact_lock(7262001)")
-                for stmt in _SCHEMA + CLUSTER_SCHEMA:
+                for stmt in SCHEMA + CLUSTER_SCHEMA:
                     first.execute(stmt.format(blob="BYTEA"))
-                for table, column, definition in _ADDED_COLUMNS:
+                for table, column, definition in ADDED_COLUMNS:
                     first.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}")
-                for stmt in _AFTER_COLUMNS:
+                for stmt in AFTER_COLUMNS:
                     first.execute(stmt)
             self._pool.put(first)
             for _ in range(pool_size - 1):

@@ -66,11 +66,8 @@ from strands_robots.relay.core import (  # noqa: F401 - re-exported
 )
 from strands_robots.relay.handlers import generic_handlers, server_options  # noqa: F401 - re-exported
 from strands_robots.relay.operations import Operations, wait_for_stop
-from strands_robots.relay.store import (
-    Store,
-    StoreError,
-    open_store,
-)
+from strands_robots.relay.store import Store, StoreError
+from strands_robots.relay.store_url import open_store
 
 
 @dataclass(frozen=True)
