@@ -328,7 +328,8 @@ def split_full_text(text):
     ("strands_robots_msgs/msg/JobStatus", {"strands_robots_msgs/EpisodeResult", "strands_robots_msgs/ScoredItem",
                                            "strands_robots_msgs/Task", "diagnostic_msgs/KeyValue",
                                            "strands_robots_msgs/ScoringSheetDefinition",
-                                           "strands_robots_msgs/ScoringItemDefinition"}),
+                                           "strands_robots_msgs/ScoringItemDefinition",
+                                           "strands_robots_msgs/Provenance", "strands_robots_msgs/ConfigHash"}),
 ])
 def test_schema_text_matches_installed_msg_files(type_name, dependencies):
     package, _, name = type_name.split("/")
