@@ -30,7 +30,8 @@ from test_relay_harness import (
 
 from strands_robots.client import EvaluationClient
 from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.station_link import PolicyDisconnected, StationLink
+from strands_robots.relay.station_link import StationLink
+from strands_robots.relay.station_session import PolicyDisconnected
 from strands_robots.relay.postgres_store import PostgresStore
 
 SERVE_POLICY = "/strands_robots.relay.v1.Evaluation/ServePolicy"
@@ -78,7 +79,8 @@ def cluster(url, tmp_path, *configs):
         for config in configs:
             port = free_port()
             advertise = config.get("advertise") or f"127.0.0.1:{port}"
-            extra = ["--advertise", advertise, "--cluster-stale-s", str(STALE_S), "--poll-s", "0.05"]
+            extra = ["--advertise", advertise, "--cluster-stale-s", str(STALE_S), "--poll-s", "0.05",
+                     *config.get("extra", ())]
             if config.get("tls"):
                 extra += ["--tls-cert", str(config["tls"][0]), "--tls-key", str(config["tls"][1])]
             relays.append(Relay(start_relay_process(port, f"{url}", tokens, *extra), port, advertise))
@@ -260,6 +262,77 @@ def test_a_home_nobody_can_reach_is_taken_over_and_the_job_runs_each_episode_onc
                 link.close()
     takeovers = [line for line in b.lines if "takes over the policy session of job" in line]
     assert len(takeovers) == 1 and dead in takeovers[0] and "could not be reached for" in takeovers[0], b.log
+    assert "Traceback" not in a.log + b.log
+
+
+# -- 4. max_streams_per_token: a forwarded stream counts on the relay its side reached ------------------------------
+class _Held:
+    """A request iterator that sends nothing until released (a stream holding its slot)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.release.wait(30)
+        raise StopIteration
+
+
+def test_a_forwarded_stream_holds_a_stream_slot_only_on_the_relay_its_side_reached(postgres_url, tmp_path):
+    """max_streams_per_token 2: the team's session forwarded A -> B holds its slot on A, and B has room for two.
+
+    A hop set by hand (not sealed with the cluster key) is counted as any stream.
+    """
+    limit = {"extra": ("--max-streams-per-token", "2")}
+    with cluster(postgres_url, tmp_path, limit, limit) as (store, (a, b)):
+        team_a = EvaluationClient(f"127.0.0.1:{a.port}", token=CLIENT_TOKENS["team_a"])
+        team_b = EvaluationClient(f"127.0.0.1:{b.port}", token=CLIENT_TOKENS["team_a"])
+        station_b = StationLink(f"127.0.0.1:{b.port}", "sim_station", STATION_TOKENS["sim_station"])
+        held = _Held()
+        channel = grpc.insecure_channel(f"127.0.0.1:{a.port}")
+        try:
+            jobs = [team_b.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1) for _ in range(3)]
+            policies = [Counter() for _ in jobs]
+            forwarded_session = station_b.open_session(jobs[0])  # B is the home of job 0
+            wait_until(lambda: store.session_home(jobs[0]), what="B claiming job 0's home")
+            served = [serve(team_a, jobs[0], policies[0])]  # reaches A, forwarded to B
+            forwarded_session.wait_attached(15)
+            served.append(serve(team_b, jobs[1], policies[1]))  # B: the team's first slot there
+            wait_until(lambda: store.session_home(jobs[1]), what="B claiming job 1's home")
+            served.append(serve(team_b, jobs[2], policies[2]))  # B: its second (the forwarded one holds none)
+            direct_session = station_b.open_session(jobs[2])
+            direct_session.wait_attached(15)
+            assert all("error" not in out for out in served), [out.get("error") for out in served]
+            assert run_episode(forwarded_session, "ep_0000", 2) == [[{"right.joint_4": 1.0}], [{"right.joint_4": 2.0}]]
+            assert run_episode(direct_session, "ep_0000", 1) == [[{"right.joint_4": 1.0}]]
+            assert policies[0].resets == ["ep_0000"] and policies[2].resets == ["ep_0000"]
+
+            # B is full for the team: a call with a hop set by hand is counted there like any other
+            with grpc.insecure_channel(f"127.0.0.1:{b.port}") as raw_b:
+                spoofed = (*_md(CLIENT_TOKENS["team_a"]), ("x-strands-relay-hop", "relay-000000000000.0123"))
+                with pytest.raises(grpc.RpcError) as over:
+                    list(raw_b.stream_stream(SERVE_POLICY)(iter(()), metadata=spoofed, timeout=10))
+            assert over.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_streams_per_token (2) reached: client 'team_a' already holds 2" in over.value.details()
+            # A counts the forwarded stream: one more stream of the team fits there, the next does not
+            one_more = channel.stream_stream(SERVE_POLICY)(held, metadata=_md(CLIENT_TOKENS["team_a"]))
+            one_more.initial_metadata()  # the relay took the stream (its slot held)
+            with pytest.raises(grpc.RpcError) as over:
+                list(channel.stream_stream(SERVE_POLICY)(iter(()), metadata=_md(CLIENT_TOKENS["team_a"]), timeout=10))
+            assert over.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "already holds 2 open stream(s) on this relay" in over.value.details()
+            held.release.set()
+            one_more.cancel()
+            forwarded_session.close()
+            direct_session.close()
+        finally:
+            held.release.set()
+            channel.close()
+            station_b.close()
+            team_a.close()
+            team_b.close()
     assert "Traceback" not in a.log + b.log
 
 

@@ -26,6 +26,8 @@ where, gRPC carries the forwarded streams.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import uuid
 from typing import Any, Awaitable, Callable, Dict, Optional
@@ -36,7 +38,7 @@ from strands_robots.relay.store import Store, StoreError
 
 _log = logging.getLogger("strands_robots.relay")
 
-#: metadata key a relay adds to a call it forwards: the forwarding relay's id
+#: metadata key a relay adds to a call it forwards: the forwarding relay's id, sealed (``relay_id.mac``)
 HOP_KEY = "x-strands-relay-hop"
 DEFAULT_STALE_S = 3.0
 
@@ -72,9 +74,11 @@ class Cluster:
         self._max_bytes = max_message_bytes
         self._channels: Dict[str, Any] = {}
         self._task: Optional[asyncio.Task] = None
+        self._secret = b""
 
     # -- lifetime ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
+        self._secret = (await self._run(self.store.cluster_secret)).encode()
         await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
         # this relay holds the address now: an earlier run of it there (killed, restarted) is gone for good
         earlier = await self._run(self.store.relays_replaced, self.address, self.relay_id)
@@ -152,14 +156,33 @@ class Cluster:
             self._channels[address] = channel
         return channel
 
+    def _seal(self, relay_id: str, authorization: str) -> str:
+        return hmac.new(self._secret, f"{relay_id}\n{authorization}".encode(), hashlib.sha256).hexdigest()[:32]
+
     def forward_metadata(self, context: Any) -> tuple:
-        """Return the metadata a forwarded call carries: the side's own bearer token, and this relay's id."""
+        """Return the metadata a forwarded call carries: the side's own bearer token, and this relay's id.
+
+        The id is sealed with the store's cluster key over the token (``relay_id.mac``), so the home can tell a
+        call a relay forwarded from one a station or client made with the key set by hand.
+        """
         auth = [(k, v) for k, v in context.invocation_metadata() if k == "authorization"]
-        return (*auth, (HOP_KEY, self.relay_id))
+        token = str(auth[0][1]) if auth else ""
+        return (*auth, (HOP_KEY, f"{self.relay_id}.{self._seal(self.relay_id, token)}"))
+
+    def forwarded_by_peer(self, context: Any) -> bool:
+        """Whether a relay of this cluster forwarded this call (its hop sealed with the cluster key).
+
+        Such a stream holds a ``max_streams_per_token`` slot on the relay the side reached, not here too.
+        """
+        relay_id, _, mac = forwarded_by(context).rpartition(".")
+        if not relay_id or not self._secret:
+            return False
+        token = next((str(v) for k, v in context.invocation_metadata() if k == "authorization"), "")
+        return hmac.compare_digest(mac, self._seal(relay_id, token))
 
 
 def forwarded_by(context: Any) -> str:
-    """Return the id of the relay that forwarded this call ("" for a call a station or client made itself)."""
+    """Return the hop of a forwarded call (``relay_id.mac``; "" for a call a station or client made itself)."""
     for key, value in context.invocation_metadata():
         if key == HOP_KEY:
             return str(value)

@@ -31,6 +31,11 @@ CLUSTER_SCHEMA = (
         relay_id TEXT NOT NULL,
         claimed_unix_ms BIGINT NOT NULL
     )""",
+    # the key relays sign their forwarded calls with (made once by the first relay; only the store's users read it)
+    """CREATE TABLE IF NOT EXISTS cluster_secret (
+        name TEXT PRIMARY KEY,
+        secret TEXT NOT NULL
+    )""",
 )
 
 _RELAY_HEARD = (
@@ -100,6 +105,14 @@ class ClusterRows:
             self._sql("DELETE FROM relays WHERE address = {p} AND relay_id <> {p} RETURNING relay_id"),
             (address, relay_id))
         return len(rows)
+
+    def cluster_secret(self) -> str:
+        """Return the key the relays on this store sign their forwarded calls with (made on the first call)."""
+        import secrets
+
+        self._execute(self._sql("INSERT INTO cluster_secret (name, secret) VALUES ('forward', {p}) "
+                                "ON CONFLICT (name) DO NOTHING"), (secrets.token_hex(32),))
+        return str(self._execute(self._sql("SELECT secret FROM cluster_secret WHERE name = 'forward'"))[0][0])
 
     def relays(self) -> "list[RelayRow]":
         rows = self._execute(self._sql("SELECT relay_id, address, heard_unix_ms FROM relays ORDER BY relay_id"))

@@ -139,8 +139,14 @@ class RelayCore:
         return result.principal
 
     @contextlib.contextmanager
-    def stream_slot(self, principal: Principal):
-        """Hold one of ``principal``'s ``max_streams_per_token`` stream slots for the stream's life."""
+    def stream_slot(self, principal: Principal, counted: bool = True):
+        """Hold one of ``principal``'s ``max_streams_per_token`` stream slots for the stream's life.
+
+        ``counted=False``: a stream another relay of the cluster forwarded here (it holds the slot there).
+        """
+        if not counted:
+            yield
+            return
         held = self._streams.get(principal, 0)
         limit = self.settings.max_streams_per_token
         if held >= limit:

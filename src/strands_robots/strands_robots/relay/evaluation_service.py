@@ -119,7 +119,8 @@ class EvaluationServicer:
     async def ServePolicy(self, requests, context):
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
-        with core.stream_slot(principal):
+        forwarded = core.cluster is not None and core.cluster.forwarded_by_peer(context)
+        with core.stream_slot(principal, counted=not forwarded):  # a forwarded stream counts where it came in
             await context.send_initial_metadata(())  # the relay holds the stream: the peer may wait on this
             first = await core.first_message(requests, "ServePolicy", "attach")
             job = await core.own_job(principal, checked_text(check_id, first.attach.job_id, "attach.job_id"))

@@ -113,7 +113,8 @@ class StationServicer:
     async def PolicySession(self, requests, context):
         core = self._core
         principal = await core.principal(context, KIND_STATION)
-        with core.stream_slot(principal):
+        forwarded = core.cluster is not None and core.cluster.forwarded_by_peer(context)
+        with core.stream_slot(principal, counted=not forwarded):  # a forwarded stream counts where it came in
             await context.send_initial_metadata(())
             first = await core.first_message(requests, "PolicySession", "open")
             job = await core.own_job(principal, checked_text(check_id, first.open.job_id, "open.job_id"))
