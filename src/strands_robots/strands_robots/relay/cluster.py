@@ -7,8 +7,9 @@ not a wildcard and the store is PostgreSQL) joins the cluster of relays sharing 
 - the first side of a job's policy session (station or client) to reach a relay claims the job's **home** for
   that relay (:mod:`~strands_robots.relay.cluster_rows`); a side reaching any other relay is forwarded there,
   over the relay's own public services with the side's own bearer token (so the home authenticates it exactly
-  as if it had come itself) and one extra metadata key naming the forwarding relay (a forwarded call is never
-  forwarded again: a relay that is not the home refuses it with UNAVAILABLE and the sender looks again);
+  as if it had come itself) and one extra metadata key naming the forwarding relay, sealed with a key the store
+  holds (a forwarded call is never forwarded again: a relay that is not the home refuses it with UNAVAILABLE and
+  the sender looks again; the home holds no ``max_streams_per_token`` slot for it, the forwarding relay does);
 - a home not heard for ``stale_s`` (killed) is taken over by the next relay a side of the job reaches: the
   client side a relay forwards to a lost home is attached again, on the new home, without its stream ending;
   the station side's stream is ended (ABORTED, with the reason), and the station opens a new session, as it
