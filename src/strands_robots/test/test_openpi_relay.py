@@ -32,7 +32,8 @@ from test_relay_harness import (  # noqa: E402
 )
 
 from strands_robots.client import EvaluationClient, pb  # noqa: E402
-from strands_robots.relay.station_link import PolicySessionError, RemotePolicyError, StationLink  # noqa: E402
+from strands_robots.relay.station_link import StationLink  # noqa: E402
+from strands_robots.relay.station_session import PolicySessionError, RemotePolicyError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from strands_robots.relay import auth
 from strands_robots.relay.auth import KIND_CLIENT, KIND_STATION, TokenBook, TokenFileError
 from strands_robots.relay.proto import evaluation_service_pb2, station_service_pb2
 from strands_robots.relay.server import TlsConfig
-from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionError, StationLink
+from strands_robots.relay.station_link import StationLink
+from strands_robots.relay.station_session import PolicyDisconnected, PolicySessionError
 
 
 # -- the token file -----------------------------------------------------------------------------------------

@@ -214,7 +214,7 @@ class RosRobotPort(StationLeaseCalls):
             return True, f"{spec.policy_provider} policy on the rollout node"
         if self._link is None or self._relay is None:
             return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
-        from strands_robots.relay.station_link import PolicySessionError
+        from strands_robots.relay.station_session import PolicySessionError
 
         while not cancelled.is_set():
             session = self._link.open_session(spec.job_id)

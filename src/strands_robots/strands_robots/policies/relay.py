@@ -1,7 +1,7 @@
 """RelayPolicy: a remote policy, served by an Evaluation Client, reached through the relay.
 
 The policy provider ``relay``. The rollout drives it like any other policy; each call goes to the policy
-client of the job through the relay's policy session (:class:`~strands_robots.relay.station_link.PolicySession`,
+client of the job through the relay's policy session (:class:`~strands_robots.relay.station_session.PolicySession`,
 the station's side): ``reset`` opens the session, waits for the client and starts the episode (the client's
 ``reset(task)``), ``act`` returns the client's chunk (its ``EndEpisode`` ends the episode as
 ``policy_completed``), ``resume`` is the client's ``resume(observation)`` after an operator takeover.
@@ -140,7 +140,7 @@ class RelayPolicy:
     # -- Policy protocol --------------------------------------------------------------------------------------
     def reset(self, task: Mapping[str, Any]) -> None:
         """Open the job's session, wait for its policy client, start the episode (the client's ``reset``)."""
-        from strands_robots.relay.station_link import PolicySessionError
+        from strands_robots.relay.station_session import PolicySessionError
 
         session = self._open()
         station_task = self._station_task(task)
@@ -152,7 +152,7 @@ class RelayPolicy:
             raise self._lost(exc) from None
 
     def act(self, observation: Mapping[str, Any]) -> List[dict]:
-        from strands_robots.relay.station_link import PolicyDisconnected, PolicySessionError, RemotePolicyError
+        from strands_robots.relay.station_session import PolicyDisconnected, PolicySessionError, RemotePolicyError
 
         session = self._require()
         observation = self._encoded(observation)
@@ -166,7 +166,7 @@ class RelayPolicy:
             raise self._lost(exc) from None
 
     def resume(self, observation: Mapping[str, Any]) -> None:
-        from strands_robots.relay.station_link import PolicySessionError, RemotePolicyError
+        from strands_robots.relay.station_session import PolicySessionError, RemotePolicyError
 
         session = self._require()
         observation = self._encoded(observation)
@@ -184,7 +184,8 @@ class RelayPolicy:
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _open(self) -> Any:
-        from strands_robots.relay.station_link import PolicySessionError, StationLink
+        from strands_robots.relay.station_link import StationLink
+        from strands_robots.relay.station_session import PolicySessionError
 
         _close_live(self.job_id)  # the previous episode's session of this job, if it is still open
         creds = self._credentials
