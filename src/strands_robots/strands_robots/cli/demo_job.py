@@ -79,7 +79,7 @@ class _Progress:
         self.last: Optional[tuple] = None
 
     def __call__(self, status: Any) -> None:
-        from strands_robots.cli.station_demo import progress_bar
+        from strands_robots.cli.client_side import progress_bar
 
         shown = (len(status.episodes), status.state)
         if shown != self.last:
@@ -94,7 +94,7 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
 
     from strands_robots.client import EvaluationClient, RelayError
     from strands_robots.policies.demo import DemoPolicy
-    from strands_robots.cli.station_demo import report_final, serve_in_background, submit_job_file, watch_job
+    from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
     with open(args.token_file, encoding="utf-8") as handle:
         token = handle.read().strip()
@@ -144,7 +144,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.nodes._qos import LATCHED_QOS
     from strands_robots.nodes.process import init_without_signal_handlers
-    from strands_robots.cli.station_demo import report_final
+    from strands_robots.cli.client_side import report_final
     import json
 
     init_without_signal_handlers(["demo_job"])

@@ -53,7 +53,7 @@ def format_status(status: Any) -> str:
         if p.policy_spec_json:
             lines.append(f"policy spec      {p.policy_spec_json}")
     if status.episodes:
-        from strands_robots.cli.station_demo import summary_table
+        from strands_robots.cli.client_side import summary_table
 
         lines += ["", summary_table(status)]
     return "\n".join(lines)
@@ -64,7 +64,7 @@ def cmd_job_submit(args: argparse.Namespace) -> int:
     """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
     from strands_robots.station.job_file import load_job_file
     from strands_robots.policies.demo import DemoPolicy
-    from strands_robots.cli.station_demo import demo_tasks, summary_table, watch_job
+    from strands_robots.cli.client_side import demo_tasks, summary_table, watch_job
 
     spec = load_job_file(args.job_file)
     client = connect(args)
@@ -101,7 +101,7 @@ def cmd_job_status(args: argparse.Namespace) -> int:
 @guard
 def cmd_job_watch(args: argparse.Namespace) -> int:
     """Progress bar of finished episodes until the job ends, then the summary table."""
-    from strands_robots.cli.station_demo import summary_table, watch_job
+    from strands_robots.cli.client_side import summary_table, watch_job
 
     final = watch_job(connect(args), args.job_id, poll_s=args.poll_s)
     print(summary_table(final))
@@ -127,7 +127,7 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return fail(f"the openpi bridge needs its extra ({exc.name} is missing): pip install "
                     f"'strands-robots-client[openpi]'", EXIT_USAGE)
-    from strands_robots.cli.station_demo import summary_table
+    from strands_robots.cli.client_side import summary_table
 
     client = connect(args)
     try:

@@ -1,0 +1,141 @@
+"""The client side of a job on the command line: a job file's tasks submitted, its policy served, the job watched.
+
+Shared by ``strands-robots job`` (:mod:`strands_robots.cli.job`), the demo (:mod:`strands_robots.cli.station_demo`)
+and ``demo-job`` (:mod:`strands_robots.cli.demo_job`): :func:`demo_tasks` (a job file's tasks as the client
+submits them), :func:`submit_job_file`, :func:`serve_in_background`, :func:`watch_job` (a progress bar of
+finished episodes until the job ends) and :func:`summary_table` / :func:`report_final` (the final table and rates).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from strands_robots.client import Policy
+
+__all__ = ["demo_tasks", "progress_bar", "summary_table", "watch_job", "submit_job_file", "serve_in_background",
+           "report_final"]
+
+
+def demo_tasks(spec: Any) -> list:
+    """Return the job's tasks as the client submits them (mappings).
+
+    The job-level rollout budget and rate are carried in each task's parameters (a submitted job is its tasks
+    and episode count only).
+    """
+    from strands_robots.station.job_file import task_to_mapping
+
+    tasks = []
+    for task in spec.tasks:
+        mapping = task_to_mapping(task)
+        params = dict(mapping["parameters"])
+        params.setdefault("duration_s", f"{spec.duration_s:g}")
+        params.setdefault("control_frequency", f"{spec.control_frequency:g}")
+        mapping["parameters"] = params
+        tasks.append(mapping)
+    return tasks
+
+
+def progress_bar(done: int, total: int, width: int = 30) -> str:
+    total = max(total, 1)
+    filled = min(width, round(width * done / total))
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes"
+
+
+def summary_table(status: Any) -> str:
+    """Format the final table (episode, end condition, scored, success, score, taken over) and the rates."""
+    rows = [("episode", "end condition", "scored", "success", "score", "taken over")]
+    for e in status.episodes:
+        rows.append((e.episode_id, e.end_condition, "yes" if e.scored else "no",
+                     ("yes" if e.success else "no") if e.scored else "-", f"{e.score:.2f}" if e.scored else "-",
+                     "yes" if e.taken_over else "no"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    counted = [e for e in status.episodes if e.scored and not e.taken_over]
+    if counted:
+        rate = sum(1 for e in counted if e.success) / len(counted)
+        mean = sum(e.score for e in counted) / len(counted)
+        lines.append(f"success rate {rate:.0%}, mean score {mean:.2f} over {len(counted)} scored episode(s) not "
+                     f"taken over ({sum(1 for e in status.episodes if e.taken_over)} taken over, "
+                     f"{sum(1 for e in status.episodes if not e.scored)} unscored left out)")
+    else:
+        lines.append("success rate n/a, mean score n/a: no scored episode that was not taken over")
+    return "\n".join(lines)
+
+
+def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
+              stop: Optional[threading.Event] = None, timeout_s: Optional[float] = None) -> Any:
+    """Poll ``get_status`` until the job ends, printing the progress bar when it changes; the final status."""
+    from strands_robots.client import RelayError
+
+    terminal = {"SUCCEEDED", "FAILED", "CANCELLED"}
+    last = None
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    status = None
+    while True:
+        try:
+            status = client.get_status(job_id)
+        except RelayError as exc:
+            write(f"get_status: {exc}")
+            status = None
+        if status is not None:
+            shown = (len(status.episodes), status.state)
+            if shown != last:
+                last = shown
+                write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
+            if status.state in terminal:
+                return status
+        if stop is not None and stop.is_set():
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
+
+
+
+def submit_job_file(client: Any, spec: Any, *, write: Callable[[str], None] = print, prefix: str = "[demo]",
+                    policy_provider: str = "", connect_timeout_s: float = 60.0) -> str:
+    """Submit the job file's tasks through ``client``; the job id.
+
+    A relay that is not listening yet (started at the same time, as under ``ros2 launch``) is retried until
+    ``connect_timeout_s``: an UNAVAILABLE call never reached it, so trying again cannot submit twice.
+    """
+    from strands_robots.client import Unavailable
+
+    deadline = time.monotonic() + connect_timeout_s
+    while True:
+        try:
+            job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
+                                       episodes=spec.episodes_total)
+            break
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    write(f"{prefix} submitted job {job_id}: {spec.episodes_total} episodes of {len(spec.tasks)} tasks; "
+          f"serving the {policy_provider or spec.policy_provider} policy through the relay")
+    return job_id
+
+
+def serve_in_background(client: Any, job_id: str, policy: Policy, served: dict) -> threading.Thread:
+    """Serve ``policy`` for the job on a thread; ``served`` gets ``final`` (its last status) or ``error``."""
+
+    def serve() -> None:
+        try:
+            served["final"] = client.serve_policy(job_id, policy)
+        except Exception as exc:  # reported by the caller; the status poll still sees the job end
+            served["error"] = exc
+
+    thread = threading.Thread(target=serve, name="demo-policy", daemon=True)
+    thread.start()
+    return thread
+
+
+def report_final(final: Any, write: Callable[[str], None] = print) -> int:
+    """Print the summary table and the job's last line; 0 when the job SUCCEEDED, else 1."""
+    write("")
+    write(summary_table(final))
+    write(f"job {final.job_id} {final.state}: {final.message}")
+    return 0 if final.state == "SUCCEEDED" else 1
