@@ -13,7 +13,8 @@ from strands_robots.client.policy_spec import ActionRange, CameraNeed, PolicySpe
 from strands_robots.client.openpi import OpenPIPolicy
 from strands_robots.policies.registry import register_provider
 from strands_robots.station.compatibility import check
-from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState

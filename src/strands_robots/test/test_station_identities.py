@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 
 from strands_robots.arm.lease import station_holder
-from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState

@@ -35,7 +35,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from strands_robots.station.episodes import JobRunner, ProcedureSettings
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.ports import OperatorPort, RobotPort
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.job_queue import JobQueue
