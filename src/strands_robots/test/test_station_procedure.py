@@ -10,7 +10,8 @@ import pytest
 
 from strands_robots.policies.mock import MockPolicy
 from strands_robots.policies.registry import register_provider
-from strands_robots.station.episodes import JobRunner, kept_count
+from strands_robots.station.episode_results import kept_count
+from strands_robots.station.episodes import JobRunner
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping

@@ -11,21 +11,8 @@ Per episode (DESIGN.md §9)::
     score sheet                the operator scores it, keeps it unscored, or discards a taken-over one
     next
 
-End conditions (spec/evaluation-status.txt): ``timeout`` (budget elapsed), ``policy_completed`` (EndEpisode),
-``lease_lost`` (lease expired or revoked), ``authority_lost`` (a higher-priority controller or the operator held
-the arms), ``safety_stop`` (``end_detail`` names every tripped check, as the driver words them),
-``start_pose_unreached`` (no rollout ran). ``end_detail`` is empty for a timeout. Two more, the station's own
-(``rollout/end_condition.py``, named in the proto's comments):
-
-- ``policy_error``: the policy failed the rollout itself (an exception in ``act``, a malformed chunk, keys no
-  actuator has). It is the policy's episode: kept, scored like any other, never re-run;
-- ``infrastructure_fault``: the station's own infrastructure ended it (see :func:`.ports.fault_of`: the arm driver,
-  the rollout node or the relay link died, the policy was silent past its deadline). It is kept with the
-  reason in ``end_detail``, unscored (so out of the rates), and its task runs again as a new episode id; a
-  lost policy session first waits for the policy again (WAITING_POLICY). One task's episode is run again at
-  most ``max_infrastructure_retries`` times (``station/procedure_settings.py``); the next fault FAILs the job
-  naming the cause.
-  Kept episodes that fill the job's ``episodes_total`` are the others (:func:`kept_count`).
+How a rollout's outcome becomes the episode's result (its end condition, ``end_detail``, a station fault kept
+unscored and run again): :mod:`~strands_robots.station.episode_results`.
 
 What does not become an episode: a discarded one (its id is spent, its task runs again), one interrupted by a
 cancel (the job is CANCELLED), and a rollout that ended in an error before any rollout ran (its goal refused:
@@ -45,16 +32,11 @@ import threading
 from typing import Any, Callable, Optional, Tuple
 
 from strands_robots.arm.lease import station_holder
-from strands_robots.rollout.end_condition import END_INFRASTRUCTURE_FAULT, END_POLICY_ERROR, end_condition_for
 from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, JobTransitionError, plan_episode, \
     validate_job_spec
 from strands_robots.station.model import (
-    END_CONDITIONS,
-    END_SAFETY_STOP,
     END_START_POSE_UNREACHED,
-    END_TIMEOUT,
     TERMINAL_STATES,
-    EpisodeResult,
     JobState,
     JobStatus,
 )
@@ -66,45 +48,26 @@ from strands_robots.station.operator import (
     OperatorReply,
     PendingEpisode,
 )
-from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
+from strands_robots.station.limits import JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.ports import (
-    FAULT_INFRASTRUCTURE,
-    FAULT_POLICY,
     InfrastructureFault,
     OperatorPort,
     RobotPort,
     RolloutOutcome,
-    fault_of,
 )
 from strands_robots.station.arms import acquire_arms
 from strands_robots.station.compatibility import check, gate_message
+from strands_robots.station.episode_results import end_detail_for, fault_result, judge, kept_count, kept_result, \
+    trailing_faults, unscored_result
 from strands_robots.station.safety_gate import clear_before_episode
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
 from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
 
 _log = logging.getLogger("strands_robots.station")
 
-__all__ = [
-    "kept_count",
-    "JobRunner",
-]
-
-
-def kept_count(episodes: "Tuple[EpisodeResult, ...]") -> int:
-    """Count the episodes that fill a job's ``episodes_total`` (every one but ``infrastructure_fault``)."""
-    return sum(1 for e in episodes if e.end_condition != END_INFRASTRUCTURE_FAULT)
-
-
-def trailing_faults(episodes: "Tuple[EpisodeResult, ...]") -> int:
-    """Count the ``infrastructure_fault`` episodes since the last kept one: the current task's re-runs."""
-    count = 0
-    for episode in reversed(episodes):
-        if episode.end_condition != END_INFRASTRUCTURE_FAULT:
-            break
-        count += 1
-    return count
+__all__ = ["JobRunner"]
 
 
 class _Cancelled(Exception):
@@ -403,7 +366,7 @@ class JobRunner:
                                            cancelled=self._cancel, say=self._operator_action,
                                            episode_id=plan.episode_id)
             except InfrastructureFault as exc:
-                return "fault", (self._fault(plan, f"the arms could not be claimed: {exc}"), False)
+                return "fault", (fault_result(plan, f"the arms could not be claimed: {exc}"), False)
             if got != "granted":
                 return ("cancelled", None) if got == "cancelled" else ("failed", detail)
             rolled_out = False
@@ -415,7 +378,7 @@ class JobRunner:
                     return "cancelled", None
                 reached, detail = self._robot.move_to_start_pose(plan)
                 if not reached:
-                    return "kept", self._unscored(plan, END_START_POSE_UNREACHED, detail)
+                    return "kept", unscored_result(plan, END_START_POSE_UNREACHED, detail)
                 if self._cancel.is_set():
                     return "cancelled", None
                 console.rollout_started()
@@ -439,17 +402,12 @@ class JobRunner:
             early = console.decision
             if early is not None and early.kind == DECISION_DISCARD:  # discarded during its takeover
                 return "discarded", None
-            end_condition = outcome.end_condition or end_condition_for(outcome.stopped_reason)
-            fault = "" if end_condition in END_CONDITIONS else fault_of(outcome)
-            if fault == FAULT_INFRASTRUCTURE:
-                cause = outcome.infrastructure or outcome.end_detail or outcome.stopped_reason
-                return "fault", (self._fault(plan, cause, outcome.run_id, taken_over), outcome.policy_lost)
-            if fault == FAULT_POLICY:
-                end_condition = END_POLICY_ERROR
-            elif end_condition not in END_CONDITIONS:
-                return "failed", (f"{plan.episode_id}: the rollout ended without an end condition "
-                                  f"(stopped_reason {outcome.stopped_reason!r}: {outcome.end_detail or 'no detail'})")
-            end_detail = _end_detail(end_condition, outcome.end_detail)
+            verdict, end_condition = judge(outcome)  # for a fault its cause, for a failure the reason
+            if verdict == "fault":
+                return "fault", (fault_result(plan, end_condition, outcome.run_id, taken_over), outcome.policy_lost)
+            if verdict == "failed":
+                return "failed", f"{plan.episode_id}: {end_condition}"
+            end_detail = end_detail_for(end_condition, outcome.end_detail)
             pending = PendingEpisode(plan.episode_id, plan, end_condition, end_detail, outcome.run_id, taken_over)
             self._update(message=f"{plan.episode_id} ended ({end_condition}); waiting for the score sheet")
             self._operator.rollout_ended(pending, dict(outcome.final_observation), console)
@@ -458,18 +416,9 @@ class JobRunner:
                 return "cancelled", None
             if decision.kind == DECISION_DISCARD:
                 return "discarded", None
-            result = EpisodeResult(
-                episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False, score=0.0,
-                items=(), task=plan.task, taken_over=taken_over, end_detail=end_detail, run_id=outcome.run_id,
-                recording_sha256=outcome.recording_sha256)
-            if decision.kind == DECISION_SCORED:
-                sheet = decision.sheet
-                assert sheet is not None
-                result = EpisodeResult(
-                    episode_id=plan.episode_id, end_condition=end_condition, scored=True, success=sheet.success,
-                    score=sheet.score, items=sheet.items, task=plan.task, taken_over=taken_over,
-                    end_detail=end_detail, run_id=outcome.run_id, recording_sha256=outcome.recording_sha256)
-            return "kept", result
+            sheet = decision.sheet if decision.kind == DECISION_SCORED else None
+            assert decision.kind != DECISION_SCORED or sheet is not None
+            return "kept", kept_result(plan, end_condition, end_detail, outcome, taken_over, sheet)
         finally:
             console.end_episode()
 
@@ -482,19 +431,6 @@ class JobRunner:
         if cleared:
             self._operator_action(f"{plan.episode_id} starting: {cleared}")
         return cleared
-
-    @staticmethod
-    def _unscored(plan: EpisodePlan, end_condition: str, detail: str) -> EpisodeResult:
-        return EpisodeResult(episode_id=plan.episode_id, end_condition=end_condition, scored=False, success=False,
-                             score=0.0, items=(), task=plan.task, taken_over=False, end_detail=detail)
-
-    @staticmethod
-    def _fault(plan: EpisodePlan, cause: str, run_id: str = "", taken_over: bool = False) -> EpisodeResult:
-        """Return the unscored ``infrastructure_fault`` episode of ``plan``, its cause as ``end_detail``."""
-        return EpisodeResult(episode_id=plan.episode_id, end_condition=END_INFRASTRUCTURE_FAULT, scored=False,
-                             success=False, score=0.0, items=(), task=plan.task, taken_over=taken_over,
-                             end_detail=cut(cause or "the station's infrastructure failed", END_DETAIL_MAX),
-                             run_id=run_id)
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
     def _operator_action(self, message: str) -> None:
@@ -572,12 +508,3 @@ class JobRunner:
         self._last_status = status
         if self._publish is not None:
             self._publish(status)
-
-
-def _end_detail(end_condition: str, detail: str) -> str:
-    """Word how the episode ended, as the station says it; empty when the end condition says it all."""
-    if end_condition == END_TIMEOUT:
-        return ""
-    if end_condition == END_SAFETY_STOP and not detail:
-        return "the driver stopped the arms without naming a check"
-    return cut(detail, END_DETAIL_MAX)  # a policy's or a driver's text is bounded before it is stored or sent
