@@ -48,16 +48,15 @@ from typing import Any, Callable, Deque, Mapping, Optional, Tuple
 
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
-from rclpy.action.client import ClientGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
-from unique_identifier_msgs.msg import UUID
 
 from strands_robots.conversions.station import station_task_to_msg
 from strands_robots.nodes._qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
+from strands_robots.nodes.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station_lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls
 from strands_robots.station.ports import InfrastructureFault, RolloutOutcome
 from strands_robots.station.job import EpisodePlan, JobSpec
@@ -70,13 +69,7 @@ PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"  # the same names as sta
 POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
-_ROLLOUT_GONE_S = 3.0  # a run_episode server unseen this long mid-episode: the rollout node died
 _SERVER_CHECK_S = 0.25  # how often a running goal's action server is looked up in the ROS graph
-# A goal answer can be lost: the server may see our goal request before it has matched our response reader, and
-# Fast DDS drops the answer after 100 ms ("client will not receive response"). The goal is sent again under the
-# same id (the server refuses an id it already holds) every _GOAL_ANSWER_S, at most _GOAL_SENDS times.
-_GOAL_ANSWER_S = 1.0
-_GOAL_SENDS = 8
 
 
 class RelaySettings:
@@ -342,7 +335,7 @@ class RosRobotPort(StationLeaseCalls):
         if adopted and result_futures[0].done() and result_futures[0].result().status == GoalStatus.STATUS_UNKNOWN:
             self.goal_log.append(f"goal {bytes(handle.goal_id.uuid).hex()[:8]}: unknown to the rollout node, "
                                  f"really refused")
-            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, infrastructure=_REFUSED,
+            return RolloutOutcome(stopped_reason="error", end_detail=REFUSED, infrastructure=REFUSED,
                                   final_observation=self._final_observation())
         with self._lock:
             self._goal_handle = handle
@@ -354,9 +347,9 @@ class RosRobotPort(StationLeaseCalls):
         seen = -1.0
         # The goal lives as long as the action server that accepted it: that server's identity (the GIDs of its
         # status publishers) is watched, and a goal whose server is replaced (the rollout node restarted: a new
-        # GID) or gone for _ROLLOUT_GONE_S died with it. A SIGKILLed server's old entry can linger in the graph
-        # for the DDS lease (20 s), so a new server seen beside it is enough.
-        watch = _ServerWatch(self._server_gids(), time.monotonic())
+        # GID) or gone for episode_goal.ROLLOUT_GONE_S died with it. A SIGKILLed server's old entry can linger in
+        # the graph for the DDS lease (20 s), so a new server seen beside it is enough.
+        watch = ServerWatch(self._server_gids(), time.monotonic())
         checked = time.monotonic()
         hex_id = bytes(handle.goal_id.uuid).hex()[:8]
         while not done.wait(0.02):
@@ -405,7 +398,7 @@ class RosRobotPort(StationLeaseCalls):
             self.close_policy_sessions()  # the episode is over: the next one opens its own session
         response = next(f.result() for f in result_futures if f.done())
         if response.status == GoalStatus.STATUS_UNKNOWN:  # an adopted goal the server never held
-            return RolloutOutcome(stopped_reason="error", end_detail=_REFUSED, infrastructure=_REFUSED,
+            return RolloutOutcome(stopped_reason="error", end_detail=REFUSED, infrastructure=REFUSED,
                                   taken_over=taken_over, final_observation=final)
         res = response.result
         ended = res.ended
@@ -464,61 +457,12 @@ class RosRobotPort(StationLeaseCalls):
         return goal
 
     def _server_gids(self) -> frozenset:
-        """Identify the run_episode action server now: the GIDs of its status publishers in the ROS graph."""
-        try:
-            infos = self._node.get_publishers_info_by_topic(self._run_status_topic)
-        except Exception:  # noqa: BLE001  (a graph query that fails says nothing about the server)
-            return frozenset()
-        return frozenset(bytes(info.endpoint_gid) for info in infos)
+        return server_gids(self._node, self._run_status_topic)
 
     def _send_goal(self, goal: Any, on_feedback: Callable[[Any], None]) -> Tuple[Any, str]:
-        """Send the episode goal until the rollout node answers.
-
-        Returns ``(handle, "")``, ``(handle, "adopted")`` or ``(None, reason)``. Every send carries the same goal
-        id, and the action server refuses an id it already holds, so a send after a lost answer never starts a
-        second rollout. A refusal is therefore not taken at its word: it may be the server refusing our own id,
-        accepted by a send whose answer was lost. The goal is then adopted under that id, and its result decides
-        (STATUS_UNKNOWN: the server never held it, the goal was refused). No answer to any send: the id is
-        cancelled, in case a send started a rollout whose answers were all lost.
-        """
-        goal_id = UUID(uuid=list(self._new_goal_id()))
-        hex_id = bytes(goal_id.uuid).hex()[:8]
-        log = self._node.get_logger()
-        futures: list = []
-        for send in range(1, _GOAL_SENDS + 1):
-            try:
-                futures.append(self._run.send_goal_async(goal, feedback_callback=on_feedback, goal_uuid=goal_id))
-            except Exception as exc:  # noqa: BLE001  (rclpy raises SystemError for a field its C side refuses)
-                if send == 1:  # nothing went out: say why, and nothing is left running
-                    raise ValueError(f"the run_episode goal {hex_id} could not be sent (nothing was sent): "
-                                     f"{type(exc).__name__}: {exc}") from None
-                break  # an earlier send went out: its answer (or the cancel below) decides
-            deadline = time.monotonic() + _GOAL_ANSWER_S
-            while time.monotonic() < deadline:
-                handles = [(k, f.result()) for k, f in enumerate(futures, 1) if f.done() and f.exception() is None]
-                for k, handle in handles:
-                    if handle is not None and handle.accepted:
-                        self.goal_log.append(f"goal {hex_id} accepted (the answer to send {k}; {send} of "
-                                             f"{_GOAL_SENDS} sent)")
-                        return handle, ""
-                if handles:
-                    self.goal_log.append(f"goal {hex_id} refused (send {send} of {_GOAL_SENDS}): adopted "
-                                         f"until its result says whether the server holds it")
-                    log.info(f"run_episode goal {hex_id} refused after {send} send(s): asking the rollout node "
-                             f"for its result in case an earlier send was accepted and its answer lost")
-                    response = RunEpisode.Impl.SendGoalService.Response()
-                    response.accepted = True
-                    return ClientGoalHandle(self._run, goal_id, response), "adopted"
-                time.sleep(0.02)
-            if send < _GOAL_SENDS:
-                log.warning(f"run_episode goal {hex_id}: no answer within {_GOAL_ANSWER_S:g} s (send {send} of "
-                            f"{_GOAL_SENDS}); sending it again under the same id")
-        response = RunEpisode.Impl.SendGoalService.Response()
-        response.accepted = True
-        ClientGoalHandle(self._run, goal_id, response).cancel_goal_async()
-        self.goal_log.append(f"goal {hex_id} unanswered after {_GOAL_SENDS} sends: cancelled")
-        return None, (f"the rollout node did not answer the run_episode goal {hex_id} ({_GOAL_SENDS} sends over "
-                      f"{_GOAL_SENDS * _GOAL_ANSWER_S:g} s); the goal was cancelled in case it started")
+        """Send the episode goal until the rollout node answers (:func:`.episode_goal.send_episode_goal`)."""
+        return send_episode_goal(self._run, goal, self._new_goal_id(), on_feedback, self._node.get_logger(),
+                                 self.goal_log)
 
     def close_policy_sessions(self) -> None:
         """Ask the rollout node to close the relay policy sessions it still holds (best effort)."""
@@ -584,35 +528,6 @@ class RosRobotPort(StationLeaseCalls):
         if timer is not None:
             self._node.destroy_timer(timer)
         self.backend.close()
-
-
-_REFUSED = "the rollout node refused the episode goal (it refuses a goal while an episode runs there)"
-
-
-class _ServerWatch:
-    """Whether a goal's action server is still the one that accepted it, from graph samples (no ROS here).
-
-    :param first: the server's GIDs when the goal was accepted (may be empty: the graph has not caught up).
-    """
-
-    def __init__(self, first: frozenset, now: float) -> None:
-        self.ours = set(first)
-        self.gone_since: Optional[float] = None if first else now
-
-    def check(self, gids: frozenset, now: float) -> str:
-        """Return why the goal died (its server replaced, or gone for ``_ROLLOUT_GONE_S``); empty while it lives."""
-        if not self.ours:  # nothing known yet: the first server seen is ours
-            self.ours = set(gids)
-        elif gids - self.ours:
-            return "its run_episode action server was replaced by a new one (the rollout node restarted)"
-        if gids & self.ours:
-            self.gone_since = None
-            return ""
-        if self.gone_since is None:
-            self.gone_since = now
-        elif now - self.gone_since > _ROLLOUT_GONE_S:
-            return f"no run_episode action server for {_ROLLOUT_GONE_S:g} s (the rollout node went away)"
-        return ""
 
 
 def _resolve(node: Any, name: str) -> str:
