@@ -61,7 +61,8 @@ from strands_robots.relay import pb_model
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
-from strands_robots.nodes.station_robot_port import RelaySettings, RosRobotPort
+from strands_robots.nodes.station_policy import RelaySettings
+from strands_robots.nodes.station_robot_port import RosRobotPort
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.scripted_operator import ScriptedOperator

@@ -23,8 +23,8 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
 - **takeover**: the rollout node's ``pause_rollout`` / ``resume_rollout`` services;
 - **operator claim**: an ``acquire_lease`` above the rollout's priority (then released): the rollout's lease is
   revoked and the episode ends ``authority_lost``;
-- **waiting for the policy**: a policy session opened on the relay until the job's client attaches (or the
-  core's deadline ends the wait);
+- **waiting for the policy** (:mod:`.station_policy`, with the goal's policy config): a policy session opened
+  on the relay until the job's client attaches (or the core's deadline ends the wait);
 - **faults**: what is the station's and not the policy's is said so, and the core keeps the episode as an
   ``infrastructure_fault`` and runs its task again: the driver not ready or not answering (lease, start pose:
   :class:`~strands_robots.station.ports.InfrastructureFault`), the rollout node not there, not answering,
@@ -58,32 +58,17 @@ from strands_robots.nodes._qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station_lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls
+from strands_robots.nodes.station_policy import RelaySettings, StationPolicyCalls
 from strands_robots.station.ports import InfrastructureFault, RolloutOutcome
-from strands_robots.station.job import EpisodePlan, JobSpec
-from strands_robots.station.job_file import task_to_mapping
+from strands_robots.station.job import EpisodePlan
 
-__all__ = ["RosRobotPort", "RelaySettings", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY",
-           "POLICY_LOST_ERROR"]
+__all__ = ["RosRobotPort", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY", "POLICY_LOST_ERROR"]
 
 PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"  # the same names as station.inprocess uses
 POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
 _SERVER_CHECK_S = 0.25  # how often a running goal's action server is looked up in the ROS graph
-
-
-class RelaySettings:
-    """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
-
-    def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
-                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "") -> None:
-        self.target = target
-        self.root_certificates = root_certificates
-        self.station_id = station_id
-        self.token = token
-        self.token_file = token_file
-        self.attach_timeout_s = attach_timeout_s
-        self.reply_timeout_s = reply_timeout_s
 
 
 def _recording_sha256(path: str) -> str:
@@ -103,7 +88,7 @@ def _name(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-class RosRobotPort(StationLeaseCalls):
+class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     """The robot side of the station node (see the module docstring).
 
     :param node: the station node (spun on another thread).
@@ -170,70 +155,6 @@ class RosRobotPort(StationLeaseCalls):
         # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
         self.goal_log: Deque[str] = collections.deque(maxlen=64)
 
-    # -- policy ---------------------------------------------------------------------------------------------
-    def attached_policy_spec(self, spec: JobSpec) -> Any:
-        """Return the declared ``PolicySpec`` of the policy the last :meth:`wait_for_policy` found (None: none)."""
-        return self._declared
-
-    def observed_cameras(self) -> Optional[Tuple[str, ...]]:
-        """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
-
-        The compatibility gate compares a policy's cameras with these. None when the rollout node does not
-        answer within a few seconds (the gate then uses the station's own ``cameras`` parameter).
-        """
-        client = self._rollout_params
-        if not client.wait_for_services(timeout_sec=_CALL_TIMEOUT_S):
-            return None
-        answered = threading.Event()
-        future = client.get_parameters(["cameras"])
-        future.add_done_callback(lambda _f: answered.set())
-        if not answered.wait(_CALL_TIMEOUT_S) or future.result() is None:
-            return None
-        values = future.result().values
-        text = values[0].string_value if values else ""
-        return tuple(n.strip() for n in text.split(",") if n.strip())
-
-    def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
-        from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
-
-        self._declared = None
-        if spec.policy_provider != "relay":
-            from strands_robots.policies.registry import make_policy
-
-            try:
-                self._declared = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
-            except (ValueError, TypeError) as exc:
-                return False, f"policy {spec.policy_provider!r} refused: {exc}"
-            return True, f"{spec.policy_provider} policy on the rollout node"
-        if self._link is None or self._relay is None:
-            return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
-        from strands_robots.relay.station_session import PolicySessionError
-
-        while not cancelled.is_set():
-            session = self._link.open_session(spec.job_id)
-            try:
-                while not cancelled.is_set():
-                    try:
-                        client = session.wait_attached(timeout_s=0.5)
-                        try:
-                            declared = session.policy_spec
-                            self._declared = None if declared is None else spec_from_pb(declared)
-                        except PolicySpecError as exc:
-                            return False, f"policy client {client!r} declared a spec that is refused: {exc}"
-                        return True, f"policy client {client!r} attached through {self._relay.target}"
-                    except PolicySessionError as exc:
-                        if session.error is not None and "already has a policy session open" in str(exc):
-                            self.close_policy_sessions()  # left open by the rollout of a previous station run
-                            break
-                        if session.error is not None:  # the session itself ended: open another
-                            self._node.get_logger().warning(f"policy session of {spec.job_id}: {exc}",
-                                                            throttle_duration_sec=5.0)
-                            break
-            finally:
-                session.close()
-            cancelled.wait(0.2)
-        return False, "cancelled while waiting for the policy"
-
     # -- lease ----------------------------------------------------------------------------------------------
     # -- safety stop (cleared only on an operator's request, relayed by the core) ----------------------------
     def safety_stop_detail(self) -> str:
@@ -277,23 +198,6 @@ class RosRobotPort(StationLeaseCalls):
         return False, report.detail
 
     # -- rollout --------------------------------------------------------------------------------------------
-    def _policy_config(self, plan: EpisodePlan) -> dict:
-        if plan.policy_provider != "relay":
-            return dict(plan.policy_config)
-        # The remote policy reads its own options (``policy.*`` task parameters) from the task it is sent. The
-        # relay and the station's token are the rollout node's own start-time configuration: never in a goal.
-        config: dict = {}
-        if self._relay is not None:
-            relay = self._relay
-            config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
-                          attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
-        return config
-
-    _job_id = ""
-
-    def begin_job(self, job_id: str) -> None:
-        self._job_id = job_id
-
     def run_rollout(self, plan: EpisodePlan, progress: Callable[[float], None]) -> RolloutOutcome:
         with self._lock:
             if self._pending_stop:
@@ -463,12 +367,6 @@ class RosRobotPort(StationLeaseCalls):
         """Send the episode goal until the rollout node answers (:func:`.episode_goal.send_episode_goal`)."""
         return send_episode_goal(self._run, goal, self._new_goal_id(), on_feedback, self._node.get_logger(),
                                  self.goal_log)
-
-    def close_policy_sessions(self) -> None:
-        """Ask the rollout node to close the relay policy sessions it still holds (best effort)."""
-        req = Resume.Request()
-        req.operator_name = "station"
-        self._call(self._close_sessions, req, timeout_s=2.0)
 
     def _final_observation(self) -> Mapping[str, Any]:
         try:
