@@ -23,8 +23,8 @@ PACKAGE_PATH = PROTO_DIR.relative_to(IMPORT_ROOT)
 
 def generate(out_root: Path) -> list[Path]:
     """Write ``<out_root>/strands_robots/relay/proto/*_pb2{,_grpc}.py{,i}``; returns the files written."""
-    from grpc_tools import protoc  # build-time tool only
     import grpc_tools
+    from grpc_tools import protoc  # build-time tool only
 
     out_root.mkdir(parents=True, exist_ok=True)
     well_known = Path(grpc_tools.__file__).resolve().parent / "_proto"
