@@ -5,7 +5,7 @@
 #   ROS_DISTRO set        a sourced distro wins (its own Python, system site packages): .venv, build/, ...
 #
 # Each distro has its own venv, lock file and build/install folders, so both can exist side by side.
-# Sets: SR_ROS SR_VENV SR_BUILD SR_INSTALL SR_LOG SR_PYTHON SR_ROS_REQS SR_CONSTRAINTS
+# Sets: SR_ROS SR_VENV SR_BUILD SR_INSTALL SR_LOG SR_PYTHON (SR_PYTHON_FOR: its distro) SR_ROS_REQS SR_CONSTRAINTS
 _sr_top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ -n "${ROS_DISTRO:-}" ]; then
   SR_ROS="sourced-${ROS_DISTRO}"
@@ -15,6 +15,9 @@ if [ -n "${ROS_DISTRO:-}" ]; then
   SR_CONSTRAINTS="$_sr_top/requirements/constraints.txt"
 else
   SR_ROS="${ROS:-kilted}"
+  # An SR_PYTHON exported by a shell set up for the other distro (`source scripts/env.sh`, then
+  # `make test ROS=jazzy`) is not this distro's interpreter: choose again.
+  if [ -n "${SR_PYTHON_FOR:-}" ] && [ "$SR_PYTHON_FOR" != "$SR_ROS" ]; then unset SR_PYTHON; fi
   case "$SR_ROS" in
     kilted)
       _sr_suffix=""
@@ -48,5 +51,6 @@ SR_VENV="$_sr_top/.venv$_sr_suffix"
 SR_BUILD="$_sr_top/build$_sr_suffix"
 SR_INSTALL="$_sr_top/install$_sr_suffix"
 SR_LOG="$_sr_top/log$_sr_suffix"
-export SR_ROS SR_VENV SR_BUILD SR_INSTALL SR_LOG SR_PYTHON SR_ROS_REQS SR_CONSTRAINTS
+SR_PYTHON_FOR="$SR_ROS"
+export SR_ROS SR_VENV SR_BUILD SR_INSTALL SR_LOG SR_PYTHON SR_PYTHON_FOR SR_ROS_REQS SR_CONSTRAINTS
 unset _sr_top _sr_suffix
