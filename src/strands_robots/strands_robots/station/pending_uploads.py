@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
-from strands_robots.station.persistence import PersistenceError
+from strands_robots.station.persistence import PersistenceError, fsync_directory
 
 __all__ = ["PendingUpload", "PendingUploads", "sort_pending", "settle", "REFUSED_CODES"]
 
@@ -131,18 +131,8 @@ class PendingUploads:
         return tuple(pending), tuple(problems)
 
     def _fsync_directory(self) -> None:
-        if not self._fsync:
-            return
-        try:
-            fd = os.open(self.directory, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        if self._fsync:
+            fsync_directory(self.directory)
 
 
 def settle(ok: bool, code: str) -> str:

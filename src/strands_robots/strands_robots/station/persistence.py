@@ -77,6 +77,20 @@ _LOG_SUFFIX = ".episodes.jsonl"
 _ASIDE = ".unreadable-"
 
 
+
+def fsync_directory(directory: "str | os.PathLike") -> None:
+    """Flush a directory's entries (a rename or a new file in it) to disk; a filesystem that cannot is left be."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
 class PersistenceError(RuntimeError):
     """A job file could not be written or read; the message says which file and why."""
 
@@ -311,16 +325,7 @@ class JobStore:
             self._fsync_directory()
 
     def _fsync_directory(self) -> None:
-        try:
-            fd = os.open(self.directory, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fsync_directory(self.directory)
 
     # -- reading --------------------------------------------------------------------------------------------
     def _read_log(self, job_id: str, count: int) -> tuple:
