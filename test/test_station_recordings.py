@@ -25,27 +25,8 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 
 from strands_robots.client import EvaluationClient, NotFound
 from strands_robots.policies.demo import DemoPolicy
+from recording_jobs import TERMINAL, recording_task as _task, wait_for as _wait  # noqa: E402
 from strands_robots.cli.station_demo import LocalStation
-
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-
-
-def _task(task_id: str) -> dict:
-    return {"task_id": task_id, "instruction": f"instruction of {task_id}",
-            "parameters": {"duration_s": "1", "control_frequency": "50"},
-            "scoring": [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1,
-                         "success_answer": "yes"}]}
-
-
-def _wait(predicate, timeout_s: float, what: str, lines: list):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}\n" + "\n".join(lines[-60:]))
-
 
 def test_each_recorded_episode_reaches_the_team_byte_for_byte_and_no_one_else(tmp_path):
     lines: list = []

@@ -25,29 +25,10 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 import grpc  # noqa: E402
 from strands_robots.cli.station_demo import LocalStation
 from strands_robots.policies.demo import DemoPolicy
+from recording_jobs import TERMINAL, recording_task as _task, wait_for as _wait  # noqa: E402
 from strands_robots.relay.proto import recording_pb2 as rp
 from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
 from strands_robots.station.pending_uploads import PendingUploads
-
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-
-
-def _task(task_id: str) -> dict:
-    return {"task_id": task_id, "instruction": f"instruction of {task_id}",
-            "parameters": {"duration_s": "1", "control_frequency": "50"},
-            "scoring": [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1,
-                         "success_answer": "yes"}]}
-
-
-def _wait(predicate, timeout_s: float, what: str, lines: list):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}\n" + "\n".join(lines[-60:]))
-
 
 def test_a_recording_pending_when_the_station_is_killed_reaches_the_team_after_a_restart(tmp_path):
     lines: list = []
