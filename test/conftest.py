@@ -16,9 +16,15 @@ PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 sys.path.insert(0, str(PACKAGE_SRC / "test"))  # the package tests' shared harness
 
 from fast_tests import ignore_in_fast_run  # noqa: E402
+from rerun_reasons import register as register_rerun_reasons  # noqa: E402
 from ros_harness import isolate_dds  # noqa: E402
 
 isolate_dds()
+
+
+def pytest_configure(config):
+    """Every rerun's reason printed at the end of the run (rerun_reasons.py)."""
+    register_rerun_reasons(config)
 
 
 def pytest_ignore_collect(collection_path, config):

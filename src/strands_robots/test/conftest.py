@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import pytest
 from fast_tests import ignore_in_fast_run
+from rerun_reasons import register as register_rerun_reasons
 from ros_harness import isolate_dds
 
 isolate_dds()
+
+
+def pytest_configure(config):
+    """Every rerun's reason printed at the end of the run (rerun_reasons.py)."""
+    register_rerun_reasons(config)
 
 
 def pytest_ignore_collect(collection_path, config):
