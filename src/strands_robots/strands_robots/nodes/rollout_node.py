@@ -34,9 +34,10 @@ comparison).
 naming the driver and the silence, and no stale observation reaches the policy or the recording
 (:mod:`strands_robots.nodes.driver_watch`).
 
-**Goal fields**: a number or string left 0 / empty takes the parameter's value. The goal's ``record`` and
-``async_rtc`` are booleans with no "unset": they decide for their goal, both ways (a goal turns recording or
-prefetch on or off); the ``record`` / ``async_rtc`` parameters are what the node's own autorun episodes use.
+**Goal fields** (:mod:`~strands_robots.nodes.rollout_goal`): a number or string left 0 / empty takes the
+parameter's value. The goal's ``record`` and ``async_rtc`` are booleans with no "unset": they decide for their
+goal, both ways (a goal turns recording or prefetch on or off); the ``record`` / ``async_rtc`` parameters are
+what the node's own autorun episodes use.
 ``max_steps`` is the step budget (as ``n_steps`` in process); ``robot_name`` is reported in RunPolicyStarted;
 ``seed`` (>= 0) reaches the policy. Recordings are filed under this node's namespace and numbered by a
 per-node episode counter. ``events_published`` / ``events_dropped`` count this goal's events.
@@ -62,7 +63,6 @@ condition, 1 otherwise.
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import threading
 import time
@@ -88,27 +88,14 @@ from strands_robots.nodes.driver_client import (
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.rollout_goal import run_kwargs
+from strands_robots.nodes.rollout_observers import EpisodeFeedback, RunTracker
 from strands_robots.nodes.rollout_params import PARAMETERS, value_refusal
 from strands_robots.nodes.rollout_takeover import add_takeover_services
 from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_condition_of_result
 from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
-from strands_robots.simulation.observers import RunPolicyStarted, RunPolicyStep
-
-
-class _RunTracker:
-    """Observer (first in the list, on the control thread) telling the backend each new run_id.
-
-    So the command stream carries the episode's lifecycle id and its step indices restart at 0.
-    """
-
-    def __init__(self, backend: RosDriverBackend) -> None:
-        self._backend = backend
-
-    def __call__(self, event: Any) -> None:
-        if type(event) is RunPolicyStarted:
-            self._backend.begin_run(event.run_id)
 
 
 class RolloutNode(Node):
@@ -135,12 +122,9 @@ class RolloutNode(Node):
 
         self._events_pub = self.create_publisher(ObserverEvent, "observer_events", EVENT_QOS)
         self._results_pub = self.create_publisher(EpisodeResult, "episode_results", EVENT_QOS)
-        self._feedback_target: Any = None
-        self._feedback_last = 0.0
-        self._feedback_missed = 0
-        self._feedback_total_steps = 0
+        self._feedback = EpisodeFeedback()
         self._events = QueuedEventPublisher(
-            self._events_pub.publish, depth=self.p("event_queue_depth"), on_event=self._feedback_from_event
+            self._events_pub.publish, depth=self.p("event_queue_depth"), on_event=self._feedback
         )
         self.backend = RosDriverBackend(
             self, driver_namespace=self.p("driver_namespace"), action_timeout_s=self.p("action_timeout_s"),
@@ -149,7 +133,7 @@ class RolloutNode(Node):
             verdict_timeout_s=self.p("verdict_timeout_s"), driver_silence_s=self.p("driver_silence_s"),
             reset_moves_to_start_pose=False,
         )
-        self._observers = [_RunTracker(self.backend), self._events]
+        self._observers = [RunTracker(self.backend), self._events]
         self._stop = StopToken()
         runner_backend: Any = self.backend
         if self.p("cameras").strip():  # the camera node's frames in every observation, by the stale rule
@@ -230,12 +214,12 @@ class RolloutNode(Node):
 
     def _goal_result(self, goal_handle: Any) -> RunEpisode.Result:
         goal = goal_handle.request
-        self._feedback_target = goal_handle
+        self._feedback.target = goal_handle
         published, dropped = self._events.published, self._events.dropped
         try:
             ended_dict, end_condition, message = self.run_episode(goal)
         finally:
-            self._feedback_target = None
+            self._feedback.target = None
         result = RunEpisode.Result()
         if ended_dict is not None:
             result.ended = dict_to_msg("strands_robots_msgs/msg/RunPolicyEnded", ended_dict)
@@ -250,32 +234,6 @@ class RolloutNode(Node):
         else:
             goal_handle.abort()
         return result
-
-    def _feedback_from_event(self, event: Any) -> None:
-        """Turn step events into action feedback, at most 10 per second (publisher thread)."""
-        handle = self._feedback_target
-        if handle is None:
-            return
-        if type(event) is RunPolicyStarted:
-            self._feedback_missed = 0
-            self._feedback_total_steps = int(event.total_steps)
-            return
-        if type(event) is not RunPolicyStep:
-            return
-        if event.deadline_missed:
-            self._feedback_missed += 1
-        now = time.monotonic()
-        if now - self._feedback_last < 0.1:
-            return
-        self._feedback_last = now
-        fb = RunEpisode.Feedback()
-        fb.run_id = event.run_id
-        fb.applied_actions = event.applied_action_index + 1
-        fb.total_steps = self._feedback_total_steps
-        fb.elapsed_s = float(event.elapsed_s)
-        fb.last_resolution = event.action_resolution
-        fb.missed_deadlines = self._feedback_missed
-        handle.publish_feedback(fb)
 
     def _watch_lease(self) -> None:
         """End the episode as lease_lost when the driver no longer honours the lease (not as refusals)."""
@@ -298,7 +256,8 @@ class RolloutNode(Node):
                 self._stop.request("shutdown")  # close() may have come between the acceptance and this
             log = self.get_logger()
             try:
-                spec = validate_run(**self._run_kwargs(goal, autorun))  # before anything moves
+                spec = validate_run(**run_kwargs(goal, self.p, self.get_namespace(), self._episodes_run,
+                                                self._relay_policy, autorun))  # before anything moves
             except RunRefused as exc:
                 message = f"goal refused: {exc.reason}"
                 log.error(message)
@@ -370,70 +329,6 @@ class RolloutNode(Node):
                      f"({end_condition or 'no end condition'}), {ended['applied_actions']} actions, "
                      f"{ended['missed_deadlines']} missed deadlines")
             return ended, end_condition, ""
-
-    def _run_kwargs(self, goal: RunEpisode.Goal, autorun: bool = False) -> dict:
-        """Return the run arguments of a goal for ``validate_run``; a field left 0 / empty takes the parameter.
-
-        :raises RunRefused: ``policy_config_json`` is not a JSON object, or the relay provider refused it.
-        """
-        config_json = goal.policy_config_json or self.p("policy_config_json")
-        try:
-            policy_config = json.loads(config_json) if config_json else None
-        except ValueError as exc:
-            raise RunRefused("policy_config_json", config_json, f"policy_config_json is not JSON: {exc}") from None
-        if policy_config is not None and not isinstance(policy_config, dict):
-            raise RunRefused("policy_config_json", config_json, "policy_config_json must be a JSON object")
-        seed = goal.seed if goal.seed >= 0 else self.p("seed")
-        namespace = self.get_namespace()
-        provider: Any = goal.policy_provider or self.p("policy_provider")
-        if isinstance(provider, str) and provider.strip().lower() == "relay":
-            provider = self._relay_policy_for(policy_config)
-            policy_config = None
-        kwargs: dict[str, Any] = {
-            "robot_name": goal.robot_name or self.p("robot_name"),
-            "policy_provider": provider,
-            "policy_config": policy_config,
-            "instruction": goal.task.instruction or self.p("instruction"),
-            "control_frequency": goal.control_frequency or self.p("control_frequency"),
-            "action_horizon": goal.action_horizon or self.p("action_horizon"),
-            "async_rtc": bool(self.p("async_rtc") if autorun else goal.async_rtc),
-            "rtc_inference_timeout_s": goal.rtc_inference_timeout_s or self.p("rtc_inference_timeout_s"),
-            "record": bool(self.p("record") if autorun else goal.record),
-            "seed": seed if seed >= 0 else None,
-            "n_episodes": 1,
-            "recording_topic_prefix": "" if namespace == "/" else namespace,
-            "episode_number_offset": self._episodes_run,
-        }
-        max_steps = goal.max_steps or self.p("max_steps")
-        if max_steps:
-            kwargs["n_steps"] = int(max_steps)
-            if goal.duration_s:
-                kwargs["duration_s"] = goal.duration_s
-        else:
-            kwargs["duration_s"] = goal.duration_s or self.p("duration_s")
-        if kwargs["record"]:
-            kwargs["recording_dir"] = goal.recording_dir or self.p("recording_dir")
-        params = {kv.key: kv.value for kv in goal.task.parameters}
-        if goal.task.task_id or params or goal.task.layout:
-            kwargs["task"] = {"task_id": goal.task.task_id, "layout": goal.task.layout, "parameters": params}
-        return kwargs
-
-    def _relay_policy_for(self, policy_config: "dict | None") -> Any:
-        """Build the relay provider with this node's start-time credentials (its options only from the goal).
-
-        :raises RunRefused: an option the provider does not know (a relay address, a token or a path among
-            them), or this node was started without ``relay_credentials_file``.
-        """
-        from strands_robots.policies.relay import NO_CREDENTIALS, RelayPolicy
-
-        try:
-            if self._relay_policy is None:
-                RelayPolicy(policy_config)  # the options first: a goal naming a relay or a token is told so
-                raise ValueError(NO_CREDENTIALS)
-            return self._relay_policy(policy_config or {})
-        except (TypeError, ValueError) as exc:
-            keys = sorted(map(str, policy_config or {}))
-            raise RunRefused("policy_config", keys, f"policy_config (keys {keys}) refused: {exc}") from None
 
     def _publish_result(self, goal: RunEpisode.Goal, ended: "dict | None", end_condition: str,
                         detail: str) -> None:
