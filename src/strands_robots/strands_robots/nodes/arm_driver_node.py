@@ -17,9 +17,9 @@ Topics (relative names, so a launch namespace applies): ``joint_states`` (``sens
 ``/diagnostics``, and ``/clock`` (robot time) with ``publish_clock``.
 
 Services: ``send_action``, ``acquire_lease``, ``renew_lease``, ``release_lease``, ``reset_safety`` (the lease
-holder only). Action: ``move_to_start_pose`` (:mod:`.driver_start_pose`; also still a service). Parameters:
-:mod:`.driver_params`. Every rule lives in the core; this module translates (:mod:`strands_robots.conversions`),
-keeps time and publishes.
+holder only; :mod:`.driver_commands`, :mod:`.driver_leases`). Action: ``move_to_start_pose``
+(:mod:`.driver_start_pose`; also still a service). Parameters: :mod:`.driver_params`. Every rule lives in the
+core; this module translates (:mod:`strands_robots.conversions`), keeps time and publishes.
 
 Run: ``ros2 run strands_robots arm_driver_node --ros-args --params-file config/arm_driver.yaml`` and drive
 the lifecycle, or add ``--autostart`` (or ``-p autostart:=true``) to configure and activate at start.
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import threading
 import time
+from functools import partial
 from typing import Any, List, Optional, Tuple
 
 import rclpy
@@ -44,20 +44,21 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from strands_robots_msgs.srv import ResetSafety, SendAction
 
-from strands_robots.conversions.actions import verdict_to_response
 from strands_robots.arm import hardware as hardware_registry
 from strands_robots.arm.command_stream import StreamCommand
 from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.driver import DriverCore
 from strands_robots.arm.lease import LeaseManager
 from strands_robots.arm.realtime import Runner
-from strands_robots.arm.start_pose import StartPoseAborted, StartPoseReport
+from strands_robots.arm.publish_pacing import PublishPacer
+from strands_robots.arm.start_pose import StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes import driver_params as params
+from strands_robots.nodes.driver_commands import log_refusal, reset_safety_response, send_action_response
 from strands_robots.nodes.driver_leases import LeaseServices
 from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
-from strands_robots.nodes.driver_start_pose import StartPoseServer
+from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
@@ -67,27 +68,6 @@ NODE_NAME = "arm_driver"
 
 # How often the lease is polled for a lazy expiry to be published (LeaseState "on change").
 LEASE_POLL_HZ = 10.0
-
-
-def default_config_path() -> Optional[str]:
-    """Return the package's ``config/arms.yaml``: beside the imported sources first, else the ament share dir.
-
-    The source tree wins so a developer running from ``src/`` never reads a stale installed copy that no
-    longer matches the (also source-tree) MJCF.
-    """
-    here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.normpath(os.path.join(here, "..", "..", "config", "arms.yaml"))
-    if os.path.isfile(source):
-        return source
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        shared = os.path.join(get_package_share_directory("strands_robots"), "config", "arms.yaml")
-        if os.path.isfile(shared):
-            return shared
-    except Exception:  # PackageNotFoundError, or ament_index missing: fall back to the built-in default
-        pass
-    return None
 
 
 class ArmDriverNode(LifecycleNode):
@@ -110,10 +90,8 @@ class ArmDriverNode(LifecycleNode):
         self._hardware_name = ""
         self._hardware: Optional[hardware_registry.Hardware] = None
         self._runner: Optional[Runner] = None
-        # Written by the executor (parameters, transitions) and read by the runner thread.
-        self._tick_lock = threading.Lock()
-        self._joint_states_period_s = 1.0 / params.DEFAULTS["control_rate_hz"]
-        self._next_joint_states = 0.0
+        # Set by the executor (parameters, transitions) and read by the runner thread.
+        self._joint_states_pacer = PublishPacer(params.DEFAULTS["control_rate_hz"])
         self._out: Optional[DriverPublishers] = None
         self._drv_services: List[Any] = []
         self._drv_timers: dict[str, Any] = {}
@@ -135,8 +113,7 @@ class ArmDriverNode(LifecycleNode):
         self._hardware_name = self._param("hardware")
         # Read on every command; it changes only while inactive, through _apply_parameter.
         self._require_lease = bool(self._param("require_lease"))
-        with self._tick_lock:
-            self._joint_states_period_s = 1.0 / float(self._param("control_rate_hz"))
+        self._joint_states_pacer.set_rate(float(self._param("control_rate_hz")))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         guard_change_state(self)
 
@@ -152,32 +129,20 @@ class ArmDriverNode(LifecycleNode):
         # Under the gate: an activation (from another thread at autostart) cannot slip between the check of
         # the lifecycle state and the change of a safety parameter.
         with self._gate:
-            return self._set_parameters_checked(parameters)
-
-    def _set_parameters_checked(self, parameters: List[Parameter]) -> SetParametersResult:
-        for p in parameters:
-            if p.name not in params.DEFAULTS:
-                continue
-            old = self._param(p.name)
-            reason = params.change_refusal(p.name, old, p.value, self._lifecycle_label)
-            if p.name in params.SAFETY_PARAMETERS:  # every attempt on a safety parameter is logged
-                self.get_logger().warning(
-                    f"parameter {p.name}: {old!r} -> {p.value!r} " + (f"refused: {reason}" if reason else "accepted"))
+            reason = params.parameters_refusal([(p.name, p.value) for p in parameters], self._param,
+                                               self._lifecycle_label, self.get_logger())
             if reason:
-                if p.name not in params.SAFETY_PARAMETERS:
-                    self.get_logger().warning(f"parameter refused: {reason}")
                 return SetParametersResult(successful=False, reason=reason)
-        for p in parameters:
-            self._apply_parameter(p.name, p.value)
-        return SetParametersResult(successful=True)
+            for p in parameters:
+                self._apply_parameter(p.name, p.value)
+            return SetParametersResult(successful=True)
 
     def _apply_parameter(self, name: str, value: Any) -> None:
         """Rates apply at once (the value is already validated)."""
         if name == "require_lease":
             self._require_lease = bool(value)
         elif name == "control_rate_hz":
-            with self._tick_lock:
-                self._joint_states_period_s = 1.0 / float(value)
+            self._joint_states_pacer.set_rate(float(value))
         elif name in ("status_rate_hz", "diagnostics_rate_hz") and self._active:
             key = name.split("_")[0]
             timer = self._drv_timers.pop(key, None)
@@ -219,7 +184,7 @@ class ArmDriverNode(LifecycleNode):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load the config and build the arms; create publishers and services (nothing moves yet)."""
         try:
-            path = self._param("config_file") or default_config_path()
+            path = self._param("config_file") or params.default_config_path()
             if path:
                 config = DriverConfig.from_yaml(path)
             else:
@@ -253,8 +218,7 @@ class ArmDriverNode(LifecycleNode):
         if ret != TransitionCallbackReturn.SUCCESS:
             return ret
         runner = hw.runner(core, self._on_tick, self._on_runner_fault)
-        with self._tick_lock:
-            self._next_joint_states = time.monotonic()
+        self._joint_states_pacer.restart(time.monotonic())
         with self._gate:
             self._runner = runner
             self._active = True
@@ -345,8 +309,11 @@ class ArmDriverNode(LifecycleNode):
             self.create_service(ResetSafety, "reset_safety", self._on_reset_safety, callback_group=g),
         ]
         self._lease_services = LeaseServices(self, self._leases, self._publish_lease_if_changed, g)
-        self._stream = CommandStream(self, self._apply_command, self._now_ns, self._log_refusal, callback_group=g)
-        self._start_pose = StartPoseServer(self, self._run_move, self._log_move, callback_group=self._move_group)
+        log = self.get_logger()
+        self._stream = CommandStream(self, self._apply_command, self._now_ns, partial(log_refusal, log),
+                                     callback_group=g)
+        self._start_pose = StartPoseServer(self, self._run_move, partial(log_move, log),
+                                           callback_group=self._move_group)
         # The lease can expire while the driver is inactive too, so its poll lives as long as the services.
         self._drv_timers["lease"] = self.create_timer(1.0 / LEASE_POLL_HZ, self._publish_lease_if_changed,
                                                   callback_group=self._housekeeping_group)
@@ -358,13 +325,7 @@ class ArmDriverNode(LifecycleNode):
         Published here rather than from an executor timer: it is the freshest state (just stepped) and its
         deadlines do not drift. Rates above the step rate publish once per step (no newer state exists).
         """
-        now = time.monotonic()
-        with self._tick_lock:
-            due = now >= self._next_joint_states
-            if due:
-                self._next_joint_states += self._joint_states_period_s
-                if self._next_joint_states < now:  # fell behind (e.g. rate above the step rate): no bursts
-                    self._next_joint_states = now + self._joint_states_period_s
+        due = self._joint_states_pacer.due(time.monotonic())
         out, core = self._out, self._core
         if out is None:
             return
@@ -396,34 +357,13 @@ class ArmDriverNode(LifecycleNode):
     def _apply_command(self, command: StreamCommand, received_ns: int) -> Tuple[ActionVerdict, bool, float]:
         return self._gated(lambda core: core.apply_command(command, received_ns))
 
-    def _log_refusal(self, step_index: int, verdict: ActionVerdict) -> None:
-        self.get_logger().warning(
-            f"command step {step_index}: "
-            + (verdict.error or ", ".join(f"{k}: {r}" for k, r in verdict.reasons().items())),
-            throttle_duration_sec=1.0)
-
     def _on_send_action(self, req: SendAction.Request, res: SendAction.Response) -> SendAction.Response:
         """Resolve and command; never waits on the runner (the verdict is known at once)."""
-        verdict, stopped, sim_time = self._gated(
-            lambda core: core.execute(list(req.keys), list(req.values), req.lease_token))
-        if verdict.is_coarse_error or verdict.unresolved_keys:
-            self._log_refusal(req.step_index, verdict)
-        return verdict_to_response(verdict, stopped=stopped, sim_time_s=sim_time)
+        return send_action_response(self._gated, req, self.get_logger())
 
-    # -- safety -------------------------------------------------------------------------------------
     def _on_reset_safety(self, req: ResetSafety.Request, res: ResetSafety.Response) -> ResetSafety.Response:
-        core = self._core
-        if core is None:
-            res.ok, res.message = False, "driver not configured"
-        else:
-            outcome = core.reset_safety(req.lease_token)
-            res.ok, res.message = outcome.ok, outcome.message
-            self._publish_safety_if_changed()
-        who = req.operator_name or "unnamed operator"
-        lease = self._leases.state()
-        holder = lease.holder if lease.state == "held" else "nobody"
-        self.get_logger().warning(f"reset_safety by {who} (lease held by {holder}): {res.message}")
-        return res
+        return reset_safety_response(self._core, self._leases, req, res, self._publish_safety_if_changed,
+                                     self.get_logger())
 
     # -- start pose (on the start-pose server's thread) ----------------------------------------------------------
     def _run_move(self, token: str, tolerance: float, timeout_s: float, should_stop: Any,
@@ -432,29 +372,8 @@ class ArmDriverNode(LifecycleNode):
             core, runner = self._core, self._runner
             if not self._active or core is None or runner is None:
                 return StartPoseReport(False, math.inf, 0.0, "driver not active")
-
-        def advance(dt: float) -> None:
-            # Robot time passes on the runner thread; wait for it (generous wall margin for a slow machine).
-            if not runner.wait_time(core.adapter.time_s() + dt, wall_timeout_s=10.0 * dt + 1.0):
-                raise StartPoseAborted("driver deactivated during the move" if not runner.running
-                                       else "robot time did not advance")
-
-        def stop_reason() -> str:
-            return should_stop() or ("" if self._active else "driver deactivated during the move")
-
-        report = core.move_to_start_pose(tolerance=tolerance or None, timeout_s=timeout_s or None,
-                                         lease_token=token, advance=advance, should_stop=stop_reason,
-                                         on_progress=on_progress)
-        return report
-
-    def _log_move(self, report: StartPoseReport) -> None:
-        text = (f"move_to_start_pose: {'reached' if report.reached else 'not reached'} in "
-                f"{report.elapsed_s:.2f} s, max error {report.max_error:.4f} rad"
-                f"{': ' + report.detail if report.detail else ''}")
-        if report.reached:  # rclpy keys a log call site to one severity, hence two calls
-            self.get_logger().info(text)
-        else:
-            self.get_logger().warning(text)
+        return move_on_runner(core, runner, lambda: self._active, token, tolerance, timeout_s, should_stop,
+                              on_progress)
 
     # -- publishing (each a no-op while unconfigured) --------------------------------------------------------
     def _publish_status(self) -> None:

@@ -11,6 +11,9 @@
 | diagnostics_rate_hz  | double | applied at once                                                           |
 | autostart            | bool   | read-only (main() reads it at start)                                      |
 
+:func:`parameters_refusal` decides a set of run-time changes; :func:`default_config_path` is what an empty
+``config_file`` reads.
+
 Rates accept integers too (``-p control_rate_hz:=50``): they are declared with dynamic typing and checked here,
 so no private rclpy state is touched to coerce an override.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 
@@ -111,3 +114,47 @@ def change_refusal(name: str, old: Any, new: Any, state: str) -> str:
     if name in CONFIGURE_PARAMETERS and state in (STATE_INACTIVE, STATE_ACTIVE):
         return f"{name} applies at configure: clean the driver up first"
     return ""
+
+
+def parameters_refusal(changes: "list[tuple[str, Any]]", current: Callable[[str], Any], state: str, log: Any) -> str:
+    """Say why a set of run-time changes ``(name, value)`` is refused in lifecycle ``state`` (empty: all allowed).
+
+    The first refusal wins (none of the set applies then). Every attempt on a safety parameter is logged,
+    accepted or refused, and any other refusal is logged too. Names the driver does not declare are skipped.
+
+    :param current: the parameter's value now, by name.
+    :param log: the node's logger.
+    """
+    for name, value in changes:
+        if name not in DEFAULTS:
+            continue
+        old = current(name)
+        reason = change_refusal(name, old, value, state)
+        if name in SAFETY_PARAMETERS:  # every attempt on a safety parameter is logged
+            log.warning(f"parameter {name}: {old!r} -> {value!r} " + (f"refused: {reason}" if reason else "accepted"))
+        if reason:
+            if name not in SAFETY_PARAMETERS:
+                log.warning(f"parameter refused: {reason}")
+            return reason
+    return ""
+
+
+def default_config_path() -> Optional[str]:
+    """Return the package's ``config/arms.yaml``: beside the imported sources first, else the ament share dir.
+
+    The source tree wins so a developer running from ``src/`` never reads a stale installed copy that no
+    longer matches the (also source-tree) MJCF.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))  # nodes/: the package's config is two up
+    source = os.path.normpath(os.path.join(here, "..", "..", "config", "arms.yaml"))
+    if os.path.isfile(source):
+        return source
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        shared = os.path.join(get_package_share_directory("strands_robots"), "config", "arms.yaml")
+        if os.path.isfile(shared):
+            return shared
+    except Exception:  # PackageNotFoundError, or ament_index missing: fall back to the built-in default
+        pass
+    return None

@@ -8,6 +8,8 @@ lease, safety, settling). It runs on a thread of its own, because the driver's e
 (rclpy's MultiThreadedExecutor busy-waits holding the GIL, ros2/rclpy#1223) and must keep serving commands
 and lease renewals during the move: the execute callback is a coroutine that awaits a future the move
 thread completes, so the executor is never blocked. One move at a time; a second is refused with a reason.
+:func:`move_on_runner` is the move itself against the hardware's real-time runner (robot time passes on the
+runner's thread), and :func:`log_move` the line its report is logged with.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rclpy.task import Future
 from strands_robots_msgs.action import MoveToStartPose as MoveAction
 from strands_robots_msgs.srv import MoveToStartPose as MoveService
 
-from strands_robots.arm.start_pose import StartPoseProgress, StartPoseReport
+from strands_robots.arm.start_pose import StartPoseAborted, StartPoseProgress, StartPoseReport
 
 NAME = "move_to_start_pose"
 # Feedback at most this often (the move itself checks every control period).
@@ -127,3 +129,37 @@ def _fill(out: Any, report: StartPoseReport) -> None:
     out.max_error = float(report.max_error) if math.isfinite(report.max_error) else -1.0
     out.elapsed_s = float(report.elapsed_s)
     out.detail = report.detail
+
+
+def move_on_runner(core: Any, runner: Any, is_active: Callable[[], bool], token: str, tolerance: float,
+                   timeout_s: float, should_stop: Callable[[], str],
+                   on_progress: Optional[Callable[[StartPoseProgress], None]]) -> StartPoseReport:
+    """Run the core's start-pose move, robot time advancing on ``runner``'s thread (the calling thread waits).
+
+    :param is_active: whether the driver is still active; a deactivation ends the move with that reason.
+    :param tolerance: 0 for the configured tolerance. :param timeout_s: 0 for the configured timeout.
+    """
+
+    def advance(dt: float) -> None:
+        # Robot time passes on the runner thread; wait for it (generous wall margin for a slow machine).
+        if not runner.wait_time(core.adapter.time_s() + dt, wall_timeout_s=10.0 * dt + 1.0):
+            raise StartPoseAborted("driver deactivated during the move" if not runner.running
+                                   else "robot time did not advance")
+
+    def stop_reason() -> str:
+        return should_stop() or ("" if is_active() else "driver deactivated during the move")
+
+    return core.move_to_start_pose(tolerance=tolerance or None, timeout_s=timeout_s or None,
+                                   lease_token=token, advance=advance, should_stop=stop_reason,
+                                   on_progress=on_progress)
+
+
+def log_move(log: Any, report: StartPoseReport) -> None:
+    """Log a move's report on the node's logger ``log``: info when reached, a warning when not."""
+    text = (f"move_to_start_pose: {'reached' if report.reached else 'not reached'} in "
+            f"{report.elapsed_s:.2f} s, max error {report.max_error:.4f} rad"
+            f"{': ' + report.detail if report.detail else ''}")
+    if report.reached:  # rclpy keys a log call site to one severity, hence two calls
+        log.info(text)
+    else:
+        log.warning(text)

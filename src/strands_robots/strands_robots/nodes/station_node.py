@@ -225,7 +225,7 @@ class StationNode(Node):
 
     def _station_facts(self) -> Any:
         """Read arms.yaml and cameras.yaml once (the gate's station side and the jobs' provenance)."""
-        from strands_robots.nodes.arm_driver_node import default_config_path
+        from strands_robots.nodes.driver_params import default_config_path
         from strands_robots.nodes.camera_msgs import installed_cameras_file
         from strands_robots.station.provenance import load_station_facts
 
