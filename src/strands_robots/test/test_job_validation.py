@@ -16,6 +16,7 @@ import pytest
 from strands_robots import validation as rules
 from strands_robots.rollout.run_spec import FIELD_LIMITS, RunRefused, validate_run
 from strands_robots.station import inprocess, job, scripted_operator
+from strands_robots.station import task_parameters as tp
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.job_file import load_job_file
 from strands_robots.station.limits import IDENTIFIER_MAX, INSTRUCTION_MAX, TASK_TEXT_MAX
@@ -67,7 +68,7 @@ def _edge_values(limit: rules.FieldLimit):
 ALL_LIMITS = [(f"RUN_LIMITS[{k!r}]", k, v) for k, v in rules.RUN_LIMITS.items()] + \
              [(f"JOB_LIMITS[{k!r}]", k, v) for k, v in rules.JOB_LIMITS.items()] + \
              [(f"SHEET_LIMITS[{k!r}]", k, v) for k, v in rules.SHEET_LIMITS.items()] + \
-             [(f"TASK_PARAMETERS[{k!r}]", k, p.limit) for k, p in rules.TASK_PARAMETERS.items() if p.limit]
+             [(f"TASK_PARAMETERS[{k!r}]", k, p.limit) for k, p in tp.TASK_PARAMETERS.items() if p.limit]
 
 
 @pytest.mark.parametrize("where, name, limit", ALL_LIMITS, ids=[w for w, _, _ in ALL_LIMITS])
@@ -99,13 +100,13 @@ def test_the_ranges_read_as_written():
     assert rules.RUN_LIMITS["duration_s"].words() == "a number > 0 and <= 86400"
     assert rules.RUN_LIMITS["seed"].text() == "[0, 4294967295]"  # the RunEpisode goal's int64 holds every one
     assert rules.JOB_LIMITS["episodes_total"].text() == "[1, 100000]"
-    assert rules.TASK_PARAMETERS["start_pose_tolerance_rad"].limit.text() == "(0, 0.5] rad"
-    assert rules.TASK_PARAMETERS["operator_takeover_at_s"].limit.text() == "[0, 86400] s"
+    assert tp.TASK_PARAMETERS["start_pose_tolerance_rad"].limit.text() == "(0, 0.5] rad"
+    assert tp.TASK_PARAMETERS["operator_takeover_at_s"].limit.text() == "[0, 86400] s"
     # the rollout's table is this module's: one statement of each range
     assert FIELD_LIMITS is rules.RUN_LIMITS
-    assert rules.TASK_PARAMETERS["duration_s"].limit is rules.RUN_LIMITS["duration_s"]
-    assert rules.TASK_PARAMETERS["control_frequency"].limit is rules.RUN_LIMITS["control_frequency"]
-    assert rules.TASK_PARAMETERS["seed"].limit is rules.RUN_LIMITS["seed"]
+    assert tp.TASK_PARAMETERS["duration_s"].limit is rules.RUN_LIMITS["duration_s"]
+    assert tp.TASK_PARAMETERS["control_frequency"].limit is rules.RUN_LIMITS["control_frequency"]
+    assert tp.TASK_PARAMETERS["seed"].limit is rules.RUN_LIMITS["seed"]
 
 
 # -- task parameters --------------------------------------------------------------------------------------------
@@ -113,15 +114,15 @@ def test_every_parameter_key_a_reader_reads_is_in_the_table():
     read = {value for module in (job, scripted_operator, inprocess) for name, value in vars(module).items()
             if name.startswith("PARAM_") and isinstance(value, str)}
     assert read  # job.PARAM_DURATION_S, scripted_operator.PARAM_TAKEOVER_AT_S, inprocess.PARAM_STOP_HEARTBEAT_AT_S
-    prefixes = tuple(rules.TASK_PARAMETER_PREFIXES) + (job.POLICY_PARAM_PREFIX,)
-    missing = sorted(k for k in read if k not in rules.TASK_PARAMETERS and not k.endswith(".")
+    prefixes = tuple(tp.TASK_PARAMETER_PREFIXES) + (job.POLICY_PARAM_PREFIX,)
+    missing = sorted(k for k in read if k not in tp.TASK_PARAMETERS and not k.endswith(".")
                      and not k.startswith(prefixes))
     assert missing == []
-    assert scripted_operator.PARAM_ANSWER_PREFIX in rules.TASK_PARAMETER_PREFIXES
-    assert job.POLICY_PARAM_PREFIX in rules.TASK_PARAMETER_PREFIXES
+    assert scripted_operator.PARAM_ANSWER_PREFIX in tp.TASK_PARAMETER_PREFIXES
+    assert job.POLICY_PARAM_PREFIX in tp.TASK_PARAMETER_PREFIXES
 
 
-@pytest.mark.parametrize("key, limit", [(k, p.limit) for k, p in rules.TASK_PARAMETERS.items() if p.limit])
+@pytest.mark.parametrize("key, limit", [(k, p.limit) for k, p in tp.TASK_PARAMETERS.items() if p.limit])
 def test_numeric_task_parameter_text_is_refused_outside_its_range(key, limit):
     big = f"{limit.maximum * 10 + 1:g}" if not limit.integer else str(int(limit.maximum) + 1)
     for text in (big, "-1", "soon", "nan", "inf", ""):
@@ -147,12 +148,12 @@ def test_an_unknown_parameter_key_is_refused_listing_the_known_ones_and_the_near
     assert err.field == "parameters['duraton_s']"
     assert err.reason.startswith("duraton_s='3' refused: unknown task parameter 'duraton_s' (did you mean "
                                  "'duration_s'?); known: ")
-    for known in list(rules.TASK_PARAMETERS) + ["policy.<option>", "answer.<item>"]:
+    for known in list(tp.TASK_PARAMETERS) + ["policy.<option>", "answer.<item>"]:
         assert known in err.reason
     assert "did you mean" not in refusal({"colour": "red"}).reason
 
 
-@pytest.mark.parametrize("key", [k for k, p in rules.TASK_PARAMETERS.items() if p.kind == rules.FLAG])
+@pytest.mark.parametrize("key", [k for k, p in tp.TASK_PARAMETERS.items() if p.kind == tp.FLAG])
 def test_flag_parameters_take_true_or_false_only(key):
     for text in ("true", "False", "yes", "no", "1", "0"):
         validate_job_spec(make_spec(make_task({key: text})))
@@ -187,9 +188,9 @@ def test_answer_parameters_name_a_non_success_item_with_a_valid_answer():
 
 
 def test_a_task_carries_a_bounded_number_of_parameters():
-    params = {f"policy.o{i}": "1" for i in range(rules.MAX_TASK_PARAMETERS + 1)}
+    params = {f"policy.o{i}": "1" for i in range(tp.MAX_TASK_PARAMETERS + 1)}
     err = refusal(params)
-    assert err.field == "parameters" and f"at most {rules.MAX_TASK_PARAMETERS} parameters, got 101" in err.reason
+    assert err.field == "parameters" and f"at most {tp.MAX_TASK_PARAMETERS} parameters, got 101" in err.reason
 
 
 # -- free text --------------------------------------------------------------------------------------------------

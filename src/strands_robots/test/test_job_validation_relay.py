@@ -18,6 +18,7 @@ from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, free_port, start_r
 from strands_robots import validation as rules
 from strands_robots.client import EvaluationClient, InvalidTask, NotFound
 from strands_robots.rollout.run_spec import RunRefused, validate_run
+from strands_robots.station.task_parameters import check_task_parameters
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job import JobSpec
 from strands_robots.station.job_file import task_from_mapping
@@ -51,7 +52,7 @@ def job_tasks(parameters) -> list:
 def module_reason(parameters) -> "tuple[str, str]":
     """Return the validation module's own (field, reason) for these parameters: what every caller must say."""
     with pytest.raises(rules.ValueRefused) as info:
-        rules.check_task_parameters(parameters)
+        check_task_parameters(parameters)
     return info.value.field, info.value.reason
 
 

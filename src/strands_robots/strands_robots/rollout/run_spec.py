@@ -7,7 +7,8 @@ policy provider and its config) **without moving anything or touching the robot*
 spec to ``PolicyRunner.run_spec``. :data:`FIELD_LIMITS` is the one table of numeric ranges
 (``strands_robots.validation.RUN_LIMITS``, by which the relay and the station check a job's values too), also
 used for the node's parameter descriptors. A ``task`` carrying ``parameters`` (a RunEpisode goal's task) has them
-checked by the station's rules (``validation.check_task_parameters``): known keys only, every value in range.
+checked by the station's rules (``station.task_parameters.check_task_parameters``): known keys only, every value
+in range.
 
 ``n_steps`` and ``max_steps`` are two names of one thing: the step budget of an episode (the RunEpisode goal's
 "step budget; 0 derives it from duration_s"). Without either, the budget is ``round(duration_s *
@@ -25,6 +26,7 @@ from typing import Any, Mapping
 from strands_robots import validation as rules
 from strands_robots.policies.base import Policy
 from strands_robots.policies.registry import known_providers, make_policy
+from strands_robots.station.task_parameters import check_task_parameters
 from strands_robots.validation import FieldLimit
 
 __all__ = [
@@ -190,7 +192,7 @@ def validate_run(**kwargs: Any) -> RunSpec:
     ``max_onframe_failures`` (3), ``seed`` (None), ``async_rtc``, ``rtc_inference_timeout_s`` (10 s),
     ``record``, ``recording_dir``, ``fps`` (default: the control frequency), ``task`` (mapping handed to the
     policy's ``reset``; its ``parameters``, when present, are a station task's: known keys and string values
-    in range, by ``validation.check_task_parameters``), ``robot_name`` ("" = the runner's),
+    in range, by ``station.task_parameters.check_task_parameters``), ``robot_name`` ("" = the runner's),
     ``recording_topic_prefix`` (the ROS namespace the recording files its topics under, e.g. ``/strands``; "" =
     root), ``episode_number_offset`` (0).
     Numeric ranges: :data:`FIELD_LIMITS`.
@@ -249,7 +251,7 @@ def validate_run(**kwargs: Any) -> RunSpec:
     task = _mapping("task", kw.get("task"))
     if "parameters" in task:  # a station task (a RunEpisode goal's): its parameters by the station's rules
         try:
-            rules.check_task_parameters(_mapping("task", task["parameters"]))
+            check_task_parameters(_mapping("task", task["parameters"]))
         except rules.ValueRefused as exc:
             raise RunRefused(f"task.{exc.field}", exc.value, exc.reason) from None
     config = _mapping("policy_config", kw.get("policy_config"))

@@ -35,6 +35,7 @@ from strands_robots.station.model import (
     Task,
 )
 from strands_robots.station.score_sheet import ScoreSheetError, validate_sheet
+from strands_robots.station.task_parameters import check_task_parameters
 
 __all__ = [
     "JobSpec",
@@ -144,8 +145,8 @@ def validate_task(task: Any, index: int) -> Task:
     """Return ``task`` when valid; raise :class:`JobSpecError` naming ``tasks[index]``, the field and why.
 
     Checked: the free text (``task_id``, ``instruction``, ``layout``: ``station.limits``), every parameter (a
-    known key of ``validation.TASK_PARAMETERS`` or a ``policy.``/``answer.`` prefix, its value in range) and the
-    score sheet (``score_sheet.validate_sheet``).
+    known key of ``station.task_parameters.TASK_PARAMETERS`` or a ``policy.``/``answer.`` prefix, its value in
+    range) and the score sheet (``score_sheet.validate_sheet``).
     """
     if not isinstance(task, Task):
         raise JobSpecError("task", f"must be a Task, got {type(task).__name__}", index)
@@ -160,7 +161,7 @@ def validate_task(task: Any, index: int) -> Task:
     except ScoreSheetError as exc:
         raise JobSpecError("scoring", str(exc), index) from exc
     try:
-        rules.check_task_parameters(task.parameters, task.scoring)
+        check_task_parameters(task.parameters, task.scoring)
     except rules.ValueRefused as exc:
         raise _refused(exc, index) from None
     return task

@@ -28,11 +28,11 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
              choices: [none, partial, firm], choice_points: [0, 1, 2]}
           - {name: blocks, question: "Blocks stacked?", answer_type: count, max_points: 3, points_per_unit: 1}
 
-Task parameter keys are those of ``strands_robots.validation.TASK_PARAMETERS`` (duration_s, control_frequency,
-seed, start_pose_*, operator_*, success_when, fault.*) and the prefixes ``policy.<option>`` / ``answer.<item>``;
-every value is checked against its range there, the same rules the relay and the rollout use. Every refusal is a
-:class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and the reason. YAML is read
-with ``yaml.safe_load`` only.
+Task parameter keys are those of ``strands_robots.station.task_parameters.TASK_PARAMETERS`` (duration_s,
+control_frequency, seed, start_pose_*, operator_*, success_when, fault.*) and the prefixes ``policy.<option>`` /
+``answer.<item>``; every value is checked against its range there, the same rules the relay and the rollout use.
+Every refusal is a :class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and the
+reason. YAML is read with ``yaml.safe_load`` only.
 """
 
 from __future__ import annotations
