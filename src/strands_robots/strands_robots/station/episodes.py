@@ -1,6 +1,6 @@
 """The episode procedure: one job driven to a terminal state over injected ports (no ROS here).
 
-Per episode (DESIGN.md §9)::
+Per episode (DESIGN.md §9; the steps of one: :mod:`~strands_robots.station.episode_steps`)::
 
     next id (ep_0000, ep_0001, ... in execution order; persisted as running before anything moves)
     acquire the lease          held by another -> wait (station.arms, bounded), then FAILED; never an episode
@@ -26,46 +26,23 @@ The job's state is persisted after every change (``persistence.JobStore``) and p
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from typing import Any, Callable, Optional, Tuple
 
-from strands_robots.arm.lease import station_holder
 from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, JobTransitionError, plan_episode, \
     validate_job_spec
-from strands_robots.station.model import (
-    END_START_POSE_UNREACHED,
-    TERMINAL_STATES,
-    JobState,
-    JobStatus,
-)
-from strands_robots.station.operator import (
-    DECISION_CANCELLED,
-    DECISION_DISCARD,
-    DECISION_SCORED,
-    OperatorConsole,
-    OperatorReply,
-    PendingEpisode,
-)
+from strands_robots.station.model import TERMINAL_STATES, JobState, JobStatus
+from strands_robots.station.operator import OperatorConsole, OperatorReply
 from strands_robots.station.limits import JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.procedure_settings import ProcedureSettings
-from strands_robots.station.ports import (
-    InfrastructureFault,
-    OperatorPort,
-    RobotPort,
-    RolloutOutcome,
-)
-from strands_robots.station.arms import acquire_arms
+from strands_robots.station.ports import OperatorPort, RobotPort
 from strands_robots.station.compatibility import check, gate_message
-from strands_robots.station.episode_results import end_detail_for, fault_result, judge, kept_count, kept_result, \
-    trailing_faults, unscored_result
-from strands_robots.station.safety_gate import clear_before_episode
+from strands_robots.station.episode_results import kept_count, trailing_faults
+from strands_robots.station.episode_steps import run_episode
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
 from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
-
-_log = logging.getLogger("strands_robots.station")
 
 __all__ = ["JobRunner"]
 
@@ -347,90 +324,9 @@ class JobRunner:
             raise _Failed(value)
 
     def _episode(self, plan: EpisodePlan) -> Tuple[str, Any]:
-        """Run one episode.
-
-        :returns: ("kept", EpisodeResult) / ("discarded", None) / ("fault", (EpisodeResult, policy_lost)) /
-            ("cancelled", None) / ("failed", reason).
-        """
-        console = self.console
-        console.begin_episode(plan.episode_id, plan.task.scoring)
-        try:
-            try:
-                self._operator.episode_started(plan, console)
-            except ValueError as exc:
-                return "failed", f"{plan.episode_id}: task {plan.task.task_id!r} refused by the operator: {exc}"
-            s = self._settings
-            try:  # while another holder has the arms the episode waits (bounded): never an unplayed result
-                got, detail = acquire_arms(self._robot, s.lease_holder or station_holder(self.spec.station_id),
-                                           s.lease_priority, s.lease_duration_s, wait_s=s.lease_wait_s,
-                                           cancelled=self._cancel, say=self._operator_action,
-                                           episode_id=plan.episode_id)
-            except InfrastructureFault as exc:
-                return "fault", (fault_result(plan, f"the arms could not be claimed: {exc}"), False)
-            if got != "granted":
-                return ("cancelled", None) if got == "cancelled" else ("failed", detail)
-            rolled_out = False
-            try:
-                if self._cancel.is_set():
-                    return "cancelled", None
-                cleared = self._clear_safety_stop(plan)  # only an operator's action clears a safety stop
-                if cleared is None or self._cancel.is_set():
-                    return "cancelled", None
-                reached, detail = self._robot.move_to_start_pose(plan)
-                if not reached:
-                    return "kept", unscored_result(plan, END_START_POSE_UNREACHED, detail)
-                if self._cancel.is_set():
-                    return "cancelled", None
-                console.rollout_started()
-                rolled_out = True
-                outcome = self._robot.run_rollout(
-                    plan, lambda t: self._operator.rollout_progress(plan, t, console))
-            except InfrastructureFault as exc:
-                if rolled_out:
-                    self._robot.stop_rollout("station fault")
-                outcome = RolloutOutcome(stopped_reason="error", infrastructure=str(exc))
-            except BaseException:
-                if rolled_out:  # whatever failed, the rollout node is not left running this episode
-                    self._robot.stop_rollout("station error")
-                raise
-            finally:
-                taken_over = console.rollout_ended()
-                self._robot.release_lease()
-            taken_over = taken_over or outcome.taken_over
-            if self._cancel.is_set():
-                return "cancelled", None
-            early = console.decision
-            if early is not None and early.kind == DECISION_DISCARD:  # discarded during its takeover
-                return "discarded", None
-            verdict, end_condition = judge(outcome)  # for a fault its cause, for a failure the reason
-            if verdict == "fault":
-                return "fault", (fault_result(plan, end_condition, outcome.run_id, taken_over), outcome.policy_lost)
-            if verdict == "failed":
-                return "failed", f"{plan.episode_id}: {end_condition}"
-            end_detail = end_detail_for(end_condition, outcome.end_detail)
-            pending = PendingEpisode(plan.episode_id, plan, end_condition, end_detail, outcome.run_id, taken_over)
-            self._update(message=f"{plan.episode_id} ended ({end_condition}); waiting for the score sheet")
-            self._operator.rollout_ended(pending, dict(outcome.final_observation), console)
-            decision = console.wait_decision(s.scoring_timeout_s)
-            if decision.kind == DECISION_CANCELLED:
-                return "cancelled", None
-            if decision.kind == DECISION_DISCARD:
-                return "discarded", None
-            sheet = decision.sheet if decision.kind == DECISION_SCORED else None
-            assert decision.kind != DECISION_SCORED or sheet is not None
-            return "kept", kept_result(plan, end_condition, end_detail, outcome, taken_over, sheet)
-        finally:
-            console.end_episode()
-
-    def _clear_safety_stop(self, plan: EpisodePlan) -> Optional[str]:
-        """Wait (no lock held) until an operator cleared the safety stop in force, if one is; None: cancelled."""
-        hook = getattr(self._operator, "safety_stop_waiting", None)
-        cleared = clear_before_episode(
-            self._robot, self.console.safety, say=self._operator_action, log=_log.warning,
-            on_waiting=(lambda detail: hook(plan, detail, self.console)) if hook is not None else (lambda _d: None))
-        if cleared:
-            self._operator_action(f"{plan.episode_id} starting: {cleared}")
-        return cleared
+        """Run one episode (:func:`~strands_robots.station.episode_steps.run_episode`)."""
+        return run_episode(plan, self._robot, self._operator, self.console, self._settings, self.spec.station_id,
+                           self._cancel, say=self._operator_action, note=lambda m: self._update(message=m))
 
     # -- bookkeeping ----------------------------------------------------------------------------------------
     def _operator_action(self, message: str) -> None:
