@@ -24,6 +24,7 @@ import grpc
 from google.protobuf import json_format
 
 from strands_robots.client import codec, errors, pb
+from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.client.policy import EndEpisode, Policy
 from strands_robots.client.policy_spec import spec_of, spec_to_pb
 from strands_robots.client.relay_targets import channel_target
@@ -223,6 +224,7 @@ class EvaluationClient:
         :raises errors.SessionAborted: the relay ended the session before the job ended.
         :raises errors.Unavailable: the relay could not be reached (for longer than ``reconnect_s``).
         """
+        keep_freed_buffers()  # each step's observation buffers are reused, not faulted in anew (malloc_tuning.py)
         outage_since: Optional[float] = None
         delay = 0.1
         while True:

@@ -334,6 +334,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     warning = plaintext_warning(listen, tls)
     if warning:
         _log.warning("%s", warning)
+    from strands_robots.client.malloc_tuning import keep_freed_buffers
+
+    keep_freed_buffers()  # a policy session's large messages reuse the heap instead of faulting in new pages
     try:
         server = RelayServer(store, tokens, listen, tls=tls, settings=settings,
                              advertise=cluster_address(args.advertise, listen, store_url),

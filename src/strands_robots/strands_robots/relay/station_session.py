@@ -27,6 +27,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 import grpc
 
 from strands_robots.client import codec
+from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.policies.base import EndEpisode
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import policy_session_pb2 as ps
@@ -61,6 +62,7 @@ class PolicySession:
     """
 
     def __init__(self, stub: Any, metadata: Sequence, job_id: str, reply_timeout_s: float) -> None:
+        keep_freed_buffers()  # the observations' buffers are reused step to step instead of faulting in new pages
         self.job_id = job_id
         self.reply_timeout_s = reply_timeout_s
         self.client_id = ""
