@@ -11,7 +11,7 @@ import pytest
 
 from strands_robots.station.model import EpisodeResult, Task
 from strands_robots.station.pending_uploads import PendingUpload, PendingUploads, settle, sort_pending
-from strands_robots.station.persistence import PersistenceError
+from strands_robots.station.durable_files import PersistenceError
 
 SHA_A = "a" * 64
 SHA_B = "b" * 64

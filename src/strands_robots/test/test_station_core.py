@@ -19,7 +19,8 @@ from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_m
 from strands_robots.station.job_queue import JobQueue
 from strands_robots.station.model import JobState
 from strands_robots.station.scripted_operator import ScriptedOperator
-from strands_robots.station.persistence import JobStore, PersistenceError
+from strands_robots.station.durable_files import PersistenceError
+from strands_robots.station.persistence import JobStore
 from strands_robots.station.record import JobRecord
 from strands_robots.station.station import SET_ASIDE_SEQUENCE, Station
 

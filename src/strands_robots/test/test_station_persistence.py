@@ -11,15 +11,9 @@ from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job_file import job_spec_from_mapping
 from strands_robots.station.model import JobState
 from strands_robots.station.scripted_operator import ScriptedOperator
-from strands_robots.station.persistence import (
-    FORMAT_VERSION,
-    MAX_RESTARTS,
-    JobStore,
-    PersistenceError,
-    record_from_mapping,
-    record_to_mapping,
-    recover,
-)
+from strands_robots.station.durable_files import PersistenceError
+from strands_robots.station.job_codec import FORMAT_VERSION, record_from_mapping, record_to_mapping
+from strands_robots.station.persistence import MAX_RESTARTS, JobStore, recover
 from strands_robots.station.record import JobRecord, RunningEpisode
 
 SHEET = [

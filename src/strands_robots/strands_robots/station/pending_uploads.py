@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
-from strands_robots.station.persistence import PersistenceError, fsync_directory
+from strands_robots.station.durable_files import PersistenceError, fsync_directory
 
 __all__ = ["PendingUpload", "PendingUploads", "sort_pending", "settle", "REFUSED_CODES"]
 

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from strands_robots.station.pending_uploads import PendingUpload, PendingUploads, settle, sort_pending
-from strands_robots.station.persistence import PersistenceError
+from strands_robots.station.durable_files import PersistenceError
 
 __all__ = ["RecordingSender"]
 

@@ -44,7 +44,8 @@ from strands_robots.station.limits import CANCEL_REASON_MAX, JOB_MESSAGE_MAX, cu
 from strands_robots.station.model import TERMINAL_STATES, AnswerType, JobState, JobStatus, ScoringItemDefinition, \
     ScoringSheet, Task
 from strands_robots.station.operator import OperatorConsole, OperatorReply
-from strands_robots.station.persistence import JobStore, PersistenceError, SetAside, recover
+from strands_robots.station.durable_files import PersistenceError
+from strands_robots.station.persistence import JobStore, SetAside, recover
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
 
