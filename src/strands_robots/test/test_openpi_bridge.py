@@ -308,6 +308,29 @@ def test_the_codec_round_trips_with_openpi_clients_msgpack_numpy(venv_python, tm
     assert theirs["s"] == 1.5 and isinstance(theirs["s"], np.float32)
 
 
+def test_pack_sends_each_arrays_bytes_as_openpi_clients_tobytes_form_does_for_every_layout():
+    import msgpack
+
+    def reference(obj):  # openpi_client.msgpack_numpy.pack_array's form: a copy made by tobytes()
+        if isinstance(obj, np.ndarray):
+            return {b"__ndarray__": True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": obj.shape}
+        return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
+
+    image = np.arange(224 * 224 * 3, dtype=np.uint32).astype(np.uint8).reshape(224, 224, 3)
+    arrays = {"c": image, "fortran": np.asfortranarray(image), "strided": image[::2, ::-3],
+              "chw": image.transpose(2, 0, 1),
+              "0d": np.array(2.5), "empty": np.zeros((0, 3), np.float32), "big_endian": np.arange(6, dtype=">i4"),
+              "bool": np.array([True, False, True]), "half": np.linspace(0, 1, 5, dtype=np.float16)}
+    for name, array in arrays.items():
+        frame = pack({"x": array})
+        assert frame == msgpack.packb({"x": array}, default=reference, use_bin_type=True), name
+        back = unpack(frame)["x"]
+        assert back.dtype == array.dtype and back.shape == array.shape and np.array_equal(back, array), name
+    assert unpack(pack({"s": np.float32(1.5)}))["s"] == np.float32(1.5)
+    with pytest.raises(TypeError, match="dtype <U"):
+        pack({"t": np.array(["text"])})
+
+
 YAML_MAP = """
 prompt: instruction
 state:

@@ -183,6 +183,22 @@ def test_observation_and_chunk_codec_keeps_numbers_text_flags_and_arrays():
         codec.action_chunk_to_pb(chunk).SerializeToString())) == chunk
 
 
+def test_codec_sends_any_array_layout_in_c_order_and_keys_alike_as_text_keep_the_last_whole():
+    np = pytest.importorskip("numpy")
+    image = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    obs = {"strided": image[::2, ::-1], "fortran": np.asfortranarray(image), "chw": image.transpose(2, 0, 1),
+           "big_endian": np.arange(4, dtype=">f8")}
+    back = codec.observation_from_pb(pb.Observation.FromString(codec.observation_to_pb(obs).SerializeToString()))
+    for key, array in obs.items():
+        assert back[key].shape == array.shape and np.array_equal(back[key], array), key
+    assert back["big_endian"].dtype == np.float64 and back["big_endian"].flags.writeable
+    # 1 and "1" are one key on the wire: the later value replaces the earlier whole (its shape not appended)
+    msg = codec.observation_to_pb({1: np.zeros((2, 2)), "1": np.ones(3)})
+    assert list(msg.values["1"].tensor.shape) == [3] and codec.observation_from_pb(msg)["1"].tolist() == [1, 1, 1]
+    # a value that cannot go leaves nothing of itself behind, even under an earlier key of the same text
+    assert "1" not in codec.observation_to_pb({1: 0.5, "1": object()}, skip_unsupported=True).values
+
+
 def test_codec_refuses_what_it_cannot_send_naming_the_key():
     with pytest.raises(codec.CodecError, match=r"observation\['thing'\]"):
         codec.observation_to_pb({"thing": object()})

@@ -53,8 +53,8 @@ def _flatten(value: Any, out: List[float]) -> None:
         out.append(float(value))
 
 
-def _value(key: str, value: Any) -> Any:
-    v = _ps.Value()
+def _fill(v: Any, key: str, value: Any) -> None:
+    """Set the ``Value`` ``v`` (in its map already: no copy of a frame's bytes) to ``value``."""
     if _images is not None and isinstance(value, _images.EncodedImage):
         v.image.format = value.format
         v.image.data = value.data
@@ -87,7 +87,6 @@ def _value(key: str, value: Any) -> Any:
         v.tensor.values.extend(flat)
     else:
         raise CodecError(f"observation[{key!r}]: cannot send a {type(value).__name__}")
-    return v
 
 
 def observation_to_pb(observation: Mapping[str, Any], skip_unsupported: bool = False) -> Any:
@@ -97,11 +96,14 @@ def observation_to_pb(observation: Mapping[str, Any], skip_unsupported: bool = F
     """
     msg = _ps.Observation()
     for key, value in observation.items():
+        name = str(key)
+        if name in msg.values:  # keys alike as text: the last one wins, whole
+            del msg.values[name]
         try:
-            msg.values[str(key)].CopyFrom(_value(str(key), value))
+            _fill(msg.values[name], name, value)
         except CodecError:
+            del msg.values[name]  # nothing half-set stays behind
             if skip_unsupported:
-                del msg.values[str(key)]
                 continue
             raise
     return msg

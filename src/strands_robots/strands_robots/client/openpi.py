@@ -77,7 +77,9 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "OVU":
             raise TypeError(f"an array of dtype {obj.dtype} cannot go to an openpi server")
-        return {_NDARRAY: True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": list(obj.shape)}
+        # the array's own bytes (a C-order view, as tobytes() would copy them): msgpack copies them once, into the frame
+        data = memoryview(np.ascontiguousarray(obj).reshape(-1).view(np.uint8))
+        return {_NDARRAY: True, b"data": data, b"dtype": obj.dtype.str, b"shape": list(obj.shape)}
     if isinstance(obj, np.generic):
         return {_NPGENERIC: True, b"data": obj.item(), b"dtype": obj.dtype.str}
     raise TypeError(f"{type(obj).__name__} cannot go to an openpi server")
