@@ -28,8 +28,8 @@ __all__ = ["keep_freed_buffers", "MMAP_THRESHOLD_BYTES", "TRIM_THRESHOLD_BYTES",
 
 #: Buffers below this come from the heap, not from a mapping of their own (glibc caps it at 32 MiB on 64 bit).
 MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
-#: A free heap top up to this stays with the process.
-TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+#: A free heap top up to this stays with the process (per malloc arena: a step's buffers, several times a message).
+TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024
 #: Set to ``off`` (or ``0``, ``no``, ``false``) to leave malloc untouched.
 OPT_OUT_VARIABLE = "STRANDS_ROBOTS_MALLOC_TUNING"
 
