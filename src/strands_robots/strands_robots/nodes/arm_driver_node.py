@@ -54,10 +54,10 @@ from strands_robots.arm.publish_pacing import PublishPacer
 from strands_robots.arm.start_pose import StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.nodes import driver_params as params
-from strands_robots.nodes.driver_commands import log_refusal, reset_safety_response, send_action_response
+from strands_robots.nodes.driver_commands import log_refusal, reset_safety_response, run_gated, send_action_response
 from strands_robots.nodes.driver_leases import LeaseServices
 from strands_robots.nodes.driver_publish import DriverPublishers
-from strands_robots.nodes.driver_spin import SpinThread, guard_change_state
+from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.driver_stream import CommandStream
@@ -343,16 +343,7 @@ class ArmDriverNode(LifecycleNode):
     # -- commands ----------------------------------------------------------------------------------------------
     def _gated(self, run: Any) -> Tuple[ActionVerdict, bool, float]:
         """``run(core) -> verdict`` while active (else "driver not active"), with the stop and robot time after."""
-        stopped, sim_time = False, 0.0
-        with self._gate:
-            core = self._core
-            verdict = run(core) if self._active and core is not None else ActionVerdict.coarse("driver not active")
-            if core is not None:
-                stopped, sim_time = core.stopped, core.adapter.time_s()
-        out = self._out
-        if out is not None and core is not None and stopped != out.published_stopped:
-            out.safety_if_changed()
-        return verdict, stopped, sim_time
+        return run_gated(self._gate, lambda: (self._core, self._active), lambda: self._out, run)
 
     def _apply_command(self, command: StreamCommand, received_ns: int) -> Tuple[ActionVerdict, bool, float]:
         return self._gated(lambda core: core.apply_command(command, received_ns))
@@ -426,12 +417,7 @@ def main(args: Optional[List[str]] = None) -> int:
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:
-            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                node.get_logger().error("autostart: configure failed")
-                code = 1
-            elif node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
-                node.get_logger().error("autostart: activate failed")
-                code = 1
+            code = autostart(node)
         while code == 0 and not stop.wait(0.2):
             if not spin.is_alive():
                 break

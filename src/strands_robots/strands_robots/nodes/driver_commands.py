@@ -1,9 +1,10 @@
 """The arm driver node's command services, answered from the core: ``send_action`` and ``reset_safety``.
 
-``send_action`` resolves and commands through the node's gate (a driver that is not active answers "driver
-not active") and never waits on the runner: the verdict is known at once, and a refused or partly unresolved
-command is logged (at most once a second, as the command stream's refusals are). ``reset_safety`` is the
-lease holder's only, and every attempt is logged with who asked and who holds the lease.
+``send_action`` (and every streamed command) resolves and commands through the node's gate (:func:`run_gated`:
+a driver that is not active answers "driver not active") and never waits on the runner: the verdict is known at
+once, and a refused or partly unresolved command is logged (at most once a second, as the command stream's
+refusals are). ``reset_safety`` is the lease holder's only, and every attempt is logged with who asked and who
+holds the lease.
 """
 
 from __future__ import annotations
@@ -16,10 +17,30 @@ from strands_robots.arm.lease import LeaseManager
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.conversions.actions import verdict_to_response
 
-__all__ = ["log_refusal", "send_action_response", "reset_safety_response"]
+__all__ = ["run_gated", "log_refusal", "send_action_response", "reset_safety_response"]
 
 # run(core) -> verdict, run under the node's gate -> (verdict, safety stopped, robot time s)
 Gated = Callable[[Callable[[Any], ActionVerdict]], Tuple[ActionVerdict, bool, float]]
+
+
+def run_gated(gate: Any, state: Callable[[], Tuple[Any, bool]], publishers: Callable[[], Any],
+              run: Callable[[Any], ActionVerdict]) -> Tuple[ActionVerdict, bool, float]:
+    """``run(core) -> verdict`` under ``gate`` while active (else "driver not active"), the stop and robot time after.
+
+    :param state: ``(core, active)`` as the node holds them, read under the gate.
+    :param publishers: the node's publishers (None while unconfigured), read after; a change of the safety stop
+        the command made is published at once.
+    """
+    stopped, sim_time = False, 0.0
+    with gate:
+        core, active = state()
+        verdict = run(core) if active and core is not None else ActionVerdict.coarse("driver not active")
+        if core is not None:
+            stopped, sim_time = core.stopped, core.adapter.time_s()
+    out = publishers()
+    if out is not None and core is not None and stopped != out.published_stopped:
+        out.safety_if_changed()
+    return verdict, stopped, sim_time
 
 
 def log_refusal(log: Any, step_index: int, verdict: ActionVerdict) -> None:

@@ -7,6 +7,8 @@ from the lifecycle ``change_state`` service on an invalid transition, ros2/rclpy
 - :func:`guard_change_state` answers a raising ``change_state`` request as refused (``success=False``);
 - :class:`SpinThread` spins one callback at a time, logs a callback's exception and keeps spinning; anything
   that still ends the thread other than a shutdown is kept in ``error``, so ``main()`` exits non-zero.
+
+:func:`autostart` is ``main()``'s ``--autostart``: configure, then activate, each failure logged.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 from typing import Any, Optional
 
 from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import TransitionCallbackReturn
 
 try:  # rclpy's own "executor was shut down" (raised by spin_once after executor.shutdown)
     from rclpy.executors import ShutdownException
@@ -104,3 +107,14 @@ class SpinThread:
         except BaseException as exc:  # noqa: B902 -- recorded for main()'s exit code, never swallowed silently
             self.error = exc
             self._logger.fatal(f"executor thread died: {type(exc).__name__}: {exc}")
+
+
+def autostart(node: Any) -> int:
+    """Configure and activate ``node`` (``--autostart``); return 1 when a transition failed (logged), else 0."""
+    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        node.get_logger().error("autostart: configure failed")
+        return 1
+    if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+        node.get_logger().error("autostart: activate failed")
+        return 1
+    return 0
