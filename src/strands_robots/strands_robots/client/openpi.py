@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import msgpack
 import numpy as np
 
+from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.client.obs_map import ObsMap, ObsMapError, load_obs_map, roboarena_obs_map
 from strands_robots.client.policy import Policy
 from strands_robots.client.policy_spec import MAX_METADATA_JSON, ActionRange, CameraNeed, PolicySpec
@@ -140,6 +141,7 @@ class OpenPIPolicy(Policy):
         for label, value in (("connect_timeout_s", connect_timeout_s), ("infer_timeout_s", infer_timeout_s)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{label} must be > 0, got {value!r}")
+        keep_freed_buffers()  # each step's frames (msgpack, websocket) reuse the heap, not new pages
         self.url = url
         self._map_spec = "roboarena" if variant == "roboarena" and obs_map is None else obs_map
         self._variant_arg = variant
