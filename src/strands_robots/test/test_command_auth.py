@@ -96,3 +96,11 @@ def test_mismatched_keys_and_values_cannot_be_signed():
 def test_no_token_signs_nothing():
     assert sign("", _message()) == ""
     assert not proves("", _message(), "")
+
+
+def test_the_proof_is_hmac_sha256_hex_rfc4231_case_2():
+    # RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?"
+    assert sign("Jefe", b"what do ya want for nothing?") == (
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    assert proves("Jefe", b"what do ya want for nothing?",
+                  "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
