@@ -180,6 +180,36 @@ def test_each_step_event_carries_its_own_verdict_when_verdicts_arrive_periods_la
     assert backend.window.max_in_flight >= 3
 
 
+def test_a_step_whose_verdict_came_during_the_wait_is_reported_after_the_next_command_has_gone():
+    t = FakeTime()
+    timeline: list = []
+
+    class Window(FakeWindow):
+        def submit(self, action):
+            timeline.append(("send", len(self.submitted), t.now_ns))
+            return super().submit(action)
+
+    def on_frame(step, observation, action):
+        timeline.append(("report", step, t.now_ns))
+
+    # Each verdict arrives 1 ms after its command, during the wait for the next deadline (10 ms period).
+    backend = AsyncBackend(t, latency=lambda k, now: 0.001, max_outstanding=5)
+    backend.window.__class__ = Window
+    result, collect = run(backend, t, on_frame=on_frame, n_steps=20)
+    steps, ended = lifecycle(collect)
+    assert len(steps) == 20 == ended.applied_actions and ended.missed_deadlines == 0
+    assert all(s.action_resolution == "full" for s in steps)
+    order = [(kind, k) for kind, k, _ in timeline]
+    for k in range(19):  # step k's report comes after step k + 1's send, not between its deadline and the send
+        assert order.index(("send", k + 1)) < order.index(("report", k))
+        if k + 2 < 20:  # ... and before the send after that (reported in the slack of the period)
+            assert order.index(("report", k)) < order.index(("send", k + 2))
+    # ... and the sends kept the grid: one period apart exactly on the fake clock.
+    sends = [ns for kind, _, ns in timeline if kind == "send"]
+    assert {b - a for a, b in zip(sends, sends[1:])} == {10 * MS}
+    assert [k for kind, k, _ in timeline if kind == "report"] == list(range(20))
+
+
 def test_a_starved_driver_holds_the_loop_with_the_budget_clock_paused_and_the_held_periods_missed():
     t = FakeTime()
     # From step 10 on the driver is starved for 0.3 s: nothing it answers arrives before then.

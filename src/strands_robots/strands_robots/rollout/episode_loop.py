@@ -3,7 +3,8 @@
 One step of :meth:`EpisodeLoop.run`::
 
     pace      (_await_slot)  complete the steps whose verdicts came; hold while the command window is full or a
-                             verdict is overdue; wait for the deadline; after a takeover restart the chunks
+                             verdict is overdue; wait for the deadline; after a takeover restart the chunks;
+                             hand over the verdicts that came during the wait (hold again if the window filled)
     observe + infer (_plan)  the chunk pipeline's next action (prefetching the next chunk); a failure ends the
                              episode as an error, nothing sent
     act       (_act)         submit to the command window (the verdict comes later), or send_action and
@@ -15,6 +16,14 @@ With a backend that offers ``command_window()`` (the command stream), a step's c
 goes on; its event is dispatched when its verdict arrives, in step order (:mod:`strands_robots.rollout.pipeline`),
 and every step sent is reported before the Ended, on every exit (:meth:`EpisodeLoop._drain`). Otherwise
 ``send_action`` answers at once and the step completes there.
+
+Between the deadline and the send the loop does only what the send needs: it takes the verdicts that came
+during the wait (a full window still holds), observes, plans and submits. Completing the steps those verdicts
+resolved (the record, the observer event, the legacy hook) waits for the top of the next step's pace, after the
+command has gone: it took ~40 % of the control thread's work per step, and a verdict usually arrives during
+the wait that follows its command, so it used to sit between almost every deadline and its send. A hook abort
+or a fail-fast error found there ends the episode one command later than it would have (that command is
+reported with the abort's outcome, like every other command already in flight).
 """
 
 from __future__ import annotations
@@ -149,7 +158,10 @@ class EpisodeLoop:
                 dropped = held
             held = 0
             if inflight is not None:
-                self._complete_ready()  # the verdicts that came during the wait: their events, fail fast
+                # The verdicts that came during the wait, for the hold check only: their steps are reported
+                # (recorded, events dispatched, hook run) after this step's command has gone, at the top of
+                # the next _await_slot, not between the deadline and the send (module docstring).
+                self._take_verdicts(0.0)
                 if inflight.hold_reason(self._clock()):
                     late = late or dropped > 0
                     continue  # the window filled during the wait: hold before sending
