@@ -60,6 +60,7 @@ from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
+from strands_robots.nodes.realtime_priority import apply_realtime_priority
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
@@ -403,6 +404,11 @@ def main(args: Optional[List[str]] = None) -> int:
     parser.add_argument("--autostart", action="store_true", help="configure and activate at start")
     options = parser.parse_args(remove_ros_args(args=argv)[1:])
 
+    try:  # first: every thread made from here on (rclpy's, DDS's, ours) inherits it
+        realtime = apply_realtime_priority()
+    except ValueError as exc:
+        print(f"arm_driver_node: {exc}", file=sys.stderr)
+        return 2
     signals = StopSignals.install()
     stop = signals.event
     init_without_signal_handlers(argv)
@@ -414,6 +420,8 @@ def main(args: Optional[List[str]] = None) -> int:
         executor, executor_name = make_executor()
         node = ArmDriverNode()
         node.get_logger().info(f"executor: {executor_name}")
+        if realtime:
+            node.get_logger().info(f"real-time priority: {realtime}")
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:

@@ -87,6 +87,7 @@ from strands_robots.nodes.driver_client import (
 )
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.executor_choice import make_executor
+from strands_robots.nodes.realtime_priority import apply_realtime_priority
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_goal import run_kwargs
 from strands_robots.nodes.rollout_observers import EpisodeFeedback, RunTracker
@@ -391,6 +392,11 @@ def main(argv: "list[str] | None" = None) -> int:
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
     """
+    try:  # first: every thread made from here on (rclpy's, DDS's, ours) inherits it
+        realtime = apply_realtime_priority()
+    except ValueError as exc:
+        print(f"rollout_node: {exc}", file=sys.stderr)
+        return 2
     signals = StopSignals.install()
     stop = signals.event
     init_without_signal_handlers(argv if argv is not None else sys.argv)
@@ -404,6 +410,8 @@ def main(argv: "list[str] | None" = None) -> int:
         executor, executor_name = make_executor()
         node = RolloutNode()
         node.get_logger().info(f"executor: {executor_name}")
+        if realtime:
+            node.get_logger().info(f"real-time priority: {realtime}")
         executor.add_node(node)
         # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
         # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
