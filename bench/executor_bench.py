@@ -20,6 +20,10 @@ rollout node's RunEpisode and the driver's start-pose action do for a whole epis
 
     source scripts/env.sh --no-install && PYTHONPATH=src/strands_robots python bench/executor_bench.py
     ... bench/executor_bench.py --rates 200,500 --executors single,events --duration 5 --rounds 2
+    ... bench/executor_bench.py --rates 200,500 --executors single,single@10 --duration 5 --rounds 3
+
+``<executor>@<priority>`` runs that executor with ``STRANDS_ROBOTS_RT_PRIORITY=<priority>`` (both node processes
+on SCHED_FIFO, ``nodes/realtime_priority.py``); without ``@`` the variable is removed from the run's environment.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ from typing import Any, Dict, List, Optional
 ENDED = re.compile(r"^Ended .*applied=(\d+) .*missed_deadlines=(\d+)")
 C2V = re.compile(r"command-to-verdict p50 ([\d.]+) ms p99 ([\d.]+) ms")
 EXECUTOR_LINE = re.compile(r"\[strands\.(\w+)\]: executor: (\w+)")
+# The rollout node's own line, for a run whose Ended event the supervisor did not hear before the exit.
+NODE_ENDED = re.compile(r"\]: episode \w+ ended: .*?, (\d+) actions, (\d+) missed deadlines")
+REALTIME_LINE = re.compile(r"\]: real-time priority: (SCHED_FIFO \d+)")
 
 
 def percentile(values: List[float], q: float) -> float:
@@ -134,7 +141,11 @@ def await_cpu(kind: str, seconds: float = 3.0) -> float:
 
 def run_once(rate: float, executor: str, duration: float, namespace: str, listener: CommandListener,
              timeout_s: float) -> Dict[str, Any]:
-    env = dict(os.environ, STRANDS_ROBOTS_EXECUTOR=executor)
+    kind, _, priority = executor.partition("@")
+    env = dict(os.environ, STRANDS_ROBOTS_EXECUTOR=kind)
+    env.pop("STRANDS_ROBOTS_RT_PRIORITY", None)
+    if priority:
+        env["STRANDS_ROBOTS_RT_PRIORITY"] = priority
     argv = ["strands-robots", "up", "--rollout", "--namespace", namespace, "--control-frequency", f"{rate:g}",
             "--duration", f"{duration:g}"]
     listener.take()
@@ -165,6 +176,7 @@ def run_once(rate: float, executor: str, duration: float, namespace: str, listen
                            "cpu_s": (cpu_after.ru_utime + cpu_after.ru_stime)
                            - (cpu_before.ru_utime + cpu_before.ru_stime)}
     row["executors_seen"] = sorted(set(EXECUTOR_LINE.findall(out or "")))
+    row["realtime_seen"] = REALTIME_LINE.findall(out or "")  # one line per node process that got it
     for line in (out or "").splitlines():
         m = ENDED.search(line)
         if m:
@@ -172,6 +184,11 @@ def run_once(rate: float, executor: str, duration: float, namespace: str, listen
         m = C2V.search(line)
         if m:
             row["c2v_p50_ms"], row["c2v_p99_ms"] = float(m.group(1)), float(m.group(2))
+    if "steps" not in row:
+        m = NODE_ENDED.search(out or "")
+        if m:
+            row["steps"], row["missed"] = int(m.group(1)), int(m.group(2))
+            row["ended_from"] = "the rollout node's log (the Ended event did not reach up before the exit)"
     if "steps" not in row:
         row["tail"] = (out or "").splitlines()[-8:]
         return row
@@ -223,8 +240,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     awaiting = {}
     try:
         for executor in executors:
-            awaiting[executor] = await_cpu(executor)
-            print(f"{executor}: CPU while an action's coroutine awaits a future: {awaiting[executor]:.3f} s/s")
+            kind = executor.partition("@")[0]
+            if kind in awaiting:
+                continue
+            awaiting[kind] = await_cpu(kind)
+            print(f"{kind}: CPU while an action's coroutine awaits a future: {awaiting[kind]:.3f} s/s")
         for rate in rates:
             for _ in range(args.rounds):
                 for executor in executors:
@@ -256,7 +276,10 @@ def format_row(row: Dict[str, Any]) -> str:
     if "steps" not in row:
         return f"| {row['rate_hz']:g} | {row['executor']} | failed (exit {row['exit']}) | | | | | | | {load} |"
     d = row["sent_dev_ms"]
-    return (f"| {row['rate_hz']:g} | {row['executor']} | {row['steps']} | {row['held_pct']:.2f} | "
+    name = row["executor"]
+    if "@" in name and len(row.get("realtime_seen", [])) < 2:
+        name += " (SCHED_FIFO not applied)"
+    return (f"| {row['rate_hz']:g} | {name} | {row['steps']} | {row['held_pct']:.2f} | "
             f"{d[0]:.3f} / {d[1]:.3f} / {d[2]:.1f} | {row['recv_dev_p99_ms']:.3f} | {row['received']}/{row['steps']} | "
             f"{row.get('c2v_p99_ms', float('nan')):.2f} | {1000.0 * row['cpu_s'] / row['steps']:.2f} | {load} |")
 
