@@ -82,6 +82,18 @@ def send_episode_goal(client: Any, goal: Any, id_bytes: bytes, on_feedback: Call
     response.accepted = True
     ClientGoalHandle(client, goal_id, response).cancel_goal_async()
     goal_log.append(f"goal {hex_id} unanswered after {GOAL_SENDS} sends: cancelled")
+
+    # A server that was stalled (stopped, starved) takes its queued requests in no set order once it runs again:
+    # the cancel can come before the sends, find no such goal, and the goal it then accepts would run with
+    # nobody watching. So a send answered "accepted" from now on is cancelled on that answer.
+    def cancel_if_accepted(future: Any) -> None:
+        handle = future.result() if future.exception() is None else None
+        if handle is not None and handle.accepted:
+            goal_log.append(f"goal {hex_id} accepted after it was cancelled: cancelled again")
+            handle.cancel_goal_async()
+
+    for future in futures:
+        future.add_done_callback(cancel_if_accepted)
     return None, (f"the rollout node did not answer the run_episode goal {hex_id} ({GOAL_SENDS} sends over "
                   f"{GOAL_SENDS * GOAL_ANSWER_S:g} s); the goal was cancelled in case it started")
 
