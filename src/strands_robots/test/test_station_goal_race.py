@@ -13,12 +13,15 @@ by the rollout node, and that goal's own result (no driver runs: the rollout nod
 
 from __future__ import annotations
 
+import faulthandler
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -96,9 +99,9 @@ def _attempt(context, attempt: int) -> dict:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
-        port.close()
         executor.shutdown(timeout_sec=5.0)
         spinner.join(5.0)
+        port.close()
         node.destroy_node()
         if "client will not receive response" in (out or ""):
             print(f"attempt {attempt}: the rollout node dropped a goal answer (the race happened)")
@@ -118,7 +121,45 @@ def test_every_first_goal_to_a_rollout_node_just_started_runs_exactly_once_with_
     print("goal logs:", [run["log"] for run in runs])
 
 
-def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing_runs_unwatched():
+def _cancel_answered(client, timeout_s: float) -> bool:
+    """Ask ``client``'s server to cancel an unknown goal, every 0.5 s, until one answer comes (``timeout_s``).
+
+    An answer proves the server reads this client's requests and this client reads its answers -- for the goal
+    service too: both sides announce their goal endpoints before their cancel endpoints, and discovery delivers
+    each side's announcements in order. (The server seen in the graph proves neither.)
+    """
+    from rclpy.action.client import ClientGoalHandle
+    from unique_identifier_msgs.msg import UUID
+
+    answered = threading.Event()
+    accepted = RunEpisode.Impl.SendGoalService.Response()
+    accepted.accepted = True
+    probe = ClientGoalHandle(client, UUID(uuid=list(uuid.uuid4().bytes)), accepted)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not answered.is_set():
+        probe.cancel_goal_async().add_done_callback(lambda _f: answered.set())
+        answered.wait(0.5)
+    return answered.is_set()
+
+
+def _stopped(pid: int) -> bool:
+    """Tell whether every thread of process ``pid`` is stopped (state T in /proc).
+
+    ``kill`` only queues SIGSTOP: one thread takes it and then stops the others, and until it has, the rest
+    (the DDS receive thread, the executor) go on running -- measured here, a goal sent right after the kill
+    was taken and accepted 2 ms later.
+    """
+    states = []
+    for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+        try:
+            with open(stat, encoding="ascii") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            pass  # a thread that ended meanwhile
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
+def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing_runs_unwatched(tmp_path):
     from strands_robots.nodes.station_robot_port import RosRobotPort
 
     context = Context()
@@ -135,29 +176,40 @@ def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing
                              qos_profile_action_status_default)
     goal_id = uuid.uuid4().bytes
     port = RosRobotPort(node, new_goal_id=lambda: goal_id)
+    rollout_log = tmp_path / "rollout_node.log"
+    log_file = rollout_log.open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "strands_robots.nodes.rollout_node", "--ros-args", "-r", f"__ns:={namespace}",
          "-p", "driver_timeout_s:=3.0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"))
     stopped = False
     try:
         assert port._run.wait_for_server(timeout_sec=60.0), "run_episode never appeared"
-        # Matched both ways before the stop (the silence below is the stop's, not discovery's).
-        assert wait_for(lambda: statuses or node.count_publishers(
-            f"{namespace}/run_episode/_action/feedback") >= 1, 30.0)
+        # Matched both ways before the stop (the silence below is the stop's, not discovery's): the server seen
+        # in the graph may not have matched this client yet, and a goal sent then is lost, not queued.
+        if not _cancel_answered(port._run, 30.0):
+            faulthandler.dump_traceback(file=sys.stdout)  # where this process's executor threads are
+            raise AssertionError("no answer came back to a cancel sent every 0.5 s for 30 s")
         os.killpg(proc.pid, signal.SIGSTOP)  # the rollout node hears nothing and answers nothing
         stopped = True
+        assert wait_for(lambda: _stopped(proc.pid), 10.0, period_s=0.002), "the rollout node never stopped"
+        stop_began = time.monotonic()
         handle, reason = port._send_goal(_goal(), lambda _msg: None)
         os.killpg(proc.pid, signal.SIGCONT)
         stopped = False
+        stop_s = time.monotonic() - stop_began
+        # Stopped past the DDS participant lease (Fast DDS: 20 s), the rollout node is dropped from the graph and
+        # the sends queued for it go with it: a stall of this process would make that a different test.
+        print(f"the rollout node was stopped {stop_s:.1f} s")
 
         assert handle is None
         assert "did not answer the run_episode goal" in reason and goal_id.hex()[:8] in reason, reason
         assert "cancelled" in reason, reason
         # Once it runs again the rollout node takes the queued sends (one accepted, the rest duplicates) and
         # the cancel: the goal ends cancelled, and it is the only goal it ever held.
-        assert wait_for(lambda: statuses.get(goal_id.hex()) in TERMINAL, 30.0), statuses
-        assert statuses[goal_id.hex()] == GoalStatus.STATUS_CANCELED, statuses
+        assert wait_for(lambda: statuses.get(goal_id.hex()) in TERMINAL, 30.0), (statuses, f"stopped {stop_s:.1f} s")
+        assert statuses[goal_id.hex()] == GoalStatus.STATUS_CANCELED, (statuses, list(port.goal_log))
         assert list(statuses) == [goal_id.hex()], statuses
     finally:
         if stopped:
@@ -168,8 +220,11 @@ def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        port.close()
-        executor.shutdown(timeout_sec=5.0)
+        executor.shutdown(timeout_sec=5.0)  # before the port's clients go (destroyed under a spin, they end it)
         spinner.join(5.0)
+        port.close()
         node.destroy_node()
         rclpy.try_shutdown(context=context)
+        log_file.close()
+        print("goal log:", list(port.goal_log))
+        print("the rollout node's log (tail):", *rollout_log.read_text().splitlines()[-20:], sep="\n")
