@@ -151,8 +151,12 @@ def run_once(rate: float, executor: str, duration: float, namespace: str, listen
     listener.take()
     load_before = os.getloadavg()
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # A child inherits this process's scheduler: ``up`` and its nodes start on the normal one whatever the
+    # listener's (--listener-priority), and take SCHED_FIFO only when the run asks for it (executor@priority).
+    normal = getattr(os, "SCHED_OTHER", None)
+    reset = (lambda: os.sched_setscheduler(0, normal, os.sched_param(0))) if normal is not None else None
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=reset)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -229,7 +233,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--duration", type=float, default=5.0, help="episode length in s (default 5)")
     p.add_argument("--rounds", type=int, default=1, help="runs per rate and executor, interleaved (default 1)")
     p.add_argument("--namespace", default="execbench")
+    p.add_argument("--listener-priority", type=int, default=0,
+                   help="put this process (the separate subscriber) on SCHED_FIFO at this priority (default 0: no)")
     args = p.parse_args(argv)
+    if args.listener_priority:  # before rclpy.init: the listener's DDS and spin threads inherit it
+        from strands_robots.nodes.realtime_priority import RT_PRIORITY_ENV, apply_realtime_priority
+
+        print(f"listener: {apply_realtime_priority({RT_PRIORITY_ENV: str(args.listener_priority)})}")
     rates = [float(r) for r in args.rates.split(",") if r]
     executors = [e.strip() for e in args.executors.split(",") if e.strip()]
     print(f"machine: {machine()}")
