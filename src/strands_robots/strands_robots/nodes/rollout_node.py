@@ -375,13 +375,28 @@ class RolloutNode(Node):
             time.sleep(0.05)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop a running episode and let it end (its Ended published) before the publisher and clients go."""
+        """Stop a running episode and let it end (its Ended published) before the publisher and clients go.
+
+        Called while the executor still spins (the episode's end needs it); the driver clients go in
+        :meth:`destroy_node`, after the executor stopped: an action client destroyed under a spinning executor
+        ends its spin ("action client pointer is invalid").
+        """
         self._closing.set()
         self._stop.request("shutdown")
         if self._busy.acquire(timeout=timeout_s):
             self._busy.release()
         self._events.close(2.0)
-        self.backend.close()
+
+    def destroy_node(self) -> None:
+        """Destroy the driver clients, then the node (the executor is stopped by then).
+
+        Once: the context's shutdown destroys its nodes again (a node whose __init__ raised has no backend).
+        """
+        backend = getattr(self, "backend", None)
+        if backend is not None and not getattr(self, "_backend_closed", False):
+            self._backend_closed = True
+            backend.close()
+        super().destroy_node()
 
 
 def main(argv: "list[str] | None" = None) -> int:

@@ -407,7 +407,19 @@ class StationNode(Node):
         if self.link is not None:
             self.recordings.close()
             self.link.close(flush_timeout_s=1.0)
-        self.robot.close()
+
+    def destroy_node(self) -> None:
+        """Destroy the robot port's clients, then the node.
+
+        Not in :meth:`close`, which runs while the executor still spins: an action client destroyed under a
+        spinning executor ends its spin with a traceback ("action client pointer is invalid"). Once: the
+        context's shutdown destroys its nodes again (a node whose __init__ raised has no robot port).
+        """
+        robot = getattr(self, "robot", None)
+        if robot is not None and not getattr(self, "_robot_closed", False):
+            self._robot_closed = True
+            robot.close()
+        super().destroy_node()
 
 
 class _OperatorWorker:
