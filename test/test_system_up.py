@@ -155,6 +155,31 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
         up.kill()
 
 
+def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo():
+    # STRANDS_ROBOTS_RT_PRIORITY (nodes/realtime_priority.py): both node processes say so, and are so while running.
+    fifo = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))"
+    probe = subprocess.run([sys.executable, "-c", fifo], capture_output=True, text=True, timeout=30)
+    if probe.returncode:
+        pytest.skip(f"this account may not use SCHED_FIFO: {probe.stderr.strip().splitlines()[-1:]}")
+    up = Up("--duration", "2", env={"STRANDS_ROBOTS_RT_PRIORITY": "3"})
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        out = up.output
+        policies = {pid: (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
+                    for pid in children_of(up.proc.pid)}
+        assert len(policies) == 2 and set(policies.values()) == {(os.SCHED_FIFO, 3)}, (policies, out)
+        assert os.sched_getscheduler(up.proc.pid) != os.SCHED_FIFO  # the supervisor itself stays time-shared
+        rc = up.wait(TIMEOUT_S)
+        out = up.output
+        assert rc == 0, out
+        for node in ("rollout", "arm_driver"):
+            assert re.search(rf"\.{node}\]: real-time priority: SCHED_FIFO 3$", out, re.M), out
+        done = up.wait_line(r"^\[up\] done:", 1.0)
+        assert "1/1 episode(s) ended ok" in done and " 0 lost" in done, done
+    finally:
+        up.kill()
+
+
 def test_up_ctrl_c_stops_nodes_cleanly():
     up = Up("--duration", "30")
     children: list = []
