@@ -89,11 +89,11 @@ class Harness:
 
     def close(self) -> None:
         try:
-            if self.backend is not None:
-                self.backend.close()
+            self.spinners.shutdown(5.0)  # no executor thread touches a node while it is destroyed
         finally:
             try:
-                self.spinners.shutdown(5.0)  # no executor thread touches a node while it is destroyed
+                if self.backend is not None:  # its action client destroyed under a spin would end that spin
+                    self.backend.close()
             finally:
                 for node in self.nodes:
                     try:

@@ -123,19 +123,19 @@ class Rig:
             f"the rollout node never ran the goal sent by hand: {self.statuses()}"
 
     def close(self):
-        if self.port is not None:
-            try:
-                self.port.close()
-            except Exception as exc:  # noqa: BLE001  (teardown goes on; the test's own assertions decide)
-                print(f"close port: {exc}")
         for node in self.nodes:
             close = getattr(node, "close", None)
             if close is not None:
                 try:
                     close()
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001  (teardown goes on; the test's own assertions decide)
                     print(f"close {node.get_name()}: {exc}")
-        self.spinners.shutdown()
+        self.spinners.shutdown()  # before the port's clients go: an action client destroyed under a spin ends it
+        if self.port is not None:
+            try:
+                self.port.close()
+            except Exception as exc:  # noqa: BLE001
+                print(f"close port: {exc}")
         for node in reversed(self.nodes):
             node.destroy_node()
         rclpy.try_shutdown(context=self.context)
