@@ -464,10 +464,10 @@ class RosCaller:
         finally:
             self.node.destroy_client(client)
 
-    def status(self, job_id):
+    def status(self, job_id, timeout_s=30.0):
         from strands_robots_msgs.srv import GetStatus
 
-        res = self.call(GetStatus, "get_status", job_id=job_id)
+        res = self.call(GetStatus, "get_status", timeout_s=timeout_s, job_id=job_id)
         return res.status if res.found else None
 
     def wait(self, job_id, predicate, timeout_s=JOB_TIMEOUT_S, station=None):
@@ -475,7 +475,9 @@ class RosCaller:
         status = None
         while time.monotonic() < deadline:
             try:
-                status = self.status(job_id)
+                # A SIGKILLed station's service stays in the graph until discovery drops it, and a request sent
+                # to it is never answered: each try is bounded (5 s) so the restarted station's service is asked next.
+                status = self.status(job_id, timeout_s=5.0)
             except AssertionError:  # the station is restarting: its services come back
                 status = None
             if status is not None and predicate(status):
