@@ -7,56 +7,21 @@ episodes have operator frames.
 
 from __future__ import annotations
 
-import queue
-import subprocess
-import sys
-import threading
-import time
-
 import pytest
 
 pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
 pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)")
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (requirements/python.txt)")
 
-from monitor_helpers import start_module, stop_process, subprocess_env  # noqa: E402
-
 from strands_robots.export import lerobot  # noqa: E402
 from strands_robots.monitoring.report import load_recording  # noqa: E402
 
 
-def wait_for_line(proc: subprocess.Popen, prefix: str, timeout_s: float) -> str:
-    """Return the first stdout line of ``proc`` starting with ``prefix`` (fails at the deadline)."""
-    lines: "queue.Queue[str]" = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(ln) for ln in iter(proc.stdout.readline, "")], daemon=True).start()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if line.startswith(prefix):
-            return line
-    pytest.fail(f"no line starting {prefix!r} from {proc.args} within {timeout_s} s")
-
-
-def test_export_of_a_recorded_station_job_carries_the_station_results(ros_context, tmp_path):
-    del ros_context  # only for its skip: the station and the recorder are processes of their own
-    path = tmp_path / "station.mcap"
-    recorder = start_module("strands_robots.monitoring.record", "-o", str(path), "--namespace", "station",
-                            "--latch-wait", "1")
-    station = None
-    try:
-        wait_for_line(recorder, "recording ", 60.0)
-        station = subprocess.Popen([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        station_out, station_err = station.communicate(timeout=300)
-    finally:
-        if station is not None and station.poll() is None:
-            stop_process(station)
-        stop_process(recorder)
-    assert station.returncode == 0, station_out[-2000:] + station_err[-2000:]
-    assert recorder.returncode == 0
+def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_station_job, tmp_path):
+    run = recorded_station_job  # conftest: the demo job recorded once for the tests that read its recording
+    path = run.path
+    assert run.station_returncode == 0, run.station_out[-2000:] + run.station_err[-2000:]
+    assert run.recorder_returncode == 0, run.recorder_err
 
     out = tmp_path / "dataset"
     assert lerobot.main([str(path), "-o", str(out)]) == 0

@@ -7,9 +7,6 @@ safety-stop episode's figure must carry the station's own words for the tripped 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -17,37 +14,18 @@ pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip insta
 pytest.importorskip("mujoco", reason="the simulated arms need mujoco")
 pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)")
 
-from monitor_helpers import start_module, stop_process, subprocess_env  # noqa: E402
 from test_record_live import LATCHED, read_file  # noqa: E402
 
 from strands_robots.monitoring import report  # noqa: E402
 
 
-def test_report_of_a_recorded_station_job_matches_the_station_summary(ros_context, tmp_path):
-    del ros_context  # only for its skip: the station and the recorder are processes of their own
-    path = tmp_path / "station.mcap"
-    recorder = start_module("strands_robots.monitoring.record", "-o", str(path), "--namespace", "station",
-                            "--latch-wait", "1")
-    station = late = None
-    try:
-        time.sleep(2.0)
-        station = subprocess.Popen([sys.executable, "-m", "strands_robots.cli", "station"], env=subprocess_env(),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(8.0)  # the job is running: its latched state was published long before this recorder
-        late = start_module("strands_robots.monitoring.record", "-o", str(tmp_path / "late.mcap"), "--namespace",
-                            "station", "--latch-wait", "3")
-        station_out, station_err = station.communicate(timeout=240)
-        time.sleep(1.0)
-    finally:
-        if station is not None and station.poll() is None:
-            stop_process(station)
-        if late is not None:
-            stop_process(late)
-        rec_out, rec_err = stop_process(recorder)
-    assert station.returncode == 0, station_out[-2000:] + station_err[-2000:]
-    assert recorder.returncode == 0 and late.returncode == 0, rec_err
+def test_report_of_a_recorded_station_job_matches_the_station_summary(recorded_station_job, tmp_path):
+    run = recorded_station_job  # conftest: the demo job recorded once, a second recorder started while it ran
+    path, station_out = run.path, run.station_out
+    assert run.station_returncode == 0, station_out[-2000:] + run.station_err[-2000:]
+    assert run.recorder_returncode == 0 and run.late_returncode == 0, run.recorder_err + run.late_err
     # the late recording starts with the state in force when it started, every latched topic's
-    _, _, _, late_messages = read_file(tmp_path / "late.mcap")
+    _, _, _, late_messages = read_file(run.late_path)
     first = []
     for topic, _, _, decoded in late_messages:
         if topic.rsplit("/", 1)[1] not in LATCHED:
