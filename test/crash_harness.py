@@ -179,7 +179,7 @@ class ObserverRecorder:
         self.context = Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("observer_recorder", namespace=f"/{namespace}", context=self.context)
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()  # notified on every event (wait_started_since)
         self.started: dict = defaultdict(int)
         self.ended: dict = defaultdict(int)
         self.node.create_subscription(ObserverEvent, "observer_events", self._on_event, EVENT_QOS)
@@ -201,6 +201,18 @@ class ObserverRecorder:
                 self.started[msg.run_id] += 1
             elif msg.kind == "ended":
                 self.ended[msg.run_id] += 1
+            self.lock.notify_all()
+
+    def wait_started_since(self, runs: frozenset, timeout_s: float = 30.0) -> bool:
+        """Wait until a rollout not in ``runs`` has started (its Started event came); False at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        with self.lock:
+            while not set(self.started) - runs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(left)
+            return True
 
     def wait_matched(self, timeout_s: float = 30.0) -> bool:
         """Wait until a rollout node's observer_events publisher is matched (events before that are lost)."""

@@ -65,7 +65,11 @@ def run_job(stack, tasks, episodes, kill_in, name, sig=signal.SIGKILL, hold_s=0.
     watch = SnapshotWatch(stack, job_id)
     try:
         status = watch.wait(lambda s: running_episode(s) == kill_in, JOB_TIMEOUT_S, f"{kill_in} running")
-        time.sleep(0.4)  # into the rollout (start pose and goal are done within this on an idle machine)
+        # Into the rollout: its Started event seen (the lease, start pose and goal come first; a fixed pause
+        # after "running" assumed an idle machine).
+        earlier = stack.before | {e.run_id for e in status.episodes}  # the runs of the episodes before it
+        assert stack.recorder.wait_started_since(earlier, 60.0), \
+            f"{kill_in}'s rollout never started\n{stack.tail()}"
         killed_at = time.monotonic()
         if sig == signal.SIGSTOP:
             stack.kill(name, signal.SIGSTOP)
