@@ -88,8 +88,13 @@ class Processes:
         assert all(p.poll() is not None for p in self.procs.values())
 
 
-@pytest.fixture
-def rig():
+@pytest.fixture(scope="module")
+def processes_and_port():
+    """Start the driver and rollout node processes and the station's port once for the module's tests.
+
+    A fresh pair per test is not what these tests are about: the ones that kill a process start it again, as a
+    supervisor would, and :func:`rig` starts any a failed test left dead.
+    """
     from strands_robots.nodes.station_robot_port import RosRobotPort
 
     namespace = f"/goal_faults_{uuid.uuid4().hex[:8]}"
@@ -110,7 +115,7 @@ def rig():
 
     node.create_subscription(GoalStatusArray, "run_episode/_action/status", on_status,
                              qos_profile_action_status_default)
-    port.statuses = lambda: dict(statuses)
+    port.all_statuses = lambda: dict(statuses)
     port.procs = procs
     try:
         procs.start("arm_driver")
@@ -126,6 +131,23 @@ def rig():
             spinners.shutdown()
             node.destroy_node()
             rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture
+def rig(processes_and_port):
+    """Yield the module's port with both processes up, its ``statuses()`` the goals held since this test began."""
+    port = processes_and_port
+    dead = [name for name, proc in port.procs.procs.items() if proc.poll() is not None]
+    for name in dead:
+        port.procs.start(name)
+    assert port.backend.wait_until_ready(90.0), "the arm driver never became ready"
+    assert port._run.wait_for_server(timeout_sec=90.0), "run_episode never appeared"
+    before = set(port.all_statuses())
+    port.statuses = lambda: {goal: st for goal, st in port.all_statuses().items() if goal not in before}
+    try:
+        yield port
+    finally:
+        port.release_lease()  # nothing to give up when the test released it (a failed test may not have)
 
 
 def _run_in_background(port, plan) -> dict:
