@@ -72,13 +72,22 @@ class DriverArmCalls:
         return res
 
     def release(self, timeout_s: float = 2.0) -> bool:
-        """Give the lease back (stops the heartbeat first). False when the driver refused or did not answer."""
+        """Give the lease back (stops the heartbeat first). False when the driver refused or did not answer.
+
+        A driver silent past its silence bound (dead or stalled: it is what ended the episode) is sent the release
+        without waiting for an answer: a SIGKILLed driver's service stays in the ROS graph a while and a request
+        to it is never answered, so waiting held the caller ``timeout_s`` for nothing. A stalled driver gets the
+        release when it resumes; one that never does lets the unrenewed lease run out by itself.
+        """
         self._stop_heartbeat()
         token, self.lease_token = self.lease_token, ""
         if not token:
             return False
         req = ReleaseLease.Request()
         req.token = token
+        if self._watch.joint_state_age_s() > self._watch.silence_s and self._release.service_is_ready():
+            self._release.remove_pending_request(self._release.call_async(req))  # sent; no answer awaited
+            return False
         res = self._call(self._release, req, timeout_s, wait_for_service=True)
         return bool(res is not None and res.ok)
 
