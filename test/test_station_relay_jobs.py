@@ -406,7 +406,7 @@ def test_client_cancel_reaches_the_station_for_a_running_and_a_queued_job(statio
 
 def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_runs_again(station):
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="5")], episodes=1)
+    job_id = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="2")], episodes=1)
     policy = TeamPolicy()
     served = serve_in_background(client, job_id, policy)
     try:
