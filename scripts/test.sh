@@ -14,8 +14,8 @@ dirs=(src/strands_robots/test)
 # "R" in the progress line, "N rerun" in the summary and, with -rR, each rerun test named), so a flake stays visible.
 # TEST_WORKERS=N (N > 0): N pytest-xdist workers share the files (--dist loadfile: a module's tests and its
 # module-scoped fixtures stay in one worker), each on its own ROS_DOMAIN_ID (ros_harness.worker_domain).
-# The default, 0, runs everything in this one process: two workers are not yet proven on the whole suite here
-# (the system tests under test/ ran 606 s serially and did not finish in 900 s with two, see README "Tests").
+# The default, 0, runs everything in this one process: two workers did not make the system tests under test/
+# faster on 2 cores (470 s, about as serially) and two of them failed under the doubled load (README "Tests").
 workers="${TEST_WORKERS:-0}"
 parallel=()
 [ "$workers" != "0" ] && parallel=(-n "$workers" --dist loadfile)
