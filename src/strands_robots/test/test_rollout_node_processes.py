@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -155,14 +156,25 @@ class Station:
             raise
 
     def call(self, srv_type, name: str, request, timeout_s: float = 20.0):
+        """Call one of the node's parameter services (idempotent), asking again every 5 s up to ``timeout_s``.
+
+        A service seen in the graph is not yet matched both ways: a request sent to a node just started can be
+        taken while its answer has no matched reader yet, and that answer is lost (seen once in a fresh-clone
+        run: no answer in 20 s). Asking again is safe for these services, and the first answer counts.
+        """
         client = self.node.create_client(srv_type, f"{self.namespace}/rollout/{name}")
         try:
             assert client.wait_for_service(timeout_sec=timeout_s), f"{name} not found"
             done = threading.Event()
-            future = client.call_async(request)
-            future.add_done_callback(lambda _f: done.set())
-            assert done.wait(timeout_s), f"{name}: no answer"
-            return future.result()
+            futures = []
+            deadline = time.monotonic() + timeout_s
+            while not done.is_set() and time.monotonic() < deadline:
+                future = client.call_async(request)
+                future.add_done_callback(lambda _f: done.set())
+                futures.append(future)
+                done.wait(min(5.0, max(0.0, deadline - time.monotonic())))
+            assert done.is_set(), f"{name}: no answer to {len(futures)} request(s) in {timeout_s} s"
+            return next(f for f in futures if f.done()).result()
         finally:
             self.node.destroy_client(client)
 
