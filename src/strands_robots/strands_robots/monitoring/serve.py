@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any, Sequence
 
+from strands_robots.monitoring.stop_drain import ArrivalClock, wait_until_quiet
 from strands_robots.monitoring.topic_recorder import TopicRecorder, wait_for_latched
 from strands_robots.monitoring.topics import StrandsTopic, topics_in
 
@@ -59,7 +60,10 @@ def run_live(topics: Sequence[tuple[str, StrandsTopic]], *, namespace: str, reco
     from strands_robots.monitoring.live import RawTap
     from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 
+    arrivals = ArrivalClock()
+
     def on_message(name: str, topic: StrandsTopic, data: bytes, recv_ns: int) -> None:
+        arrivals.mark()
         if recorder is not None:
             recorder.offer(name, data, recv_ns)
         if live is not None:
@@ -86,6 +90,8 @@ def run_live(topics: Sequence[tuple[str, StrandsTopic]], *, namespace: str, reco
             while not signals.event.wait(0.1) and spin.is_alive():
                 if deadline is not None and time.monotonic() >= deadline:
                     break
+            if spin.is_alive():  # what was sent before the stop is still taken (stop_drain.py)
+                wait_until_quiet(arrivals.last)
         finally:
             executor.shutdown()
             spin.join(5.0)
