@@ -72,7 +72,8 @@ def test_a_job_spans_two_relays_and_survives_the_sigkill_of_the_station_s_relay(
             served["thread"].join(15.0)
             assert final.state == "SUCCEEDED", (final.message, "\n".join(lines[-80:]))
             assert served.get("final") is not None and served["final"].state == "SUCCEEDED"
-            assert first_policy.episodes == ["ep_0000"]
+            assert first_policy.episodes == ["ep_0000"], [(e.episode_id, e.end_condition, e.end_detail)
+                                                          for e in final.episodes]
             assert home_of(url, first_job) in (a["relay_id"], b["relay_id"])
 
             # 2. relay A (the station's) SIGKILLed mid-job

@@ -161,6 +161,11 @@ def rows(status):
     return [(e.episode_id, e.task.task_id, e.end_condition, e.scored, e.taken_over) for e in status.episodes]
 
 
+def details(status):
+    """Each episode's id, end condition and end_detail: what a failed row assertion shows."""
+    return [(e.episode_id, e.end_condition, e.end_detail) for e in status.episodes]
+
+
 def test_job_through_the_relay_ends_every_way_and_reports_as_the_spec_says(station):
     tasks = [
         task("hold", success_when="right.joint_4.pos > 0.95"),                      # timeout
@@ -184,7 +189,7 @@ def test_job_through_the_relay_ends_every_way_and_reports_as_the_spec_says(stati
         ("ep_0006", "heartbeat", "lease_lost", True, False),
         ("ep_0007", "claim", "authority_lost", True, False),
         ("ep_0008", "blocked", "start_pose_unreached", False, False),
-    ], [(e.episode_id, e.end_condition, e.end_detail) for e in final.episodes]
+    ], details(final)
     by_id = {e.episode_id: e for e in final.episodes}
     assert "ep_0004" in policy.tasks and "ep_0004" not in by_id  # it ran, was discarded, and is not listed
     assert re.fullmatch(r"right: joint 4 reads \+\d+\.\d N\*m(; .+)?", by_id["ep_0002"].end_detail), \
@@ -253,7 +258,7 @@ def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again
     assert final.state == "SUCCEEDED", final.message
     assert rows(final) == [("ep_0000", "first", "timeout", True, False),
                            ("ep_0001", "second", "infrastructure_fault", False, False),
-                           ("ep_0002", "second", "timeout", True, False)]
+                           ("ep_0002", "second", "timeout", True, False)], details(final)
     assert "ep_0001" in first.tasks and list(second.tasks) == ["ep_0002"]
 
 
