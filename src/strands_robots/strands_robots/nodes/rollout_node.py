@@ -318,6 +318,10 @@ class RolloutNode(Node):
                     self.backend.release()
                 elif borrowed:
                     self.backend.lease_token = ""
+                if self._relay_policy is not None:  # before the goal is answered: the station's close finds it over
+                    from strands_robots.policies.relay import episodes_over
+
+                    episodes_over()  # a close that comes later closes this episode's session, not the next one's
             self._events.flush(5.0)
             if not out["episodes"]:
                 message = f"episode refused before it started: {out.get('error_message', '')}"

@@ -9,8 +9,9 @@
   observation and control restarts from the arms' current state (``PolicyRunner.resume()``); refused when no
   takeover is in force;
 - ``close_policy_sessions`` (``Resume`` type, reused): close the ``relay`` provider's policy sessions still open
-  in this process (the station calls it after each episode and when it finds a session of its job left open by
-  a previous station process).
+  in this process whose episode is over (the station calls it after each episode and when it finds a session of
+  its job left open by a previous station process). A running episode's session is never closed by it: the
+  request may arrive late, after the next episode opened its own (``policies.relay.close_sessions``).
 
 The rollout node creates them at construction; the station node calls them when its operator takes over and
 hands back. The callbacks only flip the runner's
@@ -84,7 +85,7 @@ class TakeoverServices:
         return response
 
     def _on_close_sessions(self, request: Any, response: Any) -> Any:
-        """Close the relay policy sessions left open (the station is done with the episode, or restarted)."""
+        """Close the relay policy sessions of ended episodes (the station is done with the episode, or restarted)."""
         from strands_robots.policies.relay import close_sessions
 
         closed = close_sessions()

@@ -126,7 +126,13 @@ class StationPolicyCalls:
         self._job_id = job_id
 
     def close_policy_sessions(self) -> None:
-        """Ask the rollout node to close the relay policy sessions it still holds (best effort)."""
+        """Ask the rollout node to close the relay policy sessions of its ended episodes (best effort).
+
+        Unanswered within 2 s the request may still reach the rollout node later, during the next episode: it
+        closes only the sessions of ended episodes (``policies.relay.close_sessions``), never that one's.
+        """
         req = Resume.Request()
         req.operator_name = "station"
-        self._call(self._close_sessions, req, timeout_s=2.0)
+        if self._call(self._close_sessions, req, timeout_s=2.0) is None:
+            self._node.get_logger().warning("close_policy_sessions: no answer from the rollout node within 2 s "
+                                            "(a late request closes only ended episodes' sessions)")

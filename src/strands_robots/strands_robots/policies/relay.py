@@ -30,6 +30,13 @@ Config (from the station, in the RunEpisode goal's ``policy_config_json``):
 When the policy client is gone (it disconnected, or never attached in time) every call raises
 :class:`RelayPolicyLost`: the rollout ends with that error and the station re-runs the task once the policy is
 back. Only one session per job is open in a process: a new episode's ``reset`` closes the previous one.
+
+A session is its episode's: :func:`close_sessions` (the rollout node's ``close_policy_sessions`` service, which
+the station calls after each episode) closes only the sessions of episodes that are over (:func:`episodes_over`,
+which the rollout node calls when its episode ends, before it answers the goal), never the one a running
+episode opened. A close request can reach the rollout node late (the station gives up waiting for its answer
+after 2 s; DDS may deliver it later), after the next episode's ``reset`` opened that episode's session: closing
+that one would end the episode as a lost policy (a station fault) for nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from strands_robots.policies.base import EndEpisode
 from strands_robots.relay.credentials import RelayCredentials
 
 __all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "NO_CREDENTIALS", "make_relay_policy",
-           "relay_policy_factory", "close_sessions"]
+           "relay_policy_factory", "close_sessions", "episodes_over"]
 
 PROVIDER = "relay"
 OPTIONS = frozenset({"job_id", "episode_id", "task", "attach_timeout_s", "reply_timeout_s"})
@@ -56,7 +63,7 @@ _BUSY_RETRY_S = 0.05
 LOST_MARKER = "relay policy lost"
 
 _live_lock = threading.Lock()
-_live: Dict[str, Any] = {}  # job_id -> (link, session) of the newest episode in this process
+_live: Dict[str, "_Live"] = {}  # job_id -> the newest episode's session in this process
 
 
 class RelayPolicyLost(RuntimeError):
@@ -70,27 +77,56 @@ def _positive(cfg: Mapping[str, Any], name: str, default: float) -> float:
     return float(value)
 
 
-def _close_live(job_id: str) -> None:
+class _Live:
+    """A job's open session in this process: its link, and whether the episode that opened it is over."""
+
+    __slots__ = ("link", "session", "over")
+
+    def __init__(self, link: Any, session: Any) -> None:
+        self.link = link
+        self.session = session
+        self.over = False
+
+
+def _close_live(job_id: str, *, session: Any = None, over_only: bool = False) -> bool:
+    """Close the job's open session; return whether one was closed.
+
+    :param session: close it only if it is this one (a policy closes its own session, never a newer one).
+    :param over_only: close it only if its episode is over (see :func:`close_sessions`).
+    """
+    with _live_lock:  # looked at and taken in one step: a session the next reset opens meanwhile is not touched
+        old = _live.get(job_id)
+        if old is None or (session is not None and old.session is not session) or (over_only and not old.over):
+            return False
+        del _live[job_id]
+    try:
+        old.session.close()
+    finally:
+        old.link.close()
+    return True
+
+
+def episodes_over() -> int:
+    """Mark the sessions this process holds open as their episodes' past; return how many.
+
+    The rollout node calls it when its episode ended (episodes run one at a time in it), before it answers the
+    goal: a ``close_policy_sessions`` the station sends after that answer closes them.
+    """
     with _live_lock:
-        old = _live.pop(job_id, None)
-    if old is not None:
-        link, session = old
-        try:
-            session.close()
-        finally:
-            link.close()
+        for live in _live.values():
+            live.over = True
+        return len(_live)
 
 
 def close_sessions() -> int:
-    """Close every policy session this process holds open; return how many.
+    """Close the policy sessions of this process whose episode is over (:func:`episodes_over`); return how many.
 
-    The episode is over, or its station went away.
+    The session of a running episode is left open, whenever the request to close was sent: the one that was
+    meant (the previous episode's) is over, and the running episode's ``reset`` already closed it.
     """
     with _live_lock:
         jobs = list(_live)
-    for job_id in jobs:
-        _close_live(job_id)
-    return len(jobs)
+    return sum(1 for job_id in jobs if _close_live(job_id, over_only=True))
 
 
 class RelayPolicy:
@@ -178,8 +214,9 @@ class RelayPolicy:
             raise self._lost(exc) from None
 
     def close(self) -> None:
-        """Close this episode's session (the next episode's ``reset`` does it too)."""
-        _close_live(self.job_id)
+        """Close this episode's session (the next episode's ``reset`` does it too); never a newer episode's."""
+        if self._session is not None:
+            _close_live(self.job_id, session=self._session)
         self._session = None
 
     # -- internals ----------------------------------------------------------------------------------------------
@@ -205,7 +242,7 @@ class RelayPolicy:
                 link.close()
                 raise self._lost(exc) from None
         with _live_lock:
-            _live[self.job_id] = (link, session)
+            _live[self.job_id] = _Live(link, session)
         self._session = session
         return session
 
