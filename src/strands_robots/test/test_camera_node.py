@@ -52,14 +52,16 @@ def _env() -> dict:
 class CameraProcess:
     """The camera node in its own process in namespace ``ns``; a probe node here plays the driver."""
 
-    def __init__(self, *ros_args: str, joints: bool = True) -> None:
+    def __init__(self, *ros_args: str, joints: bool = True, program: "tuple | None" = None) -> None:
         self.ns = f"/h7_{uuid.uuid4().hex[:8]}"
         self.publish_joints = joints
         self.lines: list = []
+        program = program or ("-m", "strands_robots.nodes.camera_node")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.nodes.camera_node", "--ros-args", "-r", f"__ns:={self.ns}",
-             *ros_args], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+            [sys.executable, *program, "--ros-args", "-r", f"__ns:={self.ns}", *ros_args], env=_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
         self.context = Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("h7_camera_probe", namespace=self.ns, context=self.context)
@@ -113,6 +115,12 @@ class CameraProcess:
         assert ok, f"no new {topic} within {timeout_s} s; node output:\n{''.join(self.lines[-20:])}"
         return self.latest(topic)
 
+    def exit_and_output(self, timeout_s: float = 60.0) -> tuple:
+        """Wait for the node to exit; return its exit code and everything it wrote (stderr with stdout)."""
+        code = self.proc.wait(timeout_s)
+        self._reader.join(10.0)  # end-of-file comes with the exit: the last lines are in
+        return code, "".join(self.lines)
+
     def set_param(self, name: str, value) -> bool:
         client = self.node.create_client(SetParameters, "camera/set_parameters")
         assert client.wait_for_service(timeout_sec=30.0)
@@ -135,7 +143,10 @@ class CameraProcess:
                     self.proc.kill()
                     self.proc.wait(5.0)
         finally:
-            self.executor.shutdown(timeout_sec=2.0)
+            # Shut the executor down and join its spin thread before the node and context go: a spin thread still
+            # in rclpy's wait at interpreter exit aborts the process ("terminate called without an active
+            # exception").
+            self.thread.stop(5.0)
             self.node.destroy_node()
             rclpy.shutdown(context=self.context)
 
@@ -144,8 +155,8 @@ class CameraProcess:
 def cameras():
     made: list = []
 
-    def start(*ros_args: str, joints: bool = True) -> CameraProcess:
-        made.append(CameraProcess(*ros_args, joints=joints))
+    def start(*ros_args: str, joints: bool = True, program: "tuple | None" = None) -> CameraProcess:
+        made.append(CameraProcess(*ros_args, joints=joints, program=program))
         return made[-1]
 
     try:
@@ -285,9 +296,41 @@ def pose_fails(config, model_path=None):
 
 def test_a_render_thread_that_dies_ends_the_node_non_zero_saying_why(cameras):
     cam = cameras("-p", "adapter:=test_camera_node:pose_fails", "-p", "cameras:=wrist")
-    assert cam.proc.wait(60.0) == 1
-    wanted = "the render thread ended: RuntimeError: mirror broke"
-    assert wait_for(lambda: wanted in "".join(cam.lines), 10.0), "".join(cam.lines)[-2000:]
+    code, output = cam.exit_and_output(60.0)
+    assert code == 1, f"camera node exited {code}, not 1; its stderr and stdout:\n{output[-6000:]}"
+    assert "the render thread ended: RuntimeError: mirror broke" in output, output[-6000:]
+
+
+# The camera node's main in a process of its own, its joint_states callback made slow (each one still in the
+# executor 0.3 s), so its executor thread is in a callback when the render thread dies; after main returns, the
+# live threads of the process are printed before the interpreter exits.
+_MAIN_WITH_A_SLOW_CALLBACK = """
+import sys, threading, time
+from strands_robots.nodes import camera_node
+
+on_joints = camera_node.CameraNode._on_joints
+
+def slow_on_joints(self, msg):
+    on_joints(self, msg)
+    time.sleep(0.3)
+
+camera_node.CameraNode._on_joints = slow_on_joints
+code = camera_node.main(sys.argv)
+print("threads after main: " + ",".join(sorted(t.name for t in threading.enumerate())), flush=True)
+sys.exit(code)
+"""
+
+
+def test_the_camera_node_exits_only_after_its_executor_thread_ended(cameras):
+    # A spin thread still in rclpy when the interpreter exits is ended there by pthread_exit, which aborts the
+    # process (-6, "terminate called without an active exception"): a fresh-clone run saw it on this path.
+    cam = cameras("-p", "adapter:=test_camera_node:pose_fails", "-p", "cameras:=wrist",
+                  program=("-c", _MAIN_WITH_A_SLOW_CALLBACK))
+    code, output = cam.exit_and_output(60.0)
+    assert code == 1, f"camera node exited {code}, not 1; its stderr and stdout:\n{output[-6000:]}"
+    after = [line for line in output.splitlines() if line.startswith("threads after main: ")]
+    assert after, output[-6000:]
+    assert "camera-executor" not in after[-1].split(": ", 1)[1].split(","), output[-6000:]
 
 
 def test_the_simulated_cameras_publish_nothing_before_the_drivers_first_joint_states(cameras):

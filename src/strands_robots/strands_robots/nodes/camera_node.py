@@ -45,7 +45,7 @@ from strands_robots.cameras.render_priority import lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
-from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
@@ -258,6 +258,7 @@ def main(args: Optional[List[str]] = None) -> int:
     init_without_signal_handlers(argv)
     node: Optional[CameraNode] = None
     executor: Optional[SingleThreadedExecutor] = None
+    spin: Optional[SpinThread] = None
     code = 0
     try:
         node = CameraNode()
@@ -283,7 +284,12 @@ def main(args: Optional[List[str]] = None) -> int:
     finally:
         if node is not None:
             node.stop()
-        if executor is not None:
+        if spin is not None:
+            # The executor shut down and its thread joined before the node and the context go: a spin thread
+            # still in rclpy's wait when the interpreter exits is ended there by pthread_exit, which aborts the
+            # process ("terminate called without an active exception", exit -6 instead of this code).
+            spin.stop(5.0)
+        elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
         if node is not None:
             node.destroy_node()
