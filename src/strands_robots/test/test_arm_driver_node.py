@@ -792,7 +792,7 @@ def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness)
 
 # -- start pose: one implementation, a cancellable action on the driver itself (issue 6 item 18, issue 11 item 5) ----
 def start_pose_goal(h: Harness, token: str, feedback: list, timeout_s: float = 0.0):
-    from rclpy.action import ActionClient
+    from strands_robots.nodes.action_client import ActionClient
     from strands_robots_msgs.action import MoveToStartPose
 
     client = ActionClient(h.client, MoveToStartPose, "move_to_start_pose")

@@ -22,7 +22,7 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from rclpy.action import ActionClient  # noqa: E402
+from strands_robots.nodes.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402

@@ -37,7 +37,7 @@ from action_msgs.srv import CancelGoal  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
+from strands_robots.nodes.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402

@@ -20,7 +20,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus, GoalStatusArray  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
+from strands_robots.nodes.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402

@@ -250,7 +250,7 @@ def test_manual_operator_scores_through_the_services_and_every_refusal_says_why(
 
 
 def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
-    from rclpy.action import ActionClient
+    from strands_robots.nodes.action_client import ActionClient
     from strands_robots_msgs.action import RunEpisode
     from strands_robots_msgs.msg import ObserverEvent
 

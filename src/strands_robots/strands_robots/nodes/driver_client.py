@@ -38,7 +38,7 @@ import uuid
 from array import array
 from typing import Any, Callable, Mapping, Optional
 
-from rclpy.action import ActionClient
+from strands_robots.nodes.action_client import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState

@@ -47,7 +47,7 @@ import uuid
 from typing import Any, Callable, Deque, Mapping, Optional, Tuple
 
 from action_msgs.msg import GoalStatus
-from rclpy.action import ActionClient
+from strands_robots.nodes.action_client import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import LeaseState
