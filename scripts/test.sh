@@ -12,11 +12,16 @@ dirs=(src/strands_robots/test)
 # A test that fails is run again (at most twice) before it counts as failed: a few of the DDS and process tests
 # still flake when the 2-core machine stalls a node process for a few hundred ms. Every rerun is reported (an
 # "R" in the progress line, "N rerun" in the summary and, with -rR, each rerun test named), so a flake stays visible.
-# TEST_WORKERS=N (N > 0): N pytest-xdist workers share the files (--dist loadfile: a module's tests and its
-# module-scoped fixtures stay in one worker), each on its own ROS_DOMAIN_ID (ros_harness.worker_domain).
-# The default, 0, runs everything in this one process: two workers did not make the system tests under test/
-# faster on 2 cores (470 s, about as serially) and two of them failed under the doubled load (README "Tests").
-workers="${TEST_WORKERS:-0}"
+# TEST_WORKERS=N (N > 0): N pytest-xdist workers share the tests (--dist loadgroup, src/strands_robots/test/
+# xdist_groups.py): the system tests under test/ stay together in one worker, one after another (two whole station
+# stacks at once overload 2 cores), and every other file is a group of its own that the next free worker takes;
+# each worker on its own ROS_DOMAIN_ID (ros_harness.worker_domain). test/ is listed first so that its group starts
+# at once, beside the package's files. The default is 2 (the suite halves: 9 min against 18.6 serially on this 2-core
+# machine, 0 reruns); TEST_WORKERS=0 runs everything in this one process.
+workers="${TEST_WORKERS:-2}"
 parallel=()
-[ "$workers" != "0" ] && parallel=(-n "$workers" --dist loadfile)
+if [ "$workers" != "0" ]; then
+  parallel=(-n "$workers" --dist loadgroup)
+  dirs=("${dirs[@]:1}" "${dirs[0]}")
+fi
 python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"

@@ -33,3 +33,10 @@ def pytest_ignore_collect(collection_path, config):
 _path = os.environ.get("PYTHONPATH", "").split(os.pathsep) if os.environ.get("PYTHONPATH") else []
 if str(PACKAGE_SRC) not in _path:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_SRC), *_path])
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist workers: the system tests in one group, every other file a group (xdist_groups.py)."""
+    from xdist_groups import assign
+
+    assign(items)

@@ -105,3 +105,10 @@ def dds_echo(ros_context):
         executor.shutdown()
         node.destroy_node()
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist workers: the system tests in one group, every other file a group (xdist_groups.py)."""
+    from xdist_groups import assign
+
+    assign(items)
