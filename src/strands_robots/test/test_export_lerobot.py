@@ -175,6 +175,34 @@ def test_takeover_frames_are_flagged_operator_and_hold_the_arms_state(dataset, r
     assert episode_rows(dataset)[0]["operator_frames"] == 0
 
 
+def test_a_takeover_is_found_on_the_rollouts_send_stamps_not_the_recorders_delivery_times():
+    """A step the recorder got late hides a short takeover in the log times; the commands' stamps still show it.
+
+    A ROS recording's log times are when the recorder got each message; ``ActionCommand.sent`` is the rollout's
+    clock at the send.
+    """
+    from strands_robots.monitoring.report import EpisodeTrace, StepPoint
+
+    period_ns, gap_ns, resumed_at = 20_000_000, 80_000_000, 15
+    t0 = 1_700_000_000_000_000_000
+    sent = [t0 + i * period_ns + (gap_ns if i >= resumed_at else 0) for i in range(30)]
+    delivered = list(sent)
+    delivered[resumed_at - 1] += 70_000_000  # the last step before the takeover reached the recorder 70 ms late
+
+    def trace(stamped: bool) -> EpisodeTrace:
+        steps = [StepPoint(t=0.0, index=i, resolution="full", unresolved=(), reasons=(), deadline_missed=False,
+                           action={"j": 0.1 * i}, observation={"j.pos": 0.1 * i}, log_ns=delivered[i],
+                           elapsed_s=0.001 + 0.02 * i, chunk_index=i % 8 if i < resumed_at else i - resumed_at)
+                 for i in range(30)]
+        return EpisodeTrace(run_id="r", start_ns=t0, actuator_keys=("j",), control_frequency=50.0, steps=steps,
+                            episode={"taken_over": True}, action_ns=delivered,
+                            action_sent_ns={i: ns for i, ns in enumerate(sent)} if stamped else {})
+
+    frames = lerobot.episode_frames(trace(stamped=True), 50.0, ["j"])
+    assert frames.control_source.tolist() == [0] * resumed_at + [1] * 4 + [0] * 15  # 80 ms at 50 Hz
+    assert lerobot.episode_frames(trace(stamped=False), 50.0, ["j"]).control_source.sum() == 0
+
+
 def test_tasks_parquet_maps_each_instruction_to_its_task_index(dataset):
     tasks = pq.read_table(dataset / "meta/tasks.parquet").to_pydict()
     assert tasks == {"task_index": [0, 1], "task": ["pick the cube", "stack the blocks"]}

@@ -38,6 +38,9 @@ def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_s
     taken = 0
     for row in rows:
         trace = by_run[row["run_id"]]
+        # every step's command carries the rollout's send stamp: a takeover is measured on the rollout's clock,
+        # not on the recorder's delivery times
+        assert sorted(trace.action_sent_ns) == [s.index for s in trace.steps], row["run_id"]
         result = finished.get(row["run_id"])
         if result is not None:  # a finished episode of the job: the station's words
             for name in ("episode_id", "end_condition", "scored", "success", "score", "taken_over"):

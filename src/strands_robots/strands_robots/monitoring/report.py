@@ -74,6 +74,9 @@ class EpisodeTrace:
     episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
     images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)  # topic: (log ns, format, data)
     action_ns: list[int] = field(default_factory=list)  # log times of the ActionCommands (episode file: send times)
+    # the rollout's own send stamp (ActionCommand.sent, wall clock) per applied_action_index, where the command
+    # carries one and the run's id (the command stream of a ROS recording; an episode file's commands have neither)
+    action_sent_ns: dict[int, int] = field(default_factory=dict)
 
     @property
     def end_condition(self) -> str:
@@ -187,6 +190,9 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
                 values.append(float(position))
         elif kind == "ActionCommand":
             trace.action_ns.append(log_ns)
+            sent_ns = int(msg.sent.sec) * 1_000_000_000 + int(msg.sent.nanosec)
+            if sent_ns and msg.run_id == trace.run_id:
+                trace.action_sent_ns[int(msg.step_index)] = sent_ns
         elif kind == "CompressedImage":
             trace.images.setdefault(topic, []).append((log_ns, str(msg.format), bytes(msg.data)))
         elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
