@@ -18,6 +18,8 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 from test_rollout_node import lifecycle  # noqa: E402
 from test_rollout_node import rig as rig  # noqa: E402,F401  (the fixture, used by name)
 
+WINDOW_S = 0.5  # the command window (and each command's apply_by) of the verdict comparison
+
 CASES = {
     "full": dict(policy_provider="mock", max_steps=20),
     "unknown_keys": dict(policy_provider="scripted", max_steps=20, policy_config_json=json.dumps(
@@ -48,7 +50,10 @@ def _verdicts(r, **goal) -> tuple:
 def test_stream_gives_the_same_verdicts_as_the_service_for_every_per_key_case(rig):
     seen: dict = {}
     for path in ("service", "stream"):
-        r = rig(driver="process", command_path=path)
+        # The command window at its ceiling, 0.5 s (the rig's 0.2 s): a healthy driver stalled past 0.2 s by the
+        # other jobs of a loaded 2-core machine refused 5 of 20 commands as stale in a CI run. Right for the arms,
+        # not what this test is about; the stale rule has its own tests (below, test_driver_command_stream.py).
+        r = rig(driver="process", command_path=path, command_window_s=WINDOW_S)
         seen[path] = {name: _verdicts(r, **goal) for name, goal in CASES.items()}
         r.close()
 
@@ -56,14 +61,15 @@ def test_stream_gives_the_same_verdicts_as_the_service_for_every_per_key_case(ri
         service, stream = seen["service"][name], seen["stream"][name]
         if name == "only_unknown_keys":
             # Fail fast ends the episode at the third step's verdict; over the stream the loop did not wait for
-            # it, so the steps already sent by then (at most the window: 10 steps, the rig's 0.2 s at 50 Hz) are
+            # it, so the steps already sent by then (at most the window: 25 steps, 0.5 s at 50 Hz) are
             # reported too, each with its own verdict (the same refusal): exactly one Ended after them.
             extra = stream[1][2] - service[1][2]
-            assert 0 <= extra <= 10, stream[1]
+            assert 0 <= extra <= int(WINDOW_S * 50), stream[1]
             assert stream[0][:3] == service[0] and all(s[1:] == service[0][-1][1:] for s in stream[0][3:])
             assert stream[1][:2] + stream[1][7:] == service[1][:2] + service[1][7:]
             continue
-        assert stream == service, f"{name}: stream {stream[1]} vs service {service[1]}"
+        stale = [s[0] for s in stream[0] if "stale" in s[4]]
+        assert stream == service, f"{name}: stream {stream[1]} vs service {service[1]}; stale steps {stale}"
 
     # The cases do cover every resolution and every per-key reason the rollout can provoke.
     resolutions = {step[1] for steps, _ in seen["stream"].values() for step in steps}
