@@ -92,13 +92,10 @@ def _camera_of(topic: str) -> "str | None":
 
 
 def _send_ns(trace: Any) -> list[int]:
-    """Return when each step's action was sent.
+    """Return when each step's action was sent: the rollout's send stamps (``ActionCommand.sent``) for every step.
 
-    The rollout's own send stamps (``ActionCommand.sent`` of the command stream, for every step), else the
-    ``actions`` log times (an episode file stamps them at the send), else the step events' (made after the
-    verdict, so they carry the observer's and the recorder's delays too). A ROS recording's log times are when
-    the recorder received a message: its delivery jitter (tens of ms on a loaded machine) is as large as a short
-    takeover, which the send stamps measure on the rollout's clock.
+    Else the ``actions`` log times (an episode file stamps them at the send), else the step events' (made after
+    the verdict). A ROS recording's log times are its delivery times: their jitter can hide a short takeover.
     """
     stamped = getattr(trace, "action_sent_ns", None) or {}
     if stamped and all(s.index in stamped for s in trace.steps):
