@@ -200,3 +200,66 @@ def test_a_cancel_answered_before_the_send_returns_is_still_answered(pair):
     result = handle.get_result_async()
     assert _done(result)
     assert result.result().result.detail == "cancelled"
+
+
+def test_a_client_made_on_a_node_its_executor_already_spins_leaves_that_executor_running():
+    """The executor asks a new client for its entities before rclpy's constructor has returned (ros2/rclpy#1589).
+
+    Forced: the node's ``add_waitable`` (which wakes its executor) waits until the executor thread has asked the
+    client for its entities. rclpy's own class on Kilted dies there (``AttributeError: ... '_lock'``) and the node
+    is served no more; ours answers a goal afterwards on the same executor.
+    """
+    from rclpy.executors import SingleThreadedExecutor
+
+    from strands_robots.nodes.process import spin_in_background
+
+    context = Context()
+    rclpy.init(context=context)
+    namespace = f"/action_client_{uuid.uuid4().hex[:8]}"
+    server_node = rclpy.create_node("server", namespace=namespace, context=context)
+    client_node = rclpy.create_node("client", namespace=namespace, context=context)
+    server = client = None
+    asked = threading.Event()
+    add_waitable = client_node.add_waitable
+
+    def add_and_wait_for_the_executor(waitable):
+        entities = waitable.get_num_entities
+
+        def counted():
+            asked.set()
+            return entities()
+
+        waitable.get_num_entities = counted  # the executor asks the waitable by name
+        add_waitable(waitable)
+        asked.wait(ANSWER_S)
+
+    def execute(goal_handle):
+        goal_handle.succeed()
+        return MoveToStartPose.Result(reached=True, detail="made while spinning")
+
+    client_node.add_waitable = add_and_wait_for_the_executor
+    executors = [SingleThreadedExecutor(context=context) for _ in range(2)]
+    executors[0].add_node(server_node)
+    executors[1].add_node(client_node)
+    threads = [spin_in_background(e, f"test-{i}") for i, e in enumerate(executors)]
+    try:
+        server = ActionServer(server_node, MoveToStartPose, "move", execute)
+        client = ActionClient(client_node, MoveToStartPose, "move")
+        assert asked.is_set(), "the executor never asked the new client for its entities"
+        assert client.wait_for_server(timeout_sec=10.0), "the action server never appeared"
+        future = client.send_goal_async(MoveToStartPose.Goal(tolerance=0.1))
+        assert _done(future), f"goal never answered; the client's executor: {threads[1].error!r}"
+        result = future.result().get_result_async()
+        assert _done(result) and result.result().result.detail == "made while spinning"
+        assert threads[1].error is None and threads[1].is_alive()
+    finally:
+        for executor in executors:
+            executor.shutdown(timeout_sec=5.0)
+        for thread in threads:
+            thread.join(5.0)
+        for entity in (client, server):
+            if entity is not None:
+                entity.destroy()
+        client_node.destroy_node()
+        server_node.destroy_node()
+        rclpy.try_shutdown(context=context)

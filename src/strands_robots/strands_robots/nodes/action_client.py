@@ -17,12 +17,18 @@ spins in another, so the window is real on a loaded machine.
 :class:`ActionClient` holds one lock of its own from each send until its sequence number is recorded, and
 around ``take_data`` (where the executor takes answers), so no answer is taken before it can be matched: the fix
 of ros2/rclpy#1308 (#1519), on every rclpy we run. A goal's feedback callback is registered before the goal is
-sent, so its first feedback is never dropped either. Everything else is rclpy's.
+sent, so its first feedback is never dropped either.
+
+Kilted's rclpy also hands the client to the node's executor (``add_waitable``, which wakes it) before it makes
+the ``_lock`` that the executor's ``get_num_entities`` takes (ros2/rclpy#1589): a client made on a node that is
+already spinning can kill that executor with ``AttributeError: 'ActionClient' object has no attribute '_lock'``,
+and nothing of the node is served after it (a fresh-clone run saw the driver client's start-pose client do that:
+the lease call in the same node never answered). :class:`ActionClient` makes that lock before rclpy's
+constructor runs. Everything else is rclpy's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any, Callable, Optional
 
@@ -38,14 +44,15 @@ class ActionClient(_RclpyActionClient):
     """``rclpy.action.ActionClient`` whose goal, result and cancel requests are safe to send from any thread."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Before rclpy's __init__: the node may hand this waitable to a spinning executor as soon as it is made.
+        # Before rclpy's __init__: the node hands this waitable to a spinning executor as soon as it is made, and
+        # the executor takes ``_lock`` (Kilted) to ask for its entities; rclpy makes it only after that (#1589).
         self._send_lock = threading.RLock()
+        self._lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def _handle_lock(self) -> Any:
-        """Return the lock rclpy keeps around the client handle where it has one (Kilted), else nothing (Jazzy)."""
-        lock = getattr(self, "_lock", None)
-        return lock if lock is not None else contextlib.nullcontext()
+        """Return the lock around the client handle (Kilted's rclpy takes it too; Jazzy's never does)."""
+        return self._lock
 
     def take_data(self) -> Any:
         with self._send_lock:  # an answer is taken only once its request is recorded
