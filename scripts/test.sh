@@ -18,10 +18,14 @@ dirs=(src/strands_robots/test)
 # each worker on its own ROS_DOMAIN_ID (ros_harness.worker_domain). test/ is listed first so that its group starts
 # at once, beside the package's files. The default is 2 (the suite halves: 9 min against 18.6 serially on this 2-core
 # machine, 0 reruns); TEST_WORKERS=0 runs everything in this one process.
+# A worker that dies (a segfault in a test process) is not replaced (--max-worker-restart 0): pytest-xdist 3.8's
+# loadgroup scheduler never hands a crashed worker's group to its replacement, so with a replacement the run waited
+# for ever (a fresh-clone Jazzy leg, a worker's segfault inside a garbage collection in test_rollout_node). Now the
+# run ends at once, failed, naming the test the worker was running.
 workers="${TEST_WORKERS:-2}"
 parallel=()
 if [ "$workers" != "0" ]; then
-  parallel=(-n "$workers" --dist loadgroup)
+  parallel=(-n "$workers" --dist loadgroup --max-worker-restart 0)
   dirs=("${dirs[@]:1}" "${dirs[0]}")
 fi
 python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"
