@@ -67,6 +67,21 @@ def _serve_in_thread(client, job, policy, events=None):
     return t, result
 
 
+def _request_streams() -> set:
+    """Return the threads grpc feeds streaming calls from (one per open policy session), found by their stacks."""
+    frames = sys._current_frames()
+
+    def feeding(thread) -> bool:
+        frame = frames.get(thread.ident)
+        while frame is not None:
+            if frame.f_code.co_name == "consume_request_iterator":
+                return True
+            frame = frame.f_back
+        return False
+
+    return {t for t in threading.enumerate() if feeding(t)}
+
+
 def _finish(link, job):
     link.report(pb.JobStatus(job_id=job, station_id="sim_station", state="SUCCEEDED", episodes_total=1,
                              updated_unix_ms=99, message="done"))
@@ -224,9 +239,12 @@ def test_a_policy_client_that_disconnects_mid_episode_ends_the_stations_session_
         client, link, job = _setup(relay)
         proc = subprocess.Popen([sys.executable, str(script), relay.target, CLIENT_TOKENS["team_a"], job],
                                 env=relay_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        before = _request_streams()
         session = link.open_session(job)
         try:
             session.wait_attached(30)
+            mine = _request_streams() - before  # grpc's thread that sends this session's requests
+            assert len(mine) == 1, mine
             session.start_episode("ep_0003", pb.Task(task_id="t", instruction="go"))
             assert session.act({"x": 5.0}) == [{"k": 5.0}]
             stop_process(proc, sig=9)  # the team's process dies mid-episode
@@ -234,6 +252,8 @@ def test_a_policy_client_that_disconnects_mid_episode_ends_the_stations_session_
                 session.act({"x": 6.0})
             assert "policy client 'team_a' disconnected mid-episode ep_0003" in str(err.value)
             assert job in str(err.value)
+            # the ended stream leaves no thread behind, closed or not (a station keeps running for many jobs)
+            wait_until(lambda: not any(t.is_alive() for t in mine), 5.0, what="the ended session's request thread")
             # the next session waits for a client again and works with a new one
             again = link.open_session(job)
             thread, result = _serve_in_thread(client, job, Doubler())

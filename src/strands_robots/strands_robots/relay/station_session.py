@@ -111,6 +111,9 @@ class PolicySession:
         finally:
             self._ended.set()
             self._replies.put(_STOP)
+            # grpc's thread that feeds this call waits in _requests for the next request; the call is over, so
+            # end it now rather than at close(), which a station whose relay ended the session may never call
+            self._outbox.put(_STOP)
 
     # -- state ---------------------------------------------------------------------------------------------
     @property
