@@ -203,6 +203,29 @@ def test_a_takeover_is_found_on_the_rollouts_send_stamps_not_the_recorders_deliv
     assert lerobot.episode_frames(trace(stamped=False), 50.0, ["j"]).control_source.sum() == 0
 
 
+def test_a_runs_commands_that_reached_the_recorder_before_its_started_event_keep_their_send_stamps():
+    """The first commands can be delivered before the run's Started (another topic): matched by run_id, not time."""
+    from types import SimpleNamespace
+
+    from strands_robots.monitoring import report
+
+    started_ns = 1_700_000_000_000_000_000
+    trace = report.EpisodeTrace(run_id="r", start_ns=started_ns, end_ns=started_ns + 10**9)
+
+    def command(step: int, log_ns: int, run_id: str = "r"):
+        sent = started_ns - 5_000_000 + step * 20_000_000
+        msg = SimpleNamespace(run_id=run_id, step_index=step, sent=SimpleNamespace(sec=sent // 10**9,
+                                                                                    nanosec=sent % 10**9))
+        return (log_ns, "ActionCommand", msg, "/station/action_commands")
+
+    others = [command(0, started_ns - 3_000_000), command(1, started_ns - 1_000_000),
+              command(2, started_ns + 40_000_000), command(0, started_ns + 2_000_000, run_id="another run")]
+    report._attach(trace, others)
+    assert sorted(trace.action_sent_ns) == [0, 1, 2]
+    assert trace.action_sent_ns[0] == started_ns - 5_000_000  # this run's, not the other run's step 0
+    assert len(trace.action_ns) == 2  # the log times inside the run's window: the other run's and step 2
+
+
 def test_tasks_parquet_maps_each_instruction_to_its_task_index(dataset):
     tasks = pq.read_table(dataset / "meta/tasks.parquet").to_pydict()
     assert tasks == {"task_index": [0, 1], "task": ["pick the cube", "stack the blocks"]}

@@ -180,6 +180,10 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
     """Joint readings, camera frames (CompressedImage, by topic) and safety stops inside the run's window."""
     end = trace.end_ns if trace.end_ns is not None else float("inf")
     for log_ns, kind, msg, topic in others:
+        if kind == "ActionCommand" and msg.run_id == trace.run_id and (msg.sent.sec or msg.sent.nanosec):
+            # the run's own commands by their run_id, wherever their delivery put them: the first ones can reach
+            # the recorder before the run's Started event does (another topic)
+            trace.action_sent_ns[int(msg.step_index)] = int(msg.sent.sec) * 1_000_000_000 + int(msg.sent.nanosec)
         if not trace.start_ns <= log_ns <= end:
             continue
         t = (log_ns - trace.start_ns) * _NS
@@ -190,9 +194,6 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
                 values.append(float(position))
         elif kind == "ActionCommand":
             trace.action_ns.append(log_ns)
-            sent_ns = int(msg.sent.sec) * 1_000_000_000 + int(msg.sent.nanosec)
-            if sent_ns and msg.run_id == trace.run_id:
-                trace.action_sent_ns[int(msg.step_index)] = sent_ns
         elif kind == "CompressedImage":
             trace.images.setdefault(topic, []).append((log_ns, str(msg.format), bytes(msg.data)))
         elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
