@@ -170,7 +170,7 @@ class OpenPIPolicy(Policy):
         """Start an episode: connect again if the connection is gone; RoboArena: send its reset."""
         self._prompt = _field(task, "instruction")
         self._horizon = int(_field(self.episode, "action_horizon") or _field(task, "action_horizon") or 0)
-        if not self._open():
+        if not self._alive():
             self._drop()
             self._connect()
         offered = tuple(_field(self.episode, "action_keys") or _field(task, "action_keys") or ())
@@ -257,6 +257,19 @@ class OpenPIPolicy(Policy):
         from websockets.protocol import State
 
         return self._ws.protocol.state is State.OPEN
+
+    def _alive(self) -> bool:
+        """Whether the connection is open and the server still answers a ping within ``connect_timeout_s``.
+
+        A server killed a moment ago leaves the connection looking open until its close is read; the ping makes the
+        episode start on a live server or on a new connection (or fail there), not at its first inference.
+        """
+        if not self._open():
+            return False
+        try:
+            return bool(self._ws.ping().wait(self.connect_timeout_s))
+        except Exception:  # the connection broke while pinging: connect again
+            return False
 
     def _drop(self) -> None:
         ws, self._ws = self._ws, None
