@@ -97,7 +97,7 @@ def _send_ns(trace: Any) -> list[int]:
     Else the ``actions`` log times (an episode file stamps them at the send), else the step events' (made after
     the verdict). A ROS recording's log times are its delivery times: their jitter can hide a short takeover.
     """
-    stamped = getattr(trace, "action_sent_ns", None) or {}
+    stamped = trace.action_sent_ns
     if stamped and all(s.index in stamped for s in trace.steps):
         return [stamped[s.index] for s in trace.steps]
     if len(trace.action_ns) == len(trace.steps):

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from strands_robots.conversions.messages import time_to_ns
+
 __all__ = ["EpisodeTrace", "JobSummary", "load_recording", "job_summary", "episode_figure", "job_figure",
            "write_report", "main"]
 
@@ -177,13 +179,16 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
 
 
 def _attach(trace: EpisodeTrace, others: list) -> None:
-    """Joint readings, camera frames (CompressedImage, by topic) and safety stops inside the run's window."""
+    """Joint readings, camera frames (CompressedImage, by topic) and safety stops inside the run's window.
+
+    The commands' send stamps go by the run's id instead, wherever their log times fall.
+    """
     end = trace.end_ns if trace.end_ns is not None else float("inf")
     for log_ns, kind, msg, topic in others:
-        if kind == "ActionCommand" and msg.run_id == trace.run_id and (msg.sent.sec or msg.sent.nanosec):
+        if kind == "ActionCommand" and msg.run_id == trace.run_id and time_to_ns(msg.sent):
             # the run's own commands by their run_id, wherever their delivery put them: the first ones can reach
             # the recorder before the run's Started event does (another topic)
-            trace.action_sent_ns[int(msg.step_index)] = int(msg.sent.sec) * 1_000_000_000 + int(msg.sent.nanosec)
+            trace.action_sent_ns[int(msg.step_index)] = time_to_ns(msg.sent)
         if not trace.start_ns <= log_ns <= end:
             continue
         t = (log_ns - trace.start_ns) * _NS
