@@ -38,6 +38,7 @@ from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters  # noqa: E402
 from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from rclpy.action.client import ClientGoalHandle  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
@@ -151,9 +152,38 @@ class Station:
                                   "driver_timeout_s:=30.0", "driver_silence_s:=0.5", *rollout_params)
             self.procs.append(self.rollout)
             assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
+            self._warm_goal_path()
         except BaseException:
             self.close()
             raise
+
+    def _warm_goal_path(self, timeout_s: float = 30.0) -> None:
+        """Send a goal the node refuses in validation until its result comes back, before any test goal.
+
+        A server seen in the graph has not yet matched its reply writers to this client's readers, so the answer
+        to the first goal (or to its result request) can be lost (seen in a fresh-clone Jazzy run: a test goal
+        sent right after start-up had no answer in 30 s). Once one goal has been answered and its result
+        delivered, both paths are matched. The goal runs nothing (an unknown policy provider is refused before
+        anything moves, and no episode is counted); a send refused because an earlier one whose answer was lost
+        still holds the node is sent again.
+        """
+        deadline = time.monotonic() + timeout_s
+        sends = 0
+        while True:
+            assert time.monotonic() < deadline, f"no warm-up goal answered with its result ({sends} sent)"
+            goal = RunEpisode.Goal()
+            goal.seed = -1
+            goal.control_frequency = RATE_HZ
+            goal.policy_provider = "no_such_policy"
+            sends += 1
+            answered = threading.Event()
+            future = self.action.send_goal_async(goal)
+            future.add_done_callback(lambda _f: answered.set())
+            if not answered.wait(min(5.0, max(0.0, deadline - time.monotonic()))) or not future.result().accepted:
+                continue
+            result, _status = self.result(future.result(), timeout_s=max(0.0, deadline - time.monotonic()))
+            assert result.message.startswith("goal refused: policy_provider='no_such_policy'"), result.message
+            return
 
     def call(self, srv_type, name: str, request, timeout_s: float = 20.0):
         """Call one of the node's parameter services (idempotent), asking again every 5 s up to ``timeout_s``.
@@ -238,7 +268,13 @@ class Station:
                 assert accepted or attempts < 10_000, f"the cancel was never accepted ({code})"
             done = threading.Event()
             sent.add_done_callback(lambda _f: done.set())
-            assert done.wait(timeout_s), "RunEpisode goal: no answer"
+            if not done.wait(5.0):
+                # The server holds the goal (it answered a cancel for it), but the goal's own answer is late or
+                # lost: the goal is adopted under its id, as the station's send_episode_goal does, and its
+                # result says how it ended.
+                response = RunEpisode.Impl.SendGoalService.Response()
+                response.accepted = True
+                return ClientGoalHandle(self.action, goal_id, response), attempts
             handle = sent.result()
             assert handle.accepted, "RunEpisode goal refused"
             return handle, attempts
@@ -247,11 +283,18 @@ class Station:
 
     @staticmethod
     def result(handle, timeout_s: float = 60.0):
+        """Return the goal's result and status, asking again every 5 s (an answer can be lost, see above)."""
         done = threading.Event()
-        future = handle.get_result_async()
-        future.add_done_callback(lambda _f: done.set())
-        assert done.wait(timeout_s), f"RunEpisode result not within {timeout_s} s"
-        return future.result().result, future.result().status
+        futures = []
+        deadline = time.monotonic() + timeout_s
+        while not done.is_set() and time.monotonic() < deadline:
+            future = handle.get_result_async()
+            future.add_done_callback(lambda _f: done.set())
+            futures.append(future)
+            done.wait(min(5.0, max(0.0, deadline - time.monotonic())))
+        assert done.is_set(), f"RunEpisode result not within {timeout_s} s ({len(futures)} request(s))"
+        answer = next(f for f in futures if f.done()).result()
+        return answer.result, answer.status
 
     def close(self) -> None:
         outputs = []
