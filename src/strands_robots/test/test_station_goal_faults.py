@@ -165,11 +165,26 @@ def _run_in_background(port, plan) -> dict:
     return out
 
 
+def _wait_running(port, run: dict, timeout_s: float = 60.0) -> None:
+    """Wait until the goal's feedback says the rollout runs (0.3 s of rollout time), or its thread ended.
+
+    The failure says what the port knew: the run's end (outcome or error), the last feedback time, the goal's log
+    and the statuses seen (a fresh-clone rerun once said only "the rollout never ran").
+    """
+    running = wait_for(lambda: (run["progress"] and run["progress"][-1] > 0.3) or not run["thread"].is_alive(),
+                       timeout_s)
+    assert running and run["thread"].is_alive(), (
+        f"the rollout never ran ({'ended' if running else f'no feedback past 0.3 s in {timeout_s:g} s'}): "
+        f"outcome={run.get('outcome')!r} error={run.get('error')!r} last feedback="
+        f"{run['progress'][-1] if run['progress'] else None} goal log={list(port.goal_log)} "
+        f"statuses={port.statuses()}")
+
+
 def test_rollout_node_killed_mid_episode_and_restarted_ends_the_goal_as_a_station_fault_and_the_next_runs(rig):
     ok, detail = rig.acquire_lease("station", 10, 2.0)
     assert ok, detail
     run = _run_in_background(rig, _plan("ep_0000", duration_s=60.0))
-    assert wait_for(lambda: run["progress"] and run["progress"][-1] > 0.3, 60.0), "the rollout never ran"
+    _wait_running(rig, run)
     assert rig.procs.kill("rollout") == -signal.SIGKILL
     rig.procs.start("rollout")  # the supervisor's restart
     restarted_at = time.monotonic()
@@ -195,7 +210,7 @@ def test_driver_killed_mid_episode_is_a_driver_fault_and_while_it_is_down_the_ar
     ok, detail = rig.acquire_lease("station", 10, 2.0)
     assert ok, detail
     run = _run_in_background(rig, _plan("ep_0000", duration_s=60.0))
-    assert wait_for(lambda: run["progress"] and run["progress"][-1] > 0.3, 60.0), "the rollout never ran"
+    _wait_running(rig, run)
     assert rig.procs.kill("arm_driver") == -signal.SIGKILL
     run["thread"].join(60.0)
     assert not run["thread"].is_alive()
