@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("mcap_ros2", reason="mcap-ros2-support is not installed (requirements/python.txt)")
 
 from mcap.reader import make_reader  # noqa: E402
+from rclpy.time import Time  # noqa: E402
 from monitor_helpers import start_module, stop_process  # noqa: E402
 from test_camera_node import CameraProcess  # noqa: E402  (the camera node process and a probe playing the driver)
 
@@ -56,6 +57,9 @@ def test_record_holds_every_frame_the_camera_node_published_under_its_live_name(
         cam.proc.send_signal(2)
         cam.proc.wait(30.0)
         assert wait_for(lambda: "frames published:" in "".join(cam.lines), 10.0)
+        with cam.lock:  # what the probe (another subscriber, in this process) received, by header stamp
+            probe = {c: [Time.from_msg(m.header.stamp).nanoseconds
+                         for m in cam.received[f"{c}/image_raw/compressed"]] for c in CAMERAS}
     finally:
         if recorder is not None:
             stdout, stderr = stop_process(recorder)
@@ -76,7 +80,13 @@ def test_record_holds_every_frame_the_camera_node_published_under_its_live_name(
         assert schemas[jpeg_channel.schema_id] == "sensor_msgs/msg/CompressedImage"
         assert schemas[channels[f"{cam.ns}/{name}/camera_info"].schema_id] == "sensor_msgs/msg/CameraInfo"
         assert "reliability: best_effort" in jpeg_channel.metadata["offered_qos_profiles"]
-        assert summary.statistics.channel_message_counts[jpeg_channel.id] == counts[name][1]
+        # A frame missing from the recording is named: its stamp, where it was in the run, and whether the probe
+        # got it (a frame lost between the camera node and the recorder alone, or for every subscriber).
+        got = {f.stamp_ns for f in recorded.frames[f"{cam.ns}/{name}/image_raw/compressed"]}
+        missing = [(k, t) for k, t in enumerate(probe[name]) if t not in got]
+        assert summary.statistics.channel_message_counts[jpeg_channel.id] == counts[name][1], (
+            f"{name}: {counts[name][1]} JPEGs published, {len(got)} recorded, {len(probe[name])} reached the probe; "
+            f"frames the probe got and the recorder did not (index of {len(probe[name])}, stamp): {missing}")
     for topic, frames in recorded.frames.items():
         name = camera_of(topic)
         published, jpegs = counts[name]
