@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -110,6 +111,59 @@ def test_pacing_pause_holds_the_budget_clock():
     assert pacer.elapsed_s == pytest.approx(0.002)
     assert pacer.take_resumed() and not pacer.take_resumed()
     assert pacer.missed_deadlines == 0
+
+
+def test_a_takeover_that_begins_and_ends_inside_a_step_is_never_a_missed_deadline():
+    # The loop never waited inside the takeover (a stalled step, or a takeover shorter than the step): the
+    # paused time is the operator's, not an overrun, and the grid restarts as after any resume.
+    pacer, t = fake_pacer(0.01)
+    pacer.start()
+    assert pacer.wait()
+    t.spend(0.002)
+    pacer.pause()
+    t.spend(0.1)
+    pacer.resume()
+    t.spend(0.001)
+    assert pacer.wait()
+    assert (pacer.last_dropped, pacer.missed_deadlines) == (0, 0)
+    assert t.now_ns == 103_000_000  # runs at once: the grid restarts here
+    assert pacer.take_resumed()
+    assert pacer.wait() and t.now_ns == 113_000_000 and pacer.missed_deadlines == 0
+    assert pacer.elapsed_s == pytest.approx(0.013)
+
+
+def test_lateness_outside_a_takeover_inside_a_step_still_counts_as_an_overrun():
+    pacer, t = fake_pacer(0.01)
+    pacer.start()
+    assert pacer.wait()
+    t.spend(0.005)
+    pacer.pause()
+    t.spend(0.01)
+    pacer.resume()
+    t.spend(0.012)  # 27 ms in all, 17 ms of them rollout time: 7 ms past the 10 ms deadline
+    assert pacer.wait()
+    assert (pacer.last_dropped, pacer.missed_deadlines) == (1, 1)
+    assert t.now_ns == 27_000_000
+    assert pacer.wait() and t.now_ns == 37_000_000 and pacer.missed_deadlines == 1
+
+
+def test_a_takeover_during_the_final_spin_holds_that_step_until_the_resume():
+    # Real clock: a long spin so the other thread's pause lands inside it.
+    pacer = DeadlinePacer(1.0, spin_ns=900_000_000)
+    pacer.start()
+    assert pacer.wait()
+    started = time.monotonic()
+    pause = threading.Timer(0.4, pacer.pause)
+    resume = threading.Timer(1.4, pacer.resume)
+    pause.start()
+    resume.start()
+    try:
+        assert pacer.wait()
+        assert time.monotonic() - started >= 1.4 - 0.01, "the step ran while the arms were taken over"
+        assert pacer.take_resumed() and pacer.missed_deadlines == 0
+    finally:
+        pause.cancel()
+        resume.cancel()
 
 
 def test_pacing_refuses_a_bad_period():

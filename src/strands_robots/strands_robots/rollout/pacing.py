@@ -11,7 +11,11 @@ once) and spin-waits on ``time.perf_counter_ns`` for the last ``spin_ns`` (``Eve
 hundred microseconds late on a loaded machine; the spin makes the step start sub-millisecond accurate).
 
 While paused (operator takeover) the rollout clock stands still: :attr:`elapsed_s` excludes paused time, and on
-resume the grid restarts at the resume instant, so paused time is neither dropped nor caught up.
+resume the grid restarts, so paused time is neither dropped nor caught up. A wait that sees the pause holds until
+the resume, and its step runs at once. A takeover that began and ended while a step ran (the loop never waited
+inside it: a stalled step, or a short takeover) restarts the grid at the next wait just the same, and only the
+lateness left after taking the paused time out counts as an overrun: the rollout time the operator held is never
+a missed deadline.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class DeadlinePacer:
         self._next_ns = 0
         self._start_ns = 0
         self._paused_ns = 0
+        self._paused_seen_ns = 0  # the paused time the loop has already accounted for at a wait
         self._pause_started_ns = 0
         self._pause_lock = threading.Lock()
         self._paused = threading.Event()
@@ -83,6 +88,7 @@ class DeadlinePacer:
         self._next_ns = now
         self._anchor_pending = True
         self._paused_ns = 0
+        self._paused_seen_ns = 0
         self.missed_deadlines = 0
         self.last_dropped = 0
         self.started = True
@@ -150,20 +156,22 @@ class DeadlinePacer:
         clock = self._clock
         period = self._period_ns
         now = clock()
+        # A takeover that began and ended since the last wait: the clock stood still for that long.
+        paused_between = self._paused_ns - self._paused_seen_ns
+        self._paused_seen_ns = self._paused_ns
         if self._anchor_pending:  # first step, or first after a resume: runs now, the grid starts here
             self._anchor_pending = False
             self._next_ns = now
-        target = self._next_ns
-        if now > target:
-            dropped = (now - target) // period + 1
-            if dropped > 0 and now - target < period and now - target <= self._late_tolerance_ns():
-                dropped = 0  # woke a hair late for this one: jitter, not an overrun
-            else:
-                target += dropped * period
-            self.last_dropped = int(dropped)
-            self.missed_deadlines += int(dropped)
+            dropped = 0
+        elif paused_between > 0:  # the grid restarts here too; only the lateness outside the pause is an overrun
+            dropped = self._overrun(now - self._next_ns - paused_between)
+            self._next_ns = now
         else:
-            self.last_dropped = 0
+            dropped = self._overrun(now - self._next_ns)
+            self._next_ns += dropped * period
+        target = self._next_ns
+        self.last_dropped = dropped
+        self.missed_deadlines += dropped
         # Bulk: sleep on the stop event (a stop request wakes it at once).
         remaining = target - now - self._spin_ns
         if remaining > 0:
@@ -178,13 +186,20 @@ class DeadlinePacer:
             pass
         if stop_event.is_set():
             return False
+        if self._paused.is_set():  # taken over during the spin: this step waits for the resume too
+            return self.wait()
         self._next_ns = target + period
         return True
 
-    def _late_tolerance_ns(self) -> int:
-        # A deadline reached less than 5 % of a period (at most 50 µs) late still runs; anything later was
-        # overrun by the previous step and is dropped.
-        return min(self._period_ns // 20, 50_000)
+    def _overrun(self, late_ns: int) -> int:
+        """Deadlines dropped when the loop comes back ``late_ns`` after its next deadline (0 when on time).
+
+        A deadline reached less than 5 % of a period (at most 50 µs) late still runs; anything later was overrun
+        by the previous step and is dropped, with every deadline that passed after it.
+        """
+        if late_ns <= 0 or (late_ns < self._period_ns and late_ns <= min(self._period_ns // 20, 50_000)):
+            return 0
+        return int(late_ns // self._period_ns + 1)
 
     def _wait_paused(self) -> bool:
         stop_event = self.stop.event
