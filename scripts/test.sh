@@ -13,19 +13,18 @@ dirs=(src/strands_robots/test)
 # still flake when the 2-core machine stalls a node process for a few hundred ms. Every rerun is reported (an
 # "R" in the progress line, "N rerun" in the summary and, with -rR, each rerun test named), so a flake stays visible.
 # TEST_WORKERS=N (N > 0): N pytest-xdist workers share the tests (--dist loadgroup, src/strands_robots/test/
-# xdist_groups.py): the system tests under test/ stay together in one worker, one after another (two whole station
-# stacks at once overload 2 cores), and every other file is a group of its own that the next free worker takes;
-# each worker on its own ROS_DOMAIN_ID (ros_harness.worker_domain). test/ is listed first so that its group starts
-# at once, beside the package's files. The default is 2 (the suite halves: 9 min against 18.6 serially on this 2-core
-# machine, 0 reruns); TEST_WORKERS=0 runs everything in this one process.
+# xdist_groups.py): every test file is a group of its own that the next free worker takes (files sharing a session
+# fixture together), the longest first; each worker on its own ROS_DOMAIN_ID (ros_harness.worker_domain, up to 4).
+# The default is 3: the suite mostly waits (real-time episodes, process start-up, discovery), so on this 2-core
+# machine a third worker fills those waits (README "Tests" has the figures); TEST_WORKERS=0 runs everything in this
+# one process.
 # A worker that dies (a segfault in a test process) is not replaced (--max-worker-restart 0): pytest-xdist 3.8's
 # loadgroup scheduler never hands a crashed worker's group to its replacement, so with a replacement the run waited
 # for ever (a fresh-clone Jazzy leg, a worker's segfault inside a garbage collection in test_rollout_node). Now the
 # run ends at once, failed, naming the test the worker was running.
-workers="${TEST_WORKERS:-2}"
+workers="${TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != "0" ]; then
   parallel=(-n "$workers" --dist loadgroup --max-worker-restart 0)
-  dirs=("${dirs[@]:1}" "${dirs[0]}")
 fi
 python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"

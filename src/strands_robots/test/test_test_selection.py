@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fast_tests import FAST_ENV, ignore_in_fast_run, is_core_test_file
 from ros_harness import worker_domain
+from xdist_groups import LONGEST, ROOT, assign, group_of
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,3 +45,33 @@ def test_one_line_naming_a_process_or_ros_makes_a_file_not_core(tmp_path, line):
     path = tmp_path / "test_t.py"
     path.write_text(f"{line}\n")
     assert not is_core_test_file(path)
+
+
+def test_every_file_is_its_own_group_and_files_sharing_a_session_fixture_share_one():
+    system = group_of(ROOT / "test" / "test_station_chaos.py")
+    assert system == "test/test_station_chaos.py"
+    assert group_of(ROOT / "test" / "test_system_up.py") != system  # system tests spread over the workers too
+    assert group_of(HERE / "test_chunks.py") == "src/strands_robots/test/test_chunks.py"
+    assert (group_of(HERE / "test_report_station_recording.py") == group_of(HERE / "test_export_lerobot_station.py")
+            == "recorded_station_job")
+
+
+def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept():
+    class Item:
+        def __init__(self, path, name):
+            self.path, self.nodeid, self.markers = ROOT / path, f"{path}::{name}", []
+
+        def get_closest_marker(self, name):
+            return next((m for m in self.markers if m.name == name), None)
+
+        def add_marker(self, marker):
+            self.markers.append(marker.mark)
+
+    items = [Item("src/strands_robots/test/test_chunks.py", "a"), Item("test/test_system_up.py", "b"),
+             Item("src/strands_robots/test/test_chunks.py", "c"), Item("test/test_station_chaos.py", "d"),
+             Item("test/test_system_up.py", "e")]
+    assign(items)
+    assert [i.nodeid.split("::")[1] for i in items] == ["d", "b", "e", "a", "c"]
+    assert [i.get_closest_marker("xdist_group").args[0] for i in items][:2] == ["test/test_station_chaos.py",
+                                                                              "test/test_system_up.py"]
+    assert all(path == "recorded_station_job" or (ROOT / path).is_file() for path in LONGEST), "a stale name"

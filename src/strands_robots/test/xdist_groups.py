@@ -1,12 +1,15 @@
-"""How ``make test TEST_WORKERS=N`` shares the tests between pytest-xdist workers (``--dist loadgroup``).
+"""How ``make test`` shares the tests between its pytest-xdist workers (``--dist loadgroup``).
 
-- Every system test (the repository's ``test/``) is in one group, ``system``: they run one after another in one
-  worker, as serially, because two whole station stacks at once overload 2 cores (README "Tests").
-- Every other test file is a group of its own: a file's tests and its module fixtures stay in one worker
-  (``--dist loadfile``'s rule), and the files go to whichever worker is free.
+- Every test file is a group of its own: a file's tests and its module fixtures stay in one worker (``--dist
+  loadfile``'s rule), and the files go to whichever worker is free. The system tests under ``test/`` too: each
+  brings up and ends its own station stack, so two files never share one.
+- Files that read one session fixture are one group (:data:`SHARED`), so the fixture runs once, not once per
+  worker that happens to take one of them: the recorded demo job is some 25 s of real episodes.
+- The groups start longest first (:data:`LONGEST`, then collection order), so the long system tests are not
+  left for the end of a run where one of them would keep a single worker busy while the others are done.
 
-``scripts/test.sh`` lists ``test/`` first, so the ``system`` group is handed out first and runs beside the
-package's files instead of after them.
+pytest-xdist 3.8's loadgroup scheduler hands a worker its next group when the one it runs has at most two tests
+left, in the order of the collected items; :func:`assign` marks the groups and orders the items.
 """
 
 from __future__ import annotations
@@ -15,20 +18,71 @@ from pathlib import Path
 
 import pytest
 
-SYSTEM_GROUP = "system"
-SYSTEM_TESTS = Path(__file__).resolve().parents[3] / "test"
+ROOT = Path(__file__).resolve().parents[3]
+SYSTEM_TESTS = ROOT / "test"
+PACKAGE_TESTS = ROOT / "src" / "strands_robots" / "test"
+
+# Files that share a session-scoped fixture: one group each, named for the fixture.
+SHARED = {
+    "src/strands_robots/test/test_report_station_recording.py": "recorded_station_job",
+    "src/strands_robots/test/test_export_lerobot_station.py": "recorded_station_job",
+}
+
+# The longest groups, longest first: seconds each took in a three-worker run on this 2-core machine
+# (2026-12-05). Only the order matters; a file missing here starts after these, in collection order.
+LONGEST = {
+    "test/test_station_chaos.py": 127,
+    "test/test_system_up.py": 75,
+    "test/test_station_relay_jobs.py": 66,
+    "test/test_station_crash.py": 61,
+    "recorded_station_job": 33,
+    "test/test_station_demo_main.py": 44,
+    "test/test_station_authority.py": 33,
+    "src/strands_robots/test/test_station_goal_race.py": 31,
+    "src/strands_robots/test/test_rollout_node.py": 28,
+    "src/strands_robots/test/test_station_goal_faults.py": 27,
+    "src/strands_robots/test/test_arm_driver_node.py": 24,
+    "src/strands_robots/test/test_rollout_node_processes.py": 17,
+    "src/strands_robots/test/test_rollout_faults.py": 16,
+    "test/test_demo_job_cli.py": 16,
+    "test/test_station_netns.py": 14,
+    "src/strands_robots/test/test_relay_liveness.py": 13,
+    "src/strands_robots/test/test_rollout_cameras.py": 13,
+    "test/test_relay_cluster_failover.py": 12,
+    "src/strands_robots/test/test_openpi_client_venv.py": 12,
+    "src/strands_robots/test/test_camera_node.py": 11,
+    "src/strands_robots/test/test_station_node.py": 11,
+    "src/strands_robots/test/test_client_venv.py": 11,
+    "src/strands_robots/test/test_simulation.py": 11,
+    "src/strands_robots/test/test_relay_cluster_forwarding.py": 10,
+    "test/test_station_policy_gate.py": 10,
+}
 
 
 def group_of(path: Path) -> str:
-    """Return the xdist group of the test file at ``path``."""
+    """Return the xdist group of the test file at ``path``: its path from the repository root, or its fixture's."""
     path = Path(path).resolve()
-    if path == SYSTEM_TESTS or SYSTEM_TESTS in path.parents:
-        return SYSTEM_GROUP
-    return str(path)
+    try:
+        name = path.relative_to(ROOT).as_posix()
+    except ValueError:  # a file outside the repository (pytester's): a group of its own
+        return str(path)
+    return SHARED.get(name, name)
+
+
+def start_rank(group: str) -> float:
+    """Where ``group`` starts: the longest first (a negative of its seconds), the rest after them."""
+    return -LONGEST.get(group, 0)
 
 
 def assign(items) -> None:
-    """Mark each collected item with its group (an item already in a group keeps it)."""
+    """Mark each collected item with its group (an item already in a group keeps it); longest groups first."""
+    groups = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group_of(Path(str(item.path)))))
+        marker = item.get_closest_marker("xdist_group")
+        if marker is None:
+            group = group_of(Path(str(item.path)))
+            item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            group = marker.args[0] if marker.args else marker.kwargs.get("name", "")
+        groups[item.nodeid] = group
+    items.sort(key=lambda item: start_rank(groups[item.nodeid]))  # stable: a file's own order is kept
