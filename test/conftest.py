@@ -36,7 +36,7 @@ if str(PACKAGE_SRC) not in _path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """With pytest-xdist workers: a group per file (shared session fixtures together), longest first (xdist_groups.py)."""
+    """With pytest-xdist workers: a group per file (or per shared session fixture), longest first (xdist_groups.py)."""
     from xdist_groups import assign
 
     assign(items)
