@@ -36,6 +36,7 @@ def test_the_packages_parameters_files_pass_the_launch_check(name):
     ("station", "operator", "robot", "operator: must be scripted or manual, got 'robot'"),
     ("station", "station_id", "''", "station_id: must be a non-empty string"),
     ("station", "lease_duration_s", "0.0", "lease_duration_s: must be greater than 0"),
+    ("station", "driver_ready_timeout_s", "0.0", "driver_ready_timeout_s: must be greater than 0"),
     ("station", "heartbeat_s", "2", "heartbeat_s: 2 is an integer, the parameter is a float (write 2.0)"),
     ("arm_driver", "control_rate_hz", "5000.0", "control_rate_hz 5000.0 is out of range [1, 2000]"),
     ("arm_driver", "require_lease", "1", "require_lease must be a bool"),

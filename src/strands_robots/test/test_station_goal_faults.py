@@ -103,7 +103,8 @@ def processes_and_port():
     rclpy.init(context=context)
     spinners = NodeSpinners(context)
     node = rclpy.create_node("station", namespace=namespace, context=context)
-    port = RosRobotPort(node)
+    # A dead driver is the station's fault after 1 s here (the node's default is 10 s: a supervisor's restart)
+    port = RosRobotPort(node, driver_ready_timeout_s=1.0)
     spinners.add(node, multi=True)
     statuses: dict = {}
     lock = threading.Lock()
@@ -220,7 +221,7 @@ def test_driver_killed_mid_episode_is_a_driver_fault_and_while_it_is_down_the_ar
     assert fault_of(outcome) == "infrastructure"
     assert "arm driver" in outcome.end_detail, outcome
 
-    with pytest.raises(InfrastructureFault, match="is not ready"):
+    with pytest.raises(InfrastructureFault, match=r"is not ready \(no fresh joint_states for 1 s\)"):
         rig.acquire_lease("station", 10, 2.0)  # no driver: the station's fault, never "authority_lost"
 
     rig.procs.start("arm_driver")

@@ -121,8 +121,8 @@ def _station_refusal(name: str, value: Any) -> str:
         return "station_id: must be a non-empty string"
     if isinstance(value, float) and (not math.isfinite(value) or value < 0):
         return f"{name}: must be a finite number >= 0, got {value!r}"
-    if name == "lease_duration_s" and not value > 0:
-        return f"lease_duration_s: must be greater than 0, got {value!r}"
+    if name in ("lease_duration_s", "driver_ready_timeout_s") and not value > 0:
+        return f"{name}: must be greater than 0, got {value!r}"
     if name in ("lease_priority", "action_horizon") and value < (1 if name == "action_horizon" else 0):
         return f"{name}: {value!r} is out of range"
     return ""

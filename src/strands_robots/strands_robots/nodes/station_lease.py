@@ -28,8 +28,10 @@ class StationLeaseCalls:
     """Acquire, renew, watch and release the station's lease; an operator's claim of the arms."""
 
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
-        if not self.backend.wait_until_ready(10.0):
-            raise InfrastructureFault(f"{self.backend.driver_name} is not ready (no fresh joint_states for 10 s)")
+        bound = self.driver_ready_timeout_s
+        if not self.backend.wait_until_ready(bound):
+            raise InfrastructureFault(f"{self.backend.driver_name} is not ready "
+                                      f"(no fresh joint_states for {bound:g} s)")
         try:
             res = self.backend.acquire(holder, priority, duration_s, heartbeat=False)
         except TimeoutError as exc:

@@ -90,6 +90,7 @@ PARAMETERS = {
     "operator_name": ("station-operator", "the name the scripted operator acts (and clears safety stops) under"),
     "lease_holder": ("", "the holder name of the rollout's lease; empty: station:<station_id>"),
     "lease_wait_s": (120.0, "how long an episode waits for arms another holder has; then the job FAILs"),
+    "driver_ready_timeout_s": (10.0, "how long an episode waits for the arm driver to be ready; then a station fault"),
     "supervisors": ("", "comma-separated operator names that may resume another operator's takeover"),
     "lease_priority": (10, "the rollout's lease priority (an operator claims above it)"),
     "lease_duration_s": (1.0, "lease length; renewed every third of it while the episode runs"),
@@ -183,6 +184,7 @@ class StationNode(Node):
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
                                   operator_name=self.p("operator_name"), async_rtc=self.p("async_rtc"),
                                   rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"), record=self.p("record"),
+                                  driver_ready_timeout_s=self.p("driver_ready_timeout_s"),
                                   on_recording=self._keep_recording)
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import threading
 import time
 import uuid
@@ -101,9 +102,14 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
                  robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,
-                 rtc_inference_timeout_s: float = 0.0, record: bool = False,
+                 rtc_inference_timeout_s: float = 0.0, record: bool = False, driver_ready_timeout_s: float = 10.0,
                  new_goal_id: Callable[[], bytes] = lambda: uuid.uuid4().bytes,
                  on_recording: Optional[Callable[[str, EpisodePlan, str, str, str], None]] = None) -> None:
+        if isinstance(driver_ready_timeout_s, bool) or not isinstance(driver_ready_timeout_s, (int, float)) \
+                or not math.isfinite(driver_ready_timeout_s) or driver_ready_timeout_s <= 0:
+            raise ValueError(f"driver_ready_timeout_s must be a finite number > 0, got {driver_ready_timeout_s!r}")
+        # how long a lease (an episode's start) waits for the driver to be ready before it is the station's fault
+        self.driver_ready_timeout_s = float(driver_ready_timeout_s)
         self._node = node
         # (job_id, plan, run_id, path, sha256) of each recording, on the job thread before the episode is
         # persisted as finished: the station keeps a relay job's recording pending on disk from here
