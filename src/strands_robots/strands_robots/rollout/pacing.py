@@ -13,9 +13,9 @@ hundred microseconds late on a loaded machine; the spin makes the step start sub
 While paused (operator takeover) the rollout clock stands still: :attr:`elapsed_s` excludes paused time, and on
 resume the grid restarts, so paused time is neither dropped nor caught up. A wait that sees the pause holds until
 the resume, and its step runs at once. A takeover that began and ended while a step ran (the loop never waited
-inside it: a stalled step, or a short takeover) restarts the grid at the next wait just the same, and only the
-lateness left after taking the paused time out counts as an overrun: the rollout time the operator held is never
-a missed deadline.
+inside it: a stalled step, or a short takeover) restarts the grid at the next wait just the same, and only whole
+periods of rollout time that passed outside the pause count as dropped deadlines: the time the operator held is
+never a missed deadline.
 """
 
 from __future__ import annotations
@@ -163,8 +163,11 @@ class DeadlinePacer:
             self._anchor_pending = False
             self._next_ns = now
             dropped = 0
-        elif paused_between > 0:  # the grid restarts here too; only the lateness outside the pause is an overrun
-            dropped = self._overrun(now - self._next_ns - paused_between)
+        elif paused_between > 0:
+            # The grid restarts here too (this step runs now); a deadline counts as dropped only when a whole
+            # period of rollout time (outside the pause) passed after it with no step.
+            late = now - self._next_ns - paused_between
+            dropped = int(late // period) if late > 0 else 0
             self._next_ns = now
         else:
             dropped = self._overrun(now - self._next_ns)
