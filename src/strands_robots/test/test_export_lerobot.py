@@ -451,6 +451,60 @@ def test_video_option_writes_one_h264_file_per_camera_holding_every_frame(record
     np.testing.assert_allclose(levels, expected, atol=3)
 
 
+def joined_late(src: Path, dst: Path, *, at_step: int, keep_started: bool = False) -> None:
+    """Rewrite an episode recording as a recorder that joined at step ``at_step`` holds it.
+
+    Every message logged before that step's event is dropped (the Started event too, unless ``keep_started``).
+    """
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+    from mcap_ros2.writer import Writer
+
+    with open(src, "rb") as handle:
+        messages = list(make_reader(handle, decoder_factories=[DecoderFactory()]).iter_decoded_messages(
+            log_time_order=True))
+    joined = next(m.log_time for _, c, m, d in messages
+                  if c.topic.endswith("/observer_events") and d.kind == "step" and d.step[0].applied_action_index
+                  == at_step)
+    with open(dst, "wb") as out:
+        writer = Writer(out)
+        schemas: dict = {}
+        for sch, channel, message, decoded in messages:
+            started = channel.topic.endswith("/observer_events") and decoded.kind == "started"
+            if message.log_time < joined and not (keep_started and started):
+                continue
+            if sch.name not in schemas:
+                schemas[sch.name] = writer.register_msgdef(sch.name, sch.data.decode())
+            writer.write_message(channel.topic, schemas[sch.name], decoded, log_time=message.log_time,
+                                 publish_time=message.publish_time, sequence=message.sequence)
+        writer.finish()
+
+
+def test_a_run_recorded_from_after_its_start_is_left_out_with_the_steps_the_file_holds(recordings, tmp_path, capsys):
+    a, _, c, _ = recordings
+    late = tmp_path / "late.mcap"
+    joined_late(c, late, at_step=6)
+    run = trace_of(c).run_id
+    out = tmp_path / "ds"
+    assert lerobot.main([str(a), str(late), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"strands-robots export lerobot: late.mcap: run {run[:8]}: the recording holds steps 6-14 only "
+                   "(it began after the run started); left out\n")
+    rows = episode_rows(out)
+    assert [r["run_id"] for r in rows] == [trace_of(a).run_id]  # the complete run only
+    assert json.loads((out / "meta/info.json").read_text())["total_frames"] == len(trace_of(a).steps)
+    # alone, nothing is left to export: refused, each run named
+    assert lerobot.main([str(late), "-o", str(tmp_path / "none")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "steps 6-14 only" in lines[0] and "no run is recorded from its start" in lines[1]
+    assert not (tmp_path / "none").exists()
+    # its Started in the file but its first steps not (a recorder matched on one topic and not yet on the other)
+    gap = tmp_path / "gap.mcap"
+    joined_late(c, gap, at_step=3, keep_started=True)
+    assert lerobot.main([str(gap), "-o", str(tmp_path / "gap")]) == 2
+    assert f"run {run[:8]}: the recording holds steps 3-14 only (its steps 0-2 are missing)" in capsys.readouterr().err
+
+
 def test_export_of_an_unknown_format_is_refused_in_one_line(tmp_path, capsys):
     assert cli_main(["export", "rlds", "x.mcap", "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err

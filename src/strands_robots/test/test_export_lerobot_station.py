@@ -14,6 +14,7 @@ pytest.importorskip("grpc", reason="the demo job runs through the relay (grpcio)
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (requirements/python.txt)")
 
 from strands_robots.export import lerobot  # noqa: E402
+from strands_robots.export.partial_runs import missing_start  # noqa: E402
 from strands_robots.monitoring.report import load_recording  # noqa: E402
 
 
@@ -30,6 +31,8 @@ def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_s
     rows = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
     by_run = {t.run_id: t for t in traces}
     stepped = [t for t in traces if t.steps]
+    # the recorder was matched before the job was submitted: every run is in it from its Started event on
+    assert not [reason for reason in map(missing_start, stepped) if reason], run.recorder_out
     assert [r["run_id"] for r in rows] == [t.run_id for t in stepped]
     finished = {e["run_id"]: e for e in job["episodes"] if e["run_id"]}
     unreached = [e for e in job["episodes"] if e["end_condition"] == "start_pose_unreached"]
@@ -46,7 +49,7 @@ def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_s
             for name in ("episode_id", "end_condition", "scored", "success", "score", "taken_over"):
                 assert row[name] == result[name], (row["run_id"], name)
         # at the control frequency: one frame per step, plus the operator's frames of a takeover, plus a held frame
-        # per control slot no step filled (a missed deadline; a step the recorder did not get, e.g. it joined late)
+        # per control slot no step filled (a missed deadline; an event the rollout's bounded queue dropped)
         policy_frames = row["length"] - row["operator_frames"]
         unfilled = trace.steps[-1].index - trace.steps[0].index + 1 - len(trace.steps)
         missed = int((trace.ended or {}).get("missed_deadlines", 0))

@@ -31,7 +31,7 @@ def test_report_of_a_recorded_station_job_matches_the_station_summary(recorded_s
         if topic.rsplit("/", 1)[1] not in LATCHED:
             break
         first.append((topic.rsplit("/", 1)[1], decoded))
-    assert {name for name, _ in first} == LATCHED
+    assert {name for name, _ in first} == LATCHED, run.late_out + run.late_err
     assert dict(first)["job_status"].state == "RUNNING" and dict(first)["driver_status"].active
     printed = re.search(r"success rate (\d+)%, mean score ([\d.]+) over (\d+) scored", station_out)
     assert printed, station_out[-2000:]

@@ -32,7 +32,9 @@ H.264 MP4 per camera (``videos/<key>/chunk-000/file-000.mp4``, every episode in 
 and each episode row's ``videos/<key>/{chunk_index, file_index, from_timestamp, to_timestamp}``. A frame's wall
 time is its step's send time (inside a takeover, that plus the time since).
 
-Episodes with no control step (e.g. the start pose was never reached) have no frame and are left out.
+Episodes with no control step (e.g. the start pose was never reached) have no frame and are left out; so are runs
+the recording holds only from some step on (a recorder that joined late missed their Started event and first
+steps: :mod:`~strands_robots.export.partial_runs`), each named on stderr with the steps the file holds.
 Each episode row also carries ``end_condition``, ``end_detail``, ``scored``, ``success``, ``score``, ``taken_over``
 (null where the recording has no EpisodeResult), ``run_id``, ``episode_id`` and ``operator_frames``.
 """
@@ -47,7 +49,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -211,7 +213,8 @@ def _stats(values: np.ndarray) -> dict[str, list]:
             "min": values.min(axis=0).tolist(), "max": values.max(axis=0).tolist(), "count": [int(len(values))]}
 
 
-def _load(paths: Sequence[Path]) -> list[Any]:
+def _load(paths: Sequence[Path], say: Callable[[str], None]) -> list[Any]:
+    from strands_robots.export.partial_runs import missing_start
     from strands_robots.monitoring.report import load_recording
 
     traces = []
@@ -225,29 +228,16 @@ def _load(paths: Sequence[Path]) -> list[Any]:
         found = [t for t in found if t.steps]
         if not found:
             raise ExportRefused(f"{path} holds no recorded episode (no observer step events)")
-        known = [t.control_frequency for t in found if t.control_frequency > 0]
         for trace in found:
             trace.source_path = path
-            _fill_missing_start(trace, max(set(known), key=known.count) if known else 0.0)
-        traces.extend(found)
+            reason = missing_start(trace)
+            if reason:
+                say(f"{path.name}: {reason}")
+            else:
+                traces.append(trace)
+    if not traces:
+        raise ExportRefused("no run is recorded from its start (each one named above); nothing to export")
     return traces
-
-
-def _fill_missing_start(trace: Any, file_rate: float) -> None:
-    """Recover what a run's Started event says when the recording missed it (a recorder that joined late).
-
-    The actuator keys from the first step's ``<key>.pos`` observation; the control frequency of the file's other
-    runs (one rollout node), else the median rollout-time interval between steps, to 0.1 Hz.
-    """
-    if not trace.actuator_keys:
-        trace.actuator_keys = tuple(k[:-4] for k in trace.steps[0].observation if k.endswith(".pos"))
-    if trace.control_frequency <= 0 and file_rate > 0:
-        trace.control_frequency = file_rate
-    if trace.control_frequency <= 0 and len(trace.steps) > 1:
-        intervals = np.diff([s.elapsed_s for s in trace.steps])
-        median = float(np.median(intervals))
-        if median > 0:
-            trace.control_frequency = round(1.0 / median, 1)
 
 
 def _write_video(path: Path, frames: Sequence[bytes], fps: float) -> None:
@@ -273,13 +263,20 @@ def _write_video(path: Path, frames: Sequence[bytes], fps: float) -> None:
 
 
 def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "float | None" = None,
-                   video: bool = False) -> dict:
+                   video: bool = False, say: "Callable[[str], None] | None" = None) -> dict:
     """Write the dataset into ``out_dir`` (absent or empty); returns its ``info.json`` content.
 
-    :raises ExportRefused: a path is not a recording or holds no episode, recordings have different control
-        frequencies or actuator keys and no ``fps`` is given, ``fps`` is not in (0, 1000], ``out_dir`` is not
-        empty, or ``video`` is asked without PyAV.
+    A run the recording holds only from some step on is left out, and ``say`` (default: a line on stderr) is told
+    which steps the file holds (:mod:`~strands_robots.export.partial_runs`).
+
+    :raises ExportRefused: a path is not a recording or holds no episode, no run is recorded from its start,
+        recordings have different control frequencies or actuator keys and no ``fps`` is given, ``fps`` is not
+        in (0, 1000], ``out_dir`` is not empty, or ``video`` is asked without PyAV.
     """
+    if say is None:
+        def say(line: str) -> None:
+            print(f"strands-robots export lerobot: {line}", file=sys.stderr)
+
     if video:
         try:
             import av  # noqa: F401
@@ -293,10 +290,8 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         raise ExportRefused(f"{out} exists and is not an empty directory; a dataset is never merged into another")
     if fps is not None and (not math.isfinite(fps) or not 0 < fps <= MAX_FPS):
         raise ExportRefused(f"--fps must be in (0, {MAX_FPS:g}], got {fps!r}")
-    traces = _load([Path(p) for p in paths])
+    traces = _load([Path(p) for p in paths], say)
     rates = sorted({t.control_frequency for t in traces})
-    if any(r <= 0 for r in rates):
-        raise ExportRefused("a recorded episode has no Started event and too few steps to tell its control rate")
     if fps is None:
         if len(rates) > 1:
             listed = ", ".join(f"{r:g}" for r in rates)

@@ -5,6 +5,10 @@ encapsulation header) go into the MCAP file or out to Foxglove as they came, the
 subscription uses the publisher's own QoS profile, so latched (transient-local) samples are received; camera
 topics (sensor-data QoS: best effort) with a deeper history than the publisher's, so a busy executor thread does
 not drop frames its queue could hold.
+
+A reliable volatile topic (events, commands) delivers nothing its publisher sent before the two were matched, so
+``record`` says when a subscription's matched publishers change (:class:`MatchedLines`): a harness waits for
+those lines before it starts what must be recorded from its first message.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from strands_robots.monitoring.topics import COMMAND, DIAGNOSTICS, EVENT, LATCHED, SENSOR, STATE, StrandsTopic
 
-__all__ = ["qos_profile", "RawTap"]
+__all__ = ["qos_profile", "MatchedLines", "RawTap"]
 
 RawCallback = Callable[[str, StrandsTopic, bytes, int], None]
 SENSOR_DEPTH = 100  # frames a camera subscription holds (the publisher's sensor-data profile keeps 5)
@@ -33,6 +37,25 @@ def qos_profile(kind: str) -> Any:
         return profile
     return {EVENT: _qos.EVENT_QOS, LATCHED: _qos.LATCHED_QOS, STATE: _qos.STATE_QOS, COMMAND: _qos.COMMAND_QOS,
             DIAGNOSTICS: _qos.DIAGNOSTICS_QOS}[kind]
+
+
+class MatchedLines:
+    """One line per change of a topic's matched publishers (``matched /ns/topic: 2 publisher(s)``); none otherwise.
+
+    Every topic starts at 0 matched: a topic nobody publishes is never named.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+
+    def changes(self, counts: dict[str, int]) -> list[str]:
+        """Return the lines for the counts that differ from the last ones seen (in ``counts``' order)."""
+        lines = []
+        for name, count in counts.items():
+            if count != self._last.get(name, 0):
+                lines.append(f"matched {name}: {count} publisher(s)")
+            self._last[name] = count
+        return lines
 
 
 class RawTap:
@@ -62,6 +85,19 @@ class RawTap:
     def publisher_count(self, name: str) -> int:
         """Count the publishers currently matched on ``name`` (0 before discovery)."""
         return self._node.count_publishers(name)
+
+    def matched_counts(self) -> dict[str, int]:
+        """Return the publishers each subscription is matched with now, per live name.
+
+        The subscription's own count where rclpy has it (Jazzy, Kilted): a publisher counts once discovery
+        matched the two, with compatible QoS. Humble's subscriptions have none; the graph's count of publishers
+        on the name stands in there (it can run ahead of the match).
+        """
+        counts = {}
+        for (name, _), sub in zip(self.topics, self._subscriptions):
+            matched = getattr(sub, "get_publisher_count", None)
+            counts[name] = matched() if matched is not None else self._node.count_publishers(name)
+        return counts
 
     def destroy(self) -> None:
         for sub in self._subscriptions:

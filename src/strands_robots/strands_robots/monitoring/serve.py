@@ -52,15 +52,17 @@ def run_live(topics: Sequence[tuple[str, StrandsTopic]], *, namespace: str, reco
     """Spin one node with raw subscriptions until Ctrl-C / SIGTERM or ``duration_s``; each message to the sinks.
 
     With a recorder, the capture window waits up to ``latch_wait_s`` for the latched state (what is missing is
-    said). The sinks are closed here, the recorder last, with the message count per topic printed.
+    said), and each change of a topic's matched publishers is printed (``matched /ns/topic: 1 publisher(s)``,
+    polled every 0.1 s). The sinks are closed here, the recorder last, with the message count per topic printed.
     """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.monitoring.live import RawTap
+    from strands_robots.monitoring.live import MatchedLines, RawTap
     from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 
     arrivals = ArrivalClock()
+    matched = MatchedLines() if recorder is not None else None
 
     def on_message(name: str, topic: StrandsTopic, data: bytes, recv_ns: int) -> None:
         arrivals.mark()
@@ -87,7 +89,12 @@ def run_live(topics: Sequence[tuple[str, StrandsTopic]], *, namespace: str, reco
                 if absent:
                     print(f"{program}: no publisher of {', '.join(absent)} yet; recorded as they come", flush=True)
             deadline = time.monotonic() + duration_s if duration_s > 0 else None
-            while not signals.event.wait(0.1) and spin.is_alive():
+            while True:
+                if matched is not None:
+                    for line in matched.changes(tap.matched_counts()):
+                        print(line, flush=True)
+                if signals.event.wait(0.1) or not spin.is_alive():
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
             if spin.is_alive():  # what was sent before the stop is still taken (stop_drain.py)
