@@ -86,6 +86,19 @@ def test_episode_figure_plots_commanded_against_measured_and_marks_unresolved_an
     assert "end: budget" in fig._suptitle.get_text() and "not scored" in fig._suptitle.get_text()
 
 
+def test_a_run_recorded_from_after_its_start_is_titled_a_partial_recording(recordings):
+    _, first, _, _ = recordings
+    (whole,), _ = report.load_recording(first["recording_path"])
+    assert whole.started and whole.recorded_from_start
+    assert "partial recording" not in report.episode_figure(whole)._suptitle.get_text()
+    # what a recorder that joined at step 24 holds: no Started event, the steps from 24 on
+    late = report.EpisodeTrace(run_id=whole.run_id, start_ns=whole.steps[24].log_ns, steps=whole.steps[24:],
+                               ended=whole.ended)
+    assert not late.started and not late.recorded_from_start
+    last = whole.steps[-1].index
+    assert f"partial recording: steps 24-{last} only" in report.episode_figure(late)._suptitle.get_text()
+
+
 def test_episode_figure_shows_the_safety_stop_with_its_checks(recordings):
     _, _, second, _ = recordings
     assert second["stopped_reason"] == "safety_stop"

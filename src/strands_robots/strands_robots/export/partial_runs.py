@@ -13,22 +13,17 @@ from typing import Any
 __all__ = ["missing_start"]
 
 
-def _has_started(trace: Any) -> bool:
-    """Whether the run's Started event is in the recording (it sets what nothing else does)."""
-    return bool(trace.robot_name or trace.actuator_keys or trace.control_frequency > 0)
-
-
 def missing_start(trace: Any) -> str:
     """Return why the recording does not hold ``trace`` (an ``EpisodeTrace`` with steps) from its start; "" if it does.
 
     E.g. ``run 76ec4feb: the recording holds steps 24-99 only (it began after the run started); left out``.
     """
     first, last = trace.steps[0].index, trace.steps[-1].index
-    if _has_started(trace) and first == 0:
+    if trace.recorded_from_start:
         return ""
     episode = (trace.episode or {}).get("episode_id") or ""
     run = f"run {trace.run_id[:8]}" + (f" ({episode})" if episode else "")
-    if _has_started(trace):
+    if trace.started:
         why = f"its steps 0-{first - 1} are missing"
     else:
         why = "it began after the run started" if first > 0 else "its Started event is not in it"

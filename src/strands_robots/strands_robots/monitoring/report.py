@@ -61,6 +61,7 @@ class EpisodeTrace:
 
     run_id: str
     start_ns: int
+    started: bool = False  # the run's Started event is in the recording (a recorder that joined late missed it)
     robot_name: str = ""
     policy: str = ""
     instruction: str = ""
@@ -79,6 +80,11 @@ class EpisodeTrace:
     # the rollout's own send stamp (ActionCommand.sent, wall clock) per applied_action_index, where the command
     # carries one and the run's id (the command stream of a ROS recording; an episode file's commands have neither)
     action_sent_ns: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def recorded_from_start(self) -> bool:
+        """Whether the recording holds the run from its start: its Started event and step 0 (when it has steps)."""
+        return self.started and (not self.steps or self.steps[0].index == 0)
 
     @property
     def end_condition(self) -> str:
@@ -161,6 +167,7 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
         order.append(trace)
     if msg.kind == "started" and msg.started:
         s = msg.started[0]
+        trace.started = True
         trace.robot_name, trace.policy, trace.instruction = s.robot_name, s.policy, s.instruction
         trace.episode_index, trace.actuator_keys = int(s.episode_index), tuple(s.actuator_keys)
         trace.control_frequency = float(s.control_frequency)
@@ -316,8 +323,10 @@ def episode_figure(trace: EpisodeTrace) -> Any:
               f"{ended.get('none_count', 0)} / unknown {ended.get('unknown_count', 0)}, missed deadlines "
               f"{ended.get('missed_deadlines', len(trace.missed_deadline_times))}") if ended else "no Ended event"
     episode = (trace.episode or {}).get("episode_id") or f"episode {trace.episode_index}"
+    partial = "" if trace.recorded_from_start or not trace.steps else \
+        f" — partial recording: steps {trace.steps[0].index}-{trace.steps[-1].index} only"
     fig.suptitle(f"{trace.robot_name or 'robot'} {episode} (run {trace.run_id[:8]}, "
-                 f"{trace.policy or 'policy'}) — end: {trace.end_condition} — {trace.score_text}\n{counts}",
+                 f"{trace.policy or 'policy'}) — end: {trace.end_condition} — {trace.score_text}{partial}\n{counts}",
                  fontsize=10)
     return fig
 
