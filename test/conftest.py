@@ -20,6 +20,9 @@ from rerun_reasons import register as register_rerun_reasons  # noqa: E402
 from ros_harness import isolate_dds  # noqa: E402
 
 isolate_dds()
+# gRPC's fork support off before any test module imports grpc (strands_robots/__init__.py says why): the tests
+# fork restarts beside busy relay channels, and with it a restarted process could die before its exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def pytest_configure(config):

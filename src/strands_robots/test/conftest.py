@@ -9,12 +9,17 @@ ros_harness.worker_domain), so a developer can still pin a domain.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from fast_tests import ignore_in_fast_run
 from rerun_reasons import register as register_rerun_reasons
 from ros_harness import isolate_dds
 
 isolate_dds()
+# gRPC's fork support off before any test module imports grpc (strands_robots/__init__.py says why): the tests
+# fork restarts beside busy relay channels, and with it a restarted process could die before its exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 def pytest_configure(config):
