@@ -16,7 +16,8 @@ rules every crash must keep (issue 16):
 - nothing is left running: every process is ended by PID in ``finally``.
 
 The policy client: ``python crash_harness.py RELAY JOB_ID`` with its token in ``STRANDS_ROBOTS_TOKEN`` serves the
-scripted torque policy until the job ends, attaching again when the relay goes away.
+scripted torque policy until the job ends, attaching again when the relay goes away (or until the job is
+submitted: a test may start it first). Its first line (``CLIENT_READY``) says its imports are done.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ SCRIPTED = {"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}  # h
 SHEET = [{"name": "task_done", "question": "Did the arm do what the instruction asked?", "answer_type": "yes_no",
           "max_points": 1, "success_answer": "yes"}]
 INFRASTRUCTURE = "infrastructure_fault"
+CLIENT_READY = "policy client ready"  # the client process's first line: imported, about to attach
 
 
 def task(task_id: str, **params: str) -> dict:
@@ -100,13 +102,29 @@ def _local_station_class():
             self.started.append(self.relay_proc)
             return target
 
-        def start_client(self, job_id: str):
-            """Start the team's policy client process serving ``job_id``."""
+        def start_client(self, job_id: str, wait_ready_s: float = 0.0):
+            """Start the team's policy client process serving ``job_id``.
+
+            :param wait_ready_s: when > 0, return once the process says it is ready to attach (its imports done:
+                seconds on a loaded machine), at most this long (RuntimeError past it). A client started before
+                its job is submitted then attaches within the station's attach deadline however slowly a
+                process starts; a supervisor-style restart (0) does not wait.
+            """
             self.client_job = job_id
             env = dict(os.environ, STRANDS_ROBOTS_TOKEN=self.client_token, PYTHONUNBUFFERED="1")
+            ready = threading.Event()
+
+            def on_line(name: str, line: str) -> None:
+                if line.startswith(CLIENT_READY):
+                    ready.set()
+                self._emit(name, line)
+
             self.client_proc = self.sup.start("client", [sys.executable, __file__, self.relay_target, job_id],
-                                              env=env, on_line=self._emit)
+                                              env=env, on_line=on_line)
             self.started.append(self.client_proc)
+            if wait_ready_s > 0 and not ready.wait(wait_ready_s):
+                raise RuntimeError(f"the policy client process was not ready within {wait_ready_s:g} s\n"
+                                   f"{self.tail()}")
             return self.client_proc
 
         def proc(self, name: str):
@@ -242,7 +260,7 @@ class ObserverRecorder:
 class SnapshotWatch:
     """Polls the job's status through the relay (as a team would) and checks that finished episodes only grow."""
 
-    def __init__(self, stack, job_id: str, period_s: float = 0.2) -> None:
+    def __init__(self, stack, job_id: str, period_s: float = 0.1) -> None:
         self.stack = stack
         self.job_id = job_id
         self.period_s = period_s
@@ -355,6 +373,7 @@ def _serve(target: str, job_id: str) -> int:
 
     token = os.environ["STRANDS_ROBOTS_TOKEN"]
     policy = DemoPolicy("scripted", SCRIPTED)
+    print(f"{CLIENT_READY} for {job_id}", flush=True)
     while True:
         client = EvaluationClient(target, token=token)
         try:
@@ -367,9 +386,9 @@ def _serve(target: str, job_id: str) -> int:
                 status = client.get_status(job_id)
                 if status.state in TERMINAL:
                     return 0
-            except RelayError:
+            except RelayError:  # the relay is away, or the job is not submitted yet (the client may start first)
                 pass
-            time.sleep(0.5)
+            time.sleep(0.2)
         finally:
             client.close()
 
