@@ -181,6 +181,25 @@ def test_a_takeover_during_the_final_spin_holds_that_step_until_the_resume():
         resume.cancel()
 
 
+def test_after_a_pause_the_next_step_never_comes_sooner_than_a_period_after_the_previous_one():
+    # A hold on the driver (or a short takeover) that ends before the next deadline: the grid is kept.
+    pacer, t = fake_pacer(0.01)
+    pacer.start()
+    assert pacer.wait()
+    t.spend(0.001)
+    pacer.pause()
+    t.spend(0.003)
+    pacer.resume()
+    assert pacer.wait()
+    assert t.now_ns == 10_000_000 and pacer.missed_deadlines == 0
+    # ... and a pause the wait itself sees and that ends early: the same
+    t.spend(0.001)
+    pacer.pause()
+    t.at(0.0125, pacer.resume)
+    assert pacer.wait()
+    assert t.now_ns == 20_000_000 and pacer.missed_deadlines == 0
+
+
 def test_pacing_refuses_a_bad_period():
     with pytest.raises(ValueError):
         DeadlinePacer(0)

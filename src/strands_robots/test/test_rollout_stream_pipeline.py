@@ -236,6 +236,32 @@ def test_a_starved_driver_holds_the_loop_with_the_budget_clock_paused_and_the_he
     assert ended.unknown_count == 0
 
 
+def test_a_loop_held_on_each_verdict_never_sends_faster_than_the_control_rate():
+    # The driver answers a command only once the next one has come (3 ms later), and the window is two commands:
+    # every send fills the window, the loop holds until the verdict, and must still send one period apart, not
+    # at the driver's 3 ms pace (a catch-up burst that tripped the velocity check over ROS).
+    t = FakeTime()
+
+    class Window(FakeWindow):
+        def submit(self, action):
+            ticket = len(self.submitted)
+            self.submitted.append((ticket, self.t.now_ns))
+            if ticket > 0:
+                self._due.append((self.t.now_ns + 3 * MS, ticket - 1, full(self._last_action)))
+            self._last_action = action
+            return ticket
+
+    backend = AsyncBackend(t, latency=lambda k, now: None, max_outstanding=2, overdue_s=1.0, bound_s=0.2)
+    backend.window.__class__ = Window
+    result, collect = run(backend, t, n_steps=20)
+    steps, ended = lifecycle(collect)
+    sends = [ns for _, ns in backend.window.submitted]
+    assert len(sends) == 20
+    assert min(b - a for a, b in zip(sends, sends[1:])) >= 10 * MS, [(b - a) / MS for a, b in zip(sends, sends[1:])]
+    assert ended.paused_s > 0  # the loop did hold (on the full window) between sends
+    assert [s.action_resolution for s in steps[:-1]] == ["full"] * 19  # the last one is never answered
+
+
 def test_a_driver_that_stops_answering_ends_the_episode_as_an_error_after_every_sent_step_is_reported():
     t = FakeTime()
     backend = AsyncBackend(t, latency=lambda k, now: 0.001 if k < 8 else None, max_outstanding=3)

@@ -10,12 +10,14 @@ Waiting sleeps on the stop token's event for the bulk (interruptible: a cooperat
 once) and spin-waits on ``time.perf_counter_ns`` for the last ``spin_ns`` (``Event.wait`` wakes up to a few
 hundred microseconds late on a loaded machine; the spin makes the step start sub-millisecond accurate).
 
-While paused (operator takeover) the rollout clock stands still: :attr:`elapsed_s` excludes paused time, and on
-resume the grid restarts, so paused time is neither dropped nor caught up. A wait that sees the pause holds until
-the resume, and its step runs at once. A takeover that began and ended while a step ran (the loop never waited
-inside it: a stalled step, or a short takeover) restarts the grid at the next wait just the same, and only whole
-periods of rollout time that passed outside the pause count as dropped deadlines: the time the operator held is
-never a missed deadline.
+While paused (operator takeover, or the loop's hold on a driver that does not answer) the rollout clock stands
+still: :attr:`elapsed_s` excludes paused time, and on resume the grid restarts, so paused time is neither dropped
+nor caught up. A wait that sees the pause holds until the resume, and its step runs at once, but never sooner
+than one period after the step before it: a loop that held until each verdict came and resumed would otherwise
+send at the driver's pace, faster than the control rate. A pause that began and ended while a step ran (the loop
+never waited inside it: a stalled step, a short takeover, a hold) restarts the grid at the next wait just the
+same, and only whole periods of rollout time that passed outside the pause count as dropped deadlines: the time
+the operator held is never a missed deadline.
 """
 
 from __future__ import annotations
@@ -159,16 +161,16 @@ class DeadlinePacer:
         # A takeover that began and ended since the last wait: the clock stood still for that long.
         paused_between = self._paused_ns - self._paused_seen_ns
         self._paused_seen_ns = self._paused_ns
-        if self._anchor_pending:  # first step, or first after a resume: runs now, the grid starts here
+        if self._anchor_pending:  # first step, or first after a resume: the grid starts here
             self._anchor_pending = False
-            self._next_ns = now
+            self._next_ns = max(now, self._next_ns)  # ... never sooner than a period after the previous step
             dropped = 0
         elif paused_between > 0:
-            # The grid restarts here too (this step runs now); a deadline counts as dropped only when a whole
-            # period of rollout time (outside the pause) passed after it with no step.
+            # The grid restarts here too, never sooner than a period after the previous step; a deadline counts
+            # as dropped only when a whole period of rollout time (outside the pause) passed after it with no step.
             late = now - self._next_ns - paused_between
             dropped = int(late // period) if late > 0 else 0
-            self._next_ns = now
+            self._next_ns = max(now, self._next_ns)
         else:
             dropped = self._overrun(now - self._next_ns)
             self._next_ns += dropped * period
