@@ -35,11 +35,14 @@ from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from strands_robots_msgs.msg import ObserverEvent, SafetyStop  # noqa: E402
 from strands_robots_msgs.srv import AcquireLease  # noqa: E402
 
+from strands_robots.arm.driver import DriverCore  # noqa: E402
 from strands_robots.conversions.events import msg_to_event  # noqa: E402
 from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
+from strands_robots.policies.scripted import ScriptedPolicy  # noqa: E402
+from strands_robots.rollout.pipeline import window_steps  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
 
 from ros_harness import NodeSpinners, wait_for  # noqa: E402
@@ -49,6 +52,16 @@ RATE_HZ = 50.0
 # The rollout node's default command path; tests that compare paths say so.
 COMMAND_PATH = "stream"
 COMMAND_WINDOW_S = 0.2  # the rig's apply_by window (Rig: why not the node's 50 ms, why not wider)
+# The torque-trip test's ramp (the scripted torque_ramp's ramp_s): right.joint_4 reaches its upper limit in 2.5 s,
+# not the policy's default 1 s. On this loaded 2-core machine the driver process's DDS receive thread is at times
+# runnable but unscheduled for 0.1-0.5 s (traced: 180 ms on the run queue, 0.3 ms run); the commands sent meanwhile
+# reach the driver together, and it applies those still inside the command window back to back, so the arm's
+# target jumps by up to a window of the ramp at once. At 1 s a window (10 commands in flight and the next one at
+# 50 Hz: 0.44 rad) swings the wrist past its velocity limit before it reaches the bracket, the rerun's "right:
+# joint 4 reads +3.6 rad/s". At 2.5 s the same burst is 0.18 rad and the torque check trips as scripted
+# (test_torque_ramp_still_trips_torque_when_a_whole_command_window_lands_at_once).
+TORQUE_RAMP_S = 2.5
+TORQUE_TRIP_DURATION_S = 4.0  # the trip comes ~2 s in; the budget only bounds a run where it never comes
 
 
 class Rig:
@@ -416,14 +429,15 @@ def test_coarse_driver_error_is_unknown_and_out_of_rate_denominators_then_a_sile
 
 def test_scripted_torque_trip_ends_episode_with_safety_stop_text_over_ros(rig):
     r = rig()
-    result, status = r.run(policy_provider="scripted", duration_s=3.0)
+    result, status = r.run(policy_provider="scripted", duration_s=TORQUE_TRIP_DURATION_S,
+                           policy_config_json=json.dumps({"ramp_s": TORQUE_RAMP_S}))
     ended = result.ended
 
     assert status == GoalStatus.STATUS_ABORTED
-    assert ended.stopped_reason == "safety_stop" and ended.outcome == "error"
+    assert ended.stopped_reason == "safety_stop" and ended.outcome == "error", ended.end_detail
     assert result.end_condition == "safety_stop"
     assert "right: joint 4 reads +" in ended.end_detail
-    assert ended.applied_actions < 150
+    assert ended.applied_actions < TORQUE_TRIP_DURATION_S * RATE_HZ
     _, steps, end_event = lifecycle(r, ended)
     assert end_event.end_detail == ended.end_detail
     assert wait_for(lambda: any(m.stopped for m in r.safety), 5.0), "no SafetyStop(stopped) received"
@@ -432,6 +446,49 @@ def test_scripted_torque_trip_ends_episode_with_safety_stop_text_over_ros(rig):
     assert any(t.startswith("right: joint 4 reads +") and t.endswith("N*m") for t in texts), texts
     assert all(t in ended.end_detail for t in texts)
     assert stop.detail == ended.end_detail
+
+
+def _torque_ramp_with_a_burst(ramp_s: float, burst_at: int) -> tuple:
+    """Drive the simulated arms as the ROS test does, but with the driver deaf for a command window at ``burst_at``.
+
+    The scripted torque_ramp at ``ramp_s``, one action per period; at ``burst_at`` nothing arrives for the rig's
+    command window (the arm holds its last target: an older command is refused as stale), then every command the
+    rollout may have in flight and the next one arrive together and are applied back to back. Returns the tripped
+    checks as (arm, joint, quantity) and their texts.
+    """
+    period = 1.0 / RATE_HZ
+    burst = window_steps(COMMAND_WINDOW_S, period) + 1
+    budget = int(TORQUE_TRIP_DURATION_S * RATE_HZ)
+    core = DriverCore.simulated()
+    limits = {k: (spec.lower, spec.upper) for k, spec in core.joint_specs().items()}
+    policy = ScriptedPolicy({"ramp_s": ramp_s})
+    policy.reset({"action_keys": core.action_keys(), "joint_limits": limits, "control_frequency": RATE_HZ})
+    obs = core.observe()
+    actions: list = []
+    while len(actions) < budget + burst:
+        actions.extend(policy.act(obs))
+    step = 0
+    while not core.stopped and step < budget:
+        if step == burst_at:
+            core.step(COMMAND_WINDOW_S)
+            for action in actions[step:step + burst]:
+                core.send_action(action)
+            step += burst
+        else:
+            core.send_action(actions[step])
+            step += 1
+        core.step(period)
+    checks = core.safety_checks()
+    return [(c.arm, c.joint, c.quantity) for c in checks], [c.text() for c in checks]
+
+
+def test_torque_ramp_still_trips_torque_when_a_whole_command_window_lands_at_once():
+    for burst_at in (1, 10, 40, 80):
+        tripped, texts = _torque_ramp_with_a_burst(TORQUE_RAMP_S, burst_at)
+        assert tripped == [("right", "joint_4", "torque")], (burst_at, texts)
+    # The policy's default 1 s ramp under the same burst is the rerun: the velocity check trips first.
+    tripped, texts = _torque_ramp_with_a_burst(1.0, 10)
+    assert ("right", "joint_4", "velocity") in tripped, texts
 
 
 def test_cancel_goal_mid_wait_stops_within_one_period_and_emits_one_ended(rig):
