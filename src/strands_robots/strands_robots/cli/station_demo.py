@@ -258,7 +258,8 @@ class LocalStation:
             print(f"[{name}] {line}", flush=True)
 
     def stop(self) -> None:
-        self.sup.stop_all()
+        """Stop the station, then the rollout, then the rest (each node's last calls reach the ones it calls)."""
+        self.sup.stop_all(first=("station", "rollout"))
 
     def __enter__(self) -> "LocalStation":
         return self

@@ -213,7 +213,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
                 name = "Ctrl-C" if signals.signum == 2 else f"signal {signals.signum}"
                 _say(f"\n[up] {name}: stopping the nodes")
         finally:
-            sup.stop_all()
+            sup.stop_all(first=("rollout",))  # its lease goes back to a driver that still answers
             executor.shutdown()
             # The spin thread must be out of rclpy's wait before the node and context go, or the process can
             # abort at exit ("terminate called without an active exception", SIGABRT).
