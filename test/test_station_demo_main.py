@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
+import uuid
 
 import pytest
+from watched_process import Command, cmdline, kill_all, wait_gone
 
 pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
@@ -27,95 +27,84 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 TIMEOUT_S = 180.0
 
 
-class Demo:
+class Demo(Command):
+    """``python -m strands_robots.cli.station_demo <args>``, its output collected."""
+
     def __init__(self, *args: str) -> None:
-        self.lines: list = []
-        self._cond = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.station_demo", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__([sys.executable, "-m", "strands_robots.cli.station_demo", *args])
 
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
 
-    @property
-    def output(self) -> str:
-        with self._cond:
-            return "\n".join(self.lines)
+class StationTopics:
+    """The demo station's ``job_status`` and ``observer_events`` as this process receives them (its own node)."""
 
-    def wait_line(self, pattern: str, timeout_s: float) -> str:
-        regex = re.compile(pattern)
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from strands_robots_msgs.msg import JobStatus, ObserverEvent
+
+        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("main_job_listener", context=self.context)
+        self.statuses: list = []
+        self.events: list = []
+        self.node.create_subscription(JobStatus, f"/{namespace}/job_status", self.statuses.append, LATCHED_QOS)
+        self.node.create_subscription(ObserverEvent, f"/{namespace}/observer_events", self.events.append, EVENT_QOS)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+
+    def spin_until(self, predicate, timeout_s: float) -> bool:
+        """Take messages until ``predicate()`` holds (True) or ``timeout_s`` passed (False)."""
         deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while True:
-                for line in self.lines:
-                    if regex.search(line):
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
-                    raise AssertionError(f"no line matching {pattern!r}:\n{self.output}")
-                self._cond.wait(min(left, 0.5))
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.executor.spin_once(timeout_sec=min(left, 0.1))
+        return True
 
-    def children(self) -> list:
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
+    def take_the_rest(self) -> None:
+        """Take every message that has arrived and not been taken yet (nothing more is waited for)."""
+        while True:
+            taken = len(self.statuses) + len(self.events)
+            self.executor.spin_once(timeout_sec=0.0)
+            if len(self.statuses) + len(self.events) == taken:
+                return
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(10.0)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead
-        return f.read().split()[2] != "Z"
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
 
 
 def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_table():
     """The launch scenario where ``launch`` is missing: SUCCEEDED, a gapless stream, exit codes, nothing left."""
-    import uuid
-
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from strands_robots_msgs.msg import JobStatus, ObserverEvent
-
-    from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+    from strands_robots_msgs.msg import ObserverEvent
 
     namespace = f"main_job_{uuid.uuid4().hex[:8]}"
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("main_job_listener", context=context)
-    statuses: list = []
-    events: list = []
-    node.create_subscription(JobStatus, f"/{namespace}/job_status", statuses.append, LATCHED_QOS)
-    node.create_subscription(ObserverEvent, f"/{namespace}/observer_events", events.append, EVENT_QOS)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
+    topics = StationTopics(namespace)
     demo = Demo("--namespace", namespace)
     children: list = []
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while demo.proc.poll() is None and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-            if not children and "submitted job" in demo.output:
-                children = demo.children()  # relay, arm driver, rollout, station
-        for _ in range(10):
-            executor.spin_once(timeout_sec=0.05)
-        rc = demo.proc.wait(10.0)
-        demo._reader.join(5.0)
+            topics.executor.spin_once(timeout_sec=0.1)
+            if not children and any("submitted job" in line for line in demo.lines):
+                children = demo.children()  # relay, arm driver, camera, rollout, station
+        rc = demo.wait(10.0)
         out = demo.output
+
+        def last_messages_in() -> bool:
+            """Tell whether the final JobStatus and the Ended of every rollout it names have arrived."""
+            if not (topics.statuses and topics.statuses[-1].state == "SUCCEEDED"):
+                return False
+            ended = {e.run_id for e in topics.events if e.kind == ObserverEvent.KIND_ENDED}
+            return all(e.run_id in ended for e in topics.statuses[-1].episodes if e.run_id)
+
+        topics.spin_until(last_messages_in, 5.0)  # a bound for their delivery; the assertions below say what lacks
+        topics.take_the_rest()  # and whatever else had arrived: a second Ended or a gap would show below
         assert rc == 0, out
         assert re.search(r"^\[#{3,}\.+\] 1/8 episodes", out, re.M), out
         assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
@@ -137,9 +126,10 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
                          re.M), out
         # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
+        statuses = topics.statuses
         assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
         by_run: dict = {}
-        for event in events:
+        for event in topics.events:
             by_run.setdefault(event.run_id, []).append(event)
         rolled = [e.run_id for e in statuses[-1].episodes if e.run_id]
         assert len(rolled) == 7 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
@@ -152,59 +142,54 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         assert stopped, out
         exits = dict(part.rsplit(" exit ", 1) for part in stopped.group(1).split(", "))
         assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0"}, out
-        assert len(children) >= 5 and [p for p in children if alive(p)] == [], (children, out)
+        assert len(children) >= 5 and wait_gone(children, 0.0) == [], (children, out)
     finally:
+        kill_all(children)
         demo.kill()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
+        topics.close()
 
 
 def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():
     demo = Demo()
+    children: list = []
     try:
         demo.wait_line(r"submitted job job-", 90.0)
         children = demo.children()
         assert len(children) >= 5, (children, demo.output)  # relay, arm driver, camera, rollout, station
         demo.proc.send_signal(signal.SIGINT)
-        rc = demo.proc.wait(60.0)
+        rc = demo.wait(60.0)
         assert rc == 128 + signal.SIGINT, demo.output
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [p for p in children if alive(p)] == []
+        assert wait_gone(children, 10.0) == []
     finally:
+        kill_all(children)
         demo.kill()
 
 
 def test_a_node_killed_mid_job_ends_the_demo_with_an_error_instead_of_waiting_forever():
-    demo = Demo()
+    # The station's own JobStatus says when ep_0000 runs (the demo's progress bar shows a line only when the count
+    # of finished episodes or the state changes, so "ep_0000 running" may never be printed).
+    namespace = f"killed_{uuid.uuid4().hex[:8]}"
+    topics = StationTopics(namespace)
+    demo = Demo("--namespace", namespace)
+    children: list = []
     try:
-        demo.wait_line(r"ep_0000 running", 120.0)
+        running = topics.spin_until(lambda: (bool(topics.statuses) and topics.statuses[-1].message.startswith(
+            "ep_0000 running")) or demo.proc.poll() is not None, 120.0)
+        assert running and demo.proc.poll() is None, (topics.statuses[-1:], demo.output)
         children = demo.children()
-        station = [p for p in children if "strands_robots.nodes.station_node" in _cmdline(p)]
+        station = [p for p in children if "strands_robots.nodes.station_node" in cmdline(p)]
         assert len(station) == 1, (children, demo.output)
         os.kill(station[0], signal.SIGKILL)
-        rc = demo.proc.wait(60.0)
-        demo._reader.join(5.0)
+        rc = demo.wait(60.0)
         assert rc == 1, demo.output
         assert re.search(r"^\[demo\] station exited with code -9 before the job ended; stopping", demo.output,
                          re.M), demo.output
         assert "SUCCEEDED" not in demo.output
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [p for p in children if alive(p)] == []
+        assert wait_gone(children, 10.0) == []
     finally:
+        kill_all(children)
         demo.kill()
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+        topics.close()
 
 
 def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(tmp_path):
@@ -213,10 +198,11 @@ def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(t
 
     relay = LocalStation(str(tmp_path), out=lambda name, line: None)  # only its relay is started here
     demo = None
+    children: list = []
     try:
         relay.start_relay()
         credentials = relay.credentials_file()  # 0600, in a 0700 dir: the relay, the station id, its token file
-        demo = Demo("--relay-credentials", credentials, "--namespace", "remote_station")
+        demo = Demo("--relay-credentials", credentials, "--namespace", f"remote_station_{uuid.uuid4().hex[:8]}")
         demo.wait_line(r"takes jobs from", 60.0)
         client = relay.client()
         task = {"task_id": "hold", "instruction": "hold", "parameters": {"duration_s": "1"},
@@ -228,12 +214,10 @@ def test_with_a_relay_the_station_takes_a_remote_teams_job_and_stops_on_ctrl_c(t
         assert [(e.episode_id, e.end_condition) for e in final.episodes] == [("ep_0000", "timeout")]
         children = demo.children()
         demo.proc.send_signal(signal.SIGINT)
-        assert demo.proc.wait(60.0) == 128 + signal.SIGINT
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [p for p in children if alive(p)] == []
+        assert demo.wait(60.0) == 128 + signal.SIGINT
+        assert wait_gone(children, 10.0) == []
     finally:
+        kill_all(children)
         if demo is not None:
             demo.kill()
         relay.stop()
@@ -247,8 +231,8 @@ def test_a_whole_job_runs_over_tls_when_the_relay_has_a_certificate(tmp_path):
 
     cert, key = self_signed_cert(tmp_path)
     lines: list = []
-    station = LocalStation(str(tmp_path / "station"), namespace="tls_station", tls=(cert, key),
-                           out=lambda name, line: lines.append(f"[{name}] {line}"))
+    station = LocalStation(str(tmp_path / "station"), namespace=f"tls_station_{uuid.uuid4().hex[:8]}",
+                           tls=(cert, key), out=lambda name, line: lines.append(f"[{name}] {line}"))
     try:
         station.start_relay()
         assert any("(TLS;" in line for line in lines), lines

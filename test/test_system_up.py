@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from watched_process import Command, cmdline, kill_all, wait_gone
 
 pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
@@ -27,82 +28,38 @@ TIMEOUT_S = 120.0
 PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 
 
-class Up:
-    """``python -m strands_robots.cli up --rollout ...`` with its output collected line by line on a thread."""
+class Up(Command):
+    """``python -m strands_robots.cli up --rollout ...`` in a namespace of its own, its output collected."""
 
     def __init__(self, *args: str, env: "dict | None" = None) -> None:
         self.namespace = f"system_up_{uuid.uuid4().hex[:8]}"
-        self.lines: list = []
-        self._cond = threading.Condition()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.cli", "up", "--rollout", "--namespace", self.namespace, *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-
-    def wait_line(self, pattern: str, timeout_s: float) -> str:
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while True:
-                for line in self.lines:
-                    if regex.search(line):
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None and not self._reader.is_alive():
-                    raise AssertionError(f"no line matching {pattern!r} within {timeout_s} s:\n{self.output}")
-                self._cond.wait(min(left, 0.5))
-
-    def wait(self, timeout_s: float) -> int:
-        rc = self.proc.wait(timeout=timeout_s)
-        self._reader.join(10.0)
-        return rc
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def kill(self) -> None:
-        """End the command and anything it left behind, by PID (children first)."""
-        for pid in children_of(self.proc.pid):
-            _kill(pid)
-        if self.proc.poll() is None:
-            _kill(self.proc.pid)
-            try:
-                self.proc.wait(10.0)
-            except subprocess.TimeoutExpired:
-                pass
-        self._reader.join(5.0)
+        super().__init__([sys.executable, "-m", "strands_robots.cli", "up", "--rollout", "--namespace",
+                          self.namespace, *args], env=dict(os.environ, **(env or {})))
 
 
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def rollout_config(directory: Path, **values: str) -> str:
+    """Write the package's ``config/rollout.yaml`` into ``directory`` with the rollout's ``values`` changed."""
+    text = (PACKAGE_SRC / "config" / "rollout.yaml").read_text()
+    rollout = text.index("/**/rollout:")
+    head, section = text[:rollout], text[rollout:]
+    for key, value in values.items():
+        section, found = re.subn(rf"^([ \t]+{key}:) [^#\n]*?([ \t]*(#.*)?)$", rf"\g<1> {value}\g<2>", section,
+                                 count=1, flags=re.M)
+        assert found == 1, f"rollout.yaml has no rollout parameter {key}"
+    path = directory / "rollout.yaml"
+    path.write_text(head + section)
+    return str(path)
 
 
-def children_of(pid: int) -> list:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], stdout=subprocess.PIPE, text=True).stdout
-    return [int(p) for p in out.split()]
+@pytest.fixture(scope="module")
+def no_start_pose(tmp_path_factory) -> str:
+    """Write the package's parameters with ``start_pose_before_episode: false``; the file's path.
 
-
-def alive(pid: int) -> bool:
-    """Tell whether ``pid`` runs (a zombie, exited but not reaped yet, counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    For the tests whose episode is not about where the arms start: the start pose is 1.2 s of arm motion before
+    each episode, and the tests that stop an episode signal only once it runs. The default run, start pose
+    included, is test_up_runs_one_episode_and_exits_zero_with_no_events_lost.
+    """
+    return rollout_config(tmp_path_factory.mktemp("no_start_pose"), start_pose_before_episode="false")
 
 
 def test_up_with_zero_episodes_exits_at_once_with_a_message_and_starts_no_node():
@@ -132,6 +89,7 @@ def test_up_with_a_malformed_parameters_file_is_one_line_naming_it_and_starts_no
 @pytest.mark.parametrize("executor", ["single", "events"])
 def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
     # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (nodes/executor_choice.py), each saying which.
+    # The package's own parameters, start pose included: this is the run a user gets.
     up = Up("--duration", "1", env={"STRANDS_ROBOTS_EXECUTOR": executor})
     try:
         rc = up.wait(TIMEOUT_S)
@@ -155,18 +113,18 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
         up.kill()
 
 
-def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo():
+def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo(no_start_pose):
     # STRANDS_ROBOTS_RT_PRIORITY (nodes/realtime_priority.py): both node processes say so, and are so while running.
     fifo = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))"
     probe = subprocess.run([sys.executable, "-c", fifo], capture_output=True, text=True, timeout=30)
     if probe.returncode:
         pytest.skip(f"this account may not use SCHED_FIFO: {probe.stderr.strip().splitlines()[-1:]}")
-    up = Up("--duration", "2", env={"STRANDS_ROBOTS_RT_PRIORITY": "3"})
+    up = Up("--duration", "2", "--config-file", no_start_pose, env={"STRANDS_ROBOTS_RT_PRIORITY": "3"})
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         out = up.output
         policies = {pid: (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
-                    for pid in children_of(up.proc.pid)}
+                    for pid in up.children()}
         assert len(policies) == 2 and set(policies.values()) == {(os.SCHED_FIFO, 3)}, (policies, out)
         assert os.sched_getscheduler(up.proc.pid) != os.SCHED_FIFO  # the supervisor itself stays time-shared
         rc = up.wait(TIMEOUT_S)
@@ -180,12 +138,12 @@ def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo():
         up.kill()
 
 
-def test_up_ctrl_c_stops_nodes_cleanly():
-    up = Up("--duration", "30")
+def test_up_ctrl_c_stops_nodes_cleanly(no_start_pose):
+    up = Up("--duration", "30", "--config-file", no_start_pose)
     children: list = []
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
-        children = children_of(up.proc.pid)
+        children = up.children()
         assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
         os.kill(up.proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal would send to it
         rc = up.wait(15.0)
@@ -194,20 +152,15 @@ def test_up_ctrl_c_stops_nodes_cleanly():
         # The rollout stops its episode before it goes: exactly one Ended, cancelled, reached the stream.
         ended = [line for line in up.lines if line.startswith("Ended")]
         assert len(ended) == 1 and "stopped_reason=cancelled" in ended[0], up.output
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [p for p in children if alive(p)], f"node processes left running\n{up.output}"
+        assert not wait_gone(children, 10.0), f"node processes left running\n{up.output}"
         assert "Traceback" not in up.output, up.output
     finally:
-        for pid in children:
-            if alive(pid):
-                _kill(pid)
+        kill_all(children)
         up.kill()
 
 
-def test_up_counts_the_episodes_it_asked_for_in_each_started_line():
-    up = Up("--duration", "0.5", "--episodes", "2")
+def test_up_counts_the_episodes_it_asked_for_in_each_started_line(no_start_pose):
+    up = Up("--duration", "0.5", "--episodes", "2", "--config-file", no_start_pose)
     try:
         rc = up.wait(TIMEOUT_S)
         assert rc == 0, up.output
@@ -219,8 +172,8 @@ def test_up_counts_the_episodes_it_asked_for_in_each_started_line():
         up.kill()
 
 
-def test_up_scripted_policy_ends_in_a_safety_stop_exits_1_and_never_prints_done():
-    up = Up("--policy", "scripted", "--duration", "10")
+def test_up_scripted_policy_ends_in_a_safety_stop_exits_1_and_never_prints_done(no_start_pose):
+    up = Up("--policy", "scripted", "--duration", "10", "--config-file", no_start_pose)
     try:
         rc = up.wait(TIMEOUT_S)
         assert rc == 1, up.output
@@ -236,77 +189,57 @@ def test_up_scripted_policy_ends_in_a_safety_stop_exits_1_and_never_prints_done(
 
 @pytest.mark.parametrize("sig, sigints, gap_s", [(signal.SIGINT, 2, 0.013), (signal.SIGINT, 2, 0.060),
                                                  (signal.SIGINT, 3, 0.030), (signal.SIGTERM, 2, 0.030)])
-def test_up_takes_repeated_stop_signals_and_still_stops_the_nodes_cleanly(sig, sigints, gap_s):
-    up = Up("--duration", "30")
+def test_up_takes_repeated_stop_signals_and_still_stops_the_nodes_cleanly(sig, sigints, gap_s, no_start_pose):
+    up = Up("--duration", "30", "--config-file", no_start_pose)
     children: list = []
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
-        children = children_of(up.proc.pid)
+        children = up.children()
         assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
         for _ in range(sigints):
             os.kill(up.proc.pid, sig)
-            time.sleep(gap_s)
+            time.sleep(gap_s)  # the spacing of the signals is what is tested, not a wait for anything
         rc = up.wait(30.0)
         assert rc == 128 + sig, up.output
         ended = [line for line in up.lines if line.startswith("Ended")]
         assert len(ended) == 1 and "stopped_reason=cancelled" in ended[0], up.output
         assert "Traceback" not in up.output and "KeyboardInterrupt" not in up.output, up.output
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [p for p in children if alive(p)], f"node processes left running\n{up.output}"
+        assert not wait_gone(children, 10.0), f"node processes left running\n{up.output}"
     finally:
-        for pid in children:
-            if alive(pid):
-                _kill(pid)
+        kill_all(children)
         up.kill()
 
 
-def test_kill_9_of_up_mid_episode_leaves_no_node_process_running():
-    up = Up("--duration", "60")
+def test_kill_9_of_up_mid_episode_leaves_no_node_process_running(no_start_pose):
+    up = Up("--duration", "60", "--config-file", no_start_pose)
     children: list = []
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
-        children = children_of(up.proc.pid)
+        children = up.children()
         assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
         os.kill(up.proc.pid, signal.SIGKILL)
         up.wait(10.0)
-        deadline = time.monotonic() + 30.0  # a poll, not a timing figure: each child stops as on SIGTERM
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [p for p in children if alive(p)], "node processes outlived strands-robots up"
+        # A bound, not a timing figure: each child stops as on SIGTERM.
+        assert not wait_gone(children, 30.0), "node processes outlived strands-robots up"
     finally:
-        for pid in children:
-            if alive(pid):
-                _kill(pid)
+        kill_all(children)
         up.kill()
 
 
-class Echo(Up):
+class Echo(Command):
     """``python -m strands_robots.cli echo ...`` on an existing namespace."""
 
-    def __init__(self, namespace: str, *args: str) -> None:  # noqa: D107 - same reader as Up
+    def __init__(self, namespace: str, *args: str) -> None:
         self.namespace = namespace
-        self.lines = []
-        self._cond = threading.Condition()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.cli", "echo", "--namespace", namespace, *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__([sys.executable, "-m", "strands_robots.cli", "echo", "--namespace", namespace, *args])
 
 
 def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
     # Starting the echo process (an interpreter, rclpy and a DDS participant) can hold a 2-core machine for a
-    # quarter second, the rollout's default driver-silence limit: this test is about the echo, so it allows
-    # the most the rollout accepts (0.5 s).
-    config = tmp_path / "rollout.yaml"
-    source = (PACKAGE_SRC / "config" / "rollout.yaml").read_text()
-    marker = "/**/rollout:\n  ros__parameters:\n"
-    assert marker in source
-    config.write_text(source.replace(marker, marker + "    driver_silence_s: 0.5\n", 1))
-    up = Up("--duration", "4", "--config-file", str(config))
+    # quarter second: this test is about the echo, so the rollout allows the most driver silence it accepts
+    # (0.5 s). The start pose is left out: the echo joins after the first step either way.
+    config = rollout_config(tmp_path, driver_silence_s="0.5", start_pose_before_episode="false")
+    up = Up("--duration", "4", "--config-file", config)
     echo = None
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
@@ -324,13 +257,13 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
         up.kill()
 
 
-def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_running():
-    up = Up("--duration", "30")
+def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_running(no_start_pose):
+    up = Up("--duration", "30", "--config-file", no_start_pose)
     children: list = []
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
-        children = children_of(up.proc.pid)
-        driver = [p for p in children if "arm_driver_node" in _cmdline(p)]
+        children = up.children()
+        driver = [p for p in children if "arm_driver_node" in cmdline(p)]
         assert len(children) == 2 and len(driver) == 1, f"{children}\n{up.output}"
         os.kill(driver[0], signal.SIGKILL)
         rc = up.wait(TIMEOUT_S)
@@ -338,47 +271,24 @@ def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_r
         failed = up.wait_line(r"^\[up\] FAILED", 1.0)
         assert "0 ok" in failed, failed
         assert not [line for line in up.lines if line.startswith("[up] done")], up.output
-        deadline = time.monotonic() + 10.0
-        while any(alive(p) for p in children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not [p for p in children if alive(p)], f"node processes left running\n{up.output}"
+        assert not wait_gone(children, 10.0), f"node processes left running\n{up.output}"
     finally:
-        for pid in children:
-            if alive(pid):
-                _kill(pid)
+        kill_all(children)
         up.kill()
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 # -- up --relay: the station's state persists, so a restarted station resumes its job ----------------------------
-class StationUp:
+class StationUp(Command):
     """``python -m strands_robots.cli up <args>`` (the station taking jobs from a relay), output collected."""
 
     def __init__(self, *args: str, env: dict) -> None:
-        self.lines: list = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.cli", "up", "--namespace", f"up_relay_{uuid.uuid4().hex[:8]}",
-             *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env)
-        self._reader = threading.Thread(target=lambda: self.lines.extend(line.rstrip("\n") for line in
-                                                                         self.proc.stdout), daemon=True)
-        self._reader.start()
+        super().__init__([sys.executable, "-m", "strands_robots.cli", "up", "--namespace",
+                          f"up_relay_{uuid.uuid4().hex[:8]}", *args], env=env)
 
-    def wait_line(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any(text in line for line in list(self.lines)):
-            assert self.proc.poll() is None and time.monotonic() < deadline, "\n".join(self.lines[-40:])
-            time.sleep(0.1)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
+    def kill_alone(self) -> None:
+        """SIGKILL the command only: its nodes die as its children do when it dies (they get SIGTERM)."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30.0)
 
 
@@ -389,17 +299,19 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
 
     relay = LocalStation(str(tmp_path / "relay"), out=lambda name, line: None)  # only its relay runs here
     ups: list = []
+    orphans: list = []  # the nodes of the up killed mid-episode (no longer its children once it is gone)
     try:
         relay.start_relay()
         # The token from the environment (never the command line); the state under XDG_STATE_HOME by default.
-        env = dict(os.environ, PYTHONUNBUFFERED="1", XDG_STATE_HOME=str(tmp_path / "xdg_state"),
+        env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "xdg_state"),
                    STRANDS_ROBOTS_STATION_TOKEN=relay.station_token)
         ups.append(StationUp("--relay", relay.relay_target, env=env))
         ups[-1].wait_line("takes jobs from", 90.0)
         client = relay.client()
         sheet = [{"name": "done", "question": "Held?", "answer_type": "yes_no", "max_points": 1,
                   "success_answer": "yes"}]
-        tasks = [{"task_id": t, "instruction": t, "parameters": {"duration_s": "2"}, "scoring": sheet}
+        # 1 s episodes: what is tested is which episodes run after the restart, not how long each one is.
+        tasks = [{"task_id": t, "instruction": t, "parameters": {"duration_s": "1"}, "scoring": sheet}
                  for t in ("a", "b")]
         job_id = client.submit_job(station_id="sim_station", tasks=tasks, episodes=3)
         served: dict = {}
@@ -420,11 +332,12 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
                 status = client.get_status(job_id)
                 if predicate(status):
                     return status
-                time.sleep(0.2)
+                time.sleep(0.05)  # the relay is asked again; it has no call that waits for a change
             raise AssertionError(f"last status {status}\n" + "\n".join(ups[-1].lines[-40:]))
 
         wait_status(lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message)
-        ups[-1].kill(signal.SIGKILL)  # the station and its nodes die mid-episode
+        orphans = ups[-1].children()
+        ups[-1].kill_alone()  # the station and its nodes die mid-episode
         saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / f"{job_id}.job.json"
         assert saved.exists()
         ups.append(StationUp("--relay", relay.relay_target, env=env))
@@ -436,6 +349,7 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
     finally:
         for up in ups:
             up.kill()
+        kill_all(orphans)
         relay.stop()
 
 
