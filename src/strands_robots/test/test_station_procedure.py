@@ -445,6 +445,11 @@ def test_fault_of_tells_the_stations_faults_from_the_policys():
         assert fault_of(outcome(error_type=error_type)) == "infrastructure", error_type
     assert fault_of(outcome(policy_lost=True)) == "infrastructure"
     assert fault_of(outcome(run_id="", infrastructure="rollout node died")) == "infrastructure"
+    from strands_robots.cameras.frames import CameraStale
+
+    # the station's cameras, not the policy: a stale frame is never given to it (seen under load: ep_0000 of the
+    # demo job was the policy's error, "CameraStale: camera scene stale: its latest frame is 1.002 s old")
+    assert CameraStale.__name__ in INFRASTRUCTURE_ERRORS and "CameraSceneError" in INFRASTRUCTURE_ERRORS
     assert fault_of(outcome(error_type="ValueError")) == "policy"  # a malformed chunk
     assert fault_of(outcome(error_type="UnknownActionKeys")) == "policy"
     assert fault_of(outcome(run_id="", error_type="ValueError")) == ""  # no rollout ran: refused
