@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from strands_robots.cameras.render_priority import DEFAULT_NICE, NICE_ENV, autogroup_nice, nice_increment
+from strands_robots.cameras.render_priority import DEFAULT_NICE, NICE_ENV, nice_increment
 
 
 def test_the_increment_defaults_to_ten_takes_zero_to_nineteen_and_refuses_the_rest_naming_the_variable():
@@ -46,28 +46,3 @@ def test_a_process_and_every_thread_it_starts_after_run_at_the_lower_priority(en
     expected = min(19, int(before) + expect_delta)
     assert int(after) == expected and int(thread_nice) == expected
     assert lp_threads == expect_lp
-
-
-AUTOGROUP_CHILD = textwrap.dedent("""
-    from strands_robots.cameras.render_priority import autogroup_nice, lower_render_priority
-    before = autogroup_nice()
-    lower_render_priority()
-    print(before, autogroup_nice())
-""")
-
-
-@pytest.mark.skipif(autogroup_nice() is None, reason="the kernel schedules no autogroups here")
-@pytest.mark.parametrize("own_session", [True, False], ids=["session-leader", "in-another-session"])
-def test_a_camera_process_leading_its_session_lowers_its_autogroup_and_never_anothers(own_session):
-    # The supervisor starts each node in a session of its own: there the process's nice value alone would rank
-    # its threads only against each other, so the session's autogroup gets it too. Inside another session (a
-    # terminal's: here, this test's) the camera process must not lower everyone else's share.
-    child_env = {k: v for k, v in os.environ.items() if k not in (NICE_ENV, "LP_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", AUTOGROUP_CHILD], env=child_env, capture_output=True, text=True,
-                         timeout=60, start_new_session=own_session)
-    assert out.returncode == 0, out.stderr
-    before, after = out.stdout.split()
-    if own_session:
-        assert int(before) == 0 and int(after) == DEFAULT_NICE
-    else:
-        assert after == before == str(autogroup_nice())  # this test's own session, untouched

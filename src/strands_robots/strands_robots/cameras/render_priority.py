@@ -11,13 +11,6 @@ first and renders in what is left (bench/README.md, camera_bench.py: "the 50 Hz 
 
 - ``STRANDS_ROBOTS_CAMERA_NICE`` (default 10; 0 keeps the priority): added to the process's nice value;
 - ``LP_NUM_THREADS`` (llvmpipe's render threads) is set to 1 unless already set.
-
-With Linux's autogroup scheduling on (``/proc/sys/kernel/sched_autogroup_enabled``, the default of most
-distributions and of this machine), the kernel shares the CPU between sessions first, and a process's nice value
-only ranks its threads against the others of its own session: the supervisor starts every node in a session of
-its own, so nice 10 alone changed nothing against the driver and the rollout node. When the camera node leads its
-own session, its autogroup gets the same nice value (``/proc/self/autogroup``); a camera node run inside someone
-else's session (a terminal's) leaves that session's autogroup alone.
 """
 
 from __future__ import annotations
@@ -27,8 +20,6 @@ from typing import MutableMapping, Optional
 
 NICE_ENV = "STRANDS_ROBOTS_CAMERA_NICE"
 DEFAULT_NICE = 10
-AUTOGROUP_ENABLED = "/proc/sys/kernel/sched_autogroup_enabled"
-AUTOGROUP = "/proc/self/autogroup"
 
 
 def nice_increment(environ: "MutableMapping[str, str]") -> int:
@@ -57,36 +48,4 @@ def lower_render_priority(environ: "Optional[MutableMapping[str, str]]" = None) 
     env = os.environ if environ is None else environ
     increment = nice_increment(env)
     env.setdefault("LP_NUM_THREADS", "1")
-    nice = os.nice(increment) if increment else os.nice(0)
-    if increment:
-        lower_autogroup(nice)
-    return nice
-
-
-def autogroup_nice(path: str = AUTOGROUP) -> "Optional[int]":
-    """Return this process's autogroup's nice value, or None where the kernel schedules no autogroups."""
-    try:
-        with open(AUTOGROUP_ENABLED, encoding="ascii") as handle:
-            if handle.read().strip() != "1":
-                return None
-        with open(path, encoding="ascii") as handle:
-            return int(handle.read().split("nice")[1])  # "/autogroup-123 nice 0"
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def lower_autogroup(nice: int) -> "Optional[int]":
-    """Give this process's autogroup ``nice`` when the process leads its own session and it is lower priority.
-
-    Returns the autogroup's nice value after (None: no autogroups here). Raising a nice value needs no privilege;
-    a write the kernel refuses leaves the process's own nice value as the only change.
-    """
-    current = autogroup_nice()
-    if current is None or os.getsid(0) != os.getpid() or nice <= current:
-        return current
-    try:
-        with open(AUTOGROUP, "w", encoding="ascii") as handle:
-            handle.write(str(nice))
-    except OSError:
-        pass
-    return autogroup_nice()
+    return os.nice(increment) if increment else os.nice(0)
