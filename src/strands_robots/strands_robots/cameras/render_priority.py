@@ -3,8 +3,17 @@
 On this 2-core machine, a camera node rendering at its normal priority with Mesa's llvmpipe (software GL, one
 render thread per core by default) takes both cores in bursts of a few ms 30 times a second; the arm driver's
 verdict then comes back late, the rollout's command window fills and the 50 Hz loop holds: deadlines missed.
-With the camera process at nice 10 and llvmpipe on one thread, the kernel runs the driver and the rollout
-first and renders in what is left (bench/README.md, camera_bench.py: "the 50 Hz loop with cameras").
+With llvmpipe on one thread the camera takes at most one core; its nice 10 ranks it below the driver and the
+rollout where they share a scheduling group with it (bench/README.md, camera_bench.py: "the 50 Hz loop with
+cameras").
+
+With Linux's autogroup scheduling on (``/proc/sys/kernel/sched_autogroup_enabled``: this machine, most
+distributions) the kernel shares the CPU between sessions first, and a nice value only ranks a process's threads
+against the others of its own session. The supervisor starts every node in a session of its own, so there the
+camera's nice changes nothing against the driver and the rollout node: what bounds the camera is its session's
+fair share and its one render thread. Lowering the session's weight as well (``/proc/self/autogroup``) was tried
+and left out: beside a second station and a busy process the camera then starved, its frames went stale past
+their 1 s bound in 2 of 4 demo jobs (0 of 4 without), and each such episode is a station fault run again.
 
 :func:`lower_render_priority` is called first thing in the camera node's ``main``, before any thread exists
 (Linux threads inherit the creating thread's nice value, so every thread of the process gets it):
