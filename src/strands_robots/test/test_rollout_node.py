@@ -260,6 +260,23 @@ def rig():
             r.close()
 
 
+def refused_stale(steps, most: float = 0.2) -> list:
+    """Return the indices of the steps the driver refused as stale on every key, printed; at most ``most`` of them.
+
+    A command the driver takes past its apply_by (the rig's window) is refused as stale, whatever its keys and
+    values: the right verdict for the arms when this loaded 2-core machine stalls the driver's DDS receive thread
+    (a fresh-clone run: a 307 ms stall, 6 of 50 stale), not a resolution fault (the stale rule has its own tests).
+    A test of how keys resolve names those steps and checks every other one.
+    """
+    stale = [s.applied_action_index for s in steps
+             if s.action_resolution == "none" and s.unresolved_action_reasons
+             and set(s.unresolved_action_reasons) == {"stale"}]
+    if stale:
+        print(f"steps refused as stale (past the {COMMAND_WINDOW_S:g} s command window): {stale}")
+    assert len(stale) <= most * len(steps), f"{len(stale)} of {len(steps)} commands stale: {stale}"
+    return stale
+
+
 def lifecycle(r: Rig, ended) -> tuple:
     """Return (Started, steps, Ended) of one run as received; assert one Started, one Ended, dense event_seq."""
     events = r.run_events(ended.run_id)
@@ -283,14 +300,7 @@ def test_mock_episode_ends_timeout_with_full_resolution_over_ros(rig):
     assert result.end_condition == "timeout"
     assert ended.applied_actions == 50
     started, steps, end_event = lifecycle(r, ended)
-    # A command the driver took past its apply_by (the rig's window) is refused as stale on every key: the right
-    # verdict for the arms when this loaded 2-core machine stalls a process, not a resolution fault (a fresh-clone
-    # run: a 307 ms stall, 6 of 50 stale). Those steps are named; every other step resolves in full.
-    stale = [s.applied_action_index for s in steps
-             if s.action_resolution == "none" and set(s.unresolved_action_reasons) == {"stale"}]
-    if stale:
-        print(f"steps refused as stale (past the {COMMAND_WINDOW_S:g} s command window): {stale}")
-    assert len(stale) < 10, f"{len(stale)} of 50 commands stale: {stale}"
+    stale = refused_stale(steps)  # every other step resolves in full
     assert ended.full_count == ended.applied_actions - len(stale) and ended.unknown_count == 0, ended.action_errors
     assert ended.none_count == len(stale) and ended.partial_count == 0
     assert started.total_steps == 50 and started.control_frequency == RATE_HZ
@@ -375,11 +385,15 @@ def test_unknown_and_out_of_range_keys_give_partial_and_none_with_right_keys_ove
                       policy_config_json=json.dumps({"mode": "unknown_keys", "unknown_keys": list(unknown)}))
     ended = result.ended
     assert ended.stopped_reason == "budget", ended.end_detail
-    assert ended.partial_count == ended.applied_actions == 25
-    assert ended.full_count == ended.none_count == ended.unknown_count == 0
+    assert ended.applied_actions == 25
     _, steps, _ = lifecycle(r, ended)
     assert len(steps) == 25
+    stale = refused_stale(steps)
+    assert ended.partial_count == 25 - len(stale) and ended.none_count == len(stale)
+    assert ended.full_count == ended.unknown_count == 0
     for s in steps:
+        if s.applied_action_index in stale:
+            continue
         assert s.action_resolution == "partial"
         assert s.applied_action_keys == keys
         assert s.unresolved_action_keys == unknown
@@ -394,11 +408,13 @@ def test_unknown_and_out_of_range_keys_give_partial_and_none_with_right_keys_ove
     assert ended.none_rate == pytest.approx(1.0) and ended.full_rate == 0.0
     _, steps, _ = lifecycle(r, ended)
     assert len(steps) == 25
+    stale = refused_stale(steps)
     for s in steps:
         assert s.action_resolution == "none"
         assert s.applied_action_keys == ()
         assert s.unresolved_action_keys == keys
-        assert s.unresolved_action_reasons == ("outside_limits",) * len(keys)
+        if s.applied_action_index not in stale:
+            assert s.unresolved_action_reasons == ("outside_limits",) * len(keys)
 
 
 def test_coarse_driver_error_is_unknown_and_out_of_rate_denominators_then_a_silent_driver_ends_it(rig):
