@@ -15,7 +15,6 @@ when the node has taken them, so the backend discards the frames of the old layo
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any, Mapping, Optional
 
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
@@ -27,6 +26,7 @@ from strands_robots.cameras.backend import FramesBackend
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import LatestFrames
 from strands_robots.cameras.scene import SCENE_KEYS
+from strands_robots.nodes.ask_again import ask_until_answered
 from strands_robots.nodes import camera_msgs
 
 _NS = 1_000_000_000
@@ -92,12 +92,11 @@ class SceneSetter:
                                                     Parameter(name="scene_seed", value=seed_value)])
         if not self._client.wait_for_service(timeout_sec=self._timeout_s):
             raise CameraSceneError(f"camera node scene service {self.service} not found within {self._timeout_s:g} s")
-        done = threading.Event()
-        future = self._client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(self._timeout_s):
+        # The same values however often they arrive: asked again each second (a node just started can lose one)
+        answer = ask_until_answered(lambda: self._client.call_async(request), self._timeout_s)
+        if answer is None:
             raise CameraSceneError(f"camera node {self.service}: no answer within {self._timeout_s:g} s")
-        refused = [r.reason for r in future.result().results if not r.successful]
+        refused = [r.reason for r in answer.results if not r.successful]
         if refused:
             raise CameraSceneError(f"camera node refused the scene: {'; '.join(refused)}")
         return int(self._node.get_clock().now().nanoseconds)

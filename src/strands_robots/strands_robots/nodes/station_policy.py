@@ -16,11 +16,11 @@ A mixin of the port: it uses the port's node, relay link and settings, rollout p
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Optional, Tuple
 
 from strands_robots_msgs.srv import Resume
 
+from strands_robots.nodes.ask_again import ask_until_answered
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.job_file import task_to_mapping
 
@@ -58,26 +58,13 @@ class StationPolicyCalls:
         answer within a few seconds (the gate then uses the station's own ``cameras`` parameter).
         """
         client = self._rollout_params
-        deadline = time.monotonic() + _PARAMETERS_TIMEOUT_S
         if not client.wait_for_services(timeout_sec=_PARAMETERS_TIMEOUT_S):
             return None
-        # Asked again every _PARAMETERS_RETRY_S within the bound: a node just started can be seen in the graph
-        # before its answers reach us (a lost reply), and the question is idempotent.
-        answered = threading.Event()
-        futures = []
-        while time.monotonic() < deadline and not answered.is_set():
-            future = client.get_parameters(["cameras"])
-            future.add_done_callback(lambda _f: answered.set())
-            futures.append(future)
-            answered.wait(min(_PARAMETERS_RETRY_S, max(0.0, deadline - time.monotonic())))
-        results = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None
-                   and f.result() is not None]
-        for future in futures:
-            if not future.done():
-                future.cancel()
-        if not results:
+        answer = ask_until_answered(lambda: client.get_parameters(["cameras"]), _PARAMETERS_TIMEOUT_S,
+                                    _PARAMETERS_RETRY_S)
+        if answer is None:
             return None
-        values = results[0].values
+        values = answer.values
         text = values[0].string_value if values else ""
         return tuple(n.strip() for n in text.split(",") if n.strip())
 
