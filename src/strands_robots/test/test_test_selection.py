@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from fast_tests import FAST_ENV, ignore_in_fast_run, is_core_test_file
-from ros_harness import worker_domain
+from ros_harness import DISCOVERY_PROFILE, worker_domain
 from xdist_groups import LONGEST, ROOT, assign, group_of
 
 HERE = Path(__file__).resolve().parent
@@ -75,3 +75,14 @@ def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept()
     assert [i.get_closest_marker("xdist_group").args[0] for i in items][:2] == ["test/test_station_chaos.py",
                                                                               "test/test_system_up.py"]
     assert all(path == "recorded_station_job" or (ROOT / path).is_file() for path in LONGEST), "a stale name"
+
+
+def test_the_tests_participants_announce_themselves_every_half_second():
+    import os
+    import xml.etree.ElementTree as ET
+
+    assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] == \
+        DISCOVERY_PROFILE  # set at conftest import (isolate_dds), for this process and what it starts
+    ns = {"dds": "http://www.eprosima.com"}
+    period = ET.parse(DISCOVERY_PROFILE).find(".//dds:leaseAnnouncement", ns)
+    assert (period.find("dds:sec", ns).text, period.find("dds:nanosec", ns).text) == ("0", "500000000")
