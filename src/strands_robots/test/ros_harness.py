@@ -40,10 +40,27 @@ def isolate_dds() -> None:
         os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     else:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    # Participants announce themselves every 0.5 s, not 3 s (the file says why); Fast DDS 3 (Kilted) and 2 (Jazzy,
-    # Humble) read the profile from different variables.
-    for name in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"):
-        os.environ.setdefault(name, DISCOVERY_PROFILE)
+    # Participants announce themselves every 0.5 s, not 3 s (the file says why).
+    os.environ.setdefault(profile_variable(), DISCOVERY_PROFILE)
+
+
+def profile_variable() -> str:
+    """Name the variable this distro's Fast DDS reads its default XML profile from.
+
+    Fast DDS 3 (Kilted and later) reads FASTDDS_DEFAULT_PROFILES_FILE and warns that the old name is deprecated;
+    Fast DDS 2 (Humble, Jazzy) reads only FASTRTPS_DEFAULT_PROFILES_FILE.
+    """
+    distro = os.environ.get("ROS_DISTRO", "")
+    if distro:
+        old = distro in ("humble", "iron", "jazzy")
+    else:  # the wheels in .venv: Kilted's rclpy is 9.x, Jazzy's 7.x, Humble's 3.x
+        try:
+            from importlib.metadata import version
+
+            old = int(version("rclpy").split(".")[0]) < 9
+        except Exception:
+            old = False
+    return "FASTRTPS_DEFAULT_PROFILES_FILE" if old else "FASTDDS_DEFAULT_PROFILES_FILE"
 
 
 def worker_domain(domain: int, worker: str) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from fast_tests import FAST_ENV, ignore_in_fast_run, is_core_test_file
-from ros_harness import DISCOVERY_PROFILE, worker_domain
+from ros_harness import DISCOVERY_PROFILE, profile_variable, worker_domain
 from xdist_groups import LONGEST, ROOT, assign, group_of
 
 HERE = Path(__file__).resolve().parent
@@ -81,8 +81,17 @@ def test_the_tests_participants_announce_themselves_every_half_second():
     import os
     import xml.etree.ElementTree as ET
 
-    assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] == \
-        DISCOVERY_PROFILE  # set at conftest import (isolate_dds), for this process and what it starts
+    # set at conftest import (isolate_dds), for this process and what it starts, under this Fast DDS's name
+    assert os.environ[profile_variable()] == DISCOVERY_PROFILE
     ns = {"dds": "http://www.eprosima.com"}
     period = ET.parse(DISCOVERY_PROFILE).find(".//dds:leaseAnnouncement", ns)
     assert (period.find("dds:sec", ns).text, period.find("dds:nanosec", ns).text) == ("0", "500000000")
+
+
+@pytest.mark.parametrize("distro, name", [("humble", "FASTRTPS_DEFAULT_PROFILES_FILE"),
+                                          ("jazzy", "FASTRTPS_DEFAULT_PROFILES_FILE"),
+                                          ("kilted", "FASTDDS_DEFAULT_PROFILES_FILE"),
+                                          ("rolling", "FASTDDS_DEFAULT_PROFILES_FILE")])
+def test_the_profile_goes_where_the_distros_fast_dds_reads_it(monkeypatch, distro, name):
+    monkeypatch.setenv("ROS_DISTRO", distro)
+    assert profile_variable() == name
