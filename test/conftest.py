@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 sys.path.insert(0, str(PACKAGE_SRC / "test"))  # the package tests' shared harness
 
@@ -38,6 +40,7 @@ if str(PACKAGE_SRC) not in _path:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_SRC), *_path])
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker hook reads the marks into the node ids
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist workers: a group per file (or per shared session fixture), longest first (xdist_groups.py)."""
     from xdist_groups import assign

@@ -112,6 +112,7 @@ def dds_echo(ros_context):
 
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker hook reads the marks into the node ids
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist workers: a group per file (or per shared session fixture), longest first (xdist_groups.py)."""
     from xdist_groups import assign
