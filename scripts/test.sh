@@ -14,7 +14,9 @@ dirs=(src/strands_robots/test)
 # "R" in the progress line, "N rerun" in the summary and, with -rR, each rerun test named), so a flake stays visible.
 # TEST_WORKERS=N (N > 0): N pytest-xdist workers share the tests (--dist loadgroup, src/strands_robots/test/
 # xdist_groups.py): every test file is a group of its own that the next free worker takes (files sharing a session
-# fixture together), the longest first; each worker on its own ROS_DOMAIN_ID (ros_harness.worker_domain, up to 4).
+# fixture together), the longest first (--no-loadscope-reorder: pytest-xdist would otherwise hand out the groups with
+# the most tests first, and the one-test chaos file came last); each worker on its own ROS_DOMAIN_ID
+# (ros_harness.worker_domain, up to 4).
 # The default is 3: the suite mostly waits (real-time episodes, process start-up, discovery), so on this 2-core
 # machine a third worker fills those waits (README "Tests" has the figures); TEST_WORKERS=0 runs everything in this
 # one process.
@@ -25,6 +27,6 @@ dirs=(src/strands_robots/test)
 workers="${TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != "0" ]; then
-  parallel=(-n "$workers" --dist loadgroup --max-worker-restart 0)
+  parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder --max-worker-restart 0)
 fi
 python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"

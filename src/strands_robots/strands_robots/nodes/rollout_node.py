@@ -71,7 +71,6 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.duration import Duration
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -96,8 +95,6 @@ from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_c
 from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
-
-ACKED_WAIT_S = 1.0  # at close, how long the events' readers have to acknowledge the last ones
 
 
 class RolloutNode(Node):
@@ -391,10 +388,6 @@ class RolloutNode(Node):
         if self._busy.acquire(timeout=timeout_s):
             self._busy.release()
         self._events.close(2.0)
-        # Delivered before the process goes: a reliable writer repairs a lost sample only while it exists (under
-        # load an Ended published just before a stop never reached `up` or `echo`, which then waited for it).
-        for publisher in (self._events_pub, self._results_pub):
-            publisher.wait_for_all_acked(Duration(seconds=ACKED_WAIT_S))
 
     def destroy_node(self) -> None:
         """Destroy the driver clients, then the node (the executor is stopped by then).
