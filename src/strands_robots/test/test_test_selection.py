@@ -52,6 +52,8 @@ def test_every_file_is_its_own_group_and_files_sharing_a_session_fixture_share_o
     assert system == "test/test_station_chaos.py"
     assert group_of(ROOT / "test" / "test_system_up.py") != system  # system tests spread over the workers too
     assert group_of(HERE / "test_chunks.py") == "src/strands_robots/test/test_chunks.py"
+    up = ROOT / "test" / "test_system_up.py"  # split: a group per test, each with the file's rank
+    assert group_of(up, "test_a") == "test/test_system_up.py::test_a" != group_of(up, "test_b")
     assert (group_of(HERE / "test_report_station_recording.py") == group_of(HERE / "test_export_lerobot_station.py")
             == "recorded_station_job")
 
@@ -59,7 +61,7 @@ def test_every_file_is_its_own_group_and_files_sharing_a_session_fixture_share_o
 def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept():
     class Item:
         def __init__(self, path, name):
-            self.path, self.nodeid, self.markers = ROOT / path, f"{path}::{name}", []
+            self.path, self.name, self.nodeid, self.markers = ROOT / path, name, f"{path}::{name}", []
 
         def get_closest_marker(self, name):
             return next((m for m in self.markers if m.name == name), None)
@@ -72,8 +74,8 @@ def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept()
              Item("test/test_system_up.py", "e")]
     assign(items)
     assert [i.nodeid.split("::")[1] for i in items] == ["d", "b", "e", "a", "c"]
-    assert [i.get_closest_marker("xdist_group").args[0] for i in items][:2] == ["test/test_station_chaos.py",
-                                                                              "test/test_system_up.py"]
+    assert [i.get_closest_marker("xdist_group").args[0] for i in items][:3] == [
+        "test/test_station_chaos.py", "test/test_system_up.py::b", "test/test_system_up.py::e"]
     assert all(path == "recorded_station_job" or (ROOT / path).is_file() for path in LONGEST), "a stale name"
 
 

@@ -2,7 +2,8 @@
 
 - Every test file is a group of its own: a file's tests and its module fixtures stay in one worker (``--dist
   loadfile``'s rule), and the files go to whichever worker is free. The system tests under ``test/`` too: each
-  brings up and ends its own station stack, so two files never share one.
+  brings up and ends its own station stack, so two files never share one. A file whose tests share no process
+  fixture may be split, a group per test (:data:`SPLIT`).
 - Files that read one session fixture are one group (:data:`SHARED`), so the fixture runs once, not once per
   worker that happens to take one of them: the recorded demo job is some 25 s of real episodes.
 - The groups start longest first (:data:`LONGEST`, then collection order), so the long system tests are not
@@ -28,50 +29,60 @@ SHARED = {
     "src/strands_robots/test/test_export_lerobot_station.py": "recorded_station_job",
 }
 
+# Files whose tests share no process fixture (each starts and ends its own processes): every test is a group of its
+# own, so the file's long run is shared between the workers instead of holding one of them.
+SPLIT = frozenset({"test/test_system_up.py"})
+
 # The longest groups, longest first: seconds each took in a three-worker run on this 2-core machine
-# (2026-12-05). Only the order matters; a file missing here starts after these, in collection order.
+# (2026-12-05). Only the order matters; a file missing here starts after these, in collection order. A split
+# file's tests start with its rank.
 LONGEST = {
-    "test/test_station_chaos.py": 127,
-    "test/test_system_up.py": 75,
-    "test/test_station_relay_jobs.py": 66,
-    "test/test_station_crash.py": 61,
-    "recorded_station_job": 33,
-    "test/test_station_demo_main.py": 44,
-    "test/test_station_authority.py": 33,
-    "src/strands_robots/test/test_station_goal_race.py": 31,
-    "src/strands_robots/test/test_rollout_node.py": 28,
-    "src/strands_robots/test/test_station_goal_faults.py": 27,
-    "src/strands_robots/test/test_arm_driver_node.py": 24,
-    "src/strands_robots/test/test_rollout_node_processes.py": 17,
-    "src/strands_robots/test/test_rollout_faults.py": 16,
-    "test/test_demo_job_cli.py": 16,
+    "test/test_station_chaos.py": 118,
+    "test/test_system_up.py": 106,
+    "test/test_station_relay_jobs.py": 54,
+    "test/test_station_crash.py": 50,
+    "test/test_station_demo_main.py": 45,
+    "recorded_station_job": 40,
+    "src/strands_robots/test/test_rollout_node.py": 32,
+    "test/test_station_authority.py": 30,
+    "src/strands_robots/test/test_arm_driver_node.py": 26,
+    "src/strands_robots/test/test_rollout_faults.py": 19,
+    "src/strands_robots/test/test_station_goal_race.py": 18,
+    "src/strands_robots/test/test_station_goal_faults.py": 17,
+    "test/test_relay_cluster_failover.py": 16,
+    "src/strands_robots/test/test_rollout_cameras.py": 16,
+    "src/strands_robots/test/test_rollout_node_processes.py": 15,
+    "test/test_demo_job_cli.py": 14,
     "test/test_station_netns.py": 14,
+    "src/strands_robots/test/test_openpi_client_venv.py": 14,
+    "src/strands_robots/test/test_client_venv.py": 13,
     "src/strands_robots/test/test_relay_liveness.py": 13,
-    "src/strands_robots/test/test_rollout_cameras.py": 13,
-    "test/test_relay_cluster_failover.py": 12,
-    "src/strands_robots/test/test_openpi_client_venv.py": 12,
-    "src/strands_robots/test/test_camera_node.py": 11,
+    "src/strands_robots/test/test_camera_node.py": 12,
     "src/strands_robots/test/test_station_node.py": 11,
-    "src/strands_robots/test/test_client_venv.py": 11,
     "src/strands_robots/test/test_simulation.py": 11,
     "src/strands_robots/test/test_relay_cluster_forwarding.py": 10,
     "test/test_station_policy_gate.py": 10,
 }
 
 
-def group_of(path: Path) -> str:
-    """Return the xdist group of the test file at ``path``: its path from the repository root, or its fixture's."""
+def group_of(path: Path, test: str = "") -> str:
+    """Return the xdist group of test ``test`` of the file at ``path``.
+
+    The file's path from the repository root, its shared fixture's name, or (a :data:`SPLIT` file) ``path::test``.
+    """
     path = Path(path).resolve()
     try:
         name = path.relative_to(ROOT).as_posix()
     except ValueError:  # a file outside the repository (pytester's): a group of its own
         return str(path)
+    if name in SPLIT and test:
+        return f"{name}::{test}"
     return SHARED.get(name, name)
 
 
 def start_rank(group: str) -> float:
     """Where ``group`` starts: the longest first (a negative of its seconds), the rest after them."""
-    return -LONGEST.get(group, 0)
+    return -LONGEST.get(group.split("::")[0], 0)
 
 
 def assign(items) -> None:
@@ -80,7 +91,7 @@ def assign(items) -> None:
     for item in items:
         marker = item.get_closest_marker("xdist_group")
         if marker is None:
-            group = group_of(Path(str(item.path)))
+            group = group_of(Path(str(item.path)), item.name)
             item.add_marker(pytest.mark.xdist_group(group))
         else:
             group = marker.args[0] if marker.args else marker.kwargs.get("name", "")
