@@ -214,6 +214,11 @@ def _run(args: argparse.Namespace, config: str) -> int:
                 _say(f"\n[up] {name}: stopping the nodes")
         finally:
             sup.stop_all(first=("rollout",))  # its lease goes back to a driver that still answers
+            # A stopped rollout published its last Ended before it exited: taken before the executor stops (a
+            # Ctrl-C run under load printed no Ended line, the sample still waiting for this executor).
+            deadline = time.monotonic() + LAST_EVENTS_WAIT_S
+            while len(printer.ended) < printer.started and time.monotonic() < deadline:
+                time.sleep(0.02)
             executor.shutdown()
             # The spin thread must be out of rclpy's wait before the node and context go, or the process can
             # abort at exit ("terminate called without an active exception", SIGABRT).
