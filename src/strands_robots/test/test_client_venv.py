@@ -114,11 +114,12 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
     if not (CLIENT_DIST / "pyproject.toml").exists():
         pytest.fail(f"client distribution missing at {CLIENT_DIST}")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     constraints = REPO / "requirements" / "constraints.txt"
     install = subprocess.run(
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-c", str(constraints),
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--disable-pip-version-check", "-q",
+         "--no-compile", "-c", str(constraints),
          str(CLIENT_DIST)],
         capture_output=True, text=True, timeout=600,
         env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")},

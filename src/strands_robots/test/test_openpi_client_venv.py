@@ -41,10 +41,11 @@ _SCRIPT = textwrap.dedent("""
 
 def test_the_openpi_extra_installs_without_ros_and_its_bridge_drives_a_real_server(tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     install = subprocess.run(
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-c",
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--disable-pip-version-check", "-q",
+         "--no-compile", "-c",
          str(REPO / "requirements" / "constraints.txt"), f"{CLIENT_DIST}[openpi]"],
         capture_output=True, text=True, timeout=600,
         env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")})

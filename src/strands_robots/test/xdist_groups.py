@@ -5,7 +5,8 @@
   brings up and ends its own station stack, so two files never share one. A file whose tests share no process
   fixture may be split, a group per test (:data:`SPLIT`).
 - Files that read one session fixture are one group (:data:`SHARED`), so the fixture runs once, not once per
-  worker that happens to take one of them: the recorded demo job is some 25 s of real episodes.
+  worker that happens to take one of them: the recorded demo job is some 25 s of real episodes. So are files
+  that build in one source directory.
 - The groups start longest first (:data:`LONGEST`, then collection order), so the long system tests are not
   left for the end of a run where one of them would keep a single worker busy while the others are done.
 
@@ -27,6 +28,9 @@ PACKAGE_TESTS = ROOT / "src" / "strands_robots" / "test"
 SHARED = {
     "src/strands_robots/test/test_report_station_recording.py": "recorded_station_job",
     "src/strands_robots/test/test_export_lerobot_station.py": "recorded_station_job",
+    # both pip-install clients/python from its directory, whose build/ and egg-info each removes afterwards
+    "src/strands_robots/test/test_client_venv.py": "client_dist_install",
+    "src/strands_robots/test/test_openpi_client_venv.py": "client_dist_install",
 }
 
 # Files whose tests share no process fixture (each starts and ends its own processes): every test is a group of its
@@ -54,8 +58,7 @@ LONGEST = {
     "src/strands_robots/test/test_rollout_node_processes.py": 15,
     "test/test_demo_job_cli.py": 14,
     "test/test_station_netns.py": 14,
-    "src/strands_robots/test/test_openpi_client_venv.py": 14,
-    "src/strands_robots/test/test_client_venv.py": 13,
+    "client_dist_install": 27,
     "src/strands_robots/test/test_relay_liveness.py": 13,
     "src/strands_robots/test/test_camera_node.py": 12,
     "src/strands_robots/test/test_station_node.py": 11,
