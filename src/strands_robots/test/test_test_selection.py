@@ -69,13 +69,15 @@ def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept()
         def add_marker(self, marker):
             self.markers.append(marker.mark)
 
-    items = [Item("src/strands_robots/test/test_chunks.py", "a"), Item("test/test_system_up.py", "b"),
-             Item("src/strands_robots/test/test_chunks.py", "c"), Item("test/test_station_chaos.py", "d"),
-             Item("test/test_system_up.py", "e")]
+    items = [Item("src/strands_robots/test/test_chunks.py", "a"), Item("test/test_station_crash.py", "b"),
+             Item("src/strands_robots/test/test_chunks.py", "c"), Item("test/test_station_relay_jobs.py", "d"),
+             Item("test/test_station_crash.py", "e"), Item("test/test_system_up.py", "f")]
+    assert LONGEST["test/test_system_up.py"] > LONGEST["test/test_station_relay_jobs.py"] > \
+        LONGEST["test/test_station_crash.py"] > LONGEST.get("src/strands_robots/test/test_chunks.py", 0)
     assign(items)
-    assert [i.nodeid.split("::")[1] for i in items] == ["d", "b", "e", "a", "c"]
+    assert [i.nodeid.split("::")[1] for i in items] == ["f", "d", "b", "e", "a", "c"]
     assert [i.get_closest_marker("xdist_group").args[0] for i in items][:3] == [
-        "test/test_station_chaos.py", "test/test_system_up.py::b", "test/test_system_up.py::e"]
+        "test/test_system_up.py::f", "test/test_station_relay_jobs.py", "test/test_station_crash.py"]
     assert all(path in SHARED.values() or (ROOT / path).is_file() for path in LONGEST), "a stale name"
 
 
