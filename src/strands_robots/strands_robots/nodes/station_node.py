@@ -54,9 +54,8 @@ from strands_robots_msgs.srv import (ClearSafetyStop, CancelJob, Discard, GetSta
                                      SubmitScoreSheet, Takeover)
 
 from strands_robots.conversions.driver import driver_diagnostics_to_msg
-from strands_robots.conversions.station import (
-    station_answers_from_msg, station_episode_to_msg, station_status_to_msg, station_task_from_msg,
-)
+from strands_robots.conversions.station import (station_answers_from_msg, station_episode_to_msg,
+                                                station_status_to_msg, station_task_from_msg)
 from strands_robots.relay import pb_model
 from strands_robots.nodes import process
 from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
