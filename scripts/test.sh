@@ -29,4 +29,5 @@ parallel=()
 if [ "$workers" != "0" ]; then
   parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder --max-worker-restart 0)
 fi
-python -m pytest -p no:cacheprovider -q -rR --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"
+# --durations: the 30 slowest test phases close every run, so a log says where its minutes went.
+python -m pytest -p no:cacheprovider -q -rR --durations=30 --reruns 2 --reruns-delay 1 "${parallel[@]}" "${dirs[@]}" "$@"

@@ -258,6 +258,44 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
         up.kill()
 
 
+def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(no_start_pose):
+    # A reliable writer repairs a lost sample only while it exists: a fresh-clone run's up printed no Ended after
+    # a stop signal (the rollout node logged it published), its reader having missed a sample the rollout's exit
+    # left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement (at most
+    # rollout_node.DELIVERED_WAIT_S, 1 s): with a reader whose process does not run (SIGSTOP), it is still there
+    # after its episode ended, and goes once that reader ran again and acknowledged.
+    up = Up("--duration", "30", "--config-file", no_start_pose)
+    echo = None
+    children: list = []
+    try:
+        up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        children = up.children()
+        (rollout,) = [p for p in children if "rollout_node" in cmdline(p)]
+        echo = Echo(up.namespace, "--steps", "--runs", "1")
+        echo.wait_line(r"^Step\s+#", 60.0)  # joined
+        os.kill(echo.proc.pid, signal.SIGSTOP)
+        try:
+            os.kill(up.proc.pid, signal.SIGINT)
+            up.wait_line(r"ended: cancelled", TIMEOUT_S)  # the rollout node ended the episode: its Ended is out
+            # a stop of the reader longer than a rollout process takes to exit (tens of ms), inside the 1 s bound
+            assert wait_gone([rollout], 0.3) == [rollout], "the rollout node exited with an acknowledgement due"
+        finally:
+            os.kill(echo.proc.pid, signal.SIGCONT)
+        assert not wait_gone([rollout], 10.0), "the rollout node did not exit once its reader acknowledged"
+        ended = echo.wait_line(r"^Ended\s+run_id=", 30.0)
+        assert "stopped_reason=cancelled" in ended, ended
+        assert echo.wait(30.0) == 0, echo.output
+        assert up.wait(30.0) == 130, up.output
+        assert len([line for line in up.lines if line.startswith("Ended")]) == 1, up.output
+    finally:
+        if echo is not None:
+            if echo.proc.poll() is None:
+                os.kill(echo.proc.pid, signal.SIGCONT)
+            echo.kill()
+        kill_all(children)
+        up.kill()
+
+
 def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_running(no_start_pose):
     up = Up("--duration", "30", "--config-file", no_start_pose)
     children: list = []

@@ -9,7 +9,7 @@ pytest.importorskip("mujoco")
 from strands_robots.simulation import Simulation  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
 
-from rollout_fakes import Collect  # noqa: E402
+from rollout_fakes import Collect, FakeTime  # noqa: E402
 
 
 @pytest.fixture
@@ -20,8 +20,16 @@ def sim():
 
 
 def test_spec_example_runs_verbatim(sim, capsys):
-    # The spec's example, exactly as written (the default duration is 10 s of paced control at 50 Hz).
+    # The spec's example, exactly as written (the default duration is 10 s of paced control at 50 Hz), on a
+    # deterministic clock: alice's runner paces on FakeTime, so the 10 s of rollout time pass at once (the
+    # physics advances by the control period per step either way; real-time pacing is test_rollout_pacing's).
+    from strands_robots.rollout.runner import PolicyRunner
     from strands_robots.simulation.observers import RunPolicyStep
+
+    t = FakeTime()
+    alice = sim.robot("alice")
+    alice.runner = PolicyRunner(alice.backend, robot_name="alice", stop=alice.stop_token, clock_ns=t.clock,
+                                waiter=t.wait)
 
     def watch(event):
         if isinstance(event, RunPolicyStep) and event.action_resolution != "full":
@@ -33,6 +41,7 @@ def test_spec_example_runs_verbatim(sim, capsys):
     (ep,) = result["episodes"]
     assert result["status"] == "success" and ep["outcome"] == "ok" and ep["stopped_reason"] == "budget"
     assert ep["applied_actions"] == 500 and ep["full_count"] == 500 and result["observer_failures"] == 0
+    assert 9.9 <= t.seconds() <= 10.1  # the pacer waited out the 10 s budget on the grid, step by step
     # The mock policy stays inside the limits: every step resolved full, so the example printed nothing.
     assert capsys.readouterr().out == ""
     collect = Collect()

@@ -71,6 +71,7 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.duration import Duration
 from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -95,6 +96,9 @@ from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_c
 from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
+
+# At the process's exit, how long the readers of the last events and results have to acknowledge them.
+DELIVERED_WAIT_S = 1.0
 
 
 class RolloutNode(Node):
@@ -389,6 +393,21 @@ class RolloutNode(Node):
             self._busy.release()
         self._events.close(2.0)
 
+    def wait_delivered(self, timeout_s: float = DELIVERED_WAIT_S) -> None:
+        """Wait (at most ``timeout_s`` per publisher) until every matched reader acknowledged what was published.
+
+        For the process's exit, after :meth:`close`: a reliable writer repairs a lost sample only while it
+        exists, and under load an Ended published just before a stop signal never reached ``up``, whose receive
+        thread was not scheduled before the rollout process was gone. A reader that never answers (a process
+        SIGKILLed within the DDS lease) costs the bound, nothing more.
+        """
+        for publisher in (self._events_pub, self._results_pub):
+            try:
+                if publisher.get_subscription_count():
+                    publisher.wait_for_all_acked(Duration(nanoseconds=int(timeout_s * 1e9)))
+            except Exception as exc:  # noqa: BLE001 -- at exit, a publisher rclpy already let go is no error
+                self.get_logger().warning(f"{publisher.topic_name}: not waiting for acknowledgements: {exc}")
+
     def destroy_node(self) -> None:
         """Destroy the driver clients, then the node (the executor is stopped by then).
 
@@ -451,6 +470,7 @@ def main(argv: "list[str] | None" = None) -> int:
     finally:
         if node is not None:
             node.close()
+            node.wait_delivered()
         if spinner is not None:
             spinner.stop(5.0)
         elif executor is not None:
