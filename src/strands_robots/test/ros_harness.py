@@ -91,8 +91,10 @@ class NodeSpinners:
     """One executor per node, each spun on its own thread — the way the node processes run them.
 
     rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is pending, so a test that spun the
-    driver, the rollout node and its clients in one of them measured that, not our nodes. ``multi=True`` gives a
-    node a two-thread MultiThreadedExecutor (the rollout node: its action server runs an episode in a callback).
+    driver, the rollout node and its clients in one of them measured that, not our nodes. Every node gets a
+    SingleThreadedExecutor, as in its process (the rollout node's episode is a coroutine; the station node's robot
+    calls wait on their own threads); ``multi=True`` gives a two-thread MultiThreadedExecutor to a test's own
+    node whose callbacks must overlap (test_action_client's server).
     """
 
     def __init__(self, context) -> None:

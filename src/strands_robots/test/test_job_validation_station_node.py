@@ -40,7 +40,7 @@ def station_node(tmp_path_factory):
         station = StationNode(context=context, namespace=namespace,
                               parameter_overrides=[Parameter("state_dir", value=str(state))])
         nodes.append(station)
-        spinners.add(station, multi=True)
+        spinners.add(station)
         client = rclpy.create_node("validation_client", namespace=namespace, context=context)
         nodes.append(client)
         spinners.add(client)

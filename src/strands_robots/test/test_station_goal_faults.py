@@ -105,7 +105,7 @@ def processes_and_port():
     node = rclpy.create_node("station", namespace=namespace, context=context)
     # A dead driver is the station's fault after 1 s here (the node's default is 10 s: a supervisor's restart)
     port = RosRobotPort(node, driver_ready_timeout_s=1.0)
-    spinners.add(node, multi=True)
+    spinners.add(node)
     statuses: dict = {}
     lock = threading.Lock()
 

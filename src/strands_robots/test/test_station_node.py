@@ -80,9 +80,9 @@ class Station:
             params = {"state_dir": str(tmp_path / "state"), "operator": operator, **station_params}
             self.station = self._add(StationNode(
                 context=self.context, namespace=self.namespace,
-                parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]), multi=True)
+                parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
             self.client = self._add(rclpy.create_node("station_test_client", namespace=self.namespace,
-                                                      context=self.context), multi=True)
+                                                      context=self.context))
             self.client.create_subscription(JobStatus, "job_status", self._on_status, LATCHED_QOS)
             self.client.create_subscription(EpisodeResult, "station/episode_results", self._on_result,
                                             EVENT_QOS)
@@ -312,10 +312,10 @@ def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_fi
         node = StationNode(context=context, namespace=namespace, parameter_overrides=[
             Parameter("state_dir", value=str(tmp_path / "state")), Parameter("relay_credentials_file", value=creds)])
         nodes.append(node)
-        spinners.add(node, multi=True)
+        spinners.add(node)
         client = rclpy.create_node("param_reader", namespace=namespace, context=context)  # another node
         nodes.append(client)
-        spinners.add(client, multi=True)
+        spinners.add(client)
 
         def call(srv_type, name, request):
             cli = client.create_client(srv_type, f"{namespace}/station/{name}")
@@ -364,11 +364,11 @@ def test_an_unreadable_job_file_at_start_is_named_on_diagnostics_and_its_job_fai
         client = rclpy.create_node("diag_reader", namespace=namespace, context=context)
         nodes.append(client)
         client.create_subscription(DiagnosticArray, "/diagnostics", seen.append, 10)
-        spinners.add(client, multi=True)
+        spinners.add(client)
         node = StationNode(context=context, namespace=namespace,
                            parameter_overrides=[Parameter("state_dir", value=str(state))])
         nodes.append(node)
-        spinners.add(node, multi=True)
+        spinners.add(node)
 
         def mine():
             return [s for m in list(seen) for s in m.status if s.hardware_id == "sim_station" and "jobs" in s.name]
