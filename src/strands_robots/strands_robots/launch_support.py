@@ -53,7 +53,7 @@ def check_parameters_file(context, config_file):
 
 def check_cameras(context, cameras, cameras_file):
     """Refuse a bad camera file or camera name before any node starts (one line: the file, the key, the reason)."""
-    from strands_robots.cli.bringup import cameras_refusal
+    from strands_robots.cameras.config import cameras_refusal
 
     names = cameras.perform(context) if hasattr(cameras, "perform") else str(cameras)
     path = cameras_file.perform(context) if hasattr(cameras_file, "perform") else str(cameras_file)

@@ -16,6 +16,7 @@ import yaml
 
 pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
 
+from strands_robots.cameras.config import cameras_refusal  # noqa: E402
 from strands_robots.cli import bringup  # noqa: E402
 from strands_robots.nodes.parameters_file import parameters_file_refusal  # noqa: E402
 
@@ -58,12 +59,12 @@ def test_the_driver_rates_take_integers_like_the_driver_does(tmp_path):
 
 
 def test_the_stations_cameras_pass_the_launch_check_and_a_bad_file_or_name_is_refused_in_one_line(tmp_path):
-    assert bringup.cameras_refusal("", "scene,wrist") == ""
-    assert bringup.cameras_refusal(str(CONFIG / "cameras.yaml"), "scene") == ""
-    assert "'top'" in bringup.cameras_refusal("", "scene,top")
+    assert cameras_refusal("", "scene,wrist") == ""
+    assert cameras_refusal(str(CONFIG / "cameras.yaml"), "scene") == ""
+    assert "'top'" in cameras_refusal("", "scene,top")
     bad = tmp_path / "cameras.yaml"
     bad.write_text("adapter: mujoco\ncameras:\n  scene: {mjcf_camera: scene, width: 0, height: 224, fps: 15}\n")
-    refusal = bringup.cameras_refusal(str(bad), "scene")
+    refusal = cameras_refusal(str(bad), "scene")
     assert str(bad) in refusal and "width" in refusal and "\n" not in refusal, refusal
 
 

@@ -198,3 +198,16 @@ def load_camera_set(path: "str | None" = None) -> CameraSet:
     except (OSError, yaml.YAMLError) as exc:
         raise CameraConfigError(f"camera config {path}: cannot be read: {type(exc).__name__}: {exc}") from None
     return parse_camera_set(data, f"camera config {path}")
+
+
+def cameras_refusal(cameras_file: str, cameras: str) -> str:
+    """Say in one line why a camera file (empty: the package's) or the cameras named from it are refused; "" if fine.
+
+    The check the camera node makes at start (every value of the file, every name configured in it), made by the
+    launch files before any node starts (launch_support.check_cameras).
+    """
+    try:
+        load_camera_set(cameras_file or None).select([n.strip() for n in cameras.split(",") if n.strip()])
+    except CameraConfigError as exc:
+        return f"camera file {cameras_file or DEFAULT_CONFIG_PATH} (cameras {cameras!r}): {exc}"
+    return ""

@@ -65,20 +65,6 @@ def job_file_refusal(path: str) -> str:
     return ""
 
 
-def cameras_refusal(cameras_file: str, cameras: str) -> str:
-    """Say in one line why a camera file (empty: the package's) or the cameras named from it are refused; "" if fine.
-
-    The check the camera node makes at start (every value of the file, every name configured in it).
-    """
-    from strands_robots.cameras.config import DEFAULT_CONFIG_PATH, CameraConfigError, load_camera_set
-
-    try:
-        load_camera_set(cameras_file or None).select([n.strip() for n in cameras.split(",") if n.strip()])
-    except CameraConfigError as exc:
-        return f"camera file {cameras_file or DEFAULT_CONFIG_PATH} (cameras {cameras!r}): {exc}"
-    return ""
-
-
 # -- the run dir ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunDir:
