@@ -114,8 +114,6 @@ class NodeSpinners:
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Stop every executor and wait for its thread (nothing spins a node while it is destroyed)."""
-        for executor, _ in self._spun:
-            executor.shutdown(timeout_sec=timeout_s)
         for _, thread in self._spun:
-            thread.join(timeout_s)
+            thread.stop(timeout_s)  # the spin ends first, then the executor is shut down (SpinThread.stop)
         self._spun.clear()

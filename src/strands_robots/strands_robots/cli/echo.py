@@ -38,8 +38,7 @@ def cmd_echo(args: argparse.Namespace) -> int:
             while not signals.event.wait(0.1) and not done.is_set() and spin.is_alive():
                 pass
         finally:
-            executor.shutdown()
-            spin.join(5.0)
+            spin.stop(5.0)
             node.destroy_node()
             rclpy.try_shutdown()
     printer.finish()

@@ -219,10 +219,9 @@ def _run(args: argparse.Namespace, config: str) -> int:
             deadline = time.monotonic() + LAST_EVENTS_WAIT_S
             while len(printer.ended) < printer.started and time.monotonic() < deadline:
                 time.sleep(0.02)
-            executor.shutdown()
             # The spin thread must be out of rclpy's wait before the node and context go, or the process can
             # abort at exit ("terminate called without an active exception", SIGABRT).
-            spinner.join(5.0)
+            spinner.stop(5.0)
             node.destroy_node()
             rclpy.try_shutdown()
     if signals.signum:

@@ -73,8 +73,14 @@ class SpinThread:
         return self
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """End the spin (then shut the executor down) and wait for the thread."""
+        """End the spin, wait for the thread, then shut the executor down (why in that order:
+        :meth:`strands_robots.nodes.process.SpinThread.stop`)."""
         self._stopping.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            wake = getattr(self._executor, "wake", None)
+            if wake is not None:
+                wake()
+            self._thread.join(timeout_s)
         self._executor.shutdown(timeout_sec=timeout_s)
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
@@ -94,7 +100,8 @@ class SpinThread:
         executor = self._executor
         context = getattr(executor, "context", None)
         try:
-            while not self._stopping.is_set() and (context is None or context.ok()):
+            while (not self._stopping.is_set() and (context is None or context.ok())
+                   and not getattr(executor, "_is_shutdown", False)):  # spin_once swallows a shutdown
                 try:
                     executor.spin_once(timeout_sec=0.5)
                 except (ExternalShutdownException, ShutdownException, KeyboardInterrupt):

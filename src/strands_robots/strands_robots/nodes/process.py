@@ -145,7 +145,7 @@ def params_file_error(path: str) -> str:
     return ""
 
 
-SPIN_ONCE_TIMEOUT_S = 0.2  # EventsExecutor: how long one spin_once waits, the bound on noticing stop()
+SPIN_ONCE_TIMEOUT_S = 0.2  # how long one spin_once waits: the bound on noticing stop() without a wake
 
 
 class SpinThread(threading.Thread):
@@ -162,23 +162,31 @@ class SpinThread(threading.Thread):
         self._stopping = threading.Event()
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """End the spin, shut the executor down and wait (at most ``timeout_s``) for the thread."""
+        """End the spin, wait (at most ``timeout_s``) for the thread, then shut the executor down.
+
+        In that order: Jazzy's ``Executor.shutdown`` destroys its guard condition without waiting for a spin in
+        progress (rclpy 7.1.6 skips its wait for outstanding work), and a callback handler still running then
+        triggered the destroyed guard: ``InvalidHandle`` out of ``spin``, a traceback at a clean Ctrl-C.
+        """
         self._stopping.set()
+        if self.is_alive() and self is not threading.current_thread():
+            wake = getattr(self.executor, "wake", None)
+            if wake is not None:
+                wake()  # the current spin_once returns now, not at its timeout
+            self.join(timeout_s)
         self.executor.shutdown(timeout_sec=timeout_s)
         if self.is_alive() and self is not threading.current_thread():
             self.join(timeout_s)
 
     def run(self) -> None:
         try:
-            if isinstance(self.executor, rclpy.executors.Executor):
-                self.executor.spin()  # rclpy's Python executors: spin() ends at executor.shutdown()
-            else:
-                # The C++ EventsExecutor: bounded spin_once calls until stop() or the context's shutdown, never
-                # spin(), which keeps the GIL while it waits (every other thread of the process stalls; seen on
-                # Kilted's rclpy 9.1.2 and Jazzy's 7.1.6). Its shutdown() alone does not end spin_once calls.
-                context = self.executor.context
-                while not self._stopping.is_set() and context.ok():
-                    self.executor.spin_once(timeout_sec=SPIN_ONCE_TIMEOUT_S)
+            # Bounded spin_once calls until stop(), the context's shutdown or the executor's (spin_once swallows
+            # the latter: the loop reads the flag rclpy's own spin() reads), so stop() can end the spin before it
+            # shuts the executor down. Never the EventsExecutor's spin(), which keeps the GIL while it waits
+            # (every other thread of the process stalls; seen on Kilted's rclpy 9.1.2 and Jazzy's 7.1.6).
+            context = self.executor.context
+            while not self._stopping.is_set() and context.ok() and not getattr(self.executor, "_is_shutdown", False):
+                self.executor.spin_once(timeout_sec=SPIN_ONCE_TIMEOUT_S)
         except (ExternalShutdownException, ShutdownException, KeyboardInterrupt):
             pass
         except BaseException as exc:  # noqa: BLE001 - whatever killed the executor is recorded, not lost

@@ -486,9 +486,9 @@ def main(argv: "list[str] | None" = None) -> int:
     finally:
         if node is not None:
             node.close()
-        executor.shutdown()
         if spinner is not None:
-            spinner.join(2.0)
+            spinner.stop(2.0)
+        executor.shutdown()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
