@@ -73,8 +73,10 @@ class SpinThread:
         return self
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """End the spin, wait for the thread, then shut the executor down (why in that order:
-        :meth:`strands_robots.nodes.process.SpinThread.stop`)."""
+        """End the spin, wait for the thread, then shut the executor down.
+
+        Why in that order: :meth:`strands_robots.nodes.process.SpinThread.stop`.
+        """
         self._stopping.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             wake = getattr(self._executor, "wake", None)
