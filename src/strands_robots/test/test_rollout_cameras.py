@@ -31,6 +31,7 @@ from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
 from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
 from strands_robots.nodes.process import spin_in_background  # noqa: E402
 
+from goal_warmup import warm_goal_path  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 
 RATE_HZ = 50.0
@@ -103,6 +104,8 @@ class CameraStation:
                                          *rollout_params))
                 assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
                 assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
+                # A fresh-clone rerun: the first goal's answer was lost (no answer in 30 s); see goal_warmup.py.
+                warm_goal_path(self.action, RATE_HZ)
         except BaseException:
             self.close()
             raise

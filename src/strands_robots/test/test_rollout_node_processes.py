@@ -46,6 +46,8 @@ from unique_identifier_msgs.msg import UUID  # noqa: E402
 
 from strands_robots.nodes.process import spin_in_background  # noqa: E402
 
+from goal_warmup import warm_goal_path  # noqa: E402
+
 RATE_HZ = 50.0
 STATION_TOKEN = "tok-station-secret-0123456789"  # the node's own token (from its credentials file)
 STOLEN_TOKEN = "tok-what-the-attacker-wants-42"  # the file the attacker's goal names
@@ -158,32 +160,8 @@ class Station:
             raise
 
     def _warm_goal_path(self, timeout_s: float = 30.0) -> None:
-        """Send a goal the node refuses in validation until its result comes back, before any test goal.
-
-        A server seen in the graph has not yet matched its reply writers to this client's readers, so the answer
-        to the first goal (or to its result request) can be lost (seen in a fresh-clone Jazzy run: a test goal
-        sent right after start-up had no answer in 30 s). Once one goal has been answered and its result
-        delivered, both paths are matched. The goal runs nothing (an unknown policy provider is refused before
-        anything moves, and no episode is counted); a send refused because an earlier one whose answer was lost
-        still holds the node is sent again.
-        """
-        deadline = time.monotonic() + timeout_s
-        sends = 0
-        while True:
-            assert time.monotonic() < deadline, f"no warm-up goal answered with its result ({sends} sent)"
-            goal = RunEpisode.Goal()
-            goal.seed = -1
-            goal.control_frequency = RATE_HZ
-            goal.policy_provider = "no_such_policy"
-            sends += 1
-            answered = threading.Event()
-            future = self.action.send_goal_async(goal)
-            future.add_done_callback(lambda _f: answered.set())
-            if not answered.wait(min(5.0, max(0.0, deadline - time.monotonic()))) or not future.result().accepted:
-                continue
-            result, _status = self.result(future.result(), timeout_s=max(0.0, deadline - time.monotonic()))
-            assert result.message.startswith("goal refused: policy_provider='no_such_policy'"), result.message
-            return
+        """Before any test goal, one refused goal answered with its result (goal_warmup.py says why)."""
+        warm_goal_path(self.action, RATE_HZ, timeout_s)
 
     def call(self, srv_type, name: str, request, timeout_s: float = 20.0):
         """Call one of the node's parameter services (idempotent), asking again every 5 s up to ``timeout_s``.
