@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,13 @@ class Harness:
         self.nodes = []
         self.backend = None
         self.spinners = NodeSpinners(self.context)
+        # A namespace of its own: a fresh-clone rerun found /arm_driver/change_state "not available" for 10 s in
+        # the worker's shared domain, where other tests' drivers and their leftovers (a process SIGKILLed within
+        # the DDS lease) had the root-namespace names.
+        self.ns = f"/driver_test_{uuid.uuid4().hex[:8]}"
         overrides = [Parameter(k, value=v) for k, v in params.items()]
-        self.driver = self.add(ArmDriverNode(context=self.context, parameter_overrides=overrides))
-        self.client = self.add(rclpy.create_node("driver_test_client", context=self.context))
+        self.driver = self.add(ArmDriverNode(context=self.context, namespace=self.ns, parameter_overrides=overrides))
+        self.client = self.add(rclpy.create_node("driver_test_client", namespace=self.ns, context=self.context))
 
     def add(self, node):
         self.nodes.append(node)
@@ -267,7 +272,7 @@ def test_torque_trip_publishes_safety_stop_naming_every_check(active):
     assert any(c.arm == "right" and c.joint == "joint_4" and c.quantity == "torque" for c in tripped)
 
     # a subscriber that arrives after the trip still gets it (transient_local)
-    late = h.add(rclpy.create_node("late_safety_listener", context=h.context))
+    late = h.add(rclpy.create_node("late_safety_listener", namespace=h.ns, context=h.context))
     got = []
     late.create_subscription(SafetyStop, "safety_stop", got.append, LATCHED_QOS)
     assert wait_for(lambda: got, 10.0), "late subscriber got no SafetyStop"
@@ -362,7 +367,7 @@ def test_lease_heartbeat_keeps_lease_and_revocation_is_published(harness):
         assert worker.lease_lost == "lease was revoked by 'operator' (priority 5)"
 
         states = []
-        late = h.add(rclpy.create_node("late_lease_listener", context=h.context))
+        late = h.add(rclpy.create_node("late_lease_listener", namespace=h.ns, context=h.context))
         late.create_subscription(LeaseState, "lease_state", states.append, LATCHED_QOS)
         assert wait_for(lambda: states, 10.0)
         s = states[-1]
@@ -376,7 +381,7 @@ def test_lease_heartbeat_keeps_lease_and_revocation_is_published(harness):
 
 # -- parameters ------------------------------------------------------------------------------------------------------
 def _set_parameter(h: Harness, name: str, value: ParameterValue):
-    client = h.client.create_client(SetParameters, "/arm_driver/set_parameters")
+    client = h.client.create_client(SetParameters, f"{h.ns}/arm_driver/set_parameters")
     req = SetParameters.Request(parameters=[ParameterMsg(name=name, value=value)])
     return h.call(client, req).results[0]
 
@@ -430,8 +435,8 @@ def test_bad_config_file_fails_configure_with_reason(harness, tmp_path):
 # -- lifecycle ------------------------------------------------------------------------------------------------------
 def test_lifecycle_transitions_configure_activate_deactivate_cleanup(harness):
     h = harness()
-    change = h.client.create_client(ChangeState, "/arm_driver/change_state")
-    get = h.client.create_client(GetState, "/arm_driver/get_state")
+    change = h.client.create_client(ChangeState, f"{h.ns}/arm_driver/change_state")
+    get = h.client.create_client(GetState, f"{h.ns}/arm_driver/get_state")
 
     def state() -> str:
         return h.call(get, GetState.Request()).current_state.label
@@ -883,10 +888,10 @@ def test_the_driver_runs_no_side_node_and_every_node_answers_parameter_listing(a
     from rcl_interfaces.srv import ListParameters
 
     names = active.client.get_node_names_and_namespaces()
-    assert ("arm_driver", "/") in names
+    assert ("arm_driver", active.ns) in names
     assert not [n for n, _ in names if n.startswith("arm_driver_")], names
     # what `ros2 param list` does: ask every node for its parameters; none may stall
-    lister = active.client.create_client(ListParameters, "/arm_driver/list_parameters")
+    lister = active.client.create_client(ListParameters, f"{active.ns}/arm_driver/list_parameters")
     listed = active.call(lister, ListParameters.Request(), timeout_s=5.0).result.names
     assert {"hardware", "require_lease", "control_rate_hz", "publish_clock"} <= set(listed)
 
@@ -894,7 +899,7 @@ def test_the_driver_runs_no_side_node_and_every_node_answers_parameter_listing(a
 # -- a bad lifecycle request or a raising callback never kills the driver (issue 6 item 10) --------------------------
 def test_invalid_transition_is_refused_and_the_driver_keeps_serving(active):
     h = active
-    change = h.client.create_client(ChangeState, "/arm_driver/change_state")
+    change = h.client.create_client(ChangeState, f"{h.ns}/arm_driver/change_state")
     for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE, 99):
         res = h.call(change, ChangeState.Request(transition=Transition(id=transition)))
         assert not res.success, transition
