@@ -22,6 +22,7 @@ from strands_robots.conversions.joint_state import joint_state_robot_time_s  # n
 from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStep  # noqa: E402
 
+from ros_harness import wait_for  # noqa: E402
 from test_rollout_node import Rig, rig  # noqa: E402,F401  (the fixture is shared with the node tests)
 
 
@@ -36,7 +37,10 @@ def test_step_sim_time_is_the_robot_time_of_the_driver_reading_not_the_wall_cloc
             with lock:
                 robot_times.append(t)
 
-    r.client.create_subscription(JointState, "joint_states", on_state, STATE_QOS)
+    sub = r.client.create_subscription(JointState, "joint_states", on_state, STATE_QOS)
+    # Readings arriving before the goal, not only a subscription made before it: a three-worker run's rerun had
+    # the episode act on the reading at 0.04 s that this subscription, not yet matched, never got (first: 0.06).
+    assert wait_for(lambda: sub.get_publisher_count() >= 1 and robot_times, 10.0), "no joint_states before the goal"
     result, _status = r.run(policy_provider="mock", duration_s=0.5)
     events = r.run_events(result.ended.run_id)
     steps = [e for e in events if isinstance(e, RunPolicyStep)]
