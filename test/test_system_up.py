@@ -31,8 +31,8 @@ PACKAGE_SRC = Path(__file__).resolve().parent.parent / "src" / "strands_robots"
 class Up(Command):
     """``python -m strands_robots.cli up --rollout ...`` in a namespace of its own, its output collected."""
 
-    def __init__(self, *args: str, env: "dict | None" = None) -> None:
-        self.namespace = f"system_up_{uuid.uuid4().hex[:8]}"
+    def __init__(self, *args: str, env: "dict | None" = None, namespace: str = "") -> None:
+        self.namespace = namespace or f"system_up_{uuid.uuid4().hex[:8]}"
         super().__init__([sys.executable, "-m", "strands_robots.cli", "up", "--rollout", "--namespace",
                           self.namespace, *args], env=dict(os.environ, **(env or {})))
 
@@ -264,15 +264,18 @@ def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(no
     # left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement (at most
     # rollout_node.DELIVERED_WAIT_S, 1 s): with a reader whose process does not run (SIGSTOP), it is still there
     # after its episode ended, and goes once that reader ran again and acknowledged.
-    up = Up("--duration", "30", "--config-file", no_start_pose)
-    echo = None
+    # The echo starts first: a process starting on a loaded 2-core machine once held the driver past the
+    # dead-driver bound mid-episode (a fresh-clone rerun: the episode ended on its own, not on the stop).
+    namespace = f"system_up_{uuid.uuid4().hex[:8]}"
+    echo = Echo(namespace, "--steps", "--runs", "1")
+    up = None
     children: list = []
     try:
+        up = Up("--duration", "30", "--config-file", no_start_pose, namespace=namespace)
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         children = up.children()
         (rollout,) = [p for p in children if "rollout_node" in cmdline(p)]
-        echo = Echo(up.namespace, "--steps", "--runs", "1")
-        echo.wait_line(r"^Step\s+#", 60.0)  # joined
+        echo.wait_line(r"^Step\s+#", 60.0)  # it hears the run
         os.kill(echo.proc.pid, signal.SIGSTOP)
         try:
             os.kill(up.proc.pid, signal.SIGINT)
@@ -288,12 +291,12 @@ def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(no
         assert up.wait(30.0) == 130, up.output
         assert len([line for line in up.lines if line.startswith("Ended")]) == 1, up.output
     finally:
-        if echo is not None:
-            if echo.proc.poll() is None:
-                os.kill(echo.proc.pid, signal.SIGCONT)
-            echo.kill()
+        if echo.proc.poll() is None:
+            os.kill(echo.proc.pid, signal.SIGCONT)
+        echo.kill()
         kill_all(children)
-        up.kill()
+        if up is not None:
+            up.kill()
 
 
 def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_running(no_start_pose):
