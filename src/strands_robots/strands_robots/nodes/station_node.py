@@ -1,16 +1,15 @@
 """station_node: evaluation jobs on the arms — a thin rclpy shell over the station core, ``station.Station``.
 
 Every job rule (submit, queue order, cancel, recovery, a relay's job matched by id) lives once, in
-:class:`~strands_robots.station.station.Station`; this node adapts ROS services, topics and the relay link onto
-it. Jobs come from the relay (the read-only ``relay_credentials_file`` names the station's credentials file,
-read once at start: the relay's address, the station's token, its CA; no parameter holds a token) — the
-station connects out, takes the jobs addressed to ``station_id``, reports every snapshot of them plus a
-heartbeat, keeps a backlog while the relay is away — or from the
-``submit_job`` service, and run one at a time on the core's job thread (node callbacks never wait for an
-episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm driver's lease and start
-pose, the rollout node's ``run_episode`` action and takeover services) and an operator (``operator: scripted``
-— the :class:`~strands_robots.station.scripted_operator.ScriptedOperator` of a simulated station, driven by task
-parameters — or ``manual``: the operator services below, a person's answers).
+:class:`~strands_robots.station.station.Station`; this node adapts ROS services, topics and the relay link onto it.
+Jobs come from the relay (the read-only ``relay_credentials_file`` names the station's credentials file, read once
+at start: the relay's address, the station's token, its CA; no parameter holds a token) — the station connects out,
+takes the jobs addressed to ``station_id``, reports every snapshot of them plus a heartbeat, keeps a backlog while
+the relay is away — or from the ``submit_job`` service, and run one at a time on the core's job thread (node
+callbacks never wait for an episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm
+driver's lease and start pose, the rollout node's ``run_episode`` action and takeover services) and an operator
+(``operator: scripted`` — the :class:`~strands_robots.station.scripted_operator.ScriptedOperator` of a simulated
+station, driven by task parameters — or ``manual``: the operator services below, a person's answers).
 
 Services: ``submit_job`` (SubmitJob: answered once the job is persisted; from then on it is visible, CREATED
 with its place in the queue, and cancellable), ``cancel_job`` (CancelJob), ``get_status`` (GetStatus);
@@ -488,7 +487,8 @@ def main(argv: "list[str] | None" = None) -> int:
             node.close()
         if spinner is not None:
             spinner.stop(2.0)
-        executor.shutdown()
+        else:
+            executor.shutdown()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
