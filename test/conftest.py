@@ -46,3 +46,17 @@ def pytest_collection_modifyitems(config, items):
     from xdist_groups import assign
 
     assign(items)
+
+
+@pytest.fixture(scope="session")
+def demo_main_job(tmp_path_factory):
+    """The main job run once to its end with its recording (``up --record``), a listener and a late recorder.
+
+    For the test of what its user sees and the tests that read its recording (demo_main_job.py): the job is some
+    25 s of real episodes, run once for all of them. Skips when rclpy cannot be imported.
+    """
+    pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+    pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+    from demo_main_job import run_demo_main_job
+
+    return run_demo_main_job(tmp_path_factory.mktemp("main_job"))

@@ -1,7 +1,8 @@
 """System test: the main job (``station_demo.run_demo``, what ``strands-robots up`` runs with no ``--relay``).
 
 Runs ``python -m strands_robots.cli.station_demo`` as a subprocess in a session of its own, ended by its PID in
-``finally``; its children (relay, arm driver, camera node, rollout, station) are found with ``ps --ppid``. What
+``finally``; its children (relay, arm driver, camera node, rollout, station) are found with ``ps --ppid``. The
+whole main job runs once, recorded (conftest's ``demo_main_job``: the report and export tests read its file). What
 is asserted is what a user sees: the exit code, the progress bar and the summary table; among its rows the
 vision task (``reach_cube``: found in ``scene.image``, decoded from the JPEG the station sent through the relay)
 succeeds and the same task with the scene camera covered (``reach_cube_blind``) does not.
@@ -17,6 +18,7 @@ import time
 import uuid
 
 import pytest
+from demo_main_job import StationTopics
 from watched_process import Command, cmdline, kill_all, wait_gone
 
 pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
@@ -34,119 +36,54 @@ class Demo(Command):
         super().__init__([sys.executable, "-m", "strands_robots.cli.station_demo", *args])
 
 
-class StationTopics:
-    """The demo station's ``job_status`` and ``observer_events`` as this process receives them (its own node)."""
+def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_table(demo_main_job):
+    """The launch scenario where ``launch`` is missing: SUCCEEDED, a gapless stream, exit codes, nothing left.
 
-    def __init__(self, namespace: str) -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from strands_robots_msgs.msg import JobStatus, ObserverEvent
-
-        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
-
-        self._rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("main_job_listener", context=self.context)
-        self.statuses: list = []
-        self.events: list = []
-        self.node.create_subscription(JobStatus, f"/{namespace}/job_status", self.statuses.append, LATCHED_QOS)
-        self.node.create_subscription(ObserverEvent, f"/{namespace}/observer_events", self.events.append, EVENT_QOS)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-
-    def spin_until(self, predicate, timeout_s: float) -> bool:
-        """Take messages until ``predicate()`` holds (True) or ``timeout_s`` passed (False)."""
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.executor.spin_once(timeout_sec=min(left, 0.1))
-        return True
-
-    def take_the_rest(self) -> None:
-        """Take every message that has arrived and not been taken yet (nothing more is waited for)."""
-        while True:
-            taken = len(self.statuses) + len(self.events)
-            self.executor.spin_once(timeout_sec=0.0)
-            if len(self.statuses) + len(self.events) == taken:
-                return
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
-
-
-def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_table():
-    """The launch scenario where ``launch`` is missing: SUCCEEDED, a gapless stream, exit codes, nothing left."""
+    The run is ``up --record FILE`` (conftest's ``demo_main_job``, which the report and export tests read too).
+    """
     from strands_robots_msgs.msg import ObserverEvent
 
-    namespace = f"main_job_{uuid.uuid4().hex[:8]}"
-    topics = StationTopics(namespace)
-    demo = Demo("--namespace", namespace)
-    children: list = []
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while demo.proc.poll() is None and time.monotonic() < deadline:
-            topics.executor.spin_once(timeout_sec=0.1)
-            if not children and any("submitted job" in line for line in demo.lines):
-                children = demo.children()  # relay, arm driver, camera, rollout, station
-        rc = demo.wait(10.0)
-        out = demo.output
-
-        def last_messages_in() -> bool:
-            """Tell whether the final JobStatus and the Ended of every rollout it names have arrived."""
-            if not (topics.statuses and topics.statuses[-1].state == "SUCCEEDED"):
-                return False
-            ended = {e.run_id for e in topics.events if e.kind == ObserverEvent.KIND_ENDED}
-            return all(e.run_id in ended for e in topics.statuses[-1].episodes if e.run_id)
-
-        topics.spin_until(last_messages_in, 5.0)  # a bound for their delivery; the assertions below say what lacks
-        topics.take_the_rest()  # and whatever else had arrived: a second Ended or a gap would show below
-        assert rc == 0, out
-        assert re.search(r"^\[#{3,}\.+\] 1/8 episodes", out, re.M), out
-        assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
-        header = next(i for i, line in enumerate(demo.lines) if line.startswith("episode  end condition"))
-        assert demo.lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken",
-                                              "over"]
-        rows = [line.split() for line in demo.lines[header + 2:header + 10]]
-        assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
-            ("ep_0000", "timeout", "yes", "no"),
-            ("ep_0001", "policy_completed", "yes", "no"),
-            ("ep_0002", "safety_stop", "yes", "no"),
-            ("ep_0003", "timeout", "yes", "yes"),       # taken over, kept, left out of the rates
-            ("ep_0005", "timeout", "yes", "yes"),       # ep_0004 was discarded; its task ran again
-            ("ep_0006", "start_pose_unreached", "no", "no"),
-            ("ep_0007", "timeout", "yes", "no"),        # reach_cube: the policy found the cube in scene.image
-            ("ep_0008", "timeout", "yes", "no"),        # reach_cube_blind: the scene camera covered
-        ], out[-3000:]
-        assert (rows[6][3], rows[7][3]) == ("yes", "no"), out  # success: with its eyes, and without them
-        assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
-                         re.M), out
-        # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
-        statuses = topics.statuses
-        assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
-        by_run: dict = {}
-        for event in topics.events:
-            by_run.setdefault(event.run_id, []).append(event)
-        rolled = [e.run_id for e in statuses[-1].episodes if e.run_id]
-        assert len(rolled) == 7 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
-        for run_id, run_events in by_run.items():
-            seqs = [e.event_seq for e in run_events]
-            assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (run_id, seqs)
-            assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1, run_id
-        # Every process exited 0 on the demo's stop, and none is left running.
-        stopped = re.search(r"^\[demo\] stopped: (.*)$", out, re.M)
-        assert stopped, out
-        exits = dict(part.rsplit(" exit ", 1) for part in stopped.group(1).split(", "))
-        assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0"}, out
-        assert len(children) >= 5 and wait_gone(children, 0.0) == [], (children, out)
-    finally:
-        kill_all(children)
-        demo.kill()
-        topics.close()
+    run = demo_main_job
+    out, lines = run.output, run.lines
+    assert run.returncode == 0, out
+    assert re.search(r"^\[demo\] recording to \S+main_job\.mcap$", out, re.M), out
+    assert re.search(r"^\[#{3,}\.+\] 1/8 episodes", out, re.M), out
+    assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
+    header = next(i for i, line in enumerate(lines) if line.startswith("episode  end condition"))
+    assert lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken", "over"]
+    rows = [line.split() for line in lines[header + 2:header + 10]]
+    assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
+        ("ep_0000", "timeout", "yes", "no"),
+        ("ep_0001", "policy_completed", "yes", "no"),
+        ("ep_0002", "safety_stop", "yes", "no"),
+        ("ep_0003", "timeout", "yes", "yes"),       # taken over, kept, left out of the rates
+        ("ep_0005", "timeout", "yes", "yes"),       # ep_0004 was discarded; its task ran again
+        ("ep_0006", "start_pose_unreached", "no", "no"),
+        ("ep_0007", "timeout", "yes", "no"),        # reach_cube: the policy found the cube in scene.image
+        ("ep_0008", "timeout", "yes", "no"),        # reach_cube_blind: the scene camera covered
+    ], out[-3000:]
+    assert (rows[6][3], rows[7][3]) == ("yes", "no"), out  # success: with its eyes, and without them
+    assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
+                     re.M), out
+    # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
+    statuses = run.statuses
+    assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
+    by_run: dict = {}
+    for event in run.events:
+        by_run.setdefault(event.run_id, []).append(event)
+    rolled = [e.run_id for e in statuses[-1].episodes if e.run_id]
+    assert len(rolled) == 7 and set(rolled) <= set(by_run), (rolled, sorted(by_run))
+    for run_id, run_events in by_run.items():
+        seqs = [e.event_seq for e in run_events]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (run_id, seqs)
+        assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1, run_id
+    # Every process exited 0 on the demo's stop, and none is left running.
+    stopped = re.search(r"^\[demo\] stopped: (.*)$", out, re.M)
+    assert stopped, out
+    exits = dict(part.rsplit(" exit ", 1) for part in stopped.group(1).split(", "))
+    assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0",
+                     "recorder": "0"}, out
+    assert len(run.children) >= 6 and run.left_running == [], (run.children, out)
 
 
 def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():

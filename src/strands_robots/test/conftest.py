@@ -51,19 +51,6 @@ def ros_context():
         rclpy.shutdown(context=context)
 
 
-@pytest.fixture(scope="session")
-def recorded_station_job(tmp_path_factory):
-    """Run the simulated station's demo job once to its end with two recorders beside it (recorded_station.py).
-
-    For the tests that read its recording: the job is some 25 s of real episodes, run once for all of them.
-    Skips when rclpy cannot be imported (the station and the recorders are processes of their own).
-    """
-    pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
-    from recorded_station import record_station_job
-
-    return record_station_job(tmp_path_factory.mktemp("station_job"))
-
-
 @pytest.fixture
 def dds_echo(ros_context):
     """``echo(msg) -> received``: publish ``msg`` over DDS on a topic of its type and take it back.

@@ -15,7 +15,7 @@ from pathlib import Path
 FAST_ENV = "STRANDS_ROBOTS_TEST_FAST"
 NEEDS_MORE = re.compile(
     r"rclpy|subprocess|Popen|multiprocessing|ros_context|ros_harness|dds_echo|launch|postgres|chromium|selenium"
-    r"|venv|grpc|relay_harness|spawn|monitor_helpers|recorded_station|rqt|^from test_\w+ import|^import test_\w+",
+    r"|venv|grpc|relay_harness|spawn|monitor_helpers|recorder_lines|rqt|^from test_\w+ import|^import test_\w+",
     re.M)
 
 

@@ -39,6 +39,9 @@ def test_help_lists_every_command():
     (("up", "--policy", "scripted"),
      "strands-robots up: --policy: only with --rollout (the station runs the job's own settings)"),
     (("up", "--rollout", "--relay", "127.0.0.1:1"), "strands-robots up: --relay: not with --rollout"),
+    (("up", "--rollout", "--record", "run.mcap"), "strands-robots up: --record: not with --rollout"),
+    (("up", "--relay-credentials", "creds.yaml", "--record", "run.mcap"),
+     "strands-robots up: --record: only for the demo job (beside a station taking jobs, run strands-robots record)"),
     (("up", "--relay", "127.0.0.1:1"),
      "strands-robots up: --relay needs the station's token in STRANDS_ROBOTS_STATION_TOKEN (or use "
      "--relay-credentials FILE)"),

@@ -19,7 +19,7 @@ from rclpy.time import Time  # noqa: E402
 from monitor_helpers import start_module  # noqa: E402
 from test_camera_node import CameraProcess  # noqa: E402  (the camera node process and a probe playing the driver)
 
-from recorded_station import Lines, end, wait_matched  # noqa: E402
+from recorder_lines import Lines, end, wait_matched  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 from strands_robots.monitoring.recorded_frames import camera_of, decode, read_cameras  # noqa: E402
 

@@ -1,7 +1,7 @@
 """strands-robots record says when its subscriptions are matched: a line per change of a topic's publishers.
 
-A reliable volatile topic delivers nothing sent before the match, so a harness that must record a run from its
-first message waits for these lines before starting the run (recorded_station.py).
+A reliable volatile topic delivers nothing sent before the match, so whatever must record a run from its first
+message waits for these lines before starting the run (``up --record``: ``LocalStation.start_recorder``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("mcap_ros2", reason="mcap-ros2-support is not installed (requirements/python.txt)")
 
 from monitor_helpers import start_module  # noqa: E402
-from recorded_station import RECORDING, Lines, end  # noqa: E402
+from recorder_lines import RECORDING, Lines, end  # noqa: E402
 
 from strands_robots.monitoring.live import MatchedLines, RawTap  # noqa: E402
 

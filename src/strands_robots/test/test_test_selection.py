@@ -54,8 +54,9 @@ def test_every_file_is_its_own_group_and_files_sharing_a_session_fixture_share_o
     assert group_of(HERE / "test_chunks.py") == "src/strands_robots/test/test_chunks.py"
     up = ROOT / "test" / "test_system_up.py"  # split: a group per test, each with the file's rank
     assert group_of(up, "test_a") == "test/test_system_up.py::test_a" != group_of(up, "test_b")
-    assert (group_of(HERE / "test_report_station_recording.py") == group_of(HERE / "test_export_lerobot_station.py")
-            == "recorded_station_job")
+    assert (group_of(ROOT / "test" / "test_report_main_job_recording.py")
+            == group_of(ROOT / "test" / "test_export_lerobot_main_job.py")
+            == group_of(ROOT / "test" / "test_station_demo_main.py") == "demo_main_job")
 
 
 def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept():

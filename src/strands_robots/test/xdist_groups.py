@@ -5,7 +5,7 @@
   brings up and ends its own station stack, so two files never share one. A file whose tests share no process
   fixture may be split, a group per test (:data:`SPLIT`).
 - Files that read one session fixture are one group (:data:`SHARED`), so the fixture runs once, not once per
-  worker that happens to take one of them: the recorded demo job is some 25 s of real episodes. So are files
+  worker that happens to take one of them: the recorded main job is some 25 s of real episodes. So are files
   that build in one source directory.
 - The groups start longest first (:data:`LONGEST`, then collection order), so the long system tests are not
   left for the end of a run where one of them would keep a single worker busy while the others are done.
@@ -26,8 +26,10 @@ PACKAGE_TESTS = ROOT / "src" / "strands_robots" / "test"
 
 # Files that share a session-scoped fixture: one group each, named for the fixture.
 SHARED = {
-    "src/strands_robots/test/test_report_station_recording.py": "recorded_station_job",
-    "src/strands_robots/test/test_export_lerobot_station.py": "recorded_station_job",
+    # the main job, run once and recorded: what its user sees, and the report and export of its recording
+    "test/test_station_demo_main.py": "demo_main_job",
+    "test/test_report_main_job_recording.py": "demo_main_job",
+    "test/test_export_lerobot_main_job.py": "demo_main_job",
     # both pip-install clients/python from its directory, whose build/ and egg-info each removes afterwards
     "src/strands_robots/test/test_client_venv.py": "client_dist_install",
     "src/strands_robots/test/test_openpi_client_venv.py": "client_dist_install",
@@ -44,11 +46,10 @@ SPLIT = frozenset({"test/test_system_up.py"})
 LONGEST = {
     "test/test_station_chaos.py": 80,
     "test/test_system_up.py": 75,
+    "demo_main_job": 60,
     "test/test_station_relay_jobs.py": 52,
     "test/test_station_crash.py": 51,
-    "test/test_station_demo_main.py": 45,
     "src/strands_robots/test/test_rollout_node.py": 36,
-    "recorded_station_job": 33,
     "test/test_station_authority.py": 29,
     "src/strands_robots/test/test_arm_driver_node.py": 27,
     "src/strands_robots/test/test_rollout_cameras.py": 18,

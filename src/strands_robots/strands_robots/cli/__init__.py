@@ -1,6 +1,6 @@
 """``strands-robots``: the package set's command line, usable without ``ros2``.
 
-``strands-robots up [--job-file F] [--relay-credentials FILE | --relay ADDR] [--state-dir D] [--namespace station]``
+``strands-robots up [--job-file F] [--record FILE] [--relay-credentials FILE | --relay ADDR] [--state-dir D]``
   A simulated station: with no ``--relay``, a local relay, the arm driver, rollout and station nodes, the demo
   job submitted through the Evaluation Client and its policy served through the relay, a progress bar of
   finished episodes and the summary table (exit 0 when the job SUCCEEDED); with ``--relay``, the station takes
@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     station.add_argument("--station-id", default=None, help="with --relay: this station's id (default sim_station)")
     station.add_argument("--state-dir", default=None,
                          help="with a relay: where job state persists (default $XDG_STATE_HOME/strands_robots/<id>)")
+    station.add_argument("--record", default=None, metavar="FILE",
+                         help="the demo job: record all of it to this MCAP file (strands-robots record beside the "
+                              "nodes, matched before the job is submitted)")
     station.add_argument("--verbose", action="store_true", help="print every node's output")
     rollout = up.add_argument_group("--rollout: the driver and the rollout node only")
     rollout.add_argument("--rollout", action="store_true", help="bring up only the driver and the rollout node")

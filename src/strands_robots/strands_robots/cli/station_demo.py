@@ -16,6 +16,10 @@
    scored, success, score, taken over) and the success rate and mean score over the scored episodes that were
    not taken over. Exit 0 when the job SUCCEEDED.
 
+With ``record`` (``up --record FILE``) ``strands-robots record`` runs beside the nodes, and the job is submitted
+only once it is matched with the publishers of the episodes' reliable topics and the camera frames (what is
+published before a match never reaches it): the file holds the whole job, for ``report`` and ``export``.
+
 :func:`run_station` (``strands-robots up --relay-credentials FILE``): the same three nodes taking jobs from the
 relay that credentials file names until Ctrl-C. :class:`LocalStation` is the process set both use (and the
 system tests). The station and rollout nodes get the relay and the station's token only from a 0600 credentials
@@ -31,6 +35,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -43,6 +48,10 @@ __all__ = ["LocalStation", "run_demo", "run_station", "default_demo_job", "defau
 DEMO_CLIENT = "demo"
 DEMO_STATION = "sim_station"
 DEMO_CAMERAS = "scene,wrist"
+# What the demo's recorder must be matched with before the job is submitted: what the episodes publish on reliable
+# volatile topics (their samples from before a match never reach it), and the camera frames.
+RECORDED_BEFORE_SUBMIT = ("observer_events", "episode_results", "action_commands", "action_verdicts")
+RECORDER_MATCH_S = 120.0  # the nodes' publishers discovered by the recorder, on a loaded 2-core machine
 
 
 def config_file(name: str) -> str:
@@ -257,9 +266,46 @@ class LocalStation:
         else:
             print(f"[{name}] {line}", flush=True)
 
+    def start_recorder(self, path: str) -> Any:
+        """Start ``strands-robots record -o path`` on the namespace and wait until it is matched (see the module).
+
+        RuntimeError when it exits or is not matched within :data:`RECORDER_MATCH_S`. It is stopped last.
+        """
+        import re
+
+        topics = [f"/{self.namespace}/{name}" for name in RECORDED_BEFORE_SUBMIT]
+        cameras = [c for c in self.cameras.split(",") if c]
+        topics += [f"/{self.namespace}/{camera}/image_raw/compressed" for camera in cameras]
+        matched: set = set()
+        all_matched = threading.Event()
+        line_re = re.compile(r"^matched (\S+): [1-9]\d* publisher\(s\)$")
+
+        def on_line(name: str, line: str) -> None:
+            found = line_re.match(line.strip())
+            if found and found.group(1) in topics:
+                matched.add(found.group(1))
+                if len(matched) == len(topics):
+                    all_matched.set()
+            self._emit(name, line)
+
+        argv = [sys.executable, "-m", "strands_robots.monitoring.record", "-o", path, "--namespace",
+                self.namespace, "--latch-wait", "1"] + (["--cameras", *cameras] if cameras else [])
+        recorder = self.sup.start("recorder", argv, on_line=on_line)
+        deadline = time.monotonic() + RECORDER_MATCH_S
+        while not all_matched.wait(0.1):
+            if recorder.poll() is not None or time.monotonic() > deadline:
+                missing = ", ".join(sorted(set(topics) - matched))
+                raise RuntimeError(f"the recorder {'exited' if recorder.poll() is not None else 'was not matched'} "
+                                   f"before the job could start (no publisher matched on {missing})")
+        return recorder
+
     def stop(self) -> None:
-        """Stop the station, then the rollout, then the rest (each node's last calls reach the ones it calls)."""
-        self.sup.stop_all(first=("station", "rollout"))
+        """Stop the station, then the rollout, then the rest (each node's last calls reach the ones it calls).
+
+        A recorder goes last, once every node is gone: the file holds their last messages.
+        """
+        rest = [name for name in self.sup.procs if name not in ("station", "rollout", "recorder")]
+        self.sup.stop_all(first=("station", "rollout", *rest))
 
     def __enter__(self) -> "LocalStation":
         return self
@@ -271,12 +317,13 @@ class LocalStation:
 # -- the commands ------------------------------------------------------------------------------------------
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
              timeout_s: Optional[float] = None, write: Callable[[str], None] = print,
-             on_final: Optional[Callable[[Any], None]] = None) -> int:
+             on_final: Optional[Callable[[Any], None]] = None, record: Optional[str] = None) -> int:
     """Run the main job end to end on this machine (see the module docstring).
 
     0 when the job SUCCEEDED, 1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
 
     :param on_final: called with the job's last status (``pb.JobStatus``) when one was received.
+    :param record: an MCAP file the whole job is recorded to (``strands-robots record`` beside the nodes).
     """
     from strands_robots.nodes.process import StopSignals
     from strands_robots.station.job_file import load_job_file
@@ -301,6 +348,9 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
             write(f"[demo] relay on {target} (store {station.store_path}); starting the arm driver, rollout and "
                   "station nodes")
             station.start_nodes()
+            if record:
+                station.start_recorder(record)
+                write(f"[demo] recording to {record}")
             client = station.client()
             # Stop watching on Ctrl-C, and as soon as a node or the relay exits: a job whose station is gone
             # never ends, so waiting for it would hang the demo.
@@ -385,10 +435,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--relay-credentials", default=None, help="the station's 0600 relay credentials file")
     p.add_argument("--namespace", default="station")
     p.add_argument("--verbose", action="store_true", help="print every node's output")
+    p.add_argument("--record", default=None, metavar="FILE", help="record the whole demo job to this MCAP file")
     args = p.parse_args(argv)
     if args.relay_credentials:
         return run_station(args.relay_credentials, namespace=args.namespace)
-    return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose)
+    return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose, record=args.record)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def _usage_error(text: str) -> int:
 
 _ROLLOUT_ONLY = ("config_file", "policy", "control_frequency", "duration", "episodes")
 _ROLLOUT_DEFAULTS = {"policy": "mock", "control_frequency": 50.0, "duration": 5.0, "episodes": 1}
-_STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir")
+_STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir", "record")
 TOKEN_ENV = argv_secrets.STATION_TOKEN_ENV
 
 
@@ -102,6 +102,9 @@ def _station(args: argparse.Namespace) -> int:
     token = os.environ.get(TOKEN_ENV, "").strip()
     if args.relay and not token:
         return _usage_error(f"--relay needs the station's token in {TOKEN_ENV} (or use --relay-credentials FILE)")
+    if args.record and (args.relay or args.relay_credentials):
+        return _usage_error("--record: only for the demo job (beside a station taking jobs, run strands-robots "
+                            "record)")
     if (args.station_id or args.state_dir) and not (args.relay or args.relay_credentials):
         return _usage_error("--station-id and --state-dir go with --relay or --relay-credentials (the demo keeps "
                             "its state in its own temporary directory)")
@@ -111,7 +114,8 @@ def _station(args: argparse.Namespace) -> int:
     namespace = args.namespace or "station"
     if not (args.relay or args.relay_credentials):
         ros_env_check("up")
-        return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose)
+        return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose,
+                                     record=args.record)
     with tempfile.TemporaryDirectory(prefix="strands_up_") as private:  # 0700: the token file written from env
         credentials_file = args.relay_credentials
         if args.relay:

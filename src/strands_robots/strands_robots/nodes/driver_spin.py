@@ -19,6 +19,8 @@ from typing import Any, Optional
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import TransitionCallbackReturn
 
+from strands_robots.nodes.process import StopFlag, spin_once_until
+
 try:  # rclpy's own "executor was shut down" (raised by spin_once after executor.shutdown)
     from rclpy.executors import ShutdownException
 except ImportError:  # pragma: no cover - every supported distro has it
@@ -65,7 +67,7 @@ class SpinThread:
         self._logger = logger
         self.error: Optional[BaseException] = None
         self.callback_errors = 0
-        self._stopping = threading.Event()
+        self._stopping = StopFlag()
         self._thread = threading.Thread(target=self._spin, name=name, daemon=True)
 
     def start(self) -> "SpinThread":
@@ -105,7 +107,7 @@ class SpinThread:
             while (not self._stopping.is_set() and (context is None or context.ok())
                    and not getattr(executor, "_is_shutdown", False)):  # spin_once swallows a shutdown
                 try:
-                    executor.spin_once(timeout_sec=0.5)
+                    spin_once_until(executor, self._stopping, 0.5)
                 except (ExternalShutdownException, ShutdownException, KeyboardInterrupt):
                     return
                 except Exception as exc:  # a callback raised: report it, keep serving everything else

@@ -148,6 +148,46 @@ def params_file_error(path: str) -> str:
 SPIN_ONCE_TIMEOUT_S = 0.2  # how long one spin_once waits: the bound on noticing stop() without a wake
 
 
+class StopFlag:
+    """What a spin thread's ``spin_once_until_future_complete`` waits on: done once :meth:`set`.
+
+    rclpy ends a wait early only for a condition it checks after each wake-up (a plain ``wake()`` rebuilds the wait
+    set and waits on to its timeout: a driver took 0.41 s to stop its spin). rclpy asks this for ``done()`` and adds a
+    done callback per call; the callbacks are dropped (the stopper wakes the executor itself), so a spin of hours
+    keeps none of them.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def cancelled(self) -> bool:
+        return False
+
+    def add_done_callback(self, callback: Any) -> None:
+        """Nothing kept: :meth:`set`'s caller wakes the executor."""
+
+
+def spin_once_until(executor: Any, flag: StopFlag, timeout_s: float) -> None:
+    """One bounded ``spin_once`` of ``executor`` that returns as soon as ``flag`` is set and the executor woken.
+
+    rclpy's Python executors (single- and multi-threaded) check the flag after each wake-up; any other (the
+    EventsExecutor, whose C++ spin asks more of a future) spins once to ``timeout_s``.
+    """
+    if isinstance(executor, (rclpy.executors.SingleThreadedExecutor, rclpy.executors.MultiThreadedExecutor)):
+        executor.spin_once_until_future_complete(flag, timeout_sec=timeout_s)
+    else:
+        executor.spin_once(timeout_sec=timeout_s)
+
+
 class SpinThread(threading.Thread):
     """The thread :func:`spin_in_background` spins an executor on.
 
@@ -159,7 +199,7 @@ class SpinThread(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.executor = executor
         self.error: Optional[BaseException] = None
-        self._stopping = threading.Event()
+        self._stopping = StopFlag()
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """End the spin, wait (at most ``timeout_s``) for the thread, then shut the executor down.
@@ -172,7 +212,7 @@ class SpinThread(threading.Thread):
         if self.is_alive() and self is not threading.current_thread():
             wake = getattr(self.executor, "wake", None)
             if wake is not None:
-                wake()  # the current spin_once returns now, not at its timeout
+                wake()  # the current spin_once sees the flag and returns now, not at its timeout
             self.join(timeout_s)
         self.executor.shutdown(timeout_sec=timeout_s)
         if self.is_alive() and self is not threading.current_thread():
@@ -186,7 +226,7 @@ class SpinThread(threading.Thread):
             # (every other thread of the process stalls; seen on Kilted's rclpy 9.1.2 and Jazzy's 7.1.6).
             context = self.executor.context
             while not self._stopping.is_set() and context.ok() and not getattr(self.executor, "_is_shutdown", False):
-                self.executor.spin_once(timeout_sec=SPIN_ONCE_TIMEOUT_S)
+                spin_once_until(self.executor, self._stopping, SPIN_ONCE_TIMEOUT_S)
         except (ExternalShutdownException, ShutdownException, KeyboardInterrupt):
             pass
         except BaseException as exc:  # noqa: BLE001 - whatever killed the executor is recorded, not lost

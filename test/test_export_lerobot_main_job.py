@@ -1,4 +1,4 @@
-"""export lerobot on a real station recording: ``strands-robots record`` beside the simulated station's demo job.
+"""export lerobot on a real station recording: the main job recorded (``strands-robots up --record FILE``).
 
 The demo job has a policy_completed, a safety_stop, two taken-over episodes, a discarded try and a start pose never
 reached; the dataset's episode rows must say what the station's own JobStatus says, and only the taken-over
@@ -18,11 +18,10 @@ from strands_robots.export.partial_runs import missing_start  # noqa: E402
 from strands_robots.monitoring.report import load_recording  # noqa: E402
 
 
-def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_station_job, tmp_path):
-    run = recorded_station_job  # conftest: the demo job recorded once for the tests that read its recording
+def test_export_of_the_recorded_main_job_carries_the_station_results(demo_main_job, tmp_path):
+    run = demo_main_job  # conftest: the main job recorded once for the tests that read what it did
     path = run.path
-    assert run.station_returncode == 0, run.station_out[-2000:] + run.station_err[-2000:]
-    assert run.recorder_returncode == 0, run.recorder_err
+    assert run.returncode == 0, run.output[-3000:]
 
     out = tmp_path / "dataset"
     assert lerobot.main([str(path), "-o", str(out)]) == 0
@@ -32,7 +31,7 @@ def test_export_of_a_recorded_station_job_carries_the_station_results(recorded_s
     by_run = {t.run_id: t for t in traces}
     stepped = [t for t in traces if t.steps]
     # the recorder was matched before the job was submitted: every run is in it from its Started event on
-    assert not [reason for reason in map(missing_start, stepped) if reason], run.recorder_out
+    assert not [reason for reason in map(missing_start, stepped) if reason], run.output[-3000:]
     assert [r["run_id"] for r in rows] == [t.run_id for t in stepped]
     finished = {e["run_id"]: e for e in job["episodes"] if e["run_id"]}
     unreached = [e for e in job["episodes"] if e["end_condition"] == "start_pose_unreached"]

@@ -1,6 +1,6 @@
-"""The chain on a real simulated station: strands-robots record beside the demo job, then report on the file.
+"""The chain on a real simulated station: the main job recorded (``up --record``), then report on the file.
 
-The job summary the report draws from the recording must say what the station itself printed, and the
+The job summary the report draws from the recording must say what the demo itself printed, and the
 safety-stop episode's figure must carry the station's own words for the tripped check.
 """
 
@@ -19,11 +19,12 @@ from test_record_live import LATCHED, read_file  # noqa: E402
 from strands_robots.monitoring import report  # noqa: E402
 
 
-def test_report_of_a_recorded_station_job_matches_the_station_summary(recorded_station_job, tmp_path):
-    run = recorded_station_job  # conftest: the demo job recorded once, a second recorder started while it ran
-    path, station_out = run.path, run.station_out
-    assert run.station_returncode == 0, station_out[-2000:] + run.station_err[-2000:]
-    assert run.recorder_returncode == 0 and run.late_returncode == 0, run.recorder_err + run.late_err
+def test_report_of_the_recorded_main_job_matches_the_demos_summary(demo_main_job, tmp_path):
+    run = demo_main_job  # conftest: the main job recorded once, a second recorder started while it ran
+    path, station_out = run.path, run.output
+    assert run.returncode == 0, station_out[-3000:]
+    assert re.search(r"^\[demo\] stopped: .*recorder exit 0", station_out, re.M), station_out[-3000:]
+    assert run.late_returncode == 0, run.late_out + run.late_err
     # the late recording starts with the state in force when it started, every latched topic's
     _, _, _, late_messages = read_file(run.late_path)
     first = []
