@@ -23,11 +23,11 @@ def _ros_distro_is_humble() -> bool:
         return False
 
 
-DISCOVERY_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fastdds_discovery.xml")
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def isolate_dds() -> None:
-    """Give this pytest process its own ROS_DOMAIN_ID, keep discovery on this host and quick (DISCOVERY_PROFILE).
+    """Give this pytest process its own ROS_DOMAIN_ID, keep discovery on this host and quick (:func:`dds_profile`).
 
     The domain is 1..100, seeded by the pid; call it before anything calls ``rclpy.init`` (subprocesses inherit
     it). Values already set win, except in a pytest-xdist worker: see :func:`worker_domain`.
@@ -40,8 +40,21 @@ def isolate_dds() -> None:
         os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     else:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    # Participants announce themselves every 0.5 s, not 3 s (the file says why).
-    os.environ.setdefault(profile_variable(), DISCOVERY_PROFILE)
+    # Participants announce themselves every 0.5 s, not 3 s; writers' heartbeats every 0.1 s (the file says why).
+    os.environ.setdefault(profile_variable(), dds_profile())
+
+
+def _fast_dds_2() -> bool:
+    """Tell whether this distro's Fast DDS is 2.x (Humble, Iron, Jazzy) rather than 3.x (Kilted and later)."""
+    distro = os.environ.get("ROS_DISTRO", "")
+    if distro:
+        return distro in ("humble", "iron", "jazzy")
+    try:  # the wheels in .venv: Kilted's rclpy is 9.x, Jazzy's 7.x, Humble's 3.x
+        from importlib.metadata import version
+
+        return int(version("rclpy").split(".")[0]) < 9
+    except Exception:
+        return False
 
 
 def profile_variable() -> str:
@@ -50,17 +63,12 @@ def profile_variable() -> str:
     Fast DDS 3 (Kilted and later) reads FASTDDS_DEFAULT_PROFILES_FILE and warns that the old name is deprecated;
     Fast DDS 2 (Humble, Jazzy) reads only FASTRTPS_DEFAULT_PROFILES_FILE.
     """
-    distro = os.environ.get("ROS_DISTRO", "")
-    if distro:
-        old = distro in ("humble", "iron", "jazzy")
-    else:  # the wheels in .venv: Kilted's rclpy is 9.x, Jazzy's 7.x, Humble's 3.x
-        try:
-            from importlib.metadata import version
+    return "FASTRTPS_DEFAULT_PROFILES_FILE" if _fast_dds_2() else "FASTDDS_DEFAULT_PROFILES_FILE"
 
-            old = int(version("rclpy").split(".")[0]) < 9
-        except Exception:
-            old = False
-    return "FASTRTPS_DEFAULT_PROFILES_FILE" if old else "FASTDDS_DEFAULT_PROFILES_FILE"
+
+def dds_profile() -> str:
+    """Path of the tests' Fast DDS profile in this distro's Fast DDS's element names (fastdds_tests.xml says why)."""
+    return os.path.join(_HERE, "fastdds2_tests.xml" if _fast_dds_2() else "fastdds_tests.xml")
 
 
 def worker_domain(domain: int, worker: str) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from fast_tests import FAST_ENV, ignore_in_fast_run, is_core_test_file
-from ros_harness import DISCOVERY_PROFILE, profile_variable, worker_domain
+from ros_harness import dds_profile, profile_variable, worker_domain
 from xdist_groups import LONGEST, ROOT, SHARED, assign, group_of
 
 HERE = Path(__file__).resolve().parent
@@ -82,15 +82,18 @@ def test_the_longest_groups_are_handed_out_first_and_a_files_own_order_is_kept()
     assert all(path in SHARED.values() or (ROOT / path).is_file() for path in LONGEST), "a stale name"
 
 
-def test_the_tests_participants_announce_themselves_every_half_second():
+def test_the_tests_participants_announce_every_half_second_and_writers_heartbeat_every_tenth():
     import os
     import xml.etree.ElementTree as ET
 
     # set at conftest import (isolate_dds), for this process and what it starts, under this Fast DDS's name
-    assert os.environ[profile_variable()] == DISCOVERY_PROFILE
+    assert os.environ[profile_variable()] == dds_profile()
     ns = {"dds": "http://www.eprosima.com"}
-    period = ET.parse(DISCOVERY_PROFILE).find(".//dds:leaseAnnouncement", ns)
+    period = ET.parse(dds_profile()).find(".//dds:leaseAnnouncement", ns)
     assert (period.find("dds:sec", ns).text, period.find("dds:nanosec", ns).text) == ("0", "500000000")
+    for name, element in (("fastdds_tests.xml", "heartbeat_period"), ("fastdds2_tests.xml", "heartbeatPeriod")):
+        heartbeat = ET.parse(HERE / name).find(f".//dds:data_writer/dds:times/dds:{element}", ns)
+        assert (heartbeat.find("dds:sec", ns).text, heartbeat.find("dds:nanosec", ns).text) == ("0", "100000000")
 
 
 @pytest.mark.parametrize("distro, name", [("humble", "FASTRTPS_DEFAULT_PROFILES_FILE"),
