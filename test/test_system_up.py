@@ -258,33 +258,39 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
         up.kill()
 
 
-def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(no_start_pose):
+def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(tmp_path):
     # A reliable writer repairs a lost sample only while it exists: a fresh-clone run's up printed no Ended after
     # a stop signal (the rollout node logged it published), its reader having missed a sample the rollout's exit
-    # left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement (at most
-    # rollout_node.DELIVERED_WAIT_S, 1 s): with a reader whose process does not run (SIGSTOP), it is still there
-    # after its episode ended, and goes once that reader ran again and acknowledged.
+    # left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement, at most
+    # exit_delivery_wait_s after its last send (1 s by default; 8 s here, so what ends the wait below is the
+    # acknowledgement, not the bound): with a reader whose process does not run (SIGSTOP), it is still there
+    # after its episode ended, and goes once that reader ran again and acknowledged (the tests' writers ask
+    # for acknowledgements every 0.1 s: fastdds_tests.xml).
     # The echo starts first: a process starting on a loaded 2-core machine once held the driver past the
     # dead-driver bound mid-episode (a fresh-clone rerun: the episode ended on its own, not on the stop).
+    config = rollout_config(tmp_path, start_pose_before_episode="false", exit_delivery_wait_s="8.0")
     namespace = f"system_up_{uuid.uuid4().hex[:8]}"
     echo = Echo(namespace, "--steps", "--runs", "1")
     up = None
     children: list = []
     try:
-        up = Up("--duration", "30", "--config-file", no_start_pose, namespace=namespace)
+        up = Up("--duration", "30", "--config-file", config, namespace=namespace)
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         children = up.children()
-        (rollout,) = [p for p in children if "rollout_node" in cmdline(p)]
+        (rollout,) = [p for p in children if "strands_robots.nodes.rollout_node" in cmdline(p)]
         echo.wait_line(r"^Step\s+#", 60.0)  # it hears the run
         os.kill(echo.proc.pid, signal.SIGSTOP)
         try:
             os.kill(up.proc.pid, signal.SIGINT)
             up.wait_line(r"ended: cancelled", TIMEOUT_S)  # the rollout node ended the episode: its Ended is out
-            # a stop of the reader longer than a rollout process takes to exit (tens of ms), inside the 1 s bound
-            assert wait_gone([rollout], 0.3) == [rollout], "the rollout node exited with an acknowledgement due"
+            # a stop of the reader far longer than a rollout process takes to exit (tens of ms)
+            assert wait_gone([rollout], 1.0) == [rollout], "the rollout node exited with an acknowledgement due"
         finally:
             os.kill(echo.proc.pid, signal.SIGCONT)
+        resumed = time.monotonic()
         assert not wait_gone([rollout], 10.0), "the rollout node did not exit once its reader acknowledged"
+        # once acknowledged, not at its bound (8 s after the last send: some 7 s after the resume)
+        assert time.monotonic() - resumed < 4.0, f"the rollout node went {time.monotonic() - resumed:.1f} s after"
         ended = echo.wait_line(r"^Ended\s+run_id=", 30.0)
         assert "stopped_reason=cancelled" in ended, ended
         assert echo.wait(30.0) == 0, echo.output

@@ -1,10 +1,10 @@
-"""The tests' Fast DDS profile does what fastdds_tests.xml says, between two participants (two processes' worth).
+"""The tests' Fast DDS profile does what fastdds_tests.xml says, between a writer and a reader process.
 
 A reliable reader acknowledges a sample when the writer's heartbeat asks; the rollout node's exit waits for those
-acknowledgements (rollout_node.wait_delivered, at most 1 s after its last send). With Fast DDS's default period the
-acknowledgement came 2 s after the sample here, so every such exit waited its whole bound; the tests' profile asks
-every 0.1 s. The reader is a process of its own: within one process Fast DDS delivers and acknowledges in process,
-without a heartbeat.
+acknowledgements (``rollout_node.wait_delivered``: up to ``exit_delivery_wait_s``, 1 s, after its last send). With
+Fast DDS's default period the acknowledgement came 2 s after the sample here, so every such exit waited its whole
+bound; the tests' profile asks every 0.1 s. The reader is a process of its own: within one process Fast DDS
+delivers and acknowledges in process, without a heartbeat.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_a_readers_acknowledgement_comes_well_within_the_rollout_nodes_exit_boun
     from std_msgs.msg import String
 
     from strands_robots.nodes._qos import EVENT_QOS
-    from strands_robots.nodes.rollout_node import DELIVERED_WAIT_S
+    from strands_robots.nodes.rollout_params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
 
     reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, start_new_session=True)

@@ -97,10 +97,6 @@ from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
 
-# At the process's exit, how long after its last event or result the readers have to acknowledge them.
-DELIVERED_WAIT_S = 1.0
-
-
 class RolloutNode(Node):
     """The RunEpisode action server and the observer-stream publisher (see the module docstring)."""
 
@@ -401,16 +397,17 @@ class RolloutNode(Node):
             self._busy.release()
         self._events.close(2.0)
 
-    def wait_delivered(self, timeout_s: float = DELIVERED_WAIT_S) -> None:
-        """Wait until every matched reader acknowledged what was published, at most ``timeout_s`` after the last.
+    def wait_delivered(self) -> None:
+        """Wait until every matched reader acknowledged what was published (``exit_delivery_wait_s`` from the last).
 
         For the process's exit, after :meth:`close`: a reliable writer repairs a lost sample only while it
         exists, and under load an Ended published just before a stop signal never reached ``up``, whose receive
         thread was not scheduled before the rollout process was gone. A reader that never answers (a process
-        SIGKILLed within the DDS lease) costs the bound, nothing more. Acknowledgements come with the writer's
-        heartbeat (every 2 s here), so the wait runs to its bound after a recent send; a node idle that long
-        exits at once (the stations' nodes at a teardown: 1 s saved on each).
+        SIGKILLed within the DDS lease) costs the bound, nothing more. A reader acknowledges on the writer's
+        heartbeat (Fast DDS's default period is 3 s: the acknowledgement came 2 s after the last sample here), so
+        with the default profile the wait runs to its bound after a recent send; a node idle that long exits at once.
         """
+        timeout_s = self.p("exit_delivery_wait_s")
         for publisher in (self._events_pub, self._results_pub):
             left = timeout_s - (time.monotonic() - self._last_sent) if self._last_sent is not None else 0.0
             try:

@@ -24,6 +24,9 @@ from strands_robots.policies.registry import known_providers
 from strands_robots.rollout.run_spec import FIELD_LIMITS
 
 
+EXIT_DELIVERY_WAIT_S = 1.0  # exit_delivery_wait_s's default
+
+
 def _float_range(lo: float, hi: float) -> list:
     return [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
 
@@ -91,6 +94,9 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "recording_dir": ("/tmp/strands_robots/recordings", "where MCAP recordings go", {}),
     "event_queue_depth": (8192, "observer publish queue bound; a full queue drops step events (counted)",
                           {"integer_range": _int_range(1, 1_000_000), "read_only": True}),
+    "exit_delivery_wait_s": (EXIT_DELIVERY_WAIT_S, "at exit, how long after its last event or result the readers "
+                             "may take to acknowledge them (a reliable writer repairs a lost sample only while it "
+                             "exists)", {"floating_point_range": _float_range(0.0, 30.0), "read_only": True}),
     "require_lease": (True, "acquire a control lease from the driver when a goal brings none", {}),
     "lease_holder": ("rollout", "holder name used when acquiring a lease", {}),
     "lease_priority": (10, "priority used when acquiring a lease", {"integer_range": _int_range(0, 1000)}),
