@@ -34,6 +34,7 @@ from typing import Any, List, Optional
 
 import rclpy
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
@@ -104,12 +105,12 @@ class CameraNode(Node):
         prefix = p("frame_id_prefix")
         self._pubs = {}
         for c in self.camera_set.cameras:
-            self._pubs[c.name] = (
-                self.create_publisher(Image, camera_msgs.image_topic(c.name), camera_msgs.IMAGE_QOS),
-                self.create_publisher(CompressedImage, camera_msgs.compressed_topic(c.name), camera_msgs.IMAGE_QOS),
-                self.create_publisher(CameraInfo, camera_msgs.info_topic(c.name), camera_msgs.IMAGE_QOS),
-                camera_msgs.frame_id(c.name, prefix),
-            )
+            self._pubs[c.name] = tuple(
+                self.create_publisher(kind, topic, camera_msgs.IMAGE_QOS, event_callbacks=self._matched_log(topic))
+                for kind, topic in ((Image, camera_msgs.image_topic(c.name)),
+                                    (CompressedImage, camera_msgs.compressed_topic(c.name)),
+                                    (CameraInfo, camera_msgs.info_topic(c.name)))
+            ) + (camera_msgs.frame_id(c.name, prefix),)
         self.published = {c.name: 0 for c in self.camera_set.cameras}
         self.compressed_published = {c.name: 0 for c in self.camera_set.cameras}  # only while someone subscribes
         self.render_failures = {c.name: 0 for c in self.camera_set.cameras}
@@ -121,6 +122,16 @@ class CameraNode(Node):
 
     def p(self, name: str) -> Any:
         return self.get_parameter(name).value
+
+    def _matched_log(self, topic: str) -> PublisherEventCallbacks:
+        """Log each change of ``topic``'s matched subscribers (``matched <topic>: N subscriber(s)``).
+
+        This publisher's own view, the one that decides who gets a best-effort frame: a subscriber that already
+        sees the publisher (a recorder saying it is matched) may not be seen by it yet.
+        """
+        name = self.resolve_topic_name(topic)
+        return PublisherEventCallbacks(matched=lambda info: self.get_logger().info(
+            f"matched {name}: {info.current_count} subscriber(s)"))
 
     # -- inputs (executor thread) ---------------------------------------------------------------------------
     def _on_joints(self, msg: JointState) -> None:
