@@ -417,14 +417,19 @@ class RolloutNode(Node):
                 self.get_logger().warning(f"{publisher.topic_name}: not waiting for acknowledgements: {exc}")
 
     def destroy_node(self) -> None:
-        """Destroy the driver clients, then the node (the executor is stopped by then).
+        """Destroy the driver clients and the action server, then the node (the executor is stopped by then).
 
-        Once: the context's shutdown destroys its nodes again (a node whose __init__ raised has no backend).
+        Once: the context's shutdown destroys its nodes again (a node whose __init__ raised has no backend). The
+        action server explicitly: rclpy's ``destroy_node`` leaves it to the garbage collector, which then finalized
+        it after the context was gone and hung a test worker in Fast DDS (``rcl_action_server_fini``).
         """
         backend = getattr(self, "backend", None)
         if backend is not None and not getattr(self, "_backend_closed", False):
             self._backend_closed = True
             backend.close()
+        server, self._server = getattr(self, "_server", None), None
+        if server is not None:
+            server.destroy()
         super().destroy_node()
 
 
