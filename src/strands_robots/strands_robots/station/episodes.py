@@ -37,7 +37,7 @@ from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, Jo
     validate_job_spec
 from strands_robots.station.model import TERMINAL_STATES, JobState, JobStatus
 from strands_robots.station.operator import OperatorConsole, OperatorReply
-from strands_robots.station.limits import JOB_MESSAGE_MAX, cut
+from strands_robots.station.limits import EPISODES_LISTED_MAX, JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.ports import OperatorPort, RobotPort
@@ -344,6 +344,10 @@ class JobRunner:
 
     def _next_episode(self) -> None:
         record = self.record
+        if len(record.episodes) >= EPISODES_LISTED_MAX:
+            raise _Failed(f"the job has listed {len(record.episodes)} finished episodes, the most one job's status "
+                          f"carries (EPISODES_LISTED_MAX); {kept_count(record.episodes)} of "
+                          f"{self.spec.episodes_total} were kept")
         if len(record.discarded) > self.spec.max_discards:
             raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
                           f"{self.spec.max_discards}); the job is failed rather than re-run without end")
