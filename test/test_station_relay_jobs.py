@@ -484,6 +484,20 @@ def test_a_job_its_team_never_serves_lets_another_teams_job_run_and_still_runs_o
         served["thread"].join(10.0)
 
 
+def test_an_image_request_the_station_cannot_serve_is_refused_at_submit_with_the_reason(station):
+    from strands_robots.client import InvalidTask
+
+    client = station.client()
+    with pytest.raises(InvalidTask, match="can take .* bytes encoded, more than the .* bytes a relay message"):
+        client.submit_job(station_id=station.station_id, episodes=1,
+                          tasks=[task("huge", cameras="scene:4096x4096,wrist:4096x4096", image_format="png")])
+    job_id = client.submit_job(station_id=station.station_id, tasks=[task("big", cameras="scene:448x448")],
+                               episodes=1)
+    final = wait_status(client, job_id, lambda s: s.state in TERMINAL, timeout_s=60.0, station=station)
+    assert final.state == "FAILED" and len(final.episodes) == 0, final.message
+    assert "scene:448x448 asks for more than camera scene renders (224x224)" in final.message, final.message
+
+
 def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_runs_again(station):
     client = station.client()
     job_id = client.submit_job(station_id=station.station_id, tasks=[task("only")], episodes=1)

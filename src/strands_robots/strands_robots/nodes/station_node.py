@@ -320,9 +320,15 @@ class StationNode(Node):
                 self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
             return
         reply = self.station.take(spec)
-        log = self.get_logger().info if reply.accepted else self.get_logger().error
-        log(f"job {spec.job_id} from the relay ({spec.episodes_total} episode(s) of {len(spec.tasks)} task(s) for "
-            f"{spec.client_id}): {reply.message}")
+        line = (f"job {spec.job_id} from the relay ({spec.episodes_total} episode(s) of {len(spec.tasks)} task(s) "
+                f"for {spec.client_id}): {reply.message}")
+        if reply.accepted:
+            self.get_logger().info(line)
+            return
+        # rclpy refuses one call site logging at two severities: each severity has its own call
+        self.get_logger().error(line)
+        # the team learns why from the job's FAILED status, not from this log alone
+        self.station.refuse(job.job_id, job.client_id or "relay", int(job.episodes_total), reply.message)
 
     def _on_relay_cancel(self, job_id: str, reason: str) -> None:
         reply = self.station.cancel(job_id, reason or "cancelled by the client")

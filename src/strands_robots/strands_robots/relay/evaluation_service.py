@@ -39,7 +39,8 @@ class EvaluationServicer:
         if request.HasField("job_id"):
             checked_text(check_id, request.job_id, "job_id")
         try:
-            job_id = job_request.check_submit(request, principal.name, core.tokens.stations)
+            job_id = job_request.check_submit(request, principal.name, core.tokens.stations,
+                                              core.settings.max_message_bytes)
         except job_request.InvalidJob as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         stored = es.SubmitJobRequest()

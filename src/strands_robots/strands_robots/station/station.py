@@ -146,6 +146,10 @@ class Station:
         if spec.station_id != self.station_id:
             return SubmitReply(False, spec.job_id, f"job refused: station_id: addressed to {spec.station_id!r}, "
                                                    f"this is {self.station_id!r}")
+        facts = self._settings.station_facts
+        refusal = facts.job_refusal(spec) if facts is not None else ""
+        if refusal:  # what this station can never serve is refused now, never blamed on the station at run time
+            return SubmitReply(False, spec.job_id, f"job refused: {refusal}")
         with self._lock:
             if spec.job_id in self._statuses:
                 return SubmitReply(False, spec.job_id, f"job refused: job_id: {spec.job_id!r} already exists")
