@@ -5,7 +5,8 @@ A job nobody serves must not hold the station for every team. The rules, in orde
 1. **Its own deadline.** A job waits for its policy (a relay client attaching, or a station-run policy being
    built) for at most ``policy_attach_timeout_s`` in all (the job's own, else the station's), counted from when it
    began waiting; the deadline is kept across its turns (:class:`AttachDeadlines`). A job that waits again later
-   (its policy session was lost mid-job) gets a new deadline from then.
+   (its policy session was lost mid-job), or again after a station restart (deadlines live in the station
+   process), gets a new deadline from then.
 2. **Turns.** While another team's job (or a job that had started) is queued, a waiting job holds the station for
    at most one turn (``policy_turn_s``); then it steps aside: back in the queue at the head of its team's jobs
    (``JobQueue.park``: it keeps its place, its team's next turn is its turn) and the next job runs. With nothing
