@@ -442,6 +442,62 @@ def test_client_cancel_reaches_the_station_for_a_running_and_a_queued_job(statio
     assert served["final"].state == "CANCELLED"
 
 
+def second_team(station, name="team_b"):
+    """Give the relay a second team's token (its tokens file is re-read on change); return that team's client."""
+    import secrets
+
+    import yaml
+    from strands_robots.client import EvaluationClient
+
+    token = secrets.token_urlsafe(24)
+    data = {"clients": {"demo": station.client_token, name: token},
+            "stations": {station.station_id: station.station_token}}
+    fd = os.open(station.tokens_path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(data, handle)
+    os.replace(station.tokens_path + ".new", station.tokens_path)
+    client = EvaluationClient(station.relay_target, token=token)
+    wait_until(lambda: client.list_jobs() is not None, f"the relay accepts {name}'s token", 30.0, station)
+    return client
+
+
+def test_a_job_its_team_never_serves_lets_another_teams_job_run_and_still_runs_once_served(station):
+    team_a = station.client()
+    team_b = second_team(station)
+    unserved = team_a.submit_job(station_id=station.station_id, tasks=[task("unserved")], episodes=1)
+    waiting = wait_status(team_a, unserved, lambda s: s.state == "WAITING_POLICY", station=station)
+    job_b = team_b.submit_job(station_id=station.station_id, tasks=[task("served")], episodes=1)
+    served_b = serve_in_background(team_b, job_b, TeamPolicy())
+    final_b = wait_status(team_b, job_b, lambda s: s.state in TERMINAL, station=station)
+    assert final_b.state == "SUCCEEDED", final_b.message
+    assert [e.end_condition for e in final_b.episodes] == ["timeout"]
+    # Team A's job is still waiting, far inside its 600 s deadline: it stepped aside and kept its deadline.
+    status_a = team_a.get_status(unserved)
+    assert status_a.state == "WAITING_POLICY", status_a.message
+    assert "meanwhile the station runs other jobs" in status_a.message
+    assert final_b.updated_unix_ms - waiting.updated_unix_ms < 300_000
+    served_a = serve_in_background(team_a, unserved, TeamPolicy())  # team A starts its client later
+    final_a = wait_status(team_a, unserved, lambda s: s.state in TERMINAL, station=station)
+    assert final_a.state == "SUCCEEDED", final_a.message
+    assert [e.end_condition for e in final_a.episodes] == ["timeout"]
+    for served in (served_a, served_b):
+        served["thread"].join(10.0)
+
+
+def test_an_image_request_the_station_cannot_serve_is_refused_at_submit_with_the_reason(station):
+    from strands_robots.client import InvalidTask
+
+    client = station.client()
+    with pytest.raises(InvalidTask, match="can take .* bytes encoded, more than the .* bytes a relay message"):
+        client.submit_job(station_id=station.station_id, episodes=1,
+                          tasks=[task("huge", cameras="scene:4096x4096,wrist:4096x4096", image_format="png")])
+    job_id = client.submit_job(station_id=station.station_id, tasks=[task("big", cameras="scene:448x448")],
+                               episodes=1)
+    final = wait_status(client, job_id, lambda s: s.state in TERMINAL, timeout_s=60.0, station=station)
+    assert final.state == "FAILED" and len(final.episodes) == 0, final.message
+    assert "scene:448x448 asks for more than camera scene renders (224x224)" in final.message, final.message
+
+
 def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_runs_again(station):
     client = station.client()
     job_id = client.submit_job(station_id=station.station_id, tasks=[task("only")], episodes=1)

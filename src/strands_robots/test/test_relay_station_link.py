@@ -25,7 +25,7 @@ from strands_robots.relay import pb_model
 from strands_robots.client import EvaluationClient, pb
 from strands_robots.relay.server import TlsConfig
 from strands_robots.relay.station_link import StationLink
-from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX
+from strands_robots.station.limits import END_DETAIL_MAX, INSTRUCTION_MAX, JOB_MESSAGE_MAX
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus, ScoredItem, Task
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet
 
@@ -162,7 +162,7 @@ def _refusals(caplog, job_id):
     return [r.getMessage() for r in caplog.records if r.name == LINK_LOG and f"job {job_id!r}'s" in r.getMessage()]
 
 
-def test_a_16_mib_message_is_cut_once_and_the_station_keeps_reporting_its_other_job_and_heartbeating(
+def test_a_16_mib_message_is_cut_before_it_is_sent_and_the_station_keeps_reporting_its_other_job_and_heartbeating(
         tmp_path, caplog):
     caplog.set_level(logging.INFO, logger=LINK_LOG)
     with relay_process(tmp_path, jobs=2) as (_proc, target, client, (job_a, job_b)):
@@ -184,24 +184,26 @@ def test_a_16_mib_message_is_cut_once_and_the_station_keeps_reporting_its_other_
     assert a.state == "CANCELLED" and len(a.message) <= JOB_MESSAGE_MAX
     assert a.message.startswith("cancelled by the team: xxx") and a.message.endswith("characters cut]")
     lines = _refusals(caplog, job_a)
-    assert len(lines) == 1 and "RESOURCE_EXHAUSTED" in lines[0] and "cut to the text limits" in lines[0], lines
+    assert len(lines) == 1 and "trimmed to" in lines[0], lines  # made to fit before it was sent: never refused
     assert link.dropped == 0 and link.heartbeats_sent >= 3
+
+
+def _over_the_relays_text_limit(job_id, state="RUNNING"):
+    """Return a snapshot the relay refuses for a text no cut shortens (a task instruction past its limit)."""
+    status = _snap(job_id, state, "ep_0000 finished", episodes=1)
+    status.episodes[0].task.instruction = "i" * (INSTRUCTION_MAX + 1)
+    return status
 
 
 def test_a_refused_snapshot_is_replaced_by_its_jobs_newer_one_or_dropped_once_when_cutting_is_not_enough(
         tmp_path, caplog):
     caplog.set_level(logging.INFO, logger=LINK_LOG)
-    # Job A: too large by its text, and a newer snapshot queued behind it. Job B: too large even cut (9000
-    # episodes with details at their limit), then a later small one.
-    huge_even_cut = _snap("", "RUNNING", "", episodes=9000, end_detail="d" * (2 * END_DETAIL_MAX))
-    assert huge_even_cut.ByteSize() > 16 * MIB
     with relay_process(tmp_path, jobs=2) as (_proc, target, client, (job_a, job_b)):
-        huge_even_cut.job_id = job_b
         link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.1)
         try:
-            link.report(_snap(job_a, "RUNNING", "y" * (17 * MIB)))
+            link.report(_over_the_relays_text_limit(job_a))
             link.report(_snap(job_a, "RUNNING", "episode 1 of 1"))
-            link.report(huge_even_cut)
+            link.report(_over_the_relays_text_limit(job_b))
             link.start()
             assert link.flush(120), [m.job_id for m in link.pending()]
             link.report(_snap(job_b, "SUCCEEDED", "done"))
@@ -213,8 +215,72 @@ def test_a_refused_snapshot_is_replaced_by_its_jobs_newer_one_or_dropped_once_wh
     assert (b.state, b.message) == ("SUCCEEDED", "done")
     replaced, dropped = _refusals(caplog, job_a), _refusals(caplog, job_b)
     assert len(replaced) == 1 and "its newer snapshot replaces it" in replaced[0], replaced
-    assert [line for line in dropped if line.endswith("; dropped")] == dropped[-1:] and len(dropped) == 2, dropped
+    assert len(dropped) == 1 and dropped[0].endswith("; dropped") and "instruction" in dropped[0], dropped
     assert link.dropped == 1
+
+
+def test_a_terminal_snapshot_a_smaller_relay_refuses_for_its_size_is_trimmed_until_it_is_accepted(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger=LINK_LOG)
+    port = free_port()
+    proc = start_relay_process(port, f"sqlite:{tmp_path / 'relay.db'}", write_tokens(tmp_path),
+                               "--max-message-bytes", str(MIB))
+    client = link = None
+    try:
+        target = f"127.0.0.1:{port}"
+        client = EvaluationClient(target, token=CLIENT_TOKENS["team_a"])
+        job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=300)
+        final = _snap(job_id, "SUCCEEDED", "completed: 300 episodes", episodes=300, end_detail="d" * END_DETAIL_MAX)
+        for episode in final.episodes:
+            episode.task.task_id, episode.task.instruction = "pick", "pick up the cube " * 200
+        assert MIB < final.ByteSize() < 16 * MIB  # fits the link's 16 MiB, not this relay's 1 MiB
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.5)
+        link.report(final)
+        link.start()
+        assert link.flush(60), link.pending()
+        got = client.get_status(job_id)
+    finally:
+        if link is not None:
+            link.close()
+        if client is not None:
+            client.close()
+        stop_process(proc, sig=signal.SIGKILL)
+    assert got.state == "SUCCEEDED" and len(got.episodes) == 300 and link.dropped == 0
+    assert got.message.startswith("completed: 300 episodes [this snapshot was trimmed to fit one relay message")
+    assert [(e.episode_id, e.end_condition) for e in got.episodes] == [(e.episode_id, "timeout")
+                                                                       for e in final.episodes]
+    assert got.episodes[-1].task.instruction == final.episodes[-1].task.instruction  # the newest in full
+    trims = [line for line in _refusals(caplog, job_id) if "sending it again trimmed to" in line]
+    assert trims and all("RESOURCE_EXHAUSTED" in line for line in trims), _refusals(caplog, job_id)
+
+
+def test_the_worst_case_snapshot_the_limits_allow_is_accepted_by_the_relay_with_a_note(tmp_path):
+    from strands_robots.client.policy_spec import MAX_SPEC_JSON
+    from strands_robots.station.limits import EPISODES_LISTED_MAX
+
+    with relay_process(tmp_path, jobs=1) as (_proc, target, client, (job_id,)):
+        final = pb.JobStatus(job_id=job_id, station_id="sim_station", state="SUCCEEDED", episodes_total=100_000,
+                             updated_unix_ms=1000, sequence=2 ** 40, message="m" * JOB_MESSAGE_MAX)
+        final.provenance.policy_spec_json = "{" + " " * (MAX_SPEC_JSON - 2) + "}"
+        for name in ("arms.yaml", "cameras.yaml", "job"):
+            final.provenance.config_files.add(name=name, path="/" + "p" * 4095, sha256="a" * 64)
+        task = pb.Task(task_id="t" * 128, instruction="i" * 1024)
+        for i in range(EPISODES_LISTED_MAX):  # every episode the station may list, each with its task and details
+            episode = final.episodes.add(episode_id=f"ep_{i:07d}", end_condition="infrastructure_fault", scored=True,
+                                         success=True, score=0.5, taken_over=True, end_detail="d" * END_DETAIL_MAX,
+                                         run_id="r" * 128, recording_sha256="f" * 64)
+            episode.task.CopyFrom(task)
+        assert final.ByteSize() > 16 * MIB
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=1.0)
+        try:
+            link.report(final)
+            link.start()
+            assert link.flush(300), "the worst-case snapshot was not accepted"
+        finally:
+            link.close()
+        got = client.get_status(job_id)
+    assert got.state == "SUCCEEDED" and len(got.episodes) == EPISODES_LISTED_MAX and link.dropped == 0
+    assert "[this snapshot was trimmed to fit one relay message" in got.message and len(got.message) <= JOB_MESSAGE_MAX
+    assert got.episodes[0].episode_id == "ep_0000000" and got.episodes[-1].end_condition == "infrastructure_fault"
 
 
 def test_backlog_overflow_while_a_batch_is_in_flight_keeps_every_jobs_succeeded(tmp_path):

@@ -5,6 +5,8 @@ The relay runs as its own process; the station's link and the client talk to it 
 
 from __future__ import annotations
 
+import threading
+
 import grpc
 import pytest
 from test_relay_harness import (
@@ -115,6 +117,40 @@ def test_ids_over_their_limit_are_refused_where_they_enter(relay_target):
             client.submit_job(station_id="s" * 300, tasks=[yes_no_task()], episodes=1)
         with pytest.raises(RelayError, match="attach.job_id is 129 characters long"):
             client.serve_policy("k" * 129, object(), reconnect_s=0)
+
+
+def test_a_policy_declaring_100000_keys_is_refused_at_its_attach_naming_the_field(relay_target):
+    with EvaluationClient(relay_target, token=CLIENT_TOKENS["team_a"]) as client, \
+            grpc.insecure_channel(relay_target) as channel:
+        job = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
+        stub = es_grpc.EvaluationStub(channel)
+        for spec, words in ((ps.PolicySpec(action_keys=[f"k{i}" for i in range(100_000)]),
+                             "attach.spec: policy spec: action_keys has 100000 entries; at most 256 are allowed"),
+                            (ps.PolicySpec(source="s" * 4_000_000),
+                             "attach.spec: policy spec: source is 4000000 characters long; at most 1024")):
+            attach = ps.PolicyReply(attach=ps.SessionAttach(job_id=job, spec=spec))  # past the client's own check
+            with pytest.raises(grpc.RpcError) as err:
+                list(stub.ServePolicy(iter([attach]), metadata=CLIENT_MD, timeout=30))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert words in err.value.details()
+        fine = ps.PolicyReply(attach=ps.SessionAttach(job_id=job, spec=ps.PolicySpec(action_keys=["right.joint_1"])))
+        link = StationLink(relay_target, "sim_station", STATION_TOKENS["sim_station"])
+        session = link.open_session(job)
+        done = threading.Event()
+
+        def replies():  # the client's stream stays open until the test ends it
+            yield fine
+            done.wait(30)
+
+        call = stub.ServePolicy(replies(), metadata=CLIENT_MD, timeout=30)
+        try:
+            assert session.wait_attached(timeout_s=20.0)  # a spec within the limits attaches
+            assert list(session.policy_spec.action_keys) == ["right.joint_1"]
+        finally:
+            done.set()
+            call.cancel()
+            session.close()
+            link.close()
 
 
 def test_snapshot_refusal_names_each_text_field_and_passes_a_snapshot_that_fits():

@@ -604,3 +604,17 @@ def test_a_huge_end_detail_and_the_message_quoting_it_are_cut_to_their_limits_wi
     assert "characters cut]" in episode.end_detail
     assert all(len(s.message) <= JOB_MESSAGE_MAX for s in snapshots)
     assert all(len(e.end_detail) <= END_DETAIL_MAX for s in snapshots for e in s.episodes)
+
+
+def test_a_job_stops_at_the_most_finished_episodes_one_status_carries(monkeypatch):
+    import strands_robots.station.episodes as episodes
+
+    monkeypatch.setattr(episodes, "EPISODES_LISTED_MAX", 2)  # the rule, at a size a test can reach
+    robot = FaultyRobot({"ep_0000": "driver"})  # a station fault: listed, and its task runs again
+    final, runner, _, _ = run(job(task("a", duration_s="0.2"), episodes=3), robot=robot,
+                              settings=ProcedureSettings(infrastructure_backoff_s=0))
+    assert final.state is JobState.FAILED
+    assert [e.end_condition for e in final.episodes] == ["infrastructure_fault", "timeout"]
+    assert final.message == ("the job has listed 2 finished episodes, the most one job's status carries "
+                             "(EPISODES_LISTED_MAX); 1 of 3 were kept")
+    assert runner.record.running is None and robot.lease.state().state != "held"

@@ -10,7 +10,12 @@ server's metadata and the observation mapping.
 
 Through the relay the spec travels in the policy client's attach (``SessionAttach.spec``), and the station
 gets it with ``PolicyAttached``; :func:`spec_to_pb` / :func:`spec_from_pb` convert. :meth:`PolicySpec.to_dict`
-is the JSON form the job's provenance carries. No ROS, no numpy.
+is the JSON form the job's provenance carries, in every snapshot of the job. No ROS, no numpy.
+
+Every field is bounded (:data:`SPEC_LIMITS`: how many keys, cameras and ranges, how long each name, the source,
+the metadata and the whole spec's JSON), checked wherever a spec is made: by the client before it attaches, by
+the relay at the attach (:func:`spec_refusal`, refused INVALID_ARGUMENT naming the field) and by the station when
+it reads the spec. A refusal is a :class:`PolicySpecError` naming the field, its size and the limit.
 """
 
 from __future__ import annotations
@@ -21,10 +26,24 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 __all__ = ["PolicySpec", "CameraNeed", "ActionRange", "PolicySpecError", "spec_of", "spec_to_pb", "spec_from_pb",
-           "MAX_METADATA_JSON"]
+           "spec_refusal", "MAX_METADATA_JSON", "MAX_SPEC_JSON", "SPEC_LIMITS"]
 
 #: Longest metadata JSON a spec carries (a server's metadata is small; this bounds what the relay forwards).
 MAX_METADATA_JSON = 16 * 1024
+#: Longest JSON of a whole spec (:meth:`PolicySpec.to_dict`): what a job's provenance carries in every snapshot.
+MAX_SPEC_JSON = 64 * 1024
+#: How much a spec may declare. A station has tens of actuators and a few cameras: these are far above any real
+#: policy and far below what would make a job's every snapshot large.
+SPEC_LIMITS = {
+    "action_keys": 256,          # keys it commands
+    "observation_keys": 256,     # keys it reads
+    "cameras": 32,               # cameras it needs
+    "action_ranges": 256,        # ranges it commands keys in
+    "name": 128,                 # characters of a key, a camera's name, a range's key
+    "source": 1024,              # characters of ``source``
+    "pixels": 65535,             # a camera's height or width
+    "action_dim": 65535,         # actions per step
+}
 
 
 class PolicySpecError(ValueError):
@@ -76,34 +95,50 @@ class PolicySpec:
     def __post_init__(self) -> None:
         for name in ("action_keys", "observation_keys"):
             value = tuple(getattr(self, name))
+            _check_count(name, len(value))
             if not all(isinstance(k, str) and k.strip() for k in value):
-                raise PolicySpecError(f"policy spec: {name} must be non-empty strings, got {value!r}")
+                raise PolicySpecError(f"policy spec: {name} must be non-empty strings, got {_shown(value)}")
+            for index, key in enumerate(value):
+                _check_name(f"{name}[{index}]", key)
             object.__setattr__(self, name, value)
         dim = self.action_dim
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
-            raise PolicySpecError(f"policy spec: action_dim must be an integer >= 0, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim <= SPEC_LIMITS["action_dim"]:
+            raise PolicySpecError(f"policy spec: action_dim must be an integer in 0..{SPEC_LIMITS['action_dim']}, "
+                                  f"got {_shown(dim)}")
         cameras = tuple(self.cameras)
-        for cam in cameras:
-            if not isinstance(cam, CameraNeed) or not cam.name or any(
-                    isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in (cam.height, cam.width)):
-                raise PolicySpecError(f"policy spec: a camera must be CameraNeed(name, height >= 0, width >= 0), "
-                                      f"got {cam!r}")
+        _check_count("cameras", len(cameras))
+        for index, cam in enumerate(cameras):
+            if not isinstance(cam, CameraNeed) or not isinstance(cam.name, str) or not cam.name or any(
+                    isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= SPEC_LIMITS["pixels"]
+                    for v in (cam.height, cam.width)):
+                raise PolicySpecError(f"policy spec: cameras[{index}] must be CameraNeed(name, height, width) with "
+                                      f"height and width in 0..{SPEC_LIMITS['pixels']}, got {_shown(cam)}")
+            _check_name(f"cameras[{index}].name", cam.name)
         object.__setattr__(self, "cameras", cameras)
         rate = self.control_frequency_hz
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate < 0:
             raise PolicySpecError(f"policy spec: control_frequency_hz must be a finite number >= 0, got {rate!r}")
         ranges = tuple(self.action_ranges)
-        for r in ranges:
-            if not isinstance(r, ActionRange) or not r.key or not all(
+        _check_count("action_ranges", len(ranges))
+        for index, r in enumerate(ranges):
+            if not isinstance(r, ActionRange) or not isinstance(r.key, str) or not r.key or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                     for v in (r.low, r.high)) or r.low > r.high:
-                raise PolicySpecError(f"policy spec: an action range must be ActionRange(key, low <= high), got {r!r}")
+                raise PolicySpecError(f"policy spec: action_ranges[{index}]: an action range must be ActionRange(key, "
+                                      f"low <= high), got {_shown(r)}")
+            _check_name(f"action_ranges[{index}].key", r.key)
         object.__setattr__(self, "action_ranges", ranges)
+        if not isinstance(self.source, str):
+            raise PolicySpecError(f"policy spec: source must be a string, got {type(self.source).__name__}")
+        _check_length("source", self.source, SPEC_LIMITS["source"])
         text = json.dumps(dict(self.metadata), sort_keys=True, default=_jsonable)
         if len(text) > MAX_METADATA_JSON:
             raise PolicySpecError(f"policy spec: metadata is {len(text)} characters of JSON, more than "
                                   f"{MAX_METADATA_JSON}")
         object.__setattr__(self, "metadata", json.loads(text))
+        whole = len(json.dumps(self.to_dict(), sort_keys=True))
+        if whole > MAX_SPEC_JSON:
+            raise PolicySpecError(f"policy spec: {whole} characters of JSON in all, more than {MAX_SPEC_JSON}")
 
     def to_dict(self) -> Dict[str, Any]:
         """Return the JSON form (for a job's provenance)."""
@@ -135,6 +170,27 @@ class PolicySpec:
             if isinstance(exc, PolicySpecError):
                 raise
             raise PolicySpecError(f"policy spec: not a spec mapping ({type(exc).__name__}: {exc})") from None
+
+
+def _shown(value: Any) -> str:
+    """Return ``repr(value)`` short enough for a refusal (a refused value may be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 200 else f"{text[:160]}... ({len(text)} characters)"
+
+
+def _check_count(field: str, count: int) -> None:
+    limit = SPEC_LIMITS[field]
+    if count > limit:
+        raise PolicySpecError(f"policy spec: {field} has {count} entries; at most {limit} are allowed")
+
+
+def _check_length(field: str, text: str, limit: int) -> None:
+    if len(text) > limit:
+        raise PolicySpecError(f"policy spec: {field} is {len(text)} characters long; at most {limit} are allowed")
+
+
+def _check_name(field: str, name: str) -> None:
+    _check_length(field, name, SPEC_LIMITS["name"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -175,8 +231,24 @@ def spec_to_pb(spec: PolicySpec) -> Any:
         source=spec.source, metadata_json=json.dumps(dict(spec.metadata), sort_keys=True))
 
 
+def spec_refusal(msg: Any) -> str:
+    """Say why a relay ``PolicySpec`` message is refused, naming the field; "" when it is a valid spec."""
+    try:
+        spec_from_pb(msg)
+    except PolicySpecError as exc:
+        return str(exc)
+    return ""
+
+
 def spec_from_pb(msg: Any) -> PolicySpec:
-    """Return the :class:`PolicySpec` of a relay ``PolicySpec`` message (a bad one raises PolicySpecError)."""
+    """Return the :class:`PolicySpec` of a relay ``PolicySpec`` message (a bad one raises PolicySpecError).
+
+    Counts and lengths are checked on the message before anything is built from it.
+    """
+    for name in ("action_keys", "observation_keys", "cameras", "action_ranges"):
+        _check_count(name, len(getattr(msg, name)))
+    _check_length("source", msg.source, SPEC_LIMITS["source"])
+    _check_length("metadata_json", msg.metadata_json, MAX_SPEC_JSON)
     try:
         metadata = json.loads(msg.metadata_json) if msg.metadata_json else {}
     except ValueError as exc:

@@ -96,8 +96,10 @@ PARAMETERS = {
     "async_rtc": (False, "prefetch the next chunk while one plays (hides a remote policy's round trip)"),
     "rtc_inference_timeout_s": (0.0, "async inference deadline; 0 uses the rollout node's"),
     "scoring_timeout_s": (0.0, "keep an episode unscored when no sheet comes within this; 0: wait"),
-    "policy_attach_timeout_s": (600.0, "how long a job waits for its policy client each time it waits; past it "
-                                       "the job FAILs with that reason and the station takes its next job"),
+    "policy_attach_timeout_s": (600.0, "how long a job waits for its policy client each time it waits (in the "
+                                       "queue too); past it the job FAILs with that reason"),
+    "policy_turn_s": (10.0, "how long a job waiting for its policy holds the station while another team's job is "
+                            "queued; then it steps aside, keeping its place and its deadline"),
     "max_infrastructure_retries": (3, "times one task's episode runs again after the station's own fault ended it "
                                       "(driver, rollout node or relay link died; policy silent); then the job FAILs"),
     "attach_timeout_s": (10.0, "relay provider: how long an episode waits for the policy client"),
@@ -192,6 +194,7 @@ class StationNode(Node):
                                                             if n.strip()),
                                           scoring_timeout_s=timeout if timeout > 0 else None,
                                           policy_attach_timeout_s=self.p("policy_attach_timeout_s"),
+                                          policy_turn_s=self.p("policy_turn_s"),
                                           max_infrastructure_retries=self.p("max_infrastructure_retries"),
                                           station_facts=self._station_facts())
         operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
@@ -317,9 +320,15 @@ class StationNode(Node):
                 self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
             return
         reply = self.station.take(spec)
-        log = self.get_logger().info if reply.accepted else self.get_logger().error
-        log(f"job {spec.job_id} from the relay ({spec.episodes_total} episode(s) of {len(spec.tasks)} task(s) for "
-            f"{spec.client_id}): {reply.message}")
+        line = (f"job {spec.job_id} from the relay ({spec.episodes_total} episode(s) of {len(spec.tasks)} task(s) "
+                f"for {spec.client_id}): {reply.message}")
+        if reply.accepted:
+            self.get_logger().info(line)
+            return
+        # rclpy refuses one call site logging at two severities: each severity has its own call
+        self.get_logger().error(line)
+        # the team learns why from the job's FAILED status, not from this log alone
+        self.station.refuse(job.job_id, job.client_id or "relay", int(job.episodes_total), reply.message)
 
     def _on_relay_cancel(self, job_id: str, reason: str) -> None:
         reply = self.station.cancel(job_id, reason or "cancelled by the client")

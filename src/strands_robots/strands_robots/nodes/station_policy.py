@@ -48,8 +48,11 @@ class StationPolicyCalls:
     """Wait for the job's policy, read what it declares and the cameras observed, configure the goal's policy."""
 
     def attached_policy_spec(self, spec: JobSpec) -> Any:
-        """Return the declared ``PolicySpec`` of the policy the last :meth:`wait_for_policy` found (None: none)."""
-        return self._declared
+        """Return (once) the declared ``PolicySpec`` the job's last :meth:`wait_for_policy` found (None: none).
+
+        Kept per job: a queued job's last look may run while another job waits or runs.
+        """
+        return self._declared.pop(spec.job_id, None)
 
     def observed_cameras(self) -> Optional[Tuple[str, ...]]:
         """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
@@ -71,12 +74,12 @@ class StationPolicyCalls:
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
         from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
 
-        self._declared = None
+        self._declared.pop(spec.job_id, None)
         if spec.policy_provider != "relay":
             from strands_robots.policies.registry import make_policy
 
             try:
-                self._declared = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
+                self._declared[spec.job_id] = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
             except (ValueError, TypeError) as exc:
                 return False, f"policy {spec.policy_provider!r} refused: {exc}"
             return True, f"{spec.policy_provider} policy on the rollout node"
@@ -92,7 +95,7 @@ class StationPolicyCalls:
                         client = session.wait_attached(timeout_s=0.5)
                         try:
                             declared = session.policy_spec
-                            self._declared = None if declared is None else spec_from_pb(declared)
+                            self._declared[spec.job_id] = None if declared is None else spec_from_pb(declared)
                         except PolicySpecError as exc:
                             return False, f"policy client {client!r} declared a spec that is refused: {exc}"
                         return True, f"policy client {client!r} attached through {self._relay.target}"

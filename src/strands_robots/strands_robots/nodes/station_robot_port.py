@@ -157,7 +157,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         self._pending_stop = ""
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
-        self._declared: Any = None  # the attached policy's PolicySpec (compatibility gate, provenance)
+        self._declared: dict = {}  # job id -> its attached policy's PolicySpec (compatibility gate, provenance)
         # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
         self.goal_log: Deque[str] = collections.deque(maxlen=64)
 

@@ -6,6 +6,7 @@ import logging
 
 import grpc
 
+from strands_robots.client.policy_spec import spec_refusal
 from strands_robots.relay import job_request
 from strands_robots.relay.auth import KIND_CLIENT, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
@@ -38,7 +39,8 @@ class EvaluationServicer:
         if request.HasField("job_id"):
             checked_text(check_id, request.job_id, "job_id")
         try:
-            job_id = job_request.check_submit(request, principal.name, core.tokens.stations)
+            job_id = job_request.check_submit(request, principal.name, core.tokens.stations,
+                                              core.settings.max_message_bytes)
         except job_request.InvalidJob as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         stored = es.SubmitJobRequest()
@@ -124,6 +126,10 @@ class EvaluationServicer:
             await context.send_initial_metadata(())  # the relay holds the stream: the peer may wait on this
             first = await core.first_message(requests, "ServePolicy", "attach")
             job = await core.own_job(principal, checked_text(check_id, first.attach.job_id, "attach.job_id"))
+            if first.attach.HasField("spec"):  # copied into the job's every snapshot: bounded here, where it enters
+                reason = spec_refusal(first.attach.spec)
+                if reason:
+                    raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"attach.spec: {reason}")
             final = await core.terminal_status(job)
             if final is not None:
                 yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))

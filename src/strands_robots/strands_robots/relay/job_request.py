@@ -11,7 +11,7 @@ answers it as INVALID_ARGUMENT (the client's ``InvalidTask``).
 from __future__ import annotations
 
 import secrets
-from typing import AbstractSet, Any
+from typing import AbstractSet, Any, Optional
 
 from strands_robots import validation as rules
 
@@ -29,10 +29,14 @@ def new_job_id() -> str:
     return "job-" + secrets.token_hex(8)
 
 
-def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str]) -> str:
-    """Return the job id to create for ``request`` (a ``SubmitJobRequest``); raise :class:`InvalidJob` if refused."""
+def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
+                 max_message_bytes: Optional[int] = None) -> str:
+    """Return the job id to create for ``request`` (a ``SubmitJobRequest``); raise :class:`InvalidJob` if refused.
+
+    :param max_message_bytes: this relay's largest message: a task's images must fit one (None: the default).
+    """
     from strands_robots.relay.pb_model import task_from_pb
-    from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
+    from strands_robots.station.job import JobSpec, JobSpecError, check_job_images, validate_job_spec
 
     if not request.station_id:
         raise InvalidJob("station_id: must name the station to run the job")
@@ -53,9 +57,10 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str])
             raise InvalidJob(f"tasks[{index}].{exc}") from None
     job_id = request.job_id if request.HasField("job_id") else new_job_id()
     try:
-        validate_job_spec(JobSpec(job_id=job_id, client_id=client_id, station_id=request.station_id,
-                                  tasks=tuple(tasks), episodes_total=int(request.episodes),
-                                  policy_provider="relay"))
+        spec = validate_job_spec(JobSpec(job_id=job_id, client_id=client_id, station_id=request.station_id,
+                                         tasks=tuple(tasks), episodes_total=int(request.episodes),
+                                         policy_provider="relay"))
+        check_job_images(spec, None, max_message_bytes)
     except JobSpecError as exc:
         raise InvalidJob(str(exc)) from None
     return job_id

@@ -22,11 +22,17 @@ they are, ``sequence`` included.
 
 - **Heartbeats** go from a thread of their own every ``heartbeat_s``, whatever the backlog holds: a refused,
   slow or wedged report never makes the station look gone.
+- **Every snapshot fits one message** (``max_message_bytes``, the relay's): one that would not is trimmed as
+  :mod:`~strands_robots.relay.snapshot_fit` says before it is sent (on the reporter thread: ``report`` stays
+  cheap; its message says what was left out), so a job's snapshots, its terminal one above all, are never
+  refused for their size.
 - **A snapshot the relay refuses is never sent again as it is.** A whole call refused for its content
   (INVALID_ARGUMENT, RESOURCE_EXHAUSTED: e.g. too large) is sent again one snapshot at a time to find which;
   a refused snapshot (so, or listed in the answer's ``refused``) is replaced by its job's newer snapshot when
-  the backlog holds one, else cut once (the job's ``message`` and each episode's ``end_detail`` to their
-  limits in :mod:`strands_robots.station.limits`, with a marker), and, refused again, dropped with one log line.
+  the backlog holds one; else one refused for its size (a relay whose ``max_message_bytes`` is below the
+  link's) is trimmed to half its size and sent again, as often as that makes it smaller; one refused for its
+  texts is cut once (the job's ``message`` and each episode's ``end_detail`` to their limits in
+  :mod:`strands_robots.station.limits`, with a marker); refused again, it is dropped with one log line.
 - **Past** ``max_backlog`` the backlog is coalesced to the newest snapshot of each job (a job's terminal
   snapshot is kept over any other); a snapshot in flight is removed only by its own answer, so nothing not
   yet sent is ever lost. With more jobs than ``max_backlog`` every job's newest is kept.
@@ -55,8 +61,8 @@ from strands_robots.client.relay_targets import channel_target
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import station_service_pb2 as ss
 from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.relay.snapshot_fit import cut_snapshot, fit_snapshot
 from strands_robots.relay.station_session import PolicySession
-from strands_robots.station.limits import END_DETAIL_MAX, JOB_MESSAGE_MAX, cut
 
 _log = logging.getLogger("strands_robots.relay.station_link")
 
@@ -79,16 +85,6 @@ def _to_pb_status(status: Any) -> Any:
     return job_status_to_pb(status)
 
 
-def cut_snapshot(status: Any) -> Any:
-    """Return a copy of ``status`` (``pb.JobStatus``) with its message and every end_detail cut to their limits."""
-    short = ev.JobStatus()
-    short.CopyFrom(status)
-    short.message = cut(short.message, JOB_MESSAGE_MAX)
-    for episode in short.episodes:
-        episode.end_detail = cut(episode.end_detail, END_DETAIL_MAX)
-    return short
-
-
 def _describe(status: Any) -> str:
     sequence = getattr(status, "sequence", 0)
     return (f"job {status.job_id!r}'s {status.state} snapshot"
@@ -96,13 +92,37 @@ def _describe(status: Any) -> str:
 
 
 class _Entry:
-    """One snapshot in the backlog; ``cut``: already cut once after a refusal."""
+    """One snapshot in the backlog; ``cut``: already cut once after a refusal; ``fitted``: made to fit a message."""
 
-    __slots__ = ("msg", "cut")
+    __slots__ = ("msg", "cut", "fitted")
 
-    def __init__(self, msg: Any, was_cut: bool = False) -> None:
+    def __init__(self, msg: Any, was_cut: bool = False, fitted: bool = False) -> None:
         self.msg = msg
         self.cut = was_cut
+        self.fitted = fitted
+
+
+def _smaller(entry: _Entry, reason: str) -> Optional[_Entry]:
+    """Return what to send instead of a refused snapshot (never the same again), or None: drop it.
+
+    Refused for its size: trimmed to half its size (``relay.snapshot_fit``), while that makes it smaller. Refused
+    for its texts: cut to the text limits, once.
+    """
+    if grpc.StatusCode.RESOURCE_EXHAUSTED.name in reason:
+        size = entry.msg.ByteSize()
+        fitted = fit_snapshot(entry.msg, size // 2)
+        if fitted is None or fitted.ByteSize() >= size:
+            return None
+        _log.warning("relay refused %s: %s; sending it again trimmed to %d bytes", _describe(entry.msg), reason,
+                     fitted.ByteSize())
+        return _Entry(fitted, entry.cut, fitted=True)
+    if entry.cut:
+        return None
+    short = cut_snapshot(entry.msg)
+    if short == entry.msg:
+        return None
+    _log.warning("relay refused %s: %s; sending it again cut to the text limits", _describe(entry.msg), reason)
+    return _Entry(short, was_cut=True)
 
 
 class StationLink:
@@ -209,7 +229,10 @@ class StationLink:
 
     # -- reporting -------------------------------------------------------------------------------------------
     def report(self, status: Any) -> None:
-        """Queue a snapshot (``station.model.JobStatus`` or ``pb.JobStatus``) for the relay. Never blocks."""
+        """Queue a snapshot (``station.model.JobStatus`` or ``pb.JobStatus``) for the relay. Never blocks.
+
+        A snapshot larger than one message is trimmed to fit before it is sent (``relay.snapshot_fit``).
+        """
         msg = _to_pb_status(status)
         with self._cond:
             self._backlog.append(_Entry(msg))
@@ -284,6 +307,8 @@ class StationLink:
                     return
                 batch = self._take_batch_locked()
                 self._in_flight = batch
+            for entry in batch:
+                self._fit(entry)
             try:
                 response = self._stub.ReportStatus(
                     ss.ReportStatusRequest(station_id=self.station_id, snapshots=[e.msg for e in batch]),
@@ -306,6 +331,20 @@ class StationLink:
             delay = self._retry_s[0]
             self._answered(batch, response)
 
+    def _fit(self, entry: _Entry) -> None:
+        """Make the entry's snapshot fit one message (``relay.snapshot_fit``), once; say so when it was trimmed."""
+        if entry.fitted:
+            return
+        msg = entry.msg
+        fitted = fit_snapshot(msg, self._max_batch_bytes)
+        if fitted is None:
+            _log.warning("%s does not fit one relay message of %d bytes even trimmed; sent as it is", _describe(msg),
+                         self._max_batch_bytes)
+        elif fitted is not msg:
+            _log.info("%s trimmed to %d bytes to fit one relay message", _describe(msg), fitted.ByteSize())
+            entry.msg = fitted
+        entry.fitted = True
+
     def _answered(self, batch: List[_Entry], response: Any) -> None:
         """Remove exactly the snapshots the relay answered for; a refused one is cut once and sent again."""
         refused_jobs = {}
@@ -326,10 +365,10 @@ class StationLink:
                 entry = last[0]
                 if any(e.msg.job_id == job_id for e in self._backlog):
                     _log.warning("relay refused %s: %s; its newer snapshot replaces it", _describe(entry.msg), reason)
-                elif not entry.cut and cut_snapshot(entry.msg) != entry.msg:
-                    _log.warning("relay refused %s: %s; sending it again cut to the text limits",
-                                 _describe(entry.msg), reason)
-                    resend.append(_Entry(cut_snapshot(entry.msg), was_cut=True))
+                    continue
+                smaller = _smaller(entry, reason)
+                if smaller is not None:
+                    resend.append(smaller)
                 else:
                     self.dropped += 1
                     _log.warning("relay refused %s: %s; dropped", _describe(entry.msg), reason)
@@ -350,10 +389,11 @@ class StationLink:
             if any(e is not entry and e.msg.job_id == entry.msg.job_id for e in self._backlog):
                 self._backlog.remove(entry)
                 _log.warning("relay refused %s: %s; its newer snapshot replaces it", _describe(entry.msg), reason)
-            elif not entry.cut and cut_snapshot(entry.msg) != entry.msg:
-                _log.warning("relay refused %s: %s; sending it again cut to the text limits",
-                             _describe(entry.msg), reason)
-                entry.msg, entry.cut = cut_snapshot(entry.msg), True
+                self._cond.notify_all()
+                return
+            smaller = _smaller(entry, reason)
+            if smaller is not None:
+                entry.msg, entry.cut, entry.fitted = smaller.msg, smaller.cut, smaller.fitted
             else:
                 self._backlog.remove(entry)
                 self.dropped += 1

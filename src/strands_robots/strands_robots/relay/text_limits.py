@@ -3,7 +3,9 @@
 - A caller's text is **refused** (:class:`~strands_robots.station.limits.TextTooLong`, answered INVALID_ARGUMENT
   naming the field): ids in every request (``IDENTIFIER_MAX``), a cancel reason (``CANCEL_REASON_MAX``), and every
   text of a station's snapshot (:func:`snapshot_refusal`: the job message, each episode's id, run id and
-  end_detail, and its task's texts), so the station can replace a snapshot the relay refuses. A task's texts at
+  end_detail, and its task's texts, the provenance's declared spec: ``MAX_SPEC_JSON``), so the station can
+  replace a snapshot the relay refuses. A policy's declared spec at its attach is checked whole
+  (``client.policy_spec.spec_refusal``). A task's texts at
   submit are checked by the shared job validation (``job_request.check_submit``).
 - A text inside a policy session is **cut** with a marker (:func:`cut_policy_request`, :func:`cut_policy_reply`):
   refusing it would end the session mid-episode, and what it says (a policy's error) must still arrive.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strands_robots.client.policy_spec import MAX_SPEC_JSON
 from strands_robots.station.limits import (
     CANCEL_REASON_MAX,
     END_DETAIL_MAX,
@@ -61,6 +64,8 @@ def snapshot_refusal(snapshot: Any) -> str:
     """Say which text of a ``JobStatus`` is over its limit, naming the field; "" when every one fits."""
     checks = [(snapshot.job_id, IDENTIFIER_MAX, "job_id"), (snapshot.station_id, IDENTIFIER_MAX, "station_id"),
               (snapshot.state, IDENTIFIER_MAX, "state"), (snapshot.message, JOB_MESSAGE_MAX, "message")]
+    if snapshot.HasField("provenance"):
+        checks.append((snapshot.provenance.policy_spec_json, MAX_SPEC_JSON, "provenance.policy_spec_json"))
     for value, limit, what in checks:
         if len(value) > limit:
             return str(TextTooLong(what, len(value), limit))

@@ -17,8 +17,12 @@ unscored and run again): :mod:`~strands_robots.station.episode_results`.
 What does not become an episode: a discarded one (its id is spent, its task runs again), one interrupted by a
 cancel (the job is CANCELLED), and a rollout that ended in an error before any rollout ran (its goal refused:
 the job is FAILED with the reason). Waiting for the policy has a deadline (``policy_attach_timeout_s``: the
-job's own when it has one, else the station's): past it the job is FAILED with that reason, and the station
-moves on to its next job. A port that raises mid-episode never leaves the arms or the rollout node busy: the
+job's own when it has one, else the station's): past it the job is FAILED with that reason. Given the station's
+:class:`~strands_robots.station.policy_wait.Turns`, a job waiting for its policy holds the station for at most one
+turn while another job could run: it then steps aside (:attr:`JobRunner.stepped_aside`; :meth:`JobRunner.run`
+returns its WAITING_POLICY snapshot) and the station queues it again, its deadline kept
+(:mod:`~strands_robots.station.policy_wait`).
+A port that raises mid-episode never leaves the arms or the rollout node busy: the
 rollout is stopped and the lease released before the job is FAILED with the error.
 The job's state is persisted after every change (``persistence.JobStore``) and published as a
 ``JobStatus`` snapshot.
@@ -26,7 +30,6 @@ The job's state is persisted after every change (``persistence.JobStore``) and p
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any, Callable, Optional, Tuple
 
@@ -34,13 +37,14 @@ from strands_robots.station.job import EpisodePlan, JobSpec, JobStateMachine, Jo
     validate_job_spec
 from strands_robots.station.model import TERMINAL_STATES, JobState, JobStatus
 from strands_robots.station.operator import OperatorConsole, OperatorReply
-from strands_robots.station.limits import JOB_MESSAGE_MAX, cut
+from strands_robots.station.limits import EPISODES_LISTED_MAX, JOB_MESSAGE_MAX, cut
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.ports import OperatorPort, RobotPort
 from strands_robots.station.compatibility import check, gate_message
 from strands_robots.station.episode_results import kept_count, trailing_faults
 from strands_robots.station.episode_steps import run_episode
+from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s, deadline_text
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
 from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
 
@@ -59,6 +63,10 @@ class _Suspended(Exception):
     pass
 
 
+class _SteppedAside(Exception):
+    pass
+
+
 class JobRunner:
     """Runs one job to a terminal state: state machine, episodes, persistence, snapshots.
 
@@ -69,6 +77,8 @@ class JobRunner:
     :param store: where the state is persisted after every change (None: not persisted).
     :param publish: called with each new :class:`JobStatus` snapshot (None: not published).
     :param clock_ms: the snapshot clock (ms since the Unix epoch).
+    :param turns: the station's turns (``station.policy_wait``); None: the job waits for its policy until its
+        deadline, holding whatever runs it.
     """
 
     def __init__(
@@ -81,6 +91,7 @@ class JobRunner:
         publish: Optional[Callable[[JobStatus], None]] = None,
         clock_ms: UnixMsClock = unix_ms_now,
         settings: ProcedureSettings = ProcedureSettings(),
+        turns: Optional[Turns] = None,
     ) -> None:
         validate_job_spec(record.spec)
         self._robot = robot
@@ -96,6 +107,11 @@ class JobRunner:
         self._cancel_reason = ""
         self._suspended = threading.Event()
         self._waits: set = set()  # the events a wait for the policy ends on (cancel, suspend, its deadline)
+        self._turns = turns
+        self._deadlines = turns.deadlines if turns is not None else AttachDeadlines()
+        # the running wait's events: its turn is over, it stepped aside, it gives up, its deadline passed
+        self._turn: Optional[Tuple[threading.Event, ...]] = None
+        self._stepped_aside = False
         self.console = OperatorConsole(robot, on_action=self._operator_action, supervisors=settings.supervisors)
         self._last_status: Optional[JobStatus] = None
         self._commit()
@@ -167,21 +183,38 @@ class JobRunner:
         """Whether :meth:`suspend` was called."""
         return self._suspended.is_set()
 
+    @property
+    def stepped_aside(self) -> bool:
+        """Whether the job stepped aside while waiting for its policy (its turn ended; the station queues it again)."""
+        return self._stepped_aside
+
+    def nudge(self) -> None:
+        """Tell the runner a job was queued: a wait whose turn is over steps aside now if that job runs first.
+
+        Never blocks (the station calls it under its lock).
+        """
+        self._step_aside_if_due()
+
     def run(self) -> JobStatus:
         """Drive the job to a terminal state (blocking) and return the final snapshot.
 
-        After :meth:`suspend` it returns the last snapshot before the suspension instead (not terminal).
+        After :meth:`suspend` it returns the last snapshot before the suspension instead (not terminal); after
+        the job stepped aside (:attr:`stepped_aside`) its WAITING_POLICY snapshot.
         """
         try:
             self._drive()
         except _Suspended:
             pass
+        except _SteppedAside:
+            self._stepped_aside = True
         except _Cancelled:
             self._terminal(JobState.CANCELLED, self._cancel_message())
         except _Failed as exc:
             self._terminal(JobState.FAILED, str(exc))
         except Exception as exc:  # a bug or a port failure: the job must not vanish silently
             self._terminal(JobState.FAILED, f"station error: {type(exc).__name__}: {exc}")
+        if self._machine.terminal:
+            self._deadlines.clear(self.spec.job_id)
         return self.status()
 
     # -- the job --------------------------------------------------------------------------------------------
@@ -192,8 +225,8 @@ class JobRunner:
                 return
             self._check_cancel()
             if state is JobState.CREATED:
-                self._transition(JobState.WAITING_POLICY,
-                                 f"waiting for the policy ({self.spec.policy_provider})")
+                self._transition(JobState.WAITING_POLICY, f"waiting for the policy ({self.spec.policy_provider}) "
+                                                          f"until {self._deadline_text()}")
             elif state is JobState.WAITING_POLICY:
                 ready, detail = self._wait_for_policy()
                 self._gate()
@@ -206,42 +239,84 @@ class JobRunner:
             elif state is JobState.FINALIZING:
                 self._transition(JobState.SUCCEEDED, self._finished_text("completed"))
 
-    def _attach_timeout_s(self) -> float:
-        own = getattr(self.spec, "policy_attach_timeout_s", None)  # a job's own deadline, when the job names one
-        if not isinstance(own, bool) and isinstance(own, (int, float)) and math.isfinite(own) and own > 0:
-            return float(own)
-        return float(self._settings.policy_attach_timeout_s)
+    def _deadline_text(self) -> str:
+        """Start (or keep) the job's attach deadline; return it as the team reads it, with its timeout."""
+        timeout_s = attach_timeout_s(self.spec, self._settings)
+        self._deadlines.start(self.spec.job_id, timeout_s)
+        left = self._deadlines.left_s(self.spec.job_id) or 0.0
+        return (f"{deadline_text(self._clock_ms() + int(left * 1000))} (policy_attach_timeout_s "
+                f"{self._deadlines.timeout_of(self.spec.job_id) or timeout_s:g} s)")
 
     def _wait_for_policy(self) -> Tuple[bool, str]:
-        """Wait for the job's policy until it is ready, the job is cancelled, or the attach deadline passes."""
-        timeout_s = self._attach_timeout_s()
+        """Wait for the job's policy: until it is ready, the job is cancelled, its deadline passes, or its turn ends.
+
+        The deadline is the job's (kept across its turns); a job whose deadline already passed gets a last look of
+        at most ``LAST_LOOK_S``. Its turn over while a job that would run first is queued, it steps aside.
+        """
+        job_id = self.spec.job_id
+        timeout_s = attach_timeout_s(self.spec, self._settings)
+        self._deadlines.start(job_id, timeout_s)
+        timeout_s = self._deadlines.timeout_of(job_id) or timeout_s
+        left = self._deadlines.left_s(job_id) or 0.0
         give_up = threading.Event()
         expired = threading.Event()
+        over = threading.Event()
+        aside = threading.Event()
 
         def expire() -> None:
             expired.set()
             give_up.set()
 
-        timer = threading.Timer(timeout_s, expire)
+        def turn_over() -> None:
+            over.set()
+            self._step_aside_if_due()
+
+        timer = threading.Timer(max(left, min(LAST_LOOK_S, timeout_s)), expire)
         timer.daemon = True
+        turn_timer = None
+        if self._turns is not None:
+            turn_timer = threading.Timer(self._turns.turn_s, turn_over)
+            turn_timer.daemon = True
         with self._lock:
             self._waits.add(give_up)
             if self._cancel.is_set():
                 give_up.set()
+            self._turn = (over, aside, give_up, expired)
         timer.start()
+        if turn_timer is not None:
+            turn_timer.start()
         try:
             ready, detail = self._robot.wait_for_policy(self.spec, give_up)
         finally:
             timer.cancel()
+            if turn_timer is not None:
+                turn_timer.cancel()
             with self._lock:
                 self._waits.discard(give_up)
+                self._turn = None
         self._check_cancel()
         if ready:
+            self._deadlines.clear(job_id)
             return ready, detail
         if expired.is_set():
             raise _Failed(f"no policy client attached within {timeout_s:g} s (policy_attach_timeout_s); the "
                           f"station moved on")
+        if aside.is_set():
+            self._update(message=f"waiting for the policy ({self.spec.policy_provider}) until "
+                                 f"{self._deadline_text()}; meanwhile the station runs other jobs and looks again "
+                                 f"at this job's next turn")
+            raise _SteppedAside()
         raise _Failed(f"the policy could not start: {detail}")
+
+    def _step_aside_if_due(self) -> None:
+        """End the running wait for the policy when its turn is over and a job that would run first is queued."""
+        turn, turns = self._turn, self._turns
+        if turn is None or turns is None:
+            return
+        over, aside, give_up, expired = turn
+        if over.is_set() and not expired.is_set() and not give_up.is_set() and turns.others_waiting():
+            aside.set()
+            give_up.set()
 
     def _gate(self) -> None:
         """Run the compatibility gate, before any lease: the policy's declared spec against the station's own.
@@ -269,6 +344,10 @@ class JobRunner:
 
     def _next_episode(self) -> None:
         record = self.record
+        if len(record.episodes) >= EPISODES_LISTED_MAX:
+            raise _Failed(f"the job has listed {len(record.episodes)} finished episodes, the most one job's status "
+                          f"carries (EPISODES_LISTED_MAX); {kept_count(record.episodes)} of "
+                          f"{self.spec.episodes_total} were kept")
         if len(record.discarded) > self.spec.max_discards:
             raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
                           f"{self.spec.max_discards}); the job is failed rather than re-run without end")

@@ -127,21 +127,22 @@ class InProcessRobot:
         self._taken_over = False
         self.claims: list = []  # grants of operator claims, newest last
         self.last_ended: Optional[dict] = None  # the last rollout's RunPolicyEnded result (for logs and tests)
+        self._declared: dict = {}  # job id -> the spec its policy declared (None: none), read once by the gate
 
     # -- RobotPort ------------------------------------------------------------------------------------------
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
         from strands_robots.client.policy_spec import spec_of
 
-        self._declared = None
+        self._declared.pop(spec.job_id, None)
         try:  # an in-process policy's spec is read from it directly
-            self._declared = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
+            self._declared[spec.job_id] = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
         except (ValueError, TypeError) as exc:
             return False, f"{spec.policy_provider!r} cannot run in this in-process station: {exc}"
         return True, f"{spec.policy_provider} policy in process"
 
     def attached_policy_spec(self, spec: JobSpec) -> Any:
-        """Return the declared ``PolicySpec`` of the policy :meth:`wait_for_policy` built (None: none declared)."""
-        return getattr(self, "_declared", None)
+        """Return (once) the declared ``PolicySpec`` of the policy the job's last wait built (None: none)."""
+        return self._declared.pop(spec.job_id, None)
 
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
         grant = self.lease.acquire(holder, priority, duration_s)

@@ -234,7 +234,41 @@ def validate_job_spec(spec: Any) -> JobSpec:
         raise _refused(exc) from None
     _check_budgets(spec)
     _check_policies(spec)
+    check_job_images(spec)
     return spec
+
+
+def check_job_images(spec: JobSpec, sizes: Optional[Mapping[str, Tuple[int, int]]] = None,
+                     max_message_bytes: Optional[int] = None, observed: Optional[Tuple[str, ...]] = None) -> None:
+    """Refuse a relay job a task of which asks for images that can never be served (``cameras.image_budget``).
+
+    :param sizes: the station's cameras a task may name and the ``(width, height)`` each renders (None: not known;
+        only the sizes a task names are checked).
+    :param max_message_bytes: the relay's largest message (None: the relay's default).
+    :param observed: the cameras every observation holds (None: not known).
+    :raises JobSpecError: ``tasks[i].parameters`` naming the task's camera request and why it cannot be served.
+    """
+    if spec.policy_provider != "relay":  # images go to a policy only through the relay
+        return
+    from strands_robots.cameras.image_budget import image_request_refusal
+    from strands_robots.cameras.request import PARAM_CAMERAS, PARAM_FORMAT, CameraRequestError, image_request
+
+    if max_message_bytes is None:
+        from strands_robots.relay.config import RelaySettings
+
+        max_message_bytes = RelaySettings().max_message_bytes
+    for index, task in enumerate(spec.tasks):
+        params = task.parameters
+        try:
+            request = image_request(params)
+        except CameraRequestError as exc:
+            raise JobSpecError("parameters", str(exc), index) from None
+        rate = float(params.get(PARAM_CONTROL_FREQUENCY, spec.control_frequency))
+        reason = image_request_refusal(request, sizes, rate, max_message_bytes, observed)
+        if reason:
+            asked = f"{PARAM_CAMERAS}={params.get(PARAM_CAMERAS, '(every camera)')!r}, " \
+                    f"{PARAM_FORMAT}={request.format!r}"
+            raise JobSpecError("parameters", f"{asked} refused: {reason}", index)
 
 
 def _check_policies(spec: JobSpec) -> None:

@@ -3,11 +3,15 @@
 The rules, in order:
 
 1. a job the station resumed after a restart (it had started: WAITING_POLICY, RUNNING or FINALIZING when the
-   station died) runs before any job that never started, in the order they were resumed;
+   station died), or one whose policy was found attached at its attach deadline's last look, runs before any job
+   that never started, in the order they were queued so;
 2. the other jobs are taken **round-robin across teams** (a team is the job's ``client_id``): the team whose
    turn it is gives its oldest job, then goes to the back of the rotation; a team that joins goes to the back;
    a team with nothing waiting leaves the rotation. So one team's hundred jobs never hold another team's one
-   job for more than one of them.
+   job for more than one of them;
+3. a job that stepped aside while waiting for its policy (:meth:`JobQueue.park`,
+   :mod:`~strands_robots.station.policy_wait`) goes back to the head of its team's jobs: its team's next turn is
+   its turn again, and the team's later jobs never pass it.
 
 :meth:`JobQueue.order` is the exact run order if nothing changes, so each job's place (how many run before it)
 is what the station tells the team. Pure and not thread-safe: the station holds its lock around every call.
@@ -50,6 +54,29 @@ class JobQueue:
         if jobs is None:
             jobs = self._teams[team] = deque()
         jobs.append(job_id)
+
+    def park(self, job_id: str, team: str) -> None:
+        """Queue ``job_id`` of ``team`` again at the head of its team's jobs (it stepped aside; it keeps its place).
+
+        A team whose lane is in the rotation keeps its place there; a team that had no other job waiting joins at
+        the back (it has just had its turn).
+
+        :raises ValueError: the job is already queued.
+        """
+        if job_id in self._team_of:
+            raise ValueError(f"job {job_id!r} is already queued")
+        self._team_of[job_id] = team
+        jobs = self._teams.get(team)
+        if jobs is None:
+            jobs = self._teams[team] = deque()
+        jobs.appendleft(job_id)
+
+    def others_ahead_of(self, team: str) -> bool:
+        """Tell whether a job would run before ``team``'s waiting job if it stepped aside now.
+
+        That is a job that had started, or another team's (whose turn then comes first).
+        """
+        return bool(self._resumed) or any(other != team for other in self._teams)
 
     def remove(self, job_id: str) -> bool:
         """Take ``job_id`` out of the queue (cancelled); False when it was not queued."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "CANCEL_REASON_MAX",
     "END_DETAIL_MAX",
+    "EPISODES_LISTED_MAX",
     "IDENTIFIER_MAX",
     "INSTRUCTION_MAX",
     "JOB_MESSAGE_MAX",
@@ -31,6 +32,10 @@ IDENTIFIER_MAX = 128       # ids and names: job id, station id, episode id, oper
 OPERATOR_TEXT_MAX = 1024   # an operator's free text (takeover reason, skip-scoring reason)
 END_DETAIL_MAX = 2048      # an episode's end_detail (produced by the station: cut, never refused)
 JOB_MESSAGE_MAX = 2048     # a job's progress or terminal message (produced by the station: cut, never refused)
+#: Finished episodes one job lists (kept ones and those its station faults ended): past it the job FAILs rather
+#: than start another, so its snapshot always fits one relay message (``relay.snapshot_fit``). Twice the most
+#: episodes a job may ask for (``validation.JOB_LIMITS``).
+EPISODES_LISTED_MAX = 200_000
 
 
 class TextTooLong(ValueError):

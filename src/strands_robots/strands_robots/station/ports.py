@@ -93,6 +93,9 @@ class RobotPort(Protocol):
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
         """Block until the job's policy can run (a relay session connected) or ``cancelled`` is set.
 
+        Called for one job while another job runs, too (a queued job's last look at its attach deadline,
+        ``station.policy_wait``): what it learns is kept per job.
+
         :returns: ``(ready, detail)``.
         """
 

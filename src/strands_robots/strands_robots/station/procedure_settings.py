@@ -34,7 +34,10 @@ class ProcedureSettings:
         listing a killed one, gets time to settle instead of spending every retry at once (0: no pause).
     :param policy_attach_timeout_s: how long the job waits for its policy (a relay client attaching) each time it
         is WAITING_POLICY, unless the job names its own (``JobSpec.policy_attach_timeout_s``); past it the job
-        is FAILED with that reason and the station goes on with its next job.
+        is FAILED with that reason. The deadline counts while the job waits in the queue too.
+    :param policy_turn_s: how long a job waiting for its policy holds the station while another team's job is
+        queued; then it steps aside (keeping its place and its deadline) and that job runs
+        (``station.policy_wait``).
     :param station_facts: what the station is (``station.provenance.StationFacts``: its arms, cameras, files and
         software): the station's side of the compatibility gate and the jobs' provenance. None: no gate, no
         provenance.
@@ -47,6 +50,7 @@ class ProcedureSettings:
     max_attempts_per_episode: int = 10
     max_infrastructure_retries: int = 3
     policy_attach_timeout_s: float = 600.0
+    policy_turn_s: float = 10.0
     infrastructure_backoff_s: float = 1.0
     lease_wait_s: float = 120.0
     supervisors: Tuple[str, ...] = ()
@@ -70,7 +74,7 @@ class ProcedureSettings:
             raise ValueError(f"infrastructure_backoff_s must be a finite number >= 0, got {backoff!r}")
         if isinstance(self.lease_priority, bool) or not isinstance(self.lease_priority, int):
             raise ValueError(f"lease_priority must be an integer, got {self.lease_priority!r}")
-        for name in ("lease_duration_s", "scoring_timeout_s", "policy_attach_timeout_s"):
+        for name in ("lease_duration_s", "scoring_timeout_s", "policy_attach_timeout_s", "policy_turn_s"):
             value = getattr(self, name)
             if value is None and name == "scoring_timeout_s":
                 continue

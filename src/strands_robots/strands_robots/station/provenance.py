@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from strands_robots.station.compatibility import StationSpec, station_spec
 from strands_robots.station.model import ConfigHash, Provenance
@@ -80,6 +80,7 @@ class StationFacts:
     :param camera_set: its :class:`~strands_robots.cameras.config.CameraSet` (None: no cameras).
     :param cameras: the cameras its rollouts observe (a subset of the set).
     :param files: ``ConfigHash`` of arms.yaml and cameras.yaml as read.
+    :param relay_max_message_bytes: the largest message its relay takes (its link's; the relay's default).
     """
 
     driver_config: Any
@@ -88,6 +89,30 @@ class StationFacts:
     files: Tuple[ConfigHash, ...] = ()
     software_version: str = ""
     git_revision: str = ""
+    relay_max_message_bytes: int = 16 * 1024 * 1024
+
+    def camera_sizes(self) -> Dict[str, Tuple[int, int]]:
+        """Return the cameras a job may ask for with the ``(width, height)`` each renders.
+
+        The cameras the rollouts observe; when those are not configured here (empty), every camera of the file.
+        """
+        if self.camera_set is None:
+            return {}
+        names = self.cameras or self.camera_set.names
+        return {name: (self.camera_set.camera(name).width, self.camera_set.camera(name).height) for name in names}
+
+    def job_refusal(self, job: Any) -> str:
+        """Say why this station can never run ``job`` as asked; "" when it can.
+
+        Its image requests (``cameras.image_budget``) against these cameras and the relay's message size.
+        """
+        from strands_robots.station.job import JobSpecError, check_job_images
+
+        try:
+            check_job_images(job, self.camera_sizes(), self.relay_max_message_bytes, self.cameras or None)
+        except JobSpecError as exc:
+            return str(exc)
+        return ""
 
     def station_spec(self, job: Any, cameras: Optional[Iterable[str]] = None) -> StationSpec:
         """Return the station's side of the gate for ``job`` (its tasks' control rates).

@@ -12,6 +12,10 @@
   resumed jobs first, then round-robin across teams (``client_id``) — each through a
   :class:`~strands_robots.station.episodes.JobRunner`; a job that cannot start is FAILED with the reason and
   the station goes on with the next;
+- a job waiting for its policy does not hold the station (:mod:`~strands_robots.station.policy_wait`): after one
+  turn (``policy_turn_s``) it steps aside for a job that would run before it and is queued again at the head of
+  its team's jobs, its attach deadline kept; when that deadline passes while it waits in the queue, a last look
+  (on a thread of its own, even while another job runs) runs it next if its policy attached, else FAILs it;
 - :meth:`Station.cancel` cancels a queued job at once (CANCELLED, persisted), or the running one
   cooperatively;
 - operator actions go to the running job's console (:meth:`Station.operator`): refused with a reason when no
@@ -30,6 +34,7 @@ No rclpy: the node adapts services and publishers onto this class.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -46,6 +51,7 @@ from strands_robots.station.model import TERMINAL_STATES, AnswerType, JobState, 
 from strands_robots.station.operator import OperatorConsole, OperatorReply
 from strands_robots.station.durable_files import PersistenceError
 from strands_robots.station.persistence import JobStore, SetAside, recover
+from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
 
@@ -119,6 +125,13 @@ class Station:
         self._starting: Optional[JobRecord] = None  # taken from the queue, its runner not made yet
         self._starting_cancel: Optional[str] = None  # a cancel that came for it meanwhile
         self._worker: Optional[threading.Thread] = None
+        self._numbered: Optional["_Numbered"] = None  # the running job's snapshot numbers
+        self._deadlines = AttachDeadlines()
+        self._turns = Turns(self._deadlines, settings.policy_turn_s, self._others_waiting)
+        # job id -> [record, look event, cancel reason]: queued jobs past their attach deadline, being looked at
+        self._looking: Dict[str, list] = {}
+        self._seen_attached: set = set()  # queued jobs whose last look found their policy attached: they run next
+        self._keeper: Optional[threading.Thread] = None
         self._stopping = False
         self.set_aside: Tuple[SetAside, ...] = ()  # jobs whose files did not load at the last recover()
 
@@ -133,6 +146,10 @@ class Station:
         if spec.station_id != self.station_id:
             return SubmitReply(False, spec.job_id, f"job refused: station_id: addressed to {spec.station_id!r}, "
                                                    f"this is {self.station_id!r}")
+        facts = self._settings.station_facts
+        refusal = facts.job_refusal(spec) if facts is not None else ""
+        if refusal:  # what this station can never serve is refused now, never blamed on the station at run time
+            return SubmitReply(False, spec.job_id, f"job refused: {refusal}")
         with self._lock:
             if spec.job_id in self._statuses:
                 return SubmitReply(False, spec.job_id, f"job refused: job_id: {spec.job_id!r} already exists")
@@ -149,6 +166,7 @@ class Station:
             self._places[spec.job_id] = place
             self._renumber()
             self._lock.notify_all()
+            self._nudge()
             return SubmitReply(True, spec.job_id, f"job {spec.job_id} accepted: {self._queued_text(place)}")
 
     def take(self, spec: JobSpec) -> SubmitReply:
@@ -193,6 +211,13 @@ class Station:
                     return OperatorReply(False, f"job {job_id} is already being cancelled")
                 self._starting_cancel = why  # applied the moment its runner exists
                 return OperatorReply(True, f"job {job_id} cancelling")
+            looking = self._looking.get(job_id)
+            if looking is not None:
+                if looking[2] is not None:
+                    return OperatorReply(False, f"job {job_id} is already being cancelled")
+                looking[2] = why
+                looking[1].set()  # the last look ends at once; the job is CANCELLED then
+                return OperatorReply(True, f"job {job_id} cancelling")
             if runner is None or runner.spec.job_id != job_id:
                 runner = None
                 record = self._waiting.get(job_id)
@@ -201,8 +226,9 @@ class Station:
                     if status is None:
                         return OperatorReply(False, f"no job {job_id!r} at this station")
                     return OperatorReply(False, f"job {job_id} already ended ({status.state.value})")
+                before = "before it started" if record.state is JobState.CREATED else "while it waited for its policy"
                 done = record.replace(state=JobState.CANCELLED, running=None,
-                                      message=cut(f"cancelled before it started: {why}", JOB_MESSAGE_MAX))
+                                      message=cut(f"cancelled {before}: {why}", JOB_MESSAGE_MAX))
                 try:
                     self._commit(done)
                 except PersistenceError as exc:
@@ -210,6 +236,8 @@ class Station:
                 self._queue.remove(job_id)
                 self._waiting.pop(job_id, None)
                 self._places.pop(job_id, None)
+                self._deadlines.clear(job_id)
+                self._seen_attached.discard(job_id)
                 self._renumber()
                 self._lock.notify_all()
                 return OperatorReply(True, f"job {job_id} cancelled")
@@ -300,25 +328,33 @@ class Station:
             self._stopping = False
             self._worker = threading.Thread(target=self._work, name=f"station-{self.station_id}", daemon=True)
             self._worker.start()
+            self._keeper = threading.Thread(target=self._keep_deadlines, name=f"station-{self.station_id}-deadlines",
+                                            daemon=True)
+            self._keeper.start()
 
     def stop(self, timeout_s: float = 10.0, reason: str = "station shutting down") -> bool:
         """Stop taking jobs and suspend the running one (a restarted station resumes it); True once stopped."""
         with self._lock:
             self._stopping = True
             runner = self._runner
-            worker = self._worker
+            worker, keeper = self._worker, self._keeper
+            for looking in self._looking.values():
+                looking[1].set()
             self._lock.notify_all()
         if runner is not None:
             runner.suspend(reason)
         if worker is None:
             return True
         worker.join(timeout_s)
-        return not worker.is_alive()
+        if keeper is not None:
+            keeper.join(max(0.1, timeout_s))
+        return not worker.is_alive() and (keeper is None or not keeper.is_alive())
 
     def wait_idle(self, timeout_s: Optional[float] = None) -> bool:
         """Block until no job is queued or running (tests, demos). True when idle."""
         with self._lock:
-            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None, timeout_s)
+            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None and not self._looking,
+                                       timeout_s)
 
     # -- internals ------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -329,6 +365,7 @@ class Station:
                     return
                 job_id = self._queue.pop()
                 record = self._waiting.pop(job_id)
+                self._seen_attached.discard(job_id)
                 self._places.pop(job_id, None)
                 self._starting, self._starting_cancel = record, None
             runner, cancel = self._start_runner(record)
@@ -341,7 +378,12 @@ class Station:
             finally:
                 self._close_operator()
                 with self._lock:
+                    numbered, self._numbered = self._numbered, None
                     self._runner = None
+                    if runner.stepped_aside and not self._stopping and numbered is not None:
+                        # queued again at the head of its team's jobs, numbered on from its last snapshot
+                        self._queue.park(record.job_id, record.spec.client_id)
+                        self._waiting[record.job_id] = runner.record.replace(sequence=numbered.sequence)
                     self._renumber()
                     self._lock.notify_all()
 
@@ -359,8 +401,9 @@ class Station:
                     return None, None
                 numbered = _Numbered(self, record.sequence)
                 runner = JobRunner(record, self._robot, self._operator, store=numbered,
-                                   publish=numbered.publish, clock_ms=self._clock_ms, settings=self._settings)
-                self._runner = runner
+                                   publish=numbered.publish, clock_ms=self._clock_ms, settings=self._settings,
+                                   turns=self._turns)
+                self._runner, self._numbered = runner, numbered
                 cancel, self._starting, self._starting_cancel = self._starting_cancel, None, None
                 self._renumber()
                 return runner, cancel
@@ -374,6 +417,79 @@ class Station:
                 self._lock.notify_all()
             self._close_operator()
             return None, None
+
+    def _others_waiting(self) -> bool:
+        """Whether a queued job would run before the running one if it stepped aside now (``Turns``)."""
+        with self._lock:
+            runner = self._runner
+            return runner is not None and self._queue.others_ahead_of(runner.spec.client_id)
+
+    def _nudge(self) -> None:
+        """Tell the running job a job was queued: past its turn, a wait for its policy steps aside (lock held)."""
+        if self._runner is not None:
+            self._runner.nudge()
+
+    def _keep_deadlines(self) -> None:
+        """Give each queued job whose attach deadline passed its last look; run it next, or FAIL it."""
+        while True:
+            with self._lock:
+                while True:
+                    if self._stopping:
+                        return
+                    waiting = {job_id for job_id, r in self._waiting.items()
+                               if r.state is JobState.WAITING_POLICY and job_id not in self._seen_attached}
+                    job_id, left = self._deadlines.next_due(waiting)
+                    if job_id is not None and left <= 0:
+                        break
+                    self._lock.wait(None if math.isinf(left) else left)
+                record = self._waiting.pop(job_id)
+                self._queue.remove(job_id)
+                self._places.pop(job_id, None)
+                look = threading.Event()
+                self._looking[job_id] = [record, look, None]
+                self._renumber()
+            timer = threading.Timer(LAST_LOOK_S, look.set)
+            timer.daemon = True
+            timer.start()
+            try:
+                ready, _ = self._robot.wait_for_policy(record.spec, look)
+            except Exception as exc:  # noqa: BLE001 - a port failure: the job is not served, and says why
+                ready = False
+                record = record.replace(message=cut(f"{record.message} (last look: {type(exc).__name__}: {exc})",
+                                                    JOB_MESSAGE_MAX))
+            finally:
+                timer.cancel()
+            with self._lock:
+                _, _, why = self._looking.pop(job_id)
+                self._settle_look(record, ready, why)
+                self._renumber()
+                self._lock.notify_all()
+
+    def _settle_look(self, record: JobRecord, ready: bool, why: Optional[str]) -> None:
+        """Act on a last look's outcome (caller holds the lock)."""
+        job_id = record.job_id
+        if why is not None:
+            self._deadlines.clear(job_id)
+            self._commit(record.replace(state=JobState.CANCELLED, running=None,
+                                        message=cut(f"cancelled while it waited for its policy: {why}",
+                                                    JOB_MESSAGE_MAX)), tolerate_store_errors=True)
+            return
+        if ready or self._stopping:  # a stopping station leaves it as persisted: the next start resumes it
+            self._queue.add(job_id, record.spec.client_id, resumed=True)
+            self._waiting[job_id] = record
+            if ready and not self._stopping:
+                self._seen_attached.add(job_id)
+                self._commit(record.replace(message=f"its policy attached (seen at its attach deadline): the job "
+                                                    f"runs next at station {self.station_id}"),
+                             tolerate_store_errors=True)
+                self._nudge()
+            return
+        timeout_s = self._deadlines.timeout_of(job_id) or attach_timeout_s(record.spec, self._settings)
+        self._deadlines.clear(job_id)
+        self._commit(record.replace(state=JobState.FAILED, running=None,
+                                    message=f"no policy client attached within {timeout_s:g} s "
+                                            f"(policy_attach_timeout_s); the station moved on"),
+                     tolerate_store_errors=True)
 
     def _close_operator(self) -> None:
         close = getattr(self._operator, "close", None)
@@ -458,6 +574,12 @@ class _Numbered:
         self._sequence = sequence
         self._saved = False  # a number was saved and its snapshot is not published yet
         self._lock = threading.Lock()
+
+    @property
+    def sequence(self) -> int:
+        """The number of the job's newest snapshot."""
+        with self._lock:
+            return self._sequence
 
     def save(self, record: JobRecord) -> None:
         with self._lock:
