@@ -52,6 +52,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import grpc
 
+from strands_robots.client.credential_files import CredentialFileError, read_private_file, read_trusted_file
 from strands_robots.relay.auth import ReloadingTokenBook, TokenBook, TokenFileError
 from strands_robots.relay.cluster import DEFAULT_STALE_S, Cluster
 from strands_robots.relay.config import RelayConfigError, RelaySettings, flag_of, load_relay_settings
@@ -79,7 +80,11 @@ class TlsConfig:
 
     @classmethod
     def from_files(cls, cert: "str | Path", key: "str | Path") -> "TlsConfig":
-        return cls(Path(cert).read_bytes(), Path(key).read_bytes())
+        """Read the chain (others may read it, not write it) and the key (private: 0600, yours), both bounded.
+
+        :raises CredentialFileError: one line naming the file and the rule it breaks.
+        """
+        return cls(read_trusted_file(cert, "TLS certificate chain"), read_private_file(key, "TLS private key"))
 
 
 
@@ -328,7 +333,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tokens = ReloadingTokenBook(args.tokens)  # re-read on change and on SIGHUP
         tls = TlsConfig.from_files(args.tls_cert, args.tls_key) if args.tls_cert else None
         store = open_store(store_url)
-    except (TokenFileError, StoreError, OSError) as exc:
+    except (TokenFileError, CredentialFileError, StoreError, OSError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return 2
     warning = plaintext_warning(listen, tls)
