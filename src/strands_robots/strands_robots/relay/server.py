@@ -53,6 +53,7 @@ from typing import Any, Callable, Optional, Sequence
 import grpc
 
 from strands_robots.client.credential_files import CredentialFileError, read_private_file, read_trusted_file
+from strands_robots.client.relay_targets import is_loopback
 from strands_robots.relay.auth import ReloadingTokenBook, TokenBook, TokenFileError
 from strands_robots.relay.cluster import DEFAULT_STALE_S, Cluster
 from strands_robots.relay.config import RelayConfigError, RelaySettings, flag_of, load_relay_settings
@@ -168,7 +169,7 @@ class RelayServer:
     async def _join_cluster(self) -> None:
         host, _, port = self._advertise.rpartition(":")
         address = f"{host}:{self.port}" if port == "0" else self._advertise
-        cluster = Cluster(self.core.store, address, self.core.run, self.core.clock_ms, stale_s=self._cluster_stale_s,
+        cluster = Cluster(self.core.store, address, self.core.run, stale_s=self._cluster_stale_s,
                           root_certificates=self._tls.cert_chain if self._tls else None,
                           max_message_bytes=self.settings.max_message_bytes)
         await cluster.start()
@@ -199,19 +200,6 @@ class RelayServer:
 
     def wait(self) -> None:
         self._thread.join()
-
-
-def is_loopback(listen: str) -> bool:
-    """Return True when ``host:port`` names a loopback address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
-    import ipaddress
-
-    host = listen.rsplit(":", 1)[0].strip("[]") if ":" in listen else listen
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve anywhere
-        return False
 
 
 def plaintext_warning(listen: str, tls: Optional[TlsConfig]) -> str:
