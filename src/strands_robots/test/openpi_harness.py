@@ -6,7 +6,10 @@ with ``openpi-server`` and ``openpi-client`` from PyPI (they need numpy < 2: a t
 :class:`StepPolicy`, a deterministic policy whose actions are computed from the observation it received, so a
 test can check every number; each observation it received is logged (JSON lines) for the test to read. The
 ``roboarena`` mode serves the RoboArena variant (``endpoint`` infer/reset, reset answered by a text frame),
-with openpi-client's msgpack codec on the server side.
+with openpi-client's msgpack codec on the server side. ``misbehave`` makes a server that breaks the protocol the
+way a faulty one does (the same policy, on openpi-client's codec): ``answer_twice`` sends every answer twice,
+``complex_actions`` / ``string_actions`` send the actions as a complex or a string array, ``redirect`` answers
+every handshake with HTTP 302 to ``redirect_to``.
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ SERVER_SCRIPT = textwrap.dedent('''
     p.add_argument("--horizon", type=int, default=4)
     p.add_argument("--scale", type=float, default=1.0, help="multiplies the step offsets")
     p.add_argument("--metadata", default="{}")
+    p.add_argument("--misbehave", default="", choices=["", "answer_twice", "complex_actions", "string_actions",
+                                                       "redirect"])
+    p.add_argument("--redirect-to", default="")
     args = p.parse_args()
     log = open(args.log, "a", buffering=1)
 
@@ -117,6 +123,59 @@ SERVER_SCRIPT = textwrap.dedent('''
                     "policy_timing": {"infer_ms": np.float64(0.5)}}
 
     metadata = json.loads(args.metadata)
+    if args.misbehave:
+        import msgpack
+        import websockets.exceptions
+        import websockets.asyncio.server as server
+        from http import HTTPStatus
+        from openpi_client import msgpack_numpy
+
+        def raw(value):  # openpi's array form, written by hand: its Packer refuses complex arrays
+            if isinstance(value, np.ndarray):
+                return {b"__ndarray__": True, b"data": value.tobytes(), b"dtype": value.dtype.str,
+                        b"shape": list(value.shape)}
+            raise TypeError(type(value).__name__)
+
+        def answer(reply):
+            if args.misbehave == "complex_actions":
+                reply["actions"] = reply["actions"].astype(np.complex128) + 1j
+                return msgpack.packb(reply, default=raw, use_bin_type=True)
+            if args.misbehave == "string_actions":
+                reply["actions"] = reply["actions"].astype(str)
+            return msgpack_numpy.packb(reply)
+
+        async def misbehaving(ws):
+            policy = StepPolicy()
+            await ws.send(msgpack_numpy.packb(metadata))
+            while True:
+                try:
+                    frame = answer(policy.infer(msgpack_numpy.unpackb(await ws.recv())))
+                except websockets.exceptions.ConnectionClosed:
+                    break
+                if args.misbehave == "answer_twice":  # both frames in one write, as one buffered flush sends them
+                    header = bytes([0x82]) + (bytes([len(frame)]) if len(frame) < 126 else
+                                              bytes([126]) + len(frame).to_bytes(2, "big") if len(frame) < 65536
+                                              else bytes([127]) + len(frame).to_bytes(8, "big"))
+                    ws.transport.write((header + frame) * 2)
+                    log.write(json.dumps({"sent_twice": policy.calls}) + "\\n")
+                    continue
+                await ws.send(frame)
+
+        def redirect(connection, request):
+            if args.misbehave != "redirect":
+                return None
+            response = connection.respond(HTTPStatus.FOUND, "moved\\n")
+            response.headers["Location"] = args.redirect_to
+            return response
+
+        async def serve_misbehaving():
+            async with server.serve(misbehaving, "127.0.0.1", args.port, compression=None, max_size=None,
+                                    process_request=redirect):
+                print("READY", flush=True)
+                await asyncio.get_running_loop().create_future()
+
+        asyncio.run(serve_misbehaving())
+        sys.exit(0)
     if args.mode != "roboarena":
         from openpi_server import WebsocketPolicyServer
         print("READY", flush=True)
@@ -125,6 +184,7 @@ SERVER_SCRIPT = textwrap.dedent('''
 
     # RoboArena: every request names its endpoint; a reset is answered by a text frame.
     import traceback
+    import websockets.exceptions
     import websockets.asyncio.server as server
     from openpi_client import msgpack_numpy
 
@@ -143,7 +203,7 @@ SERVER_SCRIPT = textwrap.dedent('''
                     continue
                 assert endpoint == "infer", endpoint
                 await ws.send(packer.pack(policy.infer(obs)))
-            except server.ConnectionClosed:
+            except websockets.exceptions.ConnectionClosed:
                 break
             except Exception:
                 await ws.send(traceback.format_exc())
@@ -161,8 +221,8 @@ SERVER_SCRIPT = textwrap.dedent('''
 
 def start_openpi_server(directory: Path, port: int, *, mode: str = "droid", raise_on: int = 0,
                         metadata: Optional[dict] = None, horizon: int = HORIZON, scale: float = 1.0,
-                        timeout_s: float = 60.0) -> subprocess.Popen:
-    """Start the openpi server process on 127.0.0.1:``port``; return once it answers ``/healthz`` (or accepts)."""
+                        misbehave: str = "", redirect_to: str = "", timeout_s: float = 60.0) -> subprocess.Popen:
+    """Start the openpi server process on 127.0.0.1:``port``; return once it accepts connections."""
     py = openpi_venv()
     script = Path(directory) / "openpi_server_script.py"
     script.write_text(SERVER_SCRIPT)
@@ -170,7 +230,8 @@ def start_openpi_server(directory: Path, port: int, *, mode: str = "droid", rais
     out = open(Path(directory) / f"openpi_{port}.out", "ab")
     proc = subprocess.Popen([str(py), str(script), "--port", str(port), "--log", str(log), "--mode", mode,
                              "--raise-on", str(raise_on), "--horizon", str(horizon), "--scale", repr(scale),
-                             "--metadata", json.dumps(metadata or {})],
+                             "--metadata", json.dumps(metadata or {}), "--misbehave", misbehave,
+                             "--redirect-to", redirect_to],
                             stdout=out, stderr=subprocess.STDOUT,
                             env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root")})
     deadline = time.monotonic() + timeout_s

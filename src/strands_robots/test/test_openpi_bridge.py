@@ -22,6 +22,7 @@ from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES, actuator_key  # noq
 from strands_robots.client.obs_map import GRIPPER_RANGE, ObsMapError, load_obs_map, resize_with_pad  # noqa: E402
 from strands_robots.client.openpi import (  # noqa: E402
     OpenPIConnectionLost,
+    OpenPIError,
     OpenPIPolicy,
     OpenPIServerError,
     pack,
@@ -190,6 +191,80 @@ def test_a_server_that_is_down_at_reset_ends_that_episode_with_a_clear_error(ser
             policy.reset(task())
     finally:
         policy.close()
+
+
+def test_a_server_that_answers_twice_is_refused_naming_the_frame_nobody_asked_for(server, tmp_path):
+    _, port, url = server(misbehave="answer_twice")
+    policy = OpenPIPolicy(url, obs_map="droid")
+    try:
+        policy.reset(task())
+        returned = []
+        with pytest.raises(OpenPIError, match=rf"openpi server {url} sent a binary frame of \d+ bytes nobody asked "
+                                              r"for, (behind its answer to|before the) infer.*broke openpi's lock "
+                                              r"step") as info:
+            for seed in range(3):
+                obs = observation(seed)
+                returned.append((obs, policy.act(obs)))
+        # Caught at the next exchange at the latest (the extra frame was on the socket before it), and every chunk
+        # handed out before was the answer to its own observation: nothing was paired with the wrong one.
+        assert len(returned) <= 1, info.value
+        for call, (obs, chunk) in enumerate(returned, start=1):
+            assert_chunk(chunk, droid_expected(obs, call))
+        log = server_log(tmp_path, port)
+        assert [e["call"] for e in log if "call" in e] == list(range(1, len(returned) + 2))
+        assert [e["sent_twice"] for e in log if "sent_twice" in e][:1] == [1]
+        with pytest.raises(OpenPIConnectionLost, match="not connected"):  # closed: the rest of the episode too
+            policy.act(observation(9))
+    finally:
+        policy.close()
+
+
+def test_a_redirect_is_refused_naming_both_addresses_and_no_observation_is_sent(server, tmp_path):
+    _, target_port, target = server()
+    _, _, url = server(misbehave="redirect", redirect_to=f"{target}/")
+    with pytest.raises(OpenPIError, match=rf"^openpi server {url} redirected to {target}/: redirects are refused "
+                                          r"\(the job records the address you named"):
+        OpenPIPolicy(url, obs_map="droid")
+    policy = OpenPIPolicy(url, obs_map="droid", connect=False)
+    try:
+        with pytest.raises(OpenPIError, match="redirects are refused"):
+            policy.reset(task())
+        assert policy.connections == 0 and policy.metadata == {}
+    finally:
+        policy.close()
+    assert server_log(tmp_path, target_port) == []  # the server it pointed to never got an observation
+
+
+@pytest.mark.parametrize("misbehave, error, message", [
+    ("complex_actions", OpenPIError, r"answered infer with a frame that does not decode \(ValueError: the openpi "
+                                     r"server sent an array of dtype complex128"),
+    ("string_actions", ObsMapError, r"obs map 'droid': the server's actions are strings \(dtype <U\d+\); actions "
+                                    r"must be real numbers"),
+])
+def test_complex_or_string_actions_are_refused_naming_the_dtype_never_coerced(server, misbehave, error, message):
+    _, _, url = server(misbehave=misbehave)
+    policy = OpenPIPolicy(url, obs_map="droid")
+    try:
+        policy.reset(task())
+        with pytest.raises(error, match=message):
+            policy.act(observation(0))
+    finally:
+        policy.close()
+
+
+@pytest.mark.parametrize("actions, what", [
+    (np.array([[0.1 + 1j] * 8]), r"complex numbers \(dtype <c16\)"),
+    (np.array([["0.5"] * 8]), r"strings \(dtype <U3\)"),
+    (np.array([[b"0.5"] * 8]), r"byte strings \(dtype \|S3\)"),
+    (np.ones((1, 8), dtype=bool), r"booleans \(dtype \|b1\)"),
+    ([[0.1] * 7 + ["0.2"]], r"strings \(dtype <U32\)"),
+    ([[0.1] * 7 + [{"x": 1}]], r"objects \(dtype \|O\)"),
+])
+def test_an_answer_whose_actions_are_not_real_numbers_is_refused_naming_its_dtype(actions, what):
+    with pytest.raises(ObsMapError, match=rf"the server's actions are {what}; actions must be real numbers"):
+        load_obs_map("droid").chunk(actions)
+    ints = load_obs_map("droid").chunk(np.arange(8, dtype=np.int16)[None, :])  # integers are numbers
+    assert ints[0]["right.joint_2"] == 1.0
 
 
 def test_roboarena_reset_and_infer_with_the_mapping_its_metadata_names(server, tmp_path):

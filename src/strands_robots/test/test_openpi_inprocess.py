@@ -68,3 +68,24 @@ def test_every_applied_action_is_the_servers_row_chunk_by_chunk_in_order(tmp_pat
     finally:
         policy.close()
         stop_server(server)
+
+
+def test_a_server_that_answers_twice_ends_the_episode_with_the_error_naming_it(tmp_path, venv_python):
+    port = free_port()
+    server = start_openpi_server(tmp_path, port, horizon=HORIZON, scale=SCALE, misbehave="answer_twice")
+    policy = OpenPIPolicy(f"ws://127.0.0.1:{port}", obs_map="droid")
+    try:
+        sim = Simulation.with_robot("alice", cameras=load_camera_set().with_adapter("pattern"))
+        out = sim.run_policy("alice", policy, instruction="pick up the red cube", n_steps=12,
+                             control_frequency=50.0, action_horizon=HORIZON, fast_mode=True, seed=1)
+        assert out["status"] == "error", out
+        (ended,) = out["episodes"]
+        assert ended["outcome"] == "error" and ended["error_type"] == "OpenPIError"
+        assert "nobody asked for" in ended["error_message"] and "lock step" in ended["error_message"]
+        assert ended["end_detail"].startswith("OpenPIError: openpi server ws://127.0.0.1:")
+        # At most the one chunk answered before the extra frame was seen: none paired with another observation.
+        assert ended["applied_actions"] <= HORIZON
+        assert [e["call"] for e in server_log(tmp_path, port) if "call" in e][-1] <= 2
+    finally:
+        policy.close()
+        stop_server(server)

@@ -79,6 +79,36 @@ def test_the_relay_command_refuses_a_readable_tokens_file_in_one_line(tmp_path):
     assert not (tmp_path / "r.db").exists()  # refused before anything was opened
 
 
+@pytest.mark.parametrize("fault", ["tokens in a world-writable directory", "a TLS key others may read"])
+def test_the_relay_command_refuses_a_credential_another_user_could_read_or_replace_in_one_line(tmp_path, fault):
+    import subprocess
+    import sys
+
+    from test_relay_harness import relay_env, self_signed_cert, write_tokens
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    tokens = write_tokens(shared)
+    extra = []
+    if fault == "tokens in a world-writable directory":
+        shared.chmod(0o777)
+        expected = (f"relay: tokens file '{tokens}' is refused: its directory '{shared}' has mode 0777: group or "
+                    f"others may write it and it has no sticky bit, so another user could replace the file; chmod "
+                    f"go-w '{shared}' (or keep the file in a private directory)")
+    else:
+        cert, key = self_signed_cert(tmp_path)
+        key.chmod(0o644)
+        extra = ["--tls-cert", str(cert), "--tls-key", str(key)]
+        expected = (f"relay: TLS private key '{key}' has mode 0644: group or others may access it; make it 0600 "
+                    f"(chmod 600)")
+    proc = subprocess.run([sys.executable, "-m", "strands_robots.relay", "--store", f"sqlite:{tmp_path / 'r.db'}",
+                           "--tokens", str(tokens), *extra], env=relay_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [expected]
+    assert not (tmp_path / "r.db").exists()  # refused before anything was opened
+
+
 def test_missing_token_file_is_refused_naming_it(tmp_path):
     with pytest.raises(TokenFileError, match="cannot read token file .*nope.yaml"):
         TokenBook.from_file(tmp_path / "nope.yaml")
@@ -239,3 +269,49 @@ def test_message_over_the_size_limit_is_refused(tmp_path):
                                   episodes=1)
             job = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
             assert client.get_status(job).state == "CREATED"
+
+
+LIMITED_READS = """
+import json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a reader of /dev/zero fails here, not the machine
+from strands_robots.client import EvaluationClient
+from strands_robots.relay.auth import TokenBook
+from strands_robots.relay.credentials import load_relay_credentials, read_secret
+target, creds = sys.argv[1], sys.argv[2]
+for name, read in (("credentials", lambda: load_relay_credentials(creds)),
+                   ("client", lambda: EvaluationClient("127.0.0.1:1", token="t", root_certificates=target)),
+                   ("token", lambda: read_secret(target)), ("tokens", lambda: TokenBook.from_file(target))):
+    try:
+        read()
+        print(json.dumps([name, "read"]), flush=True)
+    except BaseException as exc:
+        print(json.dumps([name, type(exc).__name__, str(exc)]), flush=True)
+"""
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_root_certificates_of_dev_zero_or_a_fifo_are_refused_not_read(tmp_path, special):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_relay_harness import relay_env
+
+    target = special
+    if special == "fifo":
+        target = str(tmp_path / "ca.pem")
+        os.mkfifo(target)  # no writer: a reader would wait for ever
+    creds = tmp_path / "relay.yaml"
+    creds.write_text(f"target: 127.0.0.1:1\nstation_id: s\ntoken: t\nroot_certificates: {target}\n")
+    creds.chmod(0o600)
+    out = subprocess.run([sys.executable, "-c", LIMITED_READS, target, str(creds)], env=relay_env(),
+                         capture_output=True, text=True, timeout=60)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    refusal = "is refused: not a regular file (a device, FIFO or directory could never end or change under the reader)"
+    assert rows == [
+        ["credentials", "CredentialsError", f"credentials file '{creds}': root_certificates '{target}' {refusal}"],
+        ["client", "CredentialFileError", f"root_certificates '{target}' {refusal}"],
+        ["token", "CredentialsError", f"token file '{target}' {refusal}"],
+        ["tokens", "TokenFileError", f"tokens file '{target}' {refusal}"],
+    ], out.stderr[-3000:]

@@ -23,7 +23,7 @@ from test_relay_harness import (
 from strands_robots.client import EvaluationClient, Policy, pb
 from strands_robots.client.relay_targets import RelayTargetError, channel_target, split_targets
 from strands_robots.relay.auth import TokenBook
-from strands_robots.relay.server import RelayServer, cluster_address
+from strands_robots.relay.server import RelayServer, cluster_address, now_ms
 from strands_robots.relay.station_link import StationLink
 from strands_robots.relay.station_session import PolicyDisconnected
 from strands_robots.relay.postgres_store import PostgresStore
@@ -51,41 +51,57 @@ def store(request, tmp_path):
 
 
 # -- the claim rules (both stores) ------------------------------------------------------------------------------
+STALE_MS = 300
+
+
+def beat_and_claim(store, job_id, relay_id, address):
+    """One round of a live relay: a heartbeat, then a claim (what a relay does when a side of the job arrives)."""
+    store.relay_heard(relay_id, address)
+    return store.claim_session_home(job_id, relay_id, STALE_MS)
+
+
 def test_the_first_relay_to_claim_a_home_keeps_it_until_it_falls_silent_or_stops(store):
-    store.relay_heard("r1", "10.0.0.1:50051", 1000)
-    store.relay_heard("r2", "10.0.0.2:50051", 1000)
-    assert store.claim_session_home("job-1", "r1", 1000, 3000).relay_id == "r1"
-    other = store.claim_session_home("job-1", "r2", 1500, 3000)
+    store.relay_heard("r1", "10.0.0.1:50051")
+    store.relay_heard("r2", "10.0.0.2:50051")
+    assert store.claim_session_home("job-1", "r1", STALE_MS).relay_id == "r1"
+    other = store.claim_session_home("job-1", "r2", STALE_MS)
     assert (other.relay_id, other.address) == ("r1", "10.0.0.1:50051")  # r2 forwards to r1
-    assert store.claim_session_home("job-2", "r2", 1500, 3000).relay_id == "r2"  # homes are per job
-    # r1 silent past the bound (r2 still beats): r2's next claim takes job-1 over
-    store.relay_heard("r2", "10.0.0.2:50051", 4600)
-    assert store.claim_session_home("job-1", "r2", 4600, 3000).relay_id == "r2"
+    assert store.claim_session_home("job-2", "r2", STALE_MS).relay_id == "r2"  # homes are per job
+    # r1 falls silent (r2 still beats): r2's claim takes job-1 over once r1 was not heard for the bound
+    claims: list = []
+    wait_until(lambda: claims.append(beat_and_claim(store, "job-1", "r2", "10.0.0.2:50051")) or
+               claims[-1].relay_id == "r2", timeout_s=10, what="r2 taking over the home of the silent r1")
+    r1_heard = {r.relay_id: r.heard_unix_ms for r in store.relays()}["r1"]
+    assert claims[-1].heard_unix_ms - r1_heard >= STALE_MS  # taken when, by the database's clock, r1 was stale
     # r1 comes back (a new beat): it does not take the home back from a live r2
-    store.relay_heard("r1", "10.0.0.1:50051", 4700)
-    assert store.claim_session_home("job-1", "r1", 4700, 3000).relay_id == "r2"
+    assert beat_and_claim(store, "job-1", "r1", "10.0.0.1:50051").relay_id == "r2"
     assert store.session_home("job-1").relay_id == "r2"
     # r2 stops (its row is deleted): its homes go at once, without waiting for the bound
     store.relay_gone("r2")
-    assert store.claim_session_home("job-2", "r1", 4800, 3000).relay_id == "r1"
+    assert store.claim_session_home("job-2", "r1", STALE_MS).relay_id == "r1"
     assert [r.relay_id for r in store.relays()] == ["r1"]
     assert store.session_home("nobody's") is None
 
 
 def test_a_relay_restarted_at_its_address_takes_its_earlier_run_s_homes_at_once(store):
-    store.relay_heard("old", "10.0.0.1:50051", 1000)
-    store.relay_heard("other", "10.0.0.2:50051", 1000)
-    assert store.claim_session_home("job-1", "old", 1000, 3000).relay_id == "old"
-    store.relay_heard("new", "10.0.0.1:50051", 1200)  # restarted 0.2 s later: "old" is not stale yet
+    store.relay_heard("old", "10.0.0.1:50051")
+    store.relay_heard("other", "10.0.0.2:50051")
+    assert store.claim_session_home("job-1", "old", 3000).relay_id == "old"
+    store.relay_heard("new", "10.0.0.1:50051")  # restarted at once: "old" is not stale yet
     assert store.relays_replaced("10.0.0.1:50051", "new") == 1
-    assert store.claim_session_home("job-1", "new", 1200, 3000).relay_id == "new"
+    assert store.claim_session_home("job-1", "new", 3000).relay_id == "new"
     assert [r.relay_id for r in store.relays()] == ["new", "other"]
 
 
-def test_a_heartbeat_never_moves_a_relay_back_in_time(store):
-    store.relay_heard("r1", "a:1", 5000)
-    store.relay_heard("r1", "a:1", 4000)
-    assert [(r.relay_id, r.heard_unix_ms) for r in store.relays()] == [("r1", 5000)]
+def test_heartbeats_are_stamped_by_the_databases_clock_and_never_move_back(store):
+    before = store.relay_heard("r1", "a:1")
+    again = store.relay_heard("r1", "a:1")
+    (row,) = store.relays()
+    assert before > 1_600_000_000_000 and again >= before and row.heard_unix_ms == again  # ms since the epoch
+    # a row stamped later (as by another relay's beat) is never moved back by an earlier one
+    store.run_sql("UPDATE relays SET heard_unix_ms = heard_unix_ms + 60000 WHERE relay_id = {p}", ("r1",))
+    store.relay_heard("r1", "a:1")
+    assert store.relays()[0].heard_unix_ms == again + 60000
 
 
 # -- relay addresses for stations and clients ---------------------------------------------------------------------
@@ -127,14 +143,14 @@ class Counter(Policy):
 
 
 @contextlib.contextmanager
-def two_relays(url, stale_s=1.0):
+def two_relays(url, stale_s=1.0, clocks=(now_ms, now_ms)):
     reset_postgres(url)
     stores = [PostgresStore(url), PostgresStore(url)]
     servers = []
     try:
-        for s in stores:
+        for s, clock in zip(stores, clocks):
             server = RelayServer(s, TokenBook(CLIENT_TOKENS, STATION_TOKENS), "127.0.0.1:0", poll_s=0.05,
-                                 advertise="127.0.0.1:0", cluster_stale_s=stale_s)
+                                 advertise="127.0.0.1:0", cluster_stale_s=stale_s, clock_ms=clock)
             servers.append(server)
             server.start()
         yield servers
@@ -201,6 +217,43 @@ def test_a_station_on_one_relay_and_its_team_on_another_run_the_job_to_succeeded
             home = a.core.store.session_home(job_id).relay_id
             assert home == (a.relay_id if first == "station" else b.relay_id)  # the first side's relay
             assert client.get_status(job_id).state == "SUCCEEDED"
+            session.close()
+        finally:
+            link.close()
+            client.close()
+
+
+@pytest.mark.parametrize("skewed, offset_ms", [("the team's relay", 3000), ("the station's relay", -3000)])
+def test_a_relay_whose_clock_is_skewed_takes_no_live_relays_session_and_loses_none(postgres_url, skewed, offset_ms):
+    """Relays are judged alive by the database's clock: one relay's clock 3 s off changes nothing.
+
+    The station is on A (the home), the team on B; the skewed relay's clock is injected (its clock_ms).
+    """
+    clocks = [now_ms, now_ms]
+    clocks[1 if skewed == "the team's relay" else 0] = lambda: now_ms() + offset_ms
+    with two_relays(postgres_url, stale_s=1.0, clocks=clocks) as (a, b):
+        assert abs(b.core.clock_ms() - a.core.clock_ms() - (offset_ms if skewed == "the team's relay" else
+                                                           -offset_ms)) < 500  # the skew is there
+        client = EvaluationClient(f"127.0.0.1:{b.port}", token=CLIENT_TOKENS["team_a"])
+        link = StationLink(f"127.0.0.1:{a.port}", "sim_station", STATION_TOKENS["sim_station"],
+                           heartbeat_s=0.1).start()
+        try:
+            job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=2)
+            policy = Counter()
+            session = link.open_session(job_id)
+            wait_until(lambda: a.core.store.session_home(job_id), what="the station's relay claiming the home")
+            served = serve(client, job_id, policy)
+            assert run_episode(session, "ep_0000", 3) == [[{"right.joint_4": float(i) + 1.0}] for i in range(3)]
+            # several stale bounds pass by the database's clock, both relays beating and checking the home
+            start = {r.relay_id: r.heard_unix_ms for r in a.core.store.relays()}[a.relay_id]
+            wait_until(lambda: {r.relay_id: r.heard_unix_ms for r in a.core.store.relays()}[a.relay_id]
+                       >= start + 3000, timeout_s=15, what="A beating for 3 s more")
+            assert run_episode(session, "ep_0001", 3) == [[{"right.joint_4": float(i) + 1.0}] for i in range(3)]
+            assert a.core.store.session_home(job_id).relay_id == a.relay_id  # never taken from the live home
+            finish(link, job_id, ["ep_0000", "ep_0001"])
+            served["thread"].join(15)
+            assert "error" not in served, served.get("error")
+            assert served["final"].state == "SUCCEEDED" and policy.resets == ["ep_0000", "ep_0001"]
             session.close()
         finally:
             link.close()

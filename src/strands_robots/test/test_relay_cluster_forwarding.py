@@ -349,15 +349,15 @@ def test_an_unreachable_home_is_taken_over_only_while_the_relay_at_its_address_h
         store = PostgresStore(url)
     try:
         for relay_id, address in (("r1", "10.0.0.1:1"), ("r2", "10.0.0.2:1"), ("r3", "10.0.0.3:1")):
-            store.relay_heard(relay_id, address, 1000)
-        assert store.claim_session_home("job-1", "r1", 1000, 3000).relay_id == "r1"
-        assert not store.take_over_session_home("job-1", "10.0.0.9:1", "r2", 1100)  # nobody there holds it
-        assert not store.take_over_session_home("job-1", "10.0.0.2:1", "r2", 1100)  # not from itself
-        assert store.take_over_session_home("job-1", "10.0.0.1:1", "r2", 1200)
+            store.relay_heard(relay_id, address)
+        assert store.claim_session_home("job-1", "r1", 30000).relay_id == "r1"
+        assert not store.take_over_session_home("job-1", "10.0.0.9:1", "r2")  # nobody there holds it
+        assert not store.take_over_session_home("job-1", "10.0.0.2:1", "r2")  # not from itself
+        assert store.take_over_session_home("job-1", "10.0.0.1:1", "r2")
         assert store.session_home("job-1").relay_id == "r2"
-        assert not store.take_over_session_home("job-1", "10.0.0.1:1", "r3", 1200)  # r2 was first: r3 looks again
-        assert store.claim_session_home("job-1", "r3", 1300, 3000).relay_id == "r2"  # and forwards to r2
-        assert store.claim_session_home("job-1", "r1", 1300, 3000).relay_id == "r2"  # r1 does not take it back
-        assert not store.take_over_session_home("job-2", "10.0.0.1:1", "r2", 1300)  # no home yet: claim it
+        assert not store.take_over_session_home("job-1", "10.0.0.1:1", "r3")  # r2 was first: r3 looks again
+        assert store.claim_session_home("job-1", "r3", 30000).relay_id == "r2"  # and forwards to r2
+        assert store.claim_session_home("job-1", "r1", 30000).relay_id == "r2"  # r1 does not take it back
+        assert not store.take_over_session_home("job-2", "10.0.0.1:1", "r2")  # no home yet: claim it
     finally:
         store.close()

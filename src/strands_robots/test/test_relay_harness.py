@@ -58,10 +58,12 @@ def _as_postgres_user(argv: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def postgres_server():
-    """Run a throwaway PostgreSQL server on 127.0.0.1 (free port; unix socket in its temp dir); yield its URL.
+def postgres_server(listen: str = "127.0.0.1", argv_prefix: tuple = (), allow_from: str = ""):
+    """Run a throwaway PostgreSQL server on ``listen`` (free port; unix socket in its temp dir); yield its URL.
 
-    Skips with the reason when Debian's binaries are missing (``apt-get install -y postgresql``).
+    ``argv_prefix`` starts it elsewhere (``ip netns exec NS``: another host), ``allow_from`` (a CIDR) lets
+    clients from there in (without a password, as from loopback). Skips with the reason when Debian's binaries
+    are missing (``apt-get install -y postgresql``).
     """
     bindir = postgres_bin_dir()
     if bindir is None:
@@ -91,14 +93,17 @@ def postgres_server():
                                "-E", "UTF8", "--no-sync"]),
             check=True, capture_output=True, timeout=120,
         )
-        opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} -c fsync=off"
+        if allow_from:
+            with open(os.path.join(data, "pg_hba.conf"), "a", encoding="utf-8") as hba:
+                hba.write(f"host all all {allow_from} trust\n")
+        opts = f"-c listen_addresses={listen} -p {port} -k {tmp} -c fsync=off"
         subprocess.run(
-            _as_postgres_user([pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(tmp, "log"), "-w",
-                               "-t", "60", "start"]),
+            [*argv_prefix, *_as_postgres_user([pg_ctl, "-D", data, "-o", opts, "-l", os.path.join(tmp, "log"), "-w",
+                                               "-t", "60", "start"])],
             check=True, capture_output=True, timeout=90,
         )
         started = True
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql://postgres@{listen}:{port}/postgres"
     finally:
         if started:
             subprocess.run(_as_postgres_user([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"]),
@@ -114,15 +119,16 @@ def reset_postgres(url: str) -> None:
 
 
 # -- TLS --------------------------------------------------------------------------------------------------------
-def self_signed_cert(directory: Path) -> "tuple[Path, Path]":
-    """Make a self-signed certificate for 127.0.0.1/localhost (openssl); skip when openssl is missing."""
+def self_signed_cert(directory: Path, ips: "tuple[str, ...]" = ()) -> "tuple[Path, Path]":
+    """Make a self-signed certificate for 127.0.0.1/localhost and ``ips`` (openssl); skip when openssl is missing."""
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl is not installed (apt-get install -y openssl): cannot make a test certificate")
     key, cert = Path(directory) / "relay.key", Path(directory) / "relay.crt"
+    names = ",".join(["DNS:localhost", "IP:127.0.0.1", *(f"IP:{ip}" for ip in ips)])
     subprocess.run(
         [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+         "-days", "2", "-subj", "/CN=localhost", "-addext", f"subjectAltName={names}"],
         check=True, capture_output=True, timeout=60,
     )
     return cert, key

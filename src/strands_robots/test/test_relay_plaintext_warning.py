@@ -94,3 +94,17 @@ def test_relay_launch_passes_the_tls_files_the_cli_takes_and_refuses_one_without
         module.relay_argv(RelaySettings(), "127.0.0.1:1", "sqlite:/r.db", "/t.yaml", "/c.pem", "")
     names = {a.name for a in module.generate_launch_description().entities if hasattr(a, "name")}
     assert {"tls_cert", "tls_key"} <= names
+
+
+@pytest.mark.parametrize("home, tls, refused", [
+    ("127.0.0.1:50051", False, False), ("[::1]:50051", False, False), ("localhost:7000", False, False),
+    ("10.245.1.1:50051", False, True), ("relay-a.internal:50051", False, True), ("[fd00::5]:50051", False, True),
+    ("10.245.1.1:50051", True, False), ("relay-a.internal:50051", True, False),
+])
+def test_a_relay_forwards_a_token_in_plaintext_only_to_a_home_on_its_own_host(home, tls, refused):
+    from strands_robots.relay.cluster import plaintext_hop
+
+    reason = plaintext_hop(home, tls)
+    assert bool(reason) is refused
+    if refused:
+        assert reason.startswith(f"the home relay {home} is on another host and this relay has no TLS")

@@ -1,4 +1,4 @@
-"""The status page's sessions and sign-in limit (pure, a fake clock): expiry, bounds, CSRF, the token buckets."""
+"""The status page's sessions, sign-in forms and sign-in limit (pure, a fake clock): expiry, bounds, CSRF, buckets."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from strands_robots.relay.auth import Principal
-from strands_robots.relay.web.sessions import SessionTable, SignInLimiter
+from strands_robots.relay.web.sessions import SessionTable, SignInForms, SignInLimiter
 
 TEAM = Principal("client", "team_a")
 
@@ -38,14 +38,50 @@ def test_a_session_ends_after_idle_s_without_a_request_and_after_max_age_s_whate
     assert table.get(busy.session_id) is None and len(table) == 0
 
 
-def test_ids_and_csrf_tokens_are_fresh_random_values_and_a_pre_session_is_never_promoted():
+def test_ids_and_csrf_tokens_are_fresh_random_values_and_a_new_sign_in_ends_the_browsers_earlier_session():
     table = SessionTable()
-    pre = table.pre_session()
-    signed = table.sign_in(TEAM, "tok", replacing=pre.session_id)
-    assert signed.session_id != pre.session_id and signed.csrf != pre.csrf
+    earlier = table.sign_in(TEAM, "tok")
+    signed = table.sign_in(TEAM, "tok", replacing=earlier.session_id)
+    assert signed.session_id != earlier.session_id and signed.csrf != earlier.csrf
     assert len(signed.session_id) == 64 and len(signed.csrf) == 64  # 32 random bytes, hex
-    assert table.get(pre.session_id) is None and pre.principal is None
+    assert table.get(earlier.session_id) is None
     assert "tok" not in signed.session_id
+
+
+def test_a_sign_in_form_is_good_once_with_its_own_cookie_until_it_expires_and_nothing_is_stored_per_form():
+    clock = Clock()
+    forms = SignInForms(max_age_s=600, clock=clock)
+    kept = forms.issue()
+    for _ in range(10000):  # a flood of forms: nothing is kept for any of them
+        forms.issue()
+    assert len(forms) == 0
+    other = forms.issue()
+    assert not forms.redeem(kept.csrf, other.cookie)  # another form's cookie
+    assert forms.redeem(kept.csrf, kept.cookie)
+    assert not forms.redeem(kept.csrf, kept.cookie)  # one attempt per form
+    assert len(forms) == 1
+    clock.t += 599
+    assert forms.redeem(other.csrf, other.cookie)  # still within its 600 s
+    late = forms.issue()
+    clock.t += 601
+    assert not forms.redeem(late.csrf, late.cookie)  # expired
+    assert len(forms) == 0  # the sent forms' nonces are forgotten once they could not come back anyway
+
+
+@pytest.mark.parametrize("tamper", ["mac", "issued", "nonce", "empty", "other process"])
+def test_a_sign_in_form_not_signed_by_this_process_is_refused(tamper):
+    forms = SignInForms(clock=Clock())
+    form = forms.issue()
+    issued, nonce, mac = form.csrf.split(".")
+    csrf, cookie = {
+        "mac": (f"{issued}.{nonce}.{'0' * len(mac)}", form.cookie),
+        "issued": (f"{int(issued) + 1000}.{nonce}.{mac}", form.cookie),  # extended by a second: the mac says no
+        "nonce": (f"{issued}.{'f' * len(nonce)}.{mac}", "f" * len(nonce)),
+        "empty": ("", ""),
+        "other process": (SignInForms(clock=Clock()).issue().csrf, form.cookie),
+    }[tamper]
+    assert not forms.redeem(csrf, cookie)
+    assert forms.redeem(form.csrf, form.cookie)  # the genuine one is still good
 
 
 def test_the_least_recently_used_session_ends_first_past_max_sessions():

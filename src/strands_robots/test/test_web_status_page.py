@@ -52,10 +52,10 @@ class Tokens:
 
 
 @contextlib.contextmanager
-def _page(tmp_path, poll_s=0.05):
+def _page(tmp_path, poll_s=0.05, **kwargs):
     store = SqliteStore(str(tmp_path / "relay.db"))
     tokens = Tokens()
-    web = WebStatusServer(store, tokens, "127.0.0.1:0", poll_s=poll_s)
+    web = WebStatusServer(store, tokens, "127.0.0.1:0", poll_s=poll_s, **kwargs)
     port = web.start()
     try:
         yield store, tokens, port, web
@@ -236,6 +236,133 @@ def test_an_unknown_address_or_method_answers_without_a_traceback(tmp_path):
         assert status == 405 and "Traceback" not in page
         status, headers, _ = http.get("/jobs")
         assert status == 303 and headers["Location"] == "/signin"
+
+
+SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy",
+                    "Cache-Control")
+
+
+def _headers_of(port, path, cookies):
+    """Return the status and headers of ``path`` (its body is not read: an event stream never ends)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())})
+        response = conn.getresponse()
+        return response.status, {k: response.headers[k] for k in SECURITY_HEADERS}, response.headers["Content-Type"]
+    finally:
+        conn.close()
+
+
+def test_event_streams_downloads_and_redirects_carry_the_pages_security_headers(tmp_path):
+    with _page(tmp_path) as (store, _, port, _):
+        _create(store, "job-h")
+        _put(store, snapshot("job-h", 1, [episode(0)]))
+        camera_recording(tmp_path / "ep0.mcap", frames=2)
+        _store_recording(store, "job-h", "ep_0000", tmp_path / "ep0.mcap")
+        http = Http(port)
+        http.sign_in(TEAM_A)
+        status, page, _ = _headers_of(port, "/jobs", http.cookies)
+        assert status == 200 and all(page.values()), page
+        assert "frame-ancestors 'none'" in page["Content-Security-Policy"]
+        assert (page["X-Content-Type-Options"], page["X-Frame-Options"], page["Cache-Control"]) == (
+            "nosniff", "DENY", "no-store")
+        for path, kind in (("/events", "text/event-stream"), ("/jobs/job-h/events", "text/event-stream"),
+                           ("/jobs/job-h/recordings/ep_0000", "application/octet-stream")):
+            status, headers, content_type = _headers_of(port, path, http.cookies)
+            assert status == 200 and content_type.startswith(kind), (path, content_type)
+            assert headers == page, path  # the same headers as the pages, on the streams a handler starts itself
+        status, headers, _ = _headers_of(port, "/jobs/job-h/recordings/ep_0000/thumbnail", http.cookies)
+        assert status == 200 and headers == {**page, "Cache-Control": "private, max-age=3600"}  # its own choice
+        status, headers, _ = _headers_of(port, "/jobs", {})  # a redirect to the sign-in page
+        assert status == 303 and headers == page
+
+
+def _until_closed(sock, timeout_s):
+    """Read what the server sends until it closes the connection; None when it is still open after timeout_s."""
+    import socket
+    import time
+
+    sock.settimeout(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    received = b""
+    try:
+        while True:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = sock.recv(65536)
+            if not chunk:
+                return received
+            received += chunk
+    except (socket.timeout, TimeoutError):
+        return None
+
+
+@pytest.mark.parametrize("half", ["request line and part of the headers", "headers and part of the body",
+                                  "nothing at all"])
+def test_a_half_sent_request_is_closed_within_the_read_timeout(tmp_path, half):
+    import socket
+    import time
+
+    read_timeout_s = 1.0
+    with _page(tmp_path, read_timeout_s=read_timeout_s) as (_, _, port, _):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sent = time.monotonic()
+            if half == "request line and part of the headers":
+                sock.sendall(b"GET /signin HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/ht")
+            elif half == "headers and part of the body":
+                sock.sendall(b"POST /signin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 500\r\n\r\n"
+                             b"csrf=0.0.0&token=")
+            # the bound: the read timeout, plus as much again for a loaded machine's scheduling
+            received = _until_closed(sock, 2 * read_timeout_s + 1.0)
+            waited = time.monotonic() - sent
+        assert received is not None, f"still open {waited:.1f} s after {half} (read timeout {read_timeout_s} s)"
+        if half == "headers and part of the body":
+            assert received.startswith(b"HTTP/1.1 408 "), received[:200]
+            assert b"did not arrive within 1 s" in received
+        else:
+            assert received == b""  # closed without an answer: no request ever arrived
+
+
+def test_a_flood_of_sign_in_forms_expires_no_form_opened_before_it(tmp_path):
+    import http.client
+    import threading
+
+    with _page(tmp_path) as (_, _, port, web):
+        http_a = Http(port)
+        _, _, form = http_a.get("/signin")  # a team opens the form, then 4 200 anonymous GET /signin arrive
+        errors: list = []
+
+        def flood(n):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                for _ in range(n):
+                    conn.request("GET", "/signin")
+                    response = conn.getresponse()
+                    response.read()
+                    if response.status != 200:
+                        errors.append(response.status)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(repr(exc))
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=flood, args=(1050,)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        status, headers, _ = http_a.post("/signin", {"csrf": csrf_of(form), "token": TEAM_A})
+        assert status == 303 and headers["Location"] == "/jobs"
+        assert http_a.get("/jobs")[0] == 200
+        assert len(web.page.forms) == 1  # nothing was stored for the 4 201 forms; one was sent back
+        # and that form served its one attempt
+        http_b = Http(port)
+        http_b.cookies["sr_signin"] = http_a.set_cookie_headers[0].split(";", 1)[0].split("=", 1)[1]
+        status, _, page = http_b.post("/signin", {"csrf": csrf_of(form), "token": TEAM_A})
+        assert status == 403 and "expired" in page
 
 
 def _store_recording(store, job_id, episode_id, path, chunk_bytes=4096):

@@ -91,7 +91,7 @@ class Http:
 
 
 def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    found = re.search(r'name="csrf" value="([0-9a-f.]+)"', page)
     assert found, f"no CSRF field in the page: {page[:400]}"
     return found.group(1)
 

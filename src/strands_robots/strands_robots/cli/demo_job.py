@@ -96,10 +96,12 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots.policies.demo import DemoPolicy
     from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
-    with open(args.token_file, encoding="utf-8") as handle:
-        token = handle.read().strip()
-    if not token:
-        _say(f"[demo_job] --token-file {args.token_file}: the file is empty")
+    from strands_robots.relay.credentials import CredentialsError, read_secret
+
+    try:  # the team's token: a private file (0600, yours), like every other token file
+        token = read_secret(args.token_file, "--token-file")
+    except CredentialsError as exc:
+        _say(f"[demo_job] {exc}")
         return EXIT_USAGE
     client = EvaluationClient(args.relay, token=token, root_certificates=args.root_certificates or None)
     try:

@@ -24,6 +24,7 @@ import grpc
 from google.protobuf import json_format
 
 from strands_robots.client import codec, errors, pb
+from strands_robots.client.credential_files import read_trusted_file
 from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.client.policy import EndEpisode, Policy
 from strands_robots.client.policy_spec import spec_of, spec_to_pb
@@ -86,7 +87,9 @@ class EvaluationClient:
     :param target: ``host:port`` of the relay, or several (a list, or one string separated by commas): the
         relays of a cluster; calls go to the first that answers, and to the next when it dies.
     :param token: this client's bearer token (from the relay's token file).
-    :param root_certificates: PEM bytes, or a path to a PEM file, to use TLS; None for a plain channel.
+    :param root_certificates: PEM bytes, or a path to a PEM file, to use TLS; None for a plain channel. A path is
+        read by :func:`~strands_robots.client.credential_files.read_trusted_file` (a regular file of at most 4 MiB,
+        yours or root's, that nobody else may write): else ``CredentialFileError`` naming the file and the rule.
     :param timeout_s: deadline of each unary call.
     """
 
@@ -101,8 +104,8 @@ class EvaluationClient:
         channel_to, extra = channel_target(target)  # several relays: fail over between them
         opts += extra
         if root_certificates is not None:
-            if isinstance(root_certificates, (str, Path)):
-                root_certificates = Path(root_certificates).read_bytes()
+            if isinstance(root_certificates, (str, Path)):  # yours or root's, others may not write it, bounded
+                root_certificates = read_trusted_file(root_certificates, "root_certificates")
             creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
             self._channel = grpc.secure_channel(channel_to, creds, options=opts)
         else:

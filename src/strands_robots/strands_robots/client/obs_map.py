@@ -50,6 +50,12 @@ MAX_IMAGE_SIDE = 4096
 MAX_MAP_FILE_BYTES = 256 * 1024
 
 
+#: numpy dtype kinds an answer's ``actions`` may have: signed and unsigned integers, floats.
+REAL_KINDS = frozenset("iuf")
+_KIND_NAMES = {"c": "complex numbers", "U": "strings", "S": "byte strings", "b": "booleans", "O": "objects",
+               "V": "raw records", "M": "datetimes", "m": "time spans"}
+
+
 class ObsMapError(ValueError):
     """A mapping that cannot be built, or an observation or answer it cannot map; the message names the key."""
 
@@ -144,10 +150,17 @@ class ObsMap:
     def chunk(self, actions: Any) -> List[Dict[str, float]]:
         """Return the station's action chunk (one ``{key: value}`` per row) for the server's ``actions``."""
         try:
-            array = np.asarray(actions, dtype=np.float64)
-        except (TypeError, ValueError):
+            given = np.asarray(actions)
+        except (TypeError, ValueError):  # ragged nesting numpy cannot even hold
             raise ObsMapError(f"obs map {self.name!r}: the server's actions are not numbers "
                               f"({type(actions).__name__})") from None
+        # Only integers and floats are actions: a complex value would lose its imaginary part and a string be
+        # parsed as a number if converted, so neither is converted; a boolean is no joint target either.
+        if given.dtype.kind not in REAL_KINDS:
+            what = _KIND_NAMES.get(given.dtype.kind, "not numbers")
+            raise ObsMapError(f"obs map {self.name!r}: the server's actions are {what} (dtype {given.dtype.str}); "
+                              "actions must be real numbers (integer or float)")
+        array = given.astype(np.float64)
         if array.ndim == 1:
             array = array[None, :]
         if array.ndim != 2 or array.shape[0] == 0:

@@ -13,6 +13,16 @@ metadata (kept as :attr:`OpenPIPolicy.metadata`); then strict lock step, one obs
 the episode ends with that error named (:class:`OpenPIServerError`, a policy fault). A server that dies ends the
 running episode (:class:`OpenPIConnectionLost`) and the next episode's ``reset`` connects again.
 
+What the bridge refuses, each with an :class:`OpenPIError` naming it (the episode ends with that error):
+
+- a frame nobody asked for (a server answering one request twice, or speaking between requests): the lock step
+  has no request ids, so an extra frame would pair every later answer with the wrong observation. It is looked
+  for right after each answer and before each request, so it is caught at the latest at the next exchange;
+- a redirect: the address the team named is the one the job's provenance records and the one its ``Api-Key``
+  was given for, so actions from another address are refused (name the final address instead);
+- ``actions`` that are not real numbers (complex, strings, booleans, objects): refused by
+  :meth:`ObsMap.chunk <strands_robots.client.obs_map.ObsMap.chunk>` naming the dtype, never coerced.
+
 The RoboArena variant (``variant="roboarena"``, or chosen when the metadata names ``action_space`` and
 ``n_external_cameras``) adds ``"endpoint": "infer" | "reset"`` to every request, sends a reset at each
 episode's start (answered by the text frame ``reset successful``) and builds its mapping from the metadata
@@ -27,6 +37,8 @@ from __future__ import annotations
 
 import json
 import logging
+import select
+import ssl
 import time
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Union
@@ -53,8 +65,13 @@ ROBOARENA_RESET_REPLY = "reset successful"
 VARIANTS = ("openpi", "roboarena")
 #: An openpi server's gripper column runs from open to closed over [0, 1] (DROID, LIBERO, ALOHA normalised).
 OPENPI_GRIPPER_RANGE = (0.0, 1.0)
+#: How long a request waits for the background reader to parse bytes already on the socket (a check for a frame
+#: nobody asked for; a keepalive ping is all that ever waits here).
+UNSOLICITED_CHECK_S = 0.1
 _NDARRAY = b"__ndarray__"
 _NPGENERIC = b"__npgeneric__"
+#: Array dtype kinds a frame may carry (openpi's own codec refuses objects, void and complex: so does this one).
+_WIRE_KINDS = frozenset("biufSUMm")
 
 
 class OpenPIError(RuntimeError):
@@ -76,7 +93,7 @@ class OpenPIConnectionLost(OpenPIError):
 # -- the msgpack-numpy codec (openpi's wire form) -------------------------------------------------------------
 def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind in "OVU":
+        if obj.dtype.kind in "OVUc":
             raise TypeError(f"an array of dtype {obj.dtype} cannot go to an openpi server")
         # the array's own bytes (a C-order view, as tobytes() would copy them): msgpack copies them once, into the frame
         data = memoryview(np.ascontiguousarray(obj).reshape(-1).view(np.uint8))
@@ -89,14 +106,16 @@ def _encode(obj: Any) -> Any:
 def _decode(obj: Dict[Any, Any]) -> Any:
     if _NDARRAY in obj:
         dtype = np.dtype(obj[b"dtype"])
-        if dtype.kind in "OV":
-            raise ValueError(f"the openpi server sent an array of dtype {dtype}")
+        if dtype.kind not in _WIRE_KINDS:
+            raise ValueError(f"the openpi server sent an array of dtype {dtype} (openpi's codec carries no complex, "
+                             "object or void arrays)")
         shape = tuple(int(v) for v in obj[b"shape"])
         return np.frombuffer(obj[b"data"], dtype=dtype).reshape(shape)
     if _NPGENERIC in obj:
         dtype = np.dtype(obj[b"dtype"])
-        if dtype.kind in "OV":
-            raise ValueError(f"the openpi server sent a scalar of dtype {dtype}")
+        if dtype.kind not in _WIRE_KINDS:
+            raise ValueError(f"the openpi server sent a scalar of dtype {dtype} (openpi's codec carries no complex, "
+                             "object or void values)")
         return dtype.type(obj[b"data"])
     return obj
 
@@ -281,7 +300,7 @@ class OpenPIPolicy(Policy):
 
     def _connect(self) -> None:
         """Connect (retrying until ``connect_timeout_s``), read the metadata frame, settle variant and mapping."""
-        from websockets.exceptions import InvalidHandshake, WebSocketException
+        from websockets.exceptions import InvalidHandshake, InvalidStatus, WebSocketException
         from websockets.sync.client import connect
 
         headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
@@ -294,12 +313,25 @@ class OpenPIPolicy(Policy):
                              additional_headers=headers, close_timeout=2.0)
                 ws.__enter__()  # held across calls (closed by _drop), as a context manager would hold it
                 break
+            except InvalidStatus as exc:  # a websockets that does not follow redirects shows them here
+                location = exc.response.headers.get("Location") if exc.response.status_code in _REDIRECTS else None
+                if location is not None:
+                    raise self._redirect_refused(location, exc.response.status_code) from None
+                if time.monotonic() + delay >= deadline:
+                    raise OpenPIConnectionLost(f"openpi server {self.url} cannot be reached within "
+                                               f"{self.connect_timeout_s:g} s ({type(exc).__name__}: {exc})") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
             except (OSError, TimeoutError, InvalidHandshake, WebSocketException) as exc:
                 if time.monotonic() + delay >= deadline:
                     raise OpenPIConnectionLost(f"openpi server {self.url} cannot be reached within "
                                                f"{self.connect_timeout_s:g} s ({type(exc).__name__}: {exc})") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+        final = _handshake_address(ws, self.url)
+        if final is not None:  # websockets followed a redirect: nothing is sent to where it led
+            ws.close()
+            raise self._redirect_refused(final)
         try:
             first = ws.recv(timeout=max(0.1, deadline - time.monotonic()))
         except (TimeoutError, WebSocketException, OSError) as exc:
@@ -336,14 +368,54 @@ class OpenPIPolicy(Policy):
         _log.info("openpi server %s connected (%s, obs map %s); metadata %r", self.url, self.variant,
                   self.obs_map.name, metadata)
 
+    def _redirect_refused(self, location: str, status: Optional[int] = None) -> OpenPIError:
+        how = f" (HTTP {status})" if status else ""
+        return OpenPIError(f"openpi server {self.url} redirected to {location}{how}: redirects are refused (the job "
+                           f"records the address you named, and that address is the one that must answer); give "
+                           f"the final address")
+
+    def _unsolicited(self, what: str, wait: bool) -> None:
+        """Raise when the server sent a frame nobody asked for (the lock step is broken; the connection is closed).
+
+        ``wait``: bytes already on the socket get :data:`UNSOLICITED_CHECK_S` to be parsed (before a request, so an
+        extra answer already received is never taken for the answer to the next observation).
+        """
+        from websockets.exceptions import ConnectionClosed, WebSocketException
+
+        timeout = 0.0
+        if wait:
+            time.sleep(0)  # let the connection's reader thread queue what it already read off the socket
+            sock = getattr(self._ws, "socket", None)
+            try:
+                if sock is not None and select.select([sock], [], [], 0.0)[0]:
+                    timeout = UNSOLICITED_CHECK_S
+            except (OSError, ValueError):  # the socket is gone: the request finds that out and says so
+                pass
+        try:
+            extra = self._ws.recv(timeout=timeout)
+        except TimeoutError:
+            return
+        except (ConnectionClosed, WebSocketException, OSError):  # closed meanwhile: the exchange says so
+            return
+        self._drop()
+        kind = (f"a text frame ({_error_line(extra)[:200]!r})" if isinstance(extra, str)
+                else f"a binary frame of {len(extra)} bytes")
+        raise OpenPIError(f"openpi server {self.url} sent {kind} nobody asked for, {what}: it broke openpi's lock "
+                          "step (one answer per request), so its answers can no longer be paired with their "
+                          "observations; the connection is closed and the next episode reconnects")
+
     def _exchange(self, request: Mapping[str, Any], what: str, text_ok: Optional[str] = None) -> Any:
-        """One lock-step round trip; a text frame is the server's error unless it is ``text_ok``."""
+        """One lock-step round trip; a text frame is the server's error unless it is ``text_ok``.
+
+        A frame the server sent unasked (before the request, or right behind its answer) ends it instead.
+        """
         from websockets.exceptions import ConnectionClosed, WebSocketException
 
         if self._ws is None:  # lost earlier in this episode: that episode has ended with the reason
             raise OpenPIConnectionLost(f"openpi server {self.url}: not connected (the connection was lost earlier in "
                                        "this episode); the next episode's reset reconnects")
         frame = pack(dict(request))
+        self._unsolicited(f"before the {what} request", wait=True)
         try:
             self._ws.send(frame)
             reply = self._ws.recv(timeout=self.infer_timeout_s)
@@ -357,17 +429,42 @@ class OpenPIPolicy(Policy):
                                        f"({_closed_detail(exc)}); the next episode reconnects") from None
         if isinstance(reply, str):
             if text_ok is not None and reply.strip() == text_ok:
+                self._unsolicited(f"behind its answer to {what}", wait=False)
                 return text_ok
             self._drop()
             message = f"{_error_line(reply)} (openpi server {self.url}, during {what})"
             _log.error("openpi server %s raised during %s:\n%s", self.url, what, reply[-MAX_TRACEBACK_CHARS:])
             raise OpenPIServerError(message, reply[-MAX_TRACEBACK_CHARS:])
+        self._unsolicited(f"behind its answer to {what}", wait=False)
         try:
             return unpack(reply)
         except Exception as exc:
             self._drop()
             raise OpenPIError(f"openpi server {self.url} answered {what} with a frame that does not decode "
                               f"({type(exc).__name__}: {exc})") from None
+
+
+_REDIRECTS = (300, 301, 302, 303, 307, 308)
+
+
+def _handshake_address(ws: Any, url: str) -> Optional[str]:
+    """Return where the handshake of ``ws`` went when that is not ``url`` (a redirect was followed), else None."""
+    from websockets.uri import parse_uri
+
+    asked = parse_uri(url)
+    request = getattr(ws, "request", None)
+    if request is None:
+        return None
+    host_header = str(request.headers.get("Host", ""))
+    host, _, port = host_header.rpartition(":") if not host_header.endswith("]") else (host_header, "", "")
+    if not host or not port.isdigit():
+        host, port = host_header, str(443 if asked.secure else 80)
+    host = host.strip("[]").lower()
+    secure = isinstance(getattr(ws, "socket", None), ssl.SSLSocket)
+    if (secure, host, int(port), request.path) == (asked.secure, asked.host.strip("[]").lower(), asked.port,
+                                                    asked.resource_name):
+        return None
+    return f"{'wss' if secure else 'ws'}://{host_header}{request.path}"
 
 
 def _closed_detail(exc: Exception) -> str:

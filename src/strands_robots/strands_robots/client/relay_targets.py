@@ -43,6 +43,23 @@ def _literal(host: str) -> "ipaddress.IPv4Address | ipaddress.IPv6Address | None
         return None
 
 
+def is_loopback(address: str) -> bool:
+    """Return True when ``host:port`` (or a bare host) names a loopback address.
+
+    ``127.0.0.0/8``, ``::1`` and ``localhost`` are; any other host name may resolve anywhere, so it is not.
+    """
+    if address.startswith("["):  # [::1]:50051
+        host = address[1:].partition("]")[0]
+    elif address.count(":") == 1:  # host:port
+        host = address.partition(":")[0]
+    else:  # a bare host or IPv6 literal
+        host = address
+    if host.lower() == "localhost":
+        return True
+    literal = _literal(host)
+    return literal is not None and literal.is_loopback
+
+
 def channel_target(targets: Targets) -> Tuple[str, list]:
     """Return ``(target, options)`` for ``grpc.*_channel`` reaching any of ``targets`` (see the module doc)."""
     items = split_targets(targets)

@@ -11,7 +11,9 @@ A call carries ``authorization: Bearer <token>`` in its gRPC metadata. :meth:`To
 the presented token with every known token using ``hmac.compare_digest`` and never stops early, so the time
 taken does not tell how much of a token matched or which entry did. A malformed file is refused with the
 reason (:class:`TokenFileError`), never half-loaded; so is a file that group or others may read or write (one
-line naming the file and its mode, as ssh refuses a private key: ``chmod 600`` it).
+line naming the file and its mode, as ssh refuses a private key: ``chmod 600`` it), a file another user owns or
+could replace, anything but a regular file, and a file over its size bound
+(:mod:`strands_robots.client.credential_files`).
 
 Tokens rotate without a restart: :class:`ReloadingTokenBook` holds the file's current book and re-reads the file
 when it changes (checked every ``check_s``) or when asked (the relay does on SIGHUP). A file that no longer
@@ -119,19 +121,21 @@ class TokenBook:
 
     @classmethod
     def from_file(cls, path: "str | Path") -> "TokenBook":
-        """Read a tokens file: mode 0600 (or stricter) or refused, naming the file and its mode."""
-        from strands_robots.relay.credentials import CredentialsError, check_private_file
+        """Read a tokens file, or refuse it in one line naming the file and the rule.
+
+        It must be yours, mode 0600 (or stricter), in a directory only you may change, and at most
+        :data:`~strands_robots.client.credential_files.MAX_TOKENS_FILE_BYTES`.
+        """
+        from strands_robots.client.credential_files import MAX_TOKENS_FILE_BYTES
+        from strands_robots.relay.credentials import CredentialsError, read_private_text
 
         path = Path(path)
-        if path.exists():
-            try:
-                check_private_file(path, "tokens file")
-            except CredentialsError as exc:
-                raise TokenFileError(str(exc)) from None
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise TokenFileError(f"cannot read token file {str(path)!r}: {exc.strerror or exc}") from exc
+            text = read_private_text(path, "tokens file", MAX_TOKENS_FILE_BYTES)
+        except CredentialsError as exc:
+            if exc.errno is not None:
+                raise TokenFileError(f"cannot read token file {str(path)!r}: {exc.strerror}") from None
+            raise TokenFileError(str(exc)) from None
         return cls.from_yaml_text(text, source=str(path))
 
     def identify(self, token: str) -> Optional[Principal]:

@@ -3,7 +3,9 @@
 A relay started with an address others can reach (``--advertise``; by default its listen address when that is
 not a wildcard and the store is PostgreSQL) joins the cluster of relays sharing the store:
 
-- every ``heartbeat_s`` it writes ``relays(relay_id, address, heard_unix_ms)`` (its id is new at each start);
+- every ``heartbeat_s`` it writes ``relays(relay_id, address, heard_unix_ms)`` (its id is new at each start),
+  stamped by the database's clock: whether a relay is alive is judged by the database's clock alone
+  (:mod:`~strands_robots.relay.cluster_rows`), never by comparing two relays' clocks;
 - the first side of a job's policy session (station or client) to reach a relay claims the job's **home** for
   that relay (:mod:`~strands_robots.relay.cluster_rows`); a side reaching any other relay is forwarded there,
   over the relay's own public services with the side's own bearer token (so the home authenticates it exactly
@@ -17,7 +19,11 @@ not a wildcard and the store is PostgreSQL) joins the cluster of relays sharing 
 - a home that still beats but that a relay could not reach for longer than ``stale_s`` (a wrong advertised
   address, a partition between relays) is taken over by that relay the same way (only while the unreachable
   relay still holds it); a home failing the TLS handshake (its certificate does not chain to this relay's own)
-  is a configuration fault: the side is refused, saying so, and the home stays.
+  is a configuration fault: the side is refused, saying so, and the home stays;
+- a forward carries the side's own bearer token, so it never crosses between hosts in plaintext: a relay without
+  TLS forwards only to a home on a loopback address (the same host), and refuses the side (FAILED_PRECONDITION,
+  naming the home and the rule) rather than send its token to another host unencrypted. Give every relay of a
+  cluster spanning hosts ``--tls-cert``/``--tls-key`` (they trust their own chain for each other).
 
 Stations and clients accept several relay addresses (``client.relay_targets``), so a station whose relay died
 reconnects to another one. No broker process and no relay-to-relay protocol of its own: the store holds who is
@@ -35,6 +41,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 
 import grpc
 
+from strands_robots.client.relay_targets import is_loopback
 from strands_robots.relay.store import Store, StoreError
 
 _log = logging.getLogger("strands_robots.relay")
@@ -52,6 +59,23 @@ class PeerUntrusted(PeerLost):
     """The home relay failed the TLS handshake: its certificate does not chain to this relay's own."""
 
 
+class PlaintextHop(Exception):
+    """This relay has no TLS and the home is on another host: a forward would carry a token in plaintext."""
+
+
+def plaintext_hop(address: str, tls: bool) -> str:
+    """Return why forwarding to the relay at ``address`` is refused ("" when it may go).
+
+    Without TLS only a home on a loopback address (this host) is forwarded to: a forwarded call carries the
+    side's bearer token, which must not cross between hosts unencrypted.
+    """
+    if tls or is_loopback(address):
+        return ""
+    return (f"the home relay {address} is on another host and this relay has no TLS: forwarding would send the "
+            f"side's token there in plaintext, so it is refused; give every relay of the cluster --tls-cert and "
+            f"--tls-key (they trust their own certificate chain for each other), or keep the cluster on one host")
+
+
 class Cluster:
     """This relay's place among the relays sharing its store (see the module doc).
 
@@ -59,8 +83,8 @@ class Cluster:
     :param root_certificates: PEM the peers' TLS certificates chain to (the relays' own chain); None: plain.
     """
 
-    def __init__(self, store: Store, address: str, run: Callable[..., Awaitable[Any]],
-                 clock_ms: Callable[[], int], *, stale_s: float = DEFAULT_STALE_S,
+    def __init__(self, store: Store, address: str, run: Callable[..., Awaitable[Any]], *,
+                 stale_s: float = DEFAULT_STALE_S,
                  root_certificates: Optional[bytes] = None, max_message_bytes: int = 16 * 1024 * 1024) -> None:
         if stale_s <= 0:
             raise ValueError(f"stale_s must be > 0, got {stale_s!r}")
@@ -68,7 +92,6 @@ class Cluster:
         self.address = address
         self.relay_id = f"relay-{uuid.uuid4().hex[:12]}"
         self._run = run
-        self._clock_ms = clock_ms
         self.stale_ms = int(stale_s * 1000)
         self.heartbeat_s = stale_s / 3.0
         self._root = root_certificates
@@ -80,7 +103,7 @@ class Cluster:
     # -- lifetime ---------------------------------------------------------------------------------------------
     async def start(self) -> None:
         self._secret = (await self._run(self.store.cluster_secret)).encode()
-        await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
+        await self._run(self.store.relay_heard, self.relay_id, self.address)
         # this relay holds the address now: an earlier run of it there (killed, restarted) is gone for good
         earlier = await self._run(self.store.relays_replaced, self.address, self.relay_id)
         if earlier:
@@ -89,12 +112,16 @@ class Cluster:
         self._task = asyncio.ensure_future(self._heartbeats())
         _log.info("relay %s in the cluster on %s (homes of relays silent for %.1f s are taken over)",
                   self.relay_id, self.address, self.stale_ms / 1000)
+        if self._root is None and not is_loopback(self.address):
+            _log.warning("WARNING: relay %s joins the cluster on %s without TLS: policy sessions whose two sides "
+                         "reach relays on different hosts are refused (a forward would carry their tokens in "
+                         "plaintext); give every relay --tls-cert and --tls-key", self.relay_id, self.address)
 
     async def _heartbeats(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
             try:
-                await self._run(self.store.relay_heard, self.relay_id, self.address, self._clock_ms())
+                await self._run(self.store.relay_heard, self.relay_id, self.address)
             except StoreError as exc:  # the store is down: every call says so; the next beat tries again
                 _log.warning("relay %s could not record its heartbeat: %s", self.relay_id, exc)
 
@@ -113,13 +140,11 @@ class Cluster:
     # -- homes --------------------------------------------------------------------------------------------------
     async def home_of(self, job_id: str) -> Optional[str]:
         """Return the address of the relay that brokers ``job_id``'s session; None when it is this one."""
-        home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self._clock_ms(),
-                               self.stale_ms)
+        home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self.stale_ms)
         if home.relay_id == self.relay_id:
             return None
         if not home.address:  # its relay row went between the two reads (a relay stopping): look once more
-            home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self._clock_ms(),
-                                   self.stale_ms)
+            home = await self._run(self.store.claim_session_home, job_id, self.relay_id, self.stale_ms)
             if home.relay_id == self.relay_id or not home.address:
                 return None
         return home.address
@@ -134,7 +159,7 @@ class Cluster:
 
         Forwards to it failed for ``failing_s`` (past the stale bound). True when this relay is the home now.
         """
-        taken = await self._run(self.store.take_over_session_home, job_id, address, self.relay_id, self._clock_ms())
+        taken = await self._run(self.store.take_over_session_home, job_id, address, self.relay_id)
         if taken:
             _log.warning("relay %s takes over the policy session of job %s from the relay at %s: it still beats on "
                          "the store but could not be reached for %.1f s (past the cluster's stale bound of "
@@ -144,6 +169,13 @@ class Cluster:
 
     # -- forwarding -------------------------------------------------------------------------------------------
     def channel(self, address: str) -> Any:
+        """Return the channel to the relay at ``address``.
+
+        :raises PlaintextHop: this relay has no TLS and ``address`` is not on this host (:func:`plaintext_hop`).
+        """
+        refusal = plaintext_hop(address, self._root is not None)
+        if refusal:
+            raise PlaintextHop(refusal)
         channel = self._channels.get(address)
         if channel is None:
             opts = [("grpc.max_send_message_length", self._max_bytes),

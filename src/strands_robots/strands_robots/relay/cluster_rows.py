@@ -4,10 +4,15 @@ Which relay is the home of each job's policy session, and where every relay of t
 
 A policy session has one **home**: the relay whose broker pairs the job's station side with its client side.
 The first side to arrive claims the job's row for the relay it reached; a side reaching another relay is
-forwarded there (:mod:`~strands_robots.relay.peer_forward`). A home whose relay was not heard for ``stale_ms``
+forwarded there (:mod:`~strands_robots.relay.cluster`). A home whose relay was not heard for ``stale_ms``
 (killed, partitioned from the store) is taken over by the next relay that claims it, in one statement, so two
 relays never both believe they hold it for long: a relay that lost its claim finds out on its next check
 (:meth:`ClusterRows.session_home`) and lets its sides go.
+
+Every time here is the database's clock (``{now_ms}``: SQLite's ``julianday('now')``, PostgreSQL's ``now()``),
+read in the statement that uses it: a heartbeat is stamped by the database, and a claim compares it with the
+database's time. No relay's own clock is compared with another's, so a relay whose clock runs ahead (or behind)
+neither takes a live relay's sessions nor loses its own.
 
 No grpc and no broker here: SQL only, shared by both dialects (SQLite >= 3.35, PostgreSQL >= 9.5). Mixed into
 the store (:class:`~strands_robots.relay.sql_store.SqlStore`), which provides ``_execute`` and ``_sql``.
@@ -39,20 +44,20 @@ CLUSTER_SCHEMA = (
 )
 
 _RELAY_HEARD = (
-    "INSERT INTO relays (relay_id, address, heard_unix_ms) VALUES ({p}, {p}, {p}) "
+    "INSERT INTO relays (relay_id, address, heard_unix_ms) VALUES ({p}, {p}, {now_ms}) "
     "ON CONFLICT (relay_id) DO UPDATE SET address = excluded.address, heard_unix_ms = excluded.heard_unix_ms "
-    "WHERE excluded.heard_unix_ms >= relays.heard_unix_ms"
+    "WHERE excluded.heard_unix_ms >= relays.heard_unix_ms RETURNING heard_unix_ms"
 )
 # Claim the home: insert it, keep it (ours already), or take it over from a relay not heard since the bound.
 _CLAIM = (
-    "INSERT INTO policy_homes (job_id, relay_id, claimed_unix_ms) VALUES ({p}, {p}, {p}) "
+    "INSERT INTO policy_homes (job_id, relay_id, claimed_unix_ms) VALUES ({p}, {p}, {now_ms}) "
     "ON CONFLICT (job_id) DO UPDATE SET relay_id = excluded.relay_id, claimed_unix_ms = excluded.claimed_unix_ms "
     "WHERE policy_homes.relay_id = excluded.relay_id OR NOT EXISTS (SELECT 1 FROM relays r WHERE "
-    "r.relay_id = policy_homes.relay_id AND r.heard_unix_ms >= {p}) RETURNING relay_id"
+    "r.relay_id = policy_homes.relay_id AND r.heard_unix_ms >= {now_ms} - {p}) RETURNING relay_id, claimed_unix_ms"
 )
 # Take the home over from the relay advertising an address the taker cannot reach (only while that relay holds it).
 _TAKE_OVER = (
-    "UPDATE policy_homes SET relay_id = {p}, claimed_unix_ms = {p} WHERE job_id = {p} AND relay_id IN "
+    "UPDATE policy_homes SET relay_id = {p}, claimed_unix_ms = {now_ms} WHERE job_id = {p} AND relay_id IN "
     "(SELECT relay_id FROM relays WHERE address = {p} AND relay_id <> {p}) RETURNING relay_id"
 )
 _HOME = (
@@ -83,14 +88,15 @@ class ClusterRows:
     def _execute(self, sql: str, params: Sequence = ()) -> list:  # pragma: no cover - the store's
         raise NotImplementedError
 
-    def _sql(self, template: str) -> str:  # pragma: no cover - the store's
+    def _sql(self, template: str) -> str:  # pragma: no cover - the store's (``{p}`` and ``{now_ms}`` filled in)
         raise NotImplementedError
 
-    def relay_heard(self, relay_id: str, address: str, unix_ms: int) -> None:
-        """Record that relay ``relay_id`` (reachable on ``address``) is alive at ``unix_ms``."""
+    def relay_heard(self, relay_id: str, address: str) -> int:
+        """Record that relay ``relay_id`` (reachable on ``address``) is alive now; return now (the database's ms)."""
         if not relay_id or not address:
             raise StoreError("a relay needs an id and an address")
-        self._execute(self._sql(_RELAY_HEARD), (relay_id, address, int(unix_ms)))
+        rows = self._execute(self._sql(_RELAY_HEARD), (relay_id, address))
+        return int(rows[0][0]) if rows else 0
 
     def relay_gone(self, relay_id: str) -> None:
         """Forget a relay that stops (its homes go to the next relay that claims them, at once)."""
@@ -118,26 +124,26 @@ class ClusterRows:
         rows = self._execute(self._sql("SELECT relay_id, address, heard_unix_ms FROM relays ORDER BY relay_id"))
         return [RelayRow(r[0], r[1], int(r[2])) for r in rows]
 
-    def claim_session_home(self, job_id: str, relay_id: str, now_ms: int, stale_ms: int) -> SessionHome:
+    def claim_session_home(self, job_id: str, relay_id: str, stale_ms: int) -> SessionHome:
         """Return the home of ``job_id``'s policy session, claiming it for ``relay_id`` when free or stale.
 
-        Free: no relay holds it; stale: its relay was not heard since ``now_ms - stale_ms``.
+        Free: no relay holds it; stale: its relay was not heard for ``stale_ms`` by the database's clock.
         """
-        rows = self._execute(self._sql(_CLAIM), (job_id, relay_id, int(now_ms), int(now_ms - stale_ms)))
+        rows = self._execute(self._sql(_CLAIM), (job_id, relay_id, int(stale_ms)))
         if rows:
-            return SessionHome(relay_id=rows[0][0], address="", heard_unix_ms=int(now_ms))
+            return SessionHome(relay_id=rows[0][0], address="", heard_unix_ms=int(rows[0][1]))
         home = self.session_home(job_id)
         if home is None:  # deleted between the two statements: claim again
-            return self.claim_session_home(job_id, relay_id, now_ms, stale_ms)
+            return self.claim_session_home(job_id, relay_id, stale_ms)
         return home
 
-    def take_over_session_home(self, job_id: str, address: str, relay_id: str, now_ms: int) -> bool:
+    def take_over_session_home(self, job_id: str, address: str, relay_id: str) -> bool:
         """Make ``relay_id`` the home of ``job_id``'s session if the relay at ``address`` still holds it.
 
         For a home that still beats but that ``relay_id`` cannot reach; False when another relay holds it now
         (another taker was first, or the home moved on): the caller looks for the home again.
         """
-        rows = self._execute(self._sql(_TAKE_OVER), (relay_id, int(now_ms), job_id, address, relay_id))
+        rows = self._execute(self._sql(_TAKE_OVER), (relay_id, job_id, address, relay_id))
         return bool(rows)
 
     def session_home(self, job_id: str) -> Optional[SessionHome]:

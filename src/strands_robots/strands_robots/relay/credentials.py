@@ -15,23 +15,35 @@ The file (mode 0600 or stricter, owned by whoever runs the station)::
     root_certificates: ca.pem            # optional: TLS with this CA bundle (relative to this file)
 
 A file readable or writable by group or others is refused with one line naming the file and its mode, as ssh
-refuses a private key. Any other problem is one line too (:class:`CredentialsError`).
+refuses a private key; so are a file another user owns, a file in a directory another user may write (unless its
+sticky bit protects the file, as in ``/tmp``), anything that is not a regular file, and a file larger than its
+bound (the rules are :mod:`strands_robots.client.credential_files`'). ``root_certificates`` may be readable by
+others but not writable by them (it decides whom the station trusts). Any other problem is one line too
+(:class:`CredentialsError`).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-__all__ = ["CredentialsError", "RelayCredentials", "check_private_file", "load_relay_credentials", "read_secret"]
+from strands_robots.client.credential_files import (
+    MAX_CERTIFICATE_FILE_BYTES,
+    MAX_SECRET_FILE_BYTES,
+    CredentialFileError,
+    read_private_file,
+    read_trusted_file,
+)
+
+__all__ = ["CredentialsError", "RelayCredentials", "check_private_file", "load_relay_credentials", "read_secret",
+           "read_private_text"]
 
 _KEYS = frozenset({"target", "station_id", "token", "token_file", "root_certificates"})
 
 
-class CredentialsError(ValueError):
+class CredentialsError(CredentialFileError):
     """A credentials file is missing, not private, malformed or incomplete (one line, naming the file)."""
 
 
@@ -56,31 +68,38 @@ class RelayCredentials:
 
 
 def check_private_file(path: "str | os.PathLike[str]", what: str = "credentials file") -> Path:
-    """Return ``path`` when it is a regular file no group or other user may read or write; else raise.
+    """Return ``path`` when it may hold a secret (see :func:`read_private_text`); else raise.
 
-    :raises CredentialsError: missing, not a regular file, or mode allowing group/other access (names the mode).
+    :raises CredentialsError: one line naming the file and the rule it breaks.
     """
-    p = Path(path)
+    read_private_text(path, what)
+    return Path(path)
+
+
+def read_private_text(path: "str | os.PathLike[str]", what: str = "credentials file",
+                      max_bytes: int = MAX_SECRET_FILE_BYTES) -> str:
+    """Return the text (UTF-8) of a private file.
+
+    It must be yours or root's, mode 0600 or stricter, in a directory only you may change, a regular file of at
+    most ``max_bytes``.
+
+    :raises CredentialsError: one line naming the file and the rule it breaks.
+    """
     try:
-        st = p.stat()
-    except OSError as exc:
-        raise CredentialsError(f"{what} {str(p)!r}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CredentialsError(f"{what} {str(p)!r}: not a regular file")
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        raise CredentialsError(
-            f"{what} {str(p)!r} has mode {mode:04o}: group or others may access it; make it 0600 (chmod 600)")
-    return p
+        data = read_private_file(path, what, max_bytes)
+    except CredentialFileError as exc:
+        raise CredentialsError(str(exc), exc.errno, exc.strerror) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CredentialsError(f"{what} {os.fspath(path)!r}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
 
 
 def read_secret(path: "str | os.PathLike[str]", what: str = "token file") -> str:
     """Return the first line of a private file, stripped; refuse a file others may read, or an empty one."""
-    p = check_private_file(path, what)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"{what} {str(p)!r}: {exc}") from None
+    p = Path(path)
+    text = read_private_text(p, what)
     lines = text.strip().splitlines()
     secret = lines[0].strip() if lines else ""
     if not secret:
@@ -95,10 +114,11 @@ def load_relay_credentials(path: "str | os.PathLike[str]") -> RelayCredentials:
     """
     import yaml
 
-    p = check_private_file(path)
+    p = Path(path)
+    text = read_private_text(p)
     try:
-        data: Any = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CredentialsError(f"credentials file {str(p)!r}: not readable YAML: {first}") from None
     if not isinstance(data, dict):
@@ -128,8 +148,8 @@ def load_relay_credentials(path: "str | os.PathLike[str]") -> RelayCredentials:
         if not isinstance(ca, str) or not ca:
             raise CredentialsError(f"credentials file {str(p)!r}: root_certificates must be a path")
         try:
-            roots = (p.parent / ca).read_bytes()
-        except OSError as exc:
-            raise CredentialsError(f"credentials file {str(p)!r}: root_certificates {ca!r}: {exc.strerror}") from None
+            roots = read_trusted_file(p.parent / ca, "root_certificates", MAX_CERTIFICATE_FILE_BYTES)
+        except CredentialFileError as exc:
+            raise CredentialsError(f"credentials file {str(p)!r}: {exc}", exc.errno, exc.strerror) from None
     return RelayCredentials(targets=targets, station_id=station_id, token=str(token).strip(),
                             root_certificates=roots, source=str(p))

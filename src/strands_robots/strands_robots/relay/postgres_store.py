@@ -30,6 +30,7 @@ class PostgresStore(SqlStore):
     """
 
     _p = "%s"
+    _now_ms = "CAST(EXTRACT(EPOCH FROM now()) * 1000 AS BIGINT)"
     blob_type = "BYTEA"
 
     def __init__(self, conninfo: str, pool_size: int = 4) -> None:

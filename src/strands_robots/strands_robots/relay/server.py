@@ -52,6 +52,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import grpc
 
+from strands_robots.client.credential_files import CredentialFileError, read_private_file, read_trusted_file
+from strands_robots.client.relay_targets import is_loopback
 from strands_robots.relay.auth import ReloadingTokenBook, TokenBook, TokenFileError
 from strands_robots.relay.cluster import DEFAULT_STALE_S, Cluster
 from strands_robots.relay.config import RelayConfigError, RelaySettings, flag_of, load_relay_settings
@@ -79,7 +81,11 @@ class TlsConfig:
 
     @classmethod
     def from_files(cls, cert: "str | Path", key: "str | Path") -> "TlsConfig":
-        return cls(Path(cert).read_bytes(), Path(key).read_bytes())
+        """Read the chain (others may read it, not write it) and the key (private: 0600, yours), both bounded.
+
+        :raises CredentialFileError: one line naming the file and the rule it breaks.
+        """
+        return cls(read_trusted_file(cert, "TLS certificate chain"), read_private_file(key, "TLS private key"))
 
 
 
@@ -163,7 +169,7 @@ class RelayServer:
     async def _join_cluster(self) -> None:
         host, _, port = self._advertise.rpartition(":")
         address = f"{host}:{self.port}" if port == "0" else self._advertise
-        cluster = Cluster(self.core.store, address, self.core.run, self.core.clock_ms, stale_s=self._cluster_stale_s,
+        cluster = Cluster(self.core.store, address, self.core.run, stale_s=self._cluster_stale_s,
                           root_certificates=self._tls.cert_chain if self._tls else None,
                           max_message_bytes=self.settings.max_message_bytes)
         await cluster.start()
@@ -194,19 +200,6 @@ class RelayServer:
 
     def wait(self) -> None:
         self._thread.join()
-
-
-def is_loopback(listen: str) -> bool:
-    """Return True when ``host:port`` names a loopback address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
-    import ipaddress
-
-    host = listen.rsplit(":", 1)[0].strip("[]") if ":" in listen else listen
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve anywhere
-        return False
 
 
 def plaintext_warning(listen: str, tls: Optional[TlsConfig]) -> str:
@@ -328,7 +321,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tokens = ReloadingTokenBook(args.tokens)  # re-read on change and on SIGHUP
         tls = TlsConfig.from_files(args.tls_cert, args.tls_key) if args.tls_cert else None
         store = open_store(store_url)
-    except (TokenFileError, StoreError, OSError) as exc:
+    except (TokenFileError, CredentialFileError, StoreError, OSError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return 2
     warning = plaintext_warning(listen, tls)

@@ -10,7 +10,8 @@ relay. In a cluster (:mod:`~strands_robots.relay.cluster`) each first asks where
 - home elsewhere: the stream is forwarded there. The home lost (killed), the client side is attached again on
   whichever relay now claims the home (its stream goes on); the station side is ended (ABORTED, with why).
   Forwards to a home that still beats failing for longer than the stale bound, this relay takes the home over
-  and serves the side here; a home failing the TLS handshake refuses the side (UNAVAILABLE, saying so).
+  and serves the side here; a home failing the TLS handshake refuses the side (UNAVAILABLE, saying so), and so
+  does a home on another host when this relay has no TLS (FAILED_PRECONDITION: its token would cross in plaintext).
   A malformed message of the side ends the stream with its INVALID_ARGUMENT, as on the home.
 
 A call another relay forwarded is served only by the home: anywhere else it is refused with UNAVAILABLE and its
@@ -26,7 +27,7 @@ from typing import Any, AsyncIterator
 
 import grpc
 
-from strands_robots.relay.cluster import PeerLost, PeerUntrusted, forward_stream, forwarded_by
+from strands_robots.relay.cluster import PeerLost, PeerUntrusted, PlaintextHop, forward_stream, forwarded_by
 from strands_robots.relay.core import CLIENT_GONE, Refused, RelayCore, pump
 from strands_robots.relay.proto import policy_session_pb2 as ps
 from strands_robots.relay.sessions import END, Abort, SessionBusy
@@ -120,6 +121,11 @@ async def _lost(core: RelayCore, job: JobRecord, address: str, exc: PeerLost, un
     return await core.cluster.take_over(job.job_id, address, failing_s, str(exc))
 
 
+def _hop_refused(job: JobRecord, exc: PlaintextHop) -> Refused:
+    return Refused(grpc.StatusCode.FAILED_PRECONDITION, f"the policy session of job {job.job_id!r} cannot be "
+                   f"forwarded to its home: {exc}")
+
+
 async def _moved(core: RelayCore, job: JobRecord, last: list) -> bool:
     """Every ``poll_s`` (``last`` holds the time of the previous look): whether the job's home left this relay."""
     if core.cluster is None or time.monotonic() - last[0] < core.poll_s:
@@ -151,6 +157,8 @@ async def serve_client(core: RelayCore, context: Any, principal: Any, job: JobRe
                                                  ps.PolicyReply, ps.PolicyRequest, established):
                     yield item
                 return
+            except PlaintextHop as exc:
+                raise _hop_refused(job, exc) from None
             except PeerLost as exc:
                 _log.info("job %s: %s; attaching the client again where the home now is", job.job_id, exc)
                 if await _lost(core, job, address, exc, unreachable, bool(established)):
@@ -221,6 +229,8 @@ async def serve_station(core: RelayCore, context: Any, principal: Any, job: JobR
                                                  ps.PolicyRequest, ps.PolicyReply, established):
                     yield item
                 return
+            except PlaintextHop as exc:
+                raise _hop_refused(job, exc) from None
             except PeerLost as exc:
                 if established:
                     raise Refused(grpc.StatusCode.ABORTED, f"the relay brokering the policy session of job "

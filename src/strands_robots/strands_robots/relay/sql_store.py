@@ -138,6 +138,8 @@ class SqlStore(ClusterRows):
     """
 
     _p = "?"
+    #: the database's clock, in ms since the epoch, as an SQL expression (cluster_rows.py's ``{now_ms}``)
+    _now_ms = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -146,7 +148,7 @@ class SqlStore(ClusterRows):
         raise NotImplementedError
 
     def _sql(self, template: str) -> str:
-        return template.format(p=self._p)
+        return template.format(p=self._p, now_ms=self._now_ms)
 
     def create_job(self, job: JobRecord, admit: Optional[Callable[[ClientLoad], None]] = None) -> None:
         """Store a new job (rule 1); with ``admit``, only if ``admit(load)`` does not raise (rule 6).

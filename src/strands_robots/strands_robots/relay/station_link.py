@@ -57,6 +57,7 @@ from typing import Any, Callable, Deque, List, Optional, Sequence
 
 import grpc
 
+from strands_robots.client.credential_files import read_trusted_file
 from strands_robots.client.relay_targets import channel_target
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import station_service_pb2 as ss
@@ -153,8 +154,8 @@ class StationLink:
                 ("grpc.initial_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", int(retry_s[1] * 1000)), *extra]
         if root_certificates is not None:
-            if isinstance(root_certificates, (str, Path)):
-                root_certificates = Path(root_certificates).read_bytes()
+            if isinstance(root_certificates, (str, Path)):  # yours or root's, others may not write it, bounded
+                root_certificates = read_trusted_file(root_certificates, "root_certificates")
             self._channel = grpc.secure_channel(channel_to, grpc.ssl_channel_credentials(root_certificates), opts)
         else:
             self._channel = grpc.insecure_channel(channel_to, opts)

@@ -14,11 +14,18 @@ Routes::
     GET  /static/...         the stylesheet and the one script (no inline script: the CSP forbids it)
 
 What no request gets: another team's job. A job the signed-in principal may not see answers exactly as a job
-that does not exist (404, the same page), on every route. Every POST carries its session's CSRF token and, when
-the browser sends an Origin, must come from this page's own origin. Sign-in is rate-limited per address and
-overall (:class:`~strands_robots.relay.web.sessions.SignInLimiter`); request bodies are capped at
-:data:`MAX_BODY_BYTES`; the token is compared in constant time by the relay's token book, and re-checked on every
-request, so a token taken out of the token file ends its sessions.
+that does not exist (404, the same page), on every route. Every POST carries its session's CSRF token (the
+sign-in form a signed one, :class:`~strands_robots.relay.web.sessions.SignInForms`, so a flood of ``GET /signin``
+stores nothing and expires no open form) and, when the browser sends an Origin, must come from this page's own
+origin. Sign-in is rate-limited per address and overall (:class:`~strands_robots.relay.web.sessions.SignInLimiter`);
+request bodies are capped at :data:`MAX_BODY_BYTES`; the token is compared in constant time by the relay's token
+book, and re-checked on every request, so a token taken out of the token file ends its sessions.
+
+Every answer, the live event streams and downloads included, carries the same security headers (CSP with
+``frame-ancestors 'none'``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, ``Cache-Control: no-store``
+but for the static files): they are set as each answer's headers are sent (``on_response_prepare``). A request
+must arrive whole within :data:`READ_TIMEOUT_S`: its line and headers (the connection is closed, see
+``WebStatusServer``) and its body (408, then closed).
 
 Store reads run on the server's thread pool, never on its event loop (the handlers only await them).
 """
@@ -39,13 +46,15 @@ from aiohttp import web
 from strands_robots.relay.rate_limit import RateLimitedLog
 
 from strands_robots.relay.auth import KIND_CLIENT, Principal, TokenBook
-from strands_robots.relay.web.sessions import Session, SessionTable, SignInLimiter
+from strands_robots.relay.web.sessions import Session, SessionTable, SignInForms, SignInLimiter
 from strands_robots.relay.web.source import JobSource
 
 _log = logging.getLogger("strands_robots.relay.web")
 HERE = Path(__file__).resolve().parent
 SESSION_COOKIE = "sr_session"
 SIGNIN_COOKIE = "sr_signin"
+#: how long a sign-in form may be filled in
+SIGNIN_FORM_S = 600
 #: the largest request body accepted (the sign-in form is a token and a CSRF token)
 MAX_BODY_BYTES = 8 * 1024
 #: a longer token is refused before it is compared (the token file's are far shorter)
@@ -55,6 +64,8 @@ MAX_STREAMS_PER_SESSION = 8
 MAX_STREAMS = 256
 #: a comment line on an idle event stream this often, so proxies and the browser keep it open
 KEEPALIVE_S = 15.0
+#: how long a request's line and headers, and then its body, may take to arrive (a half-sent one is closed)
+READ_TIMEOUT_S = 10.0
 
 _CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
@@ -93,16 +104,17 @@ class StatusPage:
 
     def __init__(self, source: JobSource, tokens: Callable[[], TokenBook], executor: futures.Executor, *,
                  secure_cookies: bool = False, poll_s: float = 0.5, sessions: Optional[SessionTable] = None,
-                 limiter: Optional[SignInLimiter] = None) -> None:
+                 limiter: Optional[SignInLimiter] = None, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.source = source
         self.tokens = tokens
         self.executor = executor
         self.secure_cookies = secure_cookies
         self.poll_s = poll_s
+        self.read_timeout_s = read_timeout_s
         self.sessions = sessions or SessionTable()
-        # Sign-in forms' pre-sessions apart: anyone may open the form, so a flood of them must not end signed-in
-        # sessions (only a valid token makes one of those).
-        self.pre_sessions = SessionTable(idle_s=600.0, max_age_s=600.0, max_sessions=4096)
+        # Anyone may open the sign-in form: its token is signed, not stored, so no number of them ends another
+        # form or a signed-in session.
+        self.forms = SignInForms(max_age_s=SIGNIN_FORM_S)
         self.limiter = limiter or SignInLimiter()
         self.env = templates()
         self.refusals = RateLimitedLog(_log)  # refused sign-ins and forms, one line each, at a bounded rate
@@ -146,12 +158,28 @@ class StatusPage:
 
     # -- sign-in and sign-out ---------------------------------------------------------------------------------
     async def signin_form(self, request: web.Request, refusal: str = "", status: int = 200) -> web.Response:
-        pre = self.pre_sessions.pre_session()  # the form's CSRF token is the pre-session's; nobody is signed in
-        html = self.env.get_template("signin.html").render(who=None, csrf=pre.csrf, refusal=refusal,
+        form = self.forms.issue()  # signed, not stored: nobody is signed in yet
+        html = self.env.get_template("signin.html").render(who=None, csrf=form.csrf, refusal=refusal,
                                                            max_token=MAX_TOKEN_CHARS)
         response = web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
-        self._cookie(response, SIGNIN_COOKIE, pre.session_id, max_age=600)
+        self._cookie(response, SIGNIN_COOKIE, form.cookie, max_age=SIGNIN_FORM_S)
         return response
+
+    async def read_form(self, request: web.Request) -> Any:
+        """Read a POST's form; a body that does not arrive within ``read_timeout_s`` is answered 408 and closed."""
+        try:
+            return await asyncio.wait_for(request.post(), self.read_timeout_s)
+        except asyncio.TimeoutError:
+            self.refusals.warning(f"web request from {request.remote}: its body did not arrive within "
+                                  f"{self.read_timeout_s:g} s; closed")
+            response = self.error(408, "Request timeout", f"The request did not arrive within "
+                                                          f"{self.read_timeout_s:g} s.")
+            response.force_close()
+            await response.prepare(request)
+            await response.write_eof()
+            if request.transport is not None:  # sent: close now, not after lingering for the rest of the body
+                request.transport.close()
+            raise _Answer(response) from None
 
     async def get_signin(self, request: web.Request) -> web.StreamResponse:
         if self.signed_in(request) is not None:
@@ -169,11 +197,9 @@ class StatusPage:
         if not self.same_origin(request):
             self.refusals.warning(f"web sign-in from {request.remote}: refused, Origin {request.headers['Origin']!r}")
             return self.error(403, "Forbidden", "This form was sent from another site.")
-        form = await request.post()
-        pre = self.pre_sessions.get(request.cookies.get(SIGNIN_COOKIE))
-        if pre is None or pre.principal is not None or not pre.csrf_matches(str(form.get("csrf", ""))):
+        form = await self.read_form(request)
+        if not self.forms.redeem(str(form.get("csrf", "")), request.cookies.get(SIGNIN_COOKIE)):  # one attempt each
             return await self.signin_form(request, "The sign-in form expired: sign in again.", status=403)
-        self.pre_sessions.end(pre.session_id)  # a pre-session serves one attempt
         token = str(form.get("token", "")).strip()
         if not token or len(token) > MAX_TOKEN_CHARS:
             return await self.signin_form(request, "Give your token.", status=400)
@@ -192,7 +218,7 @@ class StatusPage:
         session = self.signed_in(request)
         if session is None:
             raise web.HTTPSeeOther("/signin")
-        form = await request.post()
+        form = await self.read_form(request)
         if not self.same_origin(request) or not session.csrf_matches(str(form.get("csrf", ""))):
             return self.error(403, "Forbidden", "Sign-out needs the form's token: use the page's button.", session)
         self.sessions.end(session.session_id)
@@ -360,36 +386,55 @@ class StatusPage:
         return response
 
 
+class _Answer(Exception):
+    """Raised by a handler's helper to answer the request with ``response`` at once."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
 PAGE_KEY = web.AppKey("page", StatusPage)
 
 
 @web.middleware
-async def _headers(request: web.Request, handler: Callable) -> web.StreamResponse:
-    """Security headers on every answer; an unknown route is the same 404 page as a job one may not see."""
+async def _errors(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """Answer every refusal with a page, never a traceback; an unknown route is the 404 of a job one may not see."""
     page: StatusPage = request.app[PAGE_KEY]
     try:
-        response = await handler(request)
+        return await handler(request)
+    except _Answer as answer:
+        return answer.response
     except web.HTTPNotFound:
-        response = page.not_found(page.signed_in(request))
+        return page.not_found(page.signed_in(request))
     except web.HTTPMethodNotAllowed:
-        response = page.error(405, "Method not allowed", "This address does not take that request.")
+        return page.error(405, "Method not allowed", "This address does not take that request.")
     except web.HTTPRequestEntityTooLarge:
-        response = page.error(413, "Too large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
-    if not response.prepared:
-        response.headers.setdefault("Content-Security-Policy", _CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the forms' POSTs,
-        # and the origin check needs the real one; another site still gets no referrer
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        if not request.path.startswith("/static/"):
-            response.headers.setdefault("Cache-Control", "no-store")
-    return response
+        return page.error(413, "Too large", f"A request body may be at most {MAX_BODY_BYTES} bytes.")
+
+
+def security_headers(path: str, headers: Any) -> None:
+    """Set the security headers an answer to ``path`` carries (those it set itself stay)."""
+    headers.setdefault("Content-Security-Policy", _CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with the forms' POSTs,
+    # and the origin check needs the real one; another site still gets no referrer
+    headers.setdefault("Referrer-Policy", "same-origin")
+    if not path.startswith("/static/"):
+        headers.setdefault("Cache-Control", "no-store")
+
+
+async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    # every answer passes here just before its headers are sent: pages, redirects, refusals, and the streams
+    # (events, downloads) a handler prepares itself, which no middleware sees before they start
+    security_headers(request.path, response.headers)
 
 
 def make_app(page: StatusPage) -> web.Application:
     """Return the aiohttp application of ``page`` (bodies capped at :data:`MAX_BODY_BYTES`)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_headers])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors])
+    app.on_response_prepare.append(_on_prepare)
     app[PAGE_KEY] = page
     app.router.add_get("/", page.get_root)
     app.router.add_get("/signin", page.get_signin)

@@ -5,7 +5,9 @@
 It reads the relay's store (its own small thread pool, so a slow page never holds a gRPC call's thread) and the
 relay's current token book (``tokens`` is a callable: a token file re-read by the relay is seen at once). TLS
 with the relay's certificate when the relay has one (then the session cookie is ``Secure``); a plaintext page
-on a non-loopback address is warned about like the relay's own port.
+on a non-loopback address is warned about like the relay's own port. A connection whose request line and headers
+have not arrived within ``read_timeout_s`` of its opening (or of its previous answer) is closed, and so is one
+idle that long between requests; a request body gets as long again (``StatusPage.read_form``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Callable, Optional, Tuple
 
 from strands_robots.relay.auth import TokenBook
 from strands_robots.relay.store import Store
-from strands_robots.relay.web.app import StatusPage, make_app
+from strands_robots.relay.web.app import READ_TIMEOUT_S, StatusPage, make_app
 from strands_robots.relay.web.source import JobSource
 
 __all__ = ["WebStatusServer", "parse_listen"]
@@ -39,18 +41,23 @@ class WebStatusServer:
     :param tokens: returns the relay's current :class:`TokenBook` (called on every request).
     :param tls: (certificate chain PEM path, key PEM path) to serve HTTPS; plain HTTP when None.
     :param poll_s: live views re-read the store this often (s).
+    :param read_timeout_s: how long a request's line and headers, and then its body, may take to arrive.
     """
 
     def __init__(self, store: Store, tokens: Callable[[], TokenBook], listen: str = "127.0.0.1:0", *,
-                 tls: Optional[Tuple[str, str]] = None, poll_s: float = 0.5, workers: int = 4) -> None:
+                 tls: Optional[Tuple[str, str]] = None, poll_s: float = 0.5, workers: int = 4,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+        if not read_timeout_s > 0:
+            raise ValueError(f"read_timeout_s must be > 0, got {read_timeout_s!r}")
         self.host, self.port = parse_listen(listen)
+        self.read_timeout_s = float(read_timeout_s)
         self._ssl: Optional[ssl.SSLContext] = None
         if tls is not None:
             self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             self._ssl.load_cert_chain(*tls)
         self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="relay-web")
         self.page = StatusPage(JobSource(store), tokens, self._executor, secure_cookies=tls is not None,
-                               poll_s=poll_s)
+                               poll_s=poll_s, read_timeout_s=self.read_timeout_s)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="relay-web", daemon=True)
         self._runner = None
@@ -65,8 +72,10 @@ class WebStatusServer:
         from aiohttp import web
 
         async def up() -> int:
+            # aiohttp closes a connection that has no request in hand when keepalive_timeout runs out, counted from
+            # its opening and from each answer: so it is also the bound on a half-sent request line and headers
             runner = web.AppRunner(make_app(self.page), access_log=None, handle_signals=False,
-                                   shutdown_timeout=1.0)
+                                   shutdown_timeout=1.0, keepalive_timeout=self.read_timeout_s)
             await runner.setup()
             site = web.TCPSite(runner, self.host, self.port, ssl_context=self._ssl, reuse_address=True)
             await site.start()

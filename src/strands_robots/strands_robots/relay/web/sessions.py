@@ -12,12 +12,18 @@ Rules (``test_web_sessions.py`` pins each):
 4. Sign-in attempts are limited per remote address (a token bucket of ``burst`` attempts refilled at
    ``per_minute``) and over all addresses (``burst * 8``), so a guessing loop is slowed wherever it comes from.
    At most ``max_addresses`` addresses are remembered (the least recently seen is forgotten first).
+5. A sign-in form is signed, not stored (:class:`SignInForms`): its CSRF token is ``issued.nonce.mac`` (an HMAC
+   of the two with a key this process drew at start) and its cookie carries the nonce, so anyone may open as
+   many forms as they like and no open form is pushed out by them. A form is good for ``max_age_s`` and for one
+   attempt: the nonces of forms sent are remembered until they would have expired anyway (only sign-in attempts,
+   which rule 4 bounds, add to that memory).
 
 Pure: an injectable clock and random source, a lock for the web server's threads; no aiohttp here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
@@ -28,17 +34,17 @@ from typing import Callable, Optional, Tuple
 
 from strands_robots.relay.auth import Principal
 
-__all__ = ["Session", "SessionTable", "SignInLimiter"]
+__all__ = ["Session", "SessionTable", "SignInForm", "SignInForms", "SignInLimiter"]
 
 
 @dataclass
 class Session:
-    """One browser's session. ``principal`` is None for a sign-in form's pre-session (it only carries a CSRF token)."""
+    """One signed-in browser's session."""
 
     session_id: str
     csrf: str
-    principal: Optional[Principal]
-    token: str          # the token it signed in with ("" for a pre-session); memory only, never sent
+    principal: Principal
+    token: str          # the token it signed in with; memory only, never sent
     created_s: float
     last_seen_s: float
 
@@ -62,7 +68,7 @@ class SessionTable:
         self._lock = threading.Lock()
         self._sessions: "OrderedDict[str, Session]" = OrderedDict()
 
-    def _new(self, principal: Optional[Principal], token: str) -> Session:
+    def _new(self, principal: Principal, token: str) -> Session:
         now = self._clock()
         session = Session(session_id=self._token_hex(32), csrf=self._token_hex(32), principal=principal,
                           token=token, created_s=now, last_seen_s=now)
@@ -72,12 +78,8 @@ class SessionTable:
                 self._sessions.popitem(last=False)
         return session
 
-    def pre_session(self) -> Session:
-        """Start a sign-in form's session: a CSRF token for the form, nobody signed in."""
-        return self._new(None, "")
-
     def sign_in(self, principal: Principal, token: str, replacing: Optional[str] = None) -> Session:
-        """Start a session for ``principal`` (a fresh id: a pre-session's id is never promoted)."""
+        """Start a session for ``principal`` with a fresh id (``replacing``: the browser's earlier one ends)."""
         if replacing:
             self.end(replacing)
         return self._new(principal, token)
@@ -142,3 +144,69 @@ class SignInLimiter:
                 return False, wait
             ok_all, self._all, wait_all = self._take(self._all, float(self.burst * 8), self.rate_s * 8, now)
             return ok_all, wait_all
+
+
+@dataclass(frozen=True)
+class SignInForm:
+    """A sign-in form as handed out: ``csrf`` goes into the form, ``cookie`` into the sign-in cookie."""
+
+    csrf: str
+    cookie: str
+
+
+class SignInForms:
+    """Rule 5: sign-in forms signed with this process's key, checked on return; nothing is stored per form.
+
+    :param max_age_s: how long a form may be filled in.
+    :param max_used: most nonces of sent forms remembered at once (far above what rule 4 lets through in
+        ``max_age_s``); past it the oldest is forgotten.
+    """
+
+    def __init__(self, *, max_age_s: float = 600.0, max_used: int = 65536,
+                 clock: Callable[[], float] = time.monotonic, token_hex: Callable[[int], str] = secrets.token_hex,
+                 key: Optional[bytes] = None) -> None:
+        if max_age_s <= 0 or max_used < 1:
+            raise ValueError("max_age_s must be > 0 and max_used >= 1")
+        self.max_age_s = max_age_s
+        self.max_used = max_used
+        self._clock = clock
+        self._token_hex = token_hex
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._lock = threading.Lock()
+        self._used: "OrderedDict[str, float]" = OrderedDict()  # nonce -> when its form would have expired
+
+    def _mac(self, issued_ms: int, nonce: str) -> str:
+        return hmac.new(self._key, f"signin\n{issued_ms}\n{nonce}".encode(), hashlib.sha256).hexdigest()
+
+    def issue(self) -> SignInForm:
+        """Return a new form's CSRF token and cookie (nothing is kept)."""
+        issued_ms = int(self._clock() * 1000)
+        nonce = self._token_hex(16)
+        return SignInForm(csrf=f"{issued_ms}.{nonce}.{self._mac(issued_ms, nonce)}", cookie=nonce)
+
+    def redeem(self, csrf: str, cookie: Optional[str]) -> bool:
+        """Whether a returned form is one of ours, its cookie's, unexpired and not sent before; it is used up."""
+        issued, _, rest = (csrf or "").partition(".")
+        nonce, _, mac = rest.partition(".")
+        if not (issued.isdigit() and nonce and mac and cookie):
+            return False
+        if not hmac.compare_digest(mac.encode("utf-8", "replace"), self._mac(int(issued), nonce).encode()):
+            return False
+        if not hmac.compare_digest(nonce.encode("utf-8", "replace"), cookie.encode("utf-8", "replace")):
+            return False
+        now = self._clock()
+        expires = int(issued) / 1000.0 + self.max_age_s
+        with self._lock:
+            while self._used and next(iter(self._used.values())) < now:  # expired forms cannot come back anyway
+                self._used.popitem(last=False)
+            if now > expires or int(issued) / 1000.0 > now + 1.0 or nonce in self._used:
+                return False
+            self._used[nonce] = expires
+            while len(self._used) > self.max_used:
+                self._used.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        """How many sent forms' nonces are remembered (never one per form handed out)."""
+        with self._lock:
+            return len(self._used)
