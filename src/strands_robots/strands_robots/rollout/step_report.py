@@ -16,8 +16,8 @@ step's event), so it runs between the send and the next step, as the peer's does
 One recording failure is found only with the verdict: writing the step's event. Over the stream later steps
 may have been sent by then (their hooks ran); the episode ends at once, nothing more is sent, and the last step
 sent is the one reported as ``recording_error`` and left out of ``legacy_steps_used`` (in process that is the
-step whose event failed), so the rule holds on this path too. The events not written are named in the
-episode's error.
+step whose event failed), so the rule holds on this path too. The episode's error names the step whose event
+failed; no later event is written.
 """
 
 from __future__ import annotations
