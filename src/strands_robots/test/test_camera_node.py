@@ -364,8 +364,11 @@ def test_each_frame_is_stamped_with_the_joint_state_it_draws_and_a_frozen_joint_
     with cam.lock:
         published = set(cam.joint_stamps)
     assert _stamp_ns(lagged) in published  # the stamp of a joint state it drew, not the time it was drawn
-    info = [m for m in cam.received["wrist/camera_info"] if _stamp_ns(m) == _stamp_ns(lagged)]
-    assert info  # the camera info shares it
+    def info_shares_it() -> bool:  # the camera info, published right after the image, carries its stamp
+        with cam.lock:
+            return any(_stamp_ns(m) == _stamp_ns(lagged) for m in cam.received["wrist/camera_info"])
+
+    assert wait_for(info_shares_it, 10.0)
 
     # The driver freezes: no joint state after this one.
     cam.publish_joints = False
