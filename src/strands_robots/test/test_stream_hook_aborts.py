@@ -182,8 +182,10 @@ def check_the_rule(arms: Arms, steps: list, ended) -> None:
     assert sorted(commands) == list(range(applied)), (sorted(commands), applied)
     assert sorted(verdicts) == list(range(applied)), (sorted(verdicts), applied)
     for s in steps:  # each step carries the driver's own verdict, the ones in flight at the abort too
-        assert list(s.applied_action_keys) == list(verdicts[s.applied_action_index].applied_keys)
-        assert s.action_resolution == "full", (s.applied_action_index, s.action_resolution, s.action_error)
+        verdict = verdicts[s.applied_action_index]
+        assert s.action_resolution != "unknown", (s.applied_action_index, s.action_error)
+        assert list(s.applied_action_keys) == list(verdict.applied_keys)
+        assert list(s.unresolved_action_reasons) == list(verdict.unresolved_reasons)  # e.g. stale on a busy machine
 
 
 @pytest.mark.parametrize("chunk", [1, 3])
