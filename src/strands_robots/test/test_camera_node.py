@@ -55,6 +55,8 @@ class CameraProcess:
     def __init__(self, *ros_args: str, joints: bool = True, program: "tuple | None" = None) -> None:
         self.ns = f"/h7_{uuid.uuid4().hex[:8]}"
         self.publish_joints = joints
+        self.joint_lag_ns = 0  # joint states stamped this long before they are published (a measured state)
+        self.joint_stamps: list = []  # the header stamp (ns) of every joint state published
         self.lines: list = []
         program = program or ("-m", "strands_robots.nodes.camera_node")
         self.proc = subprocess.Popen(
@@ -69,6 +71,7 @@ class CameraProcess:
         self.executor.add_node(self.node)
         self.thread = spin_in_background(self.executor, "h7_probe")
         self.received: dict = {}
+        self.stamps: dict = {}  # topic: (header stamp ns, arrival monotonic s) of every message
         self.lock = threading.Lock()
         self.joints = self.node.create_publisher(JointState, "joint_states", STATE_QOS)
         self.pose = {k: START.get(k.split(".")[1], 0.0) for k in KEYS}
@@ -84,16 +87,20 @@ class CameraProcess:
         if not self.publish_joints:
             return
         m = JointState()
-        m.header.stamp = self.node.get_clock().now().to_msg()
+        stamp_ns = self.node.get_clock().now().nanoseconds - self.joint_lag_ns
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         with self.lock:
             m.name = list(self.pose)
             m.position = [float(v) for v in self.pose.values()]
+            self.joint_stamps.append(stamp_ns)
         self.joints.publish(m)
 
     def _keep(self, topic: str, msg) -> None:
         with self.lock:
             self.received[topic].append(msg)
             del self.received[topic][:-50]
+            self.stamps.setdefault(topic, []).append(
+                (msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic()))
 
     def latest(self, topic: str):
         with self.lock:
@@ -340,3 +347,46 @@ def test_the_simulated_cameras_publish_nothing_before_the_drivers_first_joint_st
     assert cam.count("wrist/image_raw") == 0
     cam.publish_joints = True
     cam.wait_new("wrist/image_raw")
+
+
+def _stamp_ns(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def test_each_frame_is_stamped_with_the_joint_state_it_draws_and_a_frozen_joint_stream_stops_the_frames(cameras):
+    from strands_robots.cameras.config import load_camera_set
+
+    wrist = load_camera_set().camera("wrist")  # the camera file the node reads
+    cam = cameras("-p", "cameras:=wrist")
+    cam.joint_lag_ns = 200_000_000  # each state measured 0.2 s before it is published
+    cam.wait_new("wrist/image_raw", n=5)
+    lagged = cam.wait_new("wrist/image_raw", n=5)
+    with cam.lock:
+        published = set(cam.joint_stamps)
+    assert _stamp_ns(lagged) in published  # the stamp of a joint state it drew, not the time it was drawn
+    def info_shares_it() -> bool:  # the camera info, published right after the image, carries its stamp
+        with cam.lock:
+            return any(_stamp_ns(m) == _stamp_ns(lagged) for m in cam.received["wrist/camera_info"])
+
+    assert wait_for(info_shares_it, 10.0)
+
+    # The driver freezes: no joint state after this one.
+    cam.publish_joints = False
+    with cam.lock:
+        last_joint_ns = max(cam.joint_stamps)
+        frozen_at = time.monotonic()
+    assert wait_for(lambda: any("camera wrist: no frames: the driver's last joint_states is" in line
+                                for line in cam.lines), 30.0), "".join(cam.lines)[-3000:]
+    with cam.lock:
+        after = [(stamp, at) for stamp, at in cam.stamps["wrist/image_raw"] if at > frozen_at]
+    assert all(stamp <= last_joint_ns for stamp, _ in after), (last_joint_ns, after)  # never a fresh stamp
+    # drawn from the last state only while it is younger than the camera's bound
+    assert len([s for s, _ in after if s == last_joint_ns]) <= wrist.max_age_s * wrist.fps + 1
+
+    # The joint stream resumes: so do the frames, with the new states' stamps.
+    cam.joint_lag_ns = 0
+    cam.publish_joints = True
+    resumed = cam.wait_new("wrist/image_raw", n=3)
+    assert _stamp_ns(resumed) > last_joint_ns
+    assert wait_for(lambda: any("camera wrist: joint_states fresh again, frames resume" in line
+                                for line in cam.lines), 30.0)

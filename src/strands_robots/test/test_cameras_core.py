@@ -1,7 +1,7 @@
 """Camera core without OpenGL.
 
-The config's checks, intrinsics, the object's place, the stale rule, JPEG, and the adapter chosen by name (the
-pattern adapter).
+The config's checks, intrinsics, the object's place, the stale rule, the stamp of a frame that mirrors the arms,
+JPEG, and the adapter chosen by name (the pattern adapter).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from strands_robots.cameras.config import (
 )
 from strands_robots.cameras.frames import CameraStale, LatestFrames, age_steps, event_fields, stale_reason
 from strands_robots.cameras.intrinsics import from_fovy
+from strands_robots.cameras.mirror_stamp import frame_stamp_ns, joint_state_ns
 from strands_robots.cameras.scene import REGION, SceneParameterError, object_position
 
 
@@ -177,3 +178,36 @@ def test_a_camera_package_plugs_in_through_the_entry_point_group(tmp_path, monke
     assert "acme" in adapter.available()
     source = adapter.load(_cams("scene"), adapter="acme")
     assert getattr(source, "plugged_in", False) and source.render("scene").shape == (24, 32, 3)
+
+
+S = 1_000_000_000
+
+
+def test_a_mirrored_frame_carries_its_joint_states_stamp_never_a_later_one_and_none_past_the_bound():
+    joint = joint_state_ns(100 * S, 100 * S + 5_000_000)  # stamped by the driver: its stamp, not its receipt
+    assert joint == 100 * S
+    assert frame_stamp_ns(joint, 100 * S + 300_000_000, max_age_s=0.5) == 100 * S  # drawn 0.3 s later
+    assert frame_stamp_ns(joint, 100 * S + 500_000_000, max_age_s=0.5) == 100 * S  # at the bound: still drawn
+    assert frame_stamp_ns(joint, 100 * S + 500_000_001, max_age_s=0.5) is None  # past it: nothing drawn
+    assert frame_stamp_ns(102 * S, 101 * S, max_age_s=0.5) == 101 * S  # a driver clock ahead: never the future
+    assert joint_state_ns(0, 77 * S) == 77 * S  # a driver that does not stamp: when the state came
+
+
+def test_a_frozen_joint_stream_makes_the_stale_rule_refuse_what_it_drew():
+    cams = parse_camera_set({"cameras": {"wrist": {"mjcf_camera": "right/wrist", "width": 16, "height": 16,
+                                                   "fps": 15, "max_age_s": 0.5}}})
+    cam = cams.camera("wrist")
+    frames = LatestFrames(cams.cameras)
+    last_joint = 50 * S
+    drawn = []
+    for k in range(30):  # the renderer goes on at 15 fps after the last joint state
+        now = last_joint + k * S // 15
+        stamp = frame_stamp_ns(last_joint, now, cam.max_age_s)
+        if stamp is not None:
+            drawn.append(stamp)
+            frames.put("wrist", np.zeros((16, 16, 3), np.uint8), stamp)
+    assert drawn == [last_joint] * 8  # 0.5 s of frames, all of the last state
+    obs: dict = {}
+    frames.add_to(obs, last_joint + S // 2)
+    with pytest.raises(CameraStale, match="camera wrist stale"):
+        frames.add_to({}, last_joint + 2 * S)  # the frozen arms are never shown as fresh

@@ -3,7 +3,9 @@
 Three processes in one namespace (the arm driver, the camera node, the rollout node with ``cameras:=scene,wrist``)
 and this test's client node; every process is ended by PID (its group) in ``finally``. The step events carry
 each frame's stamp and age in steps; once the camera node is SIGKILLed, its last frame ages past its bound and
-the episode ends as an error naming the camera, before a stale frame reaches the policy.
+the episode ends as an error naming the camera, before a stale frame reaches the policy. Once the driver is
+frozen (SIGSTOP), the camera node's frames carry the stamp of the last joint state they show, never a fresh one:
+the episode ends, and the stale rule refuses the frames.
 """
 
 from __future__ import annotations
@@ -303,4 +305,69 @@ def test_the_rollout_node_lays_out_the_goals_scene_before_its_episode():
         assert done.wait(30.0)
         assert future.result().values[0].integer_value == 7  # the goal's seed laid out the scene
     finally:
+        s.close()
+
+
+def _ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def test_a_frozen_driver_ends_the_episode_and_no_frame_after_it_carries_a_fresh_stamp():
+    from sensor_msgs.msg import Image, JointState
+
+    from strands_robots.cameras.config import load_camera_set
+    from strands_robots.cameras.frames import CameraStale
+    from strands_robots.nodes._qos import STATE_QOS
+    from strands_robots.nodes.camera_frames import subscribe_frames
+    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+
+    s = CameraStation()
+    driver = s.procs[0]
+    lock = threading.Lock()
+    joints: list = []  # header stamps of the driver's joint states
+    images: list = []  # (header stamp, arrival monotonic) of the scene camera's frames
+    s.node.create_subscription(JointState, "joint_states",
+                               lambda m: (lock.acquire(), joints.append(_ns(m.header.stamp)), lock.release()),
+                               STATE_QOS)
+    s.node.create_subscription(Image, "scene/image_raw",
+                               lambda m: (lock.acquire(), images.append((_ns(m.header.stamp), time.monotonic())),
+                                          lock.release()), IMAGE_QOS)
+    cams = load_camera_set(CAMERAS_FILE)
+    frames = subscribe_frames(s.node, cams)  # the stale rule, as the rollout's observations apply it
+    frozen = False
+    try:
+        goal = RunEpisode.Goal()
+        goal.seed, goal.control_frequency, goal.max_steps, goal.duration_s = -1, RATE_HZ, 3000, 60.0
+        sent = s.action.send_goal_async(goal)
+        assert wait_for(sent.done, 30.0) and sent.result().accepted
+        result = sent.result().get_result_async()
+        assert wait_for(lambda: any(e.kind == "step" for e in list(s.events)), 60.0), "the episode did not start"
+        driver.send_signal(signal.SIGSTOP)  # the driver freezes: its joint stream stops, the camera node goes on
+        frozen = True
+        frozen_at = time.monotonic()
+        assert wait_for(result.done, 30.0), "the episode did not end with its driver frozen"
+        ended = result.result().result.ended
+        assert ended.outcome == "error", (ended.error_type, ended.end_detail)
+        assert ended.error_type in ("DriverFault", "CameraStale"), (ended.error_type, ended.end_detail)
+        # The stale rule sees the frozen arms: the newest frame ages past the camera's bound.
+        def stale() -> bool:
+            try:
+                frames.add_to({}, s.node.get_clock().now().nanoseconds)
+            except CameraStale:
+                return True
+            return False
+
+        assert wait_for(stale, MAX_AGE_S + 30.0), "fresh-stamped frames of frozen arms kept the cameras fresh"
+        with lock:
+            last_joint = max(joints)
+            after = [stamp for stamp, at in images if at > frozen_at + 0.5]  # past what was in flight
+        assert all(stamp <= last_joint for stamp in after), (last_joint, after[-5:])
+        assert len(after) <= 15 * MAX_AGE_S + 1  # drawn from the last state only while within the bound
+        driver.send_signal(signal.SIGCONT)
+        frozen = False
+        # Thawed, the joint stream resumes and the frames come again, stamped with its new states.
+        assert wait_for(lambda: images and images[-1][0] > last_joint, 60.0), "no frame after the driver resumed"
+    finally:
+        if frozen:
+            driver.send_signal(signal.SIGCONT)
         s.close()

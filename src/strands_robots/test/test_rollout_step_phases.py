@@ -17,7 +17,6 @@ from strands_robots.rollout.episode_state import (
     HookAbort,
     RecordingFailed,
     Sent,
-    abort_outcome,
     merge_telemetry,
 )
 from strands_robots.rollout.pacing import DeadlinePacer
@@ -92,17 +91,23 @@ def test_on_frame_failing_past_its_limit_aborts_and_earlier_failures_count():
     assert (st.onframe_failures, st.legacy_steps_used) == (2, 1)
 
 
-def test_a_stop_seen_by_the_hook_cancels_and_a_forced_outcome_skips_the_hook():
+def test_a_stop_seen_by_the_hook_cancels_that_step_and_its_event_reports_it_when_the_verdict_comes():
     stop = StopToken()
     calls = []
     rep, st, collect = reporter(settings(on_frame=lambda *a: calls.append(a[0]), hook_present=True), stop=stop)
+    first, second = sent(0), sent(1)
+    st.applied_actions = 1
+    assert rep.hook(first) is None  # sent, its hook ran, its verdict still out
     stop.request("operator")
-    abort = rep.complete(sent(0), ActionVerdict(applied_keys=("a", "b")))
-    assert isinstance(abort, CooperativeStop)
-    assert rep.complete(sent(1), ActionVerdict(applied_keys=("a", "b")), forced_outcome=HOOK_CANCELLED) is None
-    assert calls == [0]  # the forced step never ran the hook
-    assert [e.legacy_hook_outcome for e in collect.of(RunPolicyStep)] == [HOOK_CANCELLED, HOOK_CANCELLED]
-    assert st.legacy_steps_used == 0
+    st.applied_actions = 2
+    abort = rep.hook(second)
+    assert isinstance(abort, CooperativeStop) and calls == [0, 1]
+    assert (first.hook_outcome, second.hook_outcome, second.aborted) == (HOOK_OK, HOOK_CANCELLED, True)
+    assert collect.of(RunPolicyStep) == []  # nothing reported before the verdicts
+    assert rep.report(first, ActionVerdict(applied_keys=("a", "b"))) is None
+    assert rep.report(second, ActionVerdict(applied_keys=("a", "b"))) is None
+    assert [e.legacy_hook_outcome for e in collect.of(RunPolicyStep)] == [HOOK_OK, HOOK_CANCELLED]
+    assert (st.applied_actions, st.legacy_steps_used) == (2, 1)
 
 
 class _Recorder:
@@ -127,10 +132,31 @@ def test_the_step_is_recorded_before_dispatch_and_a_failed_write_is_the_steps_re
 
     failing = _Recorder(fail_events=True)
     rep, st, collect = reporter(settings(hook_present=True), recorder=failing)
+    st.applied_actions = 4  # step 3 was the last sent
     abort = rep.complete(sent(3), ActionVerdict(applied_keys=("a", "b")))
     assert isinstance(abort, RecordingFailed) and "disk full" in str(abort)
     assert collect.of(RunPolicyStep)[0].legacy_hook_outcome == HOOK_RECORDING_ERROR
     assert st.legacy_steps_used == 3  # the step's frame is in the file, its event is not
+
+
+def test_an_event_that_cannot_be_recorded_after_later_steps_were_sent_ends_on_the_last_one_sent():
+    rec = _Recorder()
+    rep, st, collect = reporter(settings(hook_present=True), recorder=rec)
+    steps = [sent(i) for i in range(4)]
+    for i, step in enumerate(steps):  # four commands in flight, each hooked at its send
+        st.applied_actions = i + 1
+        assert rep.hook(step) is None
+    assert rec.steps == [0, 1, 2, 3] and st.legacy_steps_used == 4
+    assert rep.report(steps[0], ActionVerdict(applied_keys=("a", "b"))) is None
+    rec.fail_events = True  # the disk fills while steps 1-3 are in flight
+    failure = rep.report(steps[1], ActionVerdict(applied_keys=("a", "b")))
+    assert isinstance(failure, RecordingFailed) and "the event of step 1" in str(failure)
+    assert rep.report(steps[2], ActionVerdict(applied_keys=("a", "b"))) is None  # reported once
+    assert rep.report(steps[3], ActionVerdict(applied_keys=("a", "b"))) is None
+    outcomes = [e.legacy_hook_outcome for e in collect.of(RunPolicyStep)]
+    assert outcomes == [HOOK_OK, HOOK_OK, HOOK_OK, HOOK_RECORDING_ERROR]  # the last step sent carries it
+    assert [e.applied_action_index for e in rec.events] == [0]
+    assert (st.applied_actions, st.legacy_steps_used) == (4, 3)
 
 
 def test_fail_fast_after_the_first_steps_emit_only_unknown_keys():
@@ -146,15 +172,12 @@ def test_fail_fast_after_the_first_steps_emit_only_unknown_keys():
     assert isinstance(short.fail_fast(sent(0, action={"x": 1.0})), UnknownActionKeys)  # a one-step budget too
 
 
-def test_episode_state_driver_fault_and_abort_outcomes():
+def test_episode_state_driver_fault_ends_the_episode_as_an_error():
     st = EpisodeState()
     assert st.driver_fault("") is False and st.outcome == ""
     assert st.driver_fault("driver silent for 0.5 s") is True
     assert (st.stopped_reason, st.outcome, st.error_type, st.error_message) == (
         STOPPED_ERROR, OUTCOME_ERROR, DRIVER_FAULT, "driver silent for 0.5 s")
-    assert abort_outcome(CooperativeStop("x")) == HOOK_CANCELLED
-    assert abort_outcome(RecordingFailed(OSError(), "x")) == HOOK_RECORDING_ERROR
-    assert abort_outcome(HookAbort(ValueError(), "x")) == HOOK_ERROR
 
 
 def test_merge_telemetry_sums_counts_over_a_takeovers_pipelines():

@@ -8,6 +8,8 @@ backend's verdicts arrive on a deterministic clock the test controls.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from strands_robots.arm.verdict import REASON_STALE, REASON_UNKNOWN_KEY, ActionVerdict
@@ -180,7 +182,7 @@ def test_each_step_event_carries_its_own_verdict_when_verdicts_arrive_periods_la
     assert backend.window.max_in_flight >= 3
 
 
-def test_a_step_whose_verdict_came_during_the_wait_is_reported_after_the_next_command_has_gone():
+def test_a_steps_hook_runs_at_its_send_and_its_event_after_the_next_command_has_gone():
     t = FakeTime()
     timeline: list = []
 
@@ -190,17 +192,25 @@ def test_a_step_whose_verdict_came_during_the_wait_is_reported_after_the_next_co
             return super().submit(action)
 
     def on_frame(step, observation, action):
-        timeline.append(("report", step, t.now_ns))
+        timeline.append(("hook", step, t.now_ns))
+
+    def on_event(event):
+        if isinstance(event, RunPolicyStep):
+            timeline.append(("report", event.applied_action_index, t.now_ns))
 
     # Each verdict arrives 1 ms after its command, during the wait for the next deadline (10 ms period).
     backend = AsyncBackend(t, latency=lambda k, now: 0.001, max_outstanding=5)
     backend.window.__class__ = Window
-    result, collect = run(backend, t, on_frame=on_frame, n_steps=20)
+    collect = Collect(on_event)
+    runner = PolicyRunner(backend, robot_name="alice", clock_ns=t.clock, waiter=t.wait)
+    runner.run(ScriptedPolicy(), observer=collect, on_frame=on_frame, n_steps=20, control_frequency=100.0)
     steps, ended = lifecycle(collect)
     assert len(steps) == 20 == ended.applied_actions and ended.missed_deadlines == 0
     assert all(s.action_resolution == "full" for s in steps)
     order = [(kind, k) for kind, k, _ in timeline]
-    for k in range(19):  # step k's report comes after step k + 1's send, not between its deadline and the send
+    for k in range(20):  # the hook right after its own send, before the next one (nothing sent after an abort)
+        assert order.index(("send", k)) + 1 == order.index(("hook", k))
+    for k in range(19):  # step k's event comes after step k + 1's send, not between its deadline and the send
         assert order.index(("send", k + 1)) < order.index(("report", k))
         if k + 2 < 20:  # ... and before the send after that (reported in the slack of the period)
             assert order.index(("report", k)) < order.index(("send", k + 2))
@@ -349,20 +359,105 @@ def test_ctrl_c_reports_the_steps_in_flight_without_waiting_and_ends_once():
     assert ended.outcome == "cancelled"
 
 
-def test_steps_sent_after_a_hook_abort_report_its_outcome():
+@pytest.mark.parametrize("abort_at", [0, 2, 7])
+def test_after_a_hook_abort_no_command_is_sent_and_applied_exceeds_legacy_by_one(abort_at):
     from strands_robots.simulation.observers import CooperativeStop
 
     t = FakeTime()
 
     def on_frame(step, observation, action):
-        if step == 2:
+        if step == abort_at:
             raise CooperativeStop("operator stop")
 
+    # verdicts come 2.5 periods late: when step abort_at's hook runs, earlier commands are still in flight
     backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
     result, collect = run(backend, t, on_frame=on_frame, n_steps=40)
     steps, ended = lifecycle(collect)
     assert ended.stopped_reason == "cancelled"
-    assert [s.legacy_hook_outcome for s in steps[:3]] == ["ok", "ok", "cancelled"]
-    assert len(steps) > 3 and all(s.legacy_hook_outcome == "cancelled" for s in steps[3:])
-    assert ended.legacy_steps_used == 2 and ended.applied_actions == len(steps)
-    assert all(s.action_resolution == "full" for s in steps)  # still each with its own verdict
+    assert len(backend.window.submitted) == abort_at + 1  # nothing went out after the aborting step
+    assert len(steps) == ended.applied_actions == abort_at + 1
+    assert [s.legacy_hook_outcome for s in steps] == ["ok"] * abort_at + ["cancelled"]
+    assert ended.applied_actions - ended.legacy_steps_used == 1
+    assert all(s.action_resolution == "full" for s in steps)  # the ones in flight, each with its own verdict
+
+
+def test_a_stop_between_sends_ends_the_episode_with_every_step_sent_used():
+    t = FakeTime()
+    token = StopToken()
+    t.at(0.0551, lambda: token.request("goal cancelled"))  # after step 5's send, during the wait for step 6
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+    result, collect = run(backend, t, stop=token, n_steps=40)
+    steps, ended = lifecycle(collect)
+    assert ended.stopped_reason == "cancelled" and len(backend.window.submitted) == 6
+    assert [s.legacy_hook_outcome for s in steps] == ["ok"] * 6
+    assert ended.applied_actions == ended.legacy_steps_used == 6
+
+
+def test_an_event_that_cannot_be_recorded_ends_the_stream_with_applied_exceeding_legacy_by_one(
+        tmp_path, monkeypatch):
+    from strands_robots.rollout import recording
+
+    write_event = recording.EpisodeRecorder.write_event
+
+    def failing_from_step_4(self, event):
+        if isinstance(event, RunPolicyStep) and event.applied_action_index >= 4:
+            raise recording.RecordingError("writing failed: [Errno 28] No space left on device")
+        write_event(self, event)
+
+    monkeypatch.setattr(recording.EpisodeRecorder, "write_event", failing_from_step_4)
+    t = FakeTime()
+    backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+    result, collect = run(backend, t, n_steps=40, record=True, recording_dir=str(tmp_path))
+    steps, ended = lifecycle(collect)
+    sent = len(backend.window.submitted)
+    assert ended.outcome == "error" and "the event of step 4" in ended.end_detail, ended.end_detail
+    assert sent > 5  # steps after 4 were in flight when its event failed
+    assert len(steps) == ended.applied_actions == sent
+    assert ended.applied_actions - ended.legacy_steps_used == 1
+    assert [s.legacy_hook_outcome for s in steps] == ["ok"] * (sent - 1) + ["recording_error"]
+
+
+def test_a_disk_that_fills_at_any_point_of_a_streamed_episode_never_lets_applied_exceed_legacy_by_more_than_one(
+        tmp_path, monkeypatch):
+    import errno
+    import io
+
+    from strands_robots.rollout import recording
+
+    def full_disk_after(limit):
+        class FullDisk(io.FileIO):
+            def __init__(self, path):
+                super().__init__(path, "xb")
+                self.written = 0
+
+            def write(self, data):
+                room = limit - self.written
+                if room <= 0:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                n = super().write(memoryview(data)[:room])
+                self.written += n
+                return n
+        return FullDisk
+
+    def episode(directory):
+        t = FakeTime()
+        backend = AsyncBackend(t, latency=lambda k, now: 0.025, max_outstanding=5)
+        result, collect = run(backend, t, n_steps=200, record=True, recording_dir=str(directory))
+        return result, collect, backend
+
+    result, _, _ = episode(tmp_path / "full")
+    size = Path(result["episodes"][0]["recording_path"]).stat().st_size
+    failed = []
+    for i, fraction in enumerate(x / 12 for x in range(1, 12)):
+        monkeypatch.setattr(recording, "_default_raw", full_disk_after(int(size * fraction)))
+        result, collect, backend = episode(tmp_path / f"fill{i}")
+        if not result["episodes"]:  # the header itself did not fit: refused before Started
+            continue
+        steps, ended = lifecycle(collect)
+        assert len(steps) == ended.applied_actions == len(backend.window.submitted)
+        assert 0 <= ended.applied_actions - ended.legacy_steps_used <= 1, (fraction, ended)
+        aborted = [s.applied_action_index for s in steps if s.legacy_hook_outcome == "recording_error"]
+        assert aborted in ([], [ended.applied_actions - 1]), aborted  # only ever the last step sent
+        if ended.outcome == "error":
+            failed.append(fraction)
+    assert len(failed) >= 9

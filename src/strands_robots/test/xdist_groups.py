@@ -52,6 +52,8 @@ LONGEST = {
     "src/strands_robots/test/test_rollout_node.py": 36,
     "test/test_station_authority.py": 29,
     "src/strands_robots/test/test_arm_driver_node.py": 27,
+    "src/strands_robots/test/test_export_lerobot_recorded_station.py": 33,  # one-worker runs, 2026-12-06
+    "src/strands_robots/test/test_stream_hook_aborts.py": 22,
     "src/strands_robots/test/test_rollout_cameras.py": 18,
     "src/strands_robots/test/test_rollout_faults.py": 18,
     "src/strands_robots/test/test_station_goal_race.py": 17,

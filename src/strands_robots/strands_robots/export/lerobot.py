@@ -26,17 +26,28 @@ simulation); the frames inside it are flagged 1 and hold the measured joint posi
 operator commanded is not recorded).
 
 Cameras: ``<ns>/<camera>/image_raw/compressed`` (CompressedImage) become ``observation.images.<camera>`` features
-of ``dtype: image`` with the encoded bytes in parquet (the frame latest at or before the frame's wall time; no
-video encoder needed); with ``--video`` (PyAV) ``dtype: video`` features instead, one
-H.264 MP4 per camera (``videos/<key>/chunk-000/file-000.mp4``, every episode in it, one frame per dataset frame)
-and each episode row's ``videos/<key>/{chunk_index, file_index, from_timestamp, to_timestamp}``. A frame's wall
-time is its step's send time (inside a takeover, that plus the time since).
+of ``dtype: image`` with the encoded bytes in parquet (the image latest at or before the frame's wall time, the
+one in force when the run started included; no video encoder needed); with ``--video`` (PyAV) ``dtype: video``
+features instead, one H.264 MP4 per camera (``videos/<key>/chunk-000/file-000.mp4``, every episode in it, one
+frame per dataset frame) and each episode row's ``videos/<key>/{chunk_index, file_index, from_timestamp,
+to_timestamp}``. A frame's wall time is its step's send time (inside a takeover, that plus the time since). Two
+topics of one camera name in a run (two namespaces' ``scene``) are two cameras, named apart by their namespace
+(``observation.images.<ns>.scene``, ``/`` written ``.``), and said on stderr; a camera feature not in every
+episode is left out, said on stderr.
+
+The frames before a camera's first image in the recording (a camera that came up, or that the recorder matched,
+after the run started) are left out (their count is the episode row's ``frames_before_images``; the episode
+starts at timestamp 0 with the first frame that has every image), said on stderr: a LeRobot frame holds every
+feature, with no marker for a missing one, and a later image in those frames would show what the camera saw after
+the step was sent.
 
 Episodes with no control step (e.g. the start pose was never reached) have no frame and are left out; so are runs
-the recording holds only from some step on (a recorder that joined late missed their Started event and first
-steps: :mod:`~strands_robots.export.partial_runs`), each named on stderr with the steps the file holds.
-Each episode row also carries ``end_condition``, ``end_detail``, ``scored``, ``success``, ``score``, ``taken_over``
-(null where the recording has no EpisodeResult), ``run_id``, ``episode_id`` and ``operator_frames``.
+the recording holds only part of (:mod:`~strands_robots.export.partial_runs`): from some step on (a recorder that
+joined late missed their Started event and first steps) or up to some step (a recorder stopped, or killed: a file
+cut short, without a summary, is read up to its last whole record; its complete runs are exported), each named on
+stderr with the steps the file holds. Each episode row also carries ``end_condition``, ``end_detail``, ``scored``,
+``success``, ``score``, ``taken_over`` (null where the recording has no EpisodeResult), ``run_id``, ``episode_id``,
+``operator_frames`` and ``frames_before_images``.
 """
 
 from __future__ import annotations
@@ -49,12 +60,12 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["ExportRefused", "EpisodeFrames", "episode_frames", "export_lerobot", "main", "CODEBASE_VERSION",
-           "CONTROL_POLICY", "CONTROL_OPERATOR"]
+           "CONTROL_POLICY", "CONTROL_OPERATOR", "camera_features"]
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -84,13 +95,41 @@ class EpisodeFrames:
     step_index: np.ndarray           # int64 [n], the control step each frame was taken from
     images: dict[str, list[bytes]] = field(default_factory=dict)  # camera: encoded frame per frame
     image_formats: dict[str, str] = field(default_factory=dict)
+    before_images: int = 0           # frames left out at the start: some camera had sent no image yet
+    first_images: dict[str, int] = field(default_factory=dict)  # camera: frames before its first image
+
+
+_IMAGE_SUFFIX = ("image_raw", "compressed")
 
 
 def _camera_of(topic: str) -> "str | None":
     parts = [p for p in topic.split("/") if p]
-    if len(parts) >= 3 and parts[-2:] == ["image_raw", "compressed"]:
+    if len(parts) >= 3 and tuple(parts[-2:]) == _IMAGE_SUFFIX:
         return parts[-3]
     return None
+
+
+def camera_features(topics: Sequence[str]) -> dict[str, str]:
+    """Name the camera of each image topic: ``{camera name: topic}``.
+
+    A camera name on one topic is the name (``/station/scene/image_raw/compressed``: ``scene``); on several
+    (two namespaces' ``scene``) each is named apart by its whole path, ``/`` written ``.``
+    (``station_a.scene``, ``station_b.scene``), never merged into one feature.
+    """
+    by_name: dict[str, list[str]] = {}
+    for topic in sorted(topics):
+        name = _camera_of(topic)
+        if name is not None:
+            by_name.setdefault(name, []).append(topic)
+    out: dict[str, str] = {}
+    for name, found in by_name.items():
+        if len(found) == 1:
+            out[name] = found[0]
+            continue
+        for topic in found:
+            parts = [p for p in topic.split("/") if p][: -len(_IMAGE_SUFFIX)]
+            out[".".join(parts)] = topic
+    return out
 
 
 def _send_ns(trace: Any) -> list[int]:
@@ -149,8 +188,16 @@ def _measured_at(trace: Any, key: str, t: float) -> "float | None":
     return series[1][n] if n >= 0 else None
 
 
-def episode_frames(trace: Any, fps: float, keys: Sequence[str], cameras: Sequence[str] = ()) -> EpisodeFrames:
-    """Resample one recorded episode (an :class:`~strands_robots.monitoring.report.EpisodeTrace`) to ``fps``."""
+def episode_frames(trace: Any, fps: float, keys: Sequence[str],
+                   cameras: "Mapping[str, str] | Sequence[str]" = ()) -> EpisodeFrames:
+    """Resample one recorded episode (an :class:`~strands_robots.monitoring.report.EpisodeTrace`) to ``fps``.
+
+    ``cameras``: the camera features to fill, ``{name: image topic}`` (a sequence of names: each name's topic by
+    :func:`camera_features`). The frames before every camera's first image are left out (module docstring).
+    """
+    if not isinstance(cameras, Mapping):
+        named = camera_features(list(trace.images))
+        cameras = {cam: named[cam] for cam in cameras}
     ep = trace.episode or {}
     taken_over = bool(ep["taken_over"]) if "taken_over" in ep else None
     times, gaps = _step_times(trace, taken_over)
@@ -168,10 +215,14 @@ def episode_frames(trace: Any, fps: float, keys: Sequence[str], cameras: Sequenc
     for s in trace.steps:
         last.update({k: v for k, v in s.action.items() if k in keys})
         commanded.append([last.get(k, s.observation.get(f"{k}.pos", math.nan)) for k in keys])
-    topics = {cam: next(t for t in trace.images if _camera_of(t) == cam) for cam in cameras}
-    image_times = {cam: [r[0] for r in trace.images[topic]] for cam, topic in topics.items()}
-    images: dict[str, list[bytes]] = {cam: [] for cam in cameras}
+    topics = dict(cameras)
+    # each camera's images from the one in force when the run started (recorded before it) on
+    recorded = {cam: ([trace.images_at_start[topic]] if topic in trace.images_at_start else []) + trace.images[topic]
+                for cam, topic in topics.items()}
+    image_times = {cam: [r[0] for r in recorded[cam]] for cam in topics}
+    image_index = {cam: np.zeros(n, dtype=np.int64) for cam in topics}
     sent = _send_ns(trace)
+    seen_ns = -(2**63)  # the latest wall time so far: a frame never shows an image older than the one before
     for k in range(n):
         t = stamps[k]
         j = max(0, bisect.bisect_right(times, t + tolerance) - 1)
@@ -189,11 +240,19 @@ def episode_frames(trace: Any, fps: float, keys: Sequence[str], cameras: Sequenc
         else:
             state[k] = [step.observation.get(f"{key}.pos", math.nan) for key in keys]
             action[k] = commanded[j]
-        for cam, topic in topics.items():
-            m = max(0, bisect.bisect_right(image_times[cam], wall_ns) - 1)
-            images[cam].append(trace.images[topic][m][2])
-    formats = {cam: trace.images[topic][0][1] for cam, topic in topics.items()}
-    return EpisodeFrames(stamps, state, action, source, step_of, images, formats)
+        seen_ns = max(seen_ns, wall_ns)
+        for cam in topics:  # the latest image at or before the frame's wall time; -1: none yet
+            image_index[cam][k] = bisect.bisect_right(image_times[cam], seen_ns) - 1
+    # Before a camera's first image (the recording has none from before the frame: the camera came up, or the
+    # recorder matched it, after the run started) a frame has no image of it, and a later one would show what the
+    # camera saw after the step: those first frames are left out; the episode starts at 0 with the first that
+    # has all.
+    first_images = {cam: int((idx < 0).sum()) for cam, idx in image_index.items()}
+    before = max(first_images.values(), default=0)
+    images = {cam: [recorded[cam][int(m)][2] for m in image_index[cam][before:]] for cam in topics}
+    formats = {cam: recorded[cam][0][1] for cam in topics}
+    return EpisodeFrames(stamps[: n - before], state[before:], action[before:], source[before:], step_of[before:],
+                         images, formats, before, first_images)
 
 
 def _image_shape(data: bytes) -> list[int]:
@@ -214,7 +273,7 @@ def _stats(values: np.ndarray) -> dict[str, list]:
 
 
 def _load(paths: Sequence[Path], say: Callable[[str], None]) -> list[Any]:
-    from strands_robots.export.partial_runs import missing_start
+    from strands_robots.export.partial_runs import missing_end, missing_start
     from strands_robots.monitoring.report import load_recording
 
     traces = []
@@ -230,14 +289,32 @@ def _load(paths: Sequence[Path], say: Callable[[str], None]) -> list[Any]:
             raise ExportRefused(f"{path} holds no recorded episode (no observer step events)")
         for trace in found:
             trace.source_path = path
-            reason = missing_start(trace)
+            reason = missing_start(trace) or missing_end(trace)
             if reason:
                 say(f"{path.name}: {reason}")
             else:
                 traces.append(trace)
     if not traces:
-        raise ExportRefused("no run is recorded from its start (each one named above); nothing to export")
+        raise ExportRefused("no run is recorded from its start to its end (each one named above); nothing to "
+                            "export")
     return traces
+
+
+def _cameras(traces: Sequence[Any], say: Callable[[str], None]) -> list[str]:
+    """Return the camera features of the dataset: those of every run (:func:`camera_features`); say the others."""
+    per_run = []
+    for trace in traces:
+        named = camera_features(list(trace.images))
+        per_run.append(set(named))
+        apart = {name: topic for name, topic in named.items() if "." in name}
+        if apart:
+            say(f"{trace.source_path.name}: run {trace.run_id[:8]}: one camera name on several topics, named apart: "
+                + ", ".join(f"{topic} as observation.images.{name}" for name, topic in sorted(apart.items())))
+    common = set.intersection(*per_run) if per_run else set()
+    for name in sorted(set.union(*per_run) - common if per_run else ()):
+        missing = [t.run_id[:8] for t, names in zip(traces, per_run) if name not in names]
+        say(f"camera {name} is not in every run (not in run {', '.join(missing)}); left out of the dataset")
+    return sorted(common)
 
 
 def _write_video(path: Path, frames: Sequence[bytes], fps: float) -> None:
@@ -304,15 +381,26 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
     keys = list(next(iter(key_sets)))
     if not keys:
         raise ExportRefused("the recording names no actuator keys in its Started event")
-    camera_sets = {tuple(sorted(c for c in map(_camera_of, t.images) if c)) for t in traces}
-    cameras = sorted(set.intersection(*(set(c) for c in camera_sets)))
+    cameras = _cameras(traces, say)
 
     task_of: dict[str, int] = {}
     episodes = []
     for trace in traces:
+        named = camera_features(list(trace.images))
+        frames = episode_frames(trace, fps, keys, {cam: named[cam] for cam in cameras})
+        run = f"{trace.source_path.name}: run {trace.run_id[:8]}"
+        if frames.before_images:
+            late = ", ".join(f"{cam} ({k})" for cam, k in frames.first_images.items() if k)
+            say(f"{run}: its first {frames.before_images} frames come before the first image of camera {late}; "
+                "left out (a LeRobot frame holds every camera's image)")
+        if not len(frames.timestamps):
+            say(f"{run}: no frame has every camera's image; left out")
+            continue
         task = trace.instruction or ((trace.episode or {}).get("task") or {}).get("instruction") or NO_INSTRUCTION
         task_of.setdefault(task, len(task_of))
-        episodes.append((trace, task, episode_frames(trace, fps, keys, cameras)))
+        episodes.append((trace, task, frames))
+    if not episodes:
+        raise ExportRefused("no run has a frame with every camera's image (each one named above); nothing to export")
 
     columns: dict[str, list] = {name: [] for name in ("observation.state", "action", "control_source", "timestamp",
                                                       "frame_index", "episode_index", "index", "task_index")}
@@ -320,7 +408,8 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
     rows: dict[str, list] = {name: [] for name in (
         "episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
         "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index", "run_id", "episode_id",
-        "recording", "end_condition", "end_detail", "scored", "success", "score", "taken_over", "operator_frames")}
+        "recording", "end_condition", "end_detail", "scored", "success", "score", "taken_over", "operator_frames",
+        "frames_before_images")}
     per_episode_stats: list[dict[str, dict]] = []
     index = 0
     for e, (trace, task, frames) in enumerate(episodes):
@@ -354,6 +443,7 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         for name, kind in (("scored", bool), ("success", bool), ("score", float), ("taken_over", bool)):
             rows[name].append(kind(ep[name]) if ep and name in ep else None)
         rows["operator_frames"].append(int(frames.control_source.sum()))
+        rows["frames_before_images"].append(int(frames.before_images))
         per_episode_stats.append({name: _stats(columns[name][-1]) for name in (
             "observation.state", "action", "control_source", "timestamp", "frame_index", "episode_index",
             "index", "task_index")})

@@ -7,7 +7,9 @@ With cameras recorded (CompressedImage topics), each episode also gets a contact
 Reads either kind of recording — an episode file of the rollout (``record=True``: ``joint_states``, ``actions``,
 ``observer_events``) or a ``strands-robots record`` file of the whole station (every strands topic) — by message
 type, not topic name, so any namespace works. Episodes are the observer stream's runs (``run_id``); everything else
-is assigned to the run whose Started..Ended window (log time) holds it.
+is assigned to the run whose Started..Ended window (log time) holds it. A file cut short (its writer was killed:
+no summary, the last records incomplete) is read as far as its records are whole; its runs say so
+(``EpisodeTrace.cut_short``).
 
 Per episode (``<stem>_episode_<n>_<run>.png``): one panel per arm with the commanded position of each joint
 (dashed, the step's emitted action) against the measured one (solid: ``joint_states`` in the window, else the
@@ -37,6 +39,7 @@ __all__ = ["EpisodeTrace", "JobSummary", "load_recording", "job_summary", "episo
            "write_report", "main"]
 
 _NS = 1e-9
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
 
 
 @dataclass
@@ -76,10 +79,14 @@ class EpisodeTrace:
     safety_t: "float | None" = None
     episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
     images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)  # topic: (log ns, format, data)
+    # topic: the camera's latest image logged before the run's Started (the one in force when the run began)
+    images_at_start: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
     action_ns: list[int] = field(default_factory=list)  # log times of the ActionCommands (episode file: send times)
     # the rollout's own send stamp (ActionCommand.sent, wall clock) per applied_action_index, where the command
     # carries one and the run's id (the command stream of a ROS recording; an episode file's commands have neither)
     action_sent_ns: dict[int, int] = field(default_factory=dict)
+    # why the file holding the run ends early ("" when it is whole): a run without its Ended there was cut
+    cut_short: str = ""
 
     @property
     def recorded_from_start(self) -> bool:
@@ -123,17 +130,15 @@ def _plain(value: Any) -> Any:
 
 def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[EpisodeTrace], "dict | None"]:
     """Episodes (in Started order) and the last JobStatus (as a dict) from one or more MCAP files."""
-    from mcap.reader import make_reader
-    from mcap_ros2.decoder import DecoderFactory
-
     if isinstance(paths, (str, Path)):
         paths = [paths]
     records: list[tuple[int, str, Any, str]] = []
+    cut: list[str] = []
     for path in paths:
-        with open(path, "rb") as handle:
-            reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-            for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
-                records.append((message.log_time, schema.name.split("/")[-1], decoded, channel.topic))
+        found, why = read_messages(Path(path))
+        records.extend(found)
+        if why:
+            cut.append(f"{Path(path).name} was {why}")
     records.sort(key=lambda r: r[0])
     runs: dict[str, EpisodeTrace] = {}
     order: list[EpisodeTrace] = []
@@ -156,7 +161,60 @@ def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[Epi
         by_run.update({e.get("run_id"): e for e in job.get("episodes", []) if e.get("run_id")})
     for trace in order:
         trace.episode = by_run.get(trace.run_id, trace.episode)
+        trace.cut_short = "; ".join(cut)
     return order, job
+
+
+def read_messages(path: Path) -> "tuple[list[tuple[int, str, Any, str]], str]":
+    """Return every message in ``path`` as ``(log ns, type name, decoded message, topic)``, and why it ends early.
+
+    The messages in log-time order; the reason "" when the file is whole. A file whose writer was killed has no
+    summary and ends inside a record: it is read from its start as far as its records are whole (an MCAP writer's
+    complete chunks), the rest is lost.
+
+    :raises McapError: the file is not an MCAP file, or a message cannot be decoded.
+    """
+    import struct
+
+    from mcap.exceptions import DecoderNotFoundError, InvalidMagic, McapError
+    from mcap.reader import NonSeekingReader, make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    records: list[tuple[int, str, Any, str]] = []
+    with open(path, "rb") as handle:
+        magic = handle.read(len(_MCAP_MAGIC))
+        if magic != _MCAP_MAGIC:
+            raise InvalidMagic(magic)
+        handle.seek(0)
+        try:
+            reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+            for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
+                records.append((message.log_time, schema.name.split("/")[-1], decoded, channel.topic))
+            return records, ""
+        except (McapError, struct.error) as exc:
+            if isinstance(exc, DecoderNotFoundError):
+                raise
+    records = []
+    factory = DecoderFactory()
+    decoders: dict[int, Any] = {}
+    with open(path, "rb") as handle:
+        messages = NonSeekingReader(handle).iter_messages(log_time_order=False)
+        while True:
+            try:
+                schema, channel, message = next(messages)
+            except StopIteration:
+                break
+            except (McapError, struct.error):  # the end of what was written
+                break
+            decoder = decoders.get(channel.id)
+            if decoder is None:
+                decoder = factory.decoder_for(channel.message_encoding, schema)
+                if decoder is None:
+                    raise McapError(f"no decoder for topic {channel.topic} ({channel.message_encoding})")
+                decoders[channel.id] = decoder
+            records.append((message.log_time, schema.name.split("/")[-1], decoder(message.data), channel.topic))
+    records.sort(key=lambda r: r[0])
+    return records, "cut short: its writer stopped before finishing it (no summary)"
 
 
 def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
@@ -188,6 +246,8 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
 def _attach(trace: EpisodeTrace, others: list) -> None:
     """Joint readings, camera frames (CompressedImage, by topic) and safety stops inside the run's window.
 
+    Of each camera also the latest frame before the window, the one in force when the run started.
+
     The commands' send stamps go by the run's id instead, wherever their log times fall.
     """
     end = trace.end_ns if trace.end_ns is not None else float("inf")
@@ -196,6 +256,8 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
             # the run's own commands by their run_id, wherever their delivery put them: the first ones can reach
             # the recorder before the run's Started event does (another topic)
             trace.action_sent_ns[int(msg.step_index)] = time_to_ns(msg.sent)
+        if kind == "CompressedImage" and log_ns < trace.start_ns:
+            trace.images_at_start[topic] = (log_ns, str(msg.format), bytes(msg.data))
         if not trace.start_ns <= log_ns <= end:
             continue
         t = (log_ns - trace.start_ns) * _NS

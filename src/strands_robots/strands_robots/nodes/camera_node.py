@@ -10,11 +10,16 @@ current there), renders each configured camera at its fps and publishes, per cam
 - ``<ns>/<camera>/image_raw/compressed`` — ``sensor_msgs/CompressedImage`` (JPEG, the camera's quality);
 - ``<ns>/<camera>/camera_info`` — ``sensor_msgs/CameraInfo`` (intrinsics from the MJCF ``fovy`` and size);
 
-all three stamped with the node clock when the arms and the scene were read for the frame (simulation time under
-``use_sim_time``; a scene change answered at t shows in every frame stamped after t) and
-naming the frame ``<camera>_optical_frame``. The frames come from the camera adapter the read-only ``adapter``
-parameter names (empty: the camera file's; :mod:`strands_robots.cameras.adapter`): ``mujoco``, ``pattern``, an
-entry point of ``strands_robots.cameras`` (a real camera), or ``module:factory``.
+all three naming the frame ``<camera>_optical_frame`` and stamped with the time of what the frame shows
+(:mod:`strands_robots.cameras.mirror_stamp`): a source that mirrors the arms stamps each frame with the header
+stamp of the ``joint_states`` it draws (never later than the node clock when the arms and the scene were read,
+so a scene change answered at t shows in every frame stamped after t), draws a camera's next frame only from a
+newer joint state (each frame a time of its own), and draws nothing from a joint state older than the camera's
+``max_age_s`` (a frozen driver: the frames stop and age, never fresh-stamped pictures of old arms); any other
+source stamps the node clock when the frame is taken (simulation time under ``use_sim_time``). The frames come
+from the camera adapter the read-only ``adapter`` parameter names (empty: the camera file's;
+:mod:`strands_robots.cameras.adapter`): ``mujoco``, ``pattern``, an entry point of ``strands_robots.cameras`` (a
+real camera), or ``module:factory``.
 
 Parameters: ``cameras_file`` (read-only; empty: the package's ``config/cameras.yaml``), ``cameras`` (read-only,
 comma-separated names; empty: every camera of the file), ``adapter``, ``model_path`` (read-only; empty: the
@@ -33,6 +38,7 @@ import time
 from typing import Any, List, Optional
 
 import rclpy
+from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
@@ -42,6 +48,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
 from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
 from strands_robots.cameras.config import CameraConfigError
+from strands_robots.cameras.mirror_stamp import frame_stamp_ns, joint_state_ns
 from strands_robots.cameras.render_priority import lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
@@ -99,6 +106,8 @@ class CameraNode(Node):
         self._joint_lock = threading.Lock()
         self._joints: Optional[dict] = None
         self._joints_version = 0
+        self._joints_ns = 0  # the time of the joint state in _joints (mirror_stamp rule 1)
+        self.held = {c.name: 0 for c in self.camera_set.cameras}  # frames not drawn: the joint state too old
         ns = p("driver_namespace").rstrip("/")
         self.create_subscription(JointState, f"{ns}/joint_states" if ns else "joint_states", self._on_joints,
                                  STATE_QOS)
@@ -137,9 +146,12 @@ class CameraNode(Node):
     def _on_joints(self, msg: JointState) -> None:
         if len(msg.position) != len(msg.name):
             return
+        stamp_ns = joint_state_ns(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
+                                  self.get_clock().now().nanoseconds)
         with self._joint_lock:
             self._joints = dict(zip(msg.name, msg.position))
             self._joints_version += 1
+            self._joints_ns = stamp_ns
 
     def _on_parameters(self, params: List[Any]) -> SetParametersResult:
         task, seed = self._scene
@@ -202,6 +214,8 @@ class CameraNode(Node):
             posed = scened = -1
             mirrors = bool(getattr(source, "mirrors_arms", False))
             waiting = False
+            held_log = _HeldLog(self)
+            last_stamp = {c.name: -1 for c in cams}  # each frame a time of its own (a newer joint state)
             while not self._stop.is_set():
                 now = time.monotonic()
                 ready = [c for c in cams if now >= due[c.name]]
@@ -209,11 +223,11 @@ class CameraNode(Node):
                     self._stop.wait(max(0.0, min(due.values()) - now))
                     continue
                 with self._joint_lock:
-                    joints, jv = self._joints, self._joints_version
+                    joints, jv, joints_ns = self._joints, self._joints_version, self._joints_ns
                     scene, sv = self._scene, self._scene_version
-                    # The frames show the arms and the scene as read here: stamped now, under the lock a scene
-                    # change takes, so a frame of the old scene is stamped before the change was answered.
-                    stamp = self.get_clock().now().to_msg()
+                    # Read under the lock a scene change takes: a frame of the old scene is stamped before the
+                    # change was answered (its joint state's time is earlier still).
+                    now_ns = self.get_clock().now().nanoseconds
                 if joints is None and mirrors:  # a mirror of unknown arms would show them wrong: no frame yet
                     if not waiting:
                         self.get_logger().info("waiting for the driver's joint_states before the first frame")
@@ -230,6 +244,14 @@ class CameraNode(Node):
                 for c in ready:
                     period = c.period_s
                     due[c.name] = due[c.name] + period if due[c.name] + period > now else now + period
+                    stamp_ns = frame_stamp_ns(joints_ns, now_ns, c.max_age_s) if mirrors else now_ns
+                    if stamp_ns is None:  # the arms as of a joint state every consumer would refuse: no frame
+                        held_log.held(c.name, (now_ns - joints_ns) / 1e9, c.max_age_s)
+                        continue
+                    held_log.drawn(c.name)
+                    if stamp_ns <= last_stamp[c.name]:  # rule 4: no newer joint state, the same picture
+                        continue
+                    last_stamp[c.name] = stamp_ns
                     try:
                         image = source.render(c.name)
                     except Exception as exc:  # no frame this time: subscribers see the frames age
@@ -238,7 +260,7 @@ class CameraNode(Node):
                             self.get_logger().warn(f"camera {c.name}: render failed ({self.render_failures[c.name]} "
                                                    f"times): {type(exc).__name__}: {exc}")
                         continue
-                    self._publish(c, image, intrinsics[c.name], stamp)
+                    self._publish(c, image, intrinsics[c.name], _time_msg(stamp_ns))
         finally:
             source.close()
 
@@ -255,6 +277,32 @@ class CameraNode(Node):
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5.0)
+
+
+class _HeldLog:
+    """Counts the frames held back for a too old joint state, and says once when a camera stops and resumes."""
+
+    def __init__(self, node: CameraNode) -> None:
+        self._node = node
+        self._holding: set = set()
+
+    def held(self, camera: str, age_s: float, max_age_s: float) -> None:
+        self._node.held[camera] += 1
+        if camera not in self._holding:
+            self._holding.add(camera)
+            self._node.get_logger().warn(
+                f"camera {camera}: no frames: the driver's last joint_states is {age_s:.3f} s old (limit "
+                f"{max_age_s:g} s); frames resume with the joint stream")
+
+    def drawn(self, camera: str) -> None:
+        if camera in self._holding:
+            self._holding.discard(camera)
+            self._node.get_logger().info(f"camera {camera}: joint_states fresh again, frames resume")
+
+
+def _time_msg(stamp_ns: int) -> Time:
+    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def main(args: Optional[List[str]] = None) -> int:

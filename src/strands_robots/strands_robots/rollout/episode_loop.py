@@ -7,9 +7,10 @@ One step of :meth:`EpisodeLoop.run`::
                              hand over the verdicts that came during the wait (hold again if the window filled)
     observe + infer (_plan)  the chunk pipeline's next action (prefetching the next chunk); a failure ends the
                              episode as an error, nothing sent
-    act       (_act)         submit to the command window (the verdict comes later), or send_action and
-                             complete at once
-    complete  (StepReporter) classify, legacy hook, record, dispatch RunPolicyStep (step_report.py)
+    act       (_act)         submit to the command window (the verdict comes later), or send_action; then the
+                             step's legacy hook (record its frame, on_frame, the cancellation check)
+    complete  (StepReporter) once the verdict is known: classify, record and dispatch RunPolicyStep
+                             (step_report.py)
     after     (_after_step)  advance; safety stop? driver fault? stop_when? budget?
 
 With a backend that offers ``command_window()`` (the command stream), a step's command is sent and the loop
@@ -17,13 +18,18 @@ goes on; its event is dispatched when its verdict arrives, in step order (:mod:`
 and every step sent is reported before the Ended, on every exit (:meth:`EpisodeLoop._drain`). Otherwise
 ``send_action`` answers at once and the step completes there.
 
+The hook runs right after the send, before anything else is sent: a hook that aborts (a cancel, a failed
+recording, the on_frame watchdog) ends the episode with nothing sent after its step, so ``applied_actions``
+exceeds ``legacy_steps_used`` by one at most (spec/observer-lane.txt), whatever the commands in flight. The
+commands sent before it were sent before the abort: their verdicts are awaited and their events reported with
+their own hooks' outcomes.
+
 Between the deadline and the send the loop does only what the send needs: it takes the verdicts that came
 during the wait (a full window still holds), observes, plans and submits. Completing the steps those verdicts
-resolved (the record, the observer event, the legacy hook) waits for the top of the next step's pace, after the
-command has gone: it took ~40 % of the control thread's work per step, and a verdict usually arrives during
-the wait that follows its command, so it used to sit between almost every deadline and its send. A hook abort
-or a fail-fast error found there ends the episode one command later than it would have (that command is
-reported with the abort's outcome, like every other command already in flight).
+resolved (the record of the event, the observer event) waits for the top of the next step's pace, after the
+command has gone: it took ~40 % of the control thread's work per step, and a verdict usually arrives during the
+wait that follows its command. A fail-fast error or an event that cannot be recorded found there ends the
+episode before the next command.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any, Callable
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.policies.base import EndEpisode
 from strands_robots.rollout.chunks import ChunkPipeline
-from strands_robots.rollout.episode_state import EpisodeState, HookAbort, Sent, StepFailed, abort_outcome
+from strands_robots.rollout.episode_state import EpisodeState, HookAbort, Sent, StepFailed
 from strands_robots.rollout.pacing import DeadlinePacer
 from strands_robots.rollout.pipeline import InFlight
 from strands_robots.rollout.step_report import StepReporter
@@ -90,7 +96,6 @@ class EpisodeLoop:
         if self._window is not None:
             w = self._window
             self._inflight = InFlight(w.max_outstanding, w.overdue_ns, w.verdict_bound_ns)
-        self._hook_abort: list = []  # the hook's abort that ended the episode (later steps report its outcome)
         self._pipeline: "ChunkPipeline | None" = None
 
     def run(self) -> None:
@@ -177,16 +182,24 @@ class EpisodeLoop:
             raise StepFailed(exc) from exc
 
     def _act(self, sent: Sent) -> None:
-        """Send the step's action: into the command window, or by ``send_action`` and complete it at once."""
+        """Send the step's action (into the command window, or by ``send_action``), then run its legacy hook.
+
+        An abort of the hook is raised after the step is registered, so nothing more is sent and the step is
+        reported with the steps still in flight.
+        """
         action = sent.planned.action
+        reporter = self._reporter
         if self._inflight is not None:
             try:
                 ticket = self._window.submit(action)
             except Exception as exc:  # a coarse error: nothing known about what reached the arms
                 ticket = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
             sent.elapsed_s = self._pacer.elapsed_s
-            self._inflight.add(ticket, sent, self._clock())
             self._st.applied_actions = sent.index + 1
+            self._inflight.add(ticket, sent, self._clock())
+            abort = reporter.hook(sent)
+            if abort is not None:
+                raise abort
             return
         try:
             verdict = self._backend.send_action(action)
@@ -194,7 +207,11 @@ class EpisodeLoop:
             verdict = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
         sent.elapsed_s = self._pacer.elapsed_s
         self._st.applied_actions = sent.index + 1
-        self._complete(sent, verdict)
+        abort = reporter.hook(sent, verdict)
+        failure = reporter.report(sent, verdict)
+        if abort is not None:
+            raise abort
+        self._completed(sent, failure)
 
     def _after_step(self, steps_done: int) -> bool:
         """Advance the robot and check what ends the episode after a step; True when it ended."""
@@ -219,11 +236,13 @@ class EpisodeLoop:
 
     # -- completing steps -------------------------------------------------------------------------------------
     def _complete(self, sent: Sent, verdict: Any) -> None:
-        """Complete one step; raise the hook's abort or the fail-fast error that ends the episode."""
-        abort = self._reporter.complete(sent, verdict)
-        if abort is not None:
-            self._hook_abort.append(abort)
-            raise abort
+        """Report one step whose verdict came (its hook ran at the send); raise what ends the episode."""
+        self._completed(sent, self._reporter.report(sent, verdict))
+
+    def _completed(self, sent: Sent, failure: "BaseException | None") -> None:
+        """Raise the event-write failure or the fail-fast error a reported step ends the episode with."""
+        if failure is not None:
+            raise failure
         error = self._reporter.fail_fast(sent)
         if error is not None:
             raise error
@@ -276,16 +295,14 @@ class EpisodeLoop:
         """Report every step still in flight, in order, before the Ended (module pipeline, all exits).
 
         After a normal end, an Exception or a cooperative stop the verdicts are awaited (at most the verdict
-        bound, or until the driver is found silent) and the hooks run (no cancellation check: the episode has
-        ended); after KeyboardInterrupt & co. nothing is awaited: what has arrived is used, the rest is
-        unknown. A hook aborting here makes the remaining steps report its outcome; it ends an episode that
-        ended well.
+        bound, or until the driver is found silent); after KeyboardInterrupt & co. nothing is awaited: what has
+        arrived is used, the rest is unknown. Each step reports its own hook's outcome (the hooks ran at the
+        sends); an event that cannot be recorded ends an episode that ended well as a recording error.
         """
         inflight, st = self._inflight, self._st
-        forced = abort_outcome(self._hook_abort[0]) if self._hook_abort else ""
         # The four that propagate (Ctrl-C & co.) wait for nothing; a cooperative stop is a normal end.
         interrupted = ending is not None and not isinstance(ending, (Exception, CooperativeStop))
-        late_abort: "BaseException | None" = None
+        late_failure: "BaseException | None" = None
         poll = min(self._period, HOLD_POLL_S)
         while len(inflight):
             if interrupted:
@@ -303,12 +320,10 @@ class EpisodeLoop:
                 ready = inflight.pop_one()
                 if ready is None:
                     break
-                abort = self._reporter.complete(ready.step, ready.verdict, forced_outcome=forced, check_stop=False)
-                if abort is not None and not forced:
-                    forced = abort_outcome(abort)
-                    late_abort = late_abort or abort
-        if late_abort is not None and ending is None:
-            raise late_abort
+                failure = self._reporter.report(ready.step, ready.verdict)
+                late_failure = late_failure or failure
+        if late_failure is not None and ending is None:
+            raise late_failure
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _driver_fault(self) -> bool:

@@ -11,14 +11,7 @@ import statistics
 from typing import Any
 
 from strands_robots.rollout.chunks import ChunkTelemetry
-from strands_robots.simulation.observers import (
-    HOOK_CANCELLED,
-    HOOK_ERROR,
-    HOOK_RECORDING_ERROR,
-    OUTCOME_ERROR,
-    STOPPED_ERROR,
-    CooperativeStop,
-)
+from strands_robots.simulation.observers import OUTCOME_ERROR, STOPPED_ERROR
 
 # RunPolicyEnded.error_type when the backend reports a driver fault (gone, silent, stale observations).
 DRIVER_FAULT = "DriverFault"
@@ -52,15 +45,6 @@ class SetupFailed(Exception):
         self.error = error
 
 
-def abort_outcome(abort: BaseException) -> str:
-    """Return the legacy hook outcome an abort stands for (the steps sent after the aborting one report it)."""
-    if isinstance(abort, CooperativeStop):
-        return HOOK_CANCELLED
-    if isinstance(abort, RecordingFailed):
-        return HOOK_RECORDING_ERROR
-    return HOOK_ERROR
-
-
 def write_event(recorder: Any, event: Any) -> None:
     """Record an event (the recorder encodes it); its failure is a recording error."""
     try:
@@ -71,9 +55,12 @@ def write_event(recorder: Any, event: Any) -> None:
 
 
 class Sent:
-    """A step whose action went out: what its event needs once its verdict is known."""
+    """A step whose action went out: what its event needs once its verdict is known.
 
-    __slots__ = ("index", "planned", "mono_ns", "deadline_missed", "elapsed_s")
+    ``hook_outcome`` / ``aborted``: what its legacy hook did, run right after the send ("" until it ran).
+    """
+
+    __slots__ = ("index", "planned", "mono_ns", "deadline_missed", "elapsed_s", "hook_outcome", "aborted")
 
     def __init__(self, index: int, planned: Any, mono_ns: int, deadline_missed: bool) -> None:
         self.index = index
@@ -81,6 +68,8 @@ class Sent:
         self.mono_ns = mono_ns
         self.deadline_missed = deadline_missed
         self.elapsed_s = 0.0
+        self.hook_outcome = ""
+        self.aborted = False
 
 
 class EpisodeState:

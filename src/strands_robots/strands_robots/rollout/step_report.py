@@ -1,8 +1,23 @@
-"""The last phase of a rollout step, once its verdict is known: classify, legacy hook, record, dispatch.
+"""The last phases of a rollout step: the legacy hook once its action is sent, its event once its verdict is known.
 
-:func:`classify_verdict` says how much of an action the robot applied; :class:`StepReporter` turns one step and
-its verdict into the ``RunPolicyStep`` (running the legacy hook first, recording the event before it is
-dispatched) and tells when the first steps show the policy speaks another robot's keys (:meth:`fail_fast`).
+:func:`classify_verdict` says how much of an action the robot applied; :class:`StepReporter` runs a step's
+legacy hook (recording its frame, ``on_frame``, the cancellation check) as soon as its action has gone
+(:meth:`StepReporter.hook`), and turns the step and its verdict into the ``RunPolicyStep`` once the verdict is
+known (:meth:`StepReporter.report`: recording the event before it is dispatched); :meth:`StepReporter.fail_fast`
+tells when the first steps show the policy speaks another robot's keys.
+
+Why the hook runs at the send, not with the verdict: the hook is what may abort the episode (a cancel, a
+failed recording, the ``on_frame`` watchdog), and the spec's rule is that nothing is sent after the step whose
+hook aborted (``applied_actions`` exceeds ``legacy_steps_used`` by one at most). Over the command stream a
+verdict comes back a period or more after its send; a hook run then would abort after the commands sent
+meanwhile had reached the arms. The hook needs nothing of the verdict (the recording keeps the verdict in the
+step's event), so it runs between the send and the next step, as the peer's does after ``send_action``.
+
+One recording failure is found only with the verdict: writing the step's event. Over the stream later steps
+may have been sent by then (their hooks ran); the episode ends at once, nothing more is sent, and the last step
+sent is the one reported as ``recording_error`` and left out of ``legacy_steps_used`` (in process that is the
+step whose event failed), so the rule holds on this path too. The episode's error names the step whose event
+failed; no later event is written.
 """
 
 from __future__ import annotations
@@ -69,7 +84,7 @@ def classify_verdict(action: Mapping[str, Any], verdict: Any) -> tuple:
 
 
 class StepReporter:
-    """Completes the steps of one episode, in step order.
+    """Runs the hook of each step as it is sent and reports the steps in step order.
 
     :param settings: the run's validated settings (``runner._Settings``: hook, limits, period, keys).
     :param lane: the observer lane of the episode's run.
@@ -80,7 +95,7 @@ class StepReporter:
     """
 
     __slots__ = ("_lane", "_recorder", "_st", "_stop", "_on_frame", "_hook_present", "_max_onframe", "_period",
-                 "_camera_names", "_actuator_keys", "fail_fast_n")
+                 "_camera_names", "_actuator_keys", "fail_fast_n", "_event_failure")
 
     def __init__(self, settings: Any, lane: ObserverLane, recorder: Any, state: EpisodeState, stop: Any,
                  camera_names: tuple) -> None:
@@ -95,35 +110,60 @@ class StepReporter:
         self._camera_names = camera_names
         self._actuator_keys = settings.actuator_keys
         self.fail_fast_n = min(FAIL_FAST_STEPS, settings.total_steps)
+        self._event_failure: "RecordingFailed | None" = None  # the first event that could not be recorded
 
-    def complete(self, sent: Sent, verdict: Any, forced_outcome: str = "",
-                 check_stop: bool = True) -> "BaseException | None":
-        """Classify, run the legacy hook, record and dispatch one step's event; return the hook's abort, if any.
+    def complete(self, sent: Sent, verdict: Any) -> "BaseException | None":
+        """:meth:`hook`, then :meth:`report`: a step whose verdict came with its send; the abort, if any."""
+        abort = self.hook(sent, verdict)
+        failure = self.report(sent, verdict)
+        return abort if abort is not None else failure
 
-        ``forced_outcome``: the hook is not run (an earlier step's hook aborted the episode) and the step
-        reports that outcome. ``check_stop``: False while draining, when the episode has already ended.
+    def hook(self, sent: Sent, verdict: Any = None) -> "BaseException | None":
+        """Run the legacy hook of a step whose action was just sent; return its abort, if any.
+
+        Sets the step's ``hook_outcome``; the step counts in ``legacy_steps_used`` unless the hook aborted.
+        ``verdict``: the step's, when already known (the recording takes it from the step's event anyway).
+        """
+        if not self._hook_present:
+            sent.hook_outcome = HOOK_ABSENT
+            self._st.legacy_steps_used = sent.index + 1
+            return None
+        try:
+            outcome, abort = self._hook(sent, verdict)
+        except BaseException:  # the four that propagate: the step, reported on the way out, says its hook failed
+            sent.hook_outcome = HOOK_ERROR
+            sent.aborted = True
+            raise
+        sent.hook_outcome = outcome
+        sent.aborted = abort is not None
+        return abort
+
+    def report(self, sent: Sent, verdict: Any) -> "RecordingFailed | None":
+        """Classify, record and dispatch one step's event (its hook has run); the first event-write failure.
+
+        After a failed event write no later event is written (the recorder has failed); the last step sent
+        reports ``recording_error`` unless its hook aborted (module docstring).
         """
         st = self._st
         planned = sent.planned
         resolution, applied, unresolved, reasons, error = classify_verdict(planned.action, verdict)
         self._count(sent.index, resolution, error)
-        abort: "BaseException | None" = None
-        if forced_outcome:
-            outcome = forced_outcome
-        elif self._hook_present:
-            outcome, abort = self._hook(sent, verdict, check_stop)
-        else:
-            outcome = HOOK_ABSENT
-            st.legacy_steps_used = sent.index + 1
+        outcome = sent.hook_outcome or HOOK_ABSENT
+        if self._event_failure is not None and self._is_last_sent(sent):
+            outcome = HOOK_RECORDING_ERROR
         event = self._event(sent, resolution, applied, unresolved, reasons, error, outcome)
         st.sim_time_s = event.sim_time_s
-        if self._recorder is not None:
-            event, abort = self._record(event, abort, forced_outcome)
+        failure: "RecordingFailed | None" = None
+        if self._recorder is not None and self._event_failure is None:
+            event, failure = self._record(sent, event)
         self._lane.dispatch(event)
         if sent.index < self.fail_fast_n and resolution is RESOLUTION_NONE and all(
                 r == REASON_UNKNOWN_KEY for r in reasons):
             st.unknown_key_steps += 1
-        return abort
+        return failure
+
+    def _is_last_sent(self, sent: Sent) -> bool:
+        return sent.index == self._st.applied_actions - 1 and not sent.aborted
 
     def fail_fast(self, sent: Sent) -> "UnknownActionKeys | None":
         """Return the error that ends the episode when each of the first steps emitted only unknown keys."""
@@ -147,7 +187,7 @@ class StepReporter:
             st.unknown += 1
             st.action_errors.append(f"step {index}: {error}")
 
-    def _hook(self, sent: Sent, verdict: Any, check_stop: bool) -> "tuple[str, BaseException | None]":
+    def _hook(self, sent: Sent, verdict: Any) -> "tuple[str, BaseException | None]":
         """Run the legacy hook (recording, on_frame, cancellation check): return its outcome and abort."""
         st = self._st
         index = sent.index
@@ -172,8 +212,7 @@ class StepReporter:
                         raise HookAbort(exc, f"on_frame failed {st.onframe_failures} times "
                                              f"(max_onframe_failures={self._max_onframe}); last: "
                                              f"{type(exc).__name__}: {exc}") from exc
-            if check_stop:
-                self._stop.check()
+            self._stop.check()
         except CooperativeStop as exc:
             outcome, abort = HOOK_CANCELLED, exc
         except RecordingFailed as exc:
@@ -201,22 +240,26 @@ class StepReporter:
             deadline_missed=sent.deadline_missed, camera_names=cams[0], camera_stamp_ns=cams[1],
             camera_age_steps=cams[2], observation=observation, action=planned.action)
 
-    def _record(self, event: RunPolicyStep, abort: "BaseException | None",
-                forced_outcome: str) -> "tuple[RunPolicyStep, BaseException | None]":
+    def _record(self, sent: Sent, event: RunPolicyStep) -> "tuple[RunPolicyStep, RecordingFailed | None]":
         """Record the event before it is dispatched, so every event dispatched reaches the recording.
 
-        The aborting step's too, and one whose observer raises Ctrl-C. A failing write (the disk is full) is this
-        step's recording_error: the event says so before anyone sees it.
+        The aborting step's too, and one whose observer raises Ctrl-C. A failing write (the disk is full) ends the
+        episode: the last step sent is its ``recording_error`` step (this one, when no step was sent after it),
+        and the event says so before anyone sees it.
         """
         try:
             write_event(self._recorder, event)
-        except RecordingFailed as exc:
-            if abort is None and not forced_outcome:
-                abort = exc
-                self._st.legacy_steps_used = event.applied_action_index
+        except RecordingFailed as failed:
+            st = self._st
+            exc = RecordingFailed(failed.error, f"{failed} (the event of step {sent.index})")
+            self._event_failure = exc
+            # The last step sent is the one whose use the failure ends: the steps before it ran their hooks.
+            st.legacy_steps_used = min(st.legacy_steps_used, st.applied_actions - 1)
+            if self._is_last_sent(sent):
                 event = dataclasses.replace(event, legacy_hook_outcome=HOOK_RECORDING_ERROR)
                 try:
                     write_event(self._recorder, event)  # attempted; the recorder has failed
                 except RecordingFailed:
                     pass
-        return event, abort
+            return event, exc
+        return event, None
