@@ -60,6 +60,7 @@ from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
+from strands_robots.nodes.realtime_guard import start_realtime
 from strands_robots.nodes.realtime_priority import apply_realtime_priority
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
@@ -415,13 +416,13 @@ def main(args: Optional[List[str]] = None) -> int:
     node: Optional[ArmDriverNode] = None
     executor: Optional[Any] = None
     spin: Optional[SpinThread] = None
+    guard = None
     code = 0
     try:
         executor, executor_name = make_executor()
         node = ArmDriverNode()
         node.get_logger().info(f"executor: {executor_name}")
-        if realtime:
-            node.get_logger().info(f"real-time priority: {realtime}")
+        guard = start_realtime(realtime, node.get_logger())
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:
@@ -445,6 +446,8 @@ def main(args: Optional[List[str]] = None) -> int:
             spin.stop(2.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -86,6 +86,7 @@ from strands_robots.nodes._qos import EVENT_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.executor_choice import make_executor
+from strands_robots.nodes.realtime_guard import start_realtime
 from strands_robots.nodes.realtime_priority import apply_realtime_priority
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_goal import run_kwargs
@@ -452,6 +453,7 @@ def main(argv: "list[str] | None" = None) -> int:
     node = None
     executor = None
     spinner = None
+    guard = None
     code = 0
     executor_died = getattr(process, "executor_died", None)
     died_code = getattr(process, "EXIT_EXECUTOR_DIED", 3)
@@ -459,8 +461,7 @@ def main(argv: "list[str] | None" = None) -> int:
         executor, executor_name = make_executor()
         node = RolloutNode()
         node.get_logger().info(f"executor: {executor_name}")
-        if realtime:
-            node.get_logger().info(f"real-time priority: {realtime}")
+        guard = start_realtime(realtime, node.get_logger())
         executor.add_node(node)
         # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
         # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
@@ -488,6 +489,8 @@ def main(argv: "list[str] | None" = None) -> int:
             spinner.stop(5.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=5.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
