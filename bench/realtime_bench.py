@@ -4,8 +4,10 @@
 Per round, once per scheduler (interleaved, so both see the same machine): the arm driver, the camera node
 (``scene`` and ``wrist``, 224x224 at 15 fps, MuJoCo offscreen with ``MUJOCO_GL=egl``) and the rollout node
 (``cameras:=scene,wrist``, mock policy), each its own process and session as ``up`` and launch start them, run
-one ``RunEpisode`` of ``--seconds`` at 50 Hz. ``other`` sets ``STRANDS_ROBOTS_RT_PRIORITY=off``; ``fifo`` leaves
-it unset, i.e. the nodes' default (SCHED_FIFO 50 where permitted). The camera node is never real-time.
+one ``RunEpisode`` of ``--seconds`` at 50 Hz. ``other`` sets ``STRANDS_ROBOTS_RT_PRIORITY=off`` and
+``STRANDS_ROBOTS_CAMERA_RT_PRIORITY=off``; ``fifo`` leaves both unset, i.e. the nodes' default where permitted:
+SCHED_FIFO 50 for the driver and the rollout node, 10 for the camera node. ``loop-fifo`` (not in the default
+``--schedulers``) keeps the camera node time-shared.
 
 The load is the bench's own, started before the first run and ended after the last, each part in a session of
 its own (as another engineer's terminal or a CI job would be): ``--load tests:N`` runs the project's fast unit
@@ -16,8 +18,9 @@ Per run:
 
 - ``held``: 1 - missed / (applied + missed), from the episode's ``RunPolicyEnded`` (the loop's own count: a
   deadline is missed when the loop comes back to it more than 50 us late and it is dropped);
-- ``sent dev p50/p99/max``: |interval - 20 ms| between consecutive commands' ``sent`` stamps (the rollout's
-  control loop stamps them as it publishes; the bench's own scheduling does not enter);
+- ``sent dev p50/p99/max``: |interval - 20 ms| between the ``sent`` stamps of consecutive steps' commands (the
+  rollout's control loop stamps them as it publishes; the bench's own scheduling does not enter, and a command it
+  did not hear leaves out its two intervals instead of making a gap);
 - ``js p99``: the same for ``joint_states`` header stamps (the driver's physics thread publishes one per period);
 - ``c2v p99``: the rollout's command-to-verdict p99 (its stream summary line);
 - ``fps``: ``camera_info`` messages per second per camera (one per frame);
@@ -53,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src" / "strands_robots"))
 
 RATE_HZ = 50.0
-SCHEDULERS = ("other", "fifo")
+SCHEDULERS = ("other", "fifo", "loop-fifo")
 SCHED_LINE = re.compile(r"real-time scheduling: (.*)$", re.M)
 C2V = re.compile(r"command-to-verdict p50 ([\d.]+) ms p99 ([\d.]+) ms")
 
@@ -65,8 +68,19 @@ def percentile(values: List[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, int(round(q / 100.0 * (len(ordered) - 1)))))]
 
 
-def deviations_ms(stamps_ns: List[int], period_s: float) -> List[float]:
-    return [abs((b - a) - period_s * 1e9) / 1e6 for a, b in zip(stamps_ns, stamps_ns[1:])]
+def joint_deviations_ms(joints: List[tuple], period_s: float) -> List[float]:
+    """|interval - period| between the stamps of joint states one period of robot time apart.
+
+    A message this process missed leaves its intervals out instead of making a gap.
+    """
+    return [abs((b[1] - a[1]) - period_s * 1e9) / 1e6 for a, b in zip(joints, joints[1:])
+            if abs((b[0] - a[0]) - period_s) < period_s / 2]
+
+
+def step_deviations_ms(sent: List[tuple], period_s: float) -> List[float]:
+    """|interval - period| between commands of consecutive steps (a command this process missed hides no gap)."""
+    by_step = dict(sent)
+    return [abs((by_step[i + 1] - by_step[i]) - period_s * 1e9) / 1e6 for i in sorted(by_step) if i + 1 in by_step]
 
 
 def time_shared() -> None:
@@ -143,9 +157,11 @@ class Listener:
         from sensor_msgs.msg import CameraInfo, JointState
         from strands_robots_msgs.msg import ActionCommand
 
+        from strands_robots.conversions.joint_state import joint_state_robot_time_s
         from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS
         from strands_robots.nodes.camera_msgs import IMAGE_QOS
 
+        self._robot_time_s = joint_state_robot_time_s
         self.lock = threading.Lock()
         self.sent: List[tuple] = []
         self.joint_stamps: List[int] = []
@@ -166,8 +182,9 @@ class Listener:
 
     def _on_joints(self, msg: Any) -> None:
         if self.recording:
+            robot_s = self._robot_time_s(msg)
             with self.lock:
-                self.joint_stamps.append(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
+                self.joint_stamps.append((robot_s, msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
 
     def _on_frame(self, cam: str) -> None:
         with self.lock:
@@ -216,10 +233,12 @@ def run_once(node: Any, scheduler: str, seconds: float, logs: Path) -> Dict[str,
 
     ns = f"/rtbench_{uuid.uuid4().hex[:6]}"
     env = dict(os.environ, MUJOCO_GL="egl", PYTHONUNBUFFERED="1")
-    env.pop("STRANDS_ROBOTS_RT_PRIORITY", None)
-    env.pop("STRANDS_ROBOTS_EXECUTOR", None)
+    for variable in ("STRANDS_ROBOTS_RT_PRIORITY", "STRANDS_ROBOTS_CAMERA_RT_PRIORITY", "STRANDS_ROBOTS_EXECUTOR"):
+        env.pop(variable, None)
     if scheduler == "other":
-        env["STRANDS_ROBOTS_RT_PRIORITY"] = "off"
+        env["STRANDS_ROBOTS_RT_PRIORITY"] = env["STRANDS_ROBOTS_CAMERA_RT_PRIORITY"] = "off"
+    elif scheduler == "loop-fifo":
+        env["STRANDS_ROBOTS_CAMERA_RT_PRIORITY"] = "off"
     listener = Listener(node, ns)
     names = ("driver", "camera", "rollout")
     tag = f"{scheduler}-{ns.strip('/')}"
@@ -265,8 +284,9 @@ def run_once(node: Any, scheduler: str, seconds: float, logs: Path) -> Dict[str,
         row["fps"] = {c: (frames1[c] - frames0[c]) / wall for c in frames1}
         row["outcome"] = f"{ended.outcome} {ended.error_message[:60]}".strip()
         row["steps"], row["missed"] = int(ended.applied_actions), int(ended.missed_deadlines)
-        row["sent_dev_ms"] = deviations_ms([s for _i, s in sent], 1.0 / RATE_HZ)
-        row["js_dev_ms"] = deviations_ms(joints, 1.0 / RATE_HZ)
+        row["sent_dev_ms"] = step_deviations_ms(sent, 1.0 / RATE_HZ)
+        row["sent_heard"] = len(sent)
+        row["js_dev_ms"] = joint_deviations_ms(joints, 1.0 / RATE_HZ)
         row["load_after"] = os.getloadavg()[0]
     finally:
         action.destroy()
@@ -299,13 +319,19 @@ def machine() -> str:
             f"{platform.python_version()}, rclpy {rclpy_version}, RMW {os.environ.get('RMW_IMPLEMENTATION', '?')}")
 
 
+def short_line(line: str) -> str:
+    """'FIFO 50' or 'off' from a node's scheduling line."""
+    m = re.match(r"SCHED_FIFO (\d+)", line)
+    return f"FIFO {m.group(1)}" if m else "off"
+
+
 def fmt_row(row: Dict[str, Any]) -> str:
     if "steps" not in row:
         return f"| {row['scheduler']} | failed: {row.get('error', '?')} |"
     deadlines = row["steps"] + row["missed"]
     held = 100.0 * (1 - row["missed"] / max(1, deadlines))
     s, j = row["sent_dev_ms"], row["js_dev_ms"]
-    sched = "; ".join(f"{n} {'/'.join(x[:12] for x in row['sched_lines'].get(n, [])) or '-'} "
+    sched = "; ".join(f"{n} {'/'.join(short_line(x) for x in row['sched_lines'].get(n, [])) or '-'} "
                       f"{row['threads_fifo'][n]}" for n in ("driver", "rollout", "camera"))
     return (f"| {row['scheduler']} | {row['outcome']} | {row['steps']} | {row['missed']} | {held:.2f} % | "
             f"{percentile(s, 50):.3f} / {percentile(s, 99):.3f} / {max(s, default=float('nan')):.1f} | "
@@ -323,7 +349,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=60.0, help="episode length (default 60: 3000 steps)")
     p.add_argument("--rounds", type=int, default=3, help="runs per scheduler, interleaved (default 3)")
-    p.add_argument("--schedulers", default=",".join(SCHEDULERS), help="other,fifo (default both)")
+    p.add_argument("--schedulers", default="other,fifo", help="of other, fifo, loop-fifo (default other,fifo)")
     p.add_argument("--load", default="tests:3", help="tests:N, hogs:N (comma-separated) or none (default tests:3)")
     p.add_argument("--warm-up-s", type=float, default=20.0, help="load running before the first run (default 20)")
     args = p.parse_args(argv)

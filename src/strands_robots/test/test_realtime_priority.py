@@ -246,3 +246,21 @@ def test_a_thread_the_guard_cannot_demote_is_reported_and_the_watch_goes_on():
     previous = guard.check({}, [ThreadSample(1, "gone", FIFO, 0)], own_tid=99)
     guard.check(previous, [ThreadSample(1, "gone", FIFO, ticks)], own_tid=99)
     assert reports == ["real-time guard: thread 'gone' (1) could not be put back: No such process"]
+
+
+def test_the_camera_node_decides_by_its_own_variable_with_a_lower_default():
+    from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT_PRIORITY_ENV
+
+    root = facts(euid=0, cap_sys_nice=True)
+    setter = Recorder()
+    taken = apply_realtime_priority({RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter,
+                                    variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
+    assert taken.priority == CAMERA_RT_PRIORITY == 10 < DEFAULT_PRIORITY and setter.calls[-1][2] == 10
+    off = apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter,
+                                  variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
+    assert off.line == f"real-time scheduling: off, the normal scheduler ({CAMERA_RT_PRIORITY_ENV}=off)"
+    with pytest.raises(ValueError, match=CAMERA_RT_PRIORITY_ENV):
+        apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "max"}, privilege=root, set_scheduler=setter,
+                                variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
+    assert f"{CAMERA_RT_PRIORITY_ENV}=off says" in decide(None, facts(), variable=CAMERA_RT_PRIORITY_ENV,
+                                                          default=CAMERA_RT_PRIORITY).line

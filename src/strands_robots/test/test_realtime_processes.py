@@ -260,6 +260,25 @@ def test_the_node_without_the_privilege_stays_time_shared_and_warns_why_in_one_l
     assert code == 0, "".join(node.lines)
 
 
+def test_the_camera_node_takes_fifo_10_below_the_control_loop_where_permitted_and_one_line_says_which():
+    pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed")
+    for preexec, expected in ((time_shared, (os.SCHED_FIFO, 10)), (unprivileged, (os.SCHED_OTHER, 0))):
+        node = NodeProcess("strands_robots.nodes.camera_node", preexec, MUJOCO_GL="egl")
+        try:
+            line = node.wait_line(r"real-time scheduling: ", START_S)
+            if expected[0] == os.SCHED_FIFO and "SCHED_FIFO" not in line:
+                continue  # this account may not use SCHED_FIFO: the unprivileged case still runs
+            if expected[0] == os.SCHED_FIFO:
+                assert "]: real-time scheduling: SCHED_FIFO 10 (every thread; permitted: " in line, line
+            else:
+                assert "]: real-time scheduling: off, the normal scheduler (not permitted: " in line, line
+            assert policies(node.proc.pid)[f"python/{node.proc.pid}"] == expected
+        finally:
+            code = node.stop()
+        assert code == 0, "".join(node.lines)
+
+
 @pytest.mark.parametrize("module", NODES)
 def test_the_node_with_the_events_executor_stays_time_shared_and_an_explicit_priority_then_refuses_to_start(module):
     pytest.importorskip("rclpy.experimental", reason="no EventsExecutor in this rclpy")

@@ -42,11 +42,13 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
 from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
 from strands_robots.cameras.config import CameraConfigError
-from strands_robots.cameras.render_priority import lower_render_priority
+from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT_PRIORITY_ENV, lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
 from strands_robots.nodes.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.realtime_guard import start_realtime
+from strands_robots.nodes.realtime_priority import apply_realtime_priority
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
@@ -262,6 +264,8 @@ def main(args: Optional[List[str]] = None) -> int:
     argv = list(sys.argv if args is None else args)
     try:  # first, before any thread: every thread of the process inherits it (cameras/render_priority.py)
         lower_render_priority()
+        realtime = apply_realtime_priority(variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY,
+                                           executor="single")
     except ValueError as exc:
         print(f"camera_node: {exc}", file=sys.stderr)
         return 2
@@ -270,9 +274,11 @@ def main(args: Optional[List[str]] = None) -> int:
     node: Optional[CameraNode] = None
     executor: Optional[SingleThreadedExecutor] = None
     spin: Optional[SpinThread] = None
+    guard = None
     code = 0
     try:
         node = CameraNode()
+        guard = start_realtime(realtime, node.get_logger())
         node.start()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
@@ -305,6 +311,8 @@ def main(args: Optional[List[str]] = None) -> int:
             spin.stop(5.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

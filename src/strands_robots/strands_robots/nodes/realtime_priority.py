@@ -41,7 +41,8 @@ throttling still leaves other work 5 % of it by default), two of them both cores
    of several seconds back on the normal scheduler, with a warning naming it.
 
 A process started from a node process inherits its scheduling (Linux); the guard watches this process's threads
-only. The camera node is not real-time: it renders at a lower priority instead (``cameras/render_priority.py``).
+only. The camera node takes the same decision with its own variable and a lower default
+(``cameras/render_priority.py``): below the driver and the rollout node, above every time-shared process.
 
 :func:`decide` is the rule alone (facts in, decision out); :func:`read_privilege` reads the facts from the
 system; :func:`apply_realtime_priority` applies the decision to the calling thread (scheduler calls injectable).
@@ -98,7 +99,7 @@ class Decision:
         return f"{LINE_PREFIX}off, the normal scheduler ({self.reason})"
 
 
-def parse_priority(value: "str | None", max_priority: int) -> "int | None":
+def parse_priority(value: "str | None", max_priority: int, variable: str = RT_PRIORITY_ENV) -> "int | None":
     """Return the priority ``value`` asks for: None for the default, 0 for off, else 1..``max_priority``.
 
     :raises ValueError: anything else; the text names the variable.
@@ -111,13 +112,14 @@ def parse_priority(value: "str | None", max_priority: int) -> "int | None":
     try:
         priority = int(text)
     except ValueError:
-        raise ValueError(f"{RT_PRIORITY_ENV} must be off or an integer 1-{max_priority}, got {value!r}") from None
+        raise ValueError(f"{variable} must be off or an integer 1-{max_priority}, got {value!r}") from None
     if not 1 <= priority <= max_priority:
-        raise ValueError(f"{RT_PRIORITY_ENV} must be off or 1-{max_priority}, got {priority}")
+        raise ValueError(f"{variable} must be off or 1-{max_priority}, got {priority}")
     return priority
 
 
-def decide(value: "str | None", privilege: Privilege, executor: str = "single") -> Decision:
+def decide(value: "str | None", privilege: Privilege, executor: str = "single", *, variable: str = RT_PRIORITY_ENV,
+           default: int = DEFAULT_PRIORITY) -> Decision:
     """Decide the scheduling a node process takes.
 
     In this order: off when asked; off without ``SCHED_FIFO``, with the EventsExecutor, or (default only) without
@@ -125,15 +127,17 @@ def decide(value: "str | None", privilege: Privilege, executor: str = "single") 
     (the default takes a lower non-zero limit); else off, saying what it needs. An explicit priority that is not
     granted comes back ``required`` (the caller refuses to start).
 
-    :param value: ``STRANDS_ROBOTS_RT_PRIORITY`` as set (None or empty: the default).
+    :param value: the variable as set (None or empty: the default).
     :param executor: the executor the node will spin (``single`` or ``events``).
+    :param variable: the variable's name (``STRANDS_ROBOTS_RT_PRIORITY``; the camera node has its own), for the texts.
+    :param default: the priority the default asks for.
     :raises ValueError: a malformed value (see :func:`parse_priority`).
     """
-    asked = parse_priority(value, privilege.max_priority if privilege.has_fifo else 99)
+    asked = parse_priority(value, privilege.max_priority if privilege.has_fifo else 99, variable)
     if asked == 0:
-        return Decision(0, f"{RT_PRIORITY_ENV}={(value or '').strip()}")
+        return Decision(0, f"{variable}={(value or '').strip()}")
     explicit = asked is not None
-    priority = asked if explicit else DEFAULT_PRIORITY
+    priority = asked if explicit else default
 
     def off(reason: str) -> Decision:
         return Decision(0, reason, required=explicit, warn=True)
@@ -146,7 +150,7 @@ def decide(value: "str | None", privilege: Privilege, executor: str = "single") 
                    f"never sleeps holds a core")
     if not explicit and privilege.rt_runtime_us == -1:
         return off("the kernel's real-time throttling is off (sched_rt_runtime_us -1): nothing would bound what a "
-                   f"spinning thread takes; set {RT_PRIORITY_ENV}=<1-99> to take it anyway")
+                   f"spinning thread takes; set {variable}=<1-99> to take it anyway")
     throttling = ""
     if privilege.rt_runtime_us is not None and privilege.rt_period_us:
         throttling = ("; kernel RT throttling off" if privilege.rt_runtime_us < 0 else
@@ -158,12 +162,12 @@ def decide(value: "str | None", privilege: Privilege, executor: str = "single") 
     if limit >= priority or (not explicit and limit >= 1):
         granted = min(priority, limit)
         raise_to = granted if privilege.rtprio_soft < granted else 0
-        below = f", below the default {DEFAULT_PRIORITY}" if granted < priority else ""
+        below = f", below the default {default}" if granted < priority else ""
         return Decision(granted, f"every thread; permitted: RLIMIT_RTPRIO {limit}{below}{throttling}",
                         required=explicit, raise_rtprio_to=raise_to)
     return off(f"not permitted: no CAP_SYS_NICE and RLIMIT_RTPRIO {limit} (uid {privilege.euid}); it needs root, "
                f"CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {priority} (ulimit -r, limits.conf rtprio, systemd "
-               f"LimitRTPRIO=); {RT_PRIORITY_ENV}=off says this on purpose")
+               f"LimitRTPRIO=); {variable}=off says this on purpose")
 
 
 def _has_cap(bit: int, status_file: str = "/proc/self/status") -> bool:
@@ -215,22 +219,27 @@ def _raise_rtprio(value: int) -> None:
 
 def apply_realtime_priority(environ: Optional[Mapping[str, str]] = None, *, privilege: Optional[Privilege] = None,
                             set_scheduler: "Callable[[int, int, object], None] | None" = None,
-                            raise_rtprio: "Callable[[int], None] | None" = None) -> Decision:
+                            raise_rtprio: "Callable[[int], None] | None" = None, variable: str = RT_PRIORITY_ENV,
+                            default: int = DEFAULT_PRIORITY, executor: Optional[str] = None) -> Decision:
     """Decide (:func:`decide`) and move the calling thread to ``SCHED_FIFO`` when the decision says so.
 
     Call on the main thread before any other thread starts (before ``rclpy.init``): the threads made afterwards
     inherit the scheduling. The system may still refuse (a container's or cgroup's real-time limit): then the
     process stays on the normal scheduler and the decision says why.
 
+    :param variable: the environment variable that asks (the camera node has its own) and :param default: the
+        priority its default takes; :param executor: the executor the process spins (default: the one
+        ``STRANDS_ROBOTS_EXECUTOR`` picks).
     :returns: the decision taken; its :attr:`~Decision.line` is the node's log line.
     :raises ValueError: a malformed value, or an explicit priority that was not granted (the text says why).
     """
     env = os.environ if environ is None else environ
     facts = read_privilege() if privilege is None else privilege
-    raw = env.get(RT_PRIORITY_ENV)
-    decision = decide(raw, facts, env.get(EXECUTOR_ENV, ""))
+    raw = env.get(variable)
+    spun_by = env.get(EXECUTOR_ENV, "") if executor is None else executor
+    decision = decide(raw, facts, spun_by, variable=variable, default=default)
     if decision.required and not decision.priority:
-        raise ValueError(f"{RT_PRIORITY_ENV}={raw}: {decision.reason}")
+        raise ValueError(f"{variable}={raw}: {decision.reason}")
     if not decision.priority:
         return decision
     setter = os.sched_setscheduler if set_scheduler is None else set_scheduler
@@ -243,6 +252,6 @@ def apply_realtime_priority(environ: Optional[Mapping[str, str]] = None, *, priv
         reason = (f"the system refused SCHED_FIFO {decision.priority} ({why}) although it looked permitted: a "
                   f"container's or cgroup's real-time limit (cpu.rt_runtime_us) may forbid it")
         if decision.required:
-            raise ValueError(f"{RT_PRIORITY_ENV}={raw}: {reason}") from None
+            raise ValueError(f"{variable}={raw}: {reason}") from None
         return Decision(0, reason, warn=True)
     return decision
