@@ -18,9 +18,12 @@ from strands_robots.nodes.realtime_priority import (
     Privilege,
     apply_realtime_priority,
     decide,
+    decide_realtime,
     parse_priority,
+    take_realtime,
 )
 
+NONE = tuple  # no other thread in the process (threads=NONE: a callable returning ())
 linux_only = pytest.mark.skipif(not hasattr(os, "SCHED_FIFO"), reason="no SCHED_FIFO on this platform")
 FIFO = getattr(os, "SCHED_FIFO", 1)
 OTHER = getattr(os, "SCHED_OTHER", 0)
@@ -46,7 +49,7 @@ def test_a_bad_value_is_refused_naming_the_variable(value):
         parse_priority(value, 99)
     with pytest.raises(ValueError, match=RT_PRIORITY_ENV):
         apply_realtime_priority({RT_PRIORITY_ENV: value}, privilege=facts(euid=0, cap_sys_nice=True),
-                                set_scheduler=Recorder())
+                                set_scheduler=Recorder(), threads=NONE)
 
 
 # -- the rule ----------------------------------------------------------------------------------------------------
@@ -91,7 +94,7 @@ def test_an_explicit_priority_is_required_and_its_refusal_is_an_error_naming_wha
     setter = Recorder()
     with pytest.raises(ValueError) as info:
         apply_realtime_priority({RT_PRIORITY_ENV: "60"}, privilege=facts(rtprio_soft=50, rtprio_hard=50),
-                                set_scheduler=setter)
+                                set_scheduler=setter, threads=NONE)
     assert f"{RT_PRIORITY_ENV}=60" in str(info.value) and "RLIMIT_RTPRIO of at least 60" in str(info.value)
     assert setter.calls == []  # never reached the system
 
@@ -130,10 +133,11 @@ class Recorder:
 @linux_only
 def test_a_permitted_decision_moves_the_calling_thread_to_fifo():
     setter = Recorder()
-    decision = apply_realtime_priority({}, privilege=facts(euid=0, cap_sys_nice=True), set_scheduler=setter)
+    decision = apply_realtime_priority({}, privilege=facts(euid=0, cap_sys_nice=True), set_scheduler=setter,
+                                       threads=NONE)
     assert decision.priority == 50 and setter.calls == [(0, os.SCHED_FIFO, 50)]
     raised: list = []
-    apply_realtime_priority({}, privilege=facts(rtprio_soft=0, rtprio_hard=20), set_scheduler=setter,
+    apply_realtime_priority({}, privilege=facts(rtprio_soft=0, rtprio_hard=20), set_scheduler=setter, threads=NONE,
                             raise_rtprio=raised.append)
     assert raised == [20] and setter.calls[-1] == (0, os.SCHED_FIFO, 20)
 
@@ -141,12 +145,13 @@ def test_a_permitted_decision_moves_the_calling_thread_to_fifo():
 @linux_only
 def test_a_system_refusal_of_the_default_falls_back_with_the_reason_and_of_an_explicit_priority_is_an_error():
     setter = Recorder(PermissionError(1, "Operation not permitted"))
-    decision = apply_realtime_priority({}, privilege=facts(euid=0, cap_sys_nice=True), set_scheduler=setter)
+    decision = apply_realtime_priority({}, privilege=facts(euid=0, cap_sys_nice=True), set_scheduler=setter,
+                                       threads=NONE)
     assert decision.priority == 0 and decision.warn
     assert "refused SCHED_FIFO 50 (Operation not permitted)" in decision.line and "cgroup" in decision.line
     with pytest.raises(ValueError, match=rf"{RT_PRIORITY_ENV}=10: the system refused SCHED_FIFO 10"):
         apply_realtime_priority({RT_PRIORITY_ENV: "10"}, privilege=facts(euid=0, cap_sys_nice=True),
-                                set_scheduler=setter)
+                                set_scheduler=setter, threads=NONE)
 
 
 # -- the line ----------------------------------------------------------------------------------------------------
@@ -253,14 +258,43 @@ def test_the_camera_node_decides_by_its_own_variable_with_a_lower_default():
 
     root = facts(euid=0, cap_sys_nice=True)
     setter = Recorder()
-    taken = apply_realtime_priority({RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter,
+    taken = apply_realtime_priority({RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter, threads=NONE,
                                     variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
     assert taken.priority == CAMERA_RT_PRIORITY == 10 < DEFAULT_PRIORITY and setter.calls[-1][2] == 10
-    off = apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter,
+    off = apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "off"}, privilege=root, set_scheduler=setter, threads=NONE,
                                   variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
     assert off.line == f"real-time scheduling: off, the normal scheduler ({CAMERA_RT_PRIORITY_ENV}=off)"
     with pytest.raises(ValueError, match=CAMERA_RT_PRIORITY_ENV):
-        apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "max"}, privilege=root, set_scheduler=setter,
+        apply_realtime_priority({CAMERA_RT_PRIORITY_ENV: "max"}, privilege=root, set_scheduler=setter, threads=NONE,
                                 variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
     assert f"{CAMERA_RT_PRIORITY_ENV}=off says" in decide(None, facts(), variable=CAMERA_RT_PRIORITY_ENV,
                                                           default=CAMERA_RT_PRIORITY).line
+
+
+@linux_only
+def test_taking_it_moves_the_calling_thread_first_then_every_thread_but_the_kept_ones_and_those_started_meanwhile():
+    listings = iter([[1, 2, 3, 4], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5]])  # 5 appears while the others are moved
+    setter = Recorder()
+    decision = take_realtime(Decision(40, "every thread; permitted: root"), keep={2}, set_scheduler=setter,
+                             threads=lambda: next(listings))
+    assert decision.priority == 40
+    moved = [pid for pid, _policy, _prio in setter.calls]
+    assert moved[0] == 0 and sorted(moved[1:]) == [1, 3, 4, 5]  # the calling thread, then all but 2 (kept)
+    assert {prio for _pid, _policy, prio in setter.calls} == {40}
+
+
+@linux_only
+def test_when_the_system_refuses_the_calling_thread_no_other_thread_is_touched():
+    setter = Recorder(PermissionError(1, "Operation not permitted"))
+    decision = take_realtime(decide(None, facts(euid=0, cap_sys_nice=True)), set_scheduler=setter,
+                             threads=lambda: [11, 12])
+    assert decision.priority == 0 and setter.calls == [(0, os.SCHED_FIFO, 50)]
+    explicit = decide_realtime({RT_PRIORITY_ENV: "7"}, privilege=facts(euid=0, cap_sys_nice=True))
+    with pytest.raises(ValueError, match=rf"^{RT_PRIORITY_ENV}=7: the system refused SCHED_FIFO 7"):
+        take_realtime(explicit, set_scheduler=setter, threads=lambda: [11, 12])
+
+
+def test_deciding_takes_nothing_and_an_explicit_refusal_by_the_rule_is_an_error_before_anything_starts():
+    assert decide_realtime({}, privilege=facts(euid=0, cap_sys_nice=True)).priority == 50
+    with pytest.raises(ValueError, match=rf"^{RT_PRIORITY_ENV}=30: not permitted"):
+        decide_realtime({RT_PRIORITY_ENV: "30"}, privilege=facts())

@@ -174,10 +174,10 @@ def test_the_guard_puts_a_spinning_real_time_thread_back_on_the_normal_scheduler
 class NodeProcess:
     """A node process whose output is read line by line; waits are bounded and it is ended by PID."""
 
-    def __init__(self, module: str, preexec, **env: str) -> None:
+    def __init__(self, module: str, preexec, *args: str, **env: str) -> None:
         self.lines: list = []
         self._got = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, "-m", module, "--ros-args", "-r",
+        self.proc = subprocess.Popen([sys.executable, "-m", module, *args, "--ros-args", "-r",
                                       f"__ns:=/rt_{os.getpid()}_{time.monotonic_ns() % 10**6}"],
                                      env=child_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, preexec_fn=preexec)
@@ -255,6 +255,23 @@ def test_the_node_without_the_privilege_stays_time_shared_and_warns_why_in_one_l
                          r"CAP_SYS_NICE and RLIMIT_RTPRIO 0", line), line
         node.wait_line(r"\]: executor: single$", START_S)
         assert set(policies(node.proc.pid).values()) == {(os.SCHED_OTHER, 0)}
+    finally:
+        code = node.stop()
+    assert code == 0, "".join(node.lines)
+
+
+def test_the_driver_takes_it_once_started_so_its_start_up_never_runs_real_time():
+    pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
+    node = NodeProcess("strands_robots.nodes.arm_driver_node", time_shared, "--autostart")
+    try:
+        line = node.wait_line(r"real-time scheduling: ", START_S)
+        if "SCHED_FIFO" not in line:
+            pytest.skip(f"this account may not use SCHED_FIFO: {line}")
+        text = "".join(node.lines)
+        # configured (the MuJoCo model built) and active (the physics thread running) before it is taken
+        assert text.index("]: configured: ") < text.index("]: active: ") < text.index("]: real-time scheduling: ")
+        threads = policies(node.proc.pid)
+        assert len([v for v in threads.values() if v == (os.SCHED_FIFO, 50)]) > 10, threads
     finally:
         code = node.stop()
     assert code == 0, "".join(node.lines)

@@ -61,7 +61,7 @@ from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
 from strands_robots.nodes.realtime_guard import start_realtime
-from strands_robots.nodes.realtime_priority import apply_realtime_priority
+from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
@@ -405,11 +405,12 @@ def main(args: Optional[List[str]] = None) -> int:
     parser.add_argument("--autostart", action="store_true", help="configure and activate at start")
     options = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    try:  # first: every thread made from here on (rclpy's, DDS's, ours) inherits it
-        realtime = apply_realtime_priority()
+    try:  # first, decided (taken once the node is built: nodes/realtime_priority.py)
+        realtime = decide_realtime()
     except ValueError as exc:
         print(f"arm_driver_node: {exc}", file=sys.stderr)
         return 2
+    import_threads = process_threads()  # made by the imports: they stay time-shared
     signals = StopSignals.install()
     stop = signals.event
     init_without_signal_handlers(argv)
@@ -422,11 +423,12 @@ def main(args: Optional[List[str]] = None) -> int:
         executor, executor_name = make_executor()
         node = ArmDriverNode()
         node.get_logger().info(f"executor: {executor_name}")
-        guard = start_realtime(realtime, node.get_logger())
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:
             code = autostart(node)
+        # Start-up done: every thread now (the physics thread too) and every later one runs real-time.
+        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
         while code == 0 and not stop.wait(0.2):
             if not spin.is_alive():
                 break

@@ -48,7 +48,7 @@ from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
 from strands_robots.nodes.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.realtime_guard import start_realtime
-from strands_robots.nodes.realtime_priority import apply_realtime_priority
+from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
@@ -264,11 +264,11 @@ def main(args: Optional[List[str]] = None) -> int:
     argv = list(sys.argv if args is None else args)
     try:  # first, before any thread: every thread of the process inherits it (cameras/render_priority.py)
         lower_render_priority()
-        realtime = apply_realtime_priority(variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY,
-                                           executor="single")
+        realtime = decide_realtime(variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
     except ValueError as exc:
         print(f"camera_node: {exc}", file=sys.stderr)
         return 2
+    import_threads = process_threads()  # made by the imports: they stay time-shared
     signals = StopSignals.install()
     init_without_signal_handlers(argv)
     node: Optional[CameraNode] = None
@@ -278,10 +278,12 @@ def main(args: Optional[List[str]] = None) -> int:
     code = 0
     try:
         node = CameraNode()
-        guard = start_realtime(realtime, node.get_logger())
         node.start()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
+        # Start-up done: every thread now (the render thread too) and every later one runs real-time, below the
+        # control loop (cameras/render_priority.py).
+        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
         spin = spin_in_background(executor, "camera-executor")
         while not signals.event.wait(0.2):
             if not spin.is_alive():

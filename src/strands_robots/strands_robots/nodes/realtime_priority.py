@@ -19,14 +19,20 @@ The process may when it holds ``CAP_SYS_NICE`` (root has it unless a container d
 priority; under the default a lower non-zero limit is used as the priority. The soft limit is raised to the hard
 one when that is what it takes (no privilege needed).
 
-Which threads: the main thread moves to ``SCHED_FIFO`` before ``rclpy.init``, so every thread made after it
-inherits it: the executor's spin thread, the control loop, the driver's physics thread, and Fast DDS's receive
-threads (a starved shared-memory receive thread held the driver's commands for 0.1-0.5 s under load:
-bench/README.md). All of them, not only the control loop, because they share the GIL: a real-time thread
-waiting for a GIL held by a time-shared thread that the scheduler put aside waits for that thread's next turn (a
-priority inversion). Every one of them blocks between periods: on a deadline (the control loop's pacer, the
-physics stepper), in the executor's wait set, in a DDS receive call, on a queue. The few threads made while the
-node's modules were imported, before this runs, stay time-shared: LTTng's idle listeners and OpenBLAS's worker,
+When: the decision is made first thing in ``main`` (a malformed or refused explicit value ends the process
+before anything starts); it is taken once the node is built, just before it starts serving (:func:`take_realtime`).
+Start-up is CPU-bound work (rclpy and Fast DDS set-up, the MuJoCo model's compilation, the GL contexts): taken
+real-time it held a core for about 0.1 s from every time-shared process and from any other real-time loop of
+equal priority on the machine (a second station's).
+
+Which threads: every thread of the process then moves to ``SCHED_FIFO``, and every thread made after inherits it:
+the executor's spin thread, the control loop, the driver's physics thread, and Fast DDS's receive threads (a
+starved shared-memory receive thread held the driver's commands for 0.1-0.5 s under load: bench/README.md). All of
+them, not only the control loop, because they share the GIL: a real-time thread waiting for a GIL held by a
+time-shared thread that the scheduler put aside waits for that thread's next turn (a priority inversion). Every
+one of them blocks between periods: on a deadline (the control loop's pacer, the physics stepper), in the
+executor's wait set, in a DDS receive call, on a queue. The threads made while the node's modules were imported
+(:func:`process_threads` before anything else) stay time-shared: LTTng's idle listeners and OpenBLAS's worker,
 which spins on ``sched_yield`` for a while after each job (at ``SCHED_FIFO`` a yield leaves the core to no
 time-shared work).
 
@@ -45,15 +51,17 @@ only. The camera node takes the same decision with its own variable and a lower 
 (``cameras/render_priority.py``): below the driver and the rollout node, above every time-shared process.
 
 :func:`decide` is the rule alone (facts in, decision out); :func:`read_privilege` reads the facts from the
-system; :func:`apply_realtime_priority` applies the decision to the calling thread (scheduler calls injectable).
+system; :func:`decide_realtime` decides for this process, :func:`take_realtime` takes the decision for its threads
+(scheduler calls injectable); :func:`apply_realtime_priority` is both at once.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable, Collection, FrozenSet, Mapping, Optional
 
 RT_PRIORITY_ENV = "STRANDS_ROBOTS_RT_PRIORITY"
 # controller_manager's default thread_priority: the middle of Linux's 1-99, below the kernel's own per-CPU
@@ -65,6 +73,8 @@ CAP_SYS_NICE = 23  # linux/capability.h
 RT_RUNTIME_FILE = "/proc/sys/kernel/sched_rt_runtime_us"
 RT_PERIOD_FILE = "/proc/sys/kernel/sched_rt_period_us"
 LINE_PREFIX = "real-time scheduling: "
+TASK_DIR = "/proc/self/task"
+MAX_PASSES = 5  # listings of the threads while moving them (a thread may start one meanwhile)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,7 @@ class Decision:
     required: bool = False  # asked for explicitly: not getting it is an error
     warn: bool = False  # the line is a warning (the default could not be had)
     raise_rtprio_to: int = 0  # raise the soft RLIMIT_RTPRIO to this first (0: no)
+    asked: str = ""  # what asked, "<variable>=<value>", for an error's text
 
     @property
     def line(self) -> str:
@@ -217,21 +228,15 @@ def _raise_rtprio(value: int) -> None:
     resource.setrlimit(rtprio, (value, hard))
 
 
-def apply_realtime_priority(environ: Optional[Mapping[str, str]] = None, *, privilege: Optional[Privilege] = None,
-                            set_scheduler: "Callable[[int, int, object], None] | None" = None,
-                            raise_rtprio: "Callable[[int], None] | None" = None, variable: str = RT_PRIORITY_ENV,
-                            default: int = DEFAULT_PRIORITY, executor: Optional[str] = None) -> Decision:
-    """Decide (:func:`decide`) and move the calling thread to ``SCHED_FIFO`` when the decision says so.
-
-    Call on the main thread before any other thread starts (before ``rclpy.init``): the threads made afterwards
-    inherit the scheduling. The system may still refuse (a container's or cgroup's real-time limit): then the
-    process stays on the normal scheduler and the decision says why.
+def decide_realtime(environ: Optional[Mapping[str, str]] = None, *, privilege: Optional[Privilege] = None,
+                    variable: str = RT_PRIORITY_ENV, default: int = DEFAULT_PRIORITY,
+                    executor: Optional[str] = None) -> Decision:
+    """Decide this process's scheduling (:func:`decide`) from ``environ`` and the system's facts.
 
     :param variable: the environment variable that asks (the camera node has its own) and :param default: the
         priority its default takes; :param executor: the executor the process spins (default: the one
         ``STRANDS_ROBOTS_EXECUTOR`` picks).
-    :returns: the decision taken; its :attr:`~Decision.line` is the node's log line.
-    :raises ValueError: a malformed value, or an explicit priority that was not granted (the text says why).
+    :raises ValueError: a malformed value, or an explicit priority the rule does not grant (the text says why).
     """
     env = os.environ if environ is None else environ
     facts = read_privilege() if privilege is None else privilege
@@ -240,18 +245,70 @@ def apply_realtime_priority(environ: Optional[Mapping[str, str]] = None, *, priv
     decision = decide(raw, facts, spun_by, variable=variable, default=default)
     if decision.required and not decision.priority:
         raise ValueError(f"{variable}={raw}: {decision.reason}")
+    return replace(decision, asked=f"{variable}={raw}")
+
+
+def process_threads(task_dir: str = TASK_DIR) -> FrozenSet[int]:
+    """Return the ids of this process's threads now (Linux: ``/proc/self/task``; empty elsewhere)."""
+    try:
+        return frozenset(int(name) for name in os.listdir(task_dir))
+    except (OSError, ValueError):
+        return frozenset()
+
+
+def take_realtime(decision: Decision, keep: Collection[int] = (), *,
+                  set_scheduler: "Callable[[int, int, object], None] | None" = None,
+                  raise_rtprio: "Callable[[int], None] | None" = None,
+                  threads: Callable[[], Collection[int]] = process_threads) -> Decision:
+    """Move the calling thread, then every other thread of the process but ``keep``, to ``SCHED_FIFO``.
+
+    The calling thread first: when the system refuses it (a container's or cgroup's real-time limit) nothing else
+    is touched and the process stays on the normal scheduler; threads made afterwards by any moved thread inherit
+    the scheduling. The threads are listed again until a pass finds none new, so one made by a thread not yet
+    moved is not missed.
+
+    :returns: the decision taken (the one given, or the normal scheduler with the system's refusal as the reason).
+    :raises ValueError: the system refused a priority asked for explicitly.
+    """
     if not decision.priority:
         return decision
     setter = os.sched_setscheduler if set_scheduler is None else set_scheduler
+    param = os.sched_param(decision.priority)
     try:
         if decision.raise_rtprio_to:
             (_raise_rtprio if raise_rtprio is None else raise_rtprio)(decision.raise_rtprio_to)
-        setter(0, os.SCHED_FIFO, os.sched_param(decision.priority))
+        setter(0, os.SCHED_FIFO, param)
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc)
         reason = (f"the system refused SCHED_FIFO {decision.priority} ({why}) although it looked permitted: a "
                   f"container's or cgroup's real-time limit (cpu.rt_runtime_us) may forbid it")
         if decision.required:
-            raise ValueError(f"{variable}={raw}: {reason}") from None
+            raise ValueError(f"{decision.asked}: {reason}") from None
         return Decision(0, reason, warn=True)
+    done = set(keep) | {threading.get_native_id()}
+    for _ in range(MAX_PASSES):
+        new = [tid for tid in threads() if tid not in done]
+        if not new:
+            break
+        for tid in new:
+            done.add(tid)
+            try:
+                setter(tid, os.SCHED_FIFO, param)
+            except OSError:  # ended meanwhile
+                continue
     return decision
+
+
+def apply_realtime_priority(environ: Optional[Mapping[str, str]] = None, *, privilege: Optional[Privilege] = None,
+                            set_scheduler: "Callable[[int, int, object], None] | None" = None,
+                            raise_rtprio: "Callable[[int], None] | None" = None, variable: str = RT_PRIORITY_ENV,
+                            default: int = DEFAULT_PRIORITY, executor: Optional[str] = None,
+                            threads: Callable[[], Collection[int]] = process_threads) -> Decision:
+    """Decide and take at once (:func:`decide_realtime`, :func:`take_realtime`).
+
+    For a process with no start-up to keep off the real-time scheduler (a benchmark's listener, a test).
+
+    :raises ValueError: a malformed value, or an explicit priority that was not granted (the text says why).
+    """
+    decision = decide_realtime(environ, privilege=privilege, variable=variable, default=default, executor=executor)
+    return take_realtime(decision, set_scheduler=set_scheduler, raise_rtprio=raise_rtprio, threads=threads)
