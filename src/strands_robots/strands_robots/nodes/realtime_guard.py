@@ -6,8 +6,8 @@ core at ``SCHED_FIFO``: on a 2-core machine that is half of it, two such threads
 kernel's real-time throttling leaves. The guard looks at the process's real-time threads every
 :data:`WINDOW_S` and puts back on ``SCHED_OTHER`` any that was on the CPU at least :data:`BUSY_SHARE` of each of
 the last :data:`WINDOWS` windows, with a warning naming it. A thread that sleeps on its deadlines never comes
-near that (the 50 Hz control loop: about 2 % of a core; the driver's physics at 50 Hz: about 5 %); the main
-thread's start-up (imports done, node built) is well under it.
+near that: at 50 Hz with both cameras the whole driver process uses 0.15-0.2 of a core, the rollout node
+0.25-0.3 (bench/README.md, "realtime_bench.py"); the node's start-up is done before the process goes real-time.
 
 The guard's own thread runs one priority above the process (where allowed), so two spinning threads of equal
 priority cannot keep it off both cores. It reads ``/proc/self/task/<tid>/stat`` (policy, user and system CPU
