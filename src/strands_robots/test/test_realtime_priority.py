@@ -72,6 +72,8 @@ def test_an_rlimit_rtprio_permits_the_default_and_a_lower_one_lowers_it():
     # the soft limit is raised to the hard one first: no privilege needed for that
     raised = decide(None, facts(rtprio_soft=0, rtprio_hard=70))
     assert raised.priority == 50 and raised.raise_rtprio_to == 50
+    unlimited = decide("99", facts(rtprio_soft=1 << 30, rtprio_hard=1 << 30))
+    assert unlimited.priority == 99 and "RLIMIT_RTPRIO unlimited" in unlimited.line
 
 
 def test_without_the_privilege_the_default_stays_on_the_normal_scheduler_and_warns_why():

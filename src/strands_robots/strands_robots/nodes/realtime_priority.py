@@ -63,17 +63,19 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, FrozenSet, Mapping, Optional
 
+from strands_robots.nodes.executor_choice import EXECUTOR_ENV, EXECUTOR_EVENTS
+
 RT_PRIORITY_ENV = "STRANDS_ROBOTS_RT_PRIORITY"
 # controller_manager's default thread_priority: the middle of Linux's 1-99, below the kernel's own per-CPU
 # threads (migration, watchdog: 99).
 DEFAULT_PRIORITY = 50
 OFF_VALUES = ("off", "0")
-EXECUTOR_ENV = "STRANDS_ROBOTS_EXECUTOR"  # executor_choice.EXECUTOR_ENV, read here without importing rclpy
 CAP_SYS_NICE = 23  # linux/capability.h
 RT_RUNTIME_FILE = "/proc/sys/kernel/sched_rt_runtime_us"
 RT_PERIOD_FILE = "/proc/sys/kernel/sched_rt_period_us"
 LINE_PREFIX = "real-time scheduling: "
 TASK_DIR = "/proc/self/task"
+UNLIMITED = 1 << 30  # RLIM_INFINITY, as a number above every priority
 MAX_PASSES = 5  # listings of the threads while moving them (a thread may start one meanwhile)
 
 
@@ -156,7 +158,7 @@ def decide(value: "str | None", privilege: Privilege, executor: str = "single", 
     if not privilege.has_fifo:
         return off("this platform has no SCHED_FIFO")
     priority = min(priority, privilege.max_priority)
-    if executor.strip().lower() == "events":
+    if executor.strip().lower() == EXECUTOR_EVENTS:
         return off(f"{EXECUTOR_ENV}=events: its task loop spins while an action awaits, and a real-time thread that "
                    f"never sleeps holds a core")
     if not explicit and privilege.rt_runtime_us == -1:
@@ -174,7 +176,8 @@ def decide(value: "str | None", privilege: Privilege, executor: str = "single", 
         granted = min(priority, limit)
         raise_to = granted if privilege.rtprio_soft < granted else 0
         below = f", below the default {default}" if granted < priority else ""
-        return Decision(granted, f"every thread; permitted: RLIMIT_RTPRIO {limit}{below}{throttling}",
+        shown = "unlimited" if limit >= UNLIMITED else limit
+        return Decision(granted, f"every thread; permitted: RLIMIT_RTPRIO {shown}{below}{throttling}",
                         required=explicit, raise_rtprio_to=raise_to)
     return off(f"not permitted: no CAP_SYS_NICE and RLIMIT_RTPRIO {limit} (uid {privilege.euid}); it needs root, "
                f"CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {priority} (ulimit -r, limits.conf rtprio, systemd "
@@ -201,7 +204,7 @@ def _read_int(path: str) -> Optional[int]:
 
 
 def _limit(value: int) -> int:
-    return 1 << 30 if value == resource.RLIM_INFINITY else int(value)
+    return UNLIMITED if value == resource.RLIM_INFINITY else int(value)
 
 
 def read_privilege() -> Privilege:
