@@ -23,7 +23,8 @@ rollout node's RunEpisode and the driver's start-pose action do for a whole epis
     ... bench/executor_bench.py --rates 200,500 --executors single,single@10 --duration 5 --rounds 3
 
 ``<executor>@<priority>`` runs that executor with ``STRANDS_ROBOTS_RT_PRIORITY=<priority>`` (both node processes
-on SCHED_FIFO, ``nodes/realtime_priority.py``); without ``@`` the variable is removed from the run's environment.
+on SCHED_FIFO, ``nodes/realtime_priority.py``); without ``@`` the run sets ``STRANDS_ROBOTS_RT_PRIORITY=off`` (the
+normal scheduler; the nodes' default where permitted is SCHED_FIFO 50).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ C2V = re.compile(r"command-to-verdict p50 ([\d.]+) ms p99 ([\d.]+) ms")
 EXECUTOR_LINE = re.compile(r"\[strands\.(\w+)\]: executor: (\w+)")
 # The rollout node's own line, for a run whose Ended event the supervisor did not hear before the exit.
 NODE_ENDED = re.compile(r"\]: episode \w+ ended: .*?, (\d+) actions, (\d+) missed deadlines")
-REALTIME_LINE = re.compile(r"\]: real-time priority: (SCHED_FIFO \d+)")
+REALTIME_LINE = re.compile(r"\]: real-time scheduling: (SCHED_FIFO \d+)")
 
 
 def percentile(values: List[float], q: float) -> float:
@@ -143,9 +144,7 @@ def run_once(rate: float, executor: str, duration: float, namespace: str, listen
              timeout_s: float) -> Dict[str, Any]:
     kind, _, priority = executor.partition("@")
     env = dict(os.environ, STRANDS_ROBOTS_EXECUTOR=kind)
-    env.pop("STRANDS_ROBOTS_RT_PRIORITY", None)
-    if priority:
-        env["STRANDS_ROBOTS_RT_PRIORITY"] = priority
+    env["STRANDS_ROBOTS_RT_PRIORITY"] = priority or "off"
     argv = ["strands-robots", "up", "--rollout", "--namespace", namespace, "--control-frequency", f"{rate:g}",
             "--duration", f"{duration:g}"]
     listener.take()
@@ -239,7 +238,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.listener_priority:  # before rclpy.init: the listener's DDS and spin threads inherit it
         from strands_robots.nodes.realtime_priority import RT_PRIORITY_ENV, apply_realtime_priority
 
-        print(f"listener: {apply_realtime_priority({RT_PRIORITY_ENV: str(args.listener_priority)})}")
+        print(f"listener: {apply_realtime_priority({RT_PRIORITY_ENV: str(args.listener_priority)}).line}")
     rates = [float(r) for r in args.rates.split(",") if r]
     executors = [e.strip() for e in args.executors.split(",") if e.strip()]
     print(f"machine: {machine()}")

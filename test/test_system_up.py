@@ -114,7 +114,7 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
 
 
 def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo(no_start_pose):
-    # STRANDS_ROBOTS_RT_PRIORITY (nodes/realtime_priority.py): both node processes say so, and are so while running.
+    # STRANDS_ROBOTS_RT_PRIORITY=3 (nodes/realtime_priority.py): both node processes say so, and are so while running.
     fifo = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))"
     probe = subprocess.run([sys.executable, "-c", fifo], capture_output=True, text=True, timeout=30)
     if probe.returncode:
@@ -131,7 +131,7 @@ def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo(no_start_pose
         out = up.output
         assert rc == 0, out
         for node in ("rollout", "arm_driver"):
-            assert re.search(rf"\.{node}\]: real-time priority: SCHED_FIFO 3$", out, re.M), out
+            assert re.search(rf"\.{node}\]: real-time scheduling: SCHED_FIFO 3 \(every thread; ", out, re.M), out
         done = up.wait_line(r"^\[up\] done:", 1.0)
         assert "1/1 episode(s) ended ok" in done and " 0 lost" in done, done
     finally:

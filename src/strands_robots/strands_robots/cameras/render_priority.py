@@ -1,4 +1,15 @@
-"""The simulated camera process yields the CPU to the control loop: a lower priority and one render thread.
+"""The simulated camera process's priority: below the control loop, above everything time-shared; one render thread.
+
+Where the process may (root, ``CAP_SYS_NICE`` or ``RLIMIT_RTPRIO``), the camera node takes ``SCHED_FIFO``
+:data:`CAMERA_RT_PRIORITY` (10; ``STRANDS_ROBOTS_CAMERA_RT_PRIORITY``: ``off`` or 1-99, decided and logged in one
+line as the driver and the rollout node do, ``nodes/realtime_priority.py``): the driver and the rollout node at
+50 preempt it whenever they are runnable, and no time-shared process does. Beside a busy machine a time-shared
+camera node fell to 11-13 fps and cost the real-time loop 0.1-0.2 % of its deadlines, and at load 24-30 on these 2
+cores its frames went stale past their 1 s bound (every such episode ends as an error); at ``SCHED_FIFO`` it kept
+its 15 fps and the loop all its deadlines (bench/README.md, "realtime_bench.py"). Its threads sleep between
+frames, and the busy-thread guard (``nodes/realtime_guard.py``) watches it as it watches the others.
+
+What follows is what holds either way, and all that holds when the process stays time-shared.
 
 On this 2-core machine, a camera node rendering at its normal priority with Mesa's llvmpipe (software GL, one
 render thread per core by default) takes both cores in bursts of a few ms 30 times a second; the arm driver's
@@ -29,6 +40,8 @@ from typing import MutableMapping, Optional
 
 NICE_ENV = "STRANDS_ROBOTS_CAMERA_NICE"
 DEFAULT_NICE = 10
+CAMERA_RT_PRIORITY_ENV = "STRANDS_ROBOTS_CAMERA_RT_PRIORITY"
+CAMERA_RT_PRIORITY = 10
 
 
 def nice_increment(environ: "MutableMapping[str, str]") -> int:

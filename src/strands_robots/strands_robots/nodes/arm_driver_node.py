@@ -60,7 +60,8 @@ from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.nodes.executor_choice import make_executor
-from strands_robots.nodes.realtime_priority import apply_realtime_priority
+from strands_robots.nodes.realtime_guard import start_realtime
+from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
 from strands_robots.nodes.driver_stream import CommandStream
 from strands_robots.nodes import process
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
@@ -404,28 +405,30 @@ def main(args: Optional[List[str]] = None) -> int:
     parser.add_argument("--autostart", action="store_true", help="configure and activate at start")
     options = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    try:  # first: every thread made from here on (rclpy's, DDS's, ours) inherits it
-        realtime = apply_realtime_priority()
+    try:  # first, decided (taken once the node is built: nodes/realtime_priority.py)
+        realtime = decide_realtime()
     except ValueError as exc:
         print(f"arm_driver_node: {exc}", file=sys.stderr)
         return 2
+    import_threads = process_threads()  # made by the imports: they stay time-shared
     signals = StopSignals.install()
     stop = signals.event
     init_without_signal_handlers(argv)
     node: Optional[ArmDriverNode] = None
     executor: Optional[Any] = None
     spin: Optional[SpinThread] = None
+    guard = None
     code = 0
     try:
         executor, executor_name = make_executor()
         node = ArmDriverNode()
         node.get_logger().info(f"executor: {executor_name}")
-        if realtime:
-            node.get_logger().info(f"real-time priority: {realtime}")
         executor.add_node(node)
         spin = SpinThread(executor, node.get_logger()).start()
         if options.autostart or node.get_parameter("autostart").value:
             code = autostart(node)
+        # Start-up done: every thread now (the physics thread too) and every later one runs real-time.
+        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
         while code == 0 and not stop.wait(0.2):
             if not spin.is_alive():
                 break
@@ -445,6 +448,8 @@ def main(args: Optional[List[str]] = None) -> int:
             spin.stop(2.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -49,11 +49,13 @@ from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
 from strands_robots.cameras.config import CameraConfigError
 from strands_robots.cameras.mirror_stamp import frame_stamp_ns, joint_state_ns
-from strands_robots.cameras.render_priority import lower_render_priority
+from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT_PRIORITY_ENV, lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
 from strands_robots.nodes._qos import STATE_QOS
 from strands_robots.nodes.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.nodes.realtime_guard import start_realtime
+from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
@@ -310,20 +312,26 @@ def main(args: Optional[List[str]] = None) -> int:
     argv = list(sys.argv if args is None else args)
     try:  # first, before any thread: every thread of the process inherits it (cameras/render_priority.py)
         lower_render_priority()
+        realtime = decide_realtime(variable=CAMERA_RT_PRIORITY_ENV, default=CAMERA_RT_PRIORITY, executor="single")
     except ValueError as exc:
         print(f"camera_node: {exc}", file=sys.stderr)
         return 2
+    import_threads = process_threads()  # made by the imports: they stay time-shared
     signals = StopSignals.install()
     init_without_signal_handlers(argv)
     node: Optional[CameraNode] = None
     executor: Optional[SingleThreadedExecutor] = None
     spin: Optional[SpinThread] = None
+    guard = None
     code = 0
     try:
         node = CameraNode()
         node.start()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
+        # Start-up done: every thread now (the render thread too) and every later one runs real-time, below the
+        # control loop (cameras/render_priority.py).
+        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
         spin = spin_in_background(executor, "camera-executor")
         while not signals.event.wait(0.2):
             if not spin.is_alive():
@@ -353,6 +361,8 @@ def main(args: Optional[List[str]] = None) -> int:
             spin.stop(5.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=2.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -86,7 +86,8 @@ from strands_robots.nodes._qos import EVENT_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
 from strands_robots.nodes.executor_choice import make_executor
-from strands_robots.nodes.realtime_priority import apply_realtime_priority
+from strands_robots.nodes.realtime_guard import start_realtime
+from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
 from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_goal import run_kwargs
 from strands_robots.nodes.rollout_observers import EpisodeFeedback, RunTracker
@@ -441,17 +442,19 @@ def main(argv: "list[str] | None" = None) -> int:
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
     """
-    try:  # first: every thread made from here on (rclpy's, DDS's, ours) inherits it
-        realtime = apply_realtime_priority()
+    try:  # first, decided (taken once the node is built: nodes/realtime_priority.py)
+        realtime = decide_realtime()
     except ValueError as exc:
         print(f"rollout_node: {exc}", file=sys.stderr)
         return 2
+    import_threads = process_threads()  # made by the imports: they stay time-shared
     signals = StopSignals.install()
     stop = signals.event
     init_without_signal_handlers(argv if argv is not None else sys.argv)
     node = None
     executor = None
     spinner = None
+    guard = None
     code = 0
     executor_died = getattr(process, "executor_died", None)
     died_code = getattr(process, "EXIT_EXECUTOR_DIED", 3)
@@ -459,14 +462,14 @@ def main(argv: "list[str] | None" = None) -> int:
         executor, executor_name = make_executor()
         node = RolloutNode()
         node.get_logger().info(f"executor: {executor_name}")
-        if realtime:
-            node.get_logger().info(f"real-time priority: {realtime}")
         executor.add_node(node)
         # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
         # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
         # or its verdict callback every few seconds. Only what episodes allocate is collected from here on.
         gc.collect()
         gc.freeze()
+        # Start-up done: every thread now and every later one (the executor's, each episode's) runs real-time.
+        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
         spinner = spin_in_background(executor, "rollout-executor")
         while not stop.is_set() and not node.done.wait(0.1):
             if executor_died is not None and executor_died(spinner) is not None:
@@ -488,6 +491,8 @@ def main(argv: "list[str] | None" = None) -> int:
             spinner.stop(5.0)
         elif executor is not None:
             executor.shutdown(timeout_sec=5.0)
+        if guard is not None:
+            guard.stop()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
