@@ -386,7 +386,11 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
         wait_status(lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message)
         orphans = ups[-1].children()
         ups[-1].kill_alone()  # the station and its nodes die mid-episode
-        saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / f"{job_id}.job.json"
+        from strands_robots.station.state_dir import relay_key
+
+        # the state of this station for this relay (station/state_dir.py)
+        saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / relay_key(relay.relay_target) / \
+            f"{job_id}.job.json"
         assert saved.exists()
         ups.append(StationUp("--relay", relay.relay_target, env=env))
         final = wait_status(lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))

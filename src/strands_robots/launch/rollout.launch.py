@@ -10,7 +10,8 @@ What runs, in namespace ``namespace``:
 * the arm driver (lifecycle: configured, then activated once, by arm_driver.launch.py), the rollout node and
   the station node, from station.launch.py (included);
 * with ``use_relay:=true`` (the default) the relay (relay.launch.py, included), with tokens made for this launch
-  in a private directory (mode 0700, files 0600; removed when the launch ends), and ``demo_job --relay``: an
+  in a private run dir (mode 0700, files 0600; removed when the launch ends, however it ends), and
+  ``demo_job --relay``: an
   Evaluation Client that submits ``job_file`` as a remote team would, serves its policy through the relay and
   watches the job; with ``use_relay:=false``, ``demo_job --ros``, which submits the job to the station's
   ``submit_job`` service (the station runs the policy) and reads ``job_status``.
@@ -23,18 +24,27 @@ starts, a refusal being one line with the file, the key and the reason. Ctrl-C s
 demo_job's last line says the job was left unfinished).
 ``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
 
-The station's job state persists across launches in ``state_dir``, by default
-``$XDG_STATE_HOME/strands_robots/<station_id>`` (``~/.local/state/...``): a job a killed launch left unfinished
-resumes in the next one (its finished episodes are kept and never run again, episode ids are never reused) —
-a ``submit_job`` job runs on; a relay job needs the relay it came from, so one from an earlier launch's relay
-(the relay's store lives in the launch's run dir) ends FAILED with the reason the policy could not start. A
-finished job is never new work: each launch submits a new job. Tests give their own ``state_dir``.
+Every run is repeatable: a launch never inherits another launch's jobs. The launch's relay keeps its store in
+the launch's private run dir, and the station its job state beside it (``<run dir>/station_state``), so both go
+with the launch (the run dir is removed when the launch process ends, however it ends, a SIGKILL included). A
+station's state belongs to the relay that handed its jobs out: only that relay knows them. So:
+
+* ``state_dir:=DIR`` keeps the station's jobs in DIR: a job a killed launch left unfinished resumes in the next
+  launch given the same DIR (finished episodes are kept and never run again, episode ids are never reused) — a
+  ``use_relay:=false`` job runs on; a relay job needs the relay it came from, so with the launch's own relay
+  (a new one each launch) it ends FAILED, its policy never served;
+* a ``relay_config_file`` naming a ``store`` (a relay whose jobs outlive the launch): the station's state is
+  that station's for that relay, ``$XDG_STATE_HOME/strands_robots/<station_id>/relay-<listen address>-<hash>``
+  (``station/state_dir.py``; give the relay a fixed ``port`` so each launch is the same relay);
+* otherwise (the default, and ``use_relay:=false``): in the run dir, gone with the launch.
+
+The launch's first line names the run dir and the state dir. A finished job is never new work: each launch
+submits a new job.
 The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
 
 import atexit
 import os
-import shutil
 import signal
 
 from launch import LaunchDescription
@@ -111,21 +121,30 @@ def check_files(context) -> dict:
 
 def _bring_up(context):
     from strands_robots.cli.bringup import make_run_dir, write_relay_credentials
-    from strands_robots.cli.station_demo import default_state_dir, free_port
+    from strands_robots.cli.station_demo import free_port
+    from strands_robots.station.state_dir import station_state_dir
 
     checked = check_files(context)
     namespace = _arg(context, "namespace")
     station_id = checked["station_id"]
-    run = make_run_dir(station_id)
-    atexit.register(shutil.rmtree, run.path, True)  # the tokens and the relay's store go with the launch
+    run = make_run_dir(station_id)  # removed when this process ends, however it ends
+    atexit.register(run.close)  # the tokens, the relay's store and the station's state go with the launch
     hz = f"{checked['control_frequency']:.1f}"
+    settings = checked["relay"]
+    listen = f"{settings.host}:{settings.port or free_port()}" if checked["use_relay"] else ""
+    if _arg(context, "state_dir"):
+        state_dir = _arg(context, "state_dir")
+    elif settings is not None and settings.store:  # a relay whose jobs outlive the launch: its station's state
+        state_dir = station_state_dir(station_id, listen)
+    else:  # the launch's own relay (its store in the run dir), or none: the state goes with the launch
+        state_dir = run.state_dir
     station_args = {
         "config_file": _arg(context, "config_file"),
         "station_config_file": _arg(context, "station_config_file"),
         "namespace": namespace,
         "control_frequency": hz,
         "station_id": station_id,
-        "state_dir": _arg(context, "state_dir") or default_state_dir(station_id),  # kept: a relaunch resumes
+        "state_dir": state_dir,
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
         "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
@@ -135,8 +154,6 @@ def _bring_up(context):
         job += ["--policy-provider", _arg(context, "policy_provider")]
     actions = []
     if checked["use_relay"]:
-        settings = checked["relay"]
-        listen = f"{settings.host}:{settings.port or free_port()}"
         # The station and rollout nodes read the relay and the station's token from one 0600 file at start.
         station_args["relay_credentials_file"] = write_relay_credentials(run.path, listen, station_id,
                                                                          run.station_token_file)
@@ -225,8 +242,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("recording_dir", default_value="",
                               description="record every rollout to MCAP in this directory (empty: no recording)"),
         DeclareLaunchArgument("state_dir", default_value="",
-                              description="the station's persisted jobs, kept across launches (empty: "
-                                          "$XDG_STATE_HOME/strands_robots/<station_id>)"),
+                              description="the station's persisted jobs, kept across launches given the same dir "
+                                          "(empty: in the launch's run dir, gone with the launch; with a relay "
+                                          "store configured: the station's for that relay)"),
         DeclareLaunchArgument("exit_when_done", default_value="true",
                               description="true: the launch ends with the job (its exit code says how the job "
                                           "went); false: the station stays up until Ctrl-C"),

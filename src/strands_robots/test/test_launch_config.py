@@ -123,11 +123,11 @@ def test_the_run_dir_is_private_and_its_tokens_are_fresh_for_each_launch():
         assert len(tokens["clients"]["demo"]) >= 32 and tokens["clients"]["demo"] != tokens["stations"]["sim_station"]
         assert Path(second.client_token_file).read_text() != Path(first.client_token_file).read_text()
         assert first.store == f"sqlite:{first.path}/relay.sqlite"
+        assert first.state_dir == f"{first.path}/station_state"  # the launch's station state goes with it
     finally:
-        import shutil
-
-        shutil.rmtree(first.path, ignore_errors=True)
-        shutil.rmtree(second.path, ignore_errors=True)
+        first.close()
+        second.close()
+    assert not os.path.exists(first.path) and not os.path.exists(second.path)
 
 
 def test_another_policy_for_the_demo_job_leaves_out_the_files_policy_options():

@@ -521,6 +521,7 @@ def test_relay_launch_serves_on_a_free_loopback_port_and_stops_cleanly_on_ctrl_c
         assert len(re.findall(r"process has finished cleanly", run.output)) == 1, run.output
     finally:
         run.kill()
+        run_dir.close()
 
 
 def test_relay_launch_without_tokens_fails_in_one_line_before_the_relay_starts():

@@ -224,7 +224,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from strands_robots.cli.station_demo import default_demo_job
     from strands_robots.stop_signals import StopSignals
 
-    job_file = args.job_file or default_demo_job()
+    from strands_robots.package_files import PackageFileNotFound
+
+    try:
+        job_file = args.job_file or default_demo_job()
+    except PackageFileNotFound as exc:
+        print(f"demo_job: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     reason = job_file_refusal(job_file)
     if reason:
         print(f"demo_job: {reason}", file=sys.stderr, flush=True)
