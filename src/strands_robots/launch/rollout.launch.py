@@ -45,6 +45,7 @@ The driver and rollout alone, with autorun episodes and no job: rollout_only.lau
 
 import atexit
 import os
+import re
 import signal
 
 from launch import LaunchDescription
@@ -58,7 +59,7 @@ from launch.actions import (
     Shutdown,
     TimerAction,
 )
-from launch.event_handlers import OnProcessExit
+from launch.event_handlers import OnProcessExit, OnProcessIO
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
@@ -174,32 +175,51 @@ def _bring_up(context):
         PythonLaunchDescriptionSource(os.path.join(_HERE, "station.launch.py")),
         launch_arguments=station_args.items(),
     ))
-    client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
-                            **output_options())
+    # Stopped on request (the launch's Ctrl-C), demo_job exits 0 like every node: "process has finished cleanly".
+    client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job, "--stopped-exit-code", "0"],
+                            name="demo_job", **output_options())
+    stopped: dict = {}
     if _flag("exit_when_done", _arg(context, "exit_when_done")):
-        on_exit = _end_with_job(end_launch_with("demo_job", "the job did not succeed"))
+        on_exit = _end_with_job(end_launch_with("demo_job", "the job did not succeed"), stopped)
     else:
         on_exit = _stay_up
-    return actions + [client, RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
+    return actions + [client, RegisterEventHandler(OnProcessIO(target_action=client,
+                                                               on_stdout=lambda event: _note_stop(event, stopped))),
+                      RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
 
 
-# demo_job's exit codes after SIGINT / SIGTERM (128 + the signal): it was stopped, the job did not fail.
-_STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM"}
+# demo_job's exit codes when a stop signal ended it without its handler (128 + the signal, or -signal).
+_STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT",
+            -signal.SIGTERM: "SIGTERM"}
+# The line demo_job prints when a stop signal ends it (cli/demo_job.py): it exits 0 then (--stopped-exit-code 0).
+_STOPPED_LINE = re.compile(rb"\[demo_job\] stopped by signal (\d+) before ")
 
 
-def _end_with_job(end_launch):
+def _note_stop(event, stopped: dict) -> None:
+    """Remember that demo_job said it was stopped by a signal (its exit, 0, then means stopped, not SUCCEEDED)."""
+    found = _STOPPED_LINE.search(event.text)
+    if found:
+        stopped["signal"] = int(found.group(1))
+
+
+def _end_with_job(end_launch, stopped: dict):
     """End the launch with demo_job: its exit code is the launch's, except after a stop signal.
 
     A terminal's Ctrl-C reaches demo_job and the launch at once, and demo_job may exit before the launch has
     handled its own SIGINT: then the launch's Ctrl-C is left to stop everything (exit 0, as for any Ctrl-C;
     demo_job's last line says the job was left unfinished). A Shutdown of ours as well would be a second one,
     which launch_ros answers with "Cannot shutdown a ROS adapter that is not running". When no Ctrl-C follows
-    within ``_STOP_GRACE_S`` (demo_job alone was signalled), the launch ends then.
+    within ``_STOP_GRACE_S`` (demo_job alone was signalled), the launch ends then. demo_job says it was stopped
+    (``stopped``, from its output) and exits 0, so its stop reads "process has finished cleanly".
     """
 
     def on_exit(event, context):
-        if not context.is_shutdown and event.returncode in _STOPPED:
-            reason = f"demo_job was stopped by {_STOPPED[event.returncode]} before the job ended"
+        if context.is_shutdown:
+            return None
+        signum = stopped.get("signal") or (abs(event.returncode) - (128 if event.returncode > 0 else 0)
+                                           if event.returncode in _STOPPED else 0)
+        if signum:
+            reason = f"demo_job was stopped by {signal.Signals(signum).name} before the job ended"
             return [TimerAction(period=_STOP_GRACE_S, actions=[OpaqueFunction(
                 function=lambda ctx: [] if ctx.is_shutdown else [Shutdown(reason=reason)])])]
         return end_launch(event, context)

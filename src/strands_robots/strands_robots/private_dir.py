@@ -29,6 +29,7 @@ __all__ = ["OWNER_FILE", "PrivateDir", "owner_alive", "sweep"]
 
 OWNER_FILE = ".owner"
 JANITOR_EXIT_WAIT_S = 5.0
+JANITOR_READY_S = 30.0  # its interpreter start on a loaded machine; it says so once its signals are set
 
 # The janitor: stdin is the owner's pipe. Standard library only, so it starts in tens of milliseconds.
 _JANITOR = """
@@ -36,6 +37,8 @@ import os, shutil, signal, sys
 path = sys.argv[1]
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+os.write(1, b"r")
+os.close(1)
 try:
     while os.read(0, 4096):
         pass
@@ -116,10 +119,28 @@ class PrivateDir:
                 handle.write(f"{os.getpid()} {_start_time(os.getpid())}\n")
             self._janitor = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _JANITOR, self.path], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            self._wait_ready(self._janitor)
         except BaseException:
+            if self._janitor is not None:
+                self._janitor.kill()
+                self._janitor.wait()
             shutil.rmtree(self.path, ignore_errors=True)
             raise
+
+    @staticmethod
+    def _wait_ready(janitor: subprocess.Popen) -> None:
+        """Wait (bounded) until the janitor has taken its signals: from then on a SIGTERM to it removes the dir."""
+        import select
+
+        assert janitor.stdout is not None
+        try:
+            ready, _, _ = select.select([janitor.stdout], [], [], JANITOR_READY_S)
+            said = janitor.stdout.read(1) if ready else b""
+        finally:
+            janitor.stdout.close()
+        if said != b"r":
+            raise RuntimeError(f"the private directory's janitor did not start within {JANITOR_READY_S:g} s")
 
     @property
     def janitor_pid(self) -> Optional[int]:

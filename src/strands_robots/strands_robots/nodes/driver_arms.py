@@ -202,9 +202,20 @@ class DriverArmCalls:
         if timer is not None:
             self._node.destroy_timer(timer)
 
+    def begin_closing(self, wait_s: float) -> None:
+        """The process is shutting down: every call from now on waits ``wait_s`` from now at most.
+
+        A driver stopping at the same time never answers; its arms hold on its own stop.
+        """
+        self._closing_deadline = min(getattr(self, "_closing_deadline", float("inf")), time.monotonic() + wait_s)
+
     def _call(self, client: Any, request: Any, timeout_s: float, wait_for_service: bool = False) -> Any:
-        """Call and wait (on an Event set by the response) at most ``timeout_s``; None on timeout."""
-        deadline = time.monotonic() + timeout_s
+        """Call and wait (on an Event set by the response) at most ``timeout_s``; None on timeout.
+
+        After :meth:`begin_closing`, at most until its deadline.
+        """
+        deadline = min(time.monotonic() + timeout_s, getattr(self, "_closing_deadline", float("inf")))
+        timeout_s = max(0.0, deadline - time.monotonic())
         if wait_for_service and not client.wait_for_service(timeout_sec=timeout_s):
             return None
         done = threading.Event()

@@ -408,6 +408,7 @@ class StationNode(Node):
 
         Its state stays persisted as it was before, so a restarted station resumes it.
         """
+        self.robot.begin_closing()  # the job thread's waits on the rollout node and driver end within a second
         self.station.stop(timeout_s=timeout_s)  # suspends the running job: nothing more is persisted for it
         self._closing.set()
         self._worker.close()
