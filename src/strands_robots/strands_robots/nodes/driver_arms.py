@@ -203,7 +203,7 @@ class DriverArmCalls:
             self._node.destroy_timer(timer)
 
     def begin_closing(self, wait_s: float) -> None:
-        """The process is shutting down: every call from now on waits ``wait_s`` from now at most.
+        """Bound every call from now on to ``wait_s`` from now: the process is shutting down.
 
         A driver stopping at the same time never answers; its arms hold on its own stop.
         """

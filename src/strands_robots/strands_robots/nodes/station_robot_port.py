@@ -417,7 +417,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         return bool(res.ok), res.message
 
     def begin_closing(self) -> None:
-        """The station node is shutting down: from now on the job thread waits ``_CLOSING_WAIT_S`` at most.
+        """Bound the job thread's waits to ``_CLOSING_WAIT_S`` from now: the station node is shutting down.
 
         A rollout's end and every call to the rollout node and driver are bounded by it; the job is suspended
         (its state stays as persisted), so what an answer would have said is not needed.
