@@ -443,19 +443,25 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     def _call(self, client: Any, request: Any, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
         """Call from the job thread (or an operator thread), waiting on an Event the response sets.
 
-        Bounded by what is left of ``_CLOSING_WAIT_S`` once the station is shutting down (:meth:`begin_closing`).
+        Bounded by what is left of ``_CLOSING_WAIT_S`` once the station is shutting down (:meth:`begin_closing`,
+        even when it comes while this call waits).
         """
-        left = self._closing_left()
-        if left is not None:
-            timeout_s = min(timeout_s, left)
-            if timeout_s <= 0.0:
+        deadline = time.monotonic() + timeout_s
+
+        def left() -> float:
+            closing = self._closing_left()
+            return min(deadline - time.monotonic(), closing if closing is not None else float("inf"))
+
+        while not client.service_is_ready():
+            if left() <= 0.0:
                 return None
-        if not client.wait_for_service(timeout_sec=timeout_s):
-            return None
+            time.sleep(min(0.05, left()))
         done = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout_s):
+        while not done.wait(min(0.05, max(0.0, left()))) and left() > 0.0:
+            pass
+        if not done.is_set():
             future.cancel()
             return None
         try:
