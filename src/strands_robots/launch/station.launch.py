@@ -23,7 +23,8 @@ comes from ``config_file`` (the driver's and the rollout's) and ``station_config
 are checked before any node starts (the file, the key and the reason in one line).
 
 rollout.launch.py includes this file (and adds the relay and the job): every argument can be given by an
-including file, and an empty one leaves the config file's value in force.
+including file, and an empty one leaves the config file's value in force. Ctrl-C ends every node on its own
+within the launch's 5 s SIGINT grace (a stopping station waits at most a second for the rollout node and driver).
 """
 
 import os
