@@ -123,9 +123,8 @@ def check_files(context) -> dict:
 
 
 def _bring_up(context):
-    from strands_robots.cli.bringup import make_run_dir, write_relay_credentials
+    from strands_robots.cli.bringup import launch_state_dir, make_run_dir, write_relay_credentials
     from strands_robots.cli.station_demo import free_port
-    from strands_robots.station.state_dir import station_state_dir
 
     checked = check_files(context)
     namespace = _arg(context, "namespace")
@@ -135,12 +134,7 @@ def _bring_up(context):
     hz = f"{checked['control_frequency']:.1f}"
     settings = checked["relay"]
     listen = f"{settings.host}:{settings.port or free_port()}" if checked["use_relay"] else ""
-    if _arg(context, "state_dir"):
-        state_dir = _arg(context, "state_dir")
-    elif settings is not None and settings.store:  # a relay whose jobs outlive the launch: its station's state
-        state_dir = station_state_dir(station_id, listen)
-    else:  # the launch's own relay (its store in the run dir), or none: the state goes with the launch
-        state_dir = run.state_dir
+    state_dir = launch_state_dir(_arg(context, "state_dir"), run, station_id, settings, listen)
     station_args = {
         "config_file": _arg(context, "config_file"),
         "station_config_file": _arg(context, "station_config_file"),

@@ -25,7 +25,7 @@ from strands_robots.private_dir import PrivateDir
 from strands_robots.relay.config import RelayConfigError, RelaySettings, load_relay_settings
 
 __all__ = ["BadConfigFile", "RelaySettings", "RunDir", "relay_config_refusal", "job_file_refusal",
-           "load_relay_config", "make_run_dir", "write_relay_credentials", "DEMO_CLIENT"]
+           "launch_state_dir", "load_relay_config", "make_run_dir", "write_relay_credentials", "DEMO_CLIENT"]
 
 DEMO_CLIENT = "demo"
 RUN_DIR_PREFIX = "strands_launch_"
@@ -135,3 +135,19 @@ def write_relay_credentials(directory: str, target: str, station_id: str, token_
         yaml.safe_dump(data, handle)
     os.chmod(path, 0o600)  # an existing file keeps its mode on open: make it private whatever it was
     return path
+
+
+def launch_state_dir(given: str, run: RunDir, station_id: str, relay: Optional[RelaySettings], listen: str) -> str:
+    """Return where a launch's station keeps its jobs (rollout.launch.py; ``station/state_dir.py``'s rule).
+
+    ``given`` (the ``state_dir`` argument) when not empty; else, for a relay whose store the config names (its
+    jobs outlive the launch), the state of this station for that relay (keyed by its address ``listen``); else
+    (the launch's own relay, its store in the run dir, or no relay) the run dir's: gone with the launch.
+    """
+    from strands_robots.station.state_dir import station_state_dir
+
+    if given:
+        return given
+    if relay is not None and relay.store:
+        return station_state_dir(station_id, listen)
+    return run.state_dir
