@@ -53,14 +53,14 @@ RUNNER = textwrap.dedent("""
 class Launch:
     """A launch file running in its own session, its output collected line by line."""
 
-    def __init__(self, launch_file: Path, **arguments: str) -> None:
+    def __init__(self, launch_file: Path, env: "dict | None" = None, **arguments: str) -> None:
         self.namespace = f"launch_{uuid.uuid4().hex[:8]}"
         argv = [f"{k}:={v}" for k, v in {"namespace": self.namespace, **arguments}.items()]
         self.lines: list = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(launch_file), *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -420,7 +420,7 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, 
         # Every process exited 0: the job's client on its own, the rest on the launch's SIGINT.
         assert len(re.findall(r"process has finished cleanly", out)) == processes, out
         assert "process has died" not in out and "Caught exception" not in out, out
-        run_dir = re.search(r"private run dir (\S+)", out).group(1)
+        run_dir = re.search(r"private run dir ([^;\s]+)", out).group(1)
         assert not os.path.exists(run_dir), run_dir  # the tokens went with the launch
     finally:
         listener.close()
@@ -452,6 +452,48 @@ def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first, tmp_pa
         assert "SUCCEEDED" not in out, out
     finally:
         run.kill()
+
+
+def _files_holding(root: Path, secret: str) -> list:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and secret in path.read_text(errors="replace"):
+                found.append(str(path))
+        except OSError:  # removed while looked at
+            pass
+    return found
+
+
+def test_a_launch_killed_mid_job_leaves_no_token_and_the_next_default_launch_inherits_nothing(tmp_path):
+    private_tmp = tmp_path / "tmp"  # the launches' TMPDIR: their run dirs are made here
+    private_tmp.mkdir()
+    env = {"TMPDIR": str(private_tmp), "XDG_STATE_HOME": str(tmp_path / "xdg_state")}
+    first = Launch(ROLLOUT_LAUNCH, env=env)  # defaults only: its relay, its state in its run dir
+    try:
+        run_dir = Path(re.search(r"private run dir ([^;\s]+)", first.wait_line(r"private run dir ")).group(1))
+        first.wait_line(r"rollout\]: episode 0: ")  # mid-job: a job persisted, an episode running
+        tokens = [(run_dir / name).read_text() for name in ("client_token", "station_token")]
+        assert all(tokens) and all(_files_holding(private_tmp, t) for t in tokens)  # the test sees them
+        os.killpg(first.proc.pid, signal.SIGKILL)  # the launch and everything it started, without a word
+        first.proc.wait(10.0)
+        deadline = time.monotonic() + 10.0  # a bound on the janitor, not a timing figure
+        while run_dir.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not run_dir.exists(), sorted(p.name for p in run_dir.iterdir())
+        assert [_files_holding(tmp_path, t) for t in tokens] == [[], []]
+    finally:
+        first.kill()
+    second = Launch(ROLLOUT_LAUNCH, env=env)
+    try:
+        assert second.wait() == 0, second.output
+        out = second.output
+        assert re.search(r"^\[demo_job-\d+\] job job-\w+ SUCCEEDED: ", out, re.M), out
+        assert "queued at station sim_station behind 0 job(s)" in out, out  # nothing of the first launch's
+        assert "after a restart" not in out and "behind 1 job" not in out, out
+        assert not (tmp_path / "xdg_state").exists()  # a default launch keeps nothing of its own beyond its run
+    finally:
+        second.kill()
 
 
 def test_a_station_killed_mid_job_makes_the_launch_exit_nonzero_naming_it(tmp_path):
