@@ -43,6 +43,17 @@ def _ignore_stop_signals() -> None:
             signal.signal(sig, signal.SIG_IGN)
 
 
+def ignore_until_exit() -> None:
+    """Ignore stop signals from now on: a program whose command is done and that only exits now.
+
+    For a command that took its signals in a ``with StopSignals()`` block (whose end puts Python's default handler
+    back): a terminal's second Ctrl-C, or a launcher's SIGINT after it, during the interpreter's teardown would
+    otherwise end in a KeyboardInterrupt traceback. The heap is frozen too (see :meth:`StopSignals.restore`).
+    """
+    _ignore_stop_signals()
+    gc.freeze()
+
+
 class StopSignals:
     """SIGINT/SIGTERM set ``event`` instead of raising.
 
