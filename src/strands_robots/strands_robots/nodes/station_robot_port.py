@@ -230,9 +230,14 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
 
         # The rollout node not there, not answering or busy with an episode not ours is the station's fault, not
         # the policy's: the episode is an infrastructure fault and its task runs again (bounded, in the core).
-        if not self._run.wait_for_server(timeout_sec=10.0):
-            gone = "the rollout node's run_episode action is not available"
-            return RolloutOutcome(stopped_reason="error", end_detail=gone, infrastructure=gone)
+        deadline = time.monotonic() + 10.0
+        while not self._run.server_is_ready():
+            if self._closing_left() == 0.0:  # the station is shutting down: the job is suspended, not ended
+                return RolloutOutcome(stopped_reason="cancelled", end_detail="the station is shutting down")
+            if time.monotonic() >= deadline:
+                gone = "the rollout node's run_episode action is not available"
+                return RolloutOutcome(stopped_reason="error", end_detail=gone, infrastructure=gone)
+            time.sleep(0.05)
         handle, how = self._send_goal(goal, on_feedback)
         if handle is None:
             return RolloutOutcome(stopped_reason="error", end_detail=how, infrastructure=how)
