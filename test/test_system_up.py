@@ -210,6 +210,11 @@ def test_up_takes_repeated_stop_signals_and_still_stops_the_nodes_cleanly(sig, s
         up.kill()
 
 
+# What a kill -9 of `up` may leave behind, and for how long: its children stop as on SIGTERM (PDEATHSIG and the
+# supervisor's pipe), skipping what only the dead supervisor's readers needed (README "Stopping").
+KILL_9_CHILDREN_GONE_S = 3.0
+
+
 def test_kill_9_of_up_mid_episode_leaves_no_node_process_running(no_start_pose):
     up = Up("--duration", "60", "--config-file", no_start_pose)
     children: list = []
@@ -219,8 +224,8 @@ def test_kill_9_of_up_mid_episode_leaves_no_node_process_running(no_start_pose):
         assert len(children) == 2, f"expected the driver and rollout processes, found {children}\n{up.output}"
         os.kill(up.proc.pid, signal.SIGKILL)
         up.wait(10.0)
-        # A bound, not a timing figure: each child stops as on SIGTERM.
-        assert not wait_gone(children, 30.0), "node processes outlived strands-robots up"
+        left = wait_gone(children, KILL_9_CHILDREN_GONE_S)
+        assert not left, f"{[cmdline(p) for p in left]} outlived strands-robots up by {KILL_9_CHILDREN_GONE_S:g} s"
     finally:
         kill_all(children)
         up.kill()
@@ -386,7 +391,11 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
         wait_status(lambda s: len(s.episodes) == 1 and "ep_0001 running" in s.message)
         orphans = ups[-1].children()
         ups[-1].kill_alone()  # the station and its nodes die mid-episode
-        saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / f"{job_id}.job.json"
+        from strands_robots.station.state_dir import relay_key
+
+        # the state of this station for this relay (station/state_dir.py)
+        saved = tmp_path / "xdg_state" / "strands_robots" / "sim_station" / relay_key(relay.relay_target) / \
+            f"{job_id}.job.json"
         assert saved.exists()
         ups.append(StationUp("--relay", relay.relay_target, env=env))
         final = wait_status(lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
@@ -414,3 +423,46 @@ def test_up_refuses_a_station_token_on_the_command_line_in_one_line():
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert "--station-token is gone" in line and "--relay-credentials" in line and "secret" not in line
+
+
+def _files_holding(root: Path, secret: str) -> list:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and secret in path.read_text(errors="replace"):
+                found.append(str(path))
+        except OSError:  # removed while looked at
+            pass
+    return found
+
+
+def test_kill_9_of_up_relay_leaves_no_child_running_and_no_file_holding_the_station_token(tmp_path):
+    from strands_robots.cli.station_demo import LocalStation
+
+    relay = LocalStation(str(tmp_path / "relay"), out=lambda name, line: None)  # only its relay runs here
+    private_tmp = tmp_path / "tmp"  # up's TMPDIR: its private directory is made here
+    private_tmp.mkdir()
+    state = tmp_path / "xdg_state"
+    up = None
+    children: list = []
+    try:
+        relay.start_relay()
+        token = relay.station_token
+        env = dict(os.environ, TMPDIR=str(private_tmp), XDG_STATE_HOME=str(state),
+                   STRANDS_ROBOTS_STATION_TOKEN=token)
+        up = StationUp("--relay", relay.relay_target, env=env)
+        up.wait_line("takes jobs from", 90.0)
+        children = up.children()
+        assert len(children) >= 5, f"{[cmdline(p) for p in children]}\n{up.output}"  # 4 nodes and the janitor
+        holding = _files_holding(private_tmp, token)
+        assert holding and all(Path(p).name == "station_token" for p in holding), holding  # the test sees it
+        up.kill_alone()
+        left = wait_gone(children, KILL_9_CHILDREN_GONE_S)
+        assert not left, f"{[cmdline(p) for p in left]} outlived strands-robots up by {KILL_9_CHILDREN_GONE_S:g} s"
+        assert _files_holding(private_tmp, token) == [] and _files_holding(state, token) == []
+        assert list(private_tmp.iterdir()) == [], list(private_tmp.iterdir())
+    finally:
+        if up is not None:
+            up.kill()
+        kill_all(children)
+        relay.stop()

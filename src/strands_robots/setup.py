@@ -13,6 +13,7 @@ setup(
     package_data={
         "strands_robots.arm.assets": ["*.xml"],
         "strands_robots.relay.proto": ["*.proto", "*.pyi"],
+        "strands_robots.relay.web": ["templates/*.html", "static/*"],
     },
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from qt_gui.plugin import Plugin  # type: ignore[import-not-found]
 
 from rqt_strands_robots.monitor_widget import MonitorWidget
+from rqt_strands_robots.sigterm import end_rqt_on_sigterm
 
 
 class MonitorPlugin(Plugin):
@@ -13,6 +14,7 @@ class MonitorPlugin(Plugin):
     def __init__(self, context: object) -> None:
         super().__init__(context)
         self.setObjectName("StrandsRobotsMonitor")
+        end_rqt_on_sigterm()  # after rclpy.init (rqt's node is up by now), whose SIGTERM handler it replaces
         self._widget = MonitorWidget(context.node)
         if context.serial_number() > 1:
             self._widget.setWindowTitle(f"{self._widget.windowTitle()} ({context.serial_number()})")

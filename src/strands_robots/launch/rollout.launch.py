@@ -10,7 +10,8 @@ What runs, in namespace ``namespace``:
 * the arm driver (lifecycle: configured, then activated once, by arm_driver.launch.py), the rollout node and
   the station node, from station.launch.py (included);
 * with ``use_relay:=true`` (the default) the relay (relay.launch.py, included), with tokens made for this launch
-  in a private directory (mode 0700, files 0600; removed when the launch ends), and ``demo_job --relay``: an
+  in a private run dir (mode 0700, files 0600; removed when the launch ends, however it ends), and
+  ``demo_job --relay``: an
   Evaluation Client that submits ``job_file`` as a remote team would, serves its policy through the relay and
   watches the job; with ``use_relay:=false``, ``demo_job --ros``, which submits the job to the station's
   ``submit_job`` service (the station runs the policy) and reads ``job_status``.
@@ -20,21 +21,33 @@ The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: `
 (the job did not succeed)`` after the job's own last line, or the node or relay that died. Every config file
 (``config_file``, ``station_config_file``, ``relay_config_file``, ``job_file``) is checked before any process
 starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process (exit 0;
-demo_job's last line says the job was left unfinished).
+demo_job's last line says the job was left unfinished; it exits 0 here, ``--stopped-exit-code 0``): each ends on
+its own, "process has finished cleanly", well inside the 5 s after which ``launch`` would escalate to SIGTERM
+(1.2-2.4 s from the Ctrl-C to the launch's exit, mid-job, on a loaded 2-core machine; README "Stopping").
 ``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
 
-The station's job state persists across launches in ``state_dir``, by default
-``$XDG_STATE_HOME/strands_robots/<station_id>`` (``~/.local/state/...``): a job a killed launch left unfinished
-resumes in the next one (its finished episodes are kept and never run again, episode ids are never reused) —
-a ``submit_job`` job runs on; a relay job needs the relay it came from, so one from an earlier launch's relay
-(the relay's store lives in the launch's run dir) ends FAILED with the reason the policy could not start. A
-finished job is never new work: each launch submits a new job. Tests give their own ``state_dir``.
+Every run is repeatable: a launch never inherits another launch's jobs. The launch's relay keeps its store in
+the launch's private run dir, and the station its job state beside it (``<run dir>/station_state``), so both go
+with the launch (the run dir is removed when the launch process ends, however it ends, a SIGKILL included). A
+station's state belongs to the relay that handed its jobs out: only that relay knows them. So:
+
+* ``state_dir:=DIR`` keeps the station's jobs in DIR: a job a killed launch left unfinished resumes in the next
+  launch given the same DIR (finished episodes are kept and never run again, episode ids are never reused) — a
+  ``use_relay:=false`` job runs on; a relay job needs the relay it came from, so with the launch's own relay
+  (a new one each launch) it ends FAILED, its policy never served;
+* a ``relay_config_file`` naming a ``store`` (a relay whose jobs outlive the launch): the station's state is
+  that station's for that relay, ``$XDG_STATE_HOME/strands_robots/<station_id>/relay-<listen address>-<hash>``
+  (``station/state_dir.py``; give the relay a fixed ``port`` so each launch is the same relay);
+* otherwise (the default, and ``use_relay:=false``): in the run dir, gone with the launch.
+
+The launch's first line names the run dir and the state dir. A finished job is never new work: each launch
+submits a new job.
 The driver and rollout alone, with autorun episodes and no job: rollout_only.launch.py.
 """
 
 import atexit
 import os
-import shutil
+import re
 import signal
 
 from launch import LaunchDescription
@@ -48,7 +61,7 @@ from launch.actions import (
     Shutdown,
     TimerAction,
 )
-from launch.event_handlers import OnProcessExit
+from launch.event_handlers import OnProcessExit, OnProcessIO
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import ExecutableInPackage, FindPackageShare
@@ -110,22 +123,25 @@ def check_files(context) -> dict:
 
 
 def _bring_up(context):
-    from strands_robots.cli.bringup import make_run_dir, write_relay_credentials
-    from strands_robots.cli.station_demo import default_state_dir, free_port
+    from strands_robots.cli.bringup import launch_state_dir, make_run_dir, write_relay_credentials
+    from strands_robots.cli.station_demo import free_port
 
     checked = check_files(context)
     namespace = _arg(context, "namespace")
     station_id = checked["station_id"]
-    run = make_run_dir(station_id)
-    atexit.register(shutil.rmtree, run.path, True)  # the tokens and the relay's store go with the launch
+    run = make_run_dir(station_id)  # removed when this process ends, however it ends
+    atexit.register(run.close)  # the tokens, the relay's store and the station's state go with the launch
     hz = f"{checked['control_frequency']:.1f}"
+    settings = checked["relay"]
+    listen = f"{settings.host}:{settings.port or free_port()}" if checked["use_relay"] else ""
+    state_dir = launch_state_dir(_arg(context, "state_dir"), run, station_id, settings, listen)
     station_args = {
         "config_file": _arg(context, "config_file"),
         "station_config_file": _arg(context, "station_config_file"),
         "namespace": namespace,
         "control_frequency": hz,
         "station_id": station_id,
-        "state_dir": _arg(context, "state_dir") or default_state_dir(station_id),  # kept: a relaunch resumes
+        "state_dir": state_dir,
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
         "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
@@ -135,8 +151,6 @@ def _bring_up(context):
         job += ["--policy-provider", _arg(context, "policy_provider")]
     actions = []
     if checked["use_relay"]:
-        settings = checked["relay"]
-        listen = f"{settings.host}:{settings.port or free_port()}"
         # The station and rollout nodes read the relay and the station's token from one 0600 file at start.
         station_args["relay_credentials_file"] = write_relay_credentials(run.path, listen, station_id,
                                                                          run.station_token_file)
@@ -157,32 +171,51 @@ def _bring_up(context):
         PythonLaunchDescriptionSource(os.path.join(_HERE, "station.launch.py")),
         launch_arguments=station_args.items(),
     ))
-    client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job], name="demo_job",
-                            **output_options())
+    # Stopped on request (the launch's Ctrl-C), demo_job exits 0 like every node: "process has finished cleanly".
+    client = ExecuteProcess(cmd=[ExecutableInPackage("demo_job", "strands_robots"), *job, "--stopped-exit-code", "0"],
+                            name="demo_job", **output_options())
+    stopped: dict = {}
     if _flag("exit_when_done", _arg(context, "exit_when_done")):
-        on_exit = _end_with_job(end_launch_with("demo_job", "the job did not succeed"))
+        on_exit = _end_with_job(end_launch_with("demo_job", "the job did not succeed"), stopped)
     else:
         on_exit = _stay_up
-    return actions + [client, RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
+    return actions + [client, RegisterEventHandler(OnProcessIO(target_action=client,
+                                                               on_stdout=lambda event: _note_stop(event, stopped))),
+                      RegisterEventHandler(OnProcessExit(target_action=client, on_exit=on_exit))]
 
 
-# demo_job's exit codes after SIGINT / SIGTERM (128 + the signal): it was stopped, the job did not fail.
-_STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM"}
+# demo_job's exit codes when a stop signal ended it without its handler (128 + the signal, or -signal).
+_STOPPED = {128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT",
+            -signal.SIGTERM: "SIGTERM"}
+# The line demo_job prints when a stop signal ends it (cli/demo_job.py): it exits 0 then (--stopped-exit-code 0).
+_STOPPED_LINE = re.compile(rb"\[demo_job\] stopped by signal (\d+) before ")
 
 
-def _end_with_job(end_launch):
+def _note_stop(event, stopped: dict) -> None:
+    """Remember that demo_job said it was stopped by a signal (its exit, 0, then means stopped, not SUCCEEDED)."""
+    found = _STOPPED_LINE.search(event.text)
+    if found:
+        stopped["signal"] = int(found.group(1))
+
+
+def _end_with_job(end_launch, stopped: dict):
     """End the launch with demo_job: its exit code is the launch's, except after a stop signal.
 
     A terminal's Ctrl-C reaches demo_job and the launch at once, and demo_job may exit before the launch has
     handled its own SIGINT: then the launch's Ctrl-C is left to stop everything (exit 0, as for any Ctrl-C;
     demo_job's last line says the job was left unfinished). A Shutdown of ours as well would be a second one,
     which launch_ros answers with "Cannot shutdown a ROS adapter that is not running". When no Ctrl-C follows
-    within ``_STOP_GRACE_S`` (demo_job alone was signalled), the launch ends then.
+    within ``_STOP_GRACE_S`` (demo_job alone was signalled), the launch ends then. demo_job says it was stopped
+    (``stopped``, from its output) and exits 0, so its stop reads "process has finished cleanly".
     """
 
     def on_exit(event, context):
-        if not context.is_shutdown and event.returncode in _STOPPED:
-            reason = f"demo_job was stopped by {_STOPPED[event.returncode]} before the job ended"
+        if context.is_shutdown:
+            return None
+        signum = stopped.get("signal") or (abs(event.returncode) - (128 if event.returncode > 0 else 0)
+                                           if event.returncode in _STOPPED else 0)
+        if signum:
+            reason = f"demo_job was stopped by {signal.Signals(signum).name} before the job ended"
             return [TimerAction(period=_STOP_GRACE_S, actions=[OpaqueFunction(
                 function=lambda ctx: [] if ctx.is_shutdown else [Shutdown(reason=reason)])])]
         return end_launch(event, context)
@@ -225,8 +258,9 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("recording_dir", default_value="",
                               description="record every rollout to MCAP in this directory (empty: no recording)"),
         DeclareLaunchArgument("state_dir", default_value="",
-                              description="the station's persisted jobs, kept across launches (empty: "
-                                          "$XDG_STATE_HOME/strands_robots/<station_id>)"),
+                              description="the station's persisted jobs, kept across launches given the same dir "
+                                          "(empty: in the launch's run dir, gone with the launch; with a relay "
+                                          "store configured: the station's for that relay)"),
         DeclareLaunchArgument("exit_when_done", default_value="true",
                               description="true: the launch ends with the job (its exit code says how the job "
                                           "went); false: the station stays up until Ctrl-C"),

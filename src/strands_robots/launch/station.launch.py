@@ -15,12 +15,16 @@ episodes from the station (no autorun; the station moves the arms to the start p
 station takes jobs from the relay its ``relay_credentials_file`` names (a 0600 file: the relay, the station's
 id and token; ``relay/credentials.py``; the rollout node gets the same file for its ``relay`` policy provider), or
 from its ``submit_job`` service when that is empty, and runs until Ctrl-C; when a node dies the launch ends
-non-zero and names it. Every parameter not given here
+non-zero and names it. The station keeps its jobs in ``state_dir``, by default one directory per station and per
+relay, ``$XDG_STATE_HOME/strands_robots/<station_id>/relay-<relay address>-<hash>`` (``.../submit_job`` without a
+relay; ``station/state_dir.py``): a station restarted against the same relay resumes its unfinished jobs, and
+never resumes a job against a relay that does not know it. Every parameter not given here
 comes from ``config_file`` (the driver's and the rollout's) and ``station_config_file`` (the station's); both
 are checked before any node starts (the file, the key and the reason in one line).
 
 rollout.launch.py includes this file (and adds the relay and the job): every argument can be given by an
-including file, and an empty one leaves the config file's value in force.
+including file, and an empty one leaves the config file's value in force. Ctrl-C ends every node on its own
+within the launch's 5 s SIGINT grace (a stopping station waits at most a second for the rollout node and driver).
 """
 
 import os
@@ -129,7 +133,9 @@ def generate_launch_description() -> LaunchDescription:
             description="the station's 0600 relay credentials file, for the station and rollout nodes (empty: no "
                         "relay, jobs from submit_job)",
         ),
-        DeclareLaunchArgument("state_dir", default_value="", description="persisted job state (empty: config's)"),
+        DeclareLaunchArgument("state_dir", default_value="",
+                              description="persisted job state (empty: the config file's; its default is one "
+                                          "directory per station and relay)"),
         DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config files')"),
         DeclareLaunchArgument(
             "recording_dir", default_value="", description="where recordings go (empty: the config file's)"

@@ -8,6 +8,7 @@ for what happens once the program's shutdown is done (stop signals ignored, the 
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
 import sys
@@ -40,6 +41,17 @@ def _ignore_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+
+
+def ignore_until_exit() -> None:
+    """Ignore stop signals from now on: a program whose command is done and that only exits now.
+
+    For a command that took its signals in a ``with StopSignals()`` block (whose end puts Python's default handler
+    back): a terminal's second Ctrl-C, or a launcher's SIGINT after it, during the interpreter's teardown would
+    otherwise end in a KeyboardInterrupt traceback. The heap is frozen too (see :meth:`StopSignals.restore`).
+    """
+    _ignore_stop_signals()
+    gc.freeze()
 
 
 class StopSignals:
@@ -127,6 +139,11 @@ class StopSignals:
         a process's main (a ``with`` block runs inside a program that goes on).
         """
         _ignore_stop_signals()
+        if self._process_wide:
+            # The interpreter's last collection at exit walks every object left (rclpy's, the messages', the
+            # DDS entities' wrappers: over a second of a loaded 2-core machine's time, which put a stopped node
+            # past a launch's 5 s SIGINT grace); frozen objects are skipped, and the process is ending anyway.
+            gc.freeze()
         if self._process_wide and exit_grace_s is not None and exit_grace_s >= 0:
             threading.Thread(target=_exit_if_still_here, args=(exit_grace_s,), name="exit-watch", daemon=True).start()
 

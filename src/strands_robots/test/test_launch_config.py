@@ -7,6 +7,7 @@ names the file, the key and the reason in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -123,11 +124,11 @@ def test_the_run_dir_is_private_and_its_tokens_are_fresh_for_each_launch():
         assert len(tokens["clients"]["demo"]) >= 32 and tokens["clients"]["demo"] != tokens["stations"]["sim_station"]
         assert Path(second.client_token_file).read_text() != Path(first.client_token_file).read_text()
         assert first.store == f"sqlite:{first.path}/relay.sqlite"
+        assert first.state_dir == f"{first.path}/station_state"  # the launch's station state goes with it
     finally:
-        import shutil
-
-        shutil.rmtree(first.path, ignore_errors=True)
-        shutil.rmtree(second.path, ignore_errors=True)
+        first.close()
+        second.close()
+    assert not os.path.exists(first.path) and not os.path.exists(second.path)
 
 
 def test_another_policy_for_the_demo_job_leaves_out_the_files_policy_options():
@@ -144,3 +145,30 @@ def test_another_policy_for_the_demo_job_leaves_out_the_files_policy_options():
     assert not any(k.startswith("policy.") for t in mock.tasks for k in t.parameters)
     assert [t.task_id for t in mock.tasks] == [t.task_id for t in spec.tasks]
     assert mock.tasks[0].parameters["success_when"] == spec.tasks[0].parameters["success_when"]
+
+
+def test_a_launch_keeps_its_station_state_with_its_own_relay_unless_told_or_the_relay_outlives_it(tmp_path,
+                                                                                                 monkeypatch):
+    from strands_robots.station.state_dir import station_state_dir
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    own = bringup.load_relay_config(str(CONFIG / "relay.yaml"))  # no store: the launch's own, in its run dir
+    assert not own.store
+    first = bringup.make_run_dir("sim_station")
+    second = bringup.make_run_dir("sim_station")
+    try:
+        # two default launches: each its own state, under its own run dir (gone with it)
+        assert bringup.launch_state_dir("", first, "sim_station", own, "127.0.0.1:5001") == first.state_dir
+        assert bringup.launch_state_dir("", second, "sim_station", own, "127.0.0.1:5001") == second.state_dir
+        assert bringup.launch_state_dir("", first, "sim_station", None, "") == first.state_dir  # use_relay:=false
+        # told: that directory
+        assert bringup.launch_state_dir(str(tmp_path / "mine"), first, "sim_station", own, "x:1") == str(
+            tmp_path / "mine")
+        # a relay whose store outlives the launch: the state of this station for that relay, the same each launch
+        kept = dataclasses.replace(own, store=f"sqlite:{tmp_path / 'relay.db'}")
+        both = {bringup.launch_state_dir("", run, "sim_station", kept, "127.0.0.1:50051") for run in (first, second)}
+        assert both == {station_state_dir("sim_station", "127.0.0.1:50051")}
+        assert str(tmp_path / "xdg") in next(iter(both))
+    finally:
+        first.close()
+        second.close()

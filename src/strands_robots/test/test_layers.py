@@ -29,7 +29,7 @@ LAYERS = {
     "rollout": CORE, "simulation": CORE, "station": CORE, "stats": CORE, "stop_signals": CORE, "validation": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "monitoring": NODES, "export": NODES,
-    "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH,
+    "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
     "__main__": LAUNCH,
 }
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.

@@ -53,14 +53,14 @@ RUNNER = textwrap.dedent("""
 class Launch:
     """A launch file running in its own session, its output collected line by line."""
 
-    def __init__(self, launch_file: Path, **arguments: str) -> None:
+    def __init__(self, launch_file: Path, env: "dict | None" = None, **arguments: str) -> None:
         self.namespace = f"launch_{uuid.uuid4().hex[:8]}"
         argv = [f"{k}:={v}" for k, v in {"namespace": self.namespace, **arguments}.items()]
         self.lines: list = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(launch_file), *argv],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -326,7 +326,8 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
             assert [e.kind for e in run_events].count(ObserverEvent.KIND_ENDED) == 1
         run.ctrl_c()
         assert run.wait() == 0, run.output
-        assert len(re.findall(r"process has finished cleanly", run.output)) == 3, run.output
+        # the driver, the camera node, the rollout and the station
+        assert len(re.findall(r"process has finished cleanly", run.output)) == 4, run.output
         assert "process has died" not in run.output and "Caught exception" not in run.output, run.output
     finally:
         executor.shutdown()
@@ -419,7 +420,7 @@ def test_rollout_launch_runs_the_demo_job_to_succeeded_and_exits_zero(tmp_path, 
         # Every process exited 0: the job's client on its own, the rest on the launch's SIGINT.
         assert len(re.findall(r"process has finished cleanly", out)) == processes, out
         assert "process has died" not in out and "Caught exception" not in out, out
-        run_dir = re.search(r"private run dir (\S+)", out).group(1)
+        run_dir = re.search(r"private run dir ([^;\s]+)", out).group(1)
         assert not os.path.exists(run_dir), run_dir  # the tokens went with the launch
     finally:
         listener.close()
@@ -443,11 +444,56 @@ def test_ctrl_c_mid_job_stops_every_process_of_the_station_cleanly(first, tmp_pa
         out = run.output
         assert rc == 0, out
         assert "Caught exception" not in out and "Cannot shutdown a ROS adapter" not in out, out
-        assert len(re.findall(r"process has finished cleanly", out)) == 4, out  # relay, driver, rollout, station
+        # relay, driver, camera, rollout, station and the job's client: each within launch's SIGINT grace (5 s, past
+        # which it escalates to SIGTERM in an ERROR line), without a traceback
+        assert len(re.findall(r"process has finished cleanly", out)) == 6, out
+        assert "process has died" not in out and "escalating to" not in out and "Traceback" not in out, out
         assert re.search(r"\[demo_job\] stopped by signal 2 before job job-\w+ ended", out), out
         assert "SUCCEEDED" not in out, out
     finally:
         run.kill()
+
+
+def _files_holding(root: Path, secret: str) -> list:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and secret in path.read_text(errors="replace"):
+                found.append(str(path))
+        except OSError:  # removed while looked at
+            pass
+    return found
+
+
+def test_a_launch_killed_mid_job_leaves_no_token_and_the_next_default_launch_inherits_nothing(tmp_path):
+    private_tmp = tmp_path / "tmp"  # the launches' TMPDIR: their run dirs are made here
+    private_tmp.mkdir()
+    env = {"TMPDIR": str(private_tmp), "XDG_STATE_HOME": str(tmp_path / "xdg_state")}
+    first = Launch(ROLLOUT_LAUNCH, env=env)  # defaults only: its relay, its state in its run dir
+    try:
+        run_dir = Path(re.search(r"private run dir ([^;\s]+)", first.wait_line(r"private run dir ")).group(1))
+        first.wait_line(r"rollout\]: episode 0: ")  # mid-job: a job persisted, an episode running
+        tokens = [(run_dir / name).read_text() for name in ("client_token", "station_token")]
+        assert all(tokens) and all(_files_holding(private_tmp, t) for t in tokens)  # the test sees them
+        os.killpg(first.proc.pid, signal.SIGKILL)  # the launch and everything it started, without a word
+        first.proc.wait(10.0)
+        deadline = time.monotonic() + 10.0  # a bound on the janitor, not a timing figure
+        while run_dir.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not run_dir.exists(), sorted(p.name for p in run_dir.iterdir())
+        assert [_files_holding(tmp_path, t) for t in tokens] == [[], []]
+    finally:
+        first.kill()
+    second = Launch(ROLLOUT_LAUNCH, env=env)
+    try:
+        assert second.wait() == 0, second.output
+        out = second.output
+        assert re.search(r"^\[demo_job-\d+\] job job-\w+ SUCCEEDED: ", out, re.M), out
+        assert "queued at station sim_station behind 0 job(s)" in out, out  # nothing of the first launch's
+        assert "after a restart" not in out and "behind 1 job" not in out, out
+        assert not (tmp_path / "xdg_state").exists()  # a default launch keeps nothing of its own beyond its run
+    finally:
+        second.kill()
 
 
 def test_a_station_killed_mid_job_makes_the_launch_exit_nonzero_naming_it(tmp_path):
@@ -521,6 +567,7 @@ def test_relay_launch_serves_on_a_free_loopback_port_and_stops_cleanly_on_ctrl_c
         assert len(re.findall(r"process has finished cleanly", run.output)) == 1, run.output
     finally:
         run.kill()
+        run_dir.close()
 
 
 def test_relay_launch_without_tokens_fails_in_one_line_before_the_relay_starts():

@@ -107,6 +107,6 @@ class TestExitCodes(unittest.TestCase):
 
     def test_every_process_exited_zero(self, proc_info):
         names = sorted(proc_info.process_names())
-        self.assertEqual(len(names), 5, names)  # relay, arm driver, rollout, station, demo_job
+        self.assertEqual(len(names), 6, names)  # relay, arm driver, camera, rollout, station, demo_job
         self.assertTrue(any(name.startswith("demo_job") for name in names), names)
         launch_testing.asserts.assertExitCodes(proc_info)

@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import yaml
-
-DEFAULT_CONFIG_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                   "config", "cameras.yaml")
-"""``config/cameras.yaml`` of the source tree (the nodes take the installed copy's path as a parameter)."""
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 SIZE_MIN, SIZE_MAX = 16, 4096
@@ -42,6 +37,19 @@ _TOP_KEYS = ("adapter", "cameras")
 
 class CameraConfigError(ValueError):
     """A camera configuration value is refused (one line naming the field, the value and what is allowed)."""
+
+
+def default_config_path() -> str:
+    """Return the package's ``config/cameras.yaml`` (installed or in the checkout: :mod:`strands_robots.package_files`).
+
+    :raises CameraConfigError: the package's camera file is nowhere (the line names where it was looked for).
+    """
+    from strands_robots.package_files import PackageFileNotFound, config_path
+
+    try:
+        return config_path("cameras.yaml")
+    except PackageFileNotFound as exc:
+        raise CameraConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -187,11 +195,11 @@ def parse_camera_set(data: Any, source: str = "camera config") -> CameraSet:
 
 
 def load_camera_set(path: "str | None" = None) -> CameraSet:
-    """Read a camera file (default: ``config/cameras.yaml`` of the source tree).
+    """Read a camera file (default: the package's ``config/cameras.yaml``, :func:`default_config_path`).
 
     :raises CameraConfigError: unreadable file or a refused value.
     """
-    path = path or DEFAULT_CONFIG_PATH
+    path = path or default_config_path()
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
@@ -206,8 +214,10 @@ def cameras_refusal(cameras_file: str, cameras: str) -> str:
     The check the camera node makes at start (every value of the file, every name configured in it), made by the
     launch files before any node starts (launch_support.check_cameras).
     """
+    path = cameras_file
     try:
-        load_camera_set(cameras_file or None).select([n.strip() for n in cameras.split(",") if n.strip()])
+        path = cameras_file or default_config_path()
+        load_camera_set(path).select([n.strip() for n in cameras.split(",") if n.strip()])
     except CameraConfigError as exc:
-        return f"camera file {cameras_file or DEFAULT_CONFIG_PATH} (cameras {cameras!r}): {exc}"
+        return f"camera file {path or 'config/cameras.yaml'} (cameras {cameras!r}): {exc}"
     return ""

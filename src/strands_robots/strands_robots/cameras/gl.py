@@ -47,8 +47,10 @@ def probe(backend: str, timeout_s: float = _PROBE_TIMEOUT_S) -> str:
     env = dict(os.environ, MUJOCO_GL=backend)
     env.pop("PYOPENGL_PLATFORM", None)
     try:
+        # A session of its own: a terminal's Ctrl-C meant for the node must not fail the probe (and pick the
+        # slower backend on the way out).
         out = subprocess.run([sys.executable, "-c", _PROBE.format(b=backend)], env=env, capture_output=True,
-                             text=True, timeout=timeout_s)
+                             text=True, timeout=timeout_s, start_new_session=True)
     except subprocess.TimeoutExpired:
         return f"no answer within {timeout_s:g} s"
     if out.returncode == 0 and out.stdout.strip().endswith("ok"):

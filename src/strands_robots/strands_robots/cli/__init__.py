@@ -151,7 +151,20 @@ def _delegate(name: str, argv: "list[str]") -> int:
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; argv None: the ``strands-robots`` process itself (it ignores stop signals at the end)."""
+    if argv is not None:
+        return _main(list(argv))
+    try:
+        return _main(sys.argv[1:])
+    finally:
+        # The command is done; the process only exits now. A late Ctrl-C (a terminal's second one, a launcher's
+        # after it) must not end it in a traceback: every command's own handlers are gone by here.
+        from strands_robots.stop_signals import ignore_until_exit
+
+        ignore_until_exit()
+
+
+def _main(argv: "list[str]") -> int:
     refused = argv_secrets.refusal(argv)
     if refused:  # before any parser: no command takes a secret on argv (cli/argv_secrets.py)
         print(refused, file=sys.stderr, flush=True)

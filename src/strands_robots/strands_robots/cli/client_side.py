@@ -14,27 +14,27 @@ from typing import Any, Callable, Optional
 
 from strands_robots.client import Policy
 
-__all__ = ["demo_tasks", "progress_bar", "summary_table", "watch_job", "submit_job_file", "serve_in_background",
-           "report_final"]
+__all__ = ["demo_tasks", "job_settings", "progress_bar", "summary_table", "watch_job", "submit_job_file",
+           "serve_in_background", "report_final"]
 
 
 def demo_tasks(spec: Any) -> list:
-    """Return the job's tasks as the client submits them (mappings).
-
-    The job-level rollout budget and rate are carried in each task's parameters (a submitted job is its tasks
-    and episode count only).
-    """
+    """Return the job's tasks as the client submits them (mappings; the job's settings: :func:`job_settings`)."""
     from strands_robots.station.job_file import task_to_mapping
 
-    tasks = []
-    for task in spec.tasks:
-        mapping = task_to_mapping(task)
-        params = dict(mapping["parameters"])
-        params.setdefault("duration_s", f"{spec.duration_s:g}")
-        params.setdefault("control_frequency", f"{spec.control_frequency:g}")
-        mapping["parameters"] = params
-        tasks.append(mapping)
-    return tasks
+    return [task_to_mapping(task) for task in spec.tasks]
+
+
+def job_settings(spec: Any) -> dict:
+    """Return the job file's settings beyond its tasks, as ``EvaluationClient.submit_job`` keywords.
+
+    Every setting of a job file reaches the station through the relay: the tasks (with the file's ``images``
+    in their parameters) and episode count, these, and the station id; the file's ``policy`` is served by the
+    client that submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are
+    given by the submit: a fresh id per submit, and the client the token is.
+    """
+    return {"duration_s": float(spec.duration_s), "control_frequency": float(spec.control_frequency),
+            "max_discards": int(spec.max_discards)}
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:
@@ -108,7 +108,7 @@ def submit_job_file(client: Any, spec: Any, *, write: Callable[[str], None] = pr
     while True:
         try:
             job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
-                                       episodes=spec.episodes_total)
+                                       episodes=spec.episodes_total, **job_settings(spec))
             break
         except Unavailable:
             if time.monotonic() > deadline:

@@ -10,8 +10,8 @@ station's ``submit_job`` service (the station runs the file's policy itself) and
 ``job_status`` topic. Either way it prints a progress line whenever an episode finishes or the state changes,
 then the summary table and ``job <id> <STATE>: <message>``; exit 0 when the job SUCCEEDED, 1 when it ended
 otherwise (or could not be submitted, with the reason), 2 for a bad command line or job file, 128 + the signal
-after SIGINT/SIGTERM (the job is asked to cancel). rollout.launch.py runs it as its last process: its exit ends
-the launch, and its exit code is the launch's.
+after SIGINT/SIGTERM (the job is asked to cancel; ``--stopped-exit-code`` gives another code for that).
+rollout.launch.py runs it as its last process: its exit ends the launch, and its exit code is the launch's.
 
 ``--policy-provider`` runs the job's tasks with another policy than the file's: the file's policy options and
 the tasks' ``policy.*`` options are written for the file's policy and are left out then.
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=float, default=60.0,
                    help="how long to wait for the relay or the station to come up (s, default %(default)s)")
     p.add_argument("--poll-s", type=float, default=0.5, help="--relay: get_status period (default %(default)s)")
+    p.add_argument("--stopped-exit-code", type=int, default=None, metavar="CODE",
+                   help="exit code after SIGINT/SIGTERM (default 128 + the signal); a launch file gives 0, so a "
+                        "process stopped on request ends as cleanly as its nodes")
     return p
 
 
@@ -125,6 +128,11 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     return report_final(final, _say)
 
 
+def _stopped_before_submit(signals: Any) -> int:
+    _say(f"[demo_job] stopped by signal {signals.signum} before a job was submitted")
+    return 128 + signals.signum
+
+
 def _interrupted(signals: Any, job_id: str, cancel: Callable[[], Any]) -> int:
     try:
         cancel()
@@ -174,7 +182,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
                 return EXIT_FAILED
             executor.spin_once(timeout_sec=0.1)
         if signals.event.is_set():
-            return 128 + signals.signum
+            return _stopped_before_submit(signals)
         tasks = []
         for task in spec.tasks:
             msg = station_task_to_msg(task)
@@ -188,8 +196,11 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
                                     policy_provider=spec.policy_provider,
                                     policy_config_json=json.dumps(dict(spec.policy_config)))
         answer = call(submit, request, 30.0)
+        if signals.event.is_set() and (answer is None or not answer.accepted):
+            return _stopped_before_submit(signals)
         if signals.event.is_set():
-            return 128 + signals.signum
+            return _interrupted(signals, answer.job_id, lambda: call(cancel, CancelJob.Request(
+                job_id=answer.job_id, reason="demo_job was stopped"), 2.0))
         if answer is None:
             _say(f"[demo_job] the station did not answer {ns}/submit_job")
             return EXIT_FAILED
@@ -226,7 +237,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from strands_robots.cli.station_demo import default_demo_job
     from strands_robots.stop_signals import StopSignals
 
-    job_file = args.job_file or default_demo_job()
+    from strands_robots.package_files import PackageFileNotFound
+
+    try:
+        job_file = args.job_file or default_demo_job()
+    except PackageFileNotFound as exc:
+        print(f"demo_job: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     reason = job_file_refusal(job_file)
     if reason:
         print(f"demo_job: {reason}", file=sys.stderr, flush=True)
@@ -236,11 +253,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # For the rest of the process: a launcher's second SIGINT during the stop must not kill it.
     signals = StopSignals.install()
     try:
-        if args.relay:
-            return _run_relay(args, spec, signals)
-        return _run_ros(args, spec, signals)
+        code = _run_relay(args, spec, signals) if args.relay else _run_ros(args, spec, signals)
     finally:
         signals.restore()
+    if signals.signum and code == 128 + signals.signum and args.stopped_exit_code is not None:
+        return args.stopped_exit_code
+    return code
 
 
 if __name__ == "__main__":

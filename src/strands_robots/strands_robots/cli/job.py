@@ -13,12 +13,12 @@ environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; ne
 every user of the machine can read (``--token`` is refused, saying so); ``cli/job_client.py`` holds that, the
 relay connection, the options and the exit-code guard every job command shares.
 
-``submit`` reads a job file (``station/job_file.py``'s format: its tasks and ``episodes_total``; the job-level
-``duration_s`` / ``control_frequency`` travel in each task's parameters) and prints the job id; ``--serve``
-also serves the file's policy (:class:`~strands_robots.policies.demo.DemoPolicy`) through the relay and watches
-the job to its end. ``serve`` serves a submitted job's policy from a team's unchanged openpi policy server
-(:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping file) until the
-job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
+``submit`` reads a job file (``station/job_file.py``'s format: its tasks, ``episodes_total`` and the job's
+``duration_s``, ``control_frequency`` and ``max_discards``, all of which reach the station) and prints the job
+id; ``--serve`` also serves the file's policy (:class:`~strands_robots.policies.demo.DemoPolicy`) through the
+relay and watches the job to its end. ``serve`` serves a submitted job's policy from a team's unchanged openpi
+policy server (:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping
+file) until the job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
 ``serve``: the job SUCCEEDED), 1 the job ended otherwise, 2 a bad command line or file, 3 the relay refused (the
 reason is printed), 4 the openpi server could not be reached or refused the mapping.
 
@@ -64,12 +64,13 @@ def cmd_job_submit(args: argparse.Namespace) -> int:
     """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
     from strands_robots.station.job_file import load_job_file
     from strands_robots.policies.demo import DemoPolicy
-    from strands_robots.cli.client_side import demo_tasks, summary_table, watch_job
+    from strands_robots.cli.client_side import demo_tasks, job_settings, summary_table, watch_job
 
     spec = load_job_file(args.job_file)
     client = connect(args)
     episodes = args.episodes or spec.episodes_total
-    job_id = client.submit_job(station_id=args.station or spec.station_id, tasks=demo_tasks(spec), episodes=episodes)
+    job_id = client.submit_job(station_id=args.station or spec.station_id, tasks=demo_tasks(spec), episodes=episodes,
+                               **job_settings(spec))
     print(job_id, flush=True)
     if not args.serve and not args.watch:
         return 0

@@ -3,7 +3,8 @@
 :func:`run_demo` (``strands-robots up`` with no ``--relay``):
 
 1. a local relay process (``python -m strands_robots.relay``) with tokens in a YAML file generated now (one
-   client, one station) and its SQLite store in a temporary directory;
+   client, one station) and its SQLite store in a private directory of the run (removed when the run ends,
+   however it ends: :mod:`strands_robots.private_dir`);
 2. the arm driver, the camera node (``scene`` and ``wrist`` of ``config/cameras.yaml``, rendered offscreen from
    the driver's joint states), the rollout node (with its takeover services; every observation holds
    ``<camera>.image``) and the station node, as processes under a
@@ -33,7 +34,6 @@ import os
 import secrets
 import socket
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -41,8 +41,9 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 from strands_robots.policies.demo import DemoPolicy
+from strands_robots.private_dir import PrivateDir
 
-__all__ = ["LocalStation", "run_demo", "run_station", "default_demo_job", "default_state_dir", "config_file",
+__all__ = ["LocalStation", "run_demo", "run_station", "default_demo_job", "config_file",
            "free_port"]
 
 DEMO_CLIENT = "demo"
@@ -51,39 +52,22 @@ DEMO_CAMERAS = "scene,wrist"
 # What the demo's recorder must be matched with before the job is submitted: what the episodes publish on reliable
 # volatile topics (their samples from before a match never reach it), and the camera frames.
 RECORDED_BEFORE_SUBMIT = ("observer_events", "episode_results", "action_commands", "action_verdicts")
+WORKDIR_PREFIX = "strands_station_"  # the private directory of a demo or station run
 RECORDER_MATCH_S = 120.0  # the nodes' publishers discovered by the recorder, on a loaded 2-core machine
 
 
 def config_file(name: str) -> str:
-    """``config/<name>`` of the installed package, or of the source tree when it is not installed there."""
-    candidates = []
-    try:
-        from ament_index_python.packages import get_package_share_directory
+    """``config/<name>`` of the package (installed or in the checkout: :mod:`strands_robots.package_files`).
 
-        candidates.append(Path(get_package_share_directory("strands_robots")) / "config" / name)
-    except Exception:
-        pass
-    candidates.append(Path(__file__).resolve().parents[2] / "config" / name)
-    for path in candidates:
-        if path.exists():
-            return str(path)
-    return str(candidates[-1])
+    :raises strands_robots.package_files.PackageFileNotFound: nowhere (the message says where it looked).
+    """
+    from strands_robots.package_files import config_path
+
+    return config_path(name)
 
 
 def default_demo_job() -> str:
     return config_file("demo_job.yaml")
-
-
-def default_state_dir(station_id: str) -> str:
-    """Return where a station keeps its job state across runs: ``$XDG_STATE_HOME/strands_robots/<station_id>``.
-
-    ``XDG_STATE_HOME`` defaults to ``~/.local/state`` (the XDG base directory spec). A station id with a path
-    separator is refused (it would name another directory).
-    """
-    if not station_id or "/" in station_id or station_id in (".", ".."):
-        raise ValueError(f"station id {station_id!r} cannot name a state directory")
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "strands_robots", station_id)
 
 
 def free_port() -> int:
@@ -337,8 +321,9 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
         if not quiet_nodes or " ERROR" in line or "Traceback" in line or "cleared the safety stop" in line:
             write(f"[{name}] {line}")
 
-    with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
-        station = LocalStation(workdir, namespace=namespace, station_id=spec.station_id, out=out,
+    # tokens, the relay's store and the station's state: removed when this process ends, however it ends
+    with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
+        station = LocalStation(private.path, namespace=namespace, station_id=spec.station_id, out=out,
                                control_frequency=spec.control_frequency, cameras=DEMO_CAMERAS)
         final = None
         served: dict = {}
@@ -410,8 +395,8 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
     """
     from strands_robots.nodes.process import StopSignals
 
-    with tempfile.TemporaryDirectory(prefix="strands_station_") as workdir, StopSignals() as signals:
-        station = LocalStation(workdir, namespace=namespace, relay_credentials=relay_credentials,
+    with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
+        station = LocalStation(private.path, namespace=namespace, relay_credentials=relay_credentials,
                                station_params={"state_dir": state_dir} if state_dir else None, cameras=DEMO_CAMERAS)
         try:
             station.start_nodes()

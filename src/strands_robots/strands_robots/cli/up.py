@@ -4,11 +4,15 @@ Without ``--rollout`` it is :func:`strands_robots.cli.station_demo.run_demo` (a 
 the camera node rendering ``scene`` and ``wrist``, the demo job submitted and served through the relay) or, with
 ``--relay-credentials FILE`` (or ``--relay ADDR`` and the station's token in the environment variable
 ``STRANDS_ROBOTS_STATION_TOKEN``),
-:func:`~strands_robots.cli.station_demo.run_station`. A token is never taken from the command line. The station's
-job state then persists in ``--state-dir``, by default ``$XDG_STATE_HOME/strands_robots/<station_id>``
-(``~/.local/state/...``), so a restarted ``up --relay`` resumes its job (finished episodes are not run again and
-episode ids are not reused). The demo (no relay) keeps everything, its relay's store and its station's state,
-in a temporary directory of its own run: each run is a new relay with a new job, never an old one.
+:func:`~strands_robots.cli.station_demo.run_station`. A token is never taken from the command line; one from the
+environment is written to a private directory of this run that goes when this process goes, however it ends (a
+SIGKILL included: :mod:`strands_robots.private_dir`). The station's job state then persists in ``--state-dir``,
+by default the directory of this station and this relay,
+``$XDG_STATE_HOME/strands_robots/<station_id>/relay-<relay address>-<hash>`` (``~/.local/state/...``;
+:mod:`strands_robots.station.state_dir`), so a restarted ``up --relay`` against the same relay resumes its job
+(finished episodes are not run again and episode ids are not reused), and one against another relay never
+inherits it. The demo (no relay) keeps everything, its relay's store and its station's state, in a private
+directory of its own run: each run is a new relay with a new job, never an old one.
 
 With ``--rollout`` it brings up the arm driver and the rollout node as child processes, runs their episodes and
 gives one verdict. The nodes get the same parameters file as rollout_only.launch.py. They run under a
@@ -22,7 +26,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from strands_robots.cli import argv_secrets
 from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
@@ -33,18 +36,11 @@ EXIT_USAGE = 2
 LAST_EVENTS_WAIT_S = 2.0  # after the rollout exits, how long its last events may take to reach us
 
 
-def package_share() -> Path:
-    """Return the installed share dir of strands_robots, or the source tree when running from a checkout."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        return Path(get_package_share_directory("strands_robots"))
-    except Exception:  # not installed / no ament index: use the source tree
-        return Path(__file__).resolve().parents[2]
-
-
 def default_config_file() -> str:
-    return str(package_share() / "config" / "rollout.yaml")
+    """Return the package's ``config/rollout.yaml`` (installed or in the checkout: ``package_files``)."""
+    from strands_robots.package_files import config_path
+
+    return config_path("rollout.yaml")
 
 
 def node_argv(module: str, name: str, namespace: str, params_file: str, overrides: dict) -> list:
@@ -72,6 +68,7 @@ _ROLLOUT_ONLY = ("config_file", "policy", "control_frequency", "duration", "epis
 _ROLLOUT_DEFAULTS = {"policy": "mock", "control_frequency": 50.0, "duration": 5.0, "episodes": 1}
 _STATION_ONLY = ("job_file", "relay", "relay_credentials", "station_id", "state_dir", "record")
 TOKEN_ENV = argv_secrets.STATION_TOKEN_ENV
+PRIVATE_DIR_PREFIX = "strands_up_"
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -95,7 +92,6 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _station(args: argparse.Namespace) -> int:
     import os
-    import tempfile
 
     if args.relay and args.relay_credentials:
         return _usage_error("--relay and --relay-credentials: give one (the credentials file names the relay)")
@@ -109,23 +105,26 @@ def _station(args: argparse.Namespace) -> int:
         return _usage_error("--station-id and --state-dir go with --relay or --relay-credentials (the demo keeps "
                             "its state in its own temporary directory)")
     from strands_robots.cli import station_demo
+    from strands_robots.private_dir import PrivateDir
     from strands_robots.relay.credentials import CredentialsError, load_relay_credentials
+    from strands_robots.station.state_dir import station_state_dir
 
     namespace = args.namespace or "station"
     if not (args.relay or args.relay_credentials):
         ros_env_check("up")
         return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose,
                                      record=args.record)
-    with tempfile.TemporaryDirectory(prefix="strands_up_") as private:  # 0700: the token file written from env
+    # 0700, removed when this process ends however it ends: the token file written from the environment
+    with PrivateDir(PRIVATE_DIR_PREFIX) as private:
         credentials_file = args.relay_credentials
         if args.relay:
             from strands_robots.cli.bringup import write_relay_credentials
 
-            token_file = os.path.join(private, "station_token")
+            token_file = os.path.join(private.path, "station_token")
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(token)
-            credentials_file = write_relay_credentials(private, args.relay, args.station_id or
+            credentials_file = write_relay_credentials(private.path, args.relay, args.station_id or
                                                        station_demo.DEMO_STATION, token_file)
         try:
             credentials = load_relay_credentials(credentials_file)
@@ -135,7 +134,7 @@ def _station(args: argparse.Namespace) -> int:
             return _usage_error(f"--station-id {args.station_id}: the credentials file is for station "
                                 f"{credentials.station_id}")
         ros_env_check("up")
-        state_dir = args.state_dir or station_demo.default_state_dir(credentials.station_id)
+        state_dir = args.state_dir or station_state_dir(credentials.station_id, credentials.targets)
         return station_demo.run_station(credentials_file, namespace=namespace, state_dir=state_dir)
 
 
@@ -149,7 +148,12 @@ def _rollout(args: argparse.Namespace) -> int:
     from strands_robots.nodes.parameters_file import unknown_parameters_error
     from strands_robots.nodes.process import params_file_error
 
-    config = args.config_file or default_config_file()
+    from strands_robots.package_files import PackageFileNotFound
+
+    try:
+        config = args.config_file or default_config_file()
+    except PackageFileNotFound as exc:
+        return _usage_error(str(exc))
     reason = params_file_error(config) or unknown_parameters_error(config)
     if reason:
         return _usage_error(reason)

@@ -123,8 +123,15 @@ class EvaluationClient:
             raise errors.from_rpc_error(exc) from None
 
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
-                   job_id: Optional[str] = None, *, attempts: int = 3) -> str:
+                   job_id: Optional[str] = None, *, attempts: int = 3, duration_s: Optional[float] = None,
+                   control_frequency: Optional[float] = None, max_discards: Optional[int] = None) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
+
+        ``duration_s`` (each episode's budget, s), ``control_frequency`` (Hz) and ``max_discards`` (discarded
+        episodes tolerated before the job fails) are the job's settings, as a job file has them; None leaves the
+        station's default (10 s, 50 Hz, 10). A task's own ``duration_s`` / ``control_frequency`` parameter wins for
+        that task. The relay checks them with the station's rules and refuses a value out of range
+        (``InvalidTask`` naming the field).
 
         The job id is chosen here (``job-`` and 16 random hex digits) unless ``job_id`` is given, and every
         attempt sends the same id and content: when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED) the
@@ -142,6 +149,13 @@ class EvaluationClient:
         generated = job_id is None
         request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes),
                                       job_id=new_job_id() if generated else job_id)
+        for name, value in (("duration_s", duration_s), ("control_frequency", control_frequency),
+                            ("max_discards", max_discards)):
+            if value is not None:
+                try:
+                    setattr(request, name, value)
+                except (TypeError, ValueError) as exc:
+                    raise errors.InvalidTask(f"{name}: {value!r} refused: {exc}") from None
         for index, task in enumerate(tasks):
             request.tasks.append(task if isinstance(task, pb.Task) else task_from_dict(task, index))
         delay = _RETRY_FIRST_S

@@ -18,8 +18,14 @@ from typing import Any, Sequence
 
 __all__ = ["import_widget", "build_parser", "main"]
 
-# The rqt package's source tree, for a checkout where colcon has not installed it yet.
-_RQT_SOURCE = Path(__file__).resolve().parents[3] / "rqt_strands_robots"
+
+
+def _rqt_source() -> "Path | None":
+    """Return the rqt package's source tree, for a checkout where colcon has not installed it (None: no checkout)."""
+    from strands_robots.package_files import checkout_dir
+
+    checkout = checkout_dir()
+    return None if checkout is None else checkout.parent / "rqt_strands_robots"
 
 
 def import_widget() -> Any:
@@ -32,9 +38,10 @@ def import_widget() -> Any:
     except ModuleNotFoundError as exc:
         if exc.name not in ("rqt_strands_robots", "rqt_strands_robots.monitor_widget"):
             raise ImportError(f"the monitor needs Qt: {exc} (pip install PyQt5, or install rqt)") from exc
-        if not (_RQT_SOURCE / "rqt_strands_robots" / "monitor_widget.py").is_file():
+        source = _rqt_source()
+        if source is None or not (source / "rqt_strands_robots" / "monitor_widget.py").is_file():
             raise ImportError("rqt_strands_robots is not installed (colcon build it)") from exc
-        sys.path.insert(0, str(_RQT_SOURCE))
+        sys.path.insert(0, str(source))
         try:
             import rqt_strands_robots.monitor_widget as widget
         except ModuleNotFoundError as inner:

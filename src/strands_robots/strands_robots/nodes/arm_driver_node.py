@@ -440,10 +440,7 @@ def main(args: Optional[List[str]] = None) -> int:
         code = 2
     finally:
         if node is not None:
-            try:
-                node.trigger_shutdown()
-            except Exception:  # already finalized, or the context is gone: destroy_node still stops the runner
-                pass
+            node._stop_running()  # the arms held first, while everything else still runs
         if spin is not None:
             spin.stop(2.0)
         elif executor is not None:
@@ -451,6 +448,12 @@ def main(args: Optional[List[str]] = None) -> int:
         if guard is not None:
             guard.stop()
         if node is not None:
+            # The shutdown transition destroys the start-pose action server and the services: only once the
+            # executor stopped (under a spinning executor: "action server pointer is invalid" at every Ctrl-C).
+            try:
+                node.trigger_shutdown()
+            except Exception:  # already finalized, or the context is gone: destroy_node still stops the runner
+                pass
             node.destroy_node()
         rclpy.try_shutdown()
         signals.restore()

@@ -13,7 +13,6 @@ Topics, relative to the camera node's namespace: ``<camera>/image_raw``, ``<came
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -94,23 +93,10 @@ def image_from_msg(msg: Image) -> np.ndarray:
     return np.array(img[..., ::-1] if msg.encoding == "bgr8" else img, dtype=np.uint8)
 
 
-def installed_cameras_file() -> str:
-    """Return the installed package's ``config/cameras.yaml``, or empty (then the source tree's is used)."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("strands_robots"), "config", "cameras.yaml")
-        if os.path.exists(path):
-            return path
-    except Exception:
-        pass
-    return ""
-
-
 def load_cameras(cameras_file: str, names: str) -> CameraSet:
     """Return the cameras a node runs: the file's (empty: the package's), only ``names`` (comma-separated) if given.
 
     :raises CameraConfigError: an unreadable file, a refused value, or a name the file does not configure.
     """
-    cameras = load_camera_set(cameras_file or installed_cameras_file() or None)
+    cameras = load_camera_set(cameras_file or None)
     return cameras.select([n.strip() for n in names.split(",") if n.strip()])

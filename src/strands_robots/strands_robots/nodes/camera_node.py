@@ -59,6 +59,7 @@ from strands_robots.nodes.realtime_priority import decide_realtime, process_thre
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
+_STARTING_STOP_WAIT_S = 0.5  # a stop while the adapter still starts: how long its thread is waited for
 
 PARAMETERS: dict = {
     "cameras_file": ("", "camera file (config/cameras.yaml); empty: the package's", {"read_only": True}),
@@ -173,16 +174,21 @@ class CameraNode(Node):
         return SetParametersResult(successful=True)
 
     # -- the render thread ----------------------------------------------------------------------------------
-    def start(self, timeout_s: float = _START_TIMEOUT_S) -> None:
-        """Start rendering; return once the source is up.
+    def start(self, timeout_s: float = _START_TIMEOUT_S, stop: Optional[threading.Event] = None) -> bool:
+        """Start rendering; return True once the source is up, False when ``stop`` was set first.
 
         :raises CameraConfigError: the adapter failed to start (its one line), or no answer within ``timeout_s``.
         """
         self._thread.start()
-        if not self._ready.wait(timeout_s):
-            raise CameraConfigError(f"the camera adapter did not start within {timeout_s:g} s")
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.1):
+            if stop is not None and stop.is_set():  # a stop while the adapter starts (GL, the model) is no error
+                return False
+            if time.monotonic() > deadline:
+                raise CameraConfigError(f"the camera adapter did not start within {timeout_s:g} s")
         if self.start_error is not None:
             raise self.start_error
+        return True
 
     @property
     def rendering(self) -> bool:
@@ -276,9 +282,14 @@ class CameraNode(Node):
         self.published[cam.name] += 1
 
     def stop(self) -> None:
+        """Stop the render thread; wait for it (and its renderer's close) unless it is still starting the adapter.
+
+        An adapter still starting (GL detection, the model's first contexts: seconds on a loaded software
+        renderer) is not waited for past ``_STARTING_STOP_WAIT_S``: its daemon thread ends with the process.
+        """
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(5.0)
+            self._thread.join(5.0 if self._ready.is_set() else _STARTING_STOP_WAIT_S)
 
 
 class _HeldLog:
@@ -326,7 +337,7 @@ def main(args: Optional[List[str]] = None) -> int:
     code = 0
     try:
         node = CameraNode()
-        node.start()
+        node.start(stop=signals.event)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         # Start-up done: every thread now (the render thread too) and every later one runs real-time, below the

@@ -107,7 +107,11 @@ class DriverArmCalls:
         :raises TimeoutError: no answer in time.
         """
         wait = call_timeout_s if call_timeout_s is not None else (timeout_s or 3.0) + 5.0
-        stop = should_stop or (lambda: False)
+        asked_stop = should_stop or (lambda: False)
+
+        def stop() -> bool:
+            return asked_stop() or self._closing_passed()
+
         discovery_end = time.monotonic() + min(_START_POSE_DISCOVERY_S, wait)
         while not self._move_action.server_is_ready() and not self._move.service_is_ready():
             if time.monotonic() >= discovery_end or stop():
@@ -149,7 +153,8 @@ class DriverArmCalls:
         while not done.wait(0.02):
             if stop():
                 handle.cancel_goal_async()
-                done.wait(2.0)  # the driver holds the arms and answers the cancelled goal
+                # the driver holds the arms and answers the cancelled goal (unless it is stopping as well)
+                done.wait(0.0 if self._closing_passed() else 2.0)
                 return StartPoseOutcome(False, -1.0, 0.0, "cancelled", "action")
             if time.monotonic() >= deadline:
                 handle.cancel_goal_async()
@@ -202,15 +207,38 @@ class DriverArmCalls:
         if timer is not None:
             self._node.destroy_timer(timer)
 
+    def begin_closing(self, wait_s: float) -> None:
+        """Bound every call from now on to ``wait_s`` from now: the process is shutting down.
+
+        A driver stopping at the same time never answers; its arms hold on its own stop.
+        """
+        self._closing_deadline = min(getattr(self, "_closing_deadline", float("inf")), time.monotonic() + wait_s)
+
+    def _closing_passed(self) -> bool:
+        """Whether the deadline :meth:`begin_closing` set has passed."""
+        return time.monotonic() >= getattr(self, "_closing_deadline", float("inf"))
+
     def _call(self, client: Any, request: Any, timeout_s: float, wait_for_service: bool = False) -> Any:
-        """Call and wait (on an Event set by the response) at most ``timeout_s``; None on timeout."""
+        """Call and wait (on an Event set by the response) at most ``timeout_s``; None on timeout.
+
+        After :meth:`begin_closing` (even one made while this call waits), at most until its deadline.
+        """
         deadline = time.monotonic() + timeout_s
-        if wait_for_service and not client.wait_for_service(timeout_sec=timeout_s):
-            return None
+
+        def left() -> float:
+            return min(deadline, getattr(self, "_closing_deadline", float("inf"))) - time.monotonic()
+
+        if wait_for_service:
+            while not client.service_is_ready():
+                if left() <= 0.0:
+                    return None
+                time.sleep(min(0.05, left()))
         done = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: done.set())
-        if not done.wait(max(0.0, deadline - time.monotonic())):
+        while not done.wait(min(0.05, max(0.0, left()))) and left() > 0.0:
+            pass
+        if not done.is_set():
             remove = getattr(client, "remove_pending_request", None)
             if remove is not None:
                 remove(future)

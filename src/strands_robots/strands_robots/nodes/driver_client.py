@@ -447,7 +447,11 @@ class RosDriverBackend(DriverArmCalls):
         joint state (younger than the silence bound) has arrived.
         """
         deadline = time.monotonic() + timeout_s
-        stop = should_stop or (lambda: False)
+        asked_stop = should_stop or (lambda: False)
+
+        def stop() -> bool:
+            return asked_stop() or self._closing_passed()  # a closing process waits no longer (begin_closing)
+
         while True:
             if self.command_path == COMMAND_PATH_SERVICE:
                 path_up = self._send.service_is_ready()

@@ -140,21 +140,14 @@ def parameters_refusal(changes: "list[tuple[str, Any]]", current: Callable[[str]
 
 
 def default_config_path() -> Optional[str]:
-    """Return the package's ``config/arms.yaml``: beside the imported sources first, else the ament share dir.
+    """Return the package's ``config/arms.yaml`` (:mod:`strands_robots.package_files`), or None when there is none.
 
-    The source tree wins so a developer running from ``src/`` never reads a stale installed copy that no
-    longer matches the (also source-tree) MJCF.
+    None leaves the driver its built-in default. The file is the one of the code that runs: an install's own, or
+    the checkout's when running from the source tree (it matches that tree's MJCF).
     """
-    here = os.path.dirname(os.path.abspath(__file__))  # nodes/: the package's config is two up
-    source = os.path.normpath(os.path.join(here, "..", "..", "config", "arms.yaml"))
-    if os.path.isfile(source):
-        return source
-    try:
-        from ament_index_python.packages import get_package_share_directory
+    from strands_robots.package_files import PackageFileNotFound, config_path
 
-        shared = os.path.join(get_package_share_directory("strands_robots"), "config", "arms.yaml")
-        if os.path.isfile(shared):
-            return shared
-    except Exception:  # PackageNotFoundError, or ament_index missing: fall back to the built-in default
-        pass
-    return None
+    try:
+        return config_path("arms.yaml")
+    except PackageFileNotFound:
+        return None

@@ -270,6 +270,18 @@ def executor_died(*threads: SpinThread) -> Optional[SpinThread]:
 
 
 # ------------------------------------------------------------------------------------------- supervisor watch
+_SUPERVISOR_GONE = threading.Event()
+
+
+def supervisor_gone() -> bool:
+    """Whether this process's supervisor died (its pipe read end-of-file): nobody it served is listening now.
+
+    A node stopping because of it skips what only its supervisor's readers needed (waiting for their
+    acknowledgements), so every child is gone within seconds of a supervisor's kill -9.
+    """
+    return _SUPERVISOR_GONE.is_set()
+
+
 def watch_supervisor(environ: "dict | None" = None) -> Optional[threading.Thread]:
     """Watch the supervisor's pipe named by ``SUPERVISOR_PIPE_ENV``, if any, on a daemon thread.
 
@@ -293,6 +305,7 @@ def watch_supervisor(environ: "dict | None" = None) -> Optional[threading.Thread
                 pass
         except OSError:
             pass
+        _SUPERVISOR_GONE.set()
         # To the main thread itself: a blocking call there returns at once and its stop path runs.
         signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
 

@@ -98,6 +98,9 @@ from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
 from strands_robots.rollout.stop import StopToken
 
+_CLOSING_DRIVER_WAIT_S = 1.0  # at shutdown: how long a call to the arm driver (the lease's release) may wait
+
+
 class RolloutNode(Node):
     """The RunEpisode action server and the observer-stream publisher (see the module docstring)."""
 
@@ -393,6 +396,9 @@ class RolloutNode(Node):
         ends its spin ("action client pointer is invalid").
         """
         self._closing.set()
+        # A driver stopping at the same time (a terminal's Ctrl-C reaches every process) never answers the lease's
+        # release: waited for a second at most, so the whole station stops within a launch's SIGINT grace.
+        self.backend.begin_closing(_CLOSING_DRIVER_WAIT_S)
         self._stop.request("shutdown")
         if self._busy.acquire(timeout=timeout_s):
             self._busy.release()
@@ -486,7 +492,8 @@ def main(argv: "list[str] | None" = None) -> int:
     finally:
         if node is not None:
             node.close()
-            node.wait_delivered()
+            if not process.supervisor_gone():  # a dead supervisor's readers acknowledge nothing any more
+                node.wait_delivered()
         if spinner is not None:
             spinner.stop(5.0)
         elif executor is not None:

@@ -21,7 +21,9 @@ snapshot), ``~/episode_results`` (EpisodeResult, each finished episode of a job 
 private name because the rollout node's ``episode_results`` in the same namespace carries every rollout) and
 ``/diagnostics`` (the station's jobs; an error naming every job file set aside at start).
 
-Restart safety: every job's state is persisted under ``state_dir`` (``station.persistence.JobStore``) before
+Restart safety: every job's state is persisted under ``state_dir`` (``station.persistence.JobStore``; empty: the
+directory of this station and the relay its credentials name, or of its ``submit_job`` jobs when it has none,
+``station/state_dir.py``: jobs are resumed only by the same station against the same relay) before
 each snapshot is published. A restarted station reloads every readable job and resumes the ones that had not
 ended (``persistence.recover``); a job whose files do not load is moved aside and FAILED with the reason
 (reported to the relay too); jobs that had ended are re-reported so the relay has their final snapshot.
@@ -67,6 +69,7 @@ from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.pending_uploads import PendingUploads
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.recording_sender import RecordingSender
+from strands_robots.station.state_dir import station_state_dir
 from strands_robots.station.station import Station
 
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
@@ -80,7 +83,8 @@ PARAMETERS = {
     "relay_credentials_file": ("", "the station's relay credentials file (0600; relay/credentials.py: the relay, "
                                    "this station's id and token, its CA), read once at start; read-only; empty: "
                                    "no relay (jobs only from submit_job)"),
-    "state_dir": ("/tmp/strands_robots/station", "where job state is persisted (one JSON file per job)"),
+    "state_dir": ("", "where job state is persisted (one JSON file per job); empty: one directory per station and "
+                      "relay, $XDG_STATE_HOME/strands_robots/<station_id>/<relay> (station/state_dir.py)"),
     "driver_namespace": ("", "the arm driver's namespace; empty: this node's"),
     "rollout_namespace": ("", "the rollout node's namespace; empty: this node's"),
     "robot_name": ("sim_arms", "robot name in the rollout's RunPolicyStarted"),
@@ -151,7 +155,19 @@ class StationNode(Node):
         # carries every rollout, this one the job's finished episodes with their ids and sheets.
         self._results_pub = self.create_publisher(EpisodeResult, "~/episode_results", EVENT_QOS)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", DIAGNOSTICS_QOS)
-        self.store = JobStore(self.p("state_dir"))
+        # Read before the state: a station's jobs belong to the relay that handed them out (station/state_dir.py).
+        credentials = None
+        if self.p("relay_credentials_file"):
+            # The relay and this station's token: start-time configuration, read once from a private file.
+            from strands_robots.relay.credentials import load_relay_credentials
+
+            credentials = load_relay_credentials(self.p("relay_credentials_file"))
+            if credentials.station_id != self.station_id:
+                raise ValueError(f"relay_credentials_file {self.p('relay_credentials_file')!r} is for station "
+                                 f"{credentials.station_id!r}; this node's station_id is {self.station_id!r}")
+        self.state_dir = self.p("state_dir") or station_state_dir(
+            self.station_id, credentials.targets if credentials is not None else None)
+        self.store = JobStore(self.state_dir)
         self._lock = threading.Lock()
         self._published_episodes: Dict[str, int] = {}
         self._closing = threading.Event()
@@ -160,15 +176,9 @@ class StationNode(Node):
         self.link = None
         relay = None
         target = ""
-        if self.p("relay_credentials_file"):
-            # The relay and this station's token: start-time configuration, read once from a private file.
-            from strands_robots.relay.credentials import load_relay_credentials
+        if credentials is not None:
             from strands_robots.relay.station_link import StationLink
 
-            credentials = load_relay_credentials(self.p("relay_credentials_file"))
-            if credentials.station_id != self.station_id:
-                raise ValueError(f"relay_credentials_file {self.p('relay_credentials_file')!r} is for station "
-                                 f"{credentials.station_id!r}; this node's station_id is {self.station_id!r}")
             target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
                                   self.p("reply_timeout_s"))
@@ -177,7 +187,7 @@ class StationNode(Node):
                                     root_certificates=credentials.root_certificates)
         # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart)
         self.recordings = None if self.link is None else RecordingSender(
-            PendingUploads(os.path.join(self.p("state_dir"), "uploads")), self.link, self._episodes_of,
+            PendingUploads(os.path.join(self.state_dir, "uploads")), self.link, self._episodes_of,
             info=self.get_logger().info, warning=self.get_logger().warning, error=self.get_logger().error)
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
@@ -224,17 +234,16 @@ class StationNode(Node):
             self.create_timer(_RECORDING_RETRY_S, self.recordings.retry_given_up, callback_group=g)
         self.station.start()
         self.get_logger().info(f"station {self.station_id} ready (relay {target or 'none'}, operator "
-                               f"{self.p('operator')}, state in {self.p('state_dir')})")
+                               f"{self.p('operator')}, state in {self.state_dir})")
 
     def _station_facts(self) -> Any:
         """Read arms.yaml and cameras.yaml once (the gate's station side and the jobs' provenance)."""
         from strands_robots.nodes.driver_params import default_config_path
-        from strands_robots.nodes.camera_msgs import installed_cameras_file
         from strands_robots.station.provenance import load_station_facts
 
         cameras = [n.strip() for n in self.p("cameras").split(",") if n.strip()]
         facts = load_station_facts(self.p("arms_file") or default_config_path(),
-                                   self.p("cameras_file") or installed_cameras_file() or None, cameras)
+                                   self.p("cameras_file") or None, cameras)
         self.get_logger().info(f"station {self.station_id}: strands_robots {facts.software_version} "
                                f"{facts.git_revision or '(no git revision)'}; "
                                + ", ".join(f"{f.name} {f.sha256[:12]}" for f in facts.files))
@@ -311,10 +320,8 @@ class StationNode(Node):
     def _on_relay_job(self, job: Any) -> None:
         """Link thread: a job from the relay, handed to the core (a job it holds is matched by id)."""
         try:
-            spec = JobSpec(job_id=job.job_id, client_id=job.client_id or "relay", station_id=self.station_id,
-                           tasks=tuple(pb_model.task_from_pb(t) for t in job.tasks),
-                           episodes_total=int(job.episodes_total), policy_provider="relay")
-            validate_job_spec(spec)
+            # the relay's job as it came (its tasks and every setting the job carries), by the relay's conversion
+            spec = pb_model.job_spec_from_pb(job)
         except (JobSpecError, ValueError) as exc:
             if self.station.refuse(job.job_id, job.client_id or "relay", int(job.episodes_total), str(exc)):
                 self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
@@ -410,6 +417,7 @@ class StationNode(Node):
 
         Its state stays persisted as it was before, so a restarted station resumes it.
         """
+        self.robot.begin_closing()  # the job thread's waits on the rollout node and driver end within a second
         self.station.stop(timeout_s=timeout_s)  # suspends the running job: nothing more is persisted for it
         self._closing.set()
         self._worker.close()

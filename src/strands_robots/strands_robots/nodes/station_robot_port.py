@@ -69,6 +69,10 @@ PARAM_STOP_HEARTBEAT_AT_S = "fault.stop_heartbeat_at_s"  # the same names as sta
 POLICY_LOST_ERROR = "RelayPolicyLost"
 POLICY_LOST_MARKER = "relay policy lost"  # policies/relay.py's LOST_MARKER (that module imports grpc on use)
 _CALL_TIMEOUT_S = 5.0
+# Once the station node is shutting down (its job suspended, nothing more persisted), the rollout node's answers
+# are waited for this long at most: the rollout node is stopping too, and a whole station stops within a launch's
+# SIGINT grace (5 s) without a SIGTERM.
+_CLOSING_WAIT_S = 1.0
 _SERVER_CHECK_S = 0.25  # how often a running goal's action server is looked up in the ROS graph
 
 
@@ -155,6 +159,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         self._goal_handle: Any = None
         self._running = False
         self._pending_stop = ""
+        self._closing_at: Optional[float] = None  # monotonic time of begin_closing()
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
         self._declared: dict = {}  # job id -> its attached policy's PolicySpec (compatibility gate, provenance)
@@ -225,9 +230,14 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
 
         # The rollout node not there, not answering or busy with an episode not ours is the station's fault, not
         # the policy's: the episode is an infrastructure fault and its task runs again (bounded, in the core).
-        if not self._run.wait_for_server(timeout_sec=10.0):
-            gone = "the rollout node's run_episode action is not available"
-            return RolloutOutcome(stopped_reason="error", end_detail=gone, infrastructure=gone)
+        deadline = time.monotonic() + 10.0
+        while not self._run.server_is_ready():
+            if self._closing_left() == 0.0:  # the station is shutting down: the job is suspended, not ended
+                return RolloutOutcome(stopped_reason="cancelled", end_detail="the station is shutting down")
+            if time.monotonic() >= deadline:
+                gone = "the rollout node's run_episode action is not available"
+                return RolloutOutcome(stopped_reason="error", end_detail=gone, infrastructure=gone)
+            time.sleep(0.05)
         handle, how = self._send_goal(goal, on_feedback)
         if handle is None:
             return RolloutOutcome(stopped_reason="error", end_detail=how, infrastructure=how)
@@ -264,6 +274,14 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         hex_id = bytes(handle.goal_id.uuid).hex()[:8]
         while not done.wait(0.02):
             now = time.monotonic()
+            if self._closing_left() == 0.0:  # the station is shutting down: its job is suspended, not ended
+                with self._lock:
+                    self._goal_handle = None
+                    self._running = False
+                    taken_over = self._taken_over
+                self.goal_log.append(f"goal {hex_id}: not waited for (the station is shutting down)")
+                return RolloutOutcome(stopped_reason="cancelled", end_detail="the station is shutting down",
+                                      taken_over=taken_over)
             if adopted and latest[0] < 0 and now - asked > _CALL_TIMEOUT_S:
                 again = handle.get_result_async()
                 again.add_done_callback(lambda _f: done.set())
@@ -403,6 +421,22 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
             return False, "resume_rollout did not answer"
         return bool(res.ok), res.message
 
+    def begin_closing(self) -> None:
+        """Bound the job thread's waits to ``_CLOSING_WAIT_S`` from now: the station node is shutting down.
+
+        A rollout's end and every call to the rollout node and driver are bounded by it; the job is suspended
+        (its state stays as persisted), so what an answer would have said is not needed.
+        """
+        with self._lock:
+            if self._closing_at is None:
+                self._closing_at = time.monotonic()
+        self.backend.begin_closing(_CLOSING_WAIT_S)
+
+    def _closing_left(self) -> Optional[float]:
+        """Seconds left of the closing bound (None while not closing)."""
+        closing_at = self._closing_at
+        return None if closing_at is None else max(0.0, closing_at + _CLOSING_WAIT_S - time.monotonic())
+
     def stop_rollout(self, reason: str) -> None:
         with self._lock:
             self._pending_stop = reason or "cancelled"
@@ -412,13 +446,27 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
 
     # -- internals ------------------------------------------------------------------------------------------
     def _call(self, client: Any, request: Any, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
-        """Call from the job thread (or an operator thread), waiting on an Event the response sets."""
-        if not client.wait_for_service(timeout_sec=timeout_s):
-            return None
+        """Call from the job thread (or an operator thread), waiting on an Event the response sets.
+
+        Bounded by what is left of ``_CLOSING_WAIT_S`` once the station is shutting down (:meth:`begin_closing`,
+        even when it comes while this call waits).
+        """
+        deadline = time.monotonic() + timeout_s
+
+        def left() -> float:
+            closing = self._closing_left()
+            return min(deadline - time.monotonic(), closing if closing is not None else float("inf"))
+
+        while not client.service_is_ready():
+            if left() <= 0.0:
+                return None
+            time.sleep(min(0.05, left()))
         done = threading.Event()
         future = client.call_async(request)
         future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout_s):
+        while not done.wait(min(0.05, max(0.0, left()))) and left() > 0.0:
+            pass
+        if not done.is_set():
             future.cancel()
             return None
         try:

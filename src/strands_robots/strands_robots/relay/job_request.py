@@ -1,9 +1,10 @@
 """Checking a submitted job before the relay accepts it (pure: protobuf in, a reason out).
 
 Every value is checked by the rules the station and the rollout use (``strands_robots.validation``, through
-``station.job.validate_job_spec``): the episode count and task count (``validation.JOB_LIMITS``), each task's
-free text, parameters (known keys only, every value in its range) and score sheet, so a job the relay accepts is
-one the station can run. Every refusal names the task index, the key, the value and the allowed range, e.g.
+``station.job.validate_job_spec``): the episode count and task count (``validation.JOB_LIMITS``), the job's
+settings (``duration_s``, ``control_frequency``, ``max_discards``), each task's free text, parameters (known keys
+only, every value in its range) and score sheet, so a job the relay accepts is one the station can run. Every
+refusal names the task index, the key, the value and the allowed range, e.g.
 ``tasks[1].parameters['duration_s']: duration_s='1e9' refused: allowed range (0, 86400] s: ...``; the relay
 answers it as INVALID_ARGUMENT (the client's ``InvalidTask``).
 """
@@ -35,7 +36,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
 
     :param max_message_bytes: this relay's largest message: a task's images must fit one (None: the default).
     """
-    from strands_robots.relay.pb_model import task_from_pb
+    from strands_robots.relay.pb_model import job_options_from_pb, task_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, check_job_images, validate_job_spec
 
     if not request.station_id:
@@ -59,7 +60,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
     try:
         spec = validate_job_spec(JobSpec(job_id=job_id, client_id=client_id, station_id=request.station_id,
                                          tasks=tuple(tasks), episodes_total=int(request.episodes),
-                                         policy_provider="relay"))
+                                         policy_provider="relay", **job_options_from_pb(request)))
         check_job_images(spec, None, max_message_bytes)
     except JobSpecError as exc:
         raise InvalidJob(str(exc)) from None

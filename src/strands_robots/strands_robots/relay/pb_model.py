@@ -174,10 +174,20 @@ def job_status_from_pb(msg: Any) -> Any:
     )
 
 
+#: The job settings a ``SubmitJobRequest`` and a relay ``Job`` carry beside the tasks (proto3 ``optional``: absent
+#: means the station's default), by their ``JobSpec`` field names.
+JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards")
+
+
+def job_options_from_pb(msg: Any) -> dict:
+    """Return the :data:`JOB_OPTIONS` present in ``msg`` (a ``SubmitJobRequest`` or ``Job``) as JobSpec keywords."""
+    return {name: getattr(msg, name) for name in JOB_OPTIONS if msg.HasField(name)}
+
+
 def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any) -> Any:
     """Convert a relay ``Job`` (what ``StationLink``'s ``on_job`` receives) to a validated ``JobSpec``.
 
-    :param options: the other ``JobSpec`` fields (policy_config, duration_s, control_frequency, max_discards).
+    :param options: the other ``JobSpec`` fields (policy_config); the job's own :data:`JOB_OPTIONS` come with it.
     :raises station.job.JobSpecError: naming the task index, the field and the reason.
     """
     from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
@@ -190,5 +200,6 @@ def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any
             raise JobSpecError("scoring", str(exc), index) from None
     return validate_job_spec(JobSpec(
         job_id=job.job_id, client_id=job.client_id, station_id=job.station_id, tasks=tuple(tasks),
-        episodes_total=int(job.episodes_total), policy_provider=policy_provider, **options,
+        episodes_total=int(job.episodes_total), policy_provider=policy_provider,
+        **{**job_options_from_pb(job), **options},
     ))

@@ -292,6 +292,7 @@ def _start_web(server: RelayServer, store: Any, settings: RelaySettings, args: a
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the relay until SIGINT/SIGTERM. Exit 0 on a stop signal, 2 on a bad argument or file."""
+    entry_argv = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
@@ -341,8 +342,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from strands_robots.stop_signals import StopSignals
 
     # Stop signals set an event from a thread of their own (setting it inside the handler could deadlock the
-    # wait below); every further signal during the stop is taken too.
-    with StopSignals() as signals:
+    # wait below). In the relay's own process (argv None: the console script, python -m) they are taken until it
+    # exits, so a launcher's second SIGINT during the stop is no traceback; called with argv (a test), for the call.
+    process_wide = entry_argv is None
+    signals = StopSignals.install() if process_wide else StopSignals().__enter__()
+    try:
         server.start()
         print(f"relay listening on {listen} ({'TLS' if tls else 'plain'}; store {store_url.split(':')[0]}; "
               f"{len(tokens.clients)} client(s), {len(tokens.stations)} station(s))", flush=True)
@@ -364,4 +368,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             server.stop()
             store.close()
             tokens.close()
+    finally:
+        if process_wide:
+            signals.restore()
+        else:
+            signals.uninstall()
     return 0

@@ -6,6 +6,7 @@ import grpc
 
 from strands_robots.relay.auth import KIND_STATION, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
+from strands_robots.relay.pb_model import job_options_from_pb
 from strands_robots.relay.proto import evaluation_pb2 as ev
 from strands_robots.relay.proto import evaluation_service_pb2 as es
 from strands_robots.relay.proto import station_service_pb2 as ss
@@ -103,7 +104,7 @@ class StationServicer:
                         yield ss.JobAssignment(job=ss.Job(
                             job_id=job.job_id, client_id=job.client_id, station_id=job.station_id,
                             tasks=list(submit.tasks), episodes_total=submit.episodes,
-                            submitted_unix_ms=job.submitted_unix_ms))
+                            submitted_unix_ms=job.submitted_unix_ms, **job_options_from_pb(submit)))
                         sent.add(job.job_id)
                     if job.cancel_requested and job.job_id not in cancels_sent:
                         yield ss.JobAssignment(cancel=ss.JobCancel(job_id=job.job_id, reason=job.cancel_reason))

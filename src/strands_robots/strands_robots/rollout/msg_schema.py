@@ -11,7 +11,9 @@ Lookup order for ``pkg/Type`` (no ament_index / rclpy needed):
 1. ``search_path`` when given: each entry is a share directory (``<entry>/<pkg>/msg/<Type>.msg``) or an
    install prefix (``<entry>/share/<pkg>/msg/<Type>.msg``); nothing else is searched.
 2. otherwise every ``AMENT_PREFIX_PATH`` entry's ``share/<pkg>/msg/<Type>.msg``, overlays first,
-3. then this repository's source tree, ``src/<pkg>/msg/<Type>.msg`` (an uninstalled checkout).
+3. then the share directory of the prefix ``<pkg>``'s Python module is installed in (found without importing it:
+   ROS not sourced),
+4. then this repository's source tree, ``src/<pkg>/msg/<Type>.msg`` (an uninstalled checkout).
 """
 
 from __future__ import annotations
@@ -32,8 +34,6 @@ PRIMITIVE_TYPES = frozenset({
 
 _NAME = r"[A-Za-z][A-Za-z0-9_]*"
 _TYPE_NAME = re.compile(rf"^({_NAME})/(?:msg/)?({_NAME})$")
-# Source tree fallback: this file is src/strands_robots/strands_robots/rollout/msg_schema.py.
-_SOURCE_ROOT = Path(__file__).resolve().parents[3]
 
 
 class MsgDefinitionNotFound(LookupError):
@@ -65,7 +65,34 @@ def candidate_paths(type_name: str, search_path: Sequence[str | os.PathLike[str]
             out.append(Path(entry) / "share" / relative)
         return out
     prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    return [Path(p) / "share" / relative for p in prefixes] + [_SOURCE_ROOT / relative]
+    out = [Path(p) / "share" / relative for p in prefixes]
+    module_share = _module_prefix_share(package)
+    if module_share is not None:
+        out.append(module_share / "msg" / f"{name}.msg")
+    from strands_robots.package_files import checkout_dir
+
+    checkout = checkout_dir()  # src/strands_robots: the message packages are its siblings
+    if checkout is not None:
+        out.append(checkout.parent / relative)
+    return out
+
+
+def _module_prefix_share(package: str) -> "Path | None":
+    """``<prefix>/share/<package>`` of the prefix the package's Python module is installed in, or None."""
+    import importlib.util
+
+    from strands_robots.package_files import prefix_share_dir
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        share = prefix_share_dir(location, package)
+        if share is not None:
+            return share
+    return None
 
 
 def find_msg_file(type_name: str, search_path: Sequence[str | os.PathLike[str]] | None = None) -> Path:

@@ -33,6 +33,13 @@ control_frequency, seed, start_pose_*, operator_*, success_when, fault.*) and th
 ``answer.<item>``; every value is checked against its range there, the same rules the relay and the rollout use.
 Every refusal is a :class:`~strands_robots.station.job.JobSpecError` naming the task index, the field and the
 reason. YAML is read with ``yaml.safe_load`` only.
+
+Submitted through a relay (``strands-robots job submit``, ``demo_job``), every setting reaches the station: the
+tasks (``images`` in their parameters), ``episodes_total``, ``station_id``, ``duration_s``,
+``control_frequency`` and ``max_discards`` (the relay's ``SubmitJobRequest`` and ``Job`` carry each; the relay
+checks them by the same rules and refuses a value out of range naming it). ``policy`` is served by the client
+that submits (the station's provider is ``relay``); ``job_id`` and ``client_id`` are the submit's (a fresh id per
+submit, the token's team).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ __all__ = ["StationFacts", "load_station_facts", "file_sha256", "job_sha256", "s
 #: The name the job's hash goes under in ``Provenance.config_files``.
 JOB_FILE_NAME = "job"
 _CHUNK = 1 << 20
-_SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def file_sha256(path: str) -> str:
@@ -54,11 +53,19 @@ def software_version() -> str:
     return str(__version__)
 
 
-def git_revision(directory: str = _SOURCE_ROOT) -> str:
+def git_revision(directory: Optional[str] = None) -> str:
     """Return the git commit of the checkout ``directory`` is in (``-dirty`` appended when files differ).
 
-    Empty when it is not in one (an installed copy) or git is not there.
+    ``directory`` None: the checkout these modules run from. Empty when there is none (an installed copy) or git
+    is not there.
     """
+    if directory is None:
+        from strands_robots.package_files import checkout_dir
+
+        checkout = checkout_dir()
+        if checkout is None:
+            return ""
+        directory = str(checkout)
     try:
         head = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=5.0)
@@ -136,16 +143,20 @@ class StationFacts:
 
 def load_station_facts(arms_file: Optional[str] = None, cameras_file: Optional[str] = None,
                        cameras: Optional[Iterable[str]] = None) -> StationFacts:
-    """Read the station's configuration files (None or empty: the source tree's ``config/``) and hash them.
+    """Read the station's configuration files (None or empty: the package's ``config/``) and hash them.
 
     :param cameras: the cameras the rollouts observe (None: every camera of the file; empty: none).
     :raises ValueError: a file that does not load, or a camera the file does not name.
     """
     from strands_robots.arm.config import DriverConfig
-    from strands_robots.cameras.config import DEFAULT_CONFIG_PATH, load_camera_set
+    from strands_robots.cameras.config import default_config_path, load_camera_set
+    from strands_robots.package_files import PackageFileNotFound, config_path
 
-    arms_path = arms_file or os.path.join(_SOURCE_ROOT, "config", "arms.yaml")
-    cameras_path = cameras_file or DEFAULT_CONFIG_PATH
+    try:
+        arms_path = arms_file or config_path("arms.yaml")
+    except PackageFileNotFound as exc:
+        raise ValueError(str(exc)) from None
+    cameras_path = cameras_file or default_config_path()
     driver = DriverConfig.from_yaml(arms_path)
     camera_set = load_camera_set(cameras_path)
     names = camera_set.names if cameras is None else tuple(n for n in cameras if n)

@@ -10,16 +10,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("station_id", "tasks", "episodes", "job_id")
+    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards")
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
     station_id: str
     tasks: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.Task]
     episodes: int
     job_id: str
-    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ...) -> None: ...
+    duration_s: float
+    control_frequency: float
+    max_discards: int
+    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id",)

@@ -27,7 +27,7 @@ from strands_robots.relay.proto import policy_session_pb2 as strands__robots_dot
 from strands_robots.relay.proto import recording_pb2 as strands__robots_dot_relay_dot_proto_dot_recording__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0strands_robots/relay/proto/station_service.proto\x12\x17strands_robots.relay.v1\x1a+strands_robots/relay/proto/evaluation.proto\x1a/strands_robots/relay/proto/policy_session.proto\x1a*strands_robots/relay/proto/recording.proto\"7\n\x10HeartbeatRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x0f\n\x07unix_ms\x18\x02 \x01(\x03\"*\n\x11HeartbeatResponse\x12\x15\n\rrelay_unix_ms\x18\x01 \x01(\x03\"`\n\x13ReportStatusRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x35\n\tsnapshots\x18\x02 \x03(\x0b\x32\".strands_robots.relay.v1.JobStatus\"F\n\x14ReportStatusResponse\x12\x0e\n\x06stored\x18\x01 \x01(\r\x12\r\n\x05stale\x18\x02 \x01(\r\x12\x0f\n\x07refused\x18\x03 \x03(\t\"%\n\x0fTakeJobsRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\"\x9d\x01\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x12\n\nstation_id\x18\x03 \x01(\t\x12,\n\x05tasks\x18\x04 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x16\n\x0e\x65pisodes_total\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\"+\n\tJobCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"z\n\rJobAssignment\x12+\n\x03job\x18\x01 \x01(\x0b\x32\x1c.strands_robots.relay.v1.JobH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".strands_robots.relay.v1.JobCancelH\x00\x42\x06\n\x04kind2\x8d\x04\n\x07Station\x12\x62\n\tHeartbeat\x12).strands_robots.relay.v1.HeartbeatRequest\x1a*.strands_robots.relay.v1.HeartbeatResponse\x12k\n\x0cReportStatus\x12,.strands_robots.relay.v1.ReportStatusRequest\x1a-.strands_robots.relay.v1.ReportStatusResponse\x12^\n\x08TakeJobs\x12(.strands_robots.relay.v1.TakeJobsRequest\x1a&.strands_robots.relay.v1.JobAssignment0\x01\x12\x61\n\rPolicySession\x12&.strands_robots.relay.v1.PolicyRequest\x1a$.strands_robots.relay.v1.PolicyReply(\x01\x30\x01\x12n\n\x0fUploadRecording\x12\'.strands_robots.relay.v1.RecordingChunk\x1a\x30.strands_robots.relay.v1.UploadRecordingResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0strands_robots/relay/proto/station_service.proto\x12\x17strands_robots.relay.v1\x1a+strands_robots/relay/proto/evaluation.proto\x1a/strands_robots/relay/proto/policy_session.proto\x1a*strands_robots/relay/proto/recording.proto\"7\n\x10HeartbeatRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x0f\n\x07unix_ms\x18\x02 \x01(\x03\"*\n\x11HeartbeatResponse\x12\x15\n\rrelay_unix_ms\x18\x01 \x01(\x03\"`\n\x13ReportStatusRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x35\n\tsnapshots\x18\x02 \x03(\x0b\x32\".strands_robots.relay.v1.JobStatus\"F\n\x14ReportStatusResponse\x12\x0e\n\x06stored\x18\x01 \x01(\r\x12\r\n\x05stale\x18\x02 \x01(\r\x12\x0f\n\x07refused\x18\x03 \x03(\t\"%\n\x0fTakeJobsRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\"\xa7\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x12\n\nstation_id\x18\x03 \x01(\t\x12,\n\x05tasks\x18\x04 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x16\n\x0e\x65pisodes_total\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\x12\x17\n\nduration_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11\x63ontrol_frequency\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x0cmax_discards\x18\t \x01(\rH\x02\x88\x01\x01\x42\r\n\x0b_duration_sB\x14\n\x12_control_frequencyB\x0f\n\r_max_discards\"+\n\tJobCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"z\n\rJobAssignment\x12+\n\x03job\x18\x01 \x01(\x0b\x32\x1c.strands_robots.relay.v1.JobH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".strands_robots.relay.v1.JobCancelH\x00\x42\x06\n\x04kind2\x8d\x04\n\x07Station\x12\x62\n\tHeartbeat\x12).strands_robots.relay.v1.HeartbeatRequest\x1a*.strands_robots.relay.v1.HeartbeatResponse\x12k\n\x0cReportStatus\x12,.strands_robots.relay.v1.ReportStatusRequest\x1a-.strands_robots.relay.v1.ReportStatusResponse\x12^\n\x08TakeJobs\x12(.strands_robots.relay.v1.TakeJobsRequest\x1a&.strands_robots.relay.v1.JobAssignment0\x01\x12\x61\n\rPolicySession\x12&.strands_robots.relay.v1.PolicyRequest\x1a$.strands_robots.relay.v1.PolicyReply(\x01\x30\x01\x12n\n\x0fUploadRecording\x12\'.strands_robots.relay.v1.RecordingChunk\x1a\x30.strands_robots.relay.v1.UploadRecordingResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,11 +45,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TAKEJOBSREQUEST']._serialized_start=486
   _globals['_TAKEJOBSREQUEST']._serialized_end=523
   _globals['_JOB']._serialized_start=526
-  _globals['_JOB']._serialized_end=683
-  _globals['_JOBCANCEL']._serialized_start=685
-  _globals['_JOBCANCEL']._serialized_end=728
-  _globals['_JOBASSIGNMENT']._serialized_start=730
-  _globals['_JOBASSIGNMENT']._serialized_end=852
-  _globals['_STATION']._serialized_start=855
-  _globals['_STATION']._serialized_end=1380
+  _globals['_JOB']._serialized_end=821
+  _globals['_JOBCANCEL']._serialized_start=823
+  _globals['_JOBCANCEL']._serialized_end=866
+  _globals['_JOBASSIGNMENT']._serialized_start=868
+  _globals['_JOBASSIGNMENT']._serialized_end=990
+  _globals['_STATION']._serialized_start=993
+  _globals['_STATION']._serialized_end=1518
 # @@protoc_insertion_point(module_scope)

@@ -48,20 +48,26 @@ class TakeJobsRequest(_message.Message):
     def __init__(self, station_id: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms")
+    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     client_id: str
     station_id: str
     tasks: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.Task]
     episodes_total: int
     submitted_unix_ms: int
-    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ...) -> None: ...
+    duration_s: float
+    control_frequency: float
+    max_discards: int
+    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
 
 class JobCancel(_message.Message):
     __slots__ = ("job_id", "reason")
