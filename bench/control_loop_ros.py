@@ -65,7 +65,7 @@ class RosHarness:
         from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
         from strands_robots_msgs.msg import ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS
+        from strands_robots.ros.qos import EVENT_QOS
         from strands_robots.nodes.driver_client import RosDriverBackend
 
         self._log = open(os.path.join(self.log_dir, f"driver-{self.command_path}-{self.driver_rate_hz:g}hz.log"), "ab")
@@ -86,7 +86,7 @@ class RosHarness:
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
         elif self.executor_kind == "events":
-            from strands_robots.nodes.executor_choice import make_executor
+            from strands_robots.ros.executor_choice import make_executor
 
             self.executor, _ = make_executor("events")
         else:

@@ -191,7 +191,7 @@ class ObserverRecorder:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS
+        from strands_robots.ros.qos import EVENT_QOS
 
         self._rclpy = rclpy
         self.context = Context()

@@ -110,14 +110,14 @@ class Rig:
                     "policy_provider": "mock", "driver_silence_s": "0.5"})
         from strands_robots_msgs.msg import LeaseState
 
-        from strands_robots.nodes._qos import LATCHED_QOS
+        from strands_robots.ros.qos import LATCHED_QOS
 
         self.node.create_subscription(LeaseState, f"{self.ns_a}/lease_state", self._on_lease, LATCHED_QOS)
 
     def start_station(self, name, namespace, station_id, **params):
         from strands_robots_msgs.msg import JobStatus
 
-        from strands_robots.nodes._qos import LATCHED_QOS
+        from strands_robots.ros.qos import LATCHED_QOS
 
         values = {"station_id": station_id, "state_dir": str(self.tmp / name), "driver_namespace": self.ns_a,
                   "rollout_namespace": self.ns_a, **params}

@@ -88,7 +88,7 @@ def test_up_with_a_malformed_parameters_file_is_one_line_naming_it_and_starts_no
 
 @pytest.mark.parametrize("executor", ["single", "events"])
 def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
-    # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (nodes/executor_choice.py), each saying which.
+    # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (ros/executor_choice.py), each saying which.
     # The package's own parameters, start pose included: this is the run a user gets.
     up = Up("--duration", "1", env={"STRANDS_ROBOTS_EXECUTOR": executor})
     try:
@@ -114,7 +114,7 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
 
 
 def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo(no_start_pose):
-    # STRANDS_ROBOTS_RT_PRIORITY=3 (nodes/realtime_priority.py): both node processes say so, and are so while running.
+    # STRANDS_ROBOTS_RT_PRIORITY=3 (ros/realtime_priority.py): both node processes say so, and are so while running.
     fifo = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))"
     probe = subprocess.run([sys.executable, "-c", fifo], capture_output=True, text=True, timeout=30)
     if probe.returncode:

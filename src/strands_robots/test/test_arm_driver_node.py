@@ -42,7 +42,7 @@ from strands_robots.conversions.joint_state import (  # noqa: E402
 )
 from strands_robots.conversions.messages import time_to_ns  # noqa: E402
 from strands_robots.conversions.safety import msg_to_safety_check  # noqa: E402
-from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
+from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
 from strands_robots_msgs.srv import SendAction  # noqa: E402
@@ -547,7 +547,7 @@ class StreamProbe:
     def __init__(self, h: Harness) -> None:
         from strands_robots_msgs.msg import ActionCommand, ActionVerdict
 
-        from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
+        from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS
 
         self.h = h
         self.cls = ActionCommand
@@ -797,7 +797,7 @@ def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness)
 
 # -- start pose: one implementation, a cancellable action on the driver itself (issue 6 item 18, issue 11 item 5) ----
 def start_pose_goal(h: Harness, token: str, feedback: list, timeout_s: float = 0.0):
-    from strands_robots.nodes.action_client import ActionClient
+    from strands_robots.ros.action_client import ActionClient
     from strands_robots_msgs.action import MoveToStartPose
 
     client = ActionClient(h.client, MoveToStartPose, "move_to_start_pose")
@@ -947,7 +947,7 @@ def test_a_raising_callback_does_not_kill_the_drivers_executor():
         client = rclpy.create_node("raising_probe", context=context)
         probe = SingleThreadedExecutor(context=context)
         probe.add_node(client)
-        from strands_robots.nodes.process import spin_in_background
+        from strands_robots.ros.process import spin_in_background
 
         thread = spin_in_background(probe, "probe")
         get = client.create_client(GetState, "/arm_driver/get_state")

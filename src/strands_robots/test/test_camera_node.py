@@ -31,9 +31,9 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState  # no
 from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES  # noqa: E402
 from strands_robots.cameras import jpeg  # noqa: E402
 from strands_robots.cameras.intrinsics import from_fovy  # noqa: E402
-from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
+from strands_robots.ros.qos import STATE_QOS  # noqa: E402
 from strands_robots.nodes.camera_msgs import IMAGE_QOS, image_from_msg  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402
 

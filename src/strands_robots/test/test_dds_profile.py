@@ -22,7 +22,7 @@ READER = """
 import sys, time
 import rclpy
 from std_msgs.msg import String
-from strands_robots.nodes._qos import EVENT_QOS
+from strands_robots.ros.qos import EVENT_QOS
 rclpy.init()
 node = rclpy.create_node("heartbeat_reader")
 node.create_subscription(String, "heartbeat_probe", lambda _msg: None, EVENT_QOS)
@@ -35,7 +35,7 @@ def test_a_readers_acknowledgement_comes_well_within_the_rollout_nodes_exit_boun
     from rclpy.duration import Duration
     from std_msgs.msg import String
 
-    from strands_robots.nodes._qos import EVENT_QOS
+    from strands_robots.ros.qos import EVENT_QOS
     from strands_robots.nodes.rollout_params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
 
     reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

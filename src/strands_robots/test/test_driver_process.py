@@ -35,8 +35,8 @@ from strands_robots_msgs.srv import AcquireLease, SendAction  # noqa: E402
 
 from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
 from strands_robots.arm.command_auth import command_message, sign  # noqa: E402
-from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402
 
@@ -257,7 +257,7 @@ def test_invalid_transition_is_refused_and_the_driver_process_keeps_serving_and_
 def test_the_driver_process_runs_the_adapter_its_hardware_parameter_names():
     from strands_robots_msgs.msg import DriverStatus
 
-    from strands_robots.nodes._qos import LATCHED_QOS
+    from strands_robots.ros.qos import LATCHED_QOS
 
     d = DriverProcess("-p", "hardware:=test_driver_hardware:kinematic_hardware")
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from strands_robots.nodes.realtime_priority import RT_PRIORITY_ENV
+from strands_robots.ros.realtime_priority import RT_PRIORITY_ENV
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not os.path.isdir("/proc/self/task"),
                                 reason="Linux scheduling only")
@@ -82,7 +82,7 @@ def policies(pid: int) -> dict:
 
 PROBE = """
     import json, os, threading
-    from strands_robots.nodes.realtime_priority import apply_realtime_priority, read_privilege
+    from strands_robots.ros.realtime_priority import apply_realtime_priority, read_privilege
     facts = read_privilege()
     decision = apply_realtime_priority()
     seen = []
@@ -106,7 +106,7 @@ def test_without_cap_sys_nice_and_with_rlimit_rtprio_0_the_default_stays_time_sh
 
 
 def test_an_explicit_priority_without_the_privilege_is_an_error_and_the_process_ends():
-    out = subprocess.run([sys.executable, "-c", "from strands_robots.nodes.realtime_priority import "
+    out = subprocess.run([sys.executable, "-c", "from strands_robots.ros.realtime_priority import "
                           "apply_realtime_priority; apply_realtime_priority()"],
                          capture_output=True, text=True, timeout=60, env=child_env(**{RT_PRIORITY_ENV: "20"}),
                          preexec_fn=unprivileged)
@@ -126,8 +126,8 @@ def test_where_permitted_the_default_puts_the_process_and_its_later_threads_on_f
 
 GUARD = """
     import json, os, sys, threading, time
-    from strands_robots.nodes.realtime_guard import RealtimeGuard
-    from strands_robots.nodes.realtime_priority import apply_realtime_priority
+    from strands_robots.ros.realtime_guard import RealtimeGuard
+    from strands_robots.ros.realtime_priority import apply_realtime_priority
     sys.setswitchinterval(0.0005)
     try:
         apply_realtime_priority({"STRANDS_ROBOTS_RT_PRIORITY": "1"})

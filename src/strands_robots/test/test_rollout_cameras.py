@@ -24,14 +24,14 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
 
-from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
@@ -317,7 +317,7 @@ def test_a_frozen_driver_ends_the_episode_and_no_frame_after_it_carries_a_fresh_
 
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.cameras.frames import CameraStale
-    from strands_robots.nodes._qos import STATE_QOS
+    from strands_robots.ros.qos import STATE_QOS
     from strands_robots.nodes.camera_frames import subscribe_frames
     from strands_robots.nodes.camera_msgs import IMAGE_QOS
 

@@ -27,7 +27,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -37,9 +37,9 @@ from strands_robots_msgs.srv import AcquireLease  # noqa: E402
 
 from strands_robots.arm.driver import DriverCore  # noqa: E402
 from strands_robots.conversions.events import msg_to_event  # noqa: E402
-from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
 from strands_robots.policies.scripted import ScriptedPolicy  # noqa: E402
 from strands_robots.rollout.pipeline import window_steps  # noqa: E402

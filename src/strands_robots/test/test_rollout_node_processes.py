@@ -37,14 +37,14 @@ from action_msgs.srv import CancelGoal  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.action.client import ClientGoalHandle  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from unique_identifier_msgs.msg import UUID  # noqa: E402
 
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402
 

@@ -19,7 +19,7 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
-from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
+from strands_robots.ros.qos import STATE_QOS  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStep  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402

@@ -37,7 +37,7 @@ from rclpy.qos import qos_profile_action_status_default  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 ATTEMPTS = int(os.environ.get("STRANDS_GOAL_RACE_ATTEMPTS", "6"))
 PARALLEL = 3  # attempts running at once

@@ -20,7 +20,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus, GoalStatusArray  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -30,7 +30,7 @@ from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from unique_identifier_msgs.msg import UUID  # noqa: E402
 
 from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job import EpisodePlan  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 

@@ -33,8 +33,8 @@ from strands_robots_msgs.srv import (  # noqa: E402
 )
 
 from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
-from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 
 RATE_HZ = 50.0
@@ -250,7 +250,7 @@ def test_manual_operator_scores_through_the_services_and_every_refusal_says_why(
 
 
 def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
-    from strands_robots.nodes.action_client import ActionClient
+    from strands_robots.ros.action_client import ActionClient
     from strands_robots_msgs.action import RunEpisode
     from strands_robots_msgs.msg import ObserverEvent
 

@@ -152,8 +152,8 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots_msgs.srv import CancelJob, SubmitJob
 
     from strands_robots.conversions.station import station_task_to_msg
-    from strands_robots.nodes._qos import LATCHED_QOS
-    from strands_robots.nodes.process import init_without_signal_handlers
+    from strands_robots.ros.qos import LATCHED_QOS
+    from strands_robots.ros.process import init_without_signal_handlers
     from strands_robots.cli.client_side import report_final
     import json
 

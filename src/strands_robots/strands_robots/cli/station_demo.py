@@ -309,7 +309,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
     :param on_final: called with the job's last status (``pb.JobStatus``) when one was received.
     :param record: an MCAP file the whole job is recorded to (``strands-robots record`` beside the nodes).
     """
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     from strands_robots.station.job_file import load_job_file
 
     spec = load_job_file(job_file or default_demo_job())
@@ -393,7 +393,7 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
 
     :param relay_credentials: the station's credentials file (0600): the relay, the station id, its token.
     """
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
 
     with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
         station = LocalStation(private.path, namespace=namespace, relay_credentials=relay_credentials,

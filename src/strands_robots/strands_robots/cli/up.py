@@ -28,7 +28,7 @@ import sys
 import time
 
 from strands_robots.cli import argv_secrets
-from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
+from strands_robots.ros.tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 from strands_robots.supervisor import Supervisor
 
@@ -146,7 +146,7 @@ def _rollout(args: argparse.Namespace) -> int:
             return _usage_error(f"{flag} {value:g}: must be greater than 0")
     ros_env_check("up")
     from strands_robots.nodes.parameters_file import unknown_parameters_error
-    from strands_robots.nodes.process import params_file_error
+    from strands_robots.ros.process import params_file_error
 
     from strands_robots.package_files import PackageFileNotFound
 
@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.process import (
+    from strands_robots.ros.process import (
         EXIT_BAD_PARAMETERS,
         StopSignals,
         init_without_signal_handlers,

@@ -1,7 +1,7 @@
 """The topics a simulated station publishes, as the monitoring tools subscribe to them (no rclpy here).
 
 Each topic has a name relative to the station's namespace (``/diagnostics`` is absolute, as diagnostic tools
-expect), its message type and the kind of QoS its publisher offers (``nodes/_qos.py``):
+expect), its message type and the kind of QoS its publisher offers (``ros/qos.py``):
 
 ======================  ========================================  ===========
 topic                   type                                      QoS kind

@@ -59,12 +59,12 @@ from strands_robots.nodes.driver_leases import LeaseServices
 from strands_robots.nodes.driver_publish import DriverPublishers
 from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
 from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
-from strands_robots.nodes.executor_choice import make_executor
-from strands_robots.nodes.realtime_guard import start_realtime
-from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
+from strands_robots.ros.executor_choice import make_executor
+from strands_robots.ros.realtime_guard import start_realtime
+from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
 from strands_robots.nodes.driver_stream import CommandStream
-from strands_robots.nodes import process
-from strands_robots.nodes.process import StopSignals, init_without_signal_handlers
+from strands_robots.ros import process
+from strands_robots.ros.process import StopSignals, init_without_signal_handlers
 
 NODE_NAME = "arm_driver"
 
@@ -405,7 +405,7 @@ def main(args: Optional[List[str]] = None) -> int:
     parser.add_argument("--autostart", action="store_true", help="configure and activate at start")
     options = parser.parse_args(remove_ros_args(args=argv)[1:])
 
-    try:  # first, decided (taken once the node is built: nodes/realtime_priority.py)
+    try:  # first, decided (taken once the node is built: ros/realtime_priority.py)
         realtime = decide_realtime()
     except ValueError as exc:
         print(f"arm_driver_node: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ from strands_robots.cameras.backend import FramesBackend
 from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import LatestFrames
 from strands_robots.cameras.scene import SCENE_KEYS
-from strands_robots.nodes.ask_again import ask_until_answered
+from strands_robots.ros.ask_again import ask_until_answered
 from strands_robots.nodes import camera_msgs
 
 _NS = 1_000_000_000

@@ -52,10 +52,10 @@ from strands_robots.cameras.mirror_stamp import frame_stamp_ns, joint_state_ns
 from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT_PRIORITY_ENV, lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.nodes import camera_msgs
-from strands_robots.nodes._qos import STATE_QOS
-from strands_robots.nodes.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
-from strands_robots.nodes.realtime_guard import start_realtime
-from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
+from strands_robots.ros.qos import STATE_QOS
+from strands_robots.ros.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.ros.realtime_guard import start_realtime
+from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer

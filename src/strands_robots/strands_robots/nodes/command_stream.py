@@ -14,7 +14,7 @@ is in, in step order (:mod:`strands_robots.rollout.pipeline`). Here:
 - :meth:`CommandStream.send` is the blocking single call (publish, then wait for that step's verdict), for
   single commands outside the control loop and for tests.
 
-QoS (``nodes/_qos.py``): both streams reliable, volatile, keep_last 2000 (seconds of history at 1 kHz). The
+QoS (``ros/qos.py``): both streams reliable, volatile, keep_last 2000 (seconds of history at 1 kHz). The
 rollout never has more than its window in flight, so no reader falls that far behind; one that did would lose
 the oldest (their steps are unknown after the verdict bound), and the writer never blocks.
 """
@@ -29,8 +29,8 @@ from typing import Any, Callable, List, Mapping, Optional
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict as ActionVerdictMsg
 
 from strands_robots.conversions.actions import stream_command_msg
-from strands_robots.nodes import take
-from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
+from strands_robots.ros import take
+from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS
 
 # How many command-to-verdict latencies are kept for telemetry (the bench reads them).
 LATENCY_SAMPLES = 200_000

@@ -38,7 +38,7 @@ import uuid
 from array import array
 from typing import Any, Callable, Mapping, Optional
 
-from strands_robots.nodes.action_client import ActionClient
+from strands_robots.ros.action_client import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -56,7 +56,7 @@ from strands_robots_msgs.srv import (
 from strands_robots.conversions.actions import response_to_verdict, verdict_msg_to_verdict
 from strands_robots.conversions.joint_state import driver_joint_state_to_observation
 from strands_robots.arm.verdict import ActionVerdict
-from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS
+from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS
 from strands_robots.nodes.command_stream import CommandStream
 from strands_robots.nodes.driver_arms import DriverArmCalls
 from strands_robots.nodes.stream_window import StreamWindow

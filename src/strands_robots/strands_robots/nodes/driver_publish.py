@@ -22,7 +22,7 @@ from strands_robots.conversions.driver import driver_diagnostics_to_msg, driver_
 from strands_robots.conversions.joint_state import SIM_TIME_KEY, clock_msg, driver_joint_state
 from strands_robots.conversions.safety import safety_stop_to_msg
 from strands_robots.arm.lease import STATE_HELD, LeaseManager, LeaseSnapshot
-from strands_robots.nodes._qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
+from strands_robots.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, STATE_QOS
 
 # (core, active, runner) as the node sees them now
 View = Callable[[], Tuple[Any, bool, Any]]

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import TransitionCallbackReturn
 
-from strands_robots.nodes.process import StopFlag, spin_once_until
+from strands_robots.ros.process import StopFlag, spin_once_until
 
 try:  # rclpy's own "executor was shut down" (raised by spin_once after executor.shutdown)
     from rclpy.executors import ShutdownException
@@ -77,7 +77,7 @@ class SpinThread:
     def stop(self, timeout_s: float = 2.0) -> None:
         """End the spin, wait for the thread, then shut the executor down.
 
-        Why in that order: :meth:`strands_robots.nodes.process.SpinThread.stop`.
+        Why in that order: :meth:`strands_robots.ros.process.SpinThread.stop`.
         """
         self._stopping.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():

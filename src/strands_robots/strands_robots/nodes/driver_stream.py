@@ -1,6 +1,6 @@
 """The arm driver's command stream: ``action_commands`` in, one ``ActionVerdict`` each on ``action_verdicts``.
 
-Both names are relative to the driver's namespace; the QoS is :mod:`strands_robots.nodes._qos`'s.
+Both names are relative to the driver's namespace; the QoS is :mod:`strands_robots.ros.qos`'s.
 
 Each command is applied on arrival by the driver core's :meth:`~strands_robots.arm.driver.DriverCore.apply_command`
 (the stale and out-of-order rules, then exactly the per-key path ``SendAction`` uses). Every command gets its
@@ -16,8 +16,8 @@ from strands_robots_msgs.msg import ActionVerdict as ActionVerdictMsg
 
 from strands_robots.conversions.actions import msg_to_stream_command, stream_verdict_to_msg
 from strands_robots.arm.verdict import ActionVerdict
-from strands_robots.nodes import take
-from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
+from strands_robots.ros import take
+from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS
 
 COMMAND_TOPIC = "action_commands"
 # Commands taken per callback beyond the one the executor hands over.
@@ -49,7 +49,7 @@ class CommandStream:
 
     def _on_command(self, msg: ActionCommand) -> None:
         self._handle(msg)
-        # What else has arrived, bounded so lease renewals and the rest are never starved (nodes/take.py).
+        # What else has arrived, bounded so lease renewals and the rest are never starved (ros/take.py).
         for queued_msg in take.queued(self._subscription, ActionCommand, DRAIN_MAX, lambda: self._node is not None):
             self._handle(queued_msg)
 

@@ -1,7 +1,7 @@
 """A ROS parameters file for our nodes, checked before any node starts (by the launch files and the CLI).
 
 :func:`parameters_file_refusal` says in one line why a file is not one our nodes would start with: not a
-parameters file (:func:`~strands_robots.nodes.process.params_file_error`), a parameter none of our nodes
+parameters file (:func:`~strands_robots.ros.process.params_file_error`), a parameter none of our nodes
 declares (:func:`unknown_parameters_error`, a typo ROS would ignore), or a value of the wrong type or out of range
 for the node that declares it. The nodes' tables are imported on first use; none of them imports this module.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from strands_robots.nodes.process import params_file_error
+from strands_robots.ros.process import params_file_error
 
 # Parameters every rclpy node has, whatever it declares.
 STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})

@@ -13,7 +13,7 @@ against the arm driver node (through :class:`~strands_robots.nodes.driver_client
    cancel sent the moment the goal is accepted, before its thread runs, is never lost.
 
 **One node, one executor.** The node is spun by a ``SingleThreadedExecutor`` (``STRANDS_ROBOTS_EXECUTOR=events``
-picks rclpy's C++ EventsExecutor instead, :mod:`~strands_robots.nodes.executor_choice`, which says why it is not
+picks rclpy's C++ EventsExecutor instead, :mod:`~strands_robots.ros.executor_choice`, which says why it is not
 the default; rclpy's MultiThreadedExecutor busy-waits holding the GIL while work is pending, which starved the
 control loop: bench/README.md). The
 action's execute callback is a coroutine that starts the episode's thread and awaits a future the thread
@@ -81,14 +81,14 @@ from strands_robots_msgs.msg import EpisodeResult, ObserverEvent
 
 from strands_robots.conversions.introspection import dict_to_msg
 from strands_robots.conversions.station import rollout_episode_result_msg
-from strands_robots.nodes import process
-from strands_robots.nodes._qos import EVENT_QOS
+from strands_robots.ros import process
+from strands_robots.ros.qos import EVENT_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.event_publisher import QueuedEventPublisher
-from strands_robots.nodes.executor_choice import make_executor
-from strands_robots.nodes.realtime_guard import start_realtime
-from strands_robots.nodes.realtime_priority import decide_realtime, process_threads, take_realtime
-from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.ros.executor_choice import make_executor
+from strands_robots.ros.realtime_guard import start_realtime
+from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
+from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.rollout_goal import run_kwargs
 from strands_robots.nodes.rollout_observers import EpisodeFeedback, RunTracker
 from strands_robots.nodes.rollout_params import PARAMETERS, value_refusal
@@ -448,7 +448,7 @@ def main(argv: "list[str] | None" = None) -> int:
     The signals are handled here rather than by rclpy, whose handler would shut the context down under a
     running episode: the episode is stopped first and ends (its Ended published), then the node goes.
     """
-    try:  # first, decided (taken once the node is built: nodes/realtime_priority.py)
+    try:  # first, decided (taken once the node is built: ros/realtime_priority.py)
         realtime = decide_realtime()
     except ValueError as exc:
         print(f"rollout_node: {exc}", file=sys.stderr)

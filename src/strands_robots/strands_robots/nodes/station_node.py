@@ -58,9 +58,9 @@ from strands_robots.conversions.driver import driver_diagnostics_to_msg
 from strands_robots.conversions.station import (station_answers_from_msg, station_episode_to_msg,
                                                 station_status_to_msg, station_task_from_msg)
 from strands_robots.relay import pb_model
-from strands_robots.nodes import process
-from strands_robots.nodes._qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
-from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.ros import process
+from strands_robots.ros.qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
+from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.station_policy import RelaySettings
 from strands_robots.nodes.station_robot_port import RosRobotPort
 from strands_robots.station.procedure_settings import ProcedureSettings

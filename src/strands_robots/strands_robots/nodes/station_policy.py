@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple
 
 from strands_robots_msgs.srv import Resume
 
-from strands_robots.nodes.ask_again import ask_until_answered
+from strands_robots.ros.ask_again import ask_until_answered
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.job_file import task_to_mapping
 

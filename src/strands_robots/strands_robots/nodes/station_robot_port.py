@@ -48,14 +48,14 @@ import uuid
 from typing import Any, Callable, Deque, Mapping, Optional, Tuple
 
 from action_msgs.msg import GoalStatus
-from strands_robots.nodes.action_client import ActionClient
+from strands_robots.ros.action_client import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
 
 from strands_robots.conversions.station import station_task_to_msg
-from strands_robots.nodes._qos import LATCHED_QOS
+from strands_robots.ros.qos import LATCHED_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
 from strands_robots.nodes.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station_lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Protocol
 
-from strands_robots.nodes.realtime_priority import Decision
+from strands_robots.ros.realtime_priority import Decision
 
 WINDOW_S = 1.0
 WINDOWS = 3

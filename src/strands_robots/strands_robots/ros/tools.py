@@ -23,7 +23,7 @@ def subscribe_events(node, namespace: str, on_event):
     from strands_robots_msgs.msg import ObserverEvent
 
     from strands_robots.conversions.events import msg_to_event
-    from strands_robots.nodes._qos import EVENT_QOS
+    from strands_robots.ros.qos import EVENT_QOS
 
     return node.create_subscription(ObserverEvent, events_topic(namespace),
                                     lambda msg: on_event(msg_to_event(msg)), EVENT_QOS)

@@ -63,7 +63,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Callable, Collection, FrozenSet, Mapping, Optional
 
-from strands_robots.nodes.executor_choice import EXECUTOR_ENV, EXECUTOR_EVENTS
+from strands_robots.ros.executor_choice import EXECUTOR_ENV, EXECUTOR_EVENTS
 
 RT_PRIORITY_ENV = "STRANDS_ROBOTS_RT_PRIORITY"
 # controller_manager's default thread_priority: the middle of Linux's 1-99, below the kernel's own per-CPU

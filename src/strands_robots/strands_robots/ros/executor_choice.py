@@ -10,7 +10,7 @@ The EventsExecutor costs the driver and the rollout node 30-45 % less CPU on the
 the default because of how it behaves in these rclpy versions: while a coroutine callback awaits a future it
 re-runs the task in a busy loop (0.4-0.5 of a core, mostly holding the GIL), and both nodes' action servers
 await one for as long as an episode or a start-pose move lasts; and its ``spin()`` keeps the GIL while it
-waits, so :class:`~strands_robots.nodes.process.SpinThread` spins it with bounded ``spin_once`` calls.
+waits, so :class:`~strands_robots.ros.process.SpinThread` spins it with bounded ``spin_once`` calls.
 bench/executor_bench.py measures both side by side (bench/README.md, "executor_bench.py").
 :func:`resolve_executor` is the rule alone (no ROS); :func:`make_executor` builds the executor.
 """
