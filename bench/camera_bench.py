@@ -150,7 +150,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     threading.Thread(target=executor.spin, daemon=True).start()
-    driver = _start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true", f"control_rate_hz:={rate_hz}")
+    driver = _start("strands_robots.nodes.arm_driver.node", ns, "autostart:=true", f"control_rate_hz:={rate_hz}")
     procs = [driver]
     try:
         deadline = time.monotonic() + 60
@@ -217,7 +217,7 @@ def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) ->
             camera_node, cameras = ROLLOUT_PHASES[phase]
             label = {"off": "cameras off", "node": "camera node", "on": "cameras on"}[phase]
             ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"
-            procs = [_start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true",
+            procs = [_start("strands_robots.nodes.arm_driver.node", ns, "autostart:=true",
                             f"control_rate_hz:={rate_hz}")]
             params = ["start_pose_before_episode:=false", f"control_frequency:={rate_hz}", "driver_timeout_s:=60.0"]
             if camera_node:

@@ -7,7 +7,7 @@ microbenchmark and the pacer floor (``control_loop_micro.py``), the report (``co
 
 Modes:
 
-- ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``,
+- ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver.node``,
   autostart, leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner`
   drives a :class:`RosDriverBackend` (``command_path`` ``stream``, the rollout node's default: an
   ActionCommand published per step, never waited for; each step's event dispatched when its ActionVerdict

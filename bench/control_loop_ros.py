@@ -69,7 +69,7 @@ class RosHarness:
         from strands_robots.nodes.driver_client import RosDriverBackend
 
         self._log = open(os.path.join(self.log_dir, f"driver-{self.command_path}-{self.driver_rate_hz:g}hz.log"), "ab")
-        argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
+        argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args",
                 "-r", f"__ns:={NAMESPACE}", "-p", "autostart:=true",
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
         # The driver process on the same executor kind as this client (multi: the driver's default, single).

@@ -243,7 +243,7 @@ def run_once(node: Any, scheduler: str, seconds: float, logs: Path) -> Dict[str,
     names = ("driver", "camera", "rollout")
     tag = f"{scheduler}-{ns.strip('/')}"
     procs = {
-        "driver": start_node("strands_robots.nodes.arm_driver_node", ns,
+        "driver": start_node("strands_robots.nodes.arm_driver.node", ns,
                              ["autostart:=true", f"control_rate_hz:={RATE_HZ:.1f}"], env, logs / f"{tag}-driver.log"),
         "camera": start_node("strands_robots.nodes.camera_node", ns, [], env, logs / f"{tag}-camera.log"),
         "rollout": start_node("strands_robots.nodes.rollout_node", ns,

@@ -72,7 +72,7 @@ def _local_station_class():
         def start_driver(self):
             hz = f"{self.control_frequency:.1f}"
             self.driver = self.sup.start("arm_driver", self._node_argv(
-                "strands_robots.nodes.arm_driver_node", "arm_driver", self.params_file,
+                "strands_robots.nodes.arm_driver.node", "arm_driver", self.params_file,
                 {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
             self.started.append(self.driver)
             return self.driver

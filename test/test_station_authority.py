@@ -103,7 +103,7 @@ class Rig:
 
     def start_arms(self):
         hz = f"{RATE_HZ:.1f}"
-        self.start("driver", "strands_robots.nodes.arm_driver_node", "arm_driver", self.ns_a, "rollout.yaml",
+        self.start("driver", "strands_robots.nodes.arm_driver.node", "arm_driver", self.ns_a, "rollout.yaml",
                    {"control_rate_hz": hz, "autostart": "true"})
         self.start("rollout", "strands_robots.nodes.rollout_node", "rollout", self.ns_a, "rollout.yaml",
                    {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",

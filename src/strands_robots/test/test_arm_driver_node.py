@@ -43,7 +43,7 @@ from strands_robots.conversions.joint_state import (  # noqa: E402
 from strands_robots.conversions.messages import time_to_ns  # noqa: E402
 from strands_robots.conversions.safety import msg_to_safety_check  # noqa: E402
 from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
-from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
+from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
 from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
 from strands_robots_msgs.srv import SendAction  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
@@ -504,7 +504,7 @@ def test_main_autostarts_and_exits_cleanly_on_signal(sig):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
          "--ros-args", "-r", "__node:=arm_driver_signal_test", "-p", "control_rate_hz:=50"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -531,7 +531,7 @@ def test_main_refuses_an_invalid_parameter_at_start_with_reason():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
          "--ros-args", "-r", "__node:=arm_driver_bad_param", "-p", "control_rate_hz:=-5.0"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
     )
@@ -924,7 +924,7 @@ class _RaisingRequest:
 def test_a_raising_callback_does_not_kill_the_drivers_executor():
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.driver_spin import SpinThread
+    from strands_robots.nodes.arm_driver.spin import SpinThread
 
     context = Context()
     rclpy.init(context=context)
@@ -969,7 +969,7 @@ def test_a_raising_callback_does_not_kill_the_drivers_executor():
 def test_an_executor_thread_that_dies_is_recorded_for_the_exit_code():
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.driver_spin import SpinThread
+    from strands_robots.nodes.arm_driver.spin import SpinThread
 
     context = Context()
     rclpy.init(context=context)

@@ -4,7 +4,7 @@ The command stream gives the service path's verdict for every per-key case; stal
 are refused and nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits
 0 on SIGTERM.
 
-The driver runs as ``python -m strands_robots.nodes.arm_driver_node --autostart`` in a namespace of its own and
+The driver runs as ``python -m strands_robots.nodes.arm_driver.node --autostart`` in a namespace of its own and
 is ended by PID in ``finally``; the test side is a plain rclpy node in this process.
 """
 
@@ -57,7 +57,7 @@ class DriverProcess:
         self.ns = f"/h2_{uuid.uuid4().hex[:8]}"
         self.lines: list = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
              "--ros-args", "-r", f"__ns:={self.ns}", *ros_args],
             env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
@@ -276,7 +276,7 @@ def test_the_driver_process_runs_the_adapter_its_hardware_parameter_names():
 
 def test_an_unknown_hardware_name_is_refused_at_start_with_reason():
     proc = subprocess.run(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart", "--ros-args",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart", "--ros-args",
          "-r", f"__ns:=/h2_{uuid.uuid4().hex[:8]}", "-p", "hardware:=no_such_arm"],
         env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
     assert proc.returncode == 2, proc.stdout

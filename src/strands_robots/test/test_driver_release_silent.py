@@ -39,7 +39,7 @@ from strands_robots.ros.process import spin_in_background  # noqa: E402
 def rig():
     """Start the driver in its own process (own session, ended by its PID); a backend on a client node here."""
     ns = f"/release_{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
                              "--ros-args", "-r", f"__ns:={ns}"], env=driver_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     context = Context()

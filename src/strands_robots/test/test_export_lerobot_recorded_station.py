@@ -145,7 +145,7 @@ def recorded(tmp_path_factory):
     runs: dict = {}
     recorder = None
     try:
-        procs.append(Process(_node_args("strands_robots.nodes.arm_driver_node", ns_a, "autostart:=true",
+        procs.append(Process(_node_args("strands_robots.nodes.arm_driver.node", ns_a, "autostart:=true",
                                         f"control_rate_hz:={RATE_HZ}")))
         procs.append(Process(_node_args("strands_robots.nodes.camera_node", ns_b, f"cameras_file:={cameras_file}")))
         procs.append(Process(_node_args("strands_robots.nodes.rollout_node", ns_a, "start_pose_before_episode:=false",

@@ -114,7 +114,7 @@ def test_arm_driver_node_takes_two_sigints_10_to_80_ms_apart_and_exits_zero():
     pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
     for gap_s in (0.010, 0.030, 0.080):
         namespace = f"/h4_process_{uuid.uuid4().hex[:8]}"
-        proc = _spawn([sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        proc = _spawn([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
                        "--ros-args", "-r", f"__ns:={namespace}"])
         try:
             _read_until(proc, "active:", 60.0)

@@ -217,7 +217,7 @@ def threads_made_at_import(module: str) -> int:
     return int(out.stdout.strip()) - 1
 
 
-NODES = ["strands_robots.nodes.arm_driver_node", "strands_robots.nodes.rollout_node"]
+NODES = ["strands_robots.nodes.arm_driver.node", "strands_robots.nodes.rollout_node"]
 
 
 @pytest.mark.parametrize("module", NODES)
@@ -262,7 +262,7 @@ def test_the_node_without_the_privilege_stays_time_shared_and_warns_why_in_one_l
 
 def test_the_driver_takes_it_once_started_so_its_start_up_never_runs_real_time():
     pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
-    node = NodeProcess("strands_robots.nodes.arm_driver_node", time_shared, "--autostart")
+    node = NodeProcess("strands_robots.nodes.arm_driver.node", time_shared, "--autostart")
     try:
         line = node.wait_line(r"real-time scheduling: ", START_S)
         if "SCHED_FIFO" not in line:

@@ -94,7 +94,7 @@ class CameraStation:
         self._lock = threading.Lock()
         self.node.create_subscription(ObserverEvent, "observer_events", self._on_event, EVENT_QOS)
         try:
-            self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace, "autostart:=true",
+            self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace, "autostart:=true",
                                      f"control_rate_hz:={RATE_HZ}"))
             self.camera = _start("strands_robots.nodes.camera_node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
             self.procs.append(self.camera)

@@ -38,7 +38,7 @@ from strands_robots_msgs.srv import AcquireLease  # noqa: E402
 from strands_robots.arm.driver import DriverCore  # noqa: E402
 from strands_robots.conversions.events import msg_to_event  # noqa: E402
 from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
+from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
 from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
 from strands_robots.policies.scripted import ScriptedPolicy  # noqa: E402
@@ -104,7 +104,7 @@ class Rig:
             assert self.driver.trigger_activate() == SUCCESS
         else:
             self.driver_proc = subprocess.Popen(
-                [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
+                [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args",
                  "-r", f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}",
                  *driver_args],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,

@@ -1,6 +1,6 @@
 """The rollout node as its own process: a goal cannot steer its relay policy, and an early cancel is never lost.
 
-Every node here is a process of its own (``python -m strands_robots.nodes.arm_driver_node`` /
+Every node here is a process of its own (``python -m strands_robots.nodes.arm_driver.node`` /
 ``rollout_node``); the test process only holds a client node. Each test ends every process it started by its
 PID (SIGINT, then SIGKILL), also when it fails.
 
@@ -147,7 +147,7 @@ class Station:
         self.action = ActionClient(self.node, RunEpisode, "run_episode")
         try:
             if driver:
-                self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace,
+                self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace,
                                          "autostart:=true", f"control_rate_hz:={RATE_HZ}"))
             self.rollout = _start("strands_robots.nodes.rollout_node", self.namespace,
                                   "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",

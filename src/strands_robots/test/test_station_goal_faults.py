@@ -56,7 +56,7 @@ class Processes:
 
     def start(self, name: str) -> subprocess.Popen:
         module, overrides = {
-            "arm_driver": ("strands_robots.nodes.arm_driver_node",
+            "arm_driver": ("strands_robots.nodes.arm_driver.node",
                            {"control_rate_hz": f"{RATE_HZ:.1f}", "autostart": "true"}),
             "rollout": ("strands_robots.nodes.rollout_node",
                         {"control_frequency": f"{RATE_HZ:.1f}", "start_pose_before_episode": "false",

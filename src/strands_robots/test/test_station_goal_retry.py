@@ -55,7 +55,7 @@ class Rig:
     """Driver and rollout node, the station's port on its own node, and a status listener on the action."""
 
     def __init__(self, goal_ids):
-        from strands_robots.nodes.arm_driver_node import ArmDriverNode
+        from strands_robots.nodes.arm_driver.node import ArmDriverNode
         from strands_robots.nodes.rollout_node import RolloutNode
         from strands_robots.nodes.station_robot_port import RosRobotPort
 

@@ -54,7 +54,7 @@ class Station:
     """Driver, rollout (its takeover services included) and station nodes in this process, plus a client node."""
 
     def __init__(self, tmp_path, operator="scripted", **station_params):
-        from strands_robots.nodes.arm_driver_node import ArmDriverNode
+        from strands_robots.nodes.arm_driver.node import ArmDriverNode
         from strands_robots.nodes.rollout_node import RolloutNode
         from strands_robots.nodes.station_node import StationNode
 

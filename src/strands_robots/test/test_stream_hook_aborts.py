@@ -2,7 +2,7 @@
 
 spec/observer-lane.txt: ``applied_actions`` may exceed ``legacy_steps_used`` by one (the aborting step's hook runs
 after its action was sent). Over the stream several commands are in flight when a hook runs. Here episodes run on
-the real stream to a driver process (``python -m strands_robots.nodes.arm_driver_node``, ended by PID) and are
+the real stream to a driver process (``python -m strands_robots.nodes.arm_driver.node``, ended by PID) and are
 aborted each way a hook can: a cancel (the stop a goal cancel or a takeover requests) at several moments, the
 ``on_frame`` watchdog, a hook's own CooperativeStop, and a recording whose disk fills at several points. This test's
 own subscriptions to ``action_commands`` and ``action_verdicts`` witness the wire: no command of the run after the
@@ -77,7 +77,7 @@ class Arms:
     def __init__(self) -> None:
         self.namespace = f"/stream_aborts_{uuid.uuid4().hex[:8]}"
         self.driver = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args", "-r",
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args", "-r",
              f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))

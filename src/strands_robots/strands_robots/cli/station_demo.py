@@ -196,7 +196,7 @@ class LocalStation:
     def start_nodes(self) -> None:
         hz = f"{self.control_frequency:.1f}"
         self.driver = self.sup.start("arm_driver", self._node_argv(
-            "strands_robots.nodes.arm_driver_node", "arm_driver", config_file("rollout.yaml"),
+            "strands_robots.nodes.arm_driver.node", "arm_driver", config_file("rollout.yaml"),
             {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
         # The station moves the arms to the start pose itself (start_pose_unreached is its end condition). The
         # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.

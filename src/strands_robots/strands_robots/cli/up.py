@@ -189,7 +189,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
             _say(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
                  f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)")
             driver = sup.start("arm_driver", node_argv(
-                "strands_robots.nodes.arm_driver_node", "arm_driver", args.namespace, config,
+                "strands_robots.nodes.arm_driver.node", "arm_driver", args.namespace, config,
                 {"control_rate_hz": args.control_frequency, "autostart": "true"},
             ))
             rollout = sup.start("rollout", node_argv(

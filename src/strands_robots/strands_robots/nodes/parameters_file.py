@@ -19,7 +19,8 @@ STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service
 
 def node_parameter_names() -> dict:
     """Return the parameter names each strands_robots node declares, by node name (the default names)."""
-    from strands_robots.nodes import driver_params, rollout_params, station_node
+    from strands_robots.nodes import rollout_params, station_node
+    from strands_robots.nodes.arm_driver import params as driver_params
 
     return {
         "arm_driver": frozenset(driver_params.DEFAULTS),
@@ -88,7 +89,7 @@ def _range_refusal(name: str, value: Any, extra: Mapping[str, Any]) -> str:
 
 
 def _driver_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes import driver_params
+    from strands_robots.nodes.arm_driver import params as driver_params
 
     reason = driver_params.value_refusal(name, value)
     if reason:

@@ -238,7 +238,7 @@ class StationNode(Node):
 
     def _station_facts(self) -> Any:
         """Read arms.yaml and cameras.yaml once (the gate's station side and the jobs' provenance)."""
-        from strands_robots.nodes.driver_params import default_config_path
+        from strands_robots.nodes.arm_driver.params import default_config_path
         from strands_robots.station.provenance import load_station_facts
 
         cameras = [n.strip() for n in self.p("cameras").split(",") if n.strip()]

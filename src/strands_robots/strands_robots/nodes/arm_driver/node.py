@@ -53,16 +53,16 @@ from strands_robots.arm.realtime import Runner
 from strands_robots.arm.publish_pacing import PublishPacer
 from strands_robots.arm.start_pose import StartPoseReport
 from strands_robots.arm.verdict import ActionVerdict
-from strands_robots.nodes import driver_params as params
-from strands_robots.nodes.driver_commands import log_refusal, reset_safety_response, run_gated, send_action_response
-from strands_robots.nodes.driver_leases import LeaseServices
-from strands_robots.nodes.driver_publish import DriverPublishers
-from strands_robots.nodes.driver_spin import SpinThread, autostart, guard_change_state
-from strands_robots.nodes.driver_start_pose import StartPoseServer, log_move, move_on_runner
+from strands_robots.nodes.arm_driver import params
+from strands_robots.nodes.arm_driver.commands import log_refusal, reset_safety_response, run_gated, send_action_response
+from strands_robots.nodes.arm_driver.leases import LeaseServices
+from strands_robots.nodes.arm_driver.publish import DriverPublishers
+from strands_robots.nodes.arm_driver.spin import SpinThread, autostart, guard_change_state
+from strands_robots.nodes.arm_driver.start_pose import StartPoseServer, log_move, move_on_runner
 from strands_robots.ros.executor_choice import make_executor
 from strands_robots.ros.realtime_guard import start_realtime
 from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
-from strands_robots.nodes.driver_stream import CommandStream
+from strands_robots.nodes.arm_driver.stream import CommandStream
 from strands_robots.ros import process
 from strands_robots.ros.process import StopSignals, init_without_signal_handlers
 

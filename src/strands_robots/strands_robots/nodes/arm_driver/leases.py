@@ -12,7 +12,7 @@ from typing import Any, Callable
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease
 
 from strands_robots.arm.lease import LeaseManager
-from strands_robots.nodes.driver_publish import expires_unix_ms
+from strands_robots.nodes.arm_driver.publish import expires_unix_ms
 
 
 class LeaseServices:
