@@ -224,7 +224,7 @@ def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) ->
                 procs.append(_start("strands_robots.nodes.camera_node", ns))
             if cameras:
                 params += ["cameras:=scene,wrist", "camera_scene_node:=camera"]
-            rollout = _start("strands_robots.nodes.rollout_node", ns, *params)
+            rollout = _start("strands_robots.nodes.rollout.node", ns, *params)
             procs.append(rollout)
             action = ActionClient(node, RunEpisode, f"{ns}/run_episode")
             try:

@@ -152,7 +152,7 @@ class RosHarness:
         return False
 
     def run(self, rate: float, duration: float, with_obs: bool) -> dict:
-        from strands_robots.nodes.event_publisher import QueuedEventPublisher
+        from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
         from strands_robots.rollout.runner import PolicyRunner
         from strands_robots.rollout.stop import StopToken
 

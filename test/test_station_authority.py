@@ -105,7 +105,7 @@ class Rig:
         hz = f"{RATE_HZ:.1f}"
         self.start("driver", "strands_robots.nodes.arm_driver.node", "arm_driver", self.ns_a, "rollout.yaml",
                    {"control_rate_hz": hz, "autostart": "true"})
-        self.start("rollout", "strands_robots.nodes.rollout_node", "rollout", self.ns_a, "rollout.yaml",
+        self.start("rollout", "strands_robots.nodes.rollout.node", "rollout", self.ns_a, "rollout.yaml",
                    {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
                     "policy_provider": "mock", "driver_silence_s": "0.5"})
         from strands_robots_msgs.msg import LeaseState

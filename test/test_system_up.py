@@ -282,7 +282,7 @@ def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(tm
         up = Up("--duration", "30", "--config-file", config, namespace=namespace)
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         children = up.children()
-        (rollout,) = [p for p in children if "strands_robots.nodes.rollout_node" in cmdline(p)]
+        (rollout,) = [p for p in children if "strands_robots.nodes.rollout.node" in cmdline(p)]
         echo.wait_line(r"^Step\s+#", 60.0)  # it hears the run
         os.kill(echo.proc.pid, signal.SIGSTOP)
         try:

@@ -31,7 +31,7 @@ setup(
     entry_points={
         "console_scripts": [
             "strands-robots = strands_robots.cli:main",
-            "rollout_node = strands_robots.nodes.rollout_node:main",
+            "rollout_node = strands_robots.nodes.rollout.node:main",
             "arm_driver_node = strands_robots.nodes.arm_driver.node:main",
             "station_node = strands_robots.nodes.station_node:main",
             "camera_node = strands_robots.nodes.camera_node:main",

@@ -36,7 +36,7 @@ def test_a_readers_acknowledgement_comes_well_within_the_rollout_nodes_exit_boun
     from std_msgs.msg import String
 
     from strands_robots.ros.qos import EVENT_QOS
-    from strands_robots.nodes.rollout_params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
+    from strands_robots.nodes.rollout.params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
 
     reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, start_new_session=True)

@@ -148,7 +148,7 @@ def recorded(tmp_path_factory):
         procs.append(Process(_node_args("strands_robots.nodes.arm_driver.node", ns_a, "autostart:=true",
                                         f"control_rate_hz:={RATE_HZ}")))
         procs.append(Process(_node_args("strands_robots.nodes.camera_node", ns_b, f"cameras_file:={cameras_file}")))
-        procs.append(Process(_node_args("strands_robots.nodes.rollout_node", ns_a, "start_pose_before_episode:=false",
+        procs.append(Process(_node_args("strands_robots.nodes.rollout.node", ns_a, "start_pose_before_episode:=false",
                                         f"control_frequency:={RATE_HZ}", "driver_timeout_s:=60.0",
                                         "driver_silence_s:=0.5")))
         assert action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"

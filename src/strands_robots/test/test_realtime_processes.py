@@ -217,7 +217,7 @@ def threads_made_at_import(module: str) -> int:
     return int(out.stdout.strip()) - 1
 
 
-NODES = ["strands_robots.nodes.arm_driver.node", "strands_robots.nodes.rollout_node"]
+NODES = ["strands_robots.nodes.arm_driver.node", "strands_robots.nodes.rollout.node"]
 
 
 @pytest.mark.parametrize("module", NODES)

@@ -99,7 +99,7 @@ class CameraStation:
             self.camera = _start("strands_robots.nodes.camera_node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
             self.procs.append(self.camera)
             if rollout:
-                self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
+                self.procs.append(_start("strands_robots.nodes.rollout.node", self.namespace,
                                          "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
                                          "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist",
                                          f"cameras_file:={CAMERAS_FILE}",
@@ -184,7 +184,7 @@ def test_images_reach_a_policy_over_ros_with_the_configured_shape_and_dtype():
     import numpy as np
 
     from strands_robots.cameras.config import load_camera_set
-    from strands_robots.nodes.camera_frames import camera_backend
+    from strands_robots.nodes.rollout.camera_frames import camera_backend
     from strands_robots.nodes.driver_client import RosDriverBackend
     from strands_robots.rollout.runner import PolicyRunner
 
@@ -248,7 +248,7 @@ def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_
     import numpy as np
 
     from strands_robots.cameras.config import load_camera_set
-    from strands_robots.nodes.camera_frames import CameraSceneError, camera_backend
+    from strands_robots.nodes.rollout.camera_frames import CameraSceneError, camera_backend
     from strands_robots.nodes.driver_client import RosDriverBackend
 
     s = CameraStation(rollout=False)
@@ -318,7 +318,7 @@ def test_a_frozen_driver_ends_the_episode_and_no_frame_after_it_carries_a_fresh_
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.cameras.frames import CameraStale
     from strands_robots.ros.qos import STATE_QOS
-    from strands_robots.nodes.camera_frames import subscribe_frames
+    from strands_robots.nodes.rollout.camera_frames import subscribe_frames
     from strands_robots.nodes.camera_msgs import IMAGE_QOS
 
     s = CameraStation()

@@ -40,7 +40,7 @@ from strands_robots.conversions.events import msg_to_event  # noqa: E402
 from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
 from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
-from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
+from strands_robots.nodes.rollout.node import RolloutNode  # noqa: E402
 from strands_robots.policies.scripted import ScriptedPolicy  # noqa: E402
 from strands_robots.rollout.pipeline import window_steps  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
@@ -672,7 +672,7 @@ def test_the_stream_is_the_default_command_path_of_the_node_and_of_its_config_fi
 
     import yaml
 
-    from strands_robots.nodes.rollout_node import PARAMETERS
+    from strands_robots.nodes.rollout.node import PARAMETERS
 
     assert PARAMETERS["command_path"][0] == "stream"
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "rollout.yaml").read_text())

@@ -149,7 +149,7 @@ class Station:
             if driver:
                 self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace,
                                          "autostart:=true", f"control_rate_hz:={RATE_HZ}"))
-            self.rollout = _start("strands_robots.nodes.rollout_node", self.namespace,
+            self.rollout = _start("strands_robots.nodes.rollout.node", self.namespace,
                                   "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
                                   "driver_timeout_s:=30.0", "driver_silence_s:=0.5", *rollout_params)
             self.procs.append(self.rollout)
@@ -368,7 +368,7 @@ def test_no_parameter_of_the_rollout_node_holds_a_token_and_the_credentials_file
 def test_a_credentials_file_others_may_read_stops_the_node_with_one_line(tmp_path):
     creds = _credentials_file(tmp_path, "127.0.0.1:1")
     creds.chmod(0o644)
-    proc = _start("strands_robots.nodes.rollout_node", f"/rollout_proc_{uuid.uuid4().hex[:8]}",
+    proc = _start("strands_robots.nodes.rollout.node", f"/rollout_proc_{uuid.uuid4().hex[:8]}",
                   f"relay_credentials_file:={creds}")
     try:
         code = proc.wait(60)

@@ -58,7 +58,7 @@ class Processes:
         module, overrides = {
             "arm_driver": ("strands_robots.nodes.arm_driver.node",
                            {"control_rate_hz": f"{RATE_HZ:.1f}", "autostart": "true"}),
-            "rollout": ("strands_robots.nodes.rollout_node",
+            "rollout": ("strands_robots.nodes.rollout.node",
                         {"control_frequency": f"{RATE_HZ:.1f}", "start_pose_before_episode": "false",
                          "record": "false", "policy_provider": "mock", "driver_silence_s": "0.5"}),
         }[name]

@@ -75,7 +75,7 @@ def _attempt(context, attempt: int) -> dict:
                              qos_profile_action_status_default)
     port = RosRobotPort(node, rollout_namespace="")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.rollout_node", "--ros-args", "-r", f"__ns:={namespace}",
+        [sys.executable, "-m", "strands_robots.nodes.rollout.node", "--ros-args", "-r", f"__ns:={namespace}",
          "-p", "driver_timeout_s:=0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -188,7 +188,7 @@ def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing
     rollout_log = tmp_path / "rollout_node.log"
     log_file = rollout_log.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.rollout_node", "--ros-args", "-r", f"__ns:={namespace}",
+        [sys.executable, "-m", "strands_robots.nodes.rollout.node", "--ros-args", "-r", f"__ns:={namespace}",
          "-p", "driver_timeout_s:=3.0"],
         stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -55,7 +55,7 @@ class Station:
 
     def __init__(self, tmp_path, operator="scripted", **station_params):
         from strands_robots.nodes.arm_driver.node import ArmDriverNode
-        from strands_robots.nodes.rollout_node import RolloutNode
+        from strands_robots.nodes.rollout.node import RolloutNode
         from strands_robots.nodes.station_node import StationNode
 
         self.namespace = f"/station_test_{uuid.uuid4().hex[:8]}"

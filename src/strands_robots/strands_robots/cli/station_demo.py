@@ -218,7 +218,7 @@ class LocalStation:
         if self.credentials_file():
             overrides["relay_credentials_file"] = self.credentials_file()
         self.rollout = self.sup.start("rollout", self._node_argv(
-            "strands_robots.nodes.rollout_node", "rollout", config_file("rollout.yaml"),
+            "strands_robots.nodes.rollout.node", "rollout", config_file("rollout.yaml"),
             overrides), on_line=self._emit)
         return self.rollout
 

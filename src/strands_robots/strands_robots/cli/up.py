@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
                 {"control_rate_hz": args.control_frequency, "autostart": "true"},
             ))
             rollout = sup.start("rollout", node_argv(
-                "strands_robots.nodes.rollout_node", "rollout", args.namespace, config,
+                "strands_robots.nodes.rollout.node", "rollout", args.namespace, config,
                 {
                     "control_frequency": args.control_frequency,
                     "policy_provider": args.policy,

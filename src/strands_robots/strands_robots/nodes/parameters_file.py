@@ -19,7 +19,8 @@ STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service
 
 def node_parameter_names() -> dict:
     """Return the parameter names each strands_robots node declares, by node name (the default names)."""
-    from strands_robots.nodes import rollout_params, station_node
+    from strands_robots.nodes.rollout import params as rollout_params
+    from strands_robots.nodes import station_node
     from strands_robots.nodes.arm_driver import params as driver_params
 
     return {
@@ -100,7 +101,7 @@ def _driver_refusal(name: str, value: Any) -> str:
 
 
 def _rollout_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes.rollout_params import PARAMETERS, value_refusal
+    from strands_robots.nodes.rollout.params import PARAMETERS, value_refusal
 
     default, _, extra = PARAMETERS[name]
     reason = _typed_refusal(name, value, default) or _range_refusal(name, value, extra)

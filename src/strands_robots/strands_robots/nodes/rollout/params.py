@@ -118,7 +118,7 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
                                     "observer_events has this many subscribers, so a watcher started with the "
                                     "node sees the whole stream", {"integer_range": _int_range(0, 1000),
                                                                    "read_only": True}),
-    # Cameras (strands_robots.cameras, nodes/camera_frames.py): <camera>.image in every observation.
+    # Cameras (strands_robots.cameras, nodes/rollout/camera_frames.py): <camera>.image in every observation.
     "cameras": ("", "comma-separated cameras whose <camera>/image_raw frames every observation holds "
                     "(<camera>.image); empty: none", {"read_only": True}),
     "cameras_file": ("", "camera file naming their size and stale bound; empty: the package's config/cameras.yaml",

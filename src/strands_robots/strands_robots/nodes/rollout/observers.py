@@ -7,7 +7,7 @@ event publisher's ``on_event`` hook (it runs on the publisher thread): while a g
 (:attr:`EpisodeFeedback.target` is its handle) every ``RunPolicyStep`` counts its missed deadline, and one
 feedback a tenth of a second carries the step reached, the budget, the elapsed time and the misses so far;
 ``RunPolicyStarted`` resets the count. Used by
-:class:`~strands_robots.nodes.rollout_node.RolloutNode`.
+:class:`~strands_robots.nodes.rollout.node.RolloutNode`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ comparison).
 naming the driver and the silence, and no stale observation reaches the policy or the recording
 (:mod:`strands_robots.nodes.driver_watch`).
 
-**Goal fields** (:mod:`~strands_robots.nodes.rollout_goal`): a number or string left 0 / empty takes the
+**Goal fields** (:mod:`~strands_robots.nodes.rollout.goal`): a number or string left 0 / empty takes the
 parameter's value. The goal's ``record`` and ``async_rtc`` are booleans with no "unset": they decide for their
 goal, both ways (a goal turns recording or prefetch on or off); the ``record`` / ``async_rtc`` parameters are
 what the node's own autorun episodes use.
@@ -50,7 +50,7 @@ parameter holds a token. Without the file a goal asking for the relay provider i
 
 Topics: ``observer_events`` (ObserverEvent), ``episode_results`` (EpisodeResult). Action: ``run_episode``.
 With ``cameras`` set, every observation also holds each camera's latest ``<camera>/image_raw`` frame as
-``<camera>.image`` (:mod:`strands_robots.nodes.camera_frames`); a frame older than the camera's bound ends the
+``<camera>.image`` (:mod:`strands_robots.nodes.rollout.camera_frames`); a frame older than the camera's bound ends the
 episode as an error, as a stale joint state does. With ``camera_scene_node`` the simulated camera node lays out
 the goal's task and seed before the episode (frames of the old layout are discarded).
 The driver's names are resolved relative to ``driver_namespace`` (default: this node's namespace).
@@ -84,15 +84,15 @@ from strands_robots.conversions.station import rollout_episode_result_msg
 from strands_robots.ros import process
 from strands_robots.ros.qos import EVENT_QOS
 from strands_robots.nodes.driver_client import RosDriverBackend
-from strands_robots.nodes.event_publisher import QueuedEventPublisher
+from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
 from strands_robots.ros.executor_choice import make_executor
 from strands_robots.ros.realtime_guard import start_realtime
 from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
 from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
-from strands_robots.nodes.rollout_goal import run_kwargs
-from strands_robots.nodes.rollout_observers import EpisodeFeedback, RunTracker
-from strands_robots.nodes.rollout_params import PARAMETERS, value_refusal
-from strands_robots.nodes.rollout_takeover import add_takeover_services
+from strands_robots.nodes.rollout.goal import run_kwargs
+from strands_robots.nodes.rollout.observers import EpisodeFeedback, RunTracker
+from strands_robots.nodes.rollout.params import PARAMETERS, value_refusal
+from strands_robots.nodes.rollout.takeover import add_takeover_services
 from strands_robots.rollout.end_condition import END_START_POSE_UNREACHED, end_condition_of_result
 from strands_robots.rollout.run_spec import RunRefused, validate_run
 from strands_robots.rollout.runner import PolicyRunner
@@ -141,7 +141,7 @@ class RolloutNode(Node):
         self._stop = StopToken()
         runner_backend: Any = self.backend
         if self.p("cameras").strip():  # the camera node's frames in every observation, by the stale rule
-            from strands_robots.nodes.camera_frames import camera_backend
+            from strands_robots.nodes.rollout.camera_frames import camera_backend
             from strands_robots.nodes.camera_msgs import load_cameras
 
             runner_backend = camera_backend(self, self.backend, load_cameras(self.p("cameras_file"), self.p("cameras")),

@@ -106,12 +106,12 @@ def camera_backend(node: Node, inner: Any, cameras: CameraSet, camera_namespace:
                    first_frame_timeout_s: float = 10.0, scene_node: str = "") -> FramesBackend:
     """Return ``inner`` with the cameras' frames in its observations (subscriptions made on ``node``).
 
-    Its episode recordings hold the cameras' JPEGs and camera infos (:mod:`~strands_robots.nodes.camera_recording`).
+    Its episode recordings hold the cameras' JPEGs and camera infos (:mod:`.camera_recording`).
 
     :param scene_node: a simulated camera node's name: each ``reset(seed)`` lays out its scene for the task
         and the seed (:class:`SceneSetter`); empty: the scene is not this backend's (a real camera).
     """
-    from strands_robots.nodes.camera_recording import CameraRecordingTap
+    from strands_robots.nodes.rollout.camera_recording import CameraRecordingTap
 
     frames = subscribe_frames(node, cameras, camera_namespace)
     setter = SceneSetter(node, scene_node, camera_namespace, first_frame_timeout_s) if scene_node else None

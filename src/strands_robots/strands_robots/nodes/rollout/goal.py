@@ -4,7 +4,7 @@
 (a number or string left 0 / empty takes the parameter's value; ``record`` / ``async_rtc`` decide for their goal,
 or come from the parameters for the node's own autorun episodes); :func:`relay_policy_for` builds the relay
 provider from the node's start-time credentials, taking only the episode's options from the goal. Used by
-:class:`~strands_robots.nodes.rollout_node.RolloutNode`.
+:class:`~strands_robots.nodes.rollout.node.RolloutNode`.
 """
 
 from __future__ import annotations
