@@ -121,7 +121,7 @@ class Rig:
 
         values = {"station_id": station_id, "state_dir": str(self.tmp / name), "driver_namespace": self.ns_a,
                   "rollout_namespace": self.ns_a, **params}
-        self.start(name, "strands_robots.nodes.station_node", "station", namespace, "station.yaml", values)
+        self.start(name, "strands_robots.nodes.station.node", "station", namespace, "station.yaml", values)
         self.node.create_subscription(JobStatus, f"{namespace}/job_status", self._on_status, LATCHED_QOS)
 
     def close(self):

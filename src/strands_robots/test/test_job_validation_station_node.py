@@ -28,7 +28,7 @@ from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 @pytest.fixture(scope="module")
 def station_node(tmp_path_factory):
     """Yield (client node, state dir) beside a station node of its own (no driver or rollout: nothing runs)."""
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     context = Context()
     rclpy.init(context=context)

@@ -200,7 +200,7 @@ def test_take_over_button_reaches_the_real_station_node(app, ros_context, tmp_pa
 
     from rqt_strands_robots.monitor_widget import MonitorWidget
     from strands_robots.ros.process import spin_in_background
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     station = StationNode(context=ros_context, namespace="real_station",
                           parameter_overrides=[Parameter("state_dir", value=str(tmp_path / "state")),

@@ -95,7 +95,7 @@ def processes_and_port():
     A fresh pair per test is not what these tests are about: the ones that kill a process start it again, as a
     supervisor would, and :func:`rig` starts any a failed test left dead.
     """
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
     namespace = f"/goal_faults_{uuid.uuid4().hex[:8]}"
     procs = Processes(namespace)

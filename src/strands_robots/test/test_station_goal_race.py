@@ -56,7 +56,7 @@ def _goal() -> RunEpisode.Goal:
 
 
 def _attempt(context, attempt: int) -> dict:
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
     namespace = f"/goal_race_{uuid.uuid4().hex[:8]}"
     node = rclpy.create_node("station", namespace=namespace, context=context)
@@ -165,8 +165,8 @@ def _stopped(pid: int) -> bool:
 
 
 def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing_runs_unwatched(tmp_path):
-    from strands_robots.nodes.episode_goal import GOAL_SENDS
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.episode_goal import GOAL_SENDS
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
     # The station's own eight sends (the rollout node stopped some 8 s). With three (3 s) a fresh-clone run once
     # saw the resumed rollout node answer none of the queued sends nor the cancel in 30 s (cause not found).

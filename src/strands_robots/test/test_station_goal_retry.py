@@ -57,7 +57,7 @@ class Rig:
     def __init__(self, goal_ids):
         from strands_robots.nodes.arm_driver.node import ArmDriverNode
         from strands_robots.nodes.rollout.node import RolloutNode
-        from strands_robots.nodes.station_robot_port import RosRobotPort
+        from strands_robots.nodes.station.robot_port import RosRobotPort
 
         self.namespace = f"/goal_retry_{uuid.uuid4().hex[:8]}"
         self._switch = sys.getswitchinterval()

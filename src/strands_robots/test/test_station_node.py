@@ -56,7 +56,7 @@ class Station:
     def __init__(self, tmp_path, operator="scripted", **station_params):
         from strands_robots.nodes.arm_driver.node import ArmDriverNode
         from strands_robots.nodes.rollout.node import RolloutNode
-        from strands_robots.nodes.station_node import StationNode
+        from strands_robots.nodes.station.node import StationNode
 
         self.namespace = f"/station_test_{uuid.uuid4().hex[:8]}"
         self._switch = sys.getswitchinterval()
@@ -295,7 +295,7 @@ def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_fi
     from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
 
     from strands_robots.cli.bringup import write_relay_credentials
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -350,7 +350,7 @@ def test_an_unreadable_job_file_at_start_is_named_on_diagnostics_and_its_job_fai
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     from strands_robots_msgs.srv import GetStatus
 
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     state = tmp_path / "state"
     state.mkdir()

@@ -229,7 +229,7 @@ class LocalStation:
             params["relay_credentials_file"] = self.credentials_file()
         params.update(self.station_params)
         self.station = self.sup.start("station", self._node_argv(
-            "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
+            "strands_robots.nodes.station.node", "station", config_file("station.yaml"), params), on_line=self._emit)
         return self.station
 
     def kill_station(self, sig: int = 9) -> int:

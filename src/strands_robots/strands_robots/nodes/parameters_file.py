@@ -20,7 +20,7 @@ STANDARD_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service
 def node_parameter_names() -> dict:
     """Return the parameter names each strands_robots node declares, by node name (the default names)."""
     from strands_robots.nodes.rollout import params as rollout_params
-    from strands_robots.nodes import station_node
+    from strands_robots.nodes.station import node as station_node
     from strands_robots.nodes.arm_driver import params as driver_params
 
     return {
@@ -112,7 +112,7 @@ def _rollout_refusal(name: str, value: Any) -> str:
 
 
 def _station_refusal(name: str, value: Any) -> str:
-    from strands_robots.nodes.station_node import PARAMETERS
+    from strands_robots.nodes.station.node import PARAMETERS
 
     reason = _typed_refusal(name, value, PARAMETERS[name][0])
     if reason:

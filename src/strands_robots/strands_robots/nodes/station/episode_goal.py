@@ -4,7 +4,7 @@
 answer can be lost), adopting a refused id until its result says whether the server holds it;
 :class:`ServerWatch` tells from the ROS graph (:func:`server_gids`) when the action server that accepted a goal
 was replaced or went away, so a goal that died with its rollout node is not waited on for ever. Used by
-:class:`~strands_robots.nodes.station_robot_port.RosRobotPort`.
+:class:`~strands_robots.nodes.station.robot_port.RosRobotPort`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The station's control lease over ROS, for :class:`~strands_robots.nodes.station_robot_port.RosRobotPort`.
+"""The station's control lease over ROS, for :class:`~strands_robots.nodes.station.robot_port.RosRobotPort`.
 
 The lease is acquired through the driver client without its own heartbeat and renewed here every third of its
 length (so a task can stop the heartbeat: ``fault.stop_heartbeat_at_s``); it is watched on the driver's latched

@@ -1,4 +1,4 @@
-"""The job's policy for :class:`~strands_robots.nodes.station_robot_port.RosRobotPort`: found, declared, configured.
+"""The job's policy for :class:`~strands_robots.nodes.station.robot_port.RosRobotPort`: found, declared, configured.
 
 - **waiting for the policy**: a ``relay`` job's policy session is opened on the relay (the station's
   :class:`~strands_robots.relay.station_link.StationLink`) until the job's client attaches, or the core's

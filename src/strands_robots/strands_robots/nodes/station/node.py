@@ -6,7 +6,7 @@ Jobs come from the relay (the read-only ``relay_credentials_file`` names the sta
 at start: the relay's address, the station's token, its CA; no parameter holds a token) — the station connects out,
 takes the jobs addressed to ``station_id``, reports every snapshot of them plus a heartbeat, keeps a backlog while
 the relay is away — or from the ``submit_job`` service, and run one at a time on the core's job thread (node
-callbacks never wait for an episode) over :class:`~strands_robots.nodes.station_robot_port.RosRobotPort` (the arm
+callbacks never wait for an episode) over :class:`~strands_robots.nodes.station.robot_port.RosRobotPort` (the arm
 driver's lease and start pose, the rollout node's ``run_episode`` action and takeover services) and an operator
 (``operator: scripted`` — the :class:`~strands_robots.station.scripted_operator.ScriptedOperator` of a simulated
 station, driven by task parameters — or ``manual``: the operator services below, a person's answers).
@@ -61,8 +61,8 @@ from strands_robots.relay import pb_model
 from strands_robots.ros import process
 from strands_robots.ros.qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
 from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
-from strands_robots.nodes.station_policy import RelaySettings
-from strands_robots.nodes.station_robot_port import RosRobotPort
+from strands_robots.nodes.station.policy import RelaySettings
+from strands_robots.nodes.station.robot_port import RosRobotPort
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.scripted_operator import ScriptedOperator
