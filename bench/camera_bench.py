@@ -158,7 +158,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
             time.sleep(0.1)
         for label in ("cameras off", "cameras on"):
             if label == "cameras on":
-                procs.append(_start("strands_robots.nodes.camera_node", ns))
+                procs.append(_start("strands_robots.nodes.camera.node", ns))
                 deadline = time.monotonic() + 120
                 while frames["wrist"] < 5 and time.monotonic() < deadline:
                     time.sleep(0.1)
@@ -221,7 +221,7 @@ def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) ->
                             f"control_rate_hz:={rate_hz}")]
             params = ["start_pose_before_episode:=false", f"control_frequency:={rate_hz}", "driver_timeout_s:=60.0"]
             if camera_node:
-                procs.append(_start("strands_robots.nodes.camera_node", ns))
+                procs.append(_start("strands_robots.nodes.camera.node", ns))
             if cameras:
                 params += ["cameras:=scene,wrist", "camera_scene_node:=camera"]
             rollout = _start("strands_robots.nodes.rollout.node", ns, *params)

@@ -245,7 +245,7 @@ def run_once(node: Any, scheduler: str, seconds: float, logs: Path) -> Dict[str,
     procs = {
         "driver": start_node("strands_robots.nodes.arm_driver.node", ns,
                              ["autostart:=true", f"control_rate_hz:={RATE_HZ:.1f}"], env, logs / f"{tag}-driver.log"),
-        "camera": start_node("strands_robots.nodes.camera_node", ns, [], env, logs / f"{tag}-camera.log"),
+        "camera": start_node("strands_robots.nodes.camera.node", ns, [], env, logs / f"{tag}-camera.log"),
         "rollout": start_node("strands_robots.nodes.rollout.node", ns,
                               ["start_pose_before_episode:=false", f"control_frequency:={RATE_HZ:.1f}",
                                "driver_timeout_s:=60.0", "cameras:=scene,wrist", "camera_scene_node:=camera"],

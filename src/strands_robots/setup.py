@@ -34,7 +34,7 @@ setup(
             "rollout_node = strands_robots.nodes.rollout.node:main",
             "arm_driver_node = strands_robots.nodes.arm_driver.node:main",
             "station_node = strands_robots.nodes.station.node:main",
-            "camera_node = strands_robots.nodes.camera_node:main",
+            "camera_node = strands_robots.nodes.camera.node:main",
             # Not ROS nodes: the relay and the Evaluation Client that rollout.launch.py runs as processes.
             "relay = strands_robots.relay.server:main",
             "demo_job = strands_robots.cli.demo_job:main",

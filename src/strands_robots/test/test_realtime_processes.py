@@ -281,7 +281,7 @@ def test_the_camera_node_takes_fifo_10_below_the_control_loop_where_permitted_an
     pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
     pytest.importorskip("mujoco", reason="MuJoCo is not installed")
     for preexec, expected in ((time_shared, (os.SCHED_FIFO, 10)), (unprivileged, (os.SCHED_OTHER, 0))):
-        node = NodeProcess("strands_robots.nodes.camera_node", preexec, MUJOCO_GL="egl")
+        node = NodeProcess("strands_robots.nodes.camera.node", preexec, MUJOCO_GL="egl")
         try:
             line = node.wait_line(r"real-time scheduling: ", START_S)
             if expected[0] == os.SCHED_FIFO and "SCHED_FIFO" not in line:

@@ -96,7 +96,7 @@ class CameraStation:
         try:
             self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace, "autostart:=true",
                                      f"control_rate_hz:={RATE_HZ}"))
-            self.camera = _start("strands_robots.nodes.camera_node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
+            self.camera = _start("strands_robots.nodes.camera.node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
             self.procs.append(self.camera)
             if rollout:
                 self.procs.append(_start("strands_robots.nodes.rollout.node", self.namespace,

@@ -204,7 +204,7 @@ class LocalStation:
                    "policy_provider": "mock", "driver_silence_s": "0.5"}
         if self.cameras:  # its own process: rendering never runs in the driver's control loop
             self.camera = self.sup.start("camera", self._node_argv(
-                "strands_robots.nodes.camera_node", "camera", config_file("rollout.yaml"),
+                "strands_robots.nodes.camera.node", "camera", config_file("rollout.yaml"),
                 {"cameras": self.cameras}), on_line=self._emit)
             rollout.update(cameras=self.cameras, camera_scene_node="camera")
         rollout.update(self.rollout_params)

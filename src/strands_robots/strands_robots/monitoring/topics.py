@@ -18,7 +18,7 @@ topic                   type                                      QoS kind
 ``/diagnostics``        ``diagnostic_msgs/msg/DiagnosticArray``    diagnostics
 ======================  ========================================  ===========
 
-and per camera ``<camera>`` (:func:`camera_topics`, the camera node's topics: ``nodes/camera_node.py``)
+and per camera ``<camera>`` (:func:`camera_topics`, the camera node's topics: ``nodes/camera/node.py``)
 ``<camera>/image_raw/compressed`` (``sensor_msgs/msg/CompressedImage``) and ``<camera>/camera_info``
 (``sensor_msgs/msg/CameraInfo``), QoS kind sensor (best effort, as camera drivers publish). The raw
 ``image_raw`` is not among them: a tool records and streams the JPEG, as image_transport's users do.
