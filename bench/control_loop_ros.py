@@ -66,7 +66,7 @@ class RosHarness:
         from strands_robots_msgs.msg import ObserverEvent
 
         from strands_robots.ros.qos import EVENT_QOS
-        from strands_robots.nodes.driver_client import RosDriverBackend
+        from strands_robots.driver_link.client import RosDriverBackend
 
         self._log = open(os.path.join(self.log_dir, f"driver-{self.command_path}-{self.driver_rate_hz:g}hz.log"), "ab")
         argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args",

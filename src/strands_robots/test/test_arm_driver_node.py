@@ -44,7 +44,7 @@ from strands_robots.conversions.messages import time_to_ns  # noqa: E402
 from strands_robots.conversions.safety import msg_to_safety_check  # noqa: E402
 from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
 from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
-from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
+from strands_robots.driver_link.client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
 from strands_robots_msgs.srv import SendAction  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
 

@@ -31,7 +31,7 @@ from test_driver_process import driver_env  # noqa: E402
 
 from strands_robots.arm.lease import STATE_FREE, STATE_HELD  # noqa: E402
 from strands_robots.ros.qos import LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
+from strands_robots.driver_link.client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
 from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 

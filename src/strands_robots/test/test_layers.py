@@ -28,7 +28,7 @@ LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
     "rollout": CORE, "simulation": CORE, "station": CORE, "stats": CORE, "stop_signals": CORE, "validation": CORE,
     "conversions": CONVERSIONS,
-    "nodes": NODES, "ros": NODES, "monitoring": NODES, "export": NODES,
+    "nodes": NODES, "ros": NODES, "driver_link": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
     "__main__": LAUNCH,
 }

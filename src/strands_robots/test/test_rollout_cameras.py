@@ -185,7 +185,7 @@ def test_images_reach_a_policy_over_ros_with_the_configured_shape_and_dtype():
 
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.nodes.rollout.camera_frames import camera_backend
-    from strands_robots.nodes.driver_client import RosDriverBackend
+    from strands_robots.driver_link.client import RosDriverBackend
     from strands_robots.rollout.runner import PolicyRunner
 
     s = CameraStation(rollout=False)
@@ -249,7 +249,7 @@ def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_
 
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.nodes.rollout.camera_frames import CameraSceneError, camera_backend
-    from strands_robots.nodes.driver_client import RosDriverBackend
+    from strands_robots.driver_link.client import RosDriverBackend
 
     s = CameraStation(rollout=False)
     backend = None

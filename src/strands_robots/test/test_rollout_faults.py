@@ -106,7 +106,7 @@ def test_a_driver_starved_mid_episode_holds_the_loop_and_never_bursts_or_trips(r
     trips, the episode runs to its budget, and every step is reported in order with one Ended.
     """
     from strands_robots.arm.config import DriverConfig
-    from strands_robots.nodes.driver_client import DEFAULT_COMMAND_WINDOW_S
+    from strands_robots.driver_link.client import DEFAULT_COMMAND_WINDOW_S
 
     r = rig(driver="process", command_window_s=DEFAULT_COMMAND_WINDOW_S)  # the node's default window
     budget = int(4.0 * RATE_HZ)

@@ -32,7 +32,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict  # noqa: E402
 
 from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS  # noqa: E402
-from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
+from strands_robots.driver_link.client import RosDriverBackend  # noqa: E402
 from strands_robots.ros.process import spin_in_background  # noqa: E402
 from strands_robots.nodes.rollout.observers import RunTracker  # noqa: E402
 from strands_robots.rollout.runner import PolicyRunner  # noqa: E402

@@ -1,7 +1,7 @@
 """rollout_node: the policy control loop over ROS 2.
 
 A ``RunEpisode`` action server. Each goal runs one episode of :class:`~strands_robots.rollout.runner.PolicyRunner`
-against the arm driver node (through :class:`~strands_robots.nodes.driver_client.RosDriverBackend`):
+against the arm driver node (through :class:`~strands_robots.driver_link.client.RosDriverBackend`):
 
 1. every goal field (with the parameters filling what the goal leaves empty) is validated by the shared run
    validation (:func:`~strands_robots.rollout.run_spec.validate_run`) **before anything moves**: a refused goal
@@ -23,7 +23,7 @@ while an episode runs; the control thread never runs on the executor.
 **Command path** (``command_path``, read-only): ``stream`` (the default) publishes an ``ActionCommand`` per
 step and never waits for its answer inside a control period: the ``ActionVerdict`` s are collected as they
 arrive and each step's event is dispatched with its own verdict, in step order
-(:mod:`strands_robots.rollout.pipeline`, :mod:`strands_robots.nodes.command_stream`). At most
+(:mod:`strands_robots.rollout.pipeline`, :mod:`strands_robots.driver_link.command_stream`). At most
 ``command_window_s`` of commands are in flight: when the driver falls behind (a starved process) the loop holds,
 its budget clock paused and the held deadlines counted as missed, until the driver answers or the dead-driver
 bound ends the episode; and a command the driver reads more than ``command_window_s`` after it was sent is
@@ -83,7 +83,7 @@ from strands_robots.conversions.introspection import dict_to_msg
 from strands_robots.conversions.station import rollout_episode_result_msg
 from strands_robots.ros import process
 from strands_robots.ros.qos import EVENT_QOS
-from strands_robots.nodes.driver_client import RosDriverBackend
+from strands_robots.driver_link.client import RosDriverBackend
 from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
 from strands_robots.ros.executor_choice import make_executor
 from strands_robots.ros.realtime_guard import start_realtime

@@ -13,7 +13,7 @@ from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange
 
-from strands_robots.nodes.driver_client import (
+from strands_robots.driver_link.client import (
     COMMAND_PATHS,
     COMMAND_WINDOW_MAX_S,
     COMMAND_WINDOW_MIN_S,

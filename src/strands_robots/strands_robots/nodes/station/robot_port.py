@@ -56,7 +56,7 @@ from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resu
 
 from strands_robots.conversions.station import station_task_to_msg
 from strands_robots.ros.qos import LATCHED_QOS
-from strands_robots.nodes.driver_client import RosDriverBackend
+from strands_robots.driver_link.client import RosDriverBackend
 from strands_robots.nodes.station.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station.lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls
 from strands_robots.nodes.station.policy import RelaySettings, StationPolicyCalls

@@ -1,6 +1,6 @@
 """One episode's command path over the command stream, as the control loop sees it (``CommandWindow``).
 
-Made by :meth:`strands_robots.nodes.driver_client.RosDriverBackend.command_window`; it submits through the
+Made by :meth:`strands_robots.driver_link.client.RosDriverBackend.command_window`; it submits through the
 backend's stream and hands the loop the verdicts as they arrive (``rollout/pipeline.py``).
 """
 

@@ -12,7 +12,7 @@ spinning that node would deadlock. The rollout node calls them from its control 
   gives the control loop an asynchronous path: each step's ``ActionCommand`` is published and the loop goes on,
   the ``ActionVerdict`` s are collected as they arrive, and a step's event waits for its own verdict, with at
   most ``command_window_s`` of commands in flight (:mod:`strands_robots.rollout.pipeline`,
-  :mod:`strands_robots.nodes.command_stream`). ``send_action()`` is the single blocking call (publish, wait for
+  :mod:`strands_robots.driver_link.command_stream`). ``send_action()`` is the single blocking call (publish, wait for
   that verdict). ``service`` is one ``SendAction`` call per step with a timeout (kept for comparison and for
   single calls). A timeout or a missing driver is a coarse verdict, never an exception, so the loop records it
   as ``unknown``;
@@ -57,9 +57,9 @@ from strands_robots.conversions.actions import response_to_verdict, verdict_msg_
 from strands_robots.conversions.joint_state import driver_joint_state_to_observation
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS
-from strands_robots.nodes.command_stream import CommandStream
-from strands_robots.nodes.driver_arms import DriverArmCalls
-from strands_robots.nodes.stream_window import StreamWindow
+from strands_robots.driver_link.command_stream import CommandStream
+from strands_robots.driver_link.arms import DriverArmCalls
+from strands_robots.driver_link.stream_window import StreamWindow
 from strands_robots.nodes.driver_watch import DriverWatch, default_silence_s
 from strands_robots.rollout.pipeline import DEFAULT_WINDOW_S, window_steps
 

@@ -1,4 +1,4 @@
-"""The arm-authority calls of :class:`~strands_robots.nodes.driver_client.RosDriverBackend`.
+"""The arm-authority calls of :class:`~strands_robots.driver_link.client.RosDriverBackend`.
 
 The lease (claimed, kept alive by a heartbeat, released), the start pose (the driver's action, or its service)
 and a safety reset.
