@@ -132,7 +132,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
 
     from strands_robots.conversions.joint_state import joint_state_robot_time_s
     from strands_robots.ros.qos import STATE_QOS
-    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+    from strands_robots.ros.qos import IMAGE_QOS
 
     rclpy.init()
     ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"

@@ -159,7 +159,7 @@ class Listener:
 
         from strands_robots.conversions.joint_state import joint_state_robot_time_s
         from strands_robots.ros.qos import COMMAND_QOS, STATE_QOS
-        from strands_robots.nodes.camera_msgs import IMAGE_QOS
+        from strands_robots.ros.qos import IMAGE_QOS
 
         self._robot_time_s = joint_state_robot_time_s
         self.lock = threading.Lock()

@@ -32,7 +32,8 @@ from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES  # noqa: E402
 from strands_robots.cameras import jpeg  # noqa: E402
 from strands_robots.cameras.intrinsics import from_fovy  # noqa: E402
 from strands_robots.ros.qos import STATE_QOS  # noqa: E402
-from strands_robots.nodes.camera_msgs import IMAGE_QOS, image_from_msg  # noqa: E402
+from strands_robots.conversions.camera import image_from_msg  # noqa: E402
+from strands_robots.ros.qos import IMAGE_QOS  # noqa: E402
 from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402

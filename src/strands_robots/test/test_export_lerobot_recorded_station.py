@@ -41,7 +41,7 @@ from strands_robots.export import lerobot  # noqa: E402
 from strands_robots.monitoring.report import load_recording, read_messages  # noqa: E402
 from strands_robots.ros.qos import EVENT_QOS  # noqa: E402
 from strands_robots.ros.action_client import ActionClient  # noqa: E402
-from strands_robots.nodes.camera_msgs import IMAGE_QOS  # noqa: E402
+from strands_robots.ros.qos import IMAGE_QOS  # noqa: E402
 from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402

@@ -5,7 +5,8 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
 
     launch / CLI   cli/, launch_support, supervisor, the station demo and job commands
          |
-    nodes, tools   nodes/ (rclpy shells), monitoring/, export/
+    nodes, tools   nodes/<process>/ (one package per process: arm_driver, rollout, station, camera; rclpy
+                   shells), ros/ (the plumbing they share), driver_link/ (the driver's client), monitoring/, export/
          |
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
@@ -32,6 +33,8 @@ LAYERS = {
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
     "__main__": LAUNCH,
 }
+# nodes/ holds one package per node process and nothing else (a file's process is in its path).
+PROCESSES = ("arm_driver", "rollout", "station", "camera")
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.
 KNOWN_CIRCLES: tuple = ()
 # Imports the core never makes (README: the core never imports rclpy or generated messages).
@@ -178,6 +181,18 @@ def test_the_core_never_imports_ros():
             if root in ROS_ONLY or root.endswith("_msgs"):
                 offenders.append(f"{name}: {imported}")
     assert offenders == []
+
+
+def test_every_file_under_nodes_is_in_a_process_package():
+    """Every file under nodes/ is ``nodes/<process>/...``; only the package's own ``__init__.py`` is beside them."""
+    nodes = PACKAGE / "nodes"
+    misplaced = sorted(str(path.relative_to(PACKAGE)) for path in nodes.rglob("*")
+                       if path.is_file() and "__pycache__" not in path.parts
+                       and path.relative_to(nodes).parts[0] not in PROCESSES and path != nodes / "__init__.py")
+    assert misplaced == [], f"every file under nodes/ belongs in nodes/<process>/ ({', '.join(PROCESSES)})"
+    assert {p.name for p in nodes.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(PROCESSES)
+    for process in PROCESSES:
+        assert (nodes / process / "node.py").is_file(), f"nodes/{process}/ has no node.py (its process's main)"
 
 
 def test_the_graph_checks_can_fail():

@@ -23,7 +23,7 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 
 from ros_harness import wait_for  # noqa: E402
 
-from strands_robots.nodes import parameters_file  # noqa: E402
+from strands_robots.cli import parameters_file  # noqa: E402
 
 from strands_robots.ros import process  # noqa: E402
 

@@ -319,7 +319,7 @@ def test_a_frozen_driver_ends_the_episode_and_no_frame_after_it_carries_a_fresh_
     from strands_robots.cameras.frames import CameraStale
     from strands_robots.ros.qos import STATE_QOS
     from strands_robots.nodes.rollout.camera_frames import subscribe_frames
-    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+    from strands_robots.ros.qos import IMAGE_QOS
 
     s = CameraStation()
     driver = s.procs[0]

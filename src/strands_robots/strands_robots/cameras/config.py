@@ -208,6 +208,15 @@ def load_camera_set(path: "str | None" = None) -> CameraSet:
     return parse_camera_set(data, f"camera config {path}")
 
 
+def load_cameras(cameras_file: str, names: str) -> CameraSet:
+    """Return the cameras a node runs: the file's (empty: the package's), only ``names`` (comma-separated) if given.
+
+    :raises CameraConfigError: an unreadable file, a refused value, or a name the file does not configure.
+    """
+    cameras = load_camera_set(cameras_file or None)
+    return cameras.select([n.strip() for n in names.split(",") if n.strip()])
+
+
 def cameras_refusal(cameras_file: str, cameras: str) -> str:
     """Say in one line why a camera file (empty: the package's) or the cameras named from it are refused; "" if fine.
 

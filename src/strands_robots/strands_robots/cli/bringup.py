@@ -3,7 +3,7 @@
 * Every config file is checked on load, each refusal one line naming the file, the key and the reason:
   :func:`relay_config_refusal` (``config/relay.yaml``) and :func:`job_file_refusal` (a job file such as
   ``config/demo_job.yaml``); a ROS parameters file is checked by
-  :func:`strands_robots.nodes.parameters_file.parameters_file_refusal`.
+  :func:`strands_robots.cli.parameters_file.parameters_file_refusal`.
 * :func:`make_run_dir`: a private directory (mode 0700) with the relay's tokens made for this launch (files mode
   0600): one client token, one station token. Nothing secret is ever committed or passed on a command line;
   the processes get the paths of these files. The directory goes when the launch process goes, however it ends

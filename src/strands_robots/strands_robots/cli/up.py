@@ -145,7 +145,7 @@ def _rollout(args: argparse.Namespace) -> int:
         if not value > 0:
             return _usage_error(f"{flag} {value:g}: must be greater than 0")
     ros_env_check("up")
-    from strands_robots.nodes.parameters_file import unknown_parameters_error
+    from strands_robots.cli.parameters_file import unknown_parameters_error
     from strands_robots.ros.process import params_file_error
 
     from strands_robots.package_files import PackageFileNotFound

@@ -8,7 +8,8 @@
 - :mod:`.joint_state`: observations <-> ``JointState``, the driver's robot time, ``/clock``;
 - :mod:`.safety`: safety checks <-> ``SafetyCheck`` / ``SafetyStop``;
 - :mod:`.driver`: ``DriverStatus``, ``LeaseState``, diagnostics;
-- :mod:`.station`: the station model <-> tasks, episode results, job status, answers.
+- :mod:`.station`: the station model <-> tasks, episode results, job status, answers;
+- :mod:`.camera`: camera frames and intrinsics <-> ``Image`` / ``CompressedImage`` / ``CameraInfo``, their topics.
 
 Every module imports without rclpy or any generated message package; message classes are imported on first use.
 Callers import the function from its module (this package re-exports nothing).

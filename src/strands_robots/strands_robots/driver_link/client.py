@@ -17,7 +17,7 @@ spinning that node would deadlock. The rollout node calls them from its control 
   single calls). A timeout or a missing driver is a coarse verdict, never an exception, so the loop records it
   as ``unknown``;
 - ``fault_detail()`` is empty while the driver is heard and names the driver and the silence once it is not
-  (:mod:`strands_robots.nodes.driver_watch`): the runner then ends the episode as an error;
+  (:mod:`strands_robots.rollout.driver_watch`): the runner then ends the episode as an error;
 - ``advance()`` does nothing (the driver runs on its own clock); ``reset()`` moves the arms to the start pose
   (``reset_moves_to_start_pose``; the rollout node moves them itself, before the episode, to report
   ``start_pose_unreached``);
@@ -60,7 +60,7 @@ from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS
 from strands_robots.driver_link.command_stream import CommandStream
 from strands_robots.driver_link.arms import DriverArmCalls
 from strands_robots.driver_link.stream_window import StreamWindow
-from strands_robots.nodes.driver_watch import DriverWatch, default_silence_s
+from strands_robots.rollout.driver_watch import DriverWatch, default_silence_s
 from strands_robots.rollout.pipeline import DEFAULT_WINDOW_S, window_steps
 
 # How long safety_stop_detail() waits for the SafetyStop message after a response said "stopped".
@@ -101,7 +101,7 @@ class RosDriverBackend(DriverArmCalls):
     :param verdict_timeout_s: stream path: a step whose verdict has not come this long after its command is
         ``unknown`` (0: the dead-driver bound).
     :param driver_silence_s: the dead-driver bound; 0 derives it from the control period
-        (:func:`~strands_robots.nodes.driver_watch.default_silence_s`).
+        (:func:`~strands_robots.rollout.driver_watch.default_silence_s`).
     :param reset_moves_to_start_pose: ``reset()`` moves the arms to the start pose (raises when unreached).
     """
 

@@ -15,11 +15,13 @@
   rollout never has more than its command window (50 ms: at most 50 commands at 1 kHz) in flight, so no reader
   falls that far behind; one that did would lose the oldest (the rollout counts those steps as unknown after
   its verdict bound), and it never blocks the writer.
+- ``IMAGE_QOS``: camera images and camera infos: sensor-data QoS (best effort, keep_last 5), as camera drivers
+  publish them (``conversions/camera.py`` has the topics and the messages).
 """
 
 from __future__ import annotations
 
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 EVENT_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
@@ -62,4 +64,7 @@ DIAGNOSTICS_QOS = QoSProfile(
 )
 """``/diagnostics`` as diagnostic_aggregator and rqt_runtime_monitor subscribe to it (default QoS, depth 10)."""
 
-__all__ = ["COMMAND_QOS", "DIAGNOSTICS_QOS", "EVENT_QOS", "LATCHED_QOS", "SENSOR_QOS", "STATE_QOS", "VERDICT_QOS"]
+IMAGE_QOS = qos_profile_sensor_data
+
+__all__ = ["COMMAND_QOS", "DIAGNOSTICS_QOS", "EVENT_QOS", "IMAGE_QOS", "LATCHED_QOS", "SENSOR_QOS", "STATE_QOS",
+           "VERDICT_QOS"]

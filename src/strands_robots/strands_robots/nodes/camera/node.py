@@ -47,12 +47,12 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState
 
 from strands_robots.cameras import adapter as camera_adapter
 from strands_robots.cameras import jpeg
-from strands_robots.cameras.config import CameraConfigError
+from strands_robots.cameras.config import CameraConfigError, load_cameras
 from strands_robots.cameras.mirror_stamp import frame_stamp_ns, joint_state_ns
 from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT_PRIORITY_ENV, lower_render_priority
 from strands_robots.cameras.scene import SceneParameterError, object_position
-from strands_robots.nodes import camera_msgs
-from strands_robots.ros.qos import STATE_QOS
+from strands_robots.conversions import camera as camera_msgs
+from strands_robots.ros.qos import IMAGE_QOS, STATE_QOS
 from strands_robots.ros.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.ros.realtime_guard import start_realtime
 from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
@@ -100,7 +100,7 @@ class CameraNode(Node):
         for name, (default, description, extra) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=description, **extra))
         p = self.p
-        self.camera_set = camera_msgs.load_cameras(p("cameras_file"), p("cameras")).with_adapter(p("adapter"))
+        self.camera_set = load_cameras(p("cameras_file"), p("cameras")).with_adapter(p("adapter"))
         if not self.camera_set.cameras:
             raise CameraConfigError("no cameras to run: the camera file lists none")
         self._scene = (_scene_task(p("scene_task_json")), None if p("scene_seed") < 0 else int(p("scene_seed")))
@@ -118,7 +118,7 @@ class CameraNode(Node):
         self._pubs = {}
         for c in self.camera_set.cameras:
             self._pubs[c.name] = tuple(
-                self.create_publisher(kind, topic, camera_msgs.IMAGE_QOS, event_callbacks=self._matched_log(topic))
+                self.create_publisher(kind, topic, IMAGE_QOS, event_callbacks=self._matched_log(topic))
                 for kind, topic in ((Image, camera_msgs.image_topic(c.name)),
                                     (CompressedImage, camera_msgs.compressed_topic(c.name)),
                                     (CameraInfo, camera_msgs.info_topic(c.name)))

@@ -27,7 +27,8 @@ from strands_robots.cameras.config import CameraSet
 from strands_robots.cameras.frames import LatestFrames
 from strands_robots.cameras.scene import SCENE_KEYS
 from strands_robots.ros.ask_again import ask_until_answered
-from strands_robots.nodes import camera_msgs
+from strands_robots.conversions import camera as camera_msgs
+from strands_robots.ros.qos import IMAGE_QOS
 
 _NS = 1_000_000_000
 
@@ -56,7 +57,7 @@ def subscribe_frames(node: Node, cameras: CameraSet, camera_namespace: str = "")
                 return
             frames.put(cam.name, image, msg.header.stamp.sec * _NS + msg.header.stamp.nanosec)
 
-        node.create_subscription(Image, topic, on_image, camera_msgs.IMAGE_QOS)
+        node.create_subscription(Image, topic, on_image, IMAGE_QOS)
     return frames
 
 

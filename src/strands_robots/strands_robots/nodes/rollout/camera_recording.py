@@ -21,7 +21,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, CompressedImage
 
 from strands_robots.cameras.config import CameraSet
-from strands_robots.nodes import camera_msgs
+from strands_robots.conversions import camera as camera_msgs
 
 __all__ = ["CameraRecordingTap", "SUBSCRIBER_DEPTH"]
 

@@ -32,7 +32,7 @@ comparison).
 
 **Dead driver**: past ``driver_silence_s`` without joint_states or without answers the episode ends as an error
 naming the driver and the silence, and no stale observation reaches the policy or the recording
-(:mod:`strands_robots.nodes.driver_watch`).
+(:mod:`strands_robots.rollout.driver_watch`).
 
 **Goal fields** (:mod:`~strands_robots.nodes.rollout.goal`): a number or string left 0 / empty takes the
 parameter's value. The goal's ``record`` and ``async_rtc`` are booleans with no "unset": they decide for their
@@ -142,7 +142,7 @@ class RolloutNode(Node):
         runner_backend: Any = self.backend
         if self.p("cameras").strip():  # the camera node's frames in every observation, by the stale rule
             from strands_robots.nodes.rollout.camera_frames import camera_backend
-            from strands_robots.nodes.camera_msgs import load_cameras
+            from strands_robots.cameras.config import load_cameras
 
             runner_backend = camera_backend(self, self.backend, load_cameras(self.p("cameras_file"), self.p("cameras")),
                                             self.p("camera_namespace"), self.p("driver_timeout_s"),

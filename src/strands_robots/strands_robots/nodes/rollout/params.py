@@ -2,7 +2,7 @@
 
 The ranges come from the rollout's own run limits (``rollout.run_spec.FIELD_LIMITS``), so a parameter and a
 goal field are refused by one rule. The node declares them (``rollout_node.py``); a parameters file is checked
-against them before any node starts (``nodes/parameters_file.py``).
+against them before any node starts (``cli/parameters_file.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from strands_robots.driver_link.client import (
     COMMAND_WINDOW_MIN_S,
     DEFAULT_COMMAND_WINDOW_S,
 )
-from strands_robots.nodes.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S, default_silence_s
+from strands_robots.rollout.driver_watch import SILENCE_MAX_S, SILENCE_MIN_S, default_silence_s
 from strands_robots.policies.registry import known_providers
 from strands_robots.rollout.run_spec import FIELD_LIMITS
 

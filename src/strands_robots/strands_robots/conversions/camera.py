@@ -8,23 +8,37 @@ The camera node's and the rollout node's shared translation:
 - ``CameraInfo``: the intrinsics of :mod:`strands_robots.cameras.intrinsics` (``plumb_bob``, no distortion).
 
 Topics, relative to the camera node's namespace: ``<camera>/image_raw``, ``<camera>/image_raw/compressed``,
-``<camera>/camera_info``; images on sensor-data QoS (best effort, keep last 5), as camera drivers publish them.
+``<camera>/camera_info``; images on sensor-data QoS (``ros/qos.py`` ``IMAGE_QOS``), as camera drivers publish them.
+Imports without rclpy or sensor_msgs, as every conversions module does: the message classes load on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
-from strands_robots.cameras.config import CameraSet, load_camera_set
 from strands_robots.cameras.intrinsics import DISTORTION_MODEL, Intrinsics
 
-IMAGE_QOS = qos_profile_sensor_data
+if TYPE_CHECKING:
+    from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+
 ENCODING = "rgb8"
 COMPRESSED_FORMAT = "rgb8; jpeg compressed bgr8"
+
+
+_MSGS: "SimpleNamespace | None" = None
+
+
+def _msgs() -> SimpleNamespace:
+    """Return the ``sensor_msgs`` classes of camera frames, imported once on first use."""
+    global _MSGS
+    if _MSGS is None:
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+
+        _MSGS = SimpleNamespace(CameraInfo=CameraInfo, CompressedImage=CompressedImage, Image=Image)
+    return _MSGS
 
 
 def image_topic(camera: str) -> str:
@@ -45,7 +59,7 @@ def frame_id(camera: str, prefix: str = "") -> str:
 
 
 def image_msg(image: np.ndarray, stamp: Any, frame: str) -> Image:
-    m = Image()
+    m = _msgs().Image()
     m.header.stamp = stamp
     m.header.frame_id = frame
     m.height, m.width = int(image.shape[0]), int(image.shape[1])
@@ -57,7 +71,7 @@ def image_msg(image: np.ndarray, stamp: Any, frame: str) -> Image:
 
 
 def compressed_msg(jpeg: bytes, stamp: Any, frame: str) -> CompressedImage:
-    m = CompressedImage()
+    m = _msgs().CompressedImage()
     m.header.stamp = stamp
     m.header.frame_id = frame
     m.format = COMPRESSED_FORMAT
@@ -66,7 +80,7 @@ def compressed_msg(jpeg: bytes, stamp: Any, frame: str) -> CompressedImage:
 
 
 def info_msg(k: Intrinsics, stamp: Any, frame: str) -> CameraInfo:
-    m = CameraInfo()
+    m = _msgs().CameraInfo()
     m.header.stamp = stamp
     m.header.frame_id = frame
     m.width, m.height = k.width, k.height
@@ -92,11 +106,3 @@ def image_from_msg(msg: Image) -> np.ndarray:
     img = buf[: h * step].reshape(h, step)[:, : 3 * w].reshape(h, w, 3)
     return np.array(img[..., ::-1] if msg.encoding == "bgr8" else img, dtype=np.uint8)
 
-
-def load_cameras(cameras_file: str, names: str) -> CameraSet:
-    """Return the cameras a node runs: the file's (empty: the package's), only ``names`` (comma-separated) if given.
-
-    :raises CameraConfigError: an unreadable file, a refused value, or a name the file does not configure.
-    """
-    cameras = load_camera_set(cameras_file or None)
-    return cameras.select([n.strip() for n in names.split(",") if n.strip()])
