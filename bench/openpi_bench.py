@@ -138,7 +138,7 @@ def scene_like(rng: np.random.Generator) -> np.ndarray:
 
 def run_relay(work: Path, url: str, calls: int, warmup: int, echo: bool = False, jpeg: bool = False) -> list:
     from strands_robots.client import EvaluationClient, pb
-    from strands_robots.relay.station_link import StationLink
+    from strands_robots.station_link.link import StationLink
 
     tokens = write_tokens(work)
     port = free_port()

@@ -384,7 +384,7 @@ def test_rollout_episode_result_names_the_run_and_end_condition_and_is_not_score
 def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros_and_protobuf():
     _msgs()
     from strands_robots.conversions.station import station_status_to_msg
-    from strands_robots.relay.pb_model import job_status_from_pb, job_status_to_pb
+    from strands_robots.wire.pb_model import job_status_from_pb, job_status_to_pb
     from strands_robots.station.model import (AnswerType, ConfigHash, EpisodeResult, JobState, JobStatus, Provenance,
                                               ScoringItemDefinition, ScoringSheet, Task)
 

@@ -10,8 +10,9 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
          |
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
-    core           everything else: simulation, rollout, policies, arm, cameras, station, relay, client,
-                   stats, validation, stop_signals (no rclpy, no generated messages)
+    core           everything else: simulation, rollout, policies, arm, cameras, station, station_link (the
+                   station's side of the relay), relay (the server), wire (what both speak), client, stats,
+                   validation, stop_signals (no rclpy, no generated messages)
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 # The layer of each top-level module or package of strands_robots; one missing here fails the test (place it).
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
-    "rollout": CORE, "simulation": CORE, "station": CORE, "stats": CORE, "stop_signals": CORE, "validation": CORE,
+    "rollout": CORE, "simulation": CORE, "station": CORE, "station_link": CORE, "wire": CORE, "stats": CORE,
+    "stop_signals": CORE, "validation": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "ros": NODES, "driver_link": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
@@ -193,6 +195,16 @@ def test_every_file_under_nodes_is_in_a_process_package():
     assert {p.name for p in nodes.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(PROCESSES)
     for process in PROCESSES:
         assert (nodes / process / "node.py").is_file(), f"nodes/{process}/ has no node.py (its process's main)"
+
+
+def test_the_shared_packages_sit_in_their_layers():
+    """The link to the relay and the wire format are core (no rclpy, no messages); the ROS plumbing is not."""
+    assert layer_of("strands_robots.station_link.link") == CORE
+    assert layer_of("strands_robots.wire.pb_model") == CORE
+    assert layer_of("strands_robots.ros.process") == NODES
+    assert layer_of("strands_robots.driver_link.client") == NODES
+    graph = module_graph()
+    assert "strands_robots.wire.pb_model" in graph and "strands_robots.station_link.link" in graph
 
 
 def test_the_graph_checks_can_fail():

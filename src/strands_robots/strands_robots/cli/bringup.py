@@ -9,7 +9,7 @@
   the processes get the paths of these files. The directory goes when the launch process goes, however it ends
   (a SIGKILL included: :mod:`strands_robots.private_dir`), and the station's state and the relay's store of a
   launch that starts its own relay live in it too (``station/state_dir.py``).
-* :func:`write_relay_credentials`: the station's relay credentials file (0600, ``relay/credentials.py``'s
+* :func:`write_relay_credentials`: the station's relay credentials file (0600, ``wire/credentials.py``'s
   format) naming the relay and the station's token file; the station and rollout nodes both get its path in
   their read-only ``relay_credentials_file`` parameter.
 """

@@ -99,7 +99,7 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots.policies.demo import DemoPolicy
     from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
-    from strands_robots.relay.credentials import CredentialsError, read_secret
+    from strands_robots.wire.credentials import CredentialsError, read_secret
 
     try:  # the team's token: a private file (0600, yours), like every other token file
         token = read_secret(args.token_file, "--token-file")

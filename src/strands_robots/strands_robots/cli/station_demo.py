@@ -114,7 +114,7 @@ class LocalStation:
         self.relay_target = ""
         self.relay_credentials = relay_credentials or ""
         if relay_credentials:
-            from strands_robots.relay.credentials import load_relay_credentials
+            from strands_robots.wire.credentials import load_relay_credentials
 
             credentials = load_relay_credentials(relay_credentials)  # one line when it is not usable
             self.relay_target, self.station_id = credentials.target, credentials.station_id

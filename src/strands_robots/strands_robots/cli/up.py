@@ -106,7 +106,7 @@ def _station(args: argparse.Namespace) -> int:
                             "its state in its own temporary directory)")
     from strands_robots.cli import station_demo
     from strands_robots.private_dir import PrivateDir
-    from strands_robots.relay.credentials import CredentialsError, load_relay_credentials
+    from strands_robots.wire.credentials import CredentialsError, load_relay_credentials
     from strands_robots.station.state_dir import station_state_dir
 
     namespace = args.namespace or "station"

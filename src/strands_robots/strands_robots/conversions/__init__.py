@@ -1,4 +1,4 @@
-"""Core dataclasses <-> ROS messages, one module per domain (the relay's protobuf: ``relay/pb_model.py``).
+"""Core dataclasses <-> ROS messages, one module per domain (the relay's protobuf: ``wire/pb_model.py``).
 
 - :mod:`.messages`: the generated classes, imported on first use, and ``builtin_interfaces/Time`` helpers;
 - :mod:`.introspection`: any message <-> nested plain data (the form ``mcap_ros2`` serializes);

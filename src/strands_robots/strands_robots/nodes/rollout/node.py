@@ -116,7 +116,7 @@ class RolloutNode(Node):
         self._relay_policy = None
         if self.p("relay_credentials_file"):
             from strands_robots.policies.relay import relay_policy_factory
-            from strands_robots.relay.credentials import load_relay_credentials
+            from strands_robots.wire.credentials import load_relay_credentials
 
             credentials = load_relay_credentials(self.p("relay_credentials_file"))
             self._relay_policy = relay_policy_factory(credentials)

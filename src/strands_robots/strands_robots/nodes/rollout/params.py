@@ -111,7 +111,7 @@ PARAMETERS: dict[str, tuple[Any, str, dict]] = {
     "autorun_episodes": (0, "episodes to run at start-up with these parameters",
                          {"integer_range": _int_range(0, 1_000_000), "read_only": True}),
     "exit_after_autorun": (False, "exit once the autorun episodes are done", {}),
-    "relay_credentials_file": ("", "the station's relay credentials file (0600; relay/credentials.py), read once at "
+    "relay_credentials_file": ("", "the station's relay credentials file (0600; wire/credentials.py), read once at "
                                    "start: the relay policy provider's relay address and station token. Empty: "
                                    "the relay provider is refused", {"read_only": True}),
     "autorun_wait_subscribers": (0, "before the autorun episodes, wait (at most driver_timeout_s) until "

@@ -57,7 +57,7 @@ from strands_robots_msgs.srv import (ClearSafetyStop, CancelJob, Discard, GetSta
 from strands_robots.conversions.driver import driver_diagnostics_to_msg
 from strands_robots.conversions.station import (station_answers_from_msg, station_episode_to_msg,
                                                 station_status_to_msg, station_task_from_msg)
-from strands_robots.relay import pb_model
+from strands_robots.wire import pb_model
 from strands_robots.ros import process
 from strands_robots.ros.qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
 from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
@@ -80,7 +80,7 @@ READ_ONLY = frozenset({"relay_credentials_file"})  # start-time configuration: a
 
 PARAMETERS = {
     "station_id": ("sim_station", "this station's id (jobs addressed to it; the relay token's station)"),
-    "relay_credentials_file": ("", "the station's relay credentials file (0600; relay/credentials.py: the relay, "
+    "relay_credentials_file": ("", "the station's relay credentials file (0600; wire/credentials.py: the relay, "
                                    "this station's id and token, its CA), read once at start; read-only; empty: "
                                    "no relay (jobs only from submit_job)"),
     "state_dir": ("", "where job state is persisted (one JSON file per job); empty: one directory per station and "
@@ -159,7 +159,7 @@ class StationNode(Node):
         credentials = None
         if self.p("relay_credentials_file"):
             # The relay and this station's token: start-time configuration, read once from a private file.
-            from strands_robots.relay.credentials import load_relay_credentials
+            from strands_robots.wire.credentials import load_relay_credentials
 
             credentials = load_relay_credentials(self.p("relay_credentials_file"))
             if credentials.station_id != self.station_id:
@@ -177,7 +177,7 @@ class StationNode(Node):
         relay = None
         target = ""
         if credentials is not None:
-            from strands_robots.relay.station_link import StationLink
+            from strands_robots.station_link.link import StationLink
 
             target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),

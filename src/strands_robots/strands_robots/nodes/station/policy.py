@@ -1,7 +1,7 @@
 """The job's policy for :class:`~strands_robots.nodes.station.robot_port.RosRobotPort`: found, declared, configured.
 
 - **waiting for the policy**: a ``relay`` job's policy session is opened on the relay (the station's
-  :class:`~strands_robots.relay.station_link.StationLink`) until the job's client attaches, or the core's
+  :class:`~strands_robots.station_link.link.StationLink`) until the job's client attaches, or the core's
   deadline ends the wait; a session this station left open in an earlier run is closed first. An in-process
   provider (``mock``, ...) is made once to read what it declares;
 - **declared spec**: what the attached policy declares (its ``PolicySpec``), for the compatibility gate and the
@@ -85,7 +85,7 @@ class StationPolicyCalls:
             return True, f"{spec.policy_provider} policy on the rollout node"
         if self._link is None or self._relay is None:
             return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
-        from strands_robots.relay.station_session import PolicySessionError
+        from strands_robots.station_link.session import PolicySessionError
 
         while not cancelled.is_set():
             session = self._link.open_session(spec.job_id)

@@ -99,7 +99,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     :param node: the station node (spun on another thread).
     :param driver_namespace: the arm driver's namespace ("" = the node's).
     :param rollout_namespace: the rollout node's namespace ("" = the node's).
-    :param link: the station's :class:`~strands_robots.relay.station_link.StationLink` (None: no relay; only
+    :param link: the station's :class:`~strands_robots.station_link.link.StationLink` (None: no relay; only
         in-process providers such as ``mock`` can run).
     """
 

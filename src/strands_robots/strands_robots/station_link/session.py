@@ -29,8 +29,8 @@ import grpc
 from strands_robots.client import codec
 from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.policies.base import EndEpisode
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import policy_session_pb2 as ps
 
 __all__ = ["PolicySession", "PolicySessionError", "PolicyDisconnected", "RemotePolicyError"]
 
@@ -166,7 +166,7 @@ class PolicySession:
                       control_frequency: float = 0.0, action_horizon: int = 0) -> None:
         """Start a new episode: the policy's ``reset(task)`` (``station.model.Task`` or ``pb.Task``)."""
         if not isinstance(task, ev.Task):
-            from strands_robots.relay.pb_model import task_to_pb
+            from strands_robots.wire.pb_model import task_to_pb
 
             task = task_to_pb(task)
         self._episode_id = episode_id

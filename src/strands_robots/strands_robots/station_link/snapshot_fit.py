@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from strands_robots.relay.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_pb2 as ev
 from strands_robots.station.limits import END_DETAIL_MAX, EPISODES_LISTED_MAX, IDENTIFIER_MAX, JOB_MESSAGE_MAX, cut
 
 __all__ = ["fit_snapshot", "cut_snapshot", "SLIM_END_DETAIL_MAX", "SKELETON_EPISODE_MAX_BYTES", "worst_case_bytes"]

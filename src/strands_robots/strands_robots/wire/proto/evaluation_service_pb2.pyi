@@ -1,6 +1,6 @@
-from strands_robots.relay.proto import evaluation_pb2 as _evaluation_pb2
-from strands_robots.relay.proto import policy_session_pb2 as _policy_session_pb2
-from strands_robots.relay.proto import recording_pb2 as _recording_pb2
+from strands_robots.wire.proto import evaluation_pb2 as _evaluation_pb2
+from strands_robots.wire.proto import policy_session_pb2 as _policy_session_pb2
+from strands_robots.wire.proto import recording_pb2 as _recording_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -23,7 +23,7 @@ they are, ``sequence`` included.
 - **Heartbeats** go from a thread of their own every ``heartbeat_s``, whatever the backlog holds: a refused,
   slow or wedged report never makes the station look gone.
 - **Every snapshot fits one message** (``max_message_bytes``, the relay's): one that would not is trimmed as
-  :mod:`~strands_robots.relay.snapshot_fit` says before it is sent (on the reporter thread: ``report`` stays
+  :mod:`~strands_robots.station_link.snapshot_fit` says before it is sent (on the reporter thread: ``report`` stays
   cheap; its message says what was left out), so a job's snapshots, its terminal one above all, are never
   refused for their size.
 - **A snapshot the relay refuses is never sent again as it is.** A whole call refused for its content
@@ -42,7 +42,7 @@ ended (after a reconnect, only new ones), and ``on_cancel(job_id, reason)`` once
 on the link's thread: hand the work over, don't block in them.
 
 Policy sessions: :meth:`StationLink.open_session` opens the station's side of one
-(:class:`~strands_robots.relay.station_session.PolicySession`).
+(:class:`~strands_robots.station_link.session.PolicySession`).
 """
 
 from __future__ import annotations
@@ -59,13 +59,14 @@ import grpc
 
 from strands_robots.client.credential_files import read_trusted_file
 from strands_robots.client.relay_targets import channel_target
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-from strands_robots.relay.snapshot_fit import cut_snapshot, fit_snapshot
-from strands_robots.relay.station_session import PolicySession
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station_link.snapshot_fit import cut_snapshot, fit_snapshot
+from strands_robots.station_link.session import PolicySession
+from strands_robots.wire.message_size import MAX_MESSAGE_BYTES
 
-_log = logging.getLogger("strands_robots.relay.station_link")
+_log = logging.getLogger("strands_robots.station_link.link")
 
 _BATCH = 64
 _TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
@@ -81,7 +82,7 @@ def _now_ms() -> int:
 def _to_pb_status(status: Any) -> Any:
     if isinstance(status, ev.JobStatus):
         return status
-    from strands_robots.relay.pb_model import job_status_to_pb
+    from strands_robots.wire.pb_model import job_status_to_pb
 
     return job_status_to_pb(status)
 
@@ -106,7 +107,7 @@ class _Entry:
 def _smaller(entry: _Entry, reason: str) -> Optional[_Entry]:
     """Return what to send instead of a refused snapshot (never the same again), or None: drop it.
 
-    Refused for its size: trimmed to half its size (``relay.snapshot_fit``), while that makes it smaller. Refused
+    Refused for its size: trimmed to half its size (``station_link.snapshot_fit``), while that makes it smaller. Refused
     for its texts: cut to the text limits, once.
     """
     if grpc.StatusCode.RESOURCE_EXHAUSTED.name in reason:
@@ -140,7 +141,7 @@ class StationLink:
                  on_cancel: Optional[Callable[[str, str], None]] = None,
                  root_certificates: "bytes | str | Path | None" = None, heartbeat_s: float = 2.0,
                  retry_s: "tuple[float, float]" = (0.1, 2.0), call_timeout_s: float = 10.0,
-                 max_backlog: int = 10000, max_message_bytes: int = 16 * 1024 * 1024,
+                 max_backlog: int = 10000, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  clock_ms: Callable[[], int] = _now_ms) -> None:
         if not station_id or not token:
             raise ValueError("StationLink needs a station_id and a token")
@@ -181,7 +182,7 @@ class StationLink:
         self.reports_sent = 0
         self.heartbeats_sent = 0
         self.dropped = 0  # snapshots refused even cut (each logged once)
-        self.uploader: Any = None  # relay/recording_upload.RecordingUploader, made on the first recording
+        self.uploader: Any = None  # recording_upload.RecordingUploader, made on the first recording
         self.last_error = ""
 
     # -- lifetime ------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ class StationLink:
 
         ``on_done`` (optional) is called with the upload's ``UploadResult`` once it is stored or given up.
         """
-        from strands_robots.relay.recording_upload import RecordingUploader
+        from strands_robots.station_link.recording_upload import RecordingUploader
 
         with self._cond:
             if self.uploader is None:
@@ -232,7 +233,7 @@ class StationLink:
     def report(self, status: Any) -> None:
         """Queue a snapshot (``station.model.JobStatus`` or ``pb.JobStatus``) for the relay. Never blocks.
 
-        A snapshot larger than one message is trimmed to fit before it is sent (``relay.snapshot_fit``).
+        A snapshot larger than one message is trimmed to fit before it is sent (``station_link.snapshot_fit``).
         """
         msg = _to_pb_status(status)
         with self._cond:
@@ -333,7 +334,7 @@ class StationLink:
             self._answered(batch, response)
 
     def _fit(self, entry: _Entry) -> None:
-        """Make the entry's snapshot fit one message (``relay.snapshot_fit``), once; say so when it was trimmed."""
+        """Make the entry's snapshot fit one message (``snapshot_fit.py``), once; say so when it was trimmed."""
         if entry.fitted:
             return
         msg = entry.msg

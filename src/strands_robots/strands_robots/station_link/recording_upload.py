@@ -24,9 +24,9 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import grpc
 
-from strands_robots.relay.proto import recording_pb2 as rp
+from strands_robots.wire.proto import recording_pb2 as rp
 
-_log = logging.getLogger("strands_robots.relay.recording_upload")
+_log = logging.getLogger("strands_robots.station_link.recording_upload")
 
 CHUNK_BYTES = 1024 * 1024
 #: tried again: the relay unreachable or slow, or another upload of the episode under way (ABORTED)

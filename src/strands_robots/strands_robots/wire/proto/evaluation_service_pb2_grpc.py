@@ -3,10 +3,10 @@
 import grpc
 import warnings
 
-from strands_robots.relay.proto import evaluation_pb2 as strands__robots_dot_relay_dot_proto_dot_evaluation__pb2
-from strands_robots.relay.proto import evaluation_service_pb2 as strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2
-from strands_robots.relay.proto import policy_session_pb2 as strands__robots_dot_relay_dot_proto_dot_policy__session__pb2
-from strands_robots.relay.proto import recording_pb2 as strands__robots_dot_relay_dot_proto_dot_recording__pb2
+from strands_robots.wire.proto import evaluation_pb2 as strands__robots_dot_wire_dot_proto_dot_evaluation__pb2
+from strands_robots.wire.proto import evaluation_service_pb2 as strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2
+from strands_robots.wire.proto import policy_session_pb2 as strands__robots_dot_wire_dot_proto_dot_policy__session__pb2
+from strands_robots.wire.proto import recording_pb2 as strands__robots_dot_wire_dot_proto_dot_recording__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -21,7 +21,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in strands_robots/relay/proto/evaluation_service_pb2_grpc.py depends on'
+        + ' but the generated code in strands_robots/wire/proto/evaluation_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -39,38 +39,38 @@ class EvaluationStub:
         """
         self.SubmitJob = channel.unary_unary(
                 '/strands_robots.relay.v1.Evaluation/SubmitJob',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.FromString,
                 _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/strands_robots.relay.v1.Evaluation/GetStatus',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__pb2.JobStatus.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__pb2.JobStatus.FromString,
                 _registered_method=True)
         self.CancelJob = channel.unary_unary(
                 '/strands_robots.relay.v1.Evaluation/CancelJob',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.FromString,
                 _registered_method=True)
         self.ServePolicy = channel.stream_stream(
                 '/strands_robots.relay.v1.Evaluation/ServePolicy',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
                 _registered_method=True)
         self.ListJobs = channel.unary_unary(
                 '/strands_robots.relay.v1.Evaluation/ListJobs',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
         self.ListRecordings = channel.unary_unary(
                 '/strands_robots.relay.v1.Evaluation/ListRecordings',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
                 _registered_method=True)
         self.DownloadRecording = channel.unary_stream(
                 '/strands_robots.relay.v1.Evaluation/DownloadRecording',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
                 _registered_method=True)
 
 
@@ -136,38 +136,38 @@ def add_EvaluationServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SubmitJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitJob,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__pb2.JobStatus.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__pb2.JobStatus.SerializeToString,
             ),
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.SerializeToString,
             ),
             'ServePolicy': grpc.stream_stream_rpc_method_handler(
                     servicer.ServePolicy,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.SerializeToString,
             ),
             'ListRecordings': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRecordings,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsResponse.SerializeToString,
             ),
             'DownloadRecording': grpc.unary_stream_rpc_method_handler(
                     servicer.DownloadRecording,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -195,8 +195,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/SubmitJob',
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.SubmitJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -222,8 +222,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/GetStatus',
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_evaluation__pb2.JobStatus.FromString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.GetStatusRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__pb2.JobStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -249,8 +249,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/CancelJob',
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.CancelJobResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -276,8 +276,8 @@ class Evaluation:
             request_iterator,
             target,
             '/strands_robots.relay.v1.Evaluation/ServePolicy',
-            strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
+            strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
             options,
             channel_credentials,
             insecure,
@@ -303,8 +303,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/ListJobs',
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -330,8 +330,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/ListRecordings',
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.ListRecordingsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -357,8 +357,8 @@ class Evaluation:
             request,
             target,
             '/strands_robots.relay.v1.Evaluation/DownloadRecording',
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,9 +3,9 @@
 import grpc
 import warnings
 
-from strands_robots.relay.proto import policy_session_pb2 as strands__robots_dot_relay_dot_proto_dot_policy__session__pb2
-from strands_robots.relay.proto import recording_pb2 as strands__robots_dot_relay_dot_proto_dot_recording__pb2
-from strands_robots.relay.proto import station_service_pb2 as strands__robots_dot_relay_dot_proto_dot_station__service__pb2
+from strands_robots.wire.proto import policy_session_pb2 as strands__robots_dot_wire_dot_proto_dot_policy__session__pb2
+from strands_robots.wire.proto import recording_pb2 as strands__robots_dot_wire_dot_proto_dot_recording__pb2
+from strands_robots.wire.proto import station_service_pb2 as strands__robots_dot_wire_dot_proto_dot_station__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -20,7 +20,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in strands_robots/relay/proto/station_service_pb2_grpc.py depends on'
+        + ' but the generated code in strands_robots/wire/proto/station_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -38,28 +38,28 @@ class StationStub:
         """
         self.Heartbeat = channel.unary_unary(
                 '/strands_robots.relay.v1.Station/Heartbeat',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
         self.ReportStatus = channel.unary_unary(
                 '/strands_robots.relay.v1.Station/ReportStatus',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusResponse.FromString,
                 _registered_method=True)
         self.TakeJobs = channel.unary_stream(
                 '/strands_robots.relay.v1.Station/TakeJobs',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.TakeJobsRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.JobAssignment.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.TakeJobsRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.JobAssignment.FromString,
                 _registered_method=True)
         self.PolicySession = channel.stream_stream(
                 '/strands_robots.relay.v1.Station/PolicySession',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
                 _registered_method=True)
         self.UploadRecording = channel.stream_unary(
                 '/strands_robots.relay.v1.Station/UploadRecording',
-                request_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
-                response_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
                 _registered_method=True)
 
 
@@ -108,28 +108,28 @@ def add_StationServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatResponse.SerializeToString,
             ),
             'ReportStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportStatus,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusResponse.SerializeToString,
             ),
             'TakeJobs': grpc.unary_stream_rpc_method_handler(
                     servicer.TakeJobs,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.TakeJobsRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_station__service__pb2.JobAssignment.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.TakeJobsRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_station__service__pb2.JobAssignment.SerializeToString,
             ),
             'PolicySession': grpc.stream_stream_rpc_method_handler(
                     servicer.PolicySession,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.SerializeToString,
             ),
             'UploadRecording': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadRecording,
-                    request_deserializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
-                    response_serializer=strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.SerializeToString,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.UploadRecordingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -157,8 +157,8 @@ class Station:
             request,
             target,
             '/strands_robots.relay.v1.Station/Heartbeat',
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.HeartbeatResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -184,8 +184,8 @@ class Station:
             request,
             target,
             '/strands_robots.relay.v1.Station/ReportStatus',
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.ReportStatusResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.ReportStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -211,8 +211,8 @@ class Station:
             request,
             target,
             '/strands_robots.relay.v1.Station/TakeJobs',
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.TakeJobsRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_station__service__pb2.JobAssignment.FromString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.TakeJobsRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_station__service__pb2.JobAssignment.FromString,
             options,
             channel_credentials,
             insecure,
@@ -238,8 +238,8 @@ class Station:
             request_iterator,
             target,
             '/strands_robots.relay.v1.Station/PolicySession',
-            strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
+            strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_policy__session__pb2.PolicyReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -265,8 +265,8 @@ class Station:
             request_iterator,
             target,
             '/strands_robots.relay.v1.Station/UploadRecording',
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
-            strands__robots_dot_relay_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_recording__pb2.UploadRecordingResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,4 @@
-"""The protobuf side of the station's model: ``station/model.py`` <-> ``strands_robots.relay.proto``.
+"""The protobuf side of the station's model: ``station/model.py`` <-> ``strands_robots.wire.proto``.
 
 Beside the relay that speaks it, so the relay depends on its proto and the core model only (never on the ROS
 conversions in ``strands_robots.conversions``). The generated modules are imported on first use, so this module
@@ -14,7 +14,7 @@ _PB_ANSWER_FIELD = {"yes_no": "yes_no", "count": "count", "choice": "choice_inde
 
 
 def _pb_eval() -> Any:
-    from strands_robots.relay.proto import evaluation_pb2
+    from strands_robots.wire.proto import evaluation_pb2
 
     return evaluation_pb2
 

@@ -1,7 +1,7 @@
-"""Regenerate the Python modules of the relay's .proto files (committed beside them).
+"""Regenerate the Python modules of the wire format's .proto files (committed beside them).
 
-    python -m strands_robots.relay.proto.generate            # rewrite the committed modules
-    python -m strands_robots.relay.proto.generate --out DIR  # write them under DIR (the drift test compares)
+    python -m strands_robots.wire.proto.generate            # rewrite the committed modules
+    python -m strands_robots.wire.proto.generate --out DIR  # write them under DIR (the drift test compares)
 
 The modules are committed so that the Evaluation Client installs with only grpcio and protobuf (no
 grpcio-tools, no build step); ``test_relay_proto.py`` regenerates them and fails on any difference.
@@ -14,15 +14,15 @@ import sys
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-# The import root: .proto files import each other as "strands_robots/relay/proto/<name>.proto", so the
-# generated modules import each other as strands_robots.relay.proto.<name>_pb2.
+# The import root: .proto files import each other as "strands_robots/wire/proto/<name>.proto", so the
+# generated modules import each other as strands_robots.wire.proto.<name>_pb2.
 IMPORT_ROOT = PROTO_DIR.parents[2]
 PROTO_FILES = tuple(sorted(p.name for p in PROTO_DIR.glob("*.proto")))
 PACKAGE_PATH = PROTO_DIR.relative_to(IMPORT_ROOT)
 
 
 def generate(out_root: Path) -> list[Path]:
-    """Write ``<out_root>/strands_robots/relay/proto/*_pb2{,_grpc}.py{,i}``; returns the files written."""
+    """Write ``<out_root>/strands_robots/wire/proto/*_pb2{,_grpc}.py{,i}``; returns the files written."""
     import grpc_tools
     from grpc_tools import protoc  # build-time tool only
 
