@@ -107,16 +107,6 @@ class CameraConfig:
     def period_s(self) -> float:
         return 1.0 / self.fps
 
-    @property
-    def image_key(self) -> str:
-        """The observation key of its frame, ``<name>.image``."""
-        return f"{self.name}.image"
-
-    @property
-    def age_key(self) -> str:
-        """The observation key of its frame's age in seconds, ``<name>.image_age_s``."""
-        return f"{self.name}.image_age_s"
-
 
 def _number(where: str, field: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):

@@ -122,11 +122,6 @@ class TopicRecorder:
         self.counts: dict[str, int] = {name: 0 for name in self._channels}
         self._closed = False
 
-    @property
-    def capturing(self) -> bool:
-        with self._lock:
-            return self._capturing
-
     def latched_names(self) -> list[str]:
         return [name for name, topic in self._topics.items() if topic.qos == LATCHED]
 

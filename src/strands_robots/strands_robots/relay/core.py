@@ -163,9 +163,6 @@ class RelayCore:
             else:
                 self._streams.pop(principal, None)
 
-    def streams_of(self, principal: Principal) -> int:
-        return self._streams.get(principal, 0)
-
     def submit_lock(self, client_id: str) -> asyncio.Lock:
         lock = self._submit_locks.get(client_id)
         if lock is None:

@@ -96,11 +96,6 @@ class TakeoverServices:
         """Return what identifies the running episode (PolicyRunner: its pacer): a takeover never outlives it."""
         return getattr(self._runner, "_pacer", None)
 
-    def episode_ended(self) -> None:
-        """Forget a takeover that was in force when the episode ended (the runner clears its own pause)."""
-        with self._lock:
-            self.in_takeover, self.operator = False, ""
-
 
 def _running_of(runner: Any) -> Callable[[], bool]:
     def running() -> bool:
