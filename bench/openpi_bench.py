@@ -16,7 +16,7 @@ Not a pass/fail test: it prints figures. The server is openpi's own ``WebsocketP
   chunk at once (no openpi server): what the relay hop alone costs for this observation.
 
 Reported per way: mean, p50, p90 and p99 of one round trip (ms), and each way's mean against ``direct``, with the
-issue's target for the full path (``relay`` <= 1.3 x direct + 5 ms).
+target for the full path (``relay`` <= 1.3 x direct + 5 ms).
 
 Usage::
 

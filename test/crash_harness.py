@@ -4,7 +4,7 @@
 station node under one supervisor) plus the team's policy client as a process of its own (this file run as a
 script), every one of them SIGKILLable and restartable by name the way a supervisor restarts it; an observer
 stream recorder (a node in the test process on ``<ns>/observer_events``); and :func:`check_invariants`, the
-rules every crash must keep (issue 16):
+rules every crash must keep:
 
 - the job is terminal with a reason;
 - each episode id is listed once, in the relay's final snapshot and in the station's own log alike, ids

@@ -1,4 +1,4 @@
-"""Chaos: random SIGKILLs of every process of a station during one 40-episode job, each restarted (issue 16).
+"""Chaos: random SIGKILLs of every process of a station during one 40-episode job, each restarted.
 
 The relay, the arm driver, the rollout node, the station node and the team's policy client each run as their own
 process (``crash_harness.CrashStation``). While the job runs, one of them is SIGKILLed at a random moment after

@@ -63,9 +63,9 @@ class Harness:
         self.nodes = []
         self.backend = None
         self.spinners = NodeSpinners(self.context)
-        # A namespace of its own: a fresh-clone rerun found /arm_driver/change_state "not available" for 10 s in
-        # the worker's shared domain, where other tests' drivers and their leftovers (a process SIGKILLed within
-        # the DDS lease) had the root-namespace names.
+        # A namespace of its own: in the worker's shared domain other tests' drivers and their leftovers (a process
+        # SIGKILLed within the DDS lease) hold the root-namespace names, so /arm_driver/change_state could be
+        # "not available" here for 10 s.
         self.ns = f"/driver_test_{uuid.uuid4().hex[:8]}"
         overrides = [Parameter(k, value=v) for k, v in params.items()]
         self.driver = self.add(ArmDriverNode(context=self.context, namespace=self.ns, parameter_overrides=overrides))
@@ -540,7 +540,7 @@ def test_main_refuses_an_invalid_parameter_at_start_with_reason():
     assert "control_rate_hz" in proc.stdout and "out of range" in proc.stdout.lower(), proc.stdout
 
 
-# -- command stream (issue 8, driver side) ------------------------------------------------------------------------
+# -- command stream, the driver's side -------------------------------------------------------------------
 class StreamProbe:
     """Publishes ``ActionCommand`` s on ``action_commands`` and collects the verdicts, as the rollout does."""
 
@@ -667,7 +667,7 @@ def test_deactivate_holds_the_arms_and_stays_inactive(active):
     assert not h.driver.is_active and h.driver.runner is None
 
 
-# -- safety parameters, reset_safety, lease lengths (issue 6 item 6) ----------------------------------------------
+# -- safety parameters, reset_safety, lease lengths ----------------------------------------------
 def test_require_lease_is_read_only_while_active(active, capfd):
     h = active
     result = _set_parameter(h, "require_lease", ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=False))
@@ -713,7 +713,7 @@ def test_a_lease_longer_than_the_maximum_is_refused_over_ros(active):
     assert active.driver.leases.state().holder == "test_worker"
 
 
-# -- parameters that apply at configure, and rates applied at once (issue 6 item 16) --------------------------------
+# -- parameters that apply at configure, and rates applied at once --------------------------------
 def test_configure_time_parameters_are_refused_once_configured(harness, tmp_path):
     h = harness()
     string = ParameterType.PARAMETER_STRING
@@ -748,7 +748,7 @@ def test_control_rate_applies_at_once(active):
     assert gaps[len(gaps) // 2] / 1e9 == pytest.approx(1.0 / 20.0, rel=0.2)
 
 
-# -- joint_states stamped with the node clock, /clock (issue 6 item 15) ----------------------------------------------
+# -- joint_states stamped with the node clock, /clock ----------------------------------------------
 def test_joint_states_are_stamped_with_the_node_clock_and_carry_robot_time(active):
     h = active
     got = []
@@ -777,7 +777,7 @@ def test_publish_clock_offers_robot_time(harness):
     assert clocks == sorted(clocks) and 0.0 < clocks[-1] <= h.driver.core.adapter.time_s()
 
 
-# -- a second hardware adapter through the parameter (issue 6 item 17) ------------------------------------------------
+# -- a second hardware adapter through the parameter ------------------------------------------------
 def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness):
     from test_driver_hardware import KINEMATIC, KinematicArms
 
@@ -795,7 +795,7 @@ def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness)
     assert wait_for(lambda: backend.observe()["left.joint_1.pos"] == pytest.approx(0.3, abs=1e-6), 10.0)
 
 
-# -- start pose: one implementation, a cancellable action on the driver itself (issue 6 item 18, issue 11 item 5) ----
+# -- start pose: one implementation, a cancellable action on the driver itself ----
 def start_pose_goal(h: Harness, token: str, feedback: list, timeout_s: float = 0.0):
     from strands_robots.ros.action_client import ActionClient
     from strands_robots_msgs.action import MoveToStartPose
@@ -896,7 +896,7 @@ def test_the_driver_runs_no_side_node_and_every_node_answers_parameter_listing(a
     assert {"hardware", "require_lease", "control_rate_hz", "publish_clock"} <= set(listed)
 
 
-# -- a bad lifecycle request or a raising callback never kills the driver (issue 6 item 10) --------------------------
+# -- a bad lifecycle request or a raising callback never kills the driver --------------------------
 def test_invalid_transition_is_refused_and_the_driver_keeps_serving(active):
     h = active
     change = h.client.create_client(ChangeState, f"{h.ns}/arm_driver/change_state")

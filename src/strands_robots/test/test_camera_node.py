@@ -331,7 +331,7 @@ sys.exit(code)
 
 def test_the_camera_node_exits_only_after_its_executor_thread_ended(cameras):
     # A spin thread still in rclpy when the interpreter exits is ended there by pthread_exit, which aborts the
-    # process (-6, "terminate called without an active exception"): a fresh-clone run saw it on this path.
+    # process (-6, "terminate called without an active exception"); a slow callback at exit is that path.
     cam = cameras("-p", "adapter:=test_camera_node:pose_fails", "-p", "cameras:=wrist",
                   program=("-c", _MAIN_WITH_A_SLOW_CALLBACK))
     code, output = cam.exit_and_output(60.0)

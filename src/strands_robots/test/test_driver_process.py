@@ -1,4 +1,4 @@
-"""The arm driver as its own process over real DDS (issue 8 "done when", issue 6 item 10).
+"""The arm driver as its own process over real DDS: its command stream, its lifecycle and its exit.
 
 The command stream gives the service path's verdict for every per-key case; stale and out-of-order commands
 are refused and nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits

@@ -1,4 +1,4 @@
-"""The station node's submit_job refuses a bad job with the validation module's reason (issue 15 item 5), over DDS.
+"""The station node's submit_job refuses a bad job with the validation module's reason, over DDS.
 
 The fourth caller of ``strands_robots.validation``: a client node calls the station node's ``submit_job``
 service with the late-limit and typo jobs of test_job_validation_relay.py; each is refused before it is queued

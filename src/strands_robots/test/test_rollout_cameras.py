@@ -106,7 +106,7 @@ class CameraStation:
                                          *rollout_params))
                 assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
                 assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
-                # A fresh-clone rerun: the first goal's answer was lost (no answer in 30 s); see goal_warmup.py.
+                # The first goal's answer can be lost (no answer in 30 s); see goal_warmup.py.
                 warm_goal_path(self.action, RATE_HZ)
         except BaseException:
             self.close()

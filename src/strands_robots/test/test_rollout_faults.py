@@ -99,7 +99,7 @@ def test_driver_stopped_mid_episode_ends_the_episode_as_an_error_naming_the_driv
 
 
 def test_a_driver_starved_mid_episode_holds_the_loop_and_never_bursts_or_trips(rig):
-    """SIGSTOP the driver process for 0.3 s mid-episode, then SIGCONT (issue 8: the stream holds the rate).
+    """SIGSTOP the driver process for 0.3 s mid-episode, then SIGCONT (the stream holds the rate).
 
     The loop holds instead of running ahead (at most the command window is sent while the driver is away), the
     commands that waited past their apply_by are refused as stale (not applied in a burst), no safety check

@@ -167,8 +167,8 @@ class Station:
         """Call one of the node's parameter services (idempotent), asking again every 5 s up to ``timeout_s``.
 
         A service seen in the graph is not yet matched both ways: a request sent to a node just started can be
-        taken while its answer has no matched reader yet, and that answer is lost (seen once in a fresh-clone
-        run: no answer in 20 s). Asking again is safe for these services, and the first answer counts.
+        taken while its answer has no matched reader yet, and that answer is lost (no answer in 20 s). Asking
+        again is safe for these services, and the first answer counts.
         """
         client = self.node.create_client(srv_type, f"{self.namespace}/rollout/{name}")
         try:
@@ -206,7 +206,7 @@ class Station:
         The cancel is sent again until the server knows the goal (a cancel that overtook its goal is answered
         "unknown goal"), so it lands as early after the acceptance as the transport allows. The cancel client is
         new, so (as in :meth:`call`) its first answers can be lost while the server's reply writer has not matched
-        it yet: a request with no answer in 5 s is sent again (seen in a fresh-clone run: no answer in 30 s). A
+        it yet: a request with no answer in 5 s is sent again (else it can go unanswered for 30 s and more). A
         request after one whose answer was lost may find the goal cancelling or over ("rejected", "terminated"): the
         lost one reached it first, and the result says how the goal ended.
         """

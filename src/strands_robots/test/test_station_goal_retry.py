@@ -195,10 +195,9 @@ def test_a_goal_refused_while_another_episode_runs_is_an_error_and_that_episode_
     assert progress == []  # the other episode's feedback is not this episode's progress
     assert rig.statuses().get(other.hex()) == GoalStatus.STATUS_EXECUTING, rig.statuses()
     assert wait_for(lambda: rig.statuses().get(other.hex()) in TERMINAL, 15.0), rig.statuses()
-    # Not cancelled by the refused port: it ran to its own end. That end is SUCCEEDED on a quiet machine; a
-    # three-worker run's loaded machine starved this process's driver past the dead-driver bound once (12 missed
-    # deadlines, command-to-verdict p99 234 ms) and the episode ended ABORTED on its own error, which is not what
-    # this test is about.
+    # Not cancelled by the refused port: it ran to its own end. That end is SUCCEEDED on a quiet machine; a loaded
+    # machine can starve this process's driver past the dead-driver bound (12 missed deadlines, command-to-verdict
+    # p99 234 ms) and the episode ends ABORTED on its own error, which is not what this test is about.
     assert rig.statuses()[other.hex()] in (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED), rig.statuses()
     assert list(rig.statuses()) == [other.hex()], rig.statuses()  # the port's goal never ran
 

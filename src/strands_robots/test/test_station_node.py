@@ -187,8 +187,8 @@ def test_a_submitted_job_is_published_latched_with_each_episode_result_once(stat
     assert station.takeover.in_takeover is False
     # A subscriber that comes late still gets the latest snapshot (transient local).
     # It stays until the node goes, after its executor stopped: destroyed under the spinning executor, the
-    # subscription's QoS event handler raced the executor's wait set (InvalidHandle), which ended the client's
-    # spin thread, and the get_status below waited 20 s for an answer no thread would take (a rerun).
+    # subscription's QoS event handler races the executor's wait set (InvalidHandle), which ends the client's
+    # spin thread, and the get_status below would wait 20 s for an answer no thread takes.
     late = []
     station.client.create_subscription(JobStatus, "job_status", late.append, LATCHED_QOS)
     assert wait_for(lambda: any(m.job_id == job_id and m.state == "SUCCEEDED" for m in late), 10.0)

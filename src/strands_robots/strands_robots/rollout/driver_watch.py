@@ -25,13 +25,13 @@ import time
 from typing import Callable
 
 # Bounds of the silence (s): never so short that one late message on a loaded 2-core machine trips it, never
-# longer than half a second (issue 6 item 1).
+# longer than half a second (a dead driver's arms must be seen stopped within it).
 SILENCE_MIN_S = 0.05
 SILENCE_MAX_S = 0.5
 # Default: this many control periods, clipped to [DEFAULT_SILENCE_FLOOR_S, SILENCE_MAX_S]. The floor is the
-# ceiling: on the shared 2-core machines this runs on, a healthy driver was seen silent for 0.25-0.5 s while
-# another process started (a 0.25 s floor ended healthy episodes as "driver silent"), so the default bound is
-# half a second at every rate; a quieter machine can set driver_silence_s lower.
+# ceiling: on a loaded 2-core machine a healthy driver can be silent for 0.25-0.5 s while another process
+# starts (a 0.25 s floor would end healthy episodes as "driver silent"), so the default bound is half a second
+# at every rate; a quieter machine can set driver_silence_s lower.
 DEFAULT_SILENCE_PERIODS = 10
 DEFAULT_SILENCE_FLOOR_S = 0.5
 

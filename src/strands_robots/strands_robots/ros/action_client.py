@@ -11,8 +11,8 @@ spins in another, so the window is real on a loaded machine.
   future for the same sequence number outside the lock (a block left twice in the file). An answer taken before
   that second record completes the first future, which no caller holds, so the goal is never answered; one
   taken between the record and its ``add_future`` raises ``ValueError: list.remove(x): x not in list`` in the
-  sending thread. A fresh-clone test run saw the latter end an episode before it started ("autorun failed:
-  ValueError: list.remove(x): x not in list", ``test_system_up``).
+  sending thread, which ends an episode before it starts ("autorun failed: ValueError: list.remove(x): x not in
+  list").
 
 :class:`ActionClient` holds one lock of its own from each send until its sequence number is recorded, and
 around ``take_data`` (where the executor takes answers), so no answer is taken before it can be matched: the fix
@@ -22,8 +22,8 @@ sent, so its first feedback is never dropped either.
 Kilted's rclpy also hands the client to the node's executor (``add_waitable``, which wakes it) before it makes
 the ``_lock`` that the executor's ``get_num_entities`` takes (ros2/rclpy#1589): a client made on a node that is
 already spinning can kill that executor with ``AttributeError: 'ActionClient' object has no attribute '_lock'``,
-and nothing of the node is served after it (a fresh-clone run saw the driver client's start-pose client do that:
-the lease call in the same node never answered). :class:`ActionClient` makes that lock before rclpy's
+and nothing of the node is served after it (the driver client's start-pose client would leave the lease call in
+the same node unanswered). :class:`ActionClient` makes that lock before rclpy's
 constructor runs. Everything else is rclpy's.
 """
 

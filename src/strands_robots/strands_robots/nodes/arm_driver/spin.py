@@ -1,8 +1,8 @@
 """The arm driver's executor thread: a callback error never kills it silently, and its death is visible.
 
-rclpy re-raises a callback's exception out of ``spin()``, ending the spin thread; the process then went on
-with nobody serving its topics and services, and exited 0 (issue 6 item 10: Jazzy's rclpy raised ``RCLError``
-from the lifecycle ``change_state`` service on an invalid transition, ros2/rclpy#1209). Here:
+rclpy re-raises a callback's exception out of ``spin()``, ending the spin thread; the process would then go on
+with nobody serving its topics and services, and exit 0 (Jazzy's rclpy raises ``RCLError`` from the lifecycle
+``change_state`` service on an invalid transition, ros2/rclpy#1209). Here:
 
 - :func:`guard_change_state` answers a raising ``change_state`` request as refused (``success=False``);
 - :class:`SpinThread` spins one callback at a time, logs a callback's exception and keeps spinning; anything
