@@ -168,7 +168,7 @@ class RolloutNode(Node):
     def p(self, name: str) -> Any:
         return self.get_parameter(name).value
 
-    _check = staticmethod(value_refusal)  # a value the node refuses, with the reason (rollout_params.py)
+    _check = staticmethod(value_refusal)  # a value the node refuses, with the reason (params.py)
 
     def _validate_parameters(self, params: list) -> SetParametersResult:
         for param in params:

@@ -1,7 +1,7 @@
 """The rollout node's parameters: each one's default, description and range, and the values it refuses.
 
 The ranges come from the rollout's own run limits (``rollout.run_spec.FIELD_LIMITS``), so a parameter and a
-goal field are refused by one rule. The node declares them (``rollout_node.py``); a parameters file is checked
+goal field are refused by one rule. The node declares them (``node.py``); a parameters file is checked
 against them before any node starts (``cli/parameters_file.py``).
 """
 
