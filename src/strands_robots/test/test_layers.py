@@ -9,7 +9,7 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
          |
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
-    core           everything else: simulation, rollout, policies, arm, cameras, station, relay, client,
+    core           everything else: simulation, rollout, policies, arm, cameras, station, relay, client, dds,
                    validation, stop_signals (no rclpy, no generated messages)
 """
 
@@ -26,7 +26,7 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 # The layer of each top-level module or package of strands_robots; one missing here fails the test (place it).
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
-    "rollout": CORE, "simulation": CORE, "station": CORE, "stop_signals": CORE, "validation": CORE,
+    "rollout": CORE, "simulation": CORE, "station": CORE, "stop_signals": CORE, "validation": CORE, "dds": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH,
