@@ -10,6 +10,7 @@ this process that outlives every restart (``test/restart_probe.py`` says what it
 SIGKILLs every process in turn, waits ``--pause-s`` (as a supervisor notices a death) and starts it again; the
 clock starts when the new process is started (its exec, so Python's imports and the node's set-up count):
 
+- ``<node> up``: the new process has made its DDS participant (its own start-up: Python's imports, ``rclpy.init``);
 - ``<node> answers``: the node's parameter service answered the probe (request peer -> restarted, answer back);
 - ``<node> heard``: the node's periodic topic reached the probe (arm driver ``joint_states``, camera
   ``scene/camera_info``, station ``/diagnostics``);
@@ -61,6 +62,7 @@ def main() -> int:
     targets = [t for t in args.targets.split(",") if t]
     figures: dict = {}
     missed: dict = {}
+    rows: list = []  # (target, figures of that restart)
     load_before = os.getloadavg()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="restart_bench_") as workdir:
@@ -71,6 +73,7 @@ def main() -> int:
             for n in range(args.rounds):
                 for target in targets:
                     got = station.measure_restart(target, args.pause_s, args.bound_s)
+                    rows.append((target, got))
                     for key, value in got.items():
                         if value is None:
                             missed[key] = missed.get(key, 0) + 1
@@ -93,6 +96,17 @@ def main() -> int:
                   f"{missed.get(key, 0):7d}")
         else:
             print(f"{key:28s} {0:3d} {'-':>6s} {'-':>6s} {'-':>6s} {missed.get(key, 0):7d}")
+    after_up: dict = {}  # node -> seconds from its participant made to its last figure, per restart
+    for target, got in rows:
+        up = got.get(f"{target} up")
+        heard = [v for k, v in got.items() if k != f"{target} up"]
+        if up is not None and heard and None not in heard:
+            after_up.setdefault(target, []).append(max(heard) - up)
+    if after_up:
+        print("\nfrom the process's participant made (up) to its last figure, seconds: the DDS part")
+        for name, values in sorted(after_up.items()):
+            values.sort()
+            print(f"  {name:12s} p50 {statistics.median(values):5.2f}  max {values[-1]:5.2f}")
     worst = max((v for vs in figures.values() for v in vs), default=0.0)
     print(f"worst of all: {worst:.2f} s; missed (not within {args.bound_s:g} s): {sum(missed.values())}")
     return 0

@@ -122,9 +122,11 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
             say(f"chaos seed {seed}: kill {n + 1} of {kills}: {target} at {result.schedule[-1][0]} s "
                 f"({done_before} episodes kept)")
             pending = (target, time.monotonic(), done_before)
-        final = watch.wait(lambda s: s.state in TERMINAL, deadline - time.monotonic(), "a terminal state")
         if pending is not None and len(result.recovered_s) < len(result.schedule):
+            watch.wait(lambda s: s.state in TERMINAL or kept(s) > pending[2], deadline - time.monotonic(),
+                       "an episode finished after the last kill")
             result.recovered_s.append((pending[0], time.monotonic() - pending[1]))
+        final = watch.wait(lambda s: s.state in TERMINAL, deadline - time.monotonic(), "a terminal state")
         result.took_s = time.monotonic() - submitted
         result.state, result.message = final.state, final.message
         result.faults = [(e.episode_id, e.end_detail[:300]) for e in final.episodes

@@ -10,6 +10,8 @@ other processes do, so it holds whatever a peer keeps about a process that died:
 - **restarted -> peer**: the node's periodic topic reaches the probe (the arm driver's ``joint_states``, the
   camera's ``scene/camera_info``, the station's ``/diagnostics``; the rollout node publishes only during
   episodes: its service answer is its figure);
+- **up**: the node's process has made its DDS participant (its Fast DDS data segment is mapped): what the
+  process's own start-up (Python's imports, ``rclpy.init``) took, before any peer could hear it;
 - **the relay** (gRPC, no DDS): a team's ``get_status`` answered, and the station heard by the relay again
   (``station_last_heard_unix_ms`` past the restart; the station reports every ``heartbeat_s``, 2 s).
 
@@ -34,6 +36,16 @@ WAITING_JOB_TASKS = [{"task_id": "idle", "instruction": "wait for a policy that 
                       "parameters": {"duration_s": "1", "control_frequency": "50"},
                       "scoring": [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1,
                                    "success_answer": "yes"}]}]
+
+
+def participant_up(pid: int) -> bool:
+    """Tell whether process ``pid`` has made its DDS participant (Fast DDS has mapped its data segment by then)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+            return any(("/dev/shm/fastdds_" in line or "/dev/shm/fastrtps_" in line) and "_port" not in line
+                       for line in maps)
+    except OSError:
+        return False
 
 
 class RestartProbe:
@@ -163,7 +175,7 @@ class ProbedStation:
             if name == "relay":
                 wanted += ["relay answers", "relay hears station"]
             else:
-                wanted.append(f"{name} answers")
+                wanted += [f"{name} up", f"{name} answers"]
                 if name != "rollout":
                     wanted.append(f"{name} heard")
         deadline = time.monotonic() + timeout_s
@@ -175,6 +187,8 @@ class ProbedStation:
                 if name == "relay":
                     ok = self._relay_answers() if what == "answers" else \
                         self._relay_heard_station_since(since_unix_ms)
+                elif what == "up":
+                    ok = participant_up(self.stack.proc(name).pid)
                 elif what == "answers":
                     ok = self.probe.ask(name)
                 else:

@@ -33,7 +33,8 @@ def test_random_sigkills_of_every_process_during_a_job_end_it_succeeded_with_not
     seed = int(os.environ.get("STRANDS_CHAOS_SEED", str(random.SystemRandom().randrange(2**32))))
     print(f"chaos seed {seed} (replay: STRANDS_CHAOS_SEED={seed}), {EPISODES} episodes, {KILLS} kills", flush=True)
     result = run_chaos(str(tmp_path), seed, EPISODES, KILLS, BOUND_S)
-    print(f"chaos seed {seed}: kills {result.schedule}", flush=True)
+    print(f"chaos seed {seed}: kills {result.schedule}; restart -> next kept episode "
+          f"{[(t, round(s, 1)) for t, s in result.recovered_s]}", flush=True)
     if result.state != "SUCCEEDED":
         print(f"chaos seed {seed}: {result.state}: {result.message}\nstation faults:\n" +
               "\n".join(f"  {f}" for f in result.faults) + "\n" + result.tail, flush=True)
