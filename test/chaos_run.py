@@ -1,19 +1,20 @@
 """A chaos run: one job while random SIGKILLs hit every process of a station, each started again at once.
 
 The relay, the arm driver, the camera node, the rollout node and the station node each run as their own process
-(``crash_harness.CrashStation``, the cameras of ``strands-robots up``), and the team's policy client too. While the
-job runs, one of the targets is SIGKILLed at a random moment after each finished episode and started again after
-a short random pause, as a supervisor restarts a child it saw die. The job must end SUCCEEDED within the bound
-with every rule of ``crash_harness.check_invariants`` kept.
+(``crash_harness.CrashStation``, the cameras of ``strands-robots up``), and the team's policy client too. The kills
+are spread over the whole job: each lands at a random moment after a kept episode drawn at random (without
+repeats) from the job's first to its last but one, so restarts come early and late in a long job alike. One of
+the targets is SIGKILLed there and started again after a short random pause, as a supervisor restarts a child it
+saw die. The job must end SUCCEEDED within the bound with every rule of ``crash_harness.check_invariants`` kept.
 
 ``test/test_station_chaos.py`` runs one random seed of it in CI; ``bench/chaos.py`` runs the issue's size (80
 episodes, 20 kills) for the seeds it is given. The seed fixes what is killed, when (the episode and the pause
 after it) and how long each restart waits; the wall clock still varies, so a replay is the same schedule, not the
 same interleaving.
 
-One kill per finished episode at most: a kept episode separates every two kills, so the station's restart
-limit, which counts restarts without a kept episode between them (a crash loop), never ends the job however
-often the station is killed.
+One kill per kept episode at most: a kept episode separates every two kills, so the station's restart limit,
+which counts restarts without a kept episode between them (a crash loop), never ends the job however often the
+station is killed.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class ChaosResult:
     message: str = ""
     took_s: float = 0.0
     schedule: List[Tuple[float, str, int]] = field(default_factory=list)  # (s after submit, target, kept before)
-    recovered_s: List[Tuple[str, float]] = field(default_factory=list)  # (target, restart -> next kept episode)
+    # (target, seconds from its restart to the next kept episode; 0 when one was kept while it restarted)
+    recovered_s: List[Tuple[str, float]] = field(default_factory=list)
     faults: List[Tuple[str, str]] = field(default_factory=list)  # (episode id, end_detail) of station faults
     figures: dict = field(default_factory=dict)
     tail: str = ""
@@ -84,7 +86,10 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
 
     :raises AssertionError: a rule of ``check_invariants`` broken, or the job not terminal within ``bound_s``.
     """
+    if not 0 <= kills < episodes:
+        raise ValueError(f"kills must be fewer than the episodes ({kills} >= {episodes})")
     rng = random.Random(seed)
+    kill_after = sorted(rng.sample(range(1, episodes), kills))  # kept episodes before each kill
     namespace = f"chaos_{seed}"
     result = ChaosResult(seed=seed, episodes=episodes)
     stack = crash_station(workdir, namespace=namespace, station_params=STATION_PARAMS,
@@ -103,12 +108,10 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
         watch = SnapshotWatch(stack, job_id)
         deadline = submitted + bound_s
         done_before = 0
-        pending: Optional[Tuple[str, float, int]] = None  # the last restart: (target, when, kept before it)
-        for n in range(kills):
-            status = watch.wait(lambda s: s.state in TERMINAL or kept(s) > done_before,
-                                deadline - time.monotonic(), f"an episode finished after kill {n}")
-            if pending is not None:
-                result.recovered_s.append((pending[0], time.monotonic() - pending[1]))
+        for n, after in enumerate(kill_after):
+            wanted = max(after, done_before + 1)
+            status = watch.wait(lambda s: s.state in TERMINAL or kept(s) >= wanted,
+                                deadline - time.monotonic(), f"{wanted} episodes kept before kill {n + 1}")
             if status.state in TERMINAL:
                 break
             done_before = kept(status)
@@ -118,14 +121,15 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
             result.schedule.append((round(time.monotonic() - submitted, 1), target, done_before))
             stack.kill(target, signal.SIGKILL)
             time.sleep(pause)  # the supervisor notices, then starts it again
+            restarted = time.monotonic()
             stack.restart(target)
             say(f"chaos seed {seed}: kill {n + 1} of {kills}: {target} at {result.schedule[-1][0]} s "
                 f"({done_before} episodes kept)")
-            pending = (target, time.monotonic(), done_before)
-        if pending is not None and len(result.recovered_s) < len(result.schedule):
-            watch.wait(lambda s: s.state in TERMINAL or kept(s) > pending[2], deadline - time.monotonic(),
-                       "an episode finished after the last kill")
-            result.recovered_s.append((pending[0], time.monotonic() - pending[1]))
+            status = watch.wait(lambda s: s.state in TERMINAL or kept(s) > done_before,
+                                deadline - time.monotonic(), f"an episode kept after kill {n + 1}")
+            result.recovered_s.append((target, time.monotonic() - restarted))
+            if status.state in TERMINAL:
+                break
         final = watch.wait(lambda s: s.state in TERMINAL, deadline - time.monotonic(), "a terminal state")
         result.took_s = time.monotonic() - submitted
         result.state, result.message = final.state, final.message
