@@ -148,19 +148,25 @@ class ProbedStation:
     def _relay_heard_station_since(self, since_unix_ms: int) -> bool:
         from strands_robots.client import RelayError
 
+        client = self.stack.client()
         try:
-            status = self.stack.client().get_status(self.job_id)
+            status = client.get_status(self.job_id)
         except RelayError:
             return False
+        finally:
+            client.close()
         return status.HasField("station_last_heard_unix_ms") and status.station_last_heard_unix_ms > since_unix_ms
 
     def _relay_answers(self) -> bool:
         from strands_robots.client import RelayError
 
+        client = self.stack.client()
         try:
-            self.stack.client().get_status(self.job_id)
+            client.get_status(self.job_id)
         except RelayError:
             return False
+        finally:
+            client.close()
         return True
 
     def _wait_after(self, since: float, names, timeout_s: float,
@@ -179,23 +185,29 @@ class ProbedStation:
                 if name != "rollout":
                     wanted.append(f"{name} heard")
         deadline = time.monotonic() + timeout_s
-        while len(firsts) < len(wanted) and time.monotonic() < deadline:
-            for key in wanted:
-                if key in firsts:
-                    continue
-                name, what = key.split(" ", 1)
-                if name == "relay":
-                    ok = self._relay_answers() if what == "answers" else \
-                        self._relay_heard_station_since(since_unix_ms)
-                elif what == "up":
-                    ok = participant_up(self.stack.proc(name).pid)
-                elif what == "answers":
-                    ok = self.probe.ask(name)
-                else:
-                    ok = self.probe.heard_since(name, since)
-                if ok:
+
+        def check(key: str) -> bool:
+            name, what = key.split(" ", 1)
+            if name == "relay":
+                return self._relay_answers() if what == "answers" else self._relay_heard_station_since(since_unix_ms)
+            if what == "up":
+                return participant_up(self.stack.proc(name).pid)
+            if what == "answers":
+                return self.probe.ask(name)
+            return self.probe.heard_since(name, since)
+
+        def watch(key: str) -> None:  # each figure on its own thread: an unanswered ask never delays another
+            while time.monotonic() < deadline:
+                if check(key):
                     firsts[key] = time.monotonic() - since
-            time.sleep(0.02)
+                    return
+                time.sleep(0.02)
+
+        threads = [threading.Thread(target=watch, args=(key,), daemon=True, name=f"probe {key}") for key in wanted]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()) + 5.0)
         return {key: firsts.get(key) for key in wanted}
 
     def measure_restart(self, target: str, pause_s: float, timeout_s: float) -> Dict[str, Optional[float]]:

@@ -88,7 +88,8 @@ def test_the_tests_run_with_the_projects_dds_profile():
     # set at conftest import (isolate_dds), for this process and what it starts, under this Fast DDS's name: the
     # profile every node process takes (test_fastdds_profile.py pins what it holds)
     assert os.environ[profile_variable()] == dds_profile()
-    assert Path(dds_profile()).parent == Path(__file__).resolve().parents[1] / "strands_robots" / "dds"
+    source = Path(__file__).resolve().parents[1] / "strands_robots" / "dds" / Path(dds_profile()).name
+    assert Path(dds_profile()).read_bytes() == source.read_bytes()  # the package's file, wherever it is imported from
 
 
 @pytest.mark.parametrize("distro, name", [("humble", "FASTRTPS_DEFAULT_PROFILES_FILE"),
