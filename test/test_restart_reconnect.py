@@ -7,7 +7,7 @@ it (its request reached the restarted process, the answer came back), hear its p
 get a team's answer and see the station heard again, all within ``BOUND_S``: a generous bound (the figures,
 about a second to a few seconds here, are bench/restart_reconnect.py's).
 
-The cause it guards against: Fast DDS's shared-memory transport, which the processes no longer use (the
+The cause it guards against: Fast DDS's shared-memory transport, which the processes do not use (the
 project's profile, strands_robots/dds/fastdds.xml): a peer could keep writing into the shared-memory port of the
 killed process after the restarted one had made a new port under the same name, and then never reach it. The
 first test pins that no process of the station maps a Fast DDS shared-memory port at all.
