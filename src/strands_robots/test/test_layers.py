@@ -10,7 +10,7 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
     core           everything else: simulation, rollout, policies, arm, cameras, station, relay, client,
-                   stats, validation, stop_signals (no rclpy, no generated messages)
+                   stats, dds, validation, stop_signals (no rclpy, no generated messages)
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
     "rollout": CORE, "simulation": CORE, "station": CORE, "stats": CORE, "stop_signals": CORE, "validation": CORE,
+    "dds": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
