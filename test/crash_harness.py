@@ -84,11 +84,16 @@ def _local_station_class():
             return config_file("rollout.yaml")
 
         def start_nodes(self) -> None:
-            super().start_nodes()
-            self.started += [self.driver, self.rollout, self.station]
+            super().start_nodes()  # the camera (when there is one), rollout and station through their start_*
+            self.started.append(self.driver)
 
         def start_rollout(self):
             proc = super().start_rollout()
+            self.started.append(proc)
+            return proc
+
+        def start_camera(self):
+            proc = super().start_camera()
             self.started.append(proc)
             return proc
 
@@ -129,7 +134,8 @@ def _local_station_class():
 
         def proc(self, name: str):
             return {"relay": self.relay_proc, "arm_driver": self.driver, "rollout": self.rollout,
-                    "station": self.station, "client": self.client_proc}[name]
+                    "station": self.station, "client": self.client_proc,
+                    "camera": getattr(self, "camera", None)}[name]
 
         def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
             """Signal ``name``'s process group; for SIGKILL wait for it to be gone."""
@@ -150,6 +156,8 @@ def _local_station_class():
                 self.start_rollout()
             elif name == "station":
                 self.start_station()
+            elif name == "camera":
+                self.start_camera()
             elif name == "client":
                 self.start_client(self.client_job)
             else:

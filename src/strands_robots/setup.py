@@ -12,6 +12,7 @@ setup(
     packages=find_packages(exclude=["test"]) + ["strands_robots.arm.assets"],
     package_data={
         "strands_robots.arm.assets": ["*.xml"],
+        "strands_robots.dds": ["*.xml"],
         "strands_robots.wire.proto": ["*.proto", "*.pyi"],
         "strands_robots.relay.web": ["templates/*.html", "static/*"],
     },

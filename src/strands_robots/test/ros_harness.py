@@ -27,7 +27,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def isolate_dds() -> None:
-    """Give this pytest process its own ROS_DOMAIN_ID, keep discovery on this host and quick (:func:`dds_profile`).
+    """Give this pytest process its own ROS_DOMAIN_ID, keep discovery on this host, take the project's DDS profile.
 
     The domain is 1..100, seeded by the pid; call it before anything calls ``rclpy.init`` (subprocesses inherit
     it). Values already set win, except in a pytest-xdist worker: see :func:`worker_domain`.
@@ -40,35 +40,25 @@ def isolate_dds() -> None:
         os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
     else:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    # Participants announce themselves every 0.5 s, not 3 s; writers' heartbeats every 0.1 s (the file says why).
-    os.environ.setdefault(profile_variable(), dds_profile())
+    # The project's profile, as every node process takes it (strands_robots/dds/fastdds.xml says what it sets):
+    # the test process's own nodes and every process it starts run with it. A profile the user named wins.
+    from strands_robots.dds.fastdds_profile import use_project_profile
 
-
-def _fast_dds_2() -> bool:
-    """Tell whether this distro's Fast DDS is 2.x (Humble, Iron, Jazzy) rather than 3.x (Kilted and later)."""
-    distro = os.environ.get("ROS_DISTRO", "")
-    if distro:
-        return distro in ("humble", "iron", "jazzy")
-    try:  # the wheels in .venv: Kilted's rclpy is 9.x, Jazzy's 7.x, Humble's 3.x
-        from importlib.metadata import version
-
-        return int(version("rclpy").split(".")[0]) < 9
-    except Exception:
-        return False
+    use_project_profile()
 
 
 def profile_variable() -> str:
-    """Name the variable this distro's Fast DDS reads its default XML profile from.
+    """Name the variable this distro's Fast DDS reads its default XML profile from (the package's rule)."""
+    from strands_robots.dds.fastdds_profile import profile_variable as variable
 
-    Fast DDS 3 (Kilted and later) reads FASTDDS_DEFAULT_PROFILES_FILE and warns that the old name is deprecated;
-    Fast DDS 2 (Humble, Jazzy) reads only FASTRTPS_DEFAULT_PROFILES_FILE.
-    """
-    return "FASTRTPS_DEFAULT_PROFILES_FILE" if _fast_dds_2() else "FASTDDS_DEFAULT_PROFILES_FILE"
+    return variable()
 
 
 def dds_profile() -> str:
-    """Path of the tests' Fast DDS profile in this distro's Fast DDS's element names (fastdds_tests.xml says why)."""
-    return os.path.join(_HERE, "fastdds2_tests.xml" if _fast_dds_2() else "fastdds_tests.xml")
+    """Path of the project's Fast DDS profile in this distro's Fast DDS's element names: the tests run with it."""
+    from strands_robots.dds.fastdds_profile import profile_path
+
+    return profile_path()
 
 
 def worker_domain(domain: int, worker: str) -> int:

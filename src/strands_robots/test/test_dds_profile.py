@@ -1,14 +1,17 @@
-"""The tests' Fast DDS profile does what fastdds_tests.xml says, between a writer and a reader process.
+"""The project's Fast DDS profile (strands_robots/dds/fastdds.xml) between real processes.
 
-A reliable reader acknowledges a sample when the writer's heartbeat asks; the rollout node's exit waits for those
-acknowledgements (``rollout_node.wait_delivered``: up to ``exit_delivery_wait_s``, 1 s, after its last send). With
-Fast DDS's default period the acknowledgement came 2 s after the sample here, so every such exit waited its whole
-bound; the tests' profile asks every 0.1 s. The reader is a process of its own: within one process Fast DDS
-delivers and acknowledges in process, without a heartbeat.
+- A node process takes it by itself: started with no profile in its environment, it listens on no Fast DDS
+  shared-memory port (without the profile it listens on one as soon as its participant exists).
+- A reliable reader acknowledges a sample when the writer's heartbeat asks; the rollout node's exit waits for
+  those acknowledgements (``rollout_node.wait_delivered``: up to ``exit_delivery_wait_s``, 1 s, after its last
+  send). With Fast DDS's default period the acknowledgement came 2 s after the sample here, so every such exit
+  waited its whole bound; the profile asks every 0.1 s. The reader is a process of its own: within one process
+  Fast DDS delivers and acknowledges in process, without a heartbeat.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -56,3 +59,44 @@ def test_a_readers_acknowledgement_comes_well_within_the_rollout_nodes_exit_boun
         writer.destroy_node()
         reader.kill()
         reader.wait(10.0)
+
+
+def _fast_dds_mappings(pid: int) -> list:
+    with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+        return sorted({line.split(None, 5)[-1].strip() for line in maps
+                       if "/dev/shm/fastdds_" in line or "/dev/shm/fastrtps_" in line})
+
+
+@pytest.mark.parametrize("own_profile", [False, True])
+def test_a_node_process_takes_the_project_profile_by_itself_and_keeps_a_users_own(ros_context, tmp_path,
+                                                                                  own_profile):
+    from strands_robots.dds.fastdds_profile import PROFILE_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in PROFILE_VARIABLES}
+    if own_profile:  # a user's profile that sets nothing: Fast DDS's defaults, shared memory included
+        mine = tmp_path / "mine.xml"
+        mine.write_text('<dds xmlns="http://www.eprosima.com"><profiles/></dds>', encoding="utf-8")
+        env["FASTDDS_DEFAULT_PROFILES_FILE" if "FASTDDS" in _variable() else "FASTRTPS_DEFAULT_PROFILES_FILE"] = \
+            str(mine)
+    namespace = f"/profile_{os.getpid()}_{int(own_profile)}"
+    node = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args", "-r",
+                             f"__ns:={namespace}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    observer = rclpy.create_node("profile_observer", context=ros_context)
+    try:
+        # Seen in the graph: its participant exists and has announced its locators, so every port it listens on
+        # is open by now.
+        assert wait_for(lambda: ("arm_driver", namespace) in observer.get_node_names_and_namespaces(), 60.0), \
+            "the node never appeared in the graph"
+        ports = [m for m in _fast_dds_mappings(node.pid) if "_port" in m]
+        assert (ports != []) == own_profile, ports
+    finally:
+        observer.destroy_node()
+        node.kill()
+        node.wait(10.0)
+
+
+def _variable() -> str:
+    from strands_robots.dds.fastdds_profile import profile_variable
+
+    return profile_variable()

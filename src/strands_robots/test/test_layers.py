@@ -11,7 +11,7 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
     core           everything else: simulation, rollout, policies, arm, cameras, station, station_link (the
-                   station's side of the relay), relay (the server), wire (what both speak), client, stats,
+                   station's side of the relay), relay (the server), wire (what both speak), client, stats, dds,
                    validation, stop_signals (no rclpy, no generated messages)
 """
 
@@ -29,7 +29,7 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
     "rollout": CORE, "simulation": CORE, "station": CORE, "station_link": CORE, "wire": CORE, "stats": CORE,
-    "stop_signals": CORE, "validation": CORE,
+    "stop_signals": CORE, "validation": CORE, "dds": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "ros": NODES, "driver_link": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,

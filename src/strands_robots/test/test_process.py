@@ -311,7 +311,7 @@ def test_bad_parameters_file_is_one_line_naming_it_and_exit_2(tmp_path, content,
     path = tmp_path / "params.yaml"
     if content is not None:
         path.write_text(content)
-    script = "import sys; from strands_robots.nodes import process; process.init_without_signal_handlers(sys.argv)"
+    script = "import sys; from strands_robots.ros import process; process.init_without_signal_handlers(sys.argv)"
     proc = _spawn([sys.executable, "-c", script, "--ros-args", "--params-file", str(path)])
     try:
         out, _ = proc.communicate(timeout=30.0)

@@ -113,9 +113,73 @@ def test_a_station_that_keeps_dying_fails_the_job_with_the_reason(tmp_path):
         record = recover(record).replace(state=JobState.RUNNING, running=RunningEpisode("ep_0009", 0, 0))
     final_record = recover(record)
     assert final_record.state is JobState.FAILED
-    assert f"restarted {MAX_RESTARTS + 1} times" in final_record.message
+    assert f"restarted {MAX_RESTARTS + 1} times in a row without keeping an episode" in final_record.message
+    assert "crash loop" in final_record.message
     status = JobRunner(final_record, InProcessRobot(), ScriptedOperator(), store=store).run()
     assert status.state is JobState.FAILED and status.message == final_record.message
+
+
+def kill_once_per_kept_episode(store, record):
+    """Run ``record`` until the station dies at the start of the next episode after one more was kept.
+
+    Returns the final status when the job ended before such a kill, else None (the station died: recover it).
+    """
+    kept_at_start = len(record.episodes)
+
+    def publish(status):
+        if " running (" in status.message and len(status.episodes) > kept_at_start:
+            raise Killed(status.message)
+
+    try:
+        return JobRunner(record, InProcessRobot(), ScriptedOperator(), store=store, publish=publish).run()
+    except Killed:
+        return None
+
+
+def test_restart_limit_counts_a_crash_loop_not_restarts_spread_over_a_long_job(tmp_path):
+    # More restarts than the limit over one job, each after an episode was kept: the job goes on to SUCCEEDED.
+    store = JobStore(str(tmp_path))
+    record = JobRecord(spec(episodes=MAX_RESTARTS + 4))
+    kills = 0
+    while True:
+        final = kill_once_per_kept_episode(store, record)
+        if final is not None:
+            break
+        kills += 1
+        record = recover(store.load("persist-1"))
+        assert record.state is JobState.WAITING_POLICY, record.message
+        assert record.restarts == kills and record.restarts_without_progress == 1
+    assert kills > MAX_RESTARTS
+    assert final.state is JobState.SUCCEEDED and len(final.episodes) == MAX_RESTARTS + 4
+    saved = store.load("persist-1")
+    assert saved.restarts == kills and saved.restarts_without_progress == 0  # the last kept episode reset it
+
+
+def test_a_kept_episode_resets_the_crash_loop_count(tmp_path):
+    store = JobStore(str(tmp_path))
+    run_until(store, "ep_0000 running")
+    record = store.load("persist-1")
+    for _ in range(MAX_RESTARTS):  # up to the limit before any episode is kept
+        record = recover(record)
+        assert record.state is JobState.WAITING_POLICY
+    assert kill_once_per_kept_episode(store, record) is None  # one episode kept, then killed again
+    record = recover(store.load("persist-1"))
+    assert record.state is JobState.WAITING_POLICY and record.restarts == MAX_RESTARTS + 1
+    assert record.restarts_without_progress == 1 and len(record.episodes) == 1
+    for _ in range(MAX_RESTARTS - 1):
+        record = recover(record)
+    assert record.state is JobState.WAITING_POLICY
+    failed = recover(record)
+    assert failed.state is JobState.FAILED and failed.restarts_without_progress == MAX_RESTARTS + 1
+
+
+def test_restart_counts_round_trip_and_an_older_file_counts_the_loop_from_zero():
+    record = JobRecord(spec(), state=JobState.WAITING_POLICY, restarts=7, restarts_without_progress=2)
+    assert record_from_mapping(record_to_mapping(record)) == record
+    older = record_to_mapping(record)
+    del older["restarts_without_progress"]
+    loaded = record_from_mapping(older)
+    assert loaded.restarts == 7 and loaded.restarts_without_progress == 0
 
 
 def test_terminal_job_is_loaded_as_it_was(tmp_path):

@@ -44,12 +44,13 @@ SPLIT = frozenset({"test/test_system_up.py"})
 # order (the system tests under test/ last), so a long one left out ends a run alone. A split file's tests start
 # with its rank.
 LONGEST = {
-    "test/test_station_chaos.py": 80,
+    "test/test_station_chaos.py": 125,  # with the camera node among its targets: 116-171 s alone here
     "test/test_system_up.py": 75,
     "demo_main_job": 60,
     "test/test_station_relay_jobs.py": 52,
     "test/test_station_crash.py": 51,
     "src/strands_robots/test/test_rollout_node.py": 36,
+    "test/test_restart_reconnect.py": 35,
     "test/test_station_authority.py": 29,
     "src/strands_robots/test/test_arm_driver_node.py": 27,
     "src/strands_robots/test/test_export_lerobot_recorded_station.py": 33,  # one-worker runs, 2026-12-06

@@ -203,14 +203,19 @@ class LocalStation:
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
                    "policy_provider": "mock", "driver_silence_s": "0.5"}
         if self.cameras:  # its own process: rendering never runs in the driver's control loop
-            self.camera = self.sup.start("camera", self._node_argv(
-                "strands_robots.nodes.camera.node", "camera", config_file("rollout.yaml"),
-                {"cameras": self.cameras}), on_line=self._emit)
+            self.start_camera()
             rollout.update(cameras=self.cameras, camera_scene_node="camera")
         rollout.update(self.rollout_params)
         self._rollout_overrides = rollout
         self.start_rollout()
         self.start_station()
+
+    def start_camera(self) -> Any:
+        """Start (or restart) the camera node rendering :attr:`cameras`."""
+        self.camera = self.sup.start("camera", self._node_argv(
+            "strands_robots.nodes.camera.node", "camera", config_file("rollout.yaml"),
+            {"cameras": self.cameras}), on_line=self._emit)
+        return self.camera
 
     def start_rollout(self) -> Any:
         """Start (or restart) the rollout node, with its takeover services (and, with a relay, its credentials)."""

@@ -46,6 +46,8 @@ import rclpy.executors
 import rclpy.logging
 from rclpy.executors import ExternalShutdownException, ShutdownException
 
+from strands_robots.dds.fastdds_profile import use_project_profile
+
 # The stop signals have no ROS in them (the relay and the CLI use them too); this module's API re-exports them.
 from strands_robots.stop_signals import EXIT_GRACE_S, EXIT_HUNG_AT_EXIT, STOP_SIGNALS, StopSignals  # noqa: F401
 
@@ -79,7 +81,8 @@ def _first_line(exc: BaseException) -> str:
 def init_without_signal_handlers(argv: "Sequence[str] | None") -> None:
     """Call ``rclpy.init`` leaving SIGINT/SIGTERM to us, with the node processes' GIL switch interval.
 
-    Plain init where rclpy has no signal handler options; the interval is ``NODE_SWITCH_INTERVAL_S``.
+    Plain init where rclpy has no signal handler options; the interval is ``NODE_SWITCH_INTERVAL_S``. The
+    project's Fast DDS profile is taken first unless the user named their own (``dds/fastdds_profile.py``).
 
     An init that fails on the command line (an unreadable or malformed ``--params-file``, a bad ``-p``) prints
     one line naming the program and the reason on stderr and exits with ``EXIT_BAD_PARAMETERS``. Starts the
@@ -93,6 +96,7 @@ def init_without_signal_handlers(argv: "Sequence[str] | None") -> None:
         if reason:
             print(f"{_program_name(argv)}: {reason}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_BAD_PARAMETERS)
+    use_project_profile()  # before the first participant: Fast DDS reads the profile then
     try:
         try:
             from rclpy.signals import SignalHandlerOptions

@@ -367,6 +367,7 @@ class JobRunner:
         record = self.record
         if kind == "kept":
             self._update(running=None, episodes=record.episodes + (value,), slot_attempts=0,
+                         restarts_without_progress=0,
                          message=f"{episode_id} finished: {value.end_condition}")
         elif kind == "discarded":
             self._update(running=None, discarded=record.discarded + (episode_id,),

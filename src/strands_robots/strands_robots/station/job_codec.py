@@ -105,6 +105,7 @@ def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
         "running": None if running is None else {"episode_id": running.episode_id, "slot": running.slot,
                                                  "attempt": running.attempt},
         "restarts": record.restarts,
+        "restarts_without_progress": record.restarts_without_progress,
         "slot_attempts": record.slot_attempts,
         "sequence": record.sequence,
         "provenance": None if record.provenance is None else provenance_to_mapping(record.provenance),
@@ -144,6 +145,8 @@ def record_from_mapping(data: Mapping[str, Any], episode_mappings: "Sequence[Map
             running=None if running is None else RunningEpisode(str(running["episode_id"]), int(running["slot"]),
                                                                 int(running["attempt"])),
             restarts=int(data["restarts"]),
+            # a file without it counts the crash loop from its next restart on
+            restarts_without_progress=int(data.get("restarts_without_progress", 0)),
             slot_attempts=int(data.get("slot_attempts", 0)),
             sequence=int(data.get("sequence", 0)),
             provenance=provenance_from_mapping(data.get("provenance")),

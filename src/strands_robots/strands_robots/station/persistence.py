@@ -29,8 +29,10 @@ never started, waits again as it was):
   listed, and its task runs again under the next episode id (ids are never reused);
 - a job that was RUNNING waits for its policy again (RUNNING -> WAITING_POLICY): the policy session did not
   survive the restart;
-- after ``MAX_RESTARTS`` resumptions of one job the job is FAILED with that reason instead, so a station that
-  keeps dying on one episode does not loop forever.
+- a crash loop fails the job: once the station has restarted more than ``MAX_RESTARTS`` times since the job last
+  kept an episode (``restarts_without_progress``), the job is FAILED with that reason instead, so a station that
+  keeps dying on one episode (or before its first) does not loop forever. Restarts with kept episodes between
+  them never add up: a long job survives any number of restarts spread over its life.
 
 Either way the job's message says what happened; a terminal job is loaded as it was.
 """
@@ -56,7 +58,7 @@ __all__ = [
     "recover",
 ]
 
-MAX_RESTARTS = 3
+MAX_RESTARTS = 3  # restarts in a row without a kept episode between them; the next one fails the job
 _SUFFIX = ".job.json"
 _LOG_SUFFIX = ".episodes.jsonl"
 _ASIDE = ".unreadable-"
@@ -323,13 +325,14 @@ def _int_or_zero(value: Any) -> int:
 def recover(record: JobRecord) -> JobRecord:
     """Return the record a restarted station continues from (see the module docstring); terminal ones as is.
 
-    The state stays a legal one for the state machine: a RUNNING job becomes WAITING_POLICY, FAILED after
-    too many restarts; WAITING_POLICY and FINALIZING are kept. A CREATED job (it never started) is returned
-    as it is.
+    The state stays a legal one for the state machine: a RUNNING job becomes WAITING_POLICY, FAILED after a
+    crash loop (see the module docstring); WAITING_POLICY and FINALIZING are kept. A CREATED job (it never
+    started) is returned as it is.
     """
     if record.state in TERMINAL_STATES or record.state is JobState.CREATED:
         return record  # a job that never started waits again as it was
     restarts = record.restarts + 1
+    in_a_row = record.restarts_without_progress + 1
     lost = record.running
     interrupted = record.interrupted + ((lost.episode_id,) if lost is not None else ())
     slot_attempts = record.slot_attempts + (1 if lost is not None else 0)
@@ -338,11 +341,11 @@ def recover(record: JobRecord) -> JobRecord:
                "new episode"
     else:
         what = f"station restarted with the job {record.state.value}"
-    if restarts > MAX_RESTARTS:
+    if in_a_row > MAX_RESTARTS:
         return record.replace(state=JobState.FAILED, running=None, interrupted=interrupted, restarts=restarts,
-                              slot_attempts=slot_attempts,
-                              message=f"{what}; the station restarted {restarts} times during this job "
-                                      f"(limit {MAX_RESTARTS}), so the job is failed")
+                              restarts_without_progress=in_a_row, slot_attempts=slot_attempts,
+                              message=f"{what}; the station restarted {in_a_row} times in a row without keeping "
+                                      f"an episode (limit {MAX_RESTARTS}): a crash loop, so the job is failed")
     state = JobState.WAITING_POLICY if record.state is JobState.RUNNING else record.state
     return record.replace(state=state, running=None, interrupted=interrupted, restarts=restarts,
-                          slot_attempts=slot_attempts, message=what)
+                          restarts_without_progress=in_a_row, slot_attempts=slot_attempts, message=what)

@@ -42,7 +42,9 @@ class JobRecord:
     :param discarded: ids of taken-over episodes the operator discarded.
     :param interrupted: ids of episodes that ended without a result (station restart, policy session lost).
     :param running: the running episode, if any.
-    :param restarts: how many times the station resumed this job after a restart.
+    :param restarts: how many times the station resumed this job after a restart (its whole life).
+    :param restarts_without_progress: the restarts since the job last kept an episode: what the restart limit
+        counts (``persistence.MAX_RESTARTS``), so a crash loop fails the job and restarts far apart never do.
     :param slot_attempts: ids already spent on the current slot without keeping an episode (the next
         episode's ``attempt``); back to 0 when an episode is kept.
     :param sequence: the number of the job's newest snapshot (``JobStatus.sequence``): each new snapshot takes
@@ -60,6 +62,7 @@ class JobRecord:
     interrupted: Tuple[str, ...] = ()
     running: Optional[RunningEpisode] = None
     restarts: int = 0
+    restarts_without_progress: int = 0
     slot_attempts: int = 0
     sequence: int = 0
     provenance: Optional[Provenance] = None
