@@ -131,8 +131,8 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
     from sensor_msgs.msg import Image, JointState
 
     from strands_robots.conversions.joint_state import joint_state_robot_time_s
-    from strands_robots.nodes._qos import STATE_QOS
-    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+    from strands_robots.ros.qos import STATE_QOS
+    from strands_robots.ros.qos import IMAGE_QOS
 
     rclpy.init()
     ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"
@@ -150,7 +150,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     threading.Thread(target=executor.spin, daemon=True).start()
-    driver = _start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true", f"control_rate_hz:={rate_hz}")
+    driver = _start("strands_robots.nodes.arm_driver.node", ns, "autostart:=true", f"control_rate_hz:={rate_hz}")
     procs = [driver]
     try:
         deadline = time.monotonic() + 60
@@ -158,7 +158,7 @@ def bench_driver(seconds: float, rate_hz: float = 50.0) -> None:
             time.sleep(0.1)
         for label in ("cameras off", "cameras on"):
             if label == "cameras on":
-                procs.append(_start("strands_robots.nodes.camera_node", ns))
+                procs.append(_start("strands_robots.nodes.camera.node", ns))
                 deadline = time.monotonic() + 120
                 while frames["wrist"] < 5 and time.monotonic() < deadline:
                     time.sleep(0.1)
@@ -217,14 +217,14 @@ def bench_rollout(seconds: float, phases: "list[str]", rate_hz: float = 50.0) ->
             camera_node, cameras = ROLLOUT_PHASES[phase]
             label = {"off": "cameras off", "node": "camera node", "on": "cameras on"}[phase]
             ns = f"/camera_bench_{uuid.uuid4().hex[:6]}"
-            procs = [_start("strands_robots.nodes.arm_driver_node", ns, "autostart:=true",
+            procs = [_start("strands_robots.nodes.arm_driver.node", ns, "autostart:=true",
                             f"control_rate_hz:={rate_hz}")]
             params = ["start_pose_before_episode:=false", f"control_frequency:={rate_hz}", "driver_timeout_s:=60.0"]
             if camera_node:
-                procs.append(_start("strands_robots.nodes.camera_node", ns))
+                procs.append(_start("strands_robots.nodes.camera.node", ns))
             if cameras:
                 params += ["cameras:=scene,wrist", "camera_scene_node:=camera"]
-            rollout = _start("strands_robots.nodes.rollout_node", ns, *params)
+            rollout = _start("strands_robots.nodes.rollout.node", ns, *params)
             procs.append(rollout)
             action = ActionClient(node, RunEpisode, f"{ns}/run_episode")
             try:

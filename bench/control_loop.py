@@ -7,7 +7,7 @@ microbenchmark and the pacer floor (``control_loop_micro.py``), the report (``co
 
 Modes:
 
-- ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver_node``,
+- ``stream`` / ``service``: the arm driver node in its own process (``strands_robots.nodes.arm_driver.node``,
   autostart, leases required, ``joint_states`` at the control rate); in this process :class:`PolicyRunner`
   drives a :class:`RosDriverBackend` (``command_path`` ``stream``, the rollout node's default: an
   ActionCommand published per step, never waited for; each step's event dispatched when its ActionVerdict
@@ -90,7 +90,7 @@ def parse_args(argv: "list[str] | None") -> argparse.Namespace:
                    help="MultiThreadedExecutor threads with --executor multi (default 4)")
     p.add_argument("--switch-interval-ms", type=float, default=0.5,
                    help="sys.setswitchinterval for the bench process in ms (default 0.5, as the node processes: "
-                        "strands_robots.nodes.process; 0: Python's default, 5 ms)")
+                        "strands_robots.ros.process; 0: Python's default, 5 ms)")
     p.add_argument("--floor-duration", type=float, default=5.0,
                    help="seconds of DeadlinePacer-only timing per rate, the machine's floor (0: skip)")
     p.add_argument("--micro-events", type=int, default=100_000, help="events per microbenchmark (0: skip)")

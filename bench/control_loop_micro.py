@@ -97,7 +97,7 @@ def microbench(n: int = 100_000) -> dict:
     # thread converts to ROS messages (publish itself a no-op), then the conversion alone.
     try:
         from strands_robots.conversions.events import event_to_msg
-        from strands_robots.nodes.event_publisher import QueuedEventPublisher
+        from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
 
         m = 20_000
         q = QueuedEventPublisher(lambda _m: None, depth=m + 10)

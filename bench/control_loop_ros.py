@@ -65,11 +65,11 @@ class RosHarness:
         from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
         from strands_robots_msgs.msg import ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS
-        from strands_robots.nodes.driver_client import RosDriverBackend
+        from strands_robots.ros.qos import EVENT_QOS
+        from strands_robots.driver_link.client import RosDriverBackend
 
         self._log = open(os.path.join(self.log_dir, f"driver-{self.command_path}-{self.driver_rate_hz:g}hz.log"), "ab")
-        argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
+        argv = [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args",
                 "-r", f"__ns:={NAMESPACE}", "-p", "autostart:=true",
                 "-p", f"control_rate_hz:={float(self.driver_rate_hz)}", "-p", "require_lease:=true"]
         # The driver process on the same executor kind as this client (multi: the driver's default, single).
@@ -86,7 +86,7 @@ class RosHarness:
         if self.executor_kind == "single":
             self.executor = SingleThreadedExecutor()
         elif self.executor_kind == "events":
-            from strands_robots.nodes.executor_choice import make_executor
+            from strands_robots.ros.executor_choice import make_executor
 
             self.executor, _ = make_executor("events")
         else:
@@ -152,7 +152,7 @@ class RosHarness:
         return False
 
     def run(self, rate: float, duration: float, with_obs: bool) -> dict:
-        from strands_robots.nodes.event_publisher import QueuedEventPublisher
+        from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
         from strands_robots.rollout.runner import PolicyRunner
         from strands_robots.rollout.stop import StopToken
 

@@ -83,7 +83,7 @@ def run_inproc(rate: float, duration: float, with_obs: bool, observer_kind: str)
     extra: dict = {"observer_kind": ""}
     if with_obs:
         if observer_kind == "queued":
-            from strands_robots.nodes.event_publisher import QueuedEventPublisher
+            from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
 
             sink_count = [0]
 

@@ -1,4 +1,4 @@
-"""Core timing figures moved out of the unit tests (issue 6 item 20).
+"""Core timing figures on the real clock, for the behaviours the unit tests pin on injected clocks.
 
 The tests run on injected clocks and pin behaviour; this script measures the same behaviours on the real clock
 and prints figures. Not pass/fail.

@@ -121,7 +121,7 @@ def main(argv: "list[str] | None" = None) -> int:
     from rclpy.executors import SingleThreadedExecutor
     from strands_robots_msgs.msg import ObserverEvent
 
-    from strands_robots.nodes._qos import EVENT_QOS
+    from strands_robots.ros.qos import EVENT_QOS
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,7 +23,7 @@ rollout node's RunEpisode and the driver's start-pose action do for a whole epis
     ... bench/executor_bench.py --rates 200,500 --executors single,single@10 --duration 5 --rounds 3
 
 ``<executor>@<priority>`` runs that executor with ``STRANDS_ROBOTS_RT_PRIORITY=<priority>`` (both node processes
-on SCHED_FIFO, ``nodes/realtime_priority.py``); without ``@`` the run sets ``STRANDS_ROBOTS_RT_PRIORITY=off`` (the
+on SCHED_FIFO, ``ros/realtime_priority.py``); without ``@`` the run sets ``STRANDS_ROBOTS_RT_PRIORITY=off`` (the
 normal scheduler; the nodes' default where permitted is SCHED_FIFO 50).
 """
 
@@ -71,7 +71,7 @@ class CommandListener:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import ActionCommand
 
-        from strands_robots.nodes._qos import COMMAND_QOS
+        from strands_robots.ros.qos import COMMAND_QOS
 
         rclpy.init()
         self._rclpy = rclpy
@@ -117,8 +117,8 @@ def await_cpu(kind: str, seconds: float = 3.0) -> float:
     import rclpy
     from rclpy.task import Future
 
-    from strands_robots.nodes import process
-    from strands_robots.nodes.executor_choice import make_executor
+    from strands_robots.ros import process
+    from strands_robots.ros.executor_choice import make_executor
 
     node = rclpy.create_node(f"executor_bench_await_{kind}")
     executor, _ = make_executor(kind)
@@ -236,7 +236,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="put this process (the separate subscriber) on SCHED_FIFO at this priority (default 0: no)")
     args = p.parse_args(argv)
     if args.listener_priority:  # before rclpy.init: the listener's DDS and spin threads inherit it
-        from strands_robots.nodes.realtime_priority import RT_PRIORITY_ENV, apply_realtime_priority
+        from strands_robots.ros.realtime_priority import RT_PRIORITY_ENV, apply_realtime_priority
 
         print(f"listener: {apply_realtime_priority({RT_PRIORITY_ENV: str(args.listener_priority)}).line}")
     rates = [float(r) for r in args.rates.split(",") if r]

@@ -16,7 +16,7 @@ Not a pass/fail test: it prints figures. The server is openpi's own ``WebsocketP
   chunk at once (no openpi server): what the relay hop alone costs for this observation.
 
 Reported per way: mean, p50, p90 and p99 of one round trip (ms), and each way's mean against ``direct``, with the
-issue's target for the full path (``relay`` <= 1.3 x direct + 5 ms).
+target for the full path (``relay`` <= 1.3 x direct + 5 ms).
 
 Usage::
 
@@ -138,7 +138,7 @@ def scene_like(rng: np.random.Generator) -> np.ndarray:
 
 def run_relay(work: Path, url: str, calls: int, warmup: int, echo: bool = False, jpeg: bool = False) -> list:
     from strands_robots.client import EvaluationClient, pb
-    from strands_robots.relay.station_link import StationLink
+    from strands_robots.station_link.link import StationLink
 
     tokens = write_tokens(work)
     port = free_port()

@@ -59,7 +59,7 @@ if _OUT:
         setattr(owner, parts[-1], wrapped)
 
     def _install():
-        from strands_robots.relay.proto import policy_session_pb2 as ps
+        from strands_robots.wire.proto import policy_session_pb2 as ps
         for cls in (ps.PolicyRequest, ps.PolicyReply):
             ser, frm, n = cls.SerializeToString, cls.FromString, cls.__name__
             def s(self, *a, _ser=ser, _n=n, **k):
@@ -72,7 +72,7 @@ if _OUT:
                 ("strands_robots.client.codec", "observation_from_pb", "pb2obs"),
                 ("strands_robots.client.codec", "action_chunk_to_pb", "chunk2pb"),
                 ("strands_robots.client.codec", "action_chunk_from_pb", "pb2chunk"),
-                ("strands_robots.relay.station_session", "PolicySession.act", "act"),
+                ("strands_robots.station_link.session", "PolicySession.act", "act"),
                 ("strands_robots.relay.sessions", "Broker.from_station", "brk_st"),
                 ("strands_robots.relay.sessions", "Broker.from_client", "brk_cl"),
                 ("strands_robots.client.openpi", "pack", "pack"),

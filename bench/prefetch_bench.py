@@ -1,4 +1,4 @@
-"""The async prefetch in process: blocked chunks and observation age at 50 Hz, horizon 8 (issue 20 item 3).
+"""The async prefetch in process: blocked chunks and observation age at 50 Hz, horizon 8.
 
 A real :class:`PolicyRunner` on the in-memory backend, real deadline pacing, a policy whose ``act`` sleeps 20 ms
 or 100 ms on the pipeline's worker thread, 4 s episodes (200 steps, 25 chunks). Prints per latency the blocked

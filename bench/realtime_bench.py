@@ -158,8 +158,8 @@ class Listener:
         from strands_robots_msgs.msg import ActionCommand
 
         from strands_robots.conversions.joint_state import joint_state_robot_time_s
-        from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS
-        from strands_robots.nodes.camera_msgs import IMAGE_QOS
+        from strands_robots.ros.qos import COMMAND_QOS, STATE_QOS
+        from strands_robots.ros.qos import IMAGE_QOS
 
         self._robot_time_s = joint_state_robot_time_s
         self.lock = threading.Lock()
@@ -243,10 +243,10 @@ def run_once(node: Any, scheduler: str, seconds: float, logs: Path) -> Dict[str,
     names = ("driver", "camera", "rollout")
     tag = f"{scheduler}-{ns.strip('/')}"
     procs = {
-        "driver": start_node("strands_robots.nodes.arm_driver_node", ns,
+        "driver": start_node("strands_robots.nodes.arm_driver.node", ns,
                              ["autostart:=true", f"control_rate_hz:={RATE_HZ:.1f}"], env, logs / f"{tag}-driver.log"),
-        "camera": start_node("strands_robots.nodes.camera_node", ns, [], env, logs / f"{tag}-camera.log"),
-        "rollout": start_node("strands_robots.nodes.rollout_node", ns,
+        "camera": start_node("strands_robots.nodes.camera.node", ns, [], env, logs / f"{tag}-camera.log"),
+        "rollout": start_node("strands_robots.nodes.rollout.node", ns,
                               ["start_pose_before_episode:=false", f"control_frequency:={RATE_HZ:.1f}",
                                "driver_timeout_s:=60.0", "cameras:=scene,wrist", "camera_scene_node:=camera"],
                               env, logs / f"{tag}-rollout.log"),

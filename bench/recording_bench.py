@@ -100,8 +100,8 @@ def main() -> int:
     import grpc
 
     from strands_robots.client import EvaluationClient
-    from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-    from strands_robots.relay.recording_upload import upload
+    from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+    from strands_robots.station_link.recording_upload import upload
 
     workdir = Path(tempfile.mkdtemp(prefix="recording_bench_"))
     proc = None

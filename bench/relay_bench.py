@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src" / "strands_robots"))
 
 from strands_robots.client import EvaluationClient, Policy, pb  # noqa: E402
-from strands_robots.relay.station_link import StationLink  # noqa: E402
+from strands_robots.station_link.link import StationLink  # noqa: E402
 
 CLIENT_TOKEN = "bench-client-token-0123456789"
 STATION_TOKEN = "bench-station-token-0123456789"
@@ -117,8 +117,8 @@ _IDLE = textwrap.dedent("""
 _POLLER = textwrap.dedent("""
     import asyncio, json, sys, time
     import grpc
-    from strands_robots.relay.proto import evaluation_service_pb2 as es
-    from strands_robots.relay.proto import evaluation_service_pb2_grpc as es_grpc
+    from strands_robots.wire.proto import evaluation_service_pb2 as es
+    from strands_robots.wire.proto import evaluation_service_pb2_grpc as es_grpc
 
     target, token, job_id = sys.argv[1], sys.argv[2], sys.argv[3]
     clients, duration_s = int(sys.argv[4]), float(sys.argv[5])

@@ -37,8 +37,8 @@ from relay_bench import (
 )
 
 from strands_robots.client import EvaluationClient, RelayError, pb
-from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.station_session import PolicySessionError
+from strands_robots.station_link.link import StationLink
+from strands_robots.station_link.session import PolicySessionError
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:

@@ -39,7 +39,7 @@ from relay_bench import CLIENT_TOKEN, STATION_TOKEN, _env, _free_port, _pct, _st
 
 from strands_robots.cameras.request import encode_observation, image_request  # noqa: E402
 from strands_robots.client import EvaluationClient, codec, pb  # noqa: E402
-from strands_robots.relay.station_link import StationLink  # noqa: E402
+from strands_robots.station_link.link import StationLink  # noqa: E402
 
 _TEAM = textwrap.dedent("""
     import sys

@@ -21,9 +21,8 @@ dirs=(src/strands_robots/test)
 # machine a third worker fills those waits (README "Tests" has the figures); TEST_WORKERS=0 runs everything in this
 # one process.
 # A worker that dies (a segfault in a test process) is not replaced (--max-worker-restart 0): pytest-xdist 3.8's
-# loadgroup scheduler never hands a crashed worker's group to its replacement, so with a replacement the run waited
-# for ever (a fresh-clone Jazzy leg, a worker's segfault inside a garbage collection in test_rollout_node). Now the
-# run ends at once, failed, naming the test the worker was running.
+# loadgroup scheduler never hands a crashed worker's group to its replacement, so with a replacement the run would
+# wait for ever; without one it ends at once, failed, naming the test the worker was running.
 workers="${TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != "0" ]; then

@@ -4,7 +4,7 @@
 station node under one supervisor) plus the team's policy client as a process of its own (this file run as a
 script), every one of them SIGKILLable and restartable by name the way a supervisor restarts it; an observer
 stream recorder (a node in the test process on ``<ns>/observer_events``); and :func:`check_invariants`, the
-rules every crash must keep (issue 16):
+rules every crash must keep:
 
 - the job is terminal with a reason;
 - each episode id is listed once, in the relay's final snapshot and in the station's own log alike, ids
@@ -72,7 +72,7 @@ def _local_station_class():
         def start_driver(self):
             hz = f"{self.control_frequency:.1f}"
             self.driver = self.sup.start("arm_driver", self._node_argv(
-                "strands_robots.nodes.arm_driver_node", "arm_driver", self.params_file,
+                "strands_robots.nodes.arm_driver.node", "arm_driver", self.params_file,
                 {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
             self.started.append(self.driver)
             return self.driver
@@ -199,7 +199,7 @@ class ObserverRecorder:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS
+        from strands_robots.ros.qos import EVENT_QOS
 
         self._rclpy = rclpy
         self.context = Context()

@@ -41,7 +41,7 @@ class StationTopics:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import JobStatus, ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+        from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
 
         self._rclpy = rclpy
         self.context = rclpy.Context()

@@ -60,7 +60,7 @@ class RestartProbe:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import CameraInfo, JointState
 
-        from strands_robots.nodes._qos import DIAGNOSTICS_QOS, STATE_QOS
+        from strands_robots.ros.qos import DIAGNOSTICS_QOS, STATE_QOS
 
         self._rclpy = rclpy
         self._request = GetParameters.Request

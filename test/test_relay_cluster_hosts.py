@@ -42,7 +42,7 @@ STATION_SIDE = """
 import json, sys, time
 from strands_robots.client import pb
 from strands_robots.relay.postgres_store import PostgresStore
-from strands_robots.relay.station_link import StationLink
+from strands_robots.station_link.link import StationLink
 target, token, job_id, store_url, root, attach_s = sys.argv[1:7]
 link = StationLink(target, "sim_station", token, heartbeat_s=0.1, root_certificates=root or None).start()
 store = PostgresStore(store_url, pool_size=1)

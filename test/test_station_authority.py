@@ -103,25 +103,25 @@ class Rig:
 
     def start_arms(self):
         hz = f"{RATE_HZ:.1f}"
-        self.start("driver", "strands_robots.nodes.arm_driver_node", "arm_driver", self.ns_a, "rollout.yaml",
+        self.start("driver", "strands_robots.nodes.arm_driver.node", "arm_driver", self.ns_a, "rollout.yaml",
                    {"control_rate_hz": hz, "autostart": "true"})
-        self.start("rollout", "strands_robots.nodes.rollout_node", "rollout", self.ns_a, "rollout.yaml",
+        self.start("rollout", "strands_robots.nodes.rollout.node", "rollout", self.ns_a, "rollout.yaml",
                    {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
                     "policy_provider": "mock", "driver_silence_s": "0.5"})
         from strands_robots_msgs.msg import LeaseState
 
-        from strands_robots.nodes._qos import LATCHED_QOS
+        from strands_robots.ros.qos import LATCHED_QOS
 
         self.node.create_subscription(LeaseState, f"{self.ns_a}/lease_state", self._on_lease, LATCHED_QOS)
 
     def start_station(self, name, namespace, station_id, **params):
         from strands_robots_msgs.msg import JobStatus
 
-        from strands_robots.nodes._qos import LATCHED_QOS
+        from strands_robots.ros.qos import LATCHED_QOS
 
         values = {"station_id": station_id, "state_dir": str(self.tmp / name), "driver_namespace": self.ns_a,
                   "rollout_namespace": self.ns_a, **params}
-        self.start(name, "strands_robots.nodes.station_node", "station", namespace, "station.yaml", values)
+        self.start(name, "strands_robots.nodes.station.node", "station", namespace, "station.yaml", values)
         self.node.create_subscription(JobStatus, f"{namespace}/job_status", self._on_status, LATCHED_QOS)
 
     def close(self):

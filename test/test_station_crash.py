@@ -1,4 +1,4 @@
-"""A crash of one process ends at most one episode, and the job goes on (issue 16 item 4; issue 15 item 4).
+"""A crash of one process ends at most one episode, and the job goes on.
 
 Every process is its own (relay, arm driver, rollout node, station node: ``station_demo.LocalStation``; the team's
 policy client: ``crash_harness.py`` run as a script), killed for real and started again as a supervisor would.
@@ -145,7 +145,7 @@ def test_arm_driver_killed_mid_episode_and_restarted_ends_that_episode_only_and_
 
 
 def test_policy_client_stalled_ten_seconds_ends_that_episode_only_and_the_job_succeeds(stack):
-    # Issue 16's case: stopped for 10 s, five times the rollout's inference deadline. The stalled episode ends on
+    # A policy client stopped for 10 s, five times the rollout's inference deadline. The stalled episode ends on
     # that bound (a station fault naming it), and the client, running again, serves the rest of the job.
     deadline_s = inference_deadline_s()
     client, job_id, final, watch, _, took = run_job(stack, TASKS, EPISODES, "ep_0001", "client", sig=signal.SIGSTOP,

@@ -114,7 +114,7 @@ def test_a_node_killed_mid_job_ends_the_demo_with_an_error_instead_of_waiting_fo
             "ep_0000 running")) or demo.proc.poll() is not None, 120.0)
         assert running and demo.proc.poll() is None, (topics.statuses[-1:], demo.output)
         children = demo.children()
-        station = [p for p in children if "strands_robots.nodes.station_node" in cmdline(p)]
+        station = [p for p in children if "strands_robots.nodes.station.node" in cmdline(p)]
         assert len(station) == 1, (children, demo.output)
         os.kill(station[0], signal.SIGKILL)
         rc = demo.wait(60.0)

@@ -64,7 +64,7 @@ class DriverWatch:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import DriverStatus
 
-        from strands_robots.nodes._qos import LATCHED_QOS
+        from strands_robots.ros.qos import LATCHED_QOS
 
         self._context = rclpy.Context()
         rclpy.init(context=self._context)

@@ -26,8 +26,8 @@ import grpc  # noqa: E402
 from strands_robots.cli.station_demo import LocalStation
 from strands_robots.policies.demo import DemoPolicy
 from recording_jobs import TERMINAL, recording_task as _task, wait_for as _wait  # noqa: E402
-from strands_robots.relay.proto import recording_pb2 as rp
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.wire.proto import recording_pb2 as rp
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
 from strands_robots.station.pending_uploads import PendingUploads
 
 def test_a_recording_pending_when_the_station_is_killed_reaches_the_team_after_a_restart(tmp_path):

@@ -520,7 +520,7 @@ def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_
             station.start_rollout()  # the module's station goes on with a rollout node
 
 
-# -- recovery without loss (issue 16 items 2 and 3) --------------------------------------------------------------
+# -- recovery without loss --------------------------------------------------------------
 class RosCaller:
     """A client node in this process calling the station node's services (its own context and executor)."""
 

@@ -88,7 +88,7 @@ def test_up_with_a_malformed_parameters_file_is_one_line_naming_it_and_starts_no
 
 @pytest.mark.parametrize("executor", ["single", "events"])
 def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
-    # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (nodes/executor_choice.py), each saying which.
+    # Both nodes on each executor STRANDS_ROBOTS_EXECUTOR can pick (ros/executor_choice.py), each saying which.
     # The package's own parameters, start pose included: this is the run a user gets.
     up = Up("--duration", "1", env={"STRANDS_ROBOTS_EXECUTOR": executor})
     try:
@@ -114,7 +114,7 @@ def test_up_runs_one_episode_and_exits_zero_with_no_events_lost(executor):
 
 
 def test_up_with_a_realtime_priority_runs_both_nodes_on_sched_fifo(no_start_pose):
-    # STRANDS_ROBOTS_RT_PRIORITY=3 (nodes/realtime_priority.py): both node processes say so, and are so while running.
+    # STRANDS_ROBOTS_RT_PRIORITY=3 (ros/realtime_priority.py): both node processes say so, and are so while running.
     fifo = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(3))"
     probe = subprocess.run([sys.executable, "-c", fifo], capture_output=True, text=True, timeout=30)
     if probe.returncode:
@@ -264,15 +264,14 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
 
 
 def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(tmp_path):
-    # A reliable writer repairs a lost sample only while it exists: a fresh-clone run's up printed no Ended after
-    # a stop signal (the rollout node logged it published), its reader having missed a sample the rollout's exit
-    # left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement, at most
+    # A reliable writer repairs a lost sample only while it exists: up can print no Ended after a stop signal
+    # (the rollout node logged it published) when its reader missed a sample the rollout's exit left unrepaired. So at exit the rollout node waits for every matched reader's acknowledgement, at most
     # exit_delivery_wait_s after its last send (1 s by default; 8 s here, so what ends the wait below is the
     # acknowledgement, not the bound): with a reader whose process does not run (SIGSTOP), it is still there
     # after its episode ended, and goes once that reader ran again and acknowledged (the tests' writers ask
     # for acknowledgements every 0.1 s: fastdds_tests.xml).
-    # The echo starts first: a process starting on a loaded 2-core machine once held the driver past the
-    # dead-driver bound mid-episode (a fresh-clone rerun: the episode ended on its own, not on the stop).
+    # The echo starts first: a process starting on a loaded 2-core machine can hold the driver past the
+    # dead-driver bound mid-episode (the episode would end on its own, not on the stop).
     config = rollout_config(tmp_path, start_pose_before_episode="false", exit_delivery_wait_s="8.0")
     namespace = f"system_up_{uuid.uuid4().hex[:8]}"
     echo = Echo(namespace, "--steps", "--runs", "1")
@@ -282,7 +281,7 @@ def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(tm
         up = Up("--duration", "30", "--config-file", config, namespace=namespace)
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         children = up.children()
-        (rollout,) = [p for p in children if "strands_robots.nodes.rollout_node" in cmdline(p)]
+        (rollout,) = [p for p in children if "strands_robots.nodes.rollout.node" in cmdline(p)]
         echo.wait_line(r"^Step\s+#", 60.0)  # it hears the run
         os.kill(echo.proc.pid, signal.SIGSTOP)
         try:
@@ -402,7 +401,7 @@ def test_a_restarted_up_relay_resumes_its_job_from_the_persistent_state_dir_with
         assert final.state == "SUCCEEDED", final.message
         ids = [e.episode_id for e in final.episodes]
         # An episode the new station's own infrastructure ended (a station fault, its reason in end_detail) is
-        # kept and its task run again, out of the job's count (one such in a three-worker run); what must never
+        # kept and its task run again, out of the job's count (a loaded machine can make one); what must never
         # happen is a finished episode run again.
         kept = [e for e in final.episodes if e.end_condition != "infrastructure_fault"]
         details = [(e.episode_id, e.end_condition, e.end_detail[:200]) for e in final.episodes]

@@ -13,7 +13,7 @@ setup(
     package_data={
         "strands_robots.arm.assets": ["*.xml"],
         "strands_robots.dds": ["*.xml"],
-        "strands_robots.relay.proto": ["*.proto", "*.pyi"],
+        "strands_robots.wire.proto": ["*.proto", "*.pyi"],
         "strands_robots.relay.web": ["templates/*.html", "static/*"],
     },
     data_files=[
@@ -32,10 +32,10 @@ setup(
     entry_points={
         "console_scripts": [
             "strands-robots = strands_robots.cli:main",
-            "rollout_node = strands_robots.nodes.rollout_node:main",
-            "arm_driver_node = strands_robots.nodes.arm_driver_node:main",
-            "station_node = strands_robots.nodes.station_node:main",
-            "camera_node = strands_robots.nodes.camera_node:main",
+            "rollout_node = strands_robots.nodes.rollout.node:main",
+            "arm_driver_node = strands_robots.nodes.arm_driver.node:main",
+            "station_node = strands_robots.nodes.station.node:main",
+            "camera_node = strands_robots.nodes.camera.node:main",
             # Not ROS nodes: the relay and the Evaluation Client that rollout.launch.py runs as processes.
             "relay = strands_robots.relay.server:main",
             "demo_job = strands_robots.cli.demo_job:main",

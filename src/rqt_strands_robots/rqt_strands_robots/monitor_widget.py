@@ -64,7 +64,7 @@ class RosLink:
 
         from strands_robots.conversions.events import msg_to_event
         from strands_robots.conversions.introspection import msg_to_dict
-        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+        from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
 
         self.node, self.namespace, self.inbox = node, namespace, inbox
 

@@ -92,7 +92,7 @@ def _arg(context, name: str) -> str:
 def check_files(context) -> dict:
     """Check every config file before anything starts; the values the rest of the launch needs."""
     from strands_robots.cli.bringup import BadConfigFile, job_file_refusal, load_relay_config
-    from strands_robots.nodes.parameters_file import parameters_file_refusal
+    from strands_robots.cli.parameters_file import parameters_file_refusal
     from strands_robots.station.job_file import load_job_file
 
     use_relay = _flag("use_relay", _arg(context, "use_relay"))

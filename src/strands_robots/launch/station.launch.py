@@ -13,7 +13,7 @@ observation as ``<camera>.image`` and lays out each episode's scene through it (
 The driver comes from arm_driver.launch.py (configured, then activated once). The rollout node takes its
 episodes from the station (no autorun; the station moves the arms to the start pose and holds the lease). The
 station takes jobs from the relay its ``relay_credentials_file`` names (a 0600 file: the relay, the station's
-id and token; ``relay/credentials.py``; the rollout node gets the same file for its ``relay`` policy provider), or
+id and token; ``wire/credentials.py``; the rollout node gets the same file for its ``relay`` policy provider), or
 from its ``submit_job`` service when that is empty, and runs until Ctrl-C; when a node dies the launch ends
 non-zero and names it. The station keeps its jobs in ``state_dir``, by default one directory per station and per
 relay, ``$XDG_STATE_HOME/strands_robots/<station_id>/relay-<relay address>-<hash>`` (``.../submit_job`` without a

@@ -42,7 +42,7 @@ def check_parameters_file(context, config_file):
     Bad: missing, not YAML, not node sections, a parameter none of our nodes declares (a typo ROS ignores), or
     a value of the wrong type or out of range for the node that declares it.
     """
-    from strands_robots.nodes.parameters_file import parameters_file_refusal
+    from strands_robots.cli.parameters_file import parameters_file_refusal
 
     path = config_file.perform(context) if hasattr(config_file, "perform") else str(config_file)
     reason = parameters_file_refusal(path)

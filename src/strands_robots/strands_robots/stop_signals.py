@@ -1,6 +1,6 @@
 """Stop signals taken by a program's main: SIGINT/SIGTERM set an event, the program stops in its own order.
 
-No ROS here: the node processes (``strands_robots.nodes.process`` re-exports this), the relay and the command
+No ROS here: the node processes (``strands_robots.ros.process`` re-exports this), the relay and the command
 line use it alike. See :class:`StopSignals` for why the handler takes no lock, and :meth:`StopSignals.restore`
 for what happens once the program's shutdown is done (stop signals ignored, the exit watched).
 """

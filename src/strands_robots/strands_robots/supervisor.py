@@ -9,7 +9,7 @@ Three things tie each child to the supervisor, each covering what another may mi
 2. A process group per child (its own session): :meth:`Supervisor.stop_all` signals the child and anything it
    started, and a terminal's Ctrl-C reaches the supervisor only, which stops the children in order.
 3. A pipe whose write end only the supervisor holds; the child gets the read end and its number in
-   ``SUPERVISOR_PIPE_ENV``. A node process watches it (``nodes.process.init_without_signal_handlers``) and sends
+   ``SUPERVISOR_PIPE_ENV``. A node process watches it (``ros.process.init_without_signal_handlers``) and sends
    itself SIGTERM on end-of-file: the watch that works where prctl does not exist.
 
 A child that gets SIGTERM stops the way it always does on SIGTERM: the rollout ends its episode, the arm driver
@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Callable, Optional, Sequence
 
-# Kept in step with strands_robots.nodes.process.SUPERVISOR_PIPE_ENV (that module imports rclpy; this one must not).
+# Kept in step with strands_robots.ros.process.SUPERVISOR_PIPE_ENV (that module imports rclpy; this one must not).
 SUPERVISOR_PIPE_ENV = "STRANDS_ROBOTS_SUPERVISOR_FD"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 

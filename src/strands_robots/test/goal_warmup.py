@@ -1,11 +1,11 @@
 """Before a test's first RunEpisode goal: one goal answered and its result delivered, so both paths are matched.
 
 A rollout node's action server seen in the graph has not always matched its reply writers to a new client's
-readers, so the answer to the first goal (or to its result request) can be lost: seen in fresh-clone runs as a
-test goal sent right after start-up with no answer in 30 s (Jazzy, test_rollout_node_processes; Kilted,
-test_rollout_cameras). :func:`warm_goal_path` sends a goal the node refuses in validation (an unknown policy
-provider: nothing moves, no episode is counted) until one is answered with its result; a send whose answer was
-lost is simply sent again. The station's own goals handle the same race in ``nodes/episode_goal.py``.
+readers, so the answer to the first goal (or to its result request) can be lost: a test goal sent right after
+start-up can go unanswered for 30 s, on Jazzy and on Kilted. :func:`warm_goal_path` sends a goal the node
+refuses in validation (an unknown policy provider: nothing moves, no episode is counted) until one is answered
+with its result; a send whose answer was lost is simply sent again. The station's own goals handle the same
+race in ``nodes/station/episode_goal.py``.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ class NodeSpinners:
     def add(self, node, multi: bool = False):
         from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
-        from strands_robots.nodes.process import spin_in_background
+        from strands_robots.ros.process import spin_in_background
 
         executor = (MultiThreadedExecutor(num_threads=2, context=self.context) if multi
                     else SingleThreadedExecutor(context=self.context))

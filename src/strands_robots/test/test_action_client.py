@@ -23,7 +23,7 @@ from rclpy.context import Context  # noqa: E402
 from ros_harness import NodeSpinners, wait_for  # noqa: E402
 from strands_robots_msgs.action import MoveToStartPose  # noqa: E402
 
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 
 ANSWER_S = 5.0  # an answer that came is in hand well within this; a lost one never is
 
@@ -211,7 +211,7 @@ def test_a_client_made_on_a_node_its_executor_already_spins_leaves_that_executor
     """
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.process import spin_in_background
+    from strands_robots.ros.process import spin_in_background
 
     context = Context()
     rclpy.init(context=context)

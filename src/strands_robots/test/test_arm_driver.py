@@ -283,7 +283,7 @@ def test_ramping_joint_4_onto_the_forearm_bracket_trips_its_torque_limit(core):
     assert core.observe()["right.joint_4.pos"] < 1.6  # stopped by the bracket, far from the 2.0 target
 
 
-# -- clearing a safety stop needs the lease holder (issue 6 item 6) --------------------------------------------
+# -- clearing a safety stop needs the lease holder --------------------------------------------
 def _leased_core():
     from strands_robots.arm.lease import LeaseManager
 

@@ -42,9 +42,9 @@ from strands_robots.conversions.joint_state import (  # noqa: E402
 )
 from strands_robots.conversions.messages import time_to_ns  # noqa: E402
 from strands_robots.conversions.safety import msg_to_safety_check  # noqa: E402
-from strands_robots.nodes._qos import LATCHED_QOS, STATE_QOS  # noqa: E402
-from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
-from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
+from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
+from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
+from strands_robots.driver_link.client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
 from strands_robots_msgs.srv import SendAction  # noqa: E402
 from strands_robots.rollout.backend import RobotBackend  # noqa: E402
 
@@ -63,9 +63,9 @@ class Harness:
         self.nodes = []
         self.backend = None
         self.spinners = NodeSpinners(self.context)
-        # A namespace of its own: a fresh-clone rerun found /arm_driver/change_state "not available" for 10 s in
-        # the worker's shared domain, where other tests' drivers and their leftovers (a process SIGKILLed within
-        # the DDS lease) had the root-namespace names.
+        # A namespace of its own: in the worker's shared domain other tests' drivers and their leftovers (a process
+        # SIGKILLed within the DDS lease) hold the root-namespace names, so /arm_driver/change_state could be
+        # "not available" here for 10 s.
         self.ns = f"/driver_test_{uuid.uuid4().hex[:8]}"
         overrides = [Parameter(k, value=v) for k, v in params.items()]
         self.driver = self.add(ArmDriverNode(context=self.context, namespace=self.ns, parameter_overrides=overrides))
@@ -504,7 +504,7 @@ def test_main_autostarts_and_exits_cleanly_on_signal(sig):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
          "--ros-args", "-r", "__node:=arm_driver_signal_test", "-p", "control_rate_hz:=50"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -531,7 +531,7 @@ def test_main_refuses_an_invalid_parameter_at_start_with_reason():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
          "--ros-args", "-r", "__node:=arm_driver_bad_param", "-p", "control_rate_hz:=-5.0"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
     )
@@ -540,14 +540,14 @@ def test_main_refuses_an_invalid_parameter_at_start_with_reason():
     assert "control_rate_hz" in proc.stdout and "out of range" in proc.stdout.lower(), proc.stdout
 
 
-# -- command stream (issue 8, driver side) ------------------------------------------------------------------------
+# -- command stream, the driver's side -------------------------------------------------------------------
 class StreamProbe:
     """Publishes ``ActionCommand`` s on ``action_commands`` and collects the verdicts, as the rollout does."""
 
     def __init__(self, h: Harness) -> None:
         from strands_robots_msgs.msg import ActionCommand, ActionVerdict
 
-        from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS
+        from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS
 
         self.h = h
         self.cls = ActionCommand
@@ -667,7 +667,7 @@ def test_deactivate_holds_the_arms_and_stays_inactive(active):
     assert not h.driver.is_active and h.driver.runner is None
 
 
-# -- safety parameters, reset_safety, lease lengths (issue 6 item 6) ----------------------------------------------
+# -- safety parameters, reset_safety, lease lengths ----------------------------------------------
 def test_require_lease_is_read_only_while_active(active, capfd):
     h = active
     result = _set_parameter(h, "require_lease", ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=False))
@@ -713,7 +713,7 @@ def test_a_lease_longer_than_the_maximum_is_refused_over_ros(active):
     assert active.driver.leases.state().holder == "test_worker"
 
 
-# -- parameters that apply at configure, and rates applied at once (issue 6 item 16) --------------------------------
+# -- parameters that apply at configure, and rates applied at once --------------------------------
 def test_configure_time_parameters_are_refused_once_configured(harness, tmp_path):
     h = harness()
     string = ParameterType.PARAMETER_STRING
@@ -748,7 +748,7 @@ def test_control_rate_applies_at_once(active):
     assert gaps[len(gaps) // 2] / 1e9 == pytest.approx(1.0 / 20.0, rel=0.2)
 
 
-# -- joint_states stamped with the node clock, /clock (issue 6 item 15) ----------------------------------------------
+# -- joint_states stamped with the node clock, /clock ----------------------------------------------
 def test_joint_states_are_stamped_with_the_node_clock_and_carry_robot_time(active):
     h = active
     got = []
@@ -777,7 +777,7 @@ def test_publish_clock_offers_robot_time(harness):
     assert clocks == sorted(clocks) and 0.0 < clocks[-1] <= h.driver.core.adapter.time_s()
 
 
-# -- a second hardware adapter through the parameter (issue 6 item 17) ------------------------------------------------
+# -- a second hardware adapter through the parameter ------------------------------------------------
 def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness):
     from test_driver_hardware import KINEMATIC, KinematicArms
 
@@ -795,9 +795,9 @@ def test_the_node_runs_a_second_adapter_named_by_the_hardware_parameter(harness)
     assert wait_for(lambda: backend.observe()["left.joint_1.pos"] == pytest.approx(0.3, abs=1e-6), 10.0)
 
 
-# -- start pose: one implementation, a cancellable action on the driver itself (issue 6 item 18, issue 11 item 5) ----
+# -- start pose: one implementation, a cancellable action on the driver itself ----
 def start_pose_goal(h: Harness, token: str, feedback: list, timeout_s: float = 0.0):
-    from strands_robots.nodes.action_client import ActionClient
+    from strands_robots.ros.action_client import ActionClient
     from strands_robots_msgs.action import MoveToStartPose
 
     client = ActionClient(h.client, MoveToStartPose, "move_to_start_pose")
@@ -896,7 +896,7 @@ def test_the_driver_runs_no_side_node_and_every_node_answers_parameter_listing(a
     assert {"hardware", "require_lease", "control_rate_hz", "publish_clock"} <= set(listed)
 
 
-# -- a bad lifecycle request or a raising callback never kills the driver (issue 6 item 10) --------------------------
+# -- a bad lifecycle request or a raising callback never kills the driver --------------------------
 def test_invalid_transition_is_refused_and_the_driver_keeps_serving(active):
     h = active
     change = h.client.create_client(ChangeState, f"{h.ns}/arm_driver/change_state")
@@ -924,7 +924,7 @@ class _RaisingRequest:
 def test_a_raising_callback_does_not_kill_the_drivers_executor():
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.driver_spin import SpinThread
+    from strands_robots.nodes.arm_driver.spin import SpinThread
 
     context = Context()
     rclpy.init(context=context)
@@ -947,7 +947,7 @@ def test_a_raising_callback_does_not_kill_the_drivers_executor():
         client = rclpy.create_node("raising_probe", context=context)
         probe = SingleThreadedExecutor(context=context)
         probe.add_node(client)
-        from strands_robots.nodes.process import spin_in_background
+        from strands_robots.ros.process import spin_in_background
 
         thread = spin_in_background(probe, "probe")
         get = client.create_client(GetState, "/arm_driver/get_state")
@@ -969,7 +969,7 @@ def test_a_raising_callback_does_not_kill_the_drivers_executor():
 def test_an_executor_thread_that_dies_is_recorded_for_the_exit_code():
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.driver_spin import SpinThread
+    from strands_robots.nodes.arm_driver.spin import SpinThread
 
     context = Context()
     rclpy.init(context=context)

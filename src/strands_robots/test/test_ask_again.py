@@ -1,4 +1,4 @@
-"""An idempotent request asked again until one answer comes (nodes/ask_again.py), with futures like rclpy's."""
+"""An idempotent request asked again until one answer comes (ros/ask_again.py), with futures like rclpy's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 import time
 from concurrent.futures import Future
 
-from strands_robots.nodes.ask_again import ask_until_answered
+from strands_robots.ros.ask_again import ask_until_answered
 
 
 class Service:

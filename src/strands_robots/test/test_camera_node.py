@@ -1,6 +1,6 @@
 """The camera node as its own process over real DDS: image_transport's topics, encodings and intrinsics.
 
-The node runs as ``python -m strands_robots.nodes.camera_node`` in a namespace of its own and is ended by PID in
+The node runs as ``python -m strands_robots.nodes.camera.node`` in a namespace of its own and is ended by PID in
 ``finally``; this process plays the arm driver (it publishes ``joint_states``) and subscribes to the topics.
 """
 
@@ -31,9 +31,10 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image, JointState  # no
 from strands_robots.arm.model import ARM_NAMES, JOINT_NAMES  # noqa: E402
 from strands_robots.cameras import jpeg  # noqa: E402
 from strands_robots.cameras.intrinsics import from_fovy  # noqa: E402
-from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
-from strands_robots.nodes.camera_msgs import IMAGE_QOS, image_from_msg  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import STATE_QOS  # noqa: E402
+from strands_robots.conversions.camera import image_from_msg  # noqa: E402
+from strands_robots.ros.qos import IMAGE_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402
 
@@ -58,7 +59,7 @@ class CameraProcess:
         self.joint_lag_ns = 0  # joint states stamped this long before they are published (a measured state)
         self.joint_stamps: list = []  # the header stamp (ns) of every joint state published
         self.lines: list = []
-        program = program or ("-m", "strands_robots.nodes.camera_node")
+        program = program or ("-m", "strands_robots.nodes.camera.node")
         self.proc = subprocess.Popen(
             [sys.executable, *program, "--ros-args", "-r", f"__ns:={self.ns}", *ros_args], env=_env(),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -233,7 +234,7 @@ def test_the_pattern_adapter_is_brought_up_by_the_adapter_parameter(cameras):
 
 
 def test_an_unknown_adapter_ends_the_node_with_one_line_and_exit_2():
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.camera_node", "--ros-args", "-p",
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.camera.node", "--ros-args", "-p",
                              "adapter:=nope"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=60)
@@ -313,7 +314,7 @@ def test_a_render_thread_that_dies_ends_the_node_non_zero_saying_why(cameras):
 # live threads of the process are printed before the interpreter exits.
 _MAIN_WITH_A_SLOW_CALLBACK = """
 import sys, threading, time
-from strands_robots.nodes import camera_node
+from strands_robots.nodes.camera import node as camera_node
 
 on_joints = camera_node.CameraNode._on_joints
 
@@ -330,7 +331,7 @@ sys.exit(code)
 
 def test_the_camera_node_exits_only_after_its_executor_thread_ended(cameras):
     # A spin thread still in rclpy when the interpreter exits is ended there by pthread_exit, which aborts the
-    # process (-6, "terminate called without an active exception"): a fresh-clone run saw it on this path.
+    # process (-6, "terminate called without an active exception"); a slow callback at exit is that path.
     cam = cameras("-p", "adapter:=test_camera_node:pose_fails", "-p", "cameras:=wrist",
                   program=("-c", _MAIN_WITH_A_SLOW_CALLBACK))
     code, output = cam.exit_and_output(60.0)

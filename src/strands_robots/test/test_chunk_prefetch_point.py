@@ -1,4 +1,4 @@
-"""The async prefetch point learns from the first chunk's latency (issue 20 item 3), on simulated time.
+"""The async prefetch point learns from the first chunk's latency, on simulated time.
 
 A loop shaped like the runner's (the real :class:`DeadlinePacer` on :class:`FakeTime`, the step interval noted
 as ``period * (1 + dropped)``, the pipeline given the control period) drives a real :class:`ChunkPipeline` whose

@@ -34,7 +34,7 @@ SUPERVISOR_SCRIPT = textwrap.dedent("""
 # stop it writes how it stopped to the file named by its argument.
 WATCHED_CHILD = textwrap.dedent("""
     import sys
-    from strands_robots.nodes import process
+    from strands_robots.ros import process
     signals = process.StopSignals.install()
     process.init_without_signal_handlers(sys.argv[:1])
     signals.event.wait(120.0)

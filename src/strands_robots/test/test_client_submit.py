@@ -32,7 +32,7 @@ from test_relay_harness import (  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
 from strands_robots.client.evaluation_client import new_job_id  # noqa: E402
-from strands_robots.relay.station_link import StationLink  # noqa: E402
+from strands_robots.station_link.link import StationLink  # noqa: E402
 
 _CONNECTION_FRAMES = {0x4, 0x6, 0x8}  # SETTINGS, PING, WINDOW_UPDATE: not an answer to any call
 _RST_STREAM = 0x3

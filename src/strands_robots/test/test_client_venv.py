@@ -29,7 +29,7 @@ import numpy as np
 from strands_robots.client import pb
 from strands_robots.client.images import encode_image
 from strands_robots.policies.base import EndEpisode
-from strands_robots.relay.station_link import StationLink
+from strands_robots.station_link.link import StationLink
 
 REPO = Path(__file__).resolve().parents[3]
 CLIENT_DIST = REPO / "clients" / "python"

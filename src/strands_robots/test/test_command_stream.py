@@ -51,8 +51,8 @@ def test_stream_gives_the_same_verdicts_as_the_service_for_every_per_key_case(ri
     seen: dict = {}
     for path in ("service", "stream"):
         # The command window at its ceiling, 0.5 s (the rig's 0.2 s): a healthy driver stalled past 0.2 s by the
-        # other jobs of a loaded 2-core machine refused 5 of 20 commands as stale in a CI run. Right for the arms,
-        # not what this test is about; the stale rule has its own tests (below, test_driver_command_stream.py).
+        # other jobs of a loaded 2-core machine refuses commands as stale (5 of 20 at worst measured). Right for the
+        # arms, not what this test is about; the stale rule has its own tests (below, test_driver_command_stream.py).
         r = rig(driver="process", command_path=path, command_window_s=WINDOW_S)
         seen[path] = {name: _verdicts(r, **goal) for name, goal in CASES.items()}
         r.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strands_robots.nodes.driver_watch import SILENCE_MAX_S, DriverWatch, default_silence_s
+from strands_robots.rollout.driver_watch import SILENCE_MAX_S, DriverWatch, default_silence_s
 
 
 class Clock:

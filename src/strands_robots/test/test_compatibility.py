@@ -126,7 +126,7 @@ def test_the_declared_spec_travels_from_the_clients_attach_to_the_stations_sessi
     from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay, yes_no_task
 
     from strands_robots.client import EvaluationClient, Policy
-    from strands_robots.relay.station_link import StationLink
+    from strands_robots.station_link.link import StationLink
 
     declared = PolicySpec(action_keys=("right.joint_1",), cameras=(CameraNeed("scene", 224, 224),),
                           control_frequency_hz=15.0, source="declaring", metadata={"n": 1})

@@ -178,11 +178,13 @@ def test_convert_builds_event_dicts_without_ros_installed():
         "sys.path.insert(0, 'test')\n"
         "from strands_robots.conversions.events import event_to_dict, msg_to_event\n"
         "from strands_robots.conversions.messages import time_dict\n"
+        "from strands_robots.conversions.camera import image_topic\n"
         "from test_convert import step, started, ended\n"
         "for make in (started, step, ended):\n"
         "    d = event_to_dict(make(), dropped_before=1)\n"
         "    assert msg_to_event(d) == make()\n"
         "assert time_dict(-1) == {'sec': -1, 'nanosec': 999999999}\n"
+        "assert image_topic('wrist') == 'wrist/image_raw'\n"
         "assert not [m for m in sys.modules if m.startswith(('rclpy', 'rosidl'))]\n"
         "print('ok')\n"
     )
@@ -382,7 +384,7 @@ def test_rollout_episode_result_names_the_run_and_end_condition_and_is_not_score
 def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros_and_protobuf():
     _msgs()
     from strands_robots.conversions.station import station_status_to_msg
-    from strands_robots.relay.pb_model import job_status_from_pb, job_status_to_pb
+    from strands_robots.wire.pb_model import job_status_from_pb, job_status_to_pb
     from strands_robots.station.model import (AnswerType, ConfigHash, EpisodeResult, JobState, JobStatus, Provenance,
                                               ScoringItemDefinition, ScoringSheet, Task)
 

@@ -47,7 +47,7 @@ RESOLVER = textwrap.dedent("""
     from strands_robots.cameras.config import cameras_refusal, default_config_path as cameras_file
     from strands_robots.cli import station_demo
     from strands_robots.cli.up import default_config_file
-    from strands_robots.nodes.driver_params import default_config_path as arms_file
+    from strands_robots.nodes.arm_driver.params import default_config_path as arms_file
     from strands_robots.rollout.msg_schema import find_msg_file
     from strands_robots.station.provenance import git_revision, load_station_facts
 

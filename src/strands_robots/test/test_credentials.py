@@ -17,7 +17,7 @@ from strands_robots.client.credential_files import (
     read_trusted_file,
 )
 from strands_robots.relay.auth import TokenBook, TokenFileError
-from strands_robots.relay.credentials import CredentialsError, load_relay_credentials, read_secret
+from strands_robots.wire.credentials import CredentialsError, load_relay_credentials, read_secret
 from strands_robots.station.limits import TextTooLong, check_text, cut
 
 

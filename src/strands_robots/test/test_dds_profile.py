@@ -25,7 +25,7 @@ READER = """
 import sys, time
 import rclpy
 from std_msgs.msg import String
-from strands_robots.nodes._qos import EVENT_QOS
+from strands_robots.ros.qos import EVENT_QOS
 rclpy.init()
 node = rclpy.create_node("heartbeat_reader")
 node.create_subscription(String, "heartbeat_probe", lambda _msg: None, EVENT_QOS)
@@ -38,8 +38,8 @@ def test_a_readers_acknowledgement_comes_well_within_the_rollout_nodes_exit_boun
     from rclpy.duration import Duration
     from std_msgs.msg import String
 
-    from strands_robots.nodes._qos import EVENT_QOS
-    from strands_robots.nodes.rollout_params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
+    from strands_robots.ros.qos import EVENT_QOS
+    from strands_robots.nodes.rollout.params import EXIT_DELIVERY_WAIT_S as DELIVERED_WAIT_S
 
     reader = subprocess.Popen([sys.executable, "-c", READER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True, start_new_session=True)
@@ -79,7 +79,7 @@ def test_a_node_process_takes_the_project_profile_by_itself_and_keeps_a_users_ow
         env["FASTDDS_DEFAULT_PROFILES_FILE" if "FASTDDS" in _variable() else "FASTRTPS_DEFAULT_PROFILES_FILE"] = \
             str(mine)
     namespace = f"/profile_{os.getpid()}_{int(own_profile)}"
-    node = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args", "-r",
+    node = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args", "-r",
                              f"__ns:={namespace}"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     observer = rclpy.create_node("profile_observer", context=ros_context)

@@ -1,4 +1,4 @@
-"""Hardware bindings by name (issue 6 item 17).
+"""Hardware bindings by name.
 
 The built-in mujoco one, module:factory, refusals with a reason; and a second, real adapter — a kinematic arm
 pair that integrates commanded positions — that the driver node runs through its ``hardware`` parameter

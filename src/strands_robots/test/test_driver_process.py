@@ -1,10 +1,10 @@
-"""The arm driver as its own process over real DDS (issue 8 "done when", issue 6 item 10).
+"""The arm driver as its own process over real DDS: its command stream, its lifecycle and its exit.
 
 The command stream gives the service path's verdict for every per-key case; stale and out-of-order commands
 are refused and nothing moves; an invalid lifecycle request is refused and the driver keeps serving; it exits
 0 on SIGTERM.
 
-The driver runs as ``python -m strands_robots.nodes.arm_driver_node --autostart`` in a namespace of its own and
+The driver runs as ``python -m strands_robots.nodes.arm_driver.node --autostart`` in a namespace of its own and
 is ended by PID in ``finally``; the test side is a plain rclpy node in this process.
 """
 
@@ -35,8 +35,8 @@ from strands_robots_msgs.srv import AcquireLease, SendAction  # noqa: E402
 
 from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
 from strands_robots.arm.command_auth import command_message, sign  # noqa: E402
-from strands_robots.nodes._qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import COMMAND_QOS, STATE_QOS, VERDICT_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402
 
@@ -57,7 +57,7 @@ class DriverProcess:
         self.ns = f"/h2_{uuid.uuid4().hex[:8]}"
         self.lines: list = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
              "--ros-args", "-r", f"__ns:={self.ns}", *ros_args],
             env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
@@ -257,7 +257,7 @@ def test_invalid_transition_is_refused_and_the_driver_process_keeps_serving_and_
 def test_the_driver_process_runs_the_adapter_its_hardware_parameter_names():
     from strands_robots_msgs.msg import DriverStatus
 
-    from strands_robots.nodes._qos import LATCHED_QOS
+    from strands_robots.ros.qos import LATCHED_QOS
 
     d = DriverProcess("-p", "hardware:=test_driver_hardware:kinematic_hardware")
     try:
@@ -276,7 +276,7 @@ def test_the_driver_process_runs_the_adapter_its_hardware_parameter_names():
 
 def test_an_unknown_hardware_name_is_refused_at_start_with_reason():
     proc = subprocess.run(
-        [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart", "--ros-args",
+        [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart", "--ros-args",
          "-r", f"__ns:=/h2_{uuid.uuid4().hex[:8]}", "-p", "hardware:=no_such_arm"],
         env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
     assert proc.returncode == 2, proc.stdout

@@ -30,16 +30,16 @@ from ros_harness import wait_for  # noqa: E402
 from test_driver_process import driver_env  # noqa: E402
 
 from strands_robots.arm.lease import STATE_FREE, STATE_HELD  # noqa: E402
-from strands_robots.nodes._qos import LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.driver_client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import LATCHED_QOS  # noqa: E402
+from strands_robots.driver_link.client import COMMAND_PATH_SERVICE, RosDriverBackend  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 
 @pytest.fixture
 def rig():
     """Start the driver in its own process (own session, ended by its PID); a backend on a client node here."""
     ns = f"/release_{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
                              "--ros-args", "-r", f"__ns:={ns}"], env=driver_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     context = Context()

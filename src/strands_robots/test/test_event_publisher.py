@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 
 from strands_robots.conversions.events import msg_to_event  # noqa: E402
-from strands_robots.nodes.event_publisher import QueuedEventPublisher  # noqa: E402
+from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
 
 RUN_ID = "c" * 32

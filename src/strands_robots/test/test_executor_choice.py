@@ -1,4 +1,4 @@
-"""The hot-path executor choice (nodes/executor_choice.py) and the spin thread that runs either executor.
+"""The hot-path executor choice (ros/executor_choice.py) and the spin thread that runs either executor.
 
 The rule is tested without ROS; then each executor rclpy has is built from the environment and spun by
 ``process.SpinThread`` while the main thread keeps running: rclpy's EventsExecutor.spin() holds the GIL while it
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from strands_robots.nodes.executor_choice import EXECUTOR_ENV, resolve_executor
+from strands_robots.ros.executor_choice import EXECUTOR_ENV, resolve_executor
 
 
 def test_single_is_the_default_and_events_is_chosen_by_name():
@@ -36,8 +36,8 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 def test_the_chosen_executor_delivers_messages_while_the_main_thread_runs_and_stops_at_once(choice):
     from std_msgs.msg import String
 
-    from strands_robots.nodes import process
-    from strands_robots.nodes.executor_choice import events_executor_class, make_executor
+    from strands_robots.ros import process
+    from strands_robots.ros.executor_choice import events_executor_class, make_executor
 
     if choice == "events" and events_executor_class() is None:
         pytest.skip("this rclpy has no EventsExecutor")

@@ -39,10 +39,10 @@ from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
 
 from strands_robots.export import lerobot  # noqa: E402
 from strands_robots.monitoring.report import load_recording, read_messages  # noqa: E402
-from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
-from strands_robots.nodes.camera_msgs import IMAGE_QOS  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.qos import IMAGE_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
@@ -145,10 +145,10 @@ def recorded(tmp_path_factory):
     runs: dict = {}
     recorder = None
     try:
-        procs.append(Process(_node_args("strands_robots.nodes.arm_driver_node", ns_a, "autostart:=true",
+        procs.append(Process(_node_args("strands_robots.nodes.arm_driver.node", ns_a, "autostart:=true",
                                         f"control_rate_hz:={RATE_HZ}")))
-        procs.append(Process(_node_args("strands_robots.nodes.camera_node", ns_b, f"cameras_file:={cameras_file}")))
-        procs.append(Process(_node_args("strands_robots.nodes.rollout_node", ns_a, "start_pose_before_episode:=false",
+        procs.append(Process(_node_args("strands_robots.nodes.camera.node", ns_b, f"cameras_file:={cameras_file}")))
+        procs.append(Process(_node_args("strands_robots.nodes.rollout.node", ns_a, "start_pose_before_episode:=false",
                                         f"control_frequency:={RATE_HZ}", "driver_timeout_s:=60.0",
                                         "driver_silence_s:=0.5")))
         assert action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
@@ -191,7 +191,7 @@ def recorded(tmp_path_factory):
         before = started()
         handle, _ = run(3000, on_step=lambda: new_run(before, CAMERA_A_AT_STEP), wait=False)
         first_id = new_run(before, CAMERA_A_AT_STEP)
-        procs.append(Process(_node_args("strands_robots.nodes.camera_node", ns_a, f"cameras_file:={cameras_file}")))
+        procs.append(Process(_node_args("strands_robots.nodes.camera.node", ns_a, f"cameras_file:={cameras_file}")))
         assert wait_for(lambda: recorder.said(f"matched {ns_a}/scene/image_raw/compressed: 1 publisher"), 60.0)
         assert wait_for(lambda: len(a_images) >= 5, 60.0), "camera A sent no image"
         at = steps_of(first_id)

@@ -19,8 +19,8 @@ from strands_robots.cameras.image_budget import (
 from strands_robots.cameras.request import image_request
 from strands_robots.client.images import encode_image
 from strands_robots.relay.job_request import InvalidJob, check_submit
-from strands_robots.relay.pb_model import task_to_pb
-from strands_robots.relay.proto import evaluation_service_pb2 as es
+from strands_robots.wire.pb_model import task_to_pb
+from strands_robots.wire.proto import evaluation_service_pb2 as es
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job import JobSpecError, validate_job_spec
 from strands_robots.station.job_file import job_spec_from_mapping

@@ -1,4 +1,4 @@
-"""Every job value's range, stated once in strands_robots/validation.py (issue 15 item 5): fast, no ROS.
+"""Every job value's range, stated once in strands_robots/validation.py: fast, no ROS.
 
 Each range is pinned at its edges (the bound itself, just past it, non-finite), each task parameter key by its
 reader, each text by its limit; the station's ``validate_job_spec`` and the rollout's ``validate_run`` refuse by

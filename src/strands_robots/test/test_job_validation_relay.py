@@ -1,4 +1,4 @@
-"""Every job value is checked once, at submit, by the station's rules (issue 15 item 5), through a real relay.
+"""Every job value is checked once, at submit, by the station's rules, through a real relay.
 
 The relay runs as its own process (``python -m strands_robots.relay``, a 0600 tokens file, loopback) and the
 Evaluation Client submits: the late-limit jobs (duration_s 1e9, control_frequency 5000, operator_takeover_at_s -1,

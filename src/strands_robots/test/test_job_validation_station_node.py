@@ -1,4 +1,4 @@
-"""The station node's submit_job refuses a bad job with the validation module's reason (issue 15 item 5), over DDS.
+"""The station node's submit_job refuses a bad job with the validation module's reason, over DDS.
 
 The fourth caller of ``strands_robots.validation``: a client node calls the station node's ``submit_job``
 service with the late-limit and typo jobs of test_job_validation_relay.py; each is refused before it is queued
@@ -28,7 +28,7 @@ from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 @pytest.fixture(scope="module")
 def station_node(tmp_path_factory):
     """Yield (client node, state dir) beside a station node of its own (no driver or rollout: nothing runs)."""
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     context = Context()
     rclpy.init(context=context)

@@ -1,7 +1,7 @@
 """The checks rollout.launch.py runs before any process starts, and the private run dir it makes.
 
 No ``launch`` needed: these are the functions of ``strands_robots.cli.bringup`` and
-``strands_robots.nodes.parameters_file`` (and ``demo_job``'s job rewrite) the launch files call. Each refusal
+``strands_robots.cli.parameters_file`` (and ``demo_job``'s job rewrite) the launch files call. Each refusal
 names the file, the key and the reason in one line.
 """
 
@@ -19,7 +19,7 @@ pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env
 
 from strands_robots.cameras.config import cameras_refusal  # noqa: E402
 from strands_robots.cli import bringup  # noqa: E402
-from strands_robots.nodes.parameters_file import parameters_file_refusal  # noqa: E402
+from strands_robots.cli.parameters_file import parameters_file_refusal  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 

@@ -5,12 +5,14 @@ put off until a call is still a dependency), so it needs neither ROS nor any opt
 
     launch / CLI   cli/, launch_support, supervisor, the station demo and job commands
          |
-    nodes, tools   nodes/ (rclpy shells), monitoring/, export/
+    nodes, tools   nodes/<process>/ (one package per process: arm_driver, rollout, station, camera; rclpy
+                   shells), ros/ (the plumbing they share), driver_link/ (the driver's client), monitoring/, export/
          |
     conversions    conversions/ (core dataclasses <-> ROS messages)
          |
-    core           everything else: simulation, rollout, policies, arm, cameras, station, relay, client,
-                   stats, dds, validation, stop_signals (no rclpy, no generated messages)
+    core           everything else: simulation, rollout, policies, arm, cameras, station, station_link (the
+                   station's side of the relay), relay (the server), wire (what both speak), client, stats, dds,
+                   validation, stop_signals (no rclpy, no generated messages)
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 # The layer of each top-level module or package of strands_robots; one missing here fails the test (place it).
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
-    "rollout": CORE, "simulation": CORE, "station": CORE, "stats": CORE, "stop_signals": CORE, "validation": CORE,
-    "dds": CORE,
+    "rollout": CORE, "simulation": CORE, "station": CORE, "station_link": CORE, "wire": CORE, "stats": CORE,
+    "stop_signals": CORE, "validation": CORE, "dds": CORE,
     "conversions": CONVERSIONS,
-    "nodes": NODES, "monitoring": NODES, "export": NODES,
+    "nodes": NODES, "ros": NODES, "driver_link": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,
     "__main__": LAUNCH,
 }
+# nodes/ holds one package per node process and nothing else (a file's process is in its path).
+PROCESSES = ("arm_driver", "rollout", "station", "camera")
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.
 KNOWN_CIRCLES: tuple = ()
 # Imports the core never makes (README: the core never imports rclpy or generated messages).
@@ -181,6 +185,28 @@ def test_the_core_never_imports_ros():
     assert offenders == []
 
 
+def test_every_file_under_nodes_is_in_a_process_package():
+    """Every file under nodes/ is ``nodes/<process>/...``; only the package's own ``__init__.py`` is beside them."""
+    nodes = PACKAGE / "nodes"
+    misplaced = sorted(str(path.relative_to(PACKAGE)) for path in nodes.rglob("*")
+                       if path.is_file() and "__pycache__" not in path.parts
+                       and path.relative_to(nodes).parts[0] not in PROCESSES and path != nodes / "__init__.py")
+    assert misplaced == [], f"every file under nodes/ belongs in nodes/<process>/ ({', '.join(PROCESSES)})"
+    assert {p.name for p in nodes.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(PROCESSES)
+    for process in PROCESSES:
+        assert (nodes / process / "node.py").is_file(), f"nodes/{process}/ has no node.py (its process's main)"
+
+
+def test_the_shared_packages_sit_in_their_layers():
+    """The link to the relay and the wire format are core (no rclpy, no messages); the ROS plumbing is not."""
+    assert layer_of("strands_robots.station_link.link") == CORE
+    assert layer_of("strands_robots.wire.pb_model") == CORE
+    assert layer_of("strands_robots.ros.process") == NODES
+    assert layer_of("strands_robots.driver_link.client") == NODES
+    graph = module_graph()
+    assert "strands_robots.wire.pb_model" in graph and "strands_robots.station_link.link" in graph
+
+
 def test_the_graph_checks_can_fail():
     """The checks find a circle and an arrow up in a graph that has them (so a clean result means something)."""
     graph = {"strands_robots.station.a": {"strands_robots.nodes.b"},
@@ -188,4 +214,5 @@ def test_the_graph_checks_can_fail():
     assert cycles(graph) == [frozenset({"strands_robots.station.a", "strands_robots.nodes.b"})]
     assert arrows_up(graph) == [("strands_robots.station.a", "strands_robots.nodes.b")]
     real = module_graph()
-    assert len(real) > 150 and "strands_robots.conversions.events" in real["strands_robots.nodes.event_publisher"]
+    assert len(real) > 150
+    assert "strands_robots.conversions.events" in real["strands_robots.nodes.rollout.event_publisher"]

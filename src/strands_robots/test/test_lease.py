@@ -156,7 +156,7 @@ def test_concurrent_claims_grant_exactly_one(leases):
     assert sorted(results) == [False] * 7 + [True]
 
 
-# -- bounded lease lengths (issue 6 item 6) ---------------------------------------------------------------------
+# -- bounded lease lengths ---------------------------------------------------------------------
 def test_a_lease_longer_than_the_maximum_is_refused_with_reason():
     leases = LeaseManager(clock=lambda: 0.0)
     grant = leases.acquire("worker", 1, 1e12)

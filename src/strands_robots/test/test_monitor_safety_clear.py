@@ -64,7 +64,7 @@ def test_the_button_calls_clear_safety_stop_under_the_operator_name_and_shows_th
     from strands_robots_msgs.srv import ClearSafetyStop
 
     from rqt_strands_robots.monitor_widget import MonitorWidget
-    from strands_robots.nodes.process import spin_in_background
+    from strands_robots.ros.process import spin_in_background
 
     app = _qt()
     calls = []
@@ -110,8 +110,8 @@ def test_the_real_station_refuses_a_clear_when_no_job_waits_on_a_stop(ros_contex
     from rclpy.parameter import Parameter
 
     from rqt_strands_robots.monitor_widget import MonitorWidget
-    from strands_robots.nodes.process import spin_in_background
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.ros.process import spin_in_background
+    from strands_robots.nodes.station.node import StationNode
 
     app = _qt()
     station = StationNode(context=ros_context, namespace="clear_real_station",

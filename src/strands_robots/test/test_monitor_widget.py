@@ -71,7 +71,7 @@ def test_widget_shows_live_streams_and_operator_buttons_reach_the_station(app, r
     from rclpy.executors import SingleThreadedExecutor
 
     from rqt_strands_robots.monitor_widget import MonitorWidget
-    from strands_robots.nodes.process import spin_in_background
+    from strands_robots.ros.process import spin_in_background
 
     pubs = Publishers(ros_context, NS)
     station = OperatorServices(ros_context, NS)
@@ -199,8 +199,8 @@ def test_take_over_button_reaches_the_real_station_node(app, ros_context, tmp_pa
     from rclpy.parameter import Parameter
 
     from rqt_strands_robots.monitor_widget import MonitorWidget
-    from strands_robots.nodes.process import spin_in_background
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.ros.process import spin_in_background
+    from strands_robots.nodes.station.node import StationNode
 
     station = StationNode(context=ros_context, namespace="real_station",
                           parameter_overrides=[Parameter("state_dir", value=str(tmp_path / "state")),

@@ -1,7 +1,7 @@
 """``strands-robots job serve JOB --openpi ws://...``: a real openpi server served through a real relay process.
 
 The relay, the openpi server (openpi-server 0.1.0 in its own venv) and the CLI are processes of their own; the
-station's side is played in this process by its link (``relay/station_link.py``), as the station node does.
+station's side is played in this process by its link (``station_link/link.py``), as the station node does.
 Every process is ended by PID in ``finally``.
 """
 
@@ -32,8 +32,8 @@ from test_relay_harness import (  # noqa: E402
 )
 
 from strands_robots.client import EvaluationClient, pb  # noqa: E402
-from strands_robots.relay.station_link import StationLink  # noqa: E402
-from strands_robots.relay.station_session import PolicySessionError, RemotePolicyError  # noqa: E402
+from strands_robots.station_link.link import StationLink  # noqa: E402
+from strands_robots.station_link.session import PolicySessionError, RemotePolicyError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ class _Link:
         self.sent = []
 
     def upload_recording(self, job_id, episode_id, path, on_done=None):
-        from strands_robots.relay.recording_upload import UploadResult
+        from strands_robots.station_link.recording_upload import UploadResult
 
         self.sent.append((job_id, episode_id, path))
         code = self.outcomes.get(path, "OK")

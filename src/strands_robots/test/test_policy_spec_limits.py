@@ -19,7 +19,7 @@ from strands_robots.client.policy_spec import (
     spec_refusal,
     spec_to_pb,
 )
-from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import policy_session_pb2 as ps
 
 
 def _refused(make, words):

@@ -1,4 +1,4 @@
-"""nodes/process.py on real processes and executors.
+"""ros/process.py on real processes and executors.
 
 Stop signals during shutdown, an executor killed by a callback, the supervisor watch, parameter-file errors.
 
@@ -23,7 +23,9 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 
 from ros_harness import wait_for  # noqa: E402
 
-from strands_robots.nodes import parameters_file, process  # noqa: E402
+from strands_robots.cli import parameters_file  # noqa: E402
+
+from strands_robots.ros import process  # noqa: E402
 
 PACKAGE_SRC = Path(__file__).resolve().parent.parent
 
@@ -76,7 +78,7 @@ def _read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 60.0) ->
 # interpreter exit). Every stop signal that arrives during all of that must be taken.
 SHUTDOWN_SCRIPT = textwrap.dedent("""
     import sys, time
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     signals = StopSignals.install()
     print("ready", flush=True)
     signals.event.wait(30.0)
@@ -112,7 +114,7 @@ def test_arm_driver_node_takes_two_sigints_10_to_80_ms_apart_and_exits_zero():
     pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
     for gap_s in (0.010, 0.030, 0.080):
         namespace = f"/h4_process_{uuid.uuid4().hex[:8]}"
-        proc = _spawn([sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--autostart",
+        proc = _spawn([sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart",
                        "--ros-args", "-r", f"__ns:={namespace}"])
         try:
             _read_until(proc, "active:", 60.0)
@@ -222,7 +224,7 @@ DYING_MAIN = textwrap.dedent("""
     import sys
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from strands_robots.nodes import process
+    from strands_robots.ros import process
 
     signals = process.StopSignals.install()
     process.init_without_signal_handlers(sys.argv)
@@ -263,7 +265,7 @@ def test_node_process_whose_executor_died_exits_nonzero_with_the_error_logged():
 # ------------------------------------------------------------------------------------------ supervisor watch
 WATCHED_MAIN = textwrap.dedent("""
     import sys
-    from strands_robots.nodes import process
+    from strands_robots.ros import process
     signals = process.StopSignals.install()
     process.init_without_signal_handlers(sys.argv)
     print("ready", flush=True)
@@ -309,7 +311,7 @@ def test_bad_parameters_file_is_one_line_naming_it_and_exit_2(tmp_path, content,
     path = tmp_path / "params.yaml"
     if content is not None:
         path.write_text(content)
-    script = "import sys; from strands_robots.nodes import process; process.init_without_signal_handlers(sys.argv)"
+    script = "import sys; from strands_robots.ros import process; process.init_without_signal_handlers(sys.argv)"
     proc = _spawn([sys.executable, "-c", script, "--ros-args", "--params-file", str(path)])
     try:
         out, _ = proc.communicate(timeout=30.0)
@@ -350,7 +352,7 @@ def test_the_package_config_files_declare_only_known_parameters():
 # A main whose shutdown is done but whose exit hangs: a non-daemon thread that never ends.
 HANGING_EXIT = textwrap.dedent("""
     import sys, threading, time
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     signals = StopSignals.install()
     threading.Thread(target=time.sleep, args=(600,), name="never-ends").start()  # not a daemon
     print("ready", flush=True)
@@ -378,7 +380,7 @@ def test_a_process_whose_exit_hangs_after_restore_ends_itself_with_exit_4_and_sa
 # could find the event's lock held by the very thread it interrupted. It ends when its stdin closes.
 WAITING_MAIN = textwrap.dedent("""
     import sys, threading
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     signals = StopSignals.install()
     done = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
@@ -408,7 +410,7 @@ def test_stop_signals_landing_inside_event_wait_never_hang_the_main_loop():
 # whole minute: only a wake-up that does not need the main thread's Python-level handler ends the wait.
 BLOCKED_MAIN = textwrap.dedent("""
     import signal, sys
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     signals = StopSignals.install()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     print("ready", flush=True)

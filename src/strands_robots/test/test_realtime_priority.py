@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from strands_robots.nodes.realtime_guard import BusyRule, RealtimeGuard, ThreadSample, parse_stat, start_realtime
-from strands_robots.nodes.realtime_priority import (
+from strands_robots.ros.realtime_guard import BusyRule, RealtimeGuard, ThreadSample, parse_stat, start_realtime
+from strands_robots.ros.realtime_priority import (
     DEFAULT_PRIORITY,
     RT_PRIORITY_ENV,
     Decision,

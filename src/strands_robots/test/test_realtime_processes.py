@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from strands_robots.nodes.realtime_priority import RT_PRIORITY_ENV
+from strands_robots.ros.realtime_priority import RT_PRIORITY_ENV
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not os.path.isdir("/proc/self/task"),
                                 reason="Linux scheduling only")
@@ -82,7 +82,7 @@ def policies(pid: int) -> dict:
 
 PROBE = """
     import json, os, threading
-    from strands_robots.nodes.realtime_priority import apply_realtime_priority, read_privilege
+    from strands_robots.ros.realtime_priority import apply_realtime_priority, read_privilege
     facts = read_privilege()
     decision = apply_realtime_priority()
     seen = []
@@ -106,7 +106,7 @@ def test_without_cap_sys_nice_and_with_rlimit_rtprio_0_the_default_stays_time_sh
 
 
 def test_an_explicit_priority_without_the_privilege_is_an_error_and_the_process_ends():
-    out = subprocess.run([sys.executable, "-c", "from strands_robots.nodes.realtime_priority import "
+    out = subprocess.run([sys.executable, "-c", "from strands_robots.ros.realtime_priority import "
                           "apply_realtime_priority; apply_realtime_priority()"],
                          capture_output=True, text=True, timeout=60, env=child_env(**{RT_PRIORITY_ENV: "20"}),
                          preexec_fn=unprivileged)
@@ -126,8 +126,8 @@ def test_where_permitted_the_default_puts_the_process_and_its_later_threads_on_f
 
 GUARD = """
     import json, os, sys, threading, time
-    from strands_robots.nodes.realtime_guard import RealtimeGuard
-    from strands_robots.nodes.realtime_priority import apply_realtime_priority
+    from strands_robots.ros.realtime_guard import RealtimeGuard
+    from strands_robots.ros.realtime_priority import apply_realtime_priority
     sys.setswitchinterval(0.0005)
     try:
         apply_realtime_priority({"STRANDS_ROBOTS_RT_PRIORITY": "1"})
@@ -217,7 +217,7 @@ def threads_made_at_import(module: str) -> int:
     return int(out.stdout.strip()) - 1
 
 
-NODES = ["strands_robots.nodes.arm_driver_node", "strands_robots.nodes.rollout_node"]
+NODES = ["strands_robots.nodes.arm_driver.node", "strands_robots.nodes.rollout.node"]
 
 
 @pytest.mark.parametrize("module", NODES)
@@ -262,7 +262,7 @@ def test_the_node_without_the_privilege_stays_time_shared_and_warns_why_in_one_l
 
 def test_the_driver_takes_it_once_started_so_its_start_up_never_runs_real_time():
     pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
-    node = NodeProcess("strands_robots.nodes.arm_driver_node", time_shared, "--autostart")
+    node = NodeProcess("strands_robots.nodes.arm_driver.node", time_shared, "--autostart")
     try:
         line = node.wait_line(r"real-time scheduling: ", START_S)
         if "SCHED_FIFO" not in line:
@@ -281,7 +281,7 @@ def test_the_camera_node_takes_fifo_10_below_the_control_loop_where_permitted_an
     pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
     pytest.importorskip("mujoco", reason="MuJoCo is not installed")
     for preexec, expected in ((time_shared, (os.SCHED_FIFO, 10)), (unprivileged, (os.SCHED_OTHER, 0))):
-        node = NodeProcess("strands_robots.nodes.camera_node", preexec, MUJOCO_GL="egl")
+        node = NodeProcess("strands_robots.nodes.camera.node", preexec, MUJOCO_GL="egl")
         try:
             line = node.wait_line(r"real-time scheduling: ", START_S)
             if expected[0] == os.SCHED_FIFO and "SCHED_FIFO" not in line:

@@ -58,8 +58,8 @@ def test_record_holds_every_frame_the_camera_node_published_under_its_live_name(
         wait_matched(recorder_out, [f"{cam.ns}/{c}/{t}" for c in CAMERAS for t in ("image_raw/compressed",
                                                                                   "camera_info")], 30.0)
         # ... and for the camera node to say its publishers matched both subscribers (the probe's, the recorder's):
-        # the publisher's own view decides who gets a frame, and it can lag the recorder's (a fresh-clone rerun: the
-        # recorder said matched, and still missed the first four frames the probe got)
+        # the publisher's own view decides who gets a frame, and it can lag the recorder's (a recorder that says
+        # matched can still miss the first frames the probe gets)
         wanted = [f"matched {cam.ns}/{c}/{t}: 2 subscriber(s)" for c in CAMERAS
                   for t in ("image_raw/compressed", "camera_info")]
         assert wait_for(lambda: all(w in "".join(cam.lines) for w in wanted), 30.0), "".join(cam.lines)[-3000:]

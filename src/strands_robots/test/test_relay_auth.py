@@ -21,10 +21,10 @@ from test_relay_harness import (
 from strands_robots.client import EvaluationClient, MessageTooLarge, NotFound, Unauthenticated, Unavailable, pb
 from strands_robots.relay import auth
 from strands_robots.relay.auth import KIND_CLIENT, KIND_STATION, TokenBook, TokenFileError
-from strands_robots.relay.proto import evaluation_service_pb2, station_service_pb2
+from strands_robots.wire.proto import evaluation_service_pb2, station_service_pb2
 from strands_robots.relay.server import TlsConfig
-from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.station_session import PolicyDisconnected, PolicySessionError
+from strands_robots.station_link.link import StationLink
+from strands_robots.station_link.session import PolicyDisconnected, PolicySessionError
 
 
 # -- the token file -----------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ import json, os, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # a reader of /dev/zero fails here, not the machine
 from strands_robots.client import EvaluationClient
 from strands_robots.relay.auth import TokenBook
-from strands_robots.relay.credentials import load_relay_credentials, read_secret
+from strands_robots.wire.credentials import load_relay_credentials, read_secret
 target, creds = sys.argv[1], sys.argv[2]
 for name, read in (("credentials", lambda: load_relay_credentials(creds)),
                    ("client", lambda: EvaluationClient("127.0.0.1:1", token="t", root_certificates=target)),

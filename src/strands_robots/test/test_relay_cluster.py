@@ -24,8 +24,8 @@ from strands_robots.client import EvaluationClient, Policy, pb
 from strands_robots.client.relay_targets import RelayTargetError, channel_target, split_targets
 from strands_robots.relay.auth import TokenBook
 from strands_robots.relay.server import RelayServer, cluster_address, now_ms
-from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.station_session import PolicyDisconnected
+from strands_robots.station_link.link import StationLink
+from strands_robots.station_link.session import PolicyDisconnected
 from strands_robots.relay.postgres_store import PostgresStore
 from strands_robots.relay.sqlite_store import SqliteStore
 

@@ -29,9 +29,9 @@ from test_relay_harness import (
 )
 
 from strands_robots.client import EvaluationClient
-from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.station_session import PolicyDisconnected
+from strands_robots.wire.proto import policy_session_pb2 as ps
+from strands_robots.station_link.link import StationLink
+from strands_robots.station_link.session import PolicyDisconnected
 from strands_robots.relay.postgres_store import PostgresStore
 
 SERVE_POLICY = "/strands_robots.relay.v1.Evaluation/ServePolicy"

@@ -19,7 +19,7 @@ from test_relay_harness import (
 )
 
 from strands_robots.client import EvaluationClient, pb
-from strands_robots.relay.station_link import StationLink
+from strands_robots.station_link.link import StationLink
 from strands_robots.relay.store_url import open_store
 
 
@@ -92,7 +92,7 @@ def test_policy_client_reattaches_after_a_relay_restart_and_serves_to_the_end(tm
     import threading
 
     from strands_robots.client import Policy
-    from strands_robots.relay.station_session import PolicyDisconnected, PolicySessionError
+    from strands_robots.station_link.session import PolicyDisconnected, PolicySessionError
 
     class Echo(Policy):
         def act(self, observation):

@@ -30,7 +30,7 @@ from strands_robots.client import EvaluationClient, InvalidTask, Policy  # noqa:
 from strands_robots.client import codec  # noqa: E402
 from strands_robots.client.images import EncodedImage, ImageCodecError, decode_image, encode_image  # noqa: E402
 from strands_robots.policies import relay as relay_policy  # noqa: E402
-from strands_robots.relay.credentials import RelayCredentials  # noqa: E402
+from strands_robots.wire.credentials import RelayCredentials  # noqa: E402
 from strands_robots.station.job import JobSpecError  # noqa: E402
 from strands_robots.station.job_file import job_spec_from_mapping, task_to_mapping  # noqa: E402
 
@@ -180,7 +180,7 @@ def _serve(client, job_id, policy):
 ])
 def test_images_reach_a_relay_served_policy_with_the_asked_shape_and_dtype(tmp_path, parameters, expected):
     from strands_robots.cameras.config import load_camera_set
-    from strands_robots.relay.pb_model import task_from_pb
+    from strands_robots.wire.pb_model import task_from_pb
     from strands_robots.client.evaluation_client import task_from_dict
     from strands_robots.simulation import Simulation
 
@@ -219,7 +219,7 @@ def test_images_reach_a_relay_served_policy_with_the_asked_shape_and_dtype(tmp_p
 def test_a_camera_the_station_does_not_have_ends_the_episode_with_an_error_naming_it(tmp_path):
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.client.evaluation_client import task_from_dict
-    from strands_robots.relay.pb_model import task_from_pb
+    from strands_robots.wire.pb_model import task_from_pb
     from strands_robots.simulation import Simulation
 
     parameters = {"cameras": "scene,wrist"}

@@ -18,8 +18,8 @@ from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay
 
 from strands_robots.cli.client_side import demo_tasks, job_settings, submit_job_file
 from strands_robots.client import EvaluationClient, InvalidTask
-from strands_robots.relay import pb_model
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire import pb_model
+from strands_robots.station_link.link import StationLink
 from strands_robots.station import job_file
 from strands_robots.station.job_file import load_job_file
 

@@ -7,8 +7,8 @@ import pytest
 
 from strands_robots.relay.core import Refused
 from strands_robots.relay.listing import check_request, decode_token, encode_token, page
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_service_pb2 as es
 from strands_robots.relay.sqlite_store import SqliteStore
 from strands_robots.relay.store import JobRecord, Snapshot
 

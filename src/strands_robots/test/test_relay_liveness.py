@@ -30,8 +30,8 @@ from test_relay_harness import (
 
 from strands_robots.client import EvaluationClient, QuotaExceeded, RelayError, pb
 from strands_robots.relay.config import RelaySettings
-from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire.proto import policy_session_pb2 as ps
+from strands_robots.station_link.link import StationLink
 
 SERVE_POLICY = "/strands_robots.relay.v1.Evaluation/ServePolicy"
 GET_STATUS = "/strands_robots.relay.v1.Evaluation/GetStatus"
@@ -201,7 +201,7 @@ def test_a_retried_submit_is_answered_even_when_the_team_is_at_its_quota(tmp_pat
 
 _HOLDER = textwrap.dedent("""
     import sys, threading, grpc
-    from strands_robots.relay.proto import policy_session_pb2 as ps
+    from strands_robots.wire.proto import policy_session_pb2 as ps
     channel = grpc.insecure_channel(sys.argv[1])
     call = channel.stream_stream("/strands_robots.relay.v1.Evaluation/ServePolicy",
                                  request_serializer=ps.PolicyReply.SerializeToString,

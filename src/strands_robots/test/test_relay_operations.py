@@ -22,9 +22,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from strands_robots.client import EvaluationClient, InvalidTask, NotFound, Unauthenticated
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
 from test_relay_harness import (
     CLIENT_TOKENS,
     STATION_TOKENS,

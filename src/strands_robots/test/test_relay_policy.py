@@ -14,7 +14,7 @@ from strands_robots.client import EndEpisode, EvaluationClient, Policy  # noqa: 
 from strands_robots.policies import relay as relay_policy  # noqa: E402
 from strands_robots.policies.base import EndEpisode as LoopEndEpisode  # noqa: E402
 from strands_robots.policies.registry import known_providers, make_policy  # noqa: E402
-from strands_robots.relay.credentials import RelayCredentials, load_relay_credentials  # noqa: E402
+from strands_robots.wire.credentials import RelayCredentials, load_relay_credentials  # noqa: E402
 from strands_robots.station.job_file import task_to_mapping  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def test_credentials_from_a_private_file_drive_the_policy_and_a_readable_file_is
 
 
 def test_remote_policy_drives_chunks_resume_and_end_episode_through_the_relay(tmp_path):
-    from strands_robots.relay.pb_model import task_from_pb
+    from strands_robots.wire.pb_model import task_from_pb
     from strands_robots.client.evaluation_client import task_from_dict
 
     with running_relay(tmp_path) as relay:

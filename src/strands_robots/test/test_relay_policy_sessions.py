@@ -2,9 +2,9 @@
 
 The station asks the rollout node to close the relay sessions after each episode (``close_policy_sessions``,
 answered within 2 s or given up). A request that reaches the rollout node late, after the next episode's
-``reset`` opened that episode's session, used to close that one: the running episode lost its policy and was
-kept as an ``infrastructure_fault`` for nothing (one extra fault after a policy-client outage in the system
-tests). Driven here through a real relay with a real policy client, in the order the late request makes.
+``reset`` opened that episode's session, must not close that one: the running episode would lose its policy and
+be kept as an ``infrastructure_fault`` for nothing. Driven here through a real relay with a real policy client,
+in the order the late request makes.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from strands_robots.relay import pb_model
+from strands_robots.wire import pb_model
 from strands_robots.client import pb
 from strands_robots.client import codec
-from strands_robots.relay.proto import generate
+from strands_robots.wire.proto import generate
 from strands_robots.station.model import (
     AnswerType,
     EpisodeResult,
@@ -52,12 +52,12 @@ def test_committed_generated_modules_match_the_proto_files(tmp_path):
     committed_names = {p.name for p in committed_dir.iterdir() if p.name.endswith(("_pb2.py", "_pb2.pyi",
                                                                                     "_pb2_grpc.py"))}
     drift += [f"{n}: committed but not generated" for n in committed_names - {p.name for p in written}]
-    assert not drift, "run python -m strands_robots.relay.proto.generate: " + "; ".join(drift)
+    assert not drift, "run python -m strands_robots.wire.proto.generate: " + "; ".join(drift)
 
 
 def test_message_modules_load_without_grpc():
-    code = ("import sys; import strands_robots.relay.proto.evaluation_pb2, "
-            "strands_robots.relay.proto.policy_session_pb2, strands_robots.relay.pb_model; "
+    code = ("import sys; import strands_robots.wire.proto.evaluation_pb2, "
+            "strands_robots.wire.proto.policy_session_pb2, strands_robots.wire.pb_model; "
             "print('grpc' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(Path(pb_model.__file__).resolve().parents[2])})
@@ -229,7 +229,7 @@ def test_no_pickle_in_the_relay_or_the_client():
 
 
 def test_a_relay_job_becomes_the_station_cores_job_spec_or_is_refused_naming_the_task():
-    from strands_robots.relay.proto import station_service_pb2 as ss
+    from strands_robots.wire.proto import station_service_pb2 as ss
     from strands_robots.station.job import JobSpecError
 
     model = _model_status()

@@ -1,6 +1,6 @@
 """Episode recordings to the team through a real relay process: byte for byte, only to the owner, bounded, hashed.
 
-The station's side is the station link's uploader (relay/recording_upload.py) with the station's token; the
+The station's side is the station link's uploader (station_link/recording_upload.py) with the station's token; the
 team's side is the Evaluation Client and ``strands-robots job recordings``. The recordings are real MCAP files
 (written with the mcap library, several chunks long).
 """
@@ -19,11 +19,11 @@ import grpc
 import pytest
 
 from strands_robots.client import EvaluationClient, NotFound, RecordingCorrupt, RecordingRefused
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-from strands_robots.relay.recording_upload import RecordingUploader, chunks, file_digest, upload
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station_link.recording_upload import RecordingUploader, chunks, file_digest, upload
+from strands_robots.station_link.link import StationLink
 from test_relay_harness import (
     CLIENT_TOKENS,
     STATION_TOKENS,

@@ -21,9 +21,9 @@ from test_relay_harness import (
 )
 
 from strands_robots.client import EvaluationClient, NotFound, pb
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station_link.link import StationLink
 
 HOUR_MS = 3_600_000
 STATION_MD = (("authorization", f"Bearer {STATION_TOKENS['sim_station']}"),)

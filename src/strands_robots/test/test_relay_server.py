@@ -19,9 +19,9 @@ from test_relay_harness import (
 
 from strands_robots.client import AlreadyExists, EvaluationClient, InvalidTask, pb
 from strands_robots.relay import server as relay_server
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station_link.link import StationLink
 from strands_robots.relay.postgres_store import PostgresStore
 
 

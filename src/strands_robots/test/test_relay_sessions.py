@@ -23,8 +23,8 @@ from test_relay_harness import (
 
 from strands_robots.client import AlreadyExists, EndEpisode, EvaluationClient, Policy, PolicyFailed, pb
 from strands_robots.policies.base import EndEpisode as CoreEndEpisode
-from strands_robots.relay.station_link import StationLink
-from strands_robots.relay.station_session import PolicyDisconnected, RemotePolicyError
+from strands_robots.station_link.link import StationLink
+from strands_robots.station_link.session import PolicyDisconnected, RemotePolicyError
 
 
 class Doubler(Policy):

@@ -21,10 +21,10 @@ from test_relay_harness import (
     yes_no_task,
 )
 
-from strands_robots.relay import pb_model
+from strands_robots.wire import pb_model
 from strands_robots.client import EvaluationClient, pb
 from strands_robots.relay.server import TlsConfig
-from strands_robots.relay.station_link import StationLink
+from strands_robots.station_link.link import StationLink
 from strands_robots.station.limits import END_DETAIL_MAX, INSTRUCTION_MAX, JOB_MESSAGE_MAX
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus, ScoredItem, Task
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet
@@ -127,7 +127,7 @@ def test_relay_command_announces_itself_and_exits_zero_on_sigterm(tmp_path):
 
 
 # -- against a relay process ---------------------------------------------------------------------------------
-LINK_LOG = "strands_robots.relay.station_link"
+LINK_LOG = "strands_robots.station_link.link"
 MIB = 1024 * 1024
 
 

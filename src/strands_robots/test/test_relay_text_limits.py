@@ -21,12 +21,12 @@ from test_relay_harness import (
 )
 
 from strands_robots.client import EvaluationClient, InvalidTask, RelayError, pb
-from strands_robots.relay.proto import evaluation_service_pb2 as es
-from strands_robots.relay.proto import evaluation_service_pb2_grpc as es_grpc
-from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.proto import station_service_pb2 as ss
-from strands_robots.relay.proto import station_service_pb2_grpc as ss_grpc
-from strands_robots.relay.station_link import StationLink
+from strands_robots.wire.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import evaluation_service_pb2_grpc as es_grpc
+from strands_robots.wire.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
+from strands_robots.station_link.link import StationLink
 from strands_robots.relay.text_limits import cut_policy_reply, cut_policy_request, snapshot_refusal
 
 MIB = 1024 * 1024

@@ -23,7 +23,7 @@ from strands_robots.cameras import jpeg, pattern  # noqa: E402
 from strands_robots.cameras.config import load_camera_set  # noqa: E402
 from strands_robots.monitoring import report  # noqa: E402
 from strands_robots.monitoring.camera_sheets import frame_rate, sheet_layout  # noqa: E402
-from strands_robots.nodes import camera_msgs  # noqa: E402
+from strands_robots.conversions import camera as camera_msgs  # noqa: E402
 from strands_robots.rollout.recording import EpisodeRecorder  # noqa: E402
 
 T0 = 1_700_000_000_000_000_000
@@ -120,7 +120,7 @@ def test_an_in_process_recording_holds_every_frame_rendered_and_reports_it(tmp_p
     """run_policy(record=True) with cameras: each frame the policy was shown is in the file, as over ROS."""
     from strands_robots.cameras.episode_frames import COMPRESSED_FORMAT
     from strands_robots.monitoring.recorded_frames import read_cameras
-    from strands_robots.nodes.camera_msgs import COMPRESSED_FORMAT as ROS_FORMAT
+    from strands_robots.conversions.camera import COMPRESSED_FORMAT as ROS_FORMAT
     from strands_robots.simulation import Simulation
 
     assert COMPRESSED_FORMAT == ROS_FORMAT

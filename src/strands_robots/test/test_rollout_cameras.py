@@ -24,14 +24,14 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scr
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
 
-from strands_robots.nodes._qos import EVENT_QOS  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
@@ -94,19 +94,19 @@ class CameraStation:
         self._lock = threading.Lock()
         self.node.create_subscription(ObserverEvent, "observer_events", self._on_event, EVENT_QOS)
         try:
-            self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace, "autostart:=true",
+            self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace, "autostart:=true",
                                      f"control_rate_hz:={RATE_HZ}"))
-            self.camera = _start("strands_robots.nodes.camera_node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
+            self.camera = _start("strands_robots.nodes.camera.node", self.namespace, f"cameras_file:={CAMERAS_FILE}")
             self.procs.append(self.camera)
             if rollout:
-                self.procs.append(_start("strands_robots.nodes.rollout_node", self.namespace,
+                self.procs.append(_start("strands_robots.nodes.rollout.node", self.namespace,
                                          "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
                                          "driver_timeout_s:=60.0", "driver_silence_s:=0.5", "cameras:=scene,wrist",
                                          f"cameras_file:={CAMERAS_FILE}",
                                          *rollout_params))
                 assert self.action.wait_for_server(timeout_sec=60.0), "run_episode action server not found"
                 assert wait_for(lambda: self.node.count_subscribers(f"{self.namespace}/observer_events") >= 1, 10)
-                # A fresh-clone rerun: the first goal's answer was lost (no answer in 30 s); see goal_warmup.py.
+                # The first goal's answer can be lost (no answer in 30 s); see goal_warmup.py.
                 warm_goal_path(self.action, RATE_HZ)
         except BaseException:
             self.close()
@@ -184,8 +184,8 @@ def test_images_reach_a_policy_over_ros_with_the_configured_shape_and_dtype():
     import numpy as np
 
     from strands_robots.cameras.config import load_camera_set
-    from strands_robots.nodes.camera_frames import camera_backend
-    from strands_robots.nodes.driver_client import RosDriverBackend
+    from strands_robots.nodes.rollout.camera_frames import camera_backend
+    from strands_robots.driver_link.client import RosDriverBackend
     from strands_robots.rollout.runner import PolicyRunner
 
     s = CameraStation(rollout=False)
@@ -248,8 +248,8 @@ def test_over_ros_each_reset_lays_out_the_scene_for_the_task_and_seed_and_drops_
     import numpy as np
 
     from strands_robots.cameras.config import load_camera_set
-    from strands_robots.nodes.camera_frames import CameraSceneError, camera_backend
-    from strands_robots.nodes.driver_client import RosDriverBackend
+    from strands_robots.nodes.rollout.camera_frames import CameraSceneError, camera_backend
+    from strands_robots.driver_link.client import RosDriverBackend
 
     s = CameraStation(rollout=False)
     backend = None
@@ -317,9 +317,9 @@ def test_a_frozen_driver_ends_the_episode_and_no_frame_after_it_carries_a_fresh_
 
     from strands_robots.cameras.config import load_camera_set
     from strands_robots.cameras.frames import CameraStale
-    from strands_robots.nodes._qos import STATE_QOS
-    from strands_robots.nodes.camera_frames import subscribe_frames
-    from strands_robots.nodes.camera_msgs import IMAGE_QOS
+    from strands_robots.ros.qos import STATE_QOS
+    from strands_robots.nodes.rollout.camera_frames import subscribe_frames
+    from strands_robots.ros.qos import IMAGE_QOS
 
     s = CameraStation()
     driver = s.procs[0]

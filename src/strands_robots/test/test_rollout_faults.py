@@ -99,14 +99,14 @@ def test_driver_stopped_mid_episode_ends_the_episode_as_an_error_naming_the_driv
 
 
 def test_a_driver_starved_mid_episode_holds_the_loop_and_never_bursts_or_trips(rig):
-    """SIGSTOP the driver process for 0.3 s mid-episode, then SIGCONT (issue 8: the stream holds the rate).
+    """SIGSTOP the driver process for 0.3 s mid-episode, then SIGCONT (the stream holds the rate).
 
     The loop holds instead of running ahead (at most the command window is sent while the driver is away), the
     commands that waited past their apply_by are refused as stale (not applied in a burst), no safety check
     trips, the episode runs to its budget, and every step is reported in order with one Ended.
     """
     from strands_robots.arm.config import DriverConfig
-    from strands_robots.nodes.driver_client import DEFAULT_COMMAND_WINDOW_S
+    from strands_robots.driver_link.client import DEFAULT_COMMAND_WINDOW_S
 
     r = rig(driver="process", command_window_s=DEFAULT_COMMAND_WINDOW_S)  # the node's default window
     budget = int(4.0 * RATE_HZ)

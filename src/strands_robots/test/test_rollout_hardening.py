@@ -1,4 +1,4 @@
-"""The rollout under faults (issue 6 items 1, 4, 7, 8, 12, 13; issue 11 item 6), in process, deterministic."""
+"""The rollout under faults (a dead driver, bad arguments, a failing recording, ...), in process, deterministic."""
 
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ def test_same_seed_repeats_an_in_process_episode_exactly():
     assert [a for a, _ in first] != [a for a, _ in other]
 
 
-# -- items 7 and 8, issue 11 item 6: the recording ---------------------------------------------------------------
+# -- the recording ------------------------------------------------------------------------------------------------
 def read_events_and_frames(path):
     events, joint_states, actions, topics = [], 0, 0, set()
     from mcap.reader import NonSeekingReader

@@ -121,7 +121,7 @@ def test_launch_runs_an_episode_and_exits_zero_with_one_ended_event(tmp_path):
     from rclpy.executors import SingleThreadedExecutor
     from strands_robots_msgs.msg import ObserverEvent
 
-    from strands_robots.nodes._qos import EVENT_QOS
+    from strands_robots.ros.qos import EVENT_QOS
 
     run = Launch(ROLLOUT_ONLY_LAUNCH, episode_duration="1.0", robot_name="launch_bot", recording_dir=str(tmp_path))
     context = rclpy.Context()
@@ -278,7 +278,7 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
     from strands_robots_msgs.srv import SubmitJob
 
     from strands_robots.conversions.station import station_task_to_msg
-    from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+    from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
     from strands_robots.station.job_file import load_job_file
 
     run = Launch(STATION_LAUNCH, state_dir=str(tmp_path / "state"))
@@ -345,7 +345,7 @@ class Listener:
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import JobStatus, ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+        from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context)

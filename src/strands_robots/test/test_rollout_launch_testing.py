@@ -58,7 +58,7 @@ class TestTheDemoJob(unittest.TestCase):
         from rclpy.executors import SingleThreadedExecutor
         from strands_robots_msgs.msg import JobStatus, ObserverEvent
 
-        from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS
+        from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
 
         context = rclpy.Context()
         rclpy.init(context=context)

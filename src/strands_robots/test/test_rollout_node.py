@@ -27,7 +27,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -37,10 +37,10 @@ from strands_robots_msgs.srv import AcquireLease  # noqa: E402
 
 from strands_robots.arm.driver import DriverCore  # noqa: E402
 from strands_robots.conversions.events import msg_to_event  # noqa: E402
-from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.arm_driver_node import ArmDriverNode  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
-from strands_robots.nodes.rollout_node import RolloutNode  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.nodes.arm_driver.node import ArmDriverNode  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.nodes.rollout.node import RolloutNode  # noqa: E402
 from strands_robots.policies.scripted import ScriptedPolicy  # noqa: E402
 from strands_robots.rollout.pipeline import window_steps  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStarted, RunPolicyStep  # noqa: E402
@@ -57,8 +57,8 @@ COMMAND_WINDOW_S = 0.2  # the rig's apply_by window (Rig: why not the node's 50 
 # runnable but unscheduled for 0.1-0.5 s (traced: 180 ms on the run queue, 0.3 ms run); the commands sent meanwhile
 # reach the driver together, and it applies those still inside the command window back to back, so the arm's
 # target jumps by up to a window of the ramp at once. At 1 s a window (10 commands in flight and the next one at
-# 50 Hz: 0.44 rad) swings the wrist past its velocity limit before it reaches the bracket, the rerun's "right:
-# joint 4 reads +3.6 rad/s". At 2.5 s the same burst is 0.18 rad and the torque check trips as scripted
+# 50 Hz: 0.44 rad) swings the wrist past its velocity limit before it reaches the bracket ("right: joint 4 reads
+# +3.6 rad/s"). At 2.5 s the same burst is 0.18 rad and the torque check trips as scripted
 # (test_torque_ramp_still_trips_torque_when_a_whole_command_window_lands_at_once).
 TORQUE_RAMP_S = 2.5
 TORQUE_TRIP_DURATION_S = 4.0  # the trip comes ~2 s in; the budget only bounds a run where it never comes
@@ -104,7 +104,7 @@ class Rig:
             assert self.driver.trigger_activate() == SUCCESS
         else:
             self.driver_proc = subprocess.Popen(
-                [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args",
+                [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args",
                  "-r", f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}",
                  *driver_args],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -265,7 +265,7 @@ def refused_stale(steps, most: float = 0.5) -> list:
 
     A command the driver takes past its apply_by (the rig's window) is refused as stale, whatever its keys and
     values: the right verdict for the arms when this loaded 2-core machine stalls the driver's DDS receive thread
-    (a fresh-clone run: a 307 ms stall, 6 of 50 stale; a three-worker run: 7 of 25 in a row), not a resolution
+    (up to a 307 ms stall measured: 6 of 50 stale, or 7 of 25 in a row under three workers), not a resolution
     fault (the stale rule has its own tests). A test of how keys resolve names those steps and checks every other
     one, at least half of the run.
     """
@@ -503,7 +503,7 @@ def test_torque_ramp_still_trips_torque_when_a_whole_command_window_lands_at_onc
     for burst_at in (1, 10, 40, 80):
         tripped, texts = _torque_ramp_with_a_burst(TORQUE_RAMP_S, burst_at)
         assert tripped == [("right", "joint_4", "torque")], (burst_at, texts)
-    # The policy's default 1 s ramp under the same burst is the rerun: the velocity check trips first.
+    # The policy's default 1 s ramp under the same burst trips the velocity check first.
     tripped, texts = _torque_ramp_with_a_burst(1.0, 10)
     assert ("right", "joint_4", "velocity") in tripped, texts
 
@@ -672,7 +672,7 @@ def test_the_stream_is_the_default_command_path_of_the_node_and_of_its_config_fi
 
     import yaml
 
-    from strands_robots.nodes.rollout_node import PARAMETERS
+    from strands_robots.nodes.rollout.node import PARAMETERS
 
     assert PARAMETERS["command_path"][0] == "stream"
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "rollout.yaml").read_text())

@@ -1,6 +1,6 @@
 """The rollout node as its own process: a goal cannot steer its relay policy, and an early cancel is never lost.
 
-Every node here is a process of its own (``python -m strands_robots.nodes.arm_driver_node`` /
+Every node here is a process of its own (``python -m strands_robots.nodes.arm_driver.node`` /
 ``rollout_node``); the test process only holds a client node. Each test ends every process it started by its
 PID (SIGINT, then SIGKILL), also when it fails.
 
@@ -37,14 +37,14 @@ from action_msgs.srv import CancelGoal  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMsg  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.action.client import ClientGoalHandle  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from unique_identifier_msgs.msg import UUID  # noqa: E402
 
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 from goal_warmup import warm_goal_path  # noqa: E402
 
@@ -147,9 +147,9 @@ class Station:
         self.action = ActionClient(self.node, RunEpisode, "run_episode")
         try:
             if driver:
-                self.procs.append(_start("strands_robots.nodes.arm_driver_node", self.namespace,
+                self.procs.append(_start("strands_robots.nodes.arm_driver.node", self.namespace,
                                          "autostart:=true", f"control_rate_hz:={RATE_HZ}"))
-            self.rollout = _start("strands_robots.nodes.rollout_node", self.namespace,
+            self.rollout = _start("strands_robots.nodes.rollout.node", self.namespace,
                                   "start_pose_before_episode:=false", f"control_frequency:={RATE_HZ}",
                                   "driver_timeout_s:=30.0", "driver_silence_s:=0.5", *rollout_params)
             self.procs.append(self.rollout)
@@ -167,8 +167,8 @@ class Station:
         """Call one of the node's parameter services (idempotent), asking again every 5 s up to ``timeout_s``.
 
         A service seen in the graph is not yet matched both ways: a request sent to a node just started can be
-        taken while its answer has no matched reader yet, and that answer is lost (seen once in a fresh-clone
-        run: no answer in 20 s). Asking again is safe for these services, and the first answer counts.
+        taken while its answer has no matched reader yet, and that answer is lost (no answer in 20 s). Asking
+        again is safe for these services, and the first answer counts.
         """
         client = self.node.create_client(srv_type, f"{self.namespace}/rollout/{name}")
         try:
@@ -206,7 +206,7 @@ class Station:
         The cancel is sent again until the server knows the goal (a cancel that overtook its goal is answered
         "unknown goal"), so it lands as early after the acceptance as the transport allows. The cancel client is
         new, so (as in :meth:`call`) its first answers can be lost while the server's reply writer has not matched
-        it yet: a request with no answer in 5 s is sent again (seen in a fresh-clone run: no answer in 30 s). A
+        it yet: a request with no answer in 5 s is sent again (else it can go unanswered for 30 s and more). A
         request after one whose answer was lost may find the goal cancelling or over ("rejected", "terminated"): the
         lost one reached it first, and the result says how the goal ended.
         """
@@ -368,7 +368,7 @@ def test_no_parameter_of_the_rollout_node_holds_a_token_and_the_credentials_file
 def test_a_credentials_file_others_may_read_stops_the_node_with_one_line(tmp_path):
     creds = _credentials_file(tmp_path, "127.0.0.1:1")
     creds.chmod(0o644)
-    proc = _start("strands_robots.nodes.rollout_node", f"/rollout_proc_{uuid.uuid4().hex[:8]}",
+    proc = _start("strands_robots.nodes.rollout.node", f"/rollout_proc_{uuid.uuid4().hex[:8]}",
                   f"relay_credentials_file:={creds}")
     try:
         code = proc.wait(60)

@@ -19,7 +19,7 @@ pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from strands_robots.conversions.joint_state import joint_state_robot_time_s  # noqa: E402
-from strands_robots.nodes._qos import STATE_QOS  # noqa: E402
+from strands_robots.ros.qos import STATE_QOS  # noqa: E402
 from strands_robots.simulation.observers import RunPolicyEnded, RunPolicyStep  # noqa: E402
 
 from ros_harness import wait_for  # noqa: E402
@@ -38,8 +38,8 @@ def test_step_sim_time_is_the_robot_time_of_the_driver_reading_not_the_wall_cloc
                 robot_times.append(t)
 
     sub = r.client.create_subscription(JointState, "joint_states", on_state, STATE_QOS)
-    # Readings arriving before the goal, not only a subscription made before it: a three-worker run's rerun had
-    # the episode act on the reading at 0.04 s that this subscription, not yet matched, never got (first: 0.06).
+    # Readings arriving before the goal, not only a subscription made before it: the episode can act on a reading
+    # (at 0.04 s, say) that this subscription, not yet matched, never gets (its first: 0.06).
     assert wait_for(lambda: sub.get_publisher_count() >= 1 and robot_times, 10.0), "no joint_states before the goal"
     result, _status = r.run(policy_provider="mock", duration_s=0.5)
     events = r.run_events(result.ended.run_id)

@@ -1,4 +1,4 @@
-"""One validation of every run argument (issue 6 items 2, 3, 11): validate_run, FIELD_LIMITS, RunRefused."""
+"""One validation of every run argument: validate_run, FIELD_LIMITS, RunRefused."""
 
 from __future__ import annotations
 

@@ -101,6 +101,15 @@ def test_simulation_unknown_robot_is_refused_without_events():
     assert result["status"] == "error" and "alice" in result["error_message"] and collect.events == []
 
 
+def test_a_removed_robot_is_refused_by_name_and_its_name_can_be_taken_again():
+    sim = Simulation.with_robot("alice")
+    sim.remove_robot("alice")
+    sim.remove_robot("alice")  # already gone: no error
+    with pytest.raises(KeyError, match="robots: \\(none\\)"):
+        sim.robot("alice")
+    assert sim.add_robot("alice") is sim.robot("alice")
+
+
 def test_simulation_fail_fast_on_unknown_keys_lists_valid_keys():
     sim = Simulation.with_robot("alice")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from strands_robots.client.policy_spec import MAX_SPEC_JSON
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.snapshot_fit import (
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.station_link.snapshot_fit import (
     SKELETON_EPISODE_MAX_BYTES,
     SLIM_END_DETAIL_MAX,
     fit_snapshot,

@@ -56,9 +56,9 @@ class Processes:
 
     def start(self, name: str) -> subprocess.Popen:
         module, overrides = {
-            "arm_driver": ("strands_robots.nodes.arm_driver_node",
+            "arm_driver": ("strands_robots.nodes.arm_driver.node",
                            {"control_rate_hz": f"{RATE_HZ:.1f}", "autostart": "true"}),
-            "rollout": ("strands_robots.nodes.rollout_node",
+            "rollout": ("strands_robots.nodes.rollout.node",
                         {"control_frequency": f"{RATE_HZ:.1f}", "start_pose_before_episode": "false",
                          "record": "false", "policy_provider": "mock", "driver_silence_s": "0.5"}),
         }[name]
@@ -95,7 +95,7 @@ def processes_and_port():
     A fresh pair per test is not what these tests are about: the ones that kill a process start it again, as a
     supervisor would, and :func:`rig` starts any a failed test left dead.
     """
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
     namespace = f"/goal_faults_{uuid.uuid4().hex[:8]}"
     procs = Processes(namespace)
@@ -170,7 +170,7 @@ def _wait_running(port, run: dict, timeout_s: float = 60.0) -> None:
     """Wait until the goal's feedback says the rollout runs (0.3 s of rollout time), or its thread ended.
 
     The failure says what the port knew: the run's end (outcome or error), the last feedback time, the goal's log
-    and the statuses seen (a fresh-clone rerun once said only "the rollout never ran").
+    and the statuses seen ("the rollout never ran" alone would not say why).
     """
     running = wait_for(lambda: (run["progress"] and run["progress"][-1] > 0.3) or not run["thread"].is_alive(),
                        timeout_s)

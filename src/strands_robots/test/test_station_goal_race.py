@@ -37,7 +37,7 @@ from rclpy.qos import qos_profile_action_status_default  # noqa: E402
 from ros_harness import wait_for  # noqa: E402
 from strands_robots_msgs.action import RunEpisode  # noqa: E402
 
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
 
 ATTEMPTS = int(os.environ.get("STRANDS_GOAL_RACE_ATTEMPTS", "6"))
 PARALLEL = 3  # attempts running at once
@@ -56,7 +56,7 @@ def _goal() -> RunEpisode.Goal:
 
 
 def _attempt(context, attempt: int) -> dict:
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
     namespace = f"/goal_race_{uuid.uuid4().hex[:8]}"
     node = rclpy.create_node("station", namespace=namespace, context=context)
@@ -75,7 +75,7 @@ def _attempt(context, attempt: int) -> dict:
                              qos_profile_action_status_default)
     port = RosRobotPort(node, rollout_namespace="")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.rollout_node", "--ros-args", "-r", f"__ns:={namespace}",
+        [sys.executable, "-m", "strands_robots.nodes.rollout.node", "--ros-args", "-r", f"__ns:={namespace}",
          "-p", "driver_timeout_s:=0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -165,11 +165,11 @@ def _stopped(pid: int) -> bool:
 
 
 def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing_runs_unwatched(tmp_path):
-    from strands_robots.nodes.episode_goal import GOAL_SENDS
-    from strands_robots.nodes.station_robot_port import RosRobotPort
+    from strands_robots.nodes.station.episode_goal import GOAL_SENDS
+    from strands_robots.nodes.station.robot_port import RosRobotPort
 
-    # The station's own eight sends (the rollout node stopped some 8 s). With three (3 s) a fresh-clone run once
-    # saw the resumed rollout node answer none of the queued sends nor the cancel in 30 s (cause not found).
+    # The station's own eight sends (the rollout node stopped some 8 s): with three (3 s) the resumed rollout node
+    # can answer none of the queued sends nor the cancel in 30 s.
 
     context = Context()
     rclpy.init(context=context)
@@ -188,7 +188,7 @@ def test_a_goal_never_answered_is_an_error_naming_it_and_is_cancelled_so_nothing
     rollout_log = tmp_path / "rollout_node.log"
     log_file = rollout_log.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "strands_robots.nodes.rollout_node", "--ros-args", "-r", f"__ns:={namespace}",
+        [sys.executable, "-m", "strands_robots.nodes.rollout.node", "--ros-args", "-r", f"__ns:={namespace}",
          "-p", "driver_timeout_s:=3.0"],
         stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -20,7 +20,7 @@ pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is no
 pytest.importorskip("mujoco", reason="MuJoCo is not installed")
 
 from action_msgs.msg import GoalStatus, GoalStatusArray  # noqa: E402
-from strands_robots.nodes.action_client import ActionClient  # noqa: E402
+from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -30,7 +30,7 @@ from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from unique_identifier_msgs.msg import UUID  # noqa: E402
 
 from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job import EpisodePlan  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 
@@ -55,9 +55,9 @@ class Rig:
     """Driver and rollout node, the station's port on its own node, and a status listener on the action."""
 
     def __init__(self, goal_ids):
-        from strands_robots.nodes.arm_driver_node import ArmDriverNode
-        from strands_robots.nodes.rollout_node import RolloutNode
-        from strands_robots.nodes.station_robot_port import RosRobotPort
+        from strands_robots.nodes.arm_driver.node import ArmDriverNode
+        from strands_robots.nodes.rollout.node import RolloutNode
+        from strands_robots.nodes.station.robot_port import RosRobotPort
 
         self.namespace = f"/goal_retry_{uuid.uuid4().hex[:8]}"
         self._switch = sys.getswitchinterval()
@@ -195,10 +195,9 @@ def test_a_goal_refused_while_another_episode_runs_is_an_error_and_that_episode_
     assert progress == []  # the other episode's feedback is not this episode's progress
     assert rig.statuses().get(other.hex()) == GoalStatus.STATUS_EXECUTING, rig.statuses()
     assert wait_for(lambda: rig.statuses().get(other.hex()) in TERMINAL, 15.0), rig.statuses()
-    # Not cancelled by the refused port: it ran to its own end. That end is SUCCEEDED on a quiet machine; a
-    # three-worker run's loaded machine starved this process's driver past the dead-driver bound once (12 missed
-    # deadlines, command-to-verdict p99 234 ms) and the episode ended ABORTED on its own error, which is not what
-    # this test is about.
+    # Not cancelled by the refused port: it ran to its own end. That end is SUCCEEDED on a quiet machine; a loaded
+    # machine can starve this process's driver past the dead-driver bound (12 missed deadlines, command-to-verdict
+    # p99 234 ms) and the episode ends ABORTED on its own error, which is not what this test is about.
     assert rig.statuses()[other.hex()] in (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED), rig.statuses()
     assert list(rig.statuses()) == [other.hex()], rig.statuses()  # the port's goal never ran
 

@@ -33,8 +33,8 @@ from strands_robots_msgs.srv import (  # noqa: E402
 )
 
 from strands_robots.conversions.station import station_task_to_msg  # noqa: E402
-from strands_robots.nodes._qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
-from strands_robots.nodes.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
+from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS  # noqa: E402
+from strands_robots.ros.process import NODE_SWITCH_INTERVAL_S  # noqa: E402
 from strands_robots.station.job_file import task_from_mapping  # noqa: E402
 
 RATE_HZ = 50.0
@@ -54,9 +54,9 @@ class Station:
     """Driver, rollout (its takeover services included) and station nodes in this process, plus a client node."""
 
     def __init__(self, tmp_path, operator="scripted", **station_params):
-        from strands_robots.nodes.arm_driver_node import ArmDriverNode
-        from strands_robots.nodes.rollout_node import RolloutNode
-        from strands_robots.nodes.station_node import StationNode
+        from strands_robots.nodes.arm_driver.node import ArmDriverNode
+        from strands_robots.nodes.rollout.node import RolloutNode
+        from strands_robots.nodes.station.node import StationNode
 
         self.namespace = f"/station_test_{uuid.uuid4().hex[:8]}"
         self._switch = sys.getswitchinterval()
@@ -187,8 +187,8 @@ def test_a_submitted_job_is_published_latched_with_each_episode_result_once(stat
     assert station.takeover.in_takeover is False
     # A subscriber that comes late still gets the latest snapshot (transient local).
     # It stays until the node goes, after its executor stopped: destroyed under the spinning executor, the
-    # subscription's QoS event handler raced the executor's wait set (InvalidHandle), which ended the client's
-    # spin thread, and the get_status below waited 20 s for an answer no thread would take (a rerun).
+    # subscription's QoS event handler races the executor's wait set (InvalidHandle), which ends the client's
+    # spin thread, and the get_status below would wait 20 s for an answer no thread takes.
     late = []
     station.client.create_subscription(JobStatus, "job_status", late.append, LATCHED_QOS)
     assert wait_for(lambda: any(m.job_id == job_id and m.state == "SUCCEEDED" for m in late), 10.0)
@@ -250,7 +250,7 @@ def test_manual_operator_scores_through_the_services_and_every_refusal_says_why(
 
 
 def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
-    from strands_robots.nodes.action_client import ActionClient
+    from strands_robots.ros.action_client import ActionClient
     from strands_robots_msgs.action import RunEpisode
     from strands_robots_msgs.msg import ObserverEvent
 
@@ -295,7 +295,7 @@ def test_no_parameter_of_the_station_node_shows_its_token_and_the_credentials_fi
     from rcl_interfaces.srv import GetParameters, ListParameters, SetParameters
 
     from strands_robots.cli.bringup import write_relay_credentials
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -350,7 +350,7 @@ def test_an_unreadable_job_file_at_start_is_named_on_diagnostics_and_its_job_fai
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     from strands_robots_msgs.srv import GetStatus
 
-    from strands_robots.nodes.station_node import StationNode
+    from strands_robots.nodes.station.node import StationNode
 
     state = tmp_path / "state"
     state.mkdir()

@@ -17,8 +17,8 @@ pytest.importorskip("strands_robots_msgs.srv", reason="strands_robots_msgs is no
 
 from rclpy.task import Future  # noqa: E402
 
-from strands_robots.nodes import station_policy  # noqa: E402
-from strands_robots.nodes.station_policy import StationPolicyCalls  # noqa: E402
+from strands_robots.nodes.station import policy as station_policy  # noqa: E402
+from strands_robots.nodes.station.policy import StationPolicyCalls  # noqa: E402
 
 
 class ParameterClient:

@@ -380,7 +380,7 @@ def test_operator_actions_become_the_jobs_progress_message():
     assert all(snapshots[i].state is JobState.RUNNING for i in (took, back, scored))
 
 
-# -- the station's own faults (issue 16 item 4) and a job that is never served (issue 15 item 4) ----------------
+# -- the station's own faults and a job that is never served ----------------
 class FaultyRobot(InProcessRobot):
     """The in-process station whose infrastructure fails where a test says.
 

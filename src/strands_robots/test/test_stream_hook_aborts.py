@@ -2,7 +2,7 @@
 
 spec/observer-lane.txt: ``applied_actions`` may exceed ``legacy_steps_used`` by one (the aborting step's hook runs
 after its action was sent). Over the stream several commands are in flight when a hook runs. Here episodes run on
-the real stream to a driver process (``python -m strands_robots.nodes.arm_driver_node``, ended by PID) and are
+the real stream to a driver process (``python -m strands_robots.nodes.arm_driver.node``, ended by PID) and are
 aborted each way a hook can: a cancel (the stop a goal cancel or a takeover requests) at several moments, the
 ``on_frame`` watchdog, a hook's own CooperativeStop, and a recording whose disk fills at several points. This test's
 own subscriptions to ``action_commands`` and ``action_verdicts`` witness the wire: no command of the run after the
@@ -31,10 +31,10 @@ from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict  # noqa: E402
 
-from strands_robots.nodes._qos import COMMAND_QOS, VERDICT_QOS  # noqa: E402
-from strands_robots.nodes.driver_client import RosDriverBackend  # noqa: E402
-from strands_robots.nodes.process import spin_in_background  # noqa: E402
-from strands_robots.nodes.rollout_observers import RunTracker  # noqa: E402
+from strands_robots.ros.qos import COMMAND_QOS, VERDICT_QOS  # noqa: E402
+from strands_robots.driver_link.client import RosDriverBackend  # noqa: E402
+from strands_robots.ros.process import spin_in_background  # noqa: E402
+from strands_robots.nodes.rollout.observers import RunTracker  # noqa: E402
 from strands_robots.rollout.runner import PolicyRunner  # noqa: E402
 from strands_robots.rollout.stop import StopToken  # noqa: E402
 from strands_robots.simulation.observers import (  # noqa: E402
@@ -77,7 +77,7 @@ class Arms:
     def __init__(self) -> None:
         self.namespace = f"/stream_aborts_{uuid.uuid4().hex[:8]}"
         self.driver = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.nodes.arm_driver_node", "--ros-args", "-r",
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--ros-args", "-r",
              f"__ns:={self.namespace}", "-p", "autostart:=true", "-p", f"control_rate_hz:={RATE_HZ}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -38,7 +38,7 @@ from test_relay_harness import (  # noqa: E402
 from web_helpers import camera_recording, episode, snapshot  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
-from strands_robots.relay.station_link import StationLink  # noqa: E402
+from strands_robots.station_link.link import StationLink  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver")

@@ -173,9 +173,6 @@ class DriverCore:
     def joint_specs(self) -> Mapping[str, JointSpec]:
         return dict(self._specs)
 
-    def set_lease_validator(self, lease_validator: "Callable[[str], bool] | None") -> None:
-        self._lease_validator = lease_validator
-
     # -- observing and acting -------------------------------------------------------------------------------
     def read(self) -> JointReadings:
         with self._lock:

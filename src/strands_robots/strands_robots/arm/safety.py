@@ -201,11 +201,3 @@ class SafetyEnvelope:
         """Release the stop. The next evaluation trips again if the arms are still outside the envelope."""
         self._tripped = ()
         self._stopped_arms = ()
-
-    @staticmethod
-    def checks_by_arm(checks: Iterable[SafetyCheck]) -> dict[str, tuple[SafetyCheck, ...]]:
-        """Group checks per arm (per-arm view of a trip)."""
-        out: dict[str, list[SafetyCheck]] = {}
-        for c in checks:
-            out.setdefault(c.arm, []).append(c)
-        return {arm: tuple(cs) for arm, cs in out.items()}

@@ -107,16 +107,6 @@ class CameraConfig:
     def period_s(self) -> float:
         return 1.0 / self.fps
 
-    @property
-    def image_key(self) -> str:
-        """The observation key of its frame, ``<name>.image``."""
-        return f"{self.name}.image"
-
-    @property
-    def age_key(self) -> str:
-        """The observation key of its frame's age in seconds, ``<name>.image_age_s``."""
-        return f"{self.name}.image_age_s"
-
 
 def _number(where: str, field: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
@@ -206,6 +196,15 @@ def load_camera_set(path: "str | None" = None) -> CameraSet:
     except (OSError, yaml.YAMLError) as exc:
         raise CameraConfigError(f"camera config {path}: cannot be read: {type(exc).__name__}: {exc}") from None
     return parse_camera_set(data, f"camera config {path}")
+
+
+def load_cameras(cameras_file: str, names: str) -> CameraSet:
+    """Return the cameras a node runs: the file's (empty: the package's), only ``names`` (comma-separated) if given.
+
+    :raises CameraConfigError: an unreadable file, a refused value, or a name the file does not configure.
+    """
+    cameras = load_camera_set(cameras_file or None)
+    return cameras.select([n.strip() for n in names.split(",") if n.strip()])
 
 
 def cameras_refusal(cameras_file: str, cameras: str) -> str:

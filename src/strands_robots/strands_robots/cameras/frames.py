@@ -6,7 +6,7 @@ the image header's stamp, the node clock). At observation time ``now``::
     age = now - stamp
     stale when age > max_age_s (the camera's bound, config/cameras.yaml), or when no frame has come at all
 
-A stale frame is handled as a stale joint reading is (:mod:`strands_robots.nodes.driver_watch` rule 1): the
+A stale frame is handled as a stale joint reading is (:mod:`strands_robots.rollout.driver_watch` rule 1): the
 observation is refused (:class:`CameraStale`, naming the camera, the age and the bound), so it never reaches a
 policy or a recording, and the episode ends as an error. An observation holds, per camera ``<name>``:
 

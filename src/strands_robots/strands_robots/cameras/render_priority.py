@@ -2,12 +2,12 @@
 
 Where the process may (root, ``CAP_SYS_NICE`` or ``RLIMIT_RTPRIO``), the camera node takes ``SCHED_FIFO``
 :data:`CAMERA_RT_PRIORITY` (10; ``STRANDS_ROBOTS_CAMERA_RT_PRIORITY``: ``off`` or 1-99, decided and logged in one
-line as the driver and the rollout node do, ``nodes/realtime_priority.py``): the driver and the rollout node at
+line as the driver and the rollout node do, ``ros/realtime_priority.py``): the driver and the rollout node at
 50 preempt it whenever they are runnable, and no time-shared process does. Beside a busy machine a time-shared
 camera node fell to 11-13 fps and cost the real-time loop 0.1-0.2 % of its deadlines, and at load 24-30 on these 2
 cores its frames went stale past their 1 s bound (every such episode ends as an error); at ``SCHED_FIFO`` it kept
 its 15 fps and the loop all its deadlines (bench/README.md, "realtime_bench.py"). Its threads sleep between
-frames, and the busy-thread guard (``nodes/realtime_guard.py``) watches it as it watches the others.
+frames, and the busy-thread guard (``ros/realtime_guard.py``) watches it as it watches the others.
 
 What follows is what holds either way, and all that holds when the process stays time-shared.
 

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
+from strands_robots.cameras.frames import AGE_SUFFIX, IMAGE_SUFFIX, STAMP_SUFFIX
+
 __all__ = ["PARAM_CAMERAS", "PARAM_FORMAT", "PARAM_QUALITY", "PARAM_COVER", "CameraRequest", "ImageRequest",
            "CameraRequestError", "parse_cameras", "parse_camera_names", "image_request", "encode_observation",
            "SIZE_RANGE", "DEFAULT_QUALITY"]
@@ -36,7 +38,7 @@ DEFAULT_QUALITY = 90
 NONE = "none"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _ENTRY = re.compile(r"([^:]+)(?::(\d+)x(\d+))?")
-_IMAGE, _AGE, _STAMP = ".image", ".image_age_s", ".image_stamp_ns"
+_IMAGE, _AGE, _STAMP = IMAGE_SUFFIX, AGE_SUFFIX, STAMP_SUFFIX  # the observation's camera keys (frames.py)
 
 
 class CameraRequestError(ValueError):

@@ -3,13 +3,13 @@
 * Every config file is checked on load, each refusal one line naming the file, the key and the reason:
   :func:`relay_config_refusal` (``config/relay.yaml``) and :func:`job_file_refusal` (a job file such as
   ``config/demo_job.yaml``); a ROS parameters file is checked by
-  :func:`strands_robots.nodes.parameters_file.parameters_file_refusal`.
+  :func:`strands_robots.cli.parameters_file.parameters_file_refusal`.
 * :func:`make_run_dir`: a private directory (mode 0700) with the relay's tokens made for this launch (files mode
   0600): one client token, one station token. Nothing secret is ever committed or passed on a command line;
   the processes get the paths of these files. The directory goes when the launch process goes, however it ends
   (a SIGKILL included: :mod:`strands_robots.private_dir`), and the station's state and the relay's store of a
   launch that starts its own relay live in it too (``station/state_dir.py``).
-* :func:`write_relay_credentials`: the station's relay credentials file (0600, ``relay/credentials.py``'s
+* :func:`write_relay_credentials`: the station's relay credentials file (0600, ``wire/credentials.py``'s
   format) naming the relay and the station's token file; the station and rollout nodes both get its path in
   their read-only ``relay_credentials_file`` parameter.
 """

@@ -99,7 +99,7 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots.policies.demo import DemoPolicy
     from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
-    from strands_robots.relay.credentials import CredentialsError, read_secret
+    from strands_robots.wire.credentials import CredentialsError, read_secret
 
     try:  # the team's token: a private file (0600, yours), like every other token file
         token = read_secret(args.token_file, "--token-file")
@@ -152,8 +152,8 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots_msgs.srv import CancelJob, SubmitJob
 
     from strands_robots.conversions.station import station_task_to_msg
-    from strands_robots.nodes._qos import LATCHED_QOS
-    from strands_robots.nodes.process import init_without_signal_handlers
+    from strands_robots.ros.qos import LATCHED_QOS
+    from strands_robots.ros.process import init_without_signal_handlers
     from strands_robots.cli.client_side import report_final
     import json
 

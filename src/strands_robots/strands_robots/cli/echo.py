@@ -6,7 +6,7 @@ import argparse
 import signal
 import threading
 
-from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
+from strands_robots.ros.tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 
 
@@ -16,7 +16,7 @@ def cmd_echo(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+    from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 
     mode = "gaps" if args.gaps else "summary" if args.summary else "lines"
     printer = StreamPrinter(every_step=args.steps, mode=mode)

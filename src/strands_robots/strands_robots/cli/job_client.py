@@ -29,7 +29,7 @@ TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
 
 def client_token(args: argparse.Namespace) -> str:
     """Return the client token: ``--token-file`` (0600) first, then ``STRANDS_ROBOTS_TOKEN``; never argv."""
-    from strands_robots.relay.credentials import read_secret
+    from strands_robots.wire.credentials import read_secret
 
     path = getattr(args, "token_file", None)
     if path:

@@ -114,7 +114,7 @@ class LocalStation:
         self.relay_target = ""
         self.relay_credentials = relay_credentials or ""
         if relay_credentials:
-            from strands_robots.relay.credentials import load_relay_credentials
+            from strands_robots.wire.credentials import load_relay_credentials
 
             credentials = load_relay_credentials(relay_credentials)  # one line when it is not usable
             self.relay_target, self.station_id = credentials.target, credentials.station_id
@@ -196,7 +196,7 @@ class LocalStation:
     def start_nodes(self) -> None:
         hz = f"{self.control_frequency:.1f}"
         self.driver = self.sup.start("arm_driver", self._node_argv(
-            "strands_robots.nodes.arm_driver_node", "arm_driver", config_file("rollout.yaml"),
+            "strands_robots.nodes.arm_driver.node", "arm_driver", config_file("rollout.yaml"),
             {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
         # The station moves the arms to the start pose itself (start_pose_unreached is its end condition). The
         # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.
@@ -213,7 +213,7 @@ class LocalStation:
     def start_camera(self) -> Any:
         """Start (or restart) the camera node rendering :attr:`cameras`."""
         self.camera = self.sup.start("camera", self._node_argv(
-            "strands_robots.nodes.camera_node", "camera", config_file("rollout.yaml"),
+            "strands_robots.nodes.camera.node", "camera", config_file("rollout.yaml"),
             {"cameras": self.cameras}), on_line=self._emit)
         return self.camera
 
@@ -223,7 +223,7 @@ class LocalStation:
         if self.credentials_file():
             overrides["relay_credentials_file"] = self.credentials_file()
         self.rollout = self.sup.start("rollout", self._node_argv(
-            "strands_robots.nodes.rollout_node", "rollout", config_file("rollout.yaml"),
+            "strands_robots.nodes.rollout.node", "rollout", config_file("rollout.yaml"),
             overrides), on_line=self._emit)
         return self.rollout
 
@@ -234,7 +234,7 @@ class LocalStation:
             params["relay_credentials_file"] = self.credentials_file()
         params.update(self.station_params)
         self.station = self.sup.start("station", self._node_argv(
-            "strands_robots.nodes.station_node", "station", config_file("station.yaml"), params), on_line=self._emit)
+            "strands_robots.nodes.station.node", "station", config_file("station.yaml"), params), on_line=self._emit)
         return self.station
 
     def kill_station(self, sig: int = 9) -> int:
@@ -314,7 +314,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
     :param on_final: called with the job's last status (``pb.JobStatus``) when one was received.
     :param record: an MCAP file the whole job is recorded to (``strands-robots record`` beside the nodes).
     """
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
     from strands_robots.station.job_file import load_job_file
 
     spec = load_job_file(job_file or default_demo_job())
@@ -398,7 +398,7 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
 
     :param relay_credentials: the station's credentials file (0600): the relay, the station id, its token.
     """
-    from strands_robots.nodes.process import StopSignals
+    from strands_robots.ros.process import StopSignals
 
     with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
         station = LocalStation(private.path, namespace=namespace, relay_credentials=relay_credentials,

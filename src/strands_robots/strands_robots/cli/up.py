@@ -28,7 +28,7 @@ import sys
 import time
 
 from strands_robots.cli import argv_secrets
-from strands_robots.nodes.ros_tools import ros_env_check, subscribe_events
+from strands_robots.ros.tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 from strands_robots.supervisor import Supervisor
 
@@ -106,7 +106,7 @@ def _station(args: argparse.Namespace) -> int:
                             "its state in its own temporary directory)")
     from strands_robots.cli import station_demo
     from strands_robots.private_dir import PrivateDir
-    from strands_robots.relay.credentials import CredentialsError, load_relay_credentials
+    from strands_robots.wire.credentials import CredentialsError, load_relay_credentials
     from strands_robots.station.state_dir import station_state_dir
 
     namespace = args.namespace or "station"
@@ -145,8 +145,8 @@ def _rollout(args: argparse.Namespace) -> int:
         if not value > 0:
             return _usage_error(f"{flag} {value:g}: must be greater than 0")
     ros_env_check("up")
-    from strands_robots.nodes.parameters_file import unknown_parameters_error
-    from strands_robots.nodes.process import params_file_error
+    from strands_robots.cli.parameters_file import unknown_parameters_error
+    from strands_robots.ros.process import params_file_error
 
     from strands_robots.package_files import PackageFileNotFound
 
@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace, config: str) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.process import (
+    from strands_robots.ros.process import (
         EXIT_BAD_PARAMETERS,
         StopSignals,
         init_without_signal_handlers,
@@ -189,11 +189,11 @@ def _run(args: argparse.Namespace, config: str) -> int:
             _say(f"[up] config {config}; namespace /{args.namespace}; policy {args.policy}; "
                  f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)")
             driver = sup.start("arm_driver", node_argv(
-                "strands_robots.nodes.arm_driver_node", "arm_driver", args.namespace, config,
+                "strands_robots.nodes.arm_driver.node", "arm_driver", args.namespace, config,
                 {"control_rate_hz": args.control_frequency, "autostart": "true"},
             ))
             rollout = sup.start("rollout", node_argv(
-                "strands_robots.nodes.rollout_node", "rollout", args.namespace, config,
+                "strands_robots.nodes.rollout.node", "rollout", args.namespace, config,
                 {
                     "control_frequency": args.control_frequency,
                     "policy_provider": args.policy,

@@ -1,7 +1,7 @@
 """Observations and action chunks <-> their protobuf messages (the policy session's payload).
 
 Used by both ends of a session: the Evaluation Client (this package, no other strands_robots import) and the
-station's link (``relay/station_link.py``). numpy arrays go as row-major ``Tensor`` packed in their own dtype
+station's link (``station_link/link.py``). numpy arrays go as row-major ``Tensor`` packed in their own dtype
 (little-endian bytes: an image stays one byte per value); nested lists go as doubles. A camera frame the station
 encoded (:class:`~strands_robots.client.images.EncodedImage`, JPEG or PNG) goes as ``Value.image`` and comes
 back decoded as a ``(height, width, 3)`` uint8 array of the declared size (numpy and Pillow). numpy is used when
@@ -15,7 +15,7 @@ import sys
 from array import array
 from typing import Any, Dict, Iterable, List, Mapping, Sequence
 
-from strands_robots.relay.proto import policy_session_pb2 as _ps
+from strands_robots.wire.proto import policy_session_pb2 as _ps
 
 try:  # optional: arrays come back as numpy arrays when numpy is there
     import numpy as _np

@@ -29,7 +29,7 @@ from strands_robots.client.malloc_tuning import keep_freed_buffers
 from strands_robots.client.policy import EndEpisode, Policy
 from strands_robots.client.policy_spec import spec_of, spec_to_pb
 from strands_robots.client.relay_targets import channel_target
-from strands_robots.relay.proto import evaluation_service_pb2_grpc as _svc
+from strands_robots.wire.proto import evaluation_service_pb2_grpc as _svc
 
 _log = logging.getLogger("strands_robots.client")
 

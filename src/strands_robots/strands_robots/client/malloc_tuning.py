@@ -14,7 +14,7 @@ serving an openpi server (``bench/openpi_bench.py``): about 200 faults per step,
 the process already held at once (freed, not returned); nothing grows per step. Only on glibc (elsewhere it does
 nothing); ``STRANDS_ROBOTS_MALLOC_TUNING=off`` in the environment leaves malloc as it is.
 
-The relay's main, the station's :class:`~strands_robots.relay.station_session.PolicySession`,
+The relay's main, the station's :class:`~strands_robots.station_link.session.PolicySession`,
 ``EvaluationClient.serve_policy`` and :class:`~strands_robots.client.openpi.OpenPIPolicy` call it. No
 strands_robots import (the client installs on its own).
 """

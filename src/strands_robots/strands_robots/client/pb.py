@@ -10,7 +10,7 @@ so a present ``False`` or index ``0`` is told from no answer.
 Job states and end conditions are strings, as the spec gives them; the constants below spell them.
 """
 
-from strands_robots.relay.proto.evaluation_pb2 import (  # noqa: F401
+from strands_robots.wire.proto.evaluation_pb2 import (  # noqa: F401
     ANSWER_TYPE_CHOICE,
     ANSWER_TYPE_COUNT,
     ANSWER_TYPE_UNSPECIFIED,
@@ -23,7 +23,7 @@ from strands_robots.relay.proto.evaluation_pb2 import (  # noqa: F401
     ScoringSheet,
     Task,
 )
-from strands_robots.relay.proto.evaluation_service_pb2 import (  # noqa: F401
+from strands_robots.wire.proto.evaluation_service_pb2 import (  # noqa: F401
     CancelJobRequest,
     CancelJobResponse,
     GetStatusRequest,
@@ -33,8 +33,8 @@ from strands_robots.relay.proto.evaluation_service_pb2 import (  # noqa: F401
     SubmitJobRequest,
     SubmitJobResponse,
 )
-from strands_robots.relay.proto.recording_pb2 import RecordingInfo  # noqa: F401
-from strands_robots.relay.proto.policy_session_pb2 import (  # noqa: F401
+from strands_robots.wire.proto.recording_pb2 import RecordingInfo  # noqa: F401
+from strands_robots.wire.proto.policy_session_pb2 import (  # noqa: F401
     Ack,
     Action,
     ActionChunk,

@@ -220,7 +220,7 @@ def spec_of(policy: Any) -> Optional[PolicySpec]:
 
 def spec_to_pb(spec: PolicySpec) -> Any:
     """Return the relay's ``PolicySpec`` message for ``spec``."""
-    from strands_robots.relay.proto import policy_session_pb2 as ps
+    from strands_robots.wire.proto import policy_session_pb2 as ps
 
     return ps.PolicySpec(
         action_keys=list(spec.action_keys), action_dim=spec.action_dim,

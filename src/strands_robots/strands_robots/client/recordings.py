@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 import grpc
 
 from strands_robots.client import errors
-from strands_robots.relay.proto import recording_pb2 as rp
+from strands_robots.wire.proto import recording_pb2 as rp
 
 
 @dataclass(frozen=True)

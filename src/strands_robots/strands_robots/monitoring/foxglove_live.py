@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Serve until Ctrl-C / SIGTERM or ``--duration``; 2 when the topics or the server are refused."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from strands_robots.nodes.ros_tools import ros_env_check
+    from strands_robots.ros.tools import ros_env_check
 
     ros_env_check("foxglove")
     try:

@@ -26,8 +26,8 @@ SENSOR_DEPTH = 100  # frames a camera subscription holds (the publisher's sensor
 
 
 def qos_profile(kind: str) -> Any:
-    """Return the rclpy QoS profile of a QoS kind (``nodes/_qos.py``)."""
-    from strands_robots.nodes import _qos
+    """Return the rclpy QoS profile of a QoS kind (``ros/qos.py``)."""
+    from strands_robots.ros import qos as _qos
 
     if kind == SENSOR:
         from rclpy.qos import qos_profile_sensor_data

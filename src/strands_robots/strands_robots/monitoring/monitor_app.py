@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Run the window until it is closed, Ctrl-C, or ``--duration``; 2 when Qt or ROS is missing."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from strands_robots.nodes.ros_tools import ros_env_check
+    from strands_robots.ros.tools import ros_env_check
 
     ros_env_check("monitor")
     try:
@@ -74,7 +74,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+    from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 
     QtCore, QtWidgets = widget_module.QtCore, widget_module.QtWidgets
     width, _, height = args.size.partition("x")

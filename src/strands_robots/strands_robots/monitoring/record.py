@@ -44,7 +44,7 @@ def default_output() -> str:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Record until Ctrl-C / SIGTERM or ``--duration``; 0 on a clean stop, 2 when refused."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from strands_robots.nodes.ros_tools import ros_env_check
+    from strands_robots.ros.tools import ros_env_check
 
     ros_env_check("record")
     try:

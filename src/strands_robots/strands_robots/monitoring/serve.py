@@ -59,7 +59,7 @@ def run_live(topics: Sequence[tuple[str, StrandsTopic]], *, namespace: str, reco
     from rclpy.executors import SingleThreadedExecutor
 
     from strands_robots.monitoring.live import MatchedLines, RawTap
-    from strands_robots.nodes.process import StopSignals, init_without_signal_handlers, spin_in_background
+    from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 
     arrivals = ArrivalClock()
     matched = MatchedLines() if recorder is not None else None

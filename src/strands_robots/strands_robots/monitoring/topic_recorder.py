@@ -36,7 +36,7 @@ PROFILE = "ros2"
 LIBRARY = "strands_robots.monitoring.record"  # the writer named in the file (the command that wrote it)
 METADATA_RECORD = "strands_robots.record"
 
-# Offered QoS per kind, in rosbag2's YAML form (nodes/_qos.py holds the profiles themselves).
+# Offered QoS per kind, in rosbag2's YAML form (ros/qos.py holds the profiles themselves).
 _INFINITE = "{sec: 9223372036, nsec: 854775807}"
 _QOS_FIELDS = {
     "event": ("keep_last", 1000, "reliable", "volatile"),
@@ -121,11 +121,6 @@ class TopicRecorder:
         self._sequence: dict[str, int] = {}
         self.counts: dict[str, int] = {name: 0 for name in self._channels}
         self._closed = False
-
-    @property
-    def capturing(self) -> bool:
-        with self._lock:
-            return self._capturing
 
     def latched_names(self) -> list[str]:
         return [name for name, topic in self._topics.items() if topic.qos == LATCHED]

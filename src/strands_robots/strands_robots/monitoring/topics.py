@@ -1,7 +1,7 @@
 """The topics a simulated station publishes, as the monitoring tools subscribe to them (no rclpy here).
 
 Each topic has a name relative to the station's namespace (``/diagnostics`` is absolute, as diagnostic tools
-expect), its message type and the kind of QoS its publisher offers (``nodes/_qos.py``):
+expect), its message type and the kind of QoS its publisher offers (``ros/qos.py``):
 
 ======================  ========================================  ===========
 topic                   type                                      QoS kind
@@ -18,7 +18,7 @@ topic                   type                                      QoS kind
 ``/diagnostics``        ``diagnostic_msgs/msg/DiagnosticArray``    diagnostics
 ======================  ========================================  ===========
 
-and per camera ``<camera>`` (:func:`camera_topics`, the camera node's topics: ``nodes/camera_node.py``)
+and per camera ``<camera>`` (:func:`camera_topics`, the camera node's topics: ``nodes/camera/node.py``)
 ``<camera>/image_raw/compressed`` (``sensor_msgs/msg/CompressedImage``) and ``<camera>/camera_info``
 (``sensor_msgs/msg/CameraInfo``), QoS kind sensor (best effort, as camera drivers publish). The raw
 ``image_raw`` is not among them: a tool records and streams the JPEG, as image_transport's users do.

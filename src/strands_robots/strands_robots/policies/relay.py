@@ -1,14 +1,14 @@
 """RelayPolicy: a remote policy, served by an Evaluation Client, reached through the relay.
 
 The policy provider ``relay``. The rollout drives it like any other policy; each call goes to the policy
-client of the job through the relay's policy session (:class:`~strands_robots.relay.station_session.PolicySession`,
+client of the job through the relay's policy session (:class:`~strands_robots.station_link.session.PolicySession`,
 the station's side): ``reset`` opens the session, waits for the client and starts the episode (the client's
 ``reset(task)``), ``act`` returns the client's chunk (its ``EndEpisode`` ends the episode as
 ``policy_completed``), ``resume`` is the client's ``resume(observation)`` after an operator takeover.
 
 **Where the relay is, and who the station is, never come from the config.** They are the process's start-time
-configuration: a :class:`~strands_robots.relay.credentials.RelayCredentials` read once from a private (0600)
-file with :func:`~strands_robots.relay.credentials.load_relay_credentials` and handed over explicitly: the
+configuration: a :class:`~strands_robots.wire.credentials.RelayCredentials` read once from a private (0600)
+file with :func:`~strands_robots.wire.credentials.load_relay_credentials` and handed over explicitly: the
 rollout node reads its read-only ``relay_credentials_file`` parameter at start; in process, pass
 ``RelayPolicy(config, credentials=...)`` (or a factory from :func:`relay_policy_factory`) as the policy. A
 ``RunEpisode`` goal, which any node on the ROS domain can send, can therefore neither point the rollout at
@@ -46,7 +46,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from strands_robots.policies.base import EndEpisode
-from strands_robots.relay.credentials import RelayCredentials
+from strands_robots.wire.credentials import RelayCredentials
 
 __all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "NO_CREDENTIALS", "make_relay_policy",
            "relay_policy_factory", "close_sessions", "episodes_over"]
@@ -176,7 +176,7 @@ class RelayPolicy:
     # -- Policy protocol --------------------------------------------------------------------------------------
     def reset(self, task: Mapping[str, Any]) -> None:
         """Open the job's session, wait for its policy client, start the episode (the client's ``reset``)."""
-        from strands_robots.relay.station_session import PolicySessionError
+        from strands_robots.station_link.session import PolicySessionError
 
         session = self._open()
         station_task = self._station_task(task)
@@ -188,7 +188,7 @@ class RelayPolicy:
             raise self._lost(exc) from None
 
     def act(self, observation: Mapping[str, Any]) -> List[dict]:
-        from strands_robots.relay.station_session import PolicyDisconnected, PolicySessionError, RemotePolicyError
+        from strands_robots.station_link.session import PolicyDisconnected, PolicySessionError, RemotePolicyError
 
         session = self._require()
         observation = self._encoded(observation)
@@ -202,7 +202,7 @@ class RelayPolicy:
             raise self._lost(exc) from None
 
     def resume(self, observation: Mapping[str, Any]) -> None:
-        from strands_robots.relay.station_session import PolicySessionError, RemotePolicyError
+        from strands_robots.station_link.session import PolicySessionError, RemotePolicyError
 
         session = self._require()
         observation = self._encoded(observation)
@@ -221,8 +221,8 @@ class RelayPolicy:
 
     # -- internals ----------------------------------------------------------------------------------------------
     def _open(self) -> Any:
-        from strands_robots.relay.station_link import StationLink
-        from strands_robots.relay.station_session import PolicySessionError
+        from strands_robots.station_link.link import StationLink
+        from strands_robots.station_link.session import PolicySessionError
 
         _close_live(self.job_id)  # the previous episode's session of this job, if it is still open
         creds = self._credentials

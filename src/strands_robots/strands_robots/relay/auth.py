@@ -127,7 +127,7 @@ class TokenBook:
         :data:`~strands_robots.client.credential_files.MAX_TOKENS_FILE_BYTES`.
         """
         from strands_robots.client.credential_files import MAX_TOKENS_FILE_BYTES
-        from strands_robots.relay.credentials import CredentialsError, read_private_text
+        from strands_robots.wire.credentials import CredentialsError, read_private_text
 
         path = Path(path)
         try:

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, List
 
+from strands_robots.wire.message_size import MAX_MESSAGE_BYTES
+
 __all__ = ["RelayConfigError", "RelaySettings", "load_relay_settings", "settings_refusal", "limit_argv"]
 
 
@@ -42,7 +44,7 @@ class RelaySettings:
     store: str = ""                   # "": SQLite in the launch's private run dir
     poll_s: float = 0.2               # job streams re-read the store this often (s)
     workers: int = 8                  # threads running store calls off the event loop
-    max_message_bytes: int = 16 * 1024 * 1024  # largest message either way (policy observations)
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # largest message either way (policy observations)
     first_message_deadline_s: float = 5.0      # attach / open must come within this (s)
     max_streams_per_token: int = 32            # open streams per token
     max_open_jobs_per_token: int = 64          # jobs not ended per team

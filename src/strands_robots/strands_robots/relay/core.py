@@ -18,9 +18,9 @@ import grpc
 
 from strands_robots.relay.auth import KIND_CLIENT, KIND_STATION, Principal, TokenBook
 from strands_robots.relay.config import RelaySettings
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import evaluation_service_pb2 as es
-from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import policy_session_pb2 as ps
 from strands_robots.relay.rate_limit import RateLimitedLog
 from strands_robots.relay.sessions import Broker
 from strands_robots.relay.store import (
@@ -162,9 +162,6 @@ class RelayCore:
                 self._streams[principal] = left
             else:
                 self._streams.pop(principal, None)
-
-    def streams_of(self, principal: Principal) -> int:
-        return self._streams.get(principal, 0)
 
     def submit_lock(self, client_id: str) -> asyncio.Lock:
         lock = self._submit_locks.get(client_id)

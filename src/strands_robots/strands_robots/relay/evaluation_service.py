@@ -10,8 +10,8 @@ from strands_robots.client.policy_spec import spec_refusal
 from strands_robots.relay import job_request
 from strands_robots.relay.auth import KIND_CLIENT, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
-from strands_robots.relay.proto import evaluation_service_pb2 as es
-from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import policy_session_pb2 as ps
 from strands_robots.relay.session_streams import serve_client
 from strands_robots.relay.store import (
     ClientLoad,

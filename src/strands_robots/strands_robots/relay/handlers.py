@@ -14,10 +14,10 @@ from google.protobuf.message import DecodeError
 from strands_robots.relay.config import RelaySettings
 from strands_robots.relay.core import _SMALL_REQUEST_FIELDS, SMALL_REQUEST_BYTES, Refused, RelayCore, _log
 from strands_robots.relay.evaluation_service import EvaluationServicer
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import evaluation_service_pb2 as es
-from strands_robots.relay.proto import policy_session_pb2 as ps
-from strands_robots.relay.proto import station_service_pb2 as ss
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import station_service_pb2 as ss
 from strands_robots.relay.station_service import StationServicer
 from strands_robots.relay.store import (
     StoreError,
@@ -135,7 +135,7 @@ def _handler(core: RelayCore, method: str, kind: str, request_cls: Any, response
 def _more_methods() -> dict:
     """Methods served by modules of their own beside the two servicers: service -> [(class, methods)]."""
     from strands_robots.relay.listing import ListingService
-    from strands_robots.relay.proto import recording_pb2 as rp
+    from strands_robots.wire.proto import recording_pb2 as rp
     from strands_robots.relay.recordings import RecordingService
 
     return {

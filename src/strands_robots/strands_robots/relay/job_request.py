@@ -36,7 +36,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
 
     :param max_message_bytes: this relay's largest message: a task's images must fit one (None: the default).
     """
-    from strands_robots.relay.pb_model import job_options_from_pb, task_from_pb
+    from strands_robots.wire.pb_model import job_options_from_pb, task_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, check_job_images, validate_job_spec
 
     if not request.station_id:

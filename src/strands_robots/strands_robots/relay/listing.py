@@ -16,8 +16,8 @@ import grpc
 
 from strands_robots.relay.auth import KIND_CLIENT
 from strands_robots.relay.core import Refused, RelayCore
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_service_pb2 as es
 
 STATES = ("CREATED", "WAITING_POLICY", "RUNNING", "FINALIZING", "SUCCEEDED", "FAILED", "CANCELLED")
 DEFAULT_PAGE_SIZE = 20

@@ -26,7 +26,7 @@ import grpc
 from strands_robots.relay import recording_store as rs
 from strands_robots.relay.auth import KIND_CLIENT, KIND_STATION
 from strands_robots.relay.core import Refused, RelayCore, checked_text
-from strands_robots.relay.proto import recording_pb2 as rp
+from strands_robots.wire.proto import recording_pb2 as rp
 from strands_robots.relay.text_limits import check_id
 
 _log = logging.getLogger("strands_robots.relay")

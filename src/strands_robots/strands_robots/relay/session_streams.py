@@ -29,7 +29,7 @@ import grpc
 
 from strands_robots.relay.cluster import PeerLost, PeerUntrusted, PlaintextHop, forward_stream, forwarded_by
 from strands_robots.relay.core import CLIENT_GONE, Refused, RelayCore, pump
-from strands_robots.relay.proto import policy_session_pb2 as ps
+from strands_robots.wire.proto import policy_session_pb2 as ps
 from strands_robots.relay.sessions import END, Abort, SessionBusy
 from strands_robots.relay.store import JobRecord
 from strands_robots.relay.text_limits import cut_policy_reply, cut_policy_request

@@ -216,8 +216,3 @@ class Broker:
             if s is not None and s.client is not None:
                 s.client.outbox.put(self._make_job_ended(status))
                 s.client.outbox.put(END)
-
-    def episode_of(self, job_id: str) -> str:
-        with self._lock:
-            s = self._sessions.get(job_id)
-            return s.episode_id if s is not None else ""

@@ -6,10 +6,10 @@ import grpc
 
 from strands_robots.relay.auth import KIND_STATION, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
-from strands_robots.relay.pb_model import job_options_from_pb
-from strands_robots.relay.proto import evaluation_pb2 as ev
-from strands_robots.relay.proto import evaluation_service_pb2 as es
-from strands_robots.relay.proto import station_service_pb2 as ss
+from strands_robots.wire.pb_model import job_options_from_pb
+from strands_robots.wire.proto import evaluation_pb2 as ev
+from strands_robots.wire.proto import evaluation_service_pb2 as es
+from strands_robots.wire.proto import station_service_pb2 as ss
 from strands_robots.relay.session_streams import serve_station
 from strands_robots.relay.store import (
     TERMINAL_STATES,

@@ -24,7 +24,7 @@ END_CONDITIONS = (
     END_SAFETY_STOP,
     END_START_POSE_UNREACHED,
 )
-# Beyond the spec's six (named in relay/proto/evaluation.proto): the station's own ends of an episode.
+# Beyond the spec's six (named in wire/proto/evaluation.proto): the station's own ends of an episode.
 #: The policy itself failed the rollout (an exception in act, a malformed chunk, keys no actuator has): the
 #: policy's episode, scored like any other, never re-run.
 END_POLICY_ERROR = "policy_error"

@@ -11,7 +11,7 @@ plugin, and in Foxglove):
 * latest-state topics — any installed type, captured at start (:meth:`EpisodeRecorder.write_latched`)
 * messages received already serialized — the cameras' ``<camera>/image_raw/compressed`` and
   ``<camera>/camera_info`` under their live names, the CDR bytes as published (:meth:`EpisodeRecorder.write_raw`,
-  from any thread: ``nodes/camera_recording.py`` hands them over while the episode runs); in process the
+  from any thread: ``nodes/rollout/camera_recording.py`` hands them over while the episode runs); in process the
   camera backend writes each frame it renders as message dicts (:meth:`EpisodeRecorder.write_message`)
 
 The ROS distro goes into a ``rosbag2`` metadata record (:mod:`~strands_robots.rollout.mcap_file`); the events are

@@ -97,13 +97,9 @@ class Simulation:
         return robot
 
     def remove_robot(self, name: str) -> None:
+        """Remove a robot (strands-robots' Simulation has it too); an unknown name is no error."""
         with self._lock:
             self._robots.pop(name, None)
-
-    @property
-    def robot_names(self) -> tuple:
-        with self._lock:
-            return tuple(self._robots)
 
     def robot(self, name: str) -> SimRobot:
         with self._lock:

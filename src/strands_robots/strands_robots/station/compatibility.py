@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from strands_robots.cameras.frames import IMAGE_SUFFIX
 from strands_robots.client.policy_spec import PolicySpec
 
 __all__ = ["StationSpec", "station_spec", "check", "gate_message", "OBSERVATION_SUFFIXES", "MIN_RANGE_COVER",
@@ -57,7 +58,7 @@ class StationSpec:
     def __post_init__(self) -> None:
         if not self.observation_keys:
             keys = [k + s for k in self.action_limits for s in OBSERVATION_SUFFIXES]
-            keys += [f"{name}.image" for name in self.cameras]
+            keys += [name + IMAGE_SUFFIX for name in self.cameras]
             object.__setattr__(self, "observation_keys", tuple(keys))
 
 

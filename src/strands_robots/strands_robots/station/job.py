@@ -254,9 +254,9 @@ def check_job_images(spec: JobSpec, sizes: Optional[Mapping[str, Tuple[int, int]
     from strands_robots.cameras.request import PARAM_CAMERAS, PARAM_FORMAT, CameraRequestError, image_request
 
     if max_message_bytes is None:
-        from strands_robots.relay.config import RelaySettings
+        from strands_robots.wire.message_size import MAX_MESSAGE_BYTES
 
-        max_message_bytes = RelaySettings().max_message_bytes
+        max_message_bytes = MAX_MESSAGE_BYTES
     for index, task in enumerate(spec.tasks):
         params = task.parameters
         try:

@@ -33,7 +33,7 @@ OPERATOR_TEXT_MAX = 1024   # an operator's free text (takeover reason, skip-scor
 END_DETAIL_MAX = 2048      # an episode's end_detail (produced by the station: cut, never refused)
 JOB_MESSAGE_MAX = 2048     # a job's progress or terminal message (produced by the station: cut, never refused)
 #: Finished episodes one job lists (kept ones and those its station faults ended): past it the job FAILs rather
-#: than start another, so its snapshot always fits one relay message (``relay.snapshot_fit``). Twice the most
+#: than start another, so its snapshot always fits one relay message (``station_link.snapshot_fit``). Twice the most
 #: episodes a job may ask for (``validation.JOB_LIMITS``).
 EPISODES_LISTED_MAX = 200_000
 

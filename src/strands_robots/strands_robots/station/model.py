@@ -120,11 +120,6 @@ class ScoringSheet:
     items: Tuple[ScoringItemDefinition, ...]
 
     @property
-    def success_item(self) -> ScoringItemDefinition:
-        """The item whose answer decides ``success``."""
-        return self.items[0]
-
-    @property
     def max_points(self) -> float:
         """The sheet's maximum: the sum of every item's ``max_points``."""
         return float(sum(item.max_points for item in self.items))

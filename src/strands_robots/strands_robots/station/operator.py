@@ -111,7 +111,6 @@ class OperatorConsole:
         self._sheet: Optional[ScoringSheet] = None
         self._taken_over = False
         self._in_takeover = False
-        self._claimed_by = ""
         self._decision: Optional[Decision] = None
         self._cancelled = False
         self._busy = ""  # the action whose robot call is under way (the lock is released meanwhile)
@@ -126,7 +125,6 @@ class OperatorConsole:
             self._taken_over = False
             self._in_takeover = False
             self._takeover_by = ""
-            self._claimed_by = ""
             self._decision = None
 
     def rollout_started(self) -> None:
@@ -185,12 +183,6 @@ class OperatorConsole:
         """Whether a takeover is in force now."""
         with self._cond:
             return self._in_takeover
-
-    @property
-    def claimed_by(self) -> str:
-        """The operator who claimed the arms during the current episode, if any."""
-        with self._cond:
-            return self._claimed_by
 
     # -- operator actions -----------------------------------------------------------------------------------
     def takeover(self, operator_name: str, reason: str = "", hand_off: Optional[HandOff] = None) -> OperatorReply:
@@ -274,7 +266,6 @@ class OperatorConsole:
         def finish(ok: bool, detail: str) -> OperatorReply:
             if not ok:
                 return OperatorReply(False, f"the claim was refused: {detail}")
-            self._claimed_by = operator_name
             return OperatorReply(True, f"{operator_name} holds the arms: {detail}")
 
         return self._robot_action(f"{name}'s claim", begin, lambda: self._robot.claim_arms(operator_name), finish,

@@ -61,10 +61,10 @@ class InfrastructureFault(RuntimeError):
 
 
 #: ``error_type`` values of a rollout error that is the station's, not the policy's: the arm driver gone or silent
-#: (``rollout/runner.py`` DRIVER_FAULT, ``nodes/driver_client.py`` DriverSilent), the policy silent past its
+#: (``rollout/runner.py`` DRIVER_FAULT, ``driver_link/client.py`` DriverSilent), the policy silent past its
 #: inference deadline (``rollout/chunks.py``), a recording that could not be written, a camera whose frames stopped
 #: or went stale (``cameras/frames.py`` CameraStale: never given to a policy) or that could not lay out the task's
-#: scene (``nodes/camera_frames.py`` CameraSceneError).
+#: scene (``nodes/rollout/camera_frames.py`` CameraSceneError).
 INFRASTRUCTURE_ERRORS = frozenset({"DriverFault", "DriverSilent", "InferenceTimeout", "RecordingError", "CameraStale",
                                    "CameraSceneError"})
 FAULT_INFRASTRUCTURE = "infrastructure"

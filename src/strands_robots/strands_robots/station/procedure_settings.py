@@ -1,6 +1,6 @@
 """How the station runs episodes: the settings of the episode procedure (``station/episodes.py``), checked.
 
-:class:`ProcedureSettings` comes from the station node's parameters (``nodes/station_node.py``) or a test; an
+:class:`ProcedureSettings` comes from the station node's parameters (``nodes/station/node.py``) or a test; an
 out-of-range value is refused when it is made, naming the setting.
 """
 

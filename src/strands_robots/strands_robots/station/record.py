@@ -72,11 +72,6 @@ class JobRecord:
         return self.spec.job_id
 
     @property
-    def next_slot(self) -> int:
-        """The kept-episode slot the next episode runs (its task is ``spec.task_for`` of it)."""
-        return len(self.episodes)
-
-    @property
     def done(self) -> bool:
         """Every requested episode is kept."""
         return len(self.episodes) >= self.spec.episodes_total

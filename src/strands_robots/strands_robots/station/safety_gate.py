@@ -52,12 +52,6 @@ class SafetyGate:
         self._request: Optional[ClearRequest] = None
         self._cancelled = False
 
-    @property
-    def waiting_on(self) -> str:
-        """The detail of the stop the job waits on (empty when it waits on none)."""
-        with self._cond:
-            return self._detail
-
     def open(self, detail: str) -> None:
         """Job thread: a stop is in force; requests are taken from now on (an older one does not count)."""
         with self._cond:

@@ -7,7 +7,7 @@ silently with the default), with the nearest known key as a hint.
 
 :func:`check_task_parameters` is the one check, called by the station (``station.job.validate_job_spec``) and by
 the rollout (``rollout.run_spec.validate_run``); the readers (``station.scripted_operator``, ``station.inprocess``,
-``nodes.station_robot_port``) may parse a value with :func:`parameter_number` / :func:`parameter_flag` to read it
+``nodes.station.robot_port``) may parse a value with :func:`parameter_number` / :func:`parameter_flag` to read it
 by the same rule it was checked by. The ranges are :class:`~strands_robots.validation.FieldLimit` s, the rollout's
 own (:data:`~strands_robots.validation.RUN_LIMITS`) where a parameter sets a run argument, and a refusal is a
 :class:`~strands_robots.validation.ValueRefused` whose ``field`` is ``parameters['<key>']``. Pure: no rclpy.
@@ -92,7 +92,7 @@ _PARAMETERS = (
     TaskParameter("operator_score", FLAG, "false: the scripted operator keeps the task's episodes unscored"),
     TaskParameter("success_when", PREDICATE,
                   "'end_condition == <name>' or '<observation key> <op> <number>' (op one of < <= > >=)"),
-    # simulated faults (station.inprocess, nodes.station_robot_port)
+    # simulated faults (station.inprocess, nodes.station.robot_port)
     TaskParameter("fault.stop_heartbeat_at_s", NUMBER, "simulated fault",
                   _seconds("rollout time at which the station stops renewing the lease (lease_lost)", 86400.0)),
     TaskParameter("fault.policy_lost_at_s", NUMBER, "simulated fault",

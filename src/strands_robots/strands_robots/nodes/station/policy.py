@@ -1,0 +1,142 @@
+"""The job's policy for :class:`~strands_robots.nodes.station.robot_port.RosRobotPort`: found, declared, configured.
+
+- **waiting for the policy**: a ``relay`` job's policy session is opened on the relay (the station's
+  :class:`~strands_robots.station_link.link.StationLink`) until the job's client attaches, or the core's
+  deadline ends the wait; a session this station left open in an earlier run is closed first. An in-process
+  provider (``mock``, ...) is made once to read what it declares;
+- **declared spec**: what the attached policy declares (its ``PolicySpec``), for the compatibility gate and the
+  provenance; **observed cameras**: the rollout node's ``cameras`` parameter, what every observation holds;
+- **goal config**: a ``relay`` policy gets the job and episode in ``policy_config_json`` (the relay and the
+  token are the rollout node's own, from its ``relay_credentials_file``; :mod:`strands_robots.policies.relay`).
+
+A mixin of the port: it uses the port's node, relay link and settings, rollout parameter client and
+``close_policy_sessions`` client (made in the port's ``__init__``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional, Tuple
+
+from strands_robots_msgs.srv import Resume
+
+from strands_robots.ros.ask_again import ask_until_answered
+from strands_robots.station.job import EpisodePlan, JobSpec
+from strands_robots.station.job_file import task_to_mapping
+
+__all__ = ["RelaySettings", "StationPolicyCalls"]
+
+_PARAMETERS_TIMEOUT_S = 5.0  # the rollout node's parameter service: answered within this, or not known
+_PARAMETERS_RETRY_S = 1.0  # ... asked again this often meanwhile
+
+
+class RelaySettings:
+    """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
+
+    def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
+                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "") -> None:
+        self.target = target
+        self.root_certificates = root_certificates
+        self.station_id = station_id
+        self.token = token
+        self.token_file = token_file
+        self.attach_timeout_s = attach_timeout_s
+        self.reply_timeout_s = reply_timeout_s
+
+
+class StationPolicyCalls:
+    """Wait for the job's policy, read what it declares and the cameras observed, configure the goal's policy."""
+
+    def attached_policy_spec(self, spec: JobSpec) -> Any:
+        """Return (once) the declared ``PolicySpec`` the job's last :meth:`wait_for_policy` found (None: none).
+
+        Kept per job: a queued job's last look may run while another job waits or runs.
+        """
+        return self._declared.pop(spec.job_id, None)
+
+    def observed_cameras(self) -> Optional[Tuple[str, ...]]:
+        """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
+
+        The compatibility gate compares a policy's cameras with these. None when the rollout node does not
+        answer within a few seconds (the gate then uses the station's own ``cameras`` parameter).
+        """
+        client = self._rollout_params
+        if not client.wait_for_services(timeout_sec=_PARAMETERS_TIMEOUT_S):
+            return None
+        answer = ask_until_answered(lambda: client.get_parameters(["cameras"]), _PARAMETERS_TIMEOUT_S,
+                                    _PARAMETERS_RETRY_S)
+        if answer is None:
+            return None
+        values = answer.values
+        text = values[0].string_value if values else ""
+        return tuple(n.strip() for n in text.split(",") if n.strip())
+
+    def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
+        from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
+
+        self._declared.pop(spec.job_id, None)
+        if spec.policy_provider != "relay":
+            from strands_robots.policies.registry import make_policy
+
+            try:
+                self._declared[spec.job_id] = spec_of(make_policy(spec.policy_provider, dict(spec.policy_config)))
+            except (ValueError, TypeError) as exc:
+                return False, f"policy {spec.policy_provider!r} refused: {exc}"
+            return True, f"{spec.policy_provider} policy on the rollout node"
+        if self._link is None or self._relay is None:
+            return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
+        from strands_robots.station_link.session import PolicySessionError
+
+        while not cancelled.is_set():
+            session = self._link.open_session(spec.job_id)
+            try:
+                while not cancelled.is_set():
+                    try:
+                        client = session.wait_attached(timeout_s=0.5)
+                        try:
+                            declared = session.policy_spec
+                            self._declared[spec.job_id] = None if declared is None else spec_from_pb(declared)
+                        except PolicySpecError as exc:
+                            return False, f"policy client {client!r} declared a spec that is refused: {exc}"
+                        return True, f"policy client {client!r} attached through {self._relay.target}"
+                    except PolicySessionError as exc:
+                        if session.error is not None and "already has a policy session open" in str(exc):
+                            self.close_policy_sessions()  # left open by the rollout of a previous station run
+                            break
+                        if session.error is not None:  # the session itself ended: open another
+                            self._node.get_logger().warning(f"policy session of {spec.job_id}: {exc}",
+                                                            throttle_duration_sec=5.0)
+                            break
+            finally:
+                session.close()
+            cancelled.wait(0.2)
+        return False, "cancelled while waiting for the policy"
+
+    def _policy_config(self, plan: EpisodePlan) -> dict:
+        if plan.policy_provider != "relay":
+            return dict(plan.policy_config)
+        # The remote policy reads its own options (``policy.*`` task parameters) from the task it is sent. The
+        # relay and the station's token are the rollout node's own start-time configuration: never in a goal.
+        config: dict = {}
+        if self._relay is not None:
+            relay = self._relay
+            config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
+                          attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
+        return config
+
+    _job_id = ""
+
+    def begin_job(self, job_id: str) -> None:
+        self._job_id = job_id
+
+    def close_policy_sessions(self) -> None:
+        """Ask the rollout node to close the relay policy sessions of its ended episodes (best effort).
+
+        Unanswered within 2 s the request may still reach the rollout node later, during the next episode: it
+        closes only the sessions of ended episodes (``policies.relay.close_sessions``), never that one's.
+        """
+        req = Resume.Request()
+        req.operator_name = "station"
+        if self._call(self._close_sessions, req, timeout_s=2.0) is None:
+            self._node.get_logger().warning("close_policy_sessions: no answer from the rollout node within 2 s "
+                                            "(a late request closes only ended episodes' sessions)")

@@ -1,0 +1,205 @@
+"""The protobuf side of the station's model: ``station/model.py`` <-> ``strands_robots.wire.proto``.
+
+Beside the relay that speaks it, so the relay depends on its proto and the core model only (never on the ROS
+conversions in ``strands_robots.conversions``). The generated modules are imported on first use, so this module
+imports without protobuf or grpc.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_PB_ANSWER_TYPES = {"yes_no": "ANSWER_TYPE_YES_NO", "count": "ANSWER_TYPE_COUNT", "choice": "ANSWER_TYPE_CHOICE"}
+_PB_ANSWER_FIELD = {"yes_no": "yes_no", "count": "count", "choice": "choice_index"}
+
+
+def _pb_eval() -> Any:
+    from strands_robots.wire.proto import evaluation_pb2
+
+    return evaluation_pb2
+
+
+def answer_type_to_pb(answer_type: Any) -> int:
+    """``AnswerType.YES_NO`` (or ``"yes_no"``) -> ``pb.ANSWER_TYPE_YES_NO``; ValueError names the value."""
+    value = getattr(answer_type, "value", answer_type)
+    name = _PB_ANSWER_TYPES.get(value)
+    if name is None:
+        raise ValueError(f"unknown answer type {answer_type!r}; expected one of {', '.join(_PB_ANSWER_TYPES)}")
+    return getattr(_pb_eval(), name)
+
+
+def answer_type_from_pb(value: int) -> Any:
+    """``pb.ANSWER_TYPE_COUNT`` -> ``AnswerType.COUNT``; ValueError for UNSPECIFIED or an unknown int."""
+    from strands_robots.station.model import AnswerType
+
+    pb = _pb_eval()
+    for text, name in _PB_ANSWER_TYPES.items():
+        if getattr(pb, name) == value:
+            return AnswerType(text)
+    raise ValueError(f"answer type {value} is not one of yes_no, count, choice")
+
+
+def task_to_pb(task: Any) -> Any:
+    """``station.model.Task`` -> ``pb.Task`` (the score sheet with it)."""
+    pb = _pb_eval()
+    msg = pb.Task(task_id=task.task_id, instruction=task.instruction, layout=task.layout)
+    msg.parameters.update(dict(task.parameters))
+    for item in task.scoring.items:
+        msg.scoring.items.add(
+            name=item.name, question=item.question, answer_type=answer_type_to_pb(item.answer_type),
+            max_points=float(item.max_points), choices=list(item.choices),
+            choice_points=[float(p) for p in item.choice_points], points_per_unit=float(item.points_per_unit),
+            success_answer=item.success_answer,
+        )
+    return msg
+
+
+def task_from_pb(msg: Any) -> Any:
+    """``pb.Task`` -> ``station.model.Task``. ValueError names the item of an unknown answer type."""
+    from strands_robots.station.model import ScoringItemDefinition, ScoringSheet, Task
+
+    items = []
+    for index, item in enumerate(msg.scoring.items):
+        try:
+            answer_type = answer_type_from_pb(item.answer_type)
+        except ValueError as exc:
+            raise ValueError(f"scoring.items[{index}] ({item.name!r}): {exc}") from None
+        items.append(ScoringItemDefinition(
+            name=item.name, question=item.question, answer_type=answer_type, max_points=item.max_points,
+            choices=tuple(item.choices), choice_points=tuple(item.choice_points),
+            points_per_unit=item.points_per_unit, success_answer=item.success_answer,
+        ))
+    return Task(task_id=msg.task_id, instruction=msg.instruction, layout=msg.layout,
+                parameters=dict(msg.parameters), scoring=ScoringSheet(tuple(items)))
+
+
+def scored_item_to_pb(item: Any) -> Any:
+    """``station.model.ScoredItem`` -> ``pb.ScoredItem`` with the answer in its ``oneof``."""
+    pb = _pb_eval()
+    answer_type = getattr(item.answer_type, "value", item.answer_type)
+    msg = pb.ScoredItem(name=item.name, question=item.question, answer_type=answer_type_to_pb(answer_type),
+                        points=float(item.points), max_points=float(item.max_points),
+                        is_success_item=bool(item.is_success_item))
+    field_name = _PB_ANSWER_FIELD[answer_type]
+    setattr(msg, field_name, bool(item.answer) if field_name == "yes_no" else int(item.answer))
+    return msg
+
+
+def scored_item_from_pb(msg: Any) -> Any:
+    """``pb.ScoredItem`` -> ``station.model.ScoredItem``; ValueError when the answer is missing or mistyped."""
+    from strands_robots.station.model import ScoredItem
+
+    answer_type = answer_type_from_pb(msg.answer_type)
+    which = msg.WhichOneof("answer")
+    if which != _PB_ANSWER_FIELD[answer_type.value]:
+        raise ValueError(f"scored item {msg.name!r}: a {answer_type.value} item needs its answer in "
+                         f"{_PB_ANSWER_FIELD[answer_type.value]!r}, got {which or 'no answer'}")
+    return ScoredItem(name=msg.name, question=msg.question, answer_type=answer_type,
+                      answer=getattr(msg, which), points=msg.points, max_points=msg.max_points,
+                      is_success_item=msg.is_success_item)
+
+
+def episode_result_to_pb(result: Any) -> Any:
+    """``station.model.EpisodeResult`` -> ``pb.EpisodeResult``."""
+    pb = _pb_eval()
+    msg = pb.EpisodeResult(
+        episode_id=result.episode_id, end_condition=result.end_condition, scored=bool(result.scored),
+        success=bool(result.success), score=float(result.score), taken_over=bool(result.taken_over),
+        end_detail=result.end_detail or "", run_id=result.run_id or "",
+        recording_sha256=getattr(result, "recording_sha256", "") or "",
+    )
+    msg.items.extend(scored_item_to_pb(i) for i in result.items)
+    msg.task.CopyFrom(task_to_pb(result.task))
+    return msg
+
+
+def episode_result_from_pb(msg: Any) -> Any:
+    """``pb.EpisodeResult`` -> ``station.model.EpisodeResult``."""
+    from strands_robots.station.model import EpisodeResult
+
+    return EpisodeResult(
+        episode_id=msg.episode_id, end_condition=msg.end_condition, scored=msg.scored, success=msg.success,
+        score=msg.score, items=tuple(scored_item_from_pb(i) for i in msg.items), task=task_from_pb(msg.task),
+        taken_over=msg.taken_over, end_detail=msg.end_detail, run_id=msg.run_id,
+        recording_sha256=msg.recording_sha256,
+    )
+
+
+def job_status_to_pb(status: Any) -> Any:
+    """``station.model.JobStatus`` -> ``pb.JobStatus`` (``station_last_heard_unix_ms`` left absent: the relay's)."""
+    pb = _pb_eval()
+    msg = pb.JobStatus(
+        job_id=status.job_id, station_id=status.station_id, state=getattr(status.state, "value", status.state),
+        episodes_total=int(status.episodes_total), updated_unix_ms=int(status.updated_unix_ms),
+        message=status.message or "", sequence=int(status.sequence),
+    )
+    msg.episodes.extend(episode_result_to_pb(e) for e in status.episodes)
+    provenance = getattr(status, "provenance", None)
+    if provenance is not None:
+        msg.provenance.CopyFrom(provenance_to_pb(provenance))
+    return msg
+
+
+def provenance_to_pb(provenance: Any) -> Any:
+    """``station.model.Provenance`` -> ``pb.Provenance``."""
+    pb = _pb_eval()
+    return pb.Provenance(
+        software_version=provenance.software_version, git_revision=provenance.git_revision,
+        config_files=[pb.ConfigHash(name=f.name, path=f.path, sha256=f.sha256) for f in provenance.config_files],
+        policy_spec_json=provenance.policy_spec_json)
+
+
+def provenance_from_pb(msg: Any) -> Any:
+    """``pb.Provenance`` -> ``station.model.Provenance``."""
+    from strands_robots.station.model import ConfigHash, Provenance
+
+    return Provenance(software_version=msg.software_version, git_revision=msg.git_revision,
+                      config_files=tuple(ConfigHash(f.name, f.path, f.sha256) for f in msg.config_files),
+                      policy_spec_json=msg.policy_spec_json)
+
+
+def job_status_from_pb(msg: Any) -> Any:
+    """``pb.JobStatus`` -> ``station.model.JobStatus``; ValueError for a state the model does not know."""
+    from strands_robots.station.model import JobState, JobStatus
+
+    try:
+        state = JobState(msg.state)
+    except ValueError:
+        raise ValueError(f"job {msg.job_id!r}: unknown state {msg.state!r}") from None
+    return JobStatus(
+        job_id=msg.job_id, station_id=msg.station_id, state=state, episodes_total=msg.episodes_total,
+        episodes=tuple(episode_result_from_pb(e) for e in msg.episodes), updated_unix_ms=msg.updated_unix_ms,
+        message=msg.message, sequence=msg.sequence,
+        provenance=provenance_from_pb(msg.provenance) if msg.HasField("provenance") else None,
+    )
+
+
+#: The job settings a ``SubmitJobRequest`` and a relay ``Job`` carry beside the tasks (proto3 ``optional``: absent
+#: means the station's default), by their ``JobSpec`` field names.
+JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards")
+
+
+def job_options_from_pb(msg: Any) -> dict:
+    """Return the :data:`JOB_OPTIONS` present in ``msg`` (a ``SubmitJobRequest`` or ``Job``) as JobSpec keywords."""
+    return {name: getattr(msg, name) for name in JOB_OPTIONS if msg.HasField(name)}
+
+
+def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any) -> Any:
+    """Convert a relay ``Job`` (what ``StationLink``'s ``on_job`` receives) to a validated ``JobSpec``.
+
+    :param options: the other ``JobSpec`` fields (policy_config); the job's own :data:`JOB_OPTIONS` come with it.
+    :raises station.job.JobSpecError: naming the task index, the field and the reason.
+    """
+    from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
+
+    tasks = []
+    for index, task in enumerate(job.tasks):
+        try:
+            tasks.append(task_from_pb(task))
+        except ValueError as exc:
+            raise JobSpecError("scoring", str(exc), index) from None
+    return validate_job_spec(JobSpec(
+        job_id=job.job_id, client_id=job.client_id, station_id=job.station_id, tasks=tuple(tasks),
+        episodes_total=int(job.episodes_total), policy_provider=policy_provider,
+        **{**job_options_from_pb(job), **options},
+    ))

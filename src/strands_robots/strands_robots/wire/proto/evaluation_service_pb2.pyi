@@ -1,0 +1,92 @@
+from strands_robots.wire.proto import evaluation_pb2 as _evaluation_pb2
+from strands_robots.wire.proto import policy_session_pb2 as _policy_session_pb2
+from strands_robots.wire.proto import recording_pb2 as _recording_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards")
+    STATION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
+    MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
+    station_id: str
+    tasks: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.Task]
+    episodes: int
+    job_id: str
+    duration_s: float
+    control_frequency: float
+    max_discards: int
+    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class CancelJobRequest(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelJobResponse(_message.Message):
+    __slots__ = ("already_terminal",)
+    ALREADY_TERMINAL_FIELD_NUMBER: _ClassVar[int]
+    already_terminal: bool
+    def __init__(self, already_terminal: _Optional[bool] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "states")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobSummary(_message.Message):
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes_done", "submitted_unix_ms", "updated_unix_ms", "message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_DONE_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    station_id: str
+    state: str
+    episodes_total: int
+    episodes_done: int
+    submitted_unix_ms: int
+    updated_unix_ms: int
+    message: str
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
