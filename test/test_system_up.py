@@ -239,17 +239,68 @@ class Echo(Command):
         super().__init__([sys.executable, "-m", "strands_robots.cli", "echo", "--namespace", namespace, *args])
 
 
+class RolloutOperator:
+    """This process's own node: the rollout's ``pause_rollout`` / ``resume_rollout``, and who reads its events."""
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from strands_robots_msgs.srv import Resume, Takeover
+
+        self._rclpy = rclpy
+        self.namespace = namespace
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("echo_test_operator", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._pause = self.node.create_client(Takeover, f"/{namespace}/pause_rollout")
+        self._resume = self.node.create_client(Resume, f"/{namespace}/resume_rollout")
+
+    def _call(self, client, timeout_s: float, **fields):
+        assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} is not served"
+        future = client.call_async(client.srv_type.Request(**fields))
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+        assert future.done(), f"{client.srv_name} did not answer within {timeout_s:g} s"
+        return future.result()
+
+    def pause(self, timeout_s: float):
+        return self._call(self._pause, timeout_s, operator_name="test", reason="an echo joins")
+
+    def resume(self, timeout_s: float):
+        return self._call(self._resume, timeout_s, operator_name="test")
+
+    def reads_events(self, node_name: str) -> bool:
+        """Tell whether a node of that name subscribes to the rollout's observer_events (the graph says)."""
+        infos = self.node.get_subscriptions_info_by_topic(f"/{self.namespace}/observer_events")
+        return any(info.node_name == node_name for info in infos)
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
 def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
-    # Starting the echo process (an interpreter, rclpy and a DDS participant) can hold a 2-core machine for a
-    # quarter second: this test is about the echo, so the rollout allows the most driver silence it accepts
-    # (0.5 s). The start pose is left out: the echo joins after the first step either way.
-    # The run lasts 8 s: an echo process starting under load (three test workers: 4-5 s seen) still joins it.
+    # The echo joins a run that is still going, whatever its process takes to start (an interpreter, rclpy and a
+    # DDS participant: seconds beside a busy machine): once the run has stepped, this test takes the arms over
+    # (the loop holds, its budget clock stands still), starts the echo, waits until the echo reads the events,
+    # and hands back; the run then goes on to its budget with the echo reading it from a later event on.
+    # The rollout allows the most driver silence it accepts (0.5 s): the echo's start can hold a 2-core machine
+    # for a quarter second. The start pose is left out: the echo joins after the first step either way.
     config = rollout_config(tmp_path, driver_silence_s="0.5", start_pose_before_episode="false")
     up = Up("--duration", "8", "--config-file", config)
     echo = None
+    operator = RolloutOperator(up.namespace)
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
+        paused = operator.pause(30.0)
+        assert paused.ok, paused.message
         echo = Echo(up.namespace, "--summary", "--runs", "1")
+        assert wait_for_event(lambda: operator.reads_events("strands_robots_echo") or echo.proc.poll() is not None,
+                              TIMEOUT_S), "the echo never subscribed to the events"
+        resumed = operator.resume(30.0)
+        assert resumed.ok, resumed.message
         assert up.wait(TIMEOUT_S) == 0, up.output
         assert echo.wait(60.0) == 0, echo.output
         summary = [line for line in echo.lines if line.startswith("Summary")]
@@ -258,9 +309,20 @@ def test_echo_joining_mid_run_reports_no_gap_and_summarises_the_run(tmp_path):
         joined = re.search(r"joined_at_event_seq=(\d+)", summary[0])
         assert joined and int(joined.group(1)) > 0, summary[0]  # it did join midway, and saw no gap
     finally:
+        operator.close()
         if echo is not None:
             echo.kill()
         up.kill()
+
+
+def wait_for_event(predicate, timeout_s: float) -> bool:
+    """Wait until ``predicate()`` holds (True) or ``timeout_s`` passed (False), looking every 50 ms."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_the_rollout_node_stays_until_its_readers_acknowledged_the_last_ended(tmp_path):

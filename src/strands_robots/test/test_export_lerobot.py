@@ -226,6 +226,61 @@ def test_a_runs_commands_that_reached_the_recorder_before_its_started_event_keep
     assert len(trace.action_ns) == 2  # the log times inside the run's window: the other run's and step 2
 
 
+def _live_run(behind_ns: int):
+    """Make a station recording's run (report._attach's input) whose recorder took the events and commands late.
+
+    The run starts at ``t0`` on the rollout's clock and sends 50 steps at 50 Hz; the camera node publishes a frame
+    every 66 ms from 1 s before the run on, each stamped with the time of what it shows and taken by the recorder
+    20 ms later; the run's observer events and commands (reliable, deep queues) reach it ``behind_ns`` late.
+    """
+    from types import SimpleNamespace
+
+    from strands_robots.monitoring import report
+    from strands_robots.monitoring.report import EpisodeTrace, StepPoint
+
+    t0, period = 1_700_000_000_000_000_000, 20_000_000
+    sent = [t0 + 10_000_000 + i * period for i in range(50)]
+    end_utc = sent[-1] + 10_000_000
+
+    def time_of(ns):
+        return SimpleNamespace(sec=ns // 10**9, nanosec=ns % 10**9)
+
+    steps = [StepPoint(t=0.0, index=i, resolution="full", unresolved=(), reasons=(), deadline_missed=False,
+                       action={"j": 0.01 * i}, observation={"j.pos": 0.01 * i}, log_ns=ns + behind_ns,
+                       elapsed_s=0.001 + 0.02 * i, chunk_index=i % 8) for i, ns in enumerate(sent)]
+    trace = EpisodeTrace(run_id="r", start_ns=t0 + behind_ns, started=True, actuator_keys=("j",),
+                         control_frequency=50.0, end_ns=end_utc + behind_ns, steps=steps,
+                         start_utc_ns=t0, end_utc_ns=end_utc)
+    others = []
+    for k in range(40):  # the frames, near the present in the recorder
+        stamp = t0 - 10**9 + k * 66_000_000
+        msg = SimpleNamespace(header=SimpleNamespace(stamp=time_of(stamp)), format="jpeg", data=b"frame%d" % k)
+        others.append((stamp + 20_000_000, "CompressedImage", msg, "/st/scene/image_raw/compressed"))
+    for i, ns in enumerate(sent):  # the commands, late
+        msg = SimpleNamespace(run_id="r", step_index=i, sent=time_of(ns))
+        others.append((ns + behind_ns, "ActionCommand", msg, "/st/action_commands"))
+    others.sort(key=lambda r: r[0])
+    report._attach(trace, others)
+    return trace, sent
+
+
+def test_a_recorder_behind_on_the_events_still_gives_a_run_its_frames_from_its_first_step():
+    """Frames go by the time of what they show: a recorder 2 s behind on the events leaves no frame out.
+
+    A recorder that falls behind takes a reliable topic's deep queue (events, commands) seconds late while the
+    frames' few best-effort slots stay near the present: by log times the run's first 2 s of frames come before
+    its Started event, and its first frames before any image.
+    """
+    trace, sent = _live_run(behind_ns=2 * 10**9)
+    frames = lerobot.episode_frames(trace, 50.0, ["j"], ["scene"])
+    assert frames.before_images == 0 and len(frames.timestamps) == 50
+    topic = "/st/scene/image_raw/compressed"
+    assert trace.images_at_start[topic][2] == b"frame15"  # stamped 10 ms before the run's start
+    for k, j in enumerate(frames.step_index):  # the latest frame stamped at or before the step's send
+        latest = max(n for n in range(40) if sent[0] - 10_000_000 - 10**9 + n * 66_000_000 <= sent[j])
+        assert frames.images["scene"][k] == b"frame%d" % latest
+
+
 def test_tasks_parquet_maps_each_instruction_to_its_task_index(dataset):
     tasks = pq.read_table(dataset / "meta/tasks.parquet").to_pydict()
     assert tasks == {"task_index": [0, 1], "task": ["pick the cube", "stack the blocks"]}

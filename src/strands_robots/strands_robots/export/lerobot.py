@@ -27,7 +27,9 @@ operator commanded is not recorded).
 
 Cameras: ``<ns>/<camera>/image_raw/compressed`` (CompressedImage) become ``observation.images.<camera>`` features
 of ``dtype: image`` with the encoded bytes in parquet (the image latest at or before the frame's wall time, the
-one in force when the run started included; no video encoder needed); with ``--video`` (PyAV) ``dtype: video``
+one in force when the run started included; an image's time is the time of what it shows, its header stamp, where
+the recording's commands carry send stamps on the same clock: :func:`strands_robots.monitoring.report._attach`;
+no video encoder needed); with ``--video`` (PyAV) ``dtype: video``
 features instead, one H.264 MP4 per camera (``videos/<key>/chunk-000/file-000.mp4``, every episode in it, one
 frame per dataset frame) and each episode row's ``videos/<key>/{chunk_index, file_index, from_timestamp,
 to_timestamp}``. A frame's wall time is its step's send time (inside a takeover, that plus the time since). Two

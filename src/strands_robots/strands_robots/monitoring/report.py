@@ -78,9 +78,15 @@ class EpisodeTrace:
     safety_checks: list[str] = field(default_factory=list)
     safety_t: "float | None" = None
     episode: "dict[str, Any] | None" = None   # the EpisodeResult of this run, when recorded
-    images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)  # topic: (log ns, format, data)
-    # topic: the camera's latest image logged before the run's Started (the one in force when the run began)
+    # topic: (time ns, format, data), the frames inside the run's window; a frame's time is on the clock of
+    # images_start_ns (:func:`_attach`): its header stamp where the run's commands carry send stamps, else its log time
+    images: dict[str, list[tuple[int, str, bytes]]] = field(default_factory=dict)
+    # topic: the camera's latest image from before the run's start (the one in force when the run began)
     images_at_start: dict[str, tuple[int, str, bytes]] = field(default_factory=dict)
+    images_start_ns: int = 0  # the run's start on the images' clock (0: start_ns)
+    # the rollout's own times of its Started and Ended events (ObserverEvent.utc_ns; 0: not recorded)
+    start_utc_ns: int = 0
+    end_utc_ns: int = 0
     action_ns: list[int] = field(default_factory=list)  # log times of the ActionCommands (episode file: send times)
     # the rollout's own send stamp (ActionCommand.sent, wall clock) per applied_action_index, where the command
     # carries one and the run's id (the command stream of a ROS recording; an episode file's commands have neither)
@@ -226,6 +232,7 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
     if msg.kind == "started" and msg.started:
         s = msg.started[0]
         trace.started = True
+        trace.start_utc_ns = int(msg.utc_ns)
         trace.robot_name, trace.policy, trace.instruction = s.robot_name, s.policy, s.instruction
         trace.episode_index, trace.actuator_keys = int(s.episode_index), tuple(s.actuator_keys)
         trace.control_frequency = float(s.control_frequency)
@@ -241,6 +248,7 @@ def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
     elif msg.kind == "ended" and msg.ended:
         trace.ended = _plain(msg.ended[0])
         trace.end_ns = log_ns
+        trace.end_utc_ns = int(msg.utc_ns)
 
 
 def _attach(trace: EpisodeTrace, others: list) -> None:
@@ -249,15 +257,28 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
     Of each camera also the latest frame before the window, the one in force when the run started.
 
     The commands' send stamps go by the run's id instead, wherever their log times fall.
+
+    Camera frames go by the time of what they show wherever the recording allows. A recording of live topics logs
+    each message at its receipt, and a recorder that falls behind does so unevenly: a reliable topic's deep queue
+    (the observer events, the commands) is taken seconds late while a sensor topic's few slots (the frames) stay
+    near the present, so by log times the frames of a run's first seconds come before its Started event and
+    before its first commands' send stamps. Where the run's commands carry send stamps (the rollout node's
+    clock) that fall inside the run's own Started..Ended times (ObserverEvent.utc_ns: the node clock is the wall
+    clock, no simulation time), a frame's header stamp is on the same clock (the camera node stamps with the
+    rollout node's clock) and is its time, and the run's window is Started..Ended by those times. Otherwise (an
+    episode file, whose frames are stamped in robot time and logged when the rollout took them; no send stamps)
+    a frame's time is its log time.
     """
     end = trace.end_ns if trace.end_ns is not None else float("inf")
+    frames: list[tuple[int, int, str, Any]] = []  # (log ns, header stamp ns, topic, msg)
     for log_ns, kind, msg, topic in others:
         if kind == "ActionCommand" and msg.run_id == trace.run_id and time_to_ns(msg.sent):
             # the run's own commands by their run_id, wherever their delivery put them: the first ones can reach
             # the recorder before the run's Started event does (another topic)
             trace.action_sent_ns[int(msg.step_index)] = time_to_ns(msg.sent)
-        if kind == "CompressedImage" and log_ns < trace.start_ns:
-            trace.images_at_start[topic] = (log_ns, str(msg.format), bytes(msg.data))
+        if kind == "CompressedImage":
+            frames.append((log_ns, time_to_ns(msg.header.stamp), topic, msg))
+            continue
         if not trace.start_ns <= log_ns <= end:
             continue
         t = (log_ns - trace.start_ns) * _NS
@@ -268,11 +289,10 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
                 values.append(float(position))
         elif kind == "ActionCommand":
             trace.action_ns.append(log_ns)
-        elif kind == "CompressedImage":
-            trace.images.setdefault(topic, []).append((log_ns, str(msg.format), bytes(msg.data)))
         elif kind == "SafetyStop" and msg.stopped and trace.safety_t is None:
             trace.safety_t = t
             trace.safety_checks = [c.text for c in msg.checks] or [msg.detail]
+    _attach_frames(trace, frames)
     if not trace.measured:  # no joint_states in the file: the observation each step was inferred from
         for s in trace.steps:
             for key, value in s.observation.items():
@@ -284,6 +304,26 @@ def _attach(trace: EpisodeTrace, others: list) -> None:
         trace.safety_t = trace.steps[-1].t if trace.steps else 0.0
         detail = str(trace.ended.get("end_detail", ""))
         trace.safety_checks = [c.strip() for c in detail.split(";") if c.strip()]
+
+
+def _on_the_node_clock(trace: EpisodeTrace) -> bool:
+    """Tell whether the run's commands carry send stamps that fall inside its Started..Ended times (:func:`_attach`)."""
+    sent = trace.action_sent_ns.values()
+    return bool(sent) and 0 < trace.start_utc_ns <= min(sent) and max(sent) <= trace.end_utc_ns
+
+
+def _attach_frames(trace: EpisodeTrace, frames: list) -> None:
+    """Attach the run's camera frames by the time of what they show where the recording allows (:func:`_attach`)."""
+    stamped = _on_the_node_clock(trace)
+    start, end = (trace.start_utc_ns, trace.end_utc_ns) if stamped else (
+        trace.start_ns, trace.end_ns if trace.end_ns is not None else float("inf"))
+    trace.images_start_ns = start
+    for log_ns, stamp_ns, topic, msg in sorted(frames, key=lambda f: f[1] if stamped and f[1] > 0 else f[0]):
+        at = stamp_ns if stamped and stamp_ns > 0 else log_ns
+        if at < start:
+            trace.images_at_start[topic] = (at, str(msg.format), bytes(msg.data))
+        elif at <= end:
+            trace.images.setdefault(topic, []).append((at, str(msg.format), bytes(msg.data)))
 
 
 @dataclass(frozen=True)
@@ -419,7 +459,7 @@ def camera_outputs(trace: EpisodeTrace, base: Path, video: bool = True) -> list[
     frames = {camera_of(topic): items for topic, items in sorted(trace.images.items()) if items}
     if not frames:
         return []
-    sheet, _ = contact_sheet(frames, trace.start_ns)
+    sheet, _ = contact_sheet(frames, trace.images_start_ns or trace.start_ns)
     written = [base.with_name(base.name + "_cameras.png")]
     sheet.save(written[0])
     if video:
