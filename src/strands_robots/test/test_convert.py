@@ -288,7 +288,9 @@ def test_station_types_round_trip_through_their_dict_forms():
             "max_points": 1.0, "is_success_item": True}
     episode = {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True,
                "score": 1.0, "items": [item], "task": task, "taken_over": False, "end_detail": "",
-               "run_id": "a" * 32, "recording_sha256": "b" * 64}
+               "run_id": "a" * 32, "recording_sha256": "b" * 64, "success_at_end": [True], "success_ever": [True],
+               "inference_latency_p50_ms": [4.5], "inference_latency_p99_ms": [9.0],
+               "mean_observation_age_steps": [1.25], "missed_deadlines": [0]}
     provenance = {"software_version": "0.1.0", "git_revision": "c" * 40,
                   "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
                   "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}

@@ -80,7 +80,7 @@ def _station_results(records: list) -> "dict[str, Any]":
     return out
 
 
-def _rescore_run(run_id: str, steps: list, ended: Any, result: Any) -> EpisodeRescore:
+def _rescore_run(run_id: str, steps: list, ended: Any, result: Any, station_recorded: bool) -> EpisodeRescore:
     from strands_robots.conversions.station import station_task_from_msg
     from strands_robots.rollout.end_condition import end_condition_for
     from strands_robots.station.success_judgement import (
@@ -124,7 +124,8 @@ def _rescore_run(run_id: str, steps: list, ended: Any, result: Any) -> EpisodeRe
         out.rescored["success_at_end"] = judgement.success_at_end
         out.rescored["success_ever"] = judgement.success_ever
     if result is None:
-        out.note = "no station result recorded: the rollout's own judgement only"
+        out.note = ("not among the station's results (discarded): the rollout's own judgement only"
+                    if station_recorded else "no station result recorded: the rollout's own judgement only")
         return out
     if not result.scored:
         out.note = "unscored"
@@ -199,7 +200,7 @@ def rescore_recording(paths: "Sequence[str | Path]") -> "list[EpisodeRescore]":
             out.append(EpisodeRescore(run_id=run_id, steps=len(steps[run_id]),
                                       note="no Ended event recorded: not rescored"))
             continue
-        out.append(_rescore_run(run_id, sorted(steps[run_id]), ended[run_id], results.get(run_id)))
+        out.append(_rescore_run(run_id, sorted(steps[run_id]), ended[run_id], results.get(run_id), bool(results)))
     return out
 
 
