@@ -50,9 +50,10 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
     assert re.search(r"^\[#{3,}\.+\] 1/8 episodes", out, re.M), out
     assert re.search(r"^\[#{30}\] 8/8 episodes  SUCCEEDED", out, re.M), out
     header = next(i for i, line in enumerate(lines) if line.startswith("episode  end condition"))
-    assert lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken", "over"]
+    assert lines[header].split() == ["episode", "end", "condition", "scored", "success", "score", "taken", "over",
+                                     "at_end", "ever", "p50_ms", "p99_ms", "obs_age", "missed"]
     rows = [line.split() for line in lines[header + 2:header + 10]]
-    assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
+    assert [(r[0], r[1], r[2], r[5]) for r in rows] == [
         ("ep_0000", "timeout", "yes", "no"),
         ("ep_0001", "policy_completed", "yes", "no"),
         ("ep_0002", "safety_stop", "yes", "no"),
@@ -63,6 +64,14 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         ("ep_0008", "timeout", "yes", "no"),        # reach_cube_blind: the scene camera covered
     ], out[-3000:]
     assert (rows[6][3], rows[7][3]) == ("yes", "no"), out  # success: with its eyes, and without them
+    # Both meanings of success where the task has a predicate (short_reach and blocked_start have none), and what
+    # each rollout's score is read against; the start pose that never settled ran no rollout.
+    assert [(r[6], r[7]) for r in rows] == [("yes", "yes"), ("-", "-"), ("no", "no"), ("yes", "yes"),
+                                            ("yes", "yes"), ("-", "-"), ("yes", "yes"), ("no", "no")], out[-3000:]
+    for r in rows[:5] + rows[6:]:
+        p50, p99, age, missed = float(r[8]), float(r[9]), float(r[10]), int(r[11])
+        assert 0 < p50 <= p99 and age >= 0 and missed >= 0, r
+    assert rows[5][8:] == ["-", "-", "-", "-"], rows[5]
     assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
                      re.M), out
     # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.

@@ -288,7 +288,9 @@ def test_station_types_round_trip_through_their_dict_forms():
             "max_points": 1.0, "is_success_item": True}
     episode = {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True,
                "score": 1.0, "items": [item], "task": task, "taken_over": False, "end_detail": "",
-               "run_id": "a" * 32, "recording_sha256": "b" * 64}
+               "run_id": "a" * 32, "recording_sha256": "b" * 64, "success_at_end": [True], "success_ever": [True],
+               "inference_latency_p50_ms": [4.5], "inference_latency_p99_ms": [9.0],
+               "mean_observation_age_steps": [1.25], "missed_deadlines": [0]}
     provenance = {"software_version": "0.1.0", "git_revision": "c" * 40,
                   "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
                   "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
@@ -400,6 +402,15 @@ def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros
                        updated_unix_ms=5, message="done", sequence=3, provenance=provenance)
     ros = station_status_to_msg(status)
     assert ros.episodes[0].recording_sha256 == "e" * 64
+    assert list(ros.episodes[0].success_at_end) == [] and list(ros.episodes[0].missed_deadlines) == []  # absent
+    import dataclasses
+
+    judged = dataclasses.replace(episode, success_at_end=False, success_ever=True, inference_latency_p50_ms=3.5,
+                                 inference_latency_p99_ms=9.0, mean_observation_age_steps=0.5, missed_deadlines=2)
+    figures = station_status_to_msg(dataclasses.replace(status, episodes=(judged,))).episodes[0]
+    assert (list(figures.success_at_end), list(figures.success_ever), list(figures.inference_latency_p50_ms),
+            list(figures.inference_latency_p99_ms), list(figures.mean_observation_age_steps),
+            list(figures.missed_deadlines)) == ([False], [True], [3.5], [9.0], [0.5], [2])
     assert (ros.provenance.software_version, ros.provenance.git_revision) == ("0.1.0", "f" * 40)
     assert [(f.name, f.path, f.sha256) for f in ros.provenance.config_files] == [
         ("arms.yaml", "/a/arms.yaml", "1" * 64), ("job", "", "2" * 64)]

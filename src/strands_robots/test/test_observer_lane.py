@@ -21,7 +21,7 @@ from strands_robots.simulation.observers import (
 from rollout_fakes import Collect, FakeBackend, FakeTime, ScriptedPolicy
 
 TIMING_FIELDS = {"run_id", "monotonic_ns", "utc_ns", "elapsed_s", "inference_latency_p50_s",
-                 "inference_latency_max_s"}
+                 "inference_latency_max_s", "inference_latency_p99_s"}
 
 
 def run(observer=None, backend=None, policy=None, **kwargs):

@@ -145,6 +145,27 @@ def test_job_status_round_trips_between_model_and_protobuf():
     assert back == model
 
 
+def test_both_successes_and_the_read_against_figures_cross_the_wire_with_their_presence():
+    import dataclasses
+
+    model = _model_status()
+    judged = dataclasses.replace(model.episodes[0], success_at_end=False, success_ever=True,
+                                 inference_latency_p50_ms=12.5, inference_latency_p99_ms=80.25,
+                                 mean_observation_age_steps=1.5, missed_deadlines=0)
+    model = dataclasses.replace(model, episodes=(judged, model.episodes[1]))
+    wire = pb.JobStatus.FromString(pb_model.job_status_to_pb(model).SerializeToString())
+    first, second = wire.episodes
+    assert first.HasField("success_at_end") and first.success_at_end is False  # a False is present
+    assert first.HasField("missed_deadlines") and first.missed_deadlines == 0  # and so is a zero
+    assert (first.success_ever, first.inference_latency_p50_ms, first.inference_latency_p99_ms,
+            first.mean_observation_age_steps) == (True, 12.5, 80.25, 1.5)
+    assert not any(second.HasField(name) for name in ("success_at_end", "success_ever", "inference_latency_p50_ms",
+                                                      "inference_latency_p99_ms", "mean_observation_age_steps",
+                                                      "missed_deadlines"))
+    back = pb_model.job_status_from_pb(wire)
+    assert back == model and back.episodes[1].success_at_end is None
+
+
 def test_job_status_sequence_crosses_the_wire_unchanged():
     import dataclasses
 

@@ -58,6 +58,10 @@ def test_record_round_trips_through_json_with_typed_answers(tmp_path):
     loaded = store.load("persist-1")
     assert loaded.state is JobState.SUCCEEDED and loaded.message == final.message
     assert loaded.episodes == final.episodes  # every field, answers keep their types
+    first, second = loaded.episodes[0], loaded.episodes[1]  # task a has a predicate, task b none
+    assert (first.success_at_end, first.success_ever) == (True, True)
+    assert (second.success_at_end, second.success_ever) == (None, None)
+    assert all(e.missed_deadlines is not None and e.mean_observation_age_steps is not None for e in loaded.episodes)
     answers = [i.answer for i in loaded.episodes[0].items]
     assert answers == [True, 1, 0] and isinstance(answers[0], bool) and not isinstance(answers[1], bool)
     data = json.loads(open(store.path_of("persist-1")).read())

@@ -16,7 +16,7 @@ import numpy as np
 
 from strands_robots.cameras.scene import object_position
 
-__all__ = ["DISTANCE_KEY", "object_distance", "with_object_distance"]
+__all__ = ["DISTANCE_KEY", "ObjectDistance", "object_distance", "with_object_distance"]
 
 DISTANCE_KEY = "object_distance_m"
 _ARMS = ("left", "right")
@@ -36,30 +36,47 @@ def _kinematics() -> Any:
         return _model, mujoco
 
 
+class ObjectDistance:
+    """Measures :func:`object_distance` for one task and seed, again and again (the per-step judgement).
+
+    The model's joint map, tool-point sites and the object's place are looked up once, and one ``MjData`` is
+    reused: a measure costs one forward-kinematics pass. Not thread-safe (one per episode).
+    """
+
+    def __init__(self, task_params: "Optional[Mapping[str, Any]]", seed: "Optional[int]") -> None:
+        model, mujoco = _kinematics()
+        self._model, self._mujoco = model, mujoco
+        self._data = mujoco.MjData(model)
+        joints = []
+        for jid in range(model.njnt):
+            name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, jid) or ""
+            if "/" in name:
+                joints.append((name.replace("/", ".", 1) + ".pos", int(model.jnt_qposadr[jid])))
+        self._joints = tuple(joints)
+        sites = (mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{arm}/tcp") for arm in _ARMS)
+        self._sites = tuple(sid for sid in sites if sid >= 0)
+        self._target = np.asarray(object_position(task_params, seed), dtype=float)
+
+    def __call__(self, observation: Mapping[str, Any]) -> Optional[float]:
+        """Return the smallest tool-point-to-object distance (m), or None when the observation holds no joint."""
+        data = self._data
+        data.qpos[:] = self._model.qpos0
+        found = False
+        for key, address in self._joints:
+            value = observation.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                data.qpos[address] = float(value)
+                found = True
+        if not found or not self._sites:
+            return None
+        self._mujoco.mj_kinematics(self._model, data)
+        return min(float(np.linalg.norm(data.site_xpos[sid] - self._target)) for sid in self._sites)
+
+
 def object_distance(observation: Mapping[str, Any], task_params: "Optional[Mapping[str, Any]]",
                     seed: "Optional[int]") -> Optional[float]:
     """Return the smallest tool-point-to-object distance (m), or None when the observation holds no joint."""
-    model, mujoco = _kinematics()
-    data = mujoco.MjData(model)
-    found = False
-    for jid in range(model.njnt):
-        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, jid) or ""
-        if "/" not in name:
-            continue
-        value = observation.get(name.replace("/", ".", 1) + ".pos")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            data.qpos[model.jnt_qposadr[jid]] = float(value)
-            found = True
-    if not found:
-        return None
-    mujoco.mj_kinematics(model, data)
-    target = np.asarray(object_position(task_params, seed), dtype=float)
-    distances = []
-    for arm in _ARMS:
-        sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{arm}/tcp")
-        if sid >= 0:
-            distances.append(float(np.linalg.norm(data.site_xpos[sid] - target)))
-    return min(distances) if distances else None
+    return ObjectDistance(task_params, seed)(observation)
 
 
 def with_object_distance(observation: Mapping[str, Any], task_params: "Optional[Mapping[str, Any]]",

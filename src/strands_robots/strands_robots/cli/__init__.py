@@ -30,6 +30,9 @@
   a team uses ``job``; ``demo-job --ros`` is the one way to run a job file on a station without a relay.
 ``strands-robots record | report | monitor | foxglove ...``
   Monitoring (``strands_robots.monitoring``): MCAP recording, plots, the monitor window, the Foxglove live view.
+``strands-robots rescore RECORDING.mcap...``
+  Every recorded episode's success at the end and ever, and its score, recomputed from the recorded predicate
+  inputs and sheet, printed beside the live ones; exit 1 when any differs (``strands_robots.monitoring.rescore``).
 ``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``
   A LeRobotDataset v3 from episode recordings (``strands_robots.export.lerobot``).
 """
@@ -127,9 +130,12 @@ DELEGATED = {
     "report": "PNG plots from recordings: one per episode and a job summary; camera contact sheets and MP4s",
     "monitor": "the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
     "foxglove": "serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
+    "rescore": "recompute every recorded episode's success (at the end, ever) and score from the recorded "
+               "predicate inputs, beside the live ones; exit 1 when any differs",
     "export": "datasets from recordings: export lerobot RECORDING.mcap... -o DIR [--fps N] (LeRobotDataset v3)",
 }
-_MONITORING = {"record": "record", "report": "report", "monitor": "monitor_app", "foxglove": "foxglove_live"}
+_MONITORING = {"record": "record", "report": "report", "monitor": "monitor_app", "foxglove": "foxglove_live",
+               "rescore": "rescore"}
 
 
 def _delegate(name: str, argv: "list[str]") -> int:

@@ -43,13 +43,41 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes"
 
 
+def _figure(episode: Any, name: str) -> Any:
+    """Return an episode's optional figure: a protobuf's when present, a model's when not None; else None."""
+    has = getattr(episode, "HasField", None)
+    if callable(has):
+        return getattr(episode, name) if has(name) else None
+    return getattr(episode, name, None)
+
+
+def episode_figure_cells(episode: Any) -> tuple:
+    """Return the table cells of an episode's success at the end / ever and the figures its score is read against."""
+    cells = []
+    for name in ("success_at_end", "success_ever"):
+        value = _figure(episode, name)
+        cells.append("-" if value is None else ("yes" if value else "no"))
+    for name, form in (("inference_latency_p50_ms", "{:.1f}"), ("inference_latency_p99_ms", "{:.1f}"),
+                       ("mean_observation_age_steps", "{:.2f}"), ("missed_deadlines", "{:d}")):
+        value = _figure(episode, name)
+        cells.append("-" if value is None else form.format(value))
+    return tuple(cells)
+
+
 def summary_table(status: Any) -> str:
-    """Format the final table (episode, end condition, scored, success, score, taken over) and the rates."""
-    rows = [("episode", "end condition", "scored", "success", "score", "taken over")]
+    """Format the final table and the rates.
+
+    Per episode: its end condition, scored, success, score, taken over; both meanings of success (at_end, ever:
+    the task's predicate on the final observation, on any observation) and what the score should be read
+    against (inference latency p50 / p99 in ms, mean observation age in steps, missed deadlines); "-" where not
+    known.
+    """
+    rows = [("episode", "end condition", "scored", "success", "score", "taken over", "at_end", "ever", "p50_ms",
+             "p99_ms", "obs_age", "missed")]
     for e in status.episodes:
         rows.append((e.episode_id, e.end_condition, "yes" if e.scored else "no",
                      ("yes" if e.success else "no") if e.scored else "-", f"{e.score:.2f}" if e.scored else "-",
-                     "yes" if e.taken_over else "no"))
+                     "yes" if e.taken_over else "no", *episode_figure_cells(e)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

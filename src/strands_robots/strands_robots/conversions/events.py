@@ -32,22 +32,24 @@ STEP_FIELDS: tuple[str, ...] = (
     "legacy_step_index", "action_resolution", "applied_action_keys", "unresolved_action_keys",
     "unresolved_action_reasons", "action_error", "observation_is_chunk_reused", "observation_age_steps",
     "legacy_hook_outcome", "chunk_index", "elapsed_s", "sim_time_s", "deadline_missed",
-    "camera_names", "camera_stamp_ns", "camera_age_steps",
-    "observation_keys", "observation_values", "action_keys", "action_values",
+    "camera_names", "camera_stamp_ns", "camera_age_steps", "success_input_keys", "success_input_values",
+    "success_holds", "observation_keys", "observation_values", "action_keys", "action_values",
 )
 ENDED_FIELDS: tuple[str, ...] = (
     "schema_version", "run_id", "event_seq", "monotonic_ns", "utc_ns", "outcome", "stopped_reason",
     "end_detail", "applied_actions", "legacy_steps_used", "action_errors", "full_count", "partial_count",
     "none_count", "unknown_count", "full_rate", "partial_rate", "none_rate", "observer_failures",
     "missed_deadlines", "chunks_inferred", "prefetch_hits", "prefetch_blocks", "inference_latency_p50_s",
-    "inference_latency_max_s", "elapsed_s", "paused_s", "sim_time_s", "error_type", "error_message",
-    "recording_path", "recorded_frames",
+    "inference_latency_max_s", "inference_latency_p99_s", "mean_observation_age_steps", "elapsed_s", "paused_s",
+    "sim_time_s", "error_type", "error_message", "recording_path", "recorded_frames", "success_when", "success_ever",
+    "success_first_step", "end_input_keys", "end_input_values",
 )
 # Fields that are sequences in the message (tuples in the frozen dataclasses, lists in dict forms).
 _STARTED_SEQS = frozenset({"actuator_keys"})
 _STEP_SEQS = frozenset({"applied_action_keys", "unresolved_action_keys", "unresolved_action_reasons",
-                        "camera_names", "camera_stamp_ns", "camera_age_steps"})
-_ENDED_SEQS = frozenset({"action_errors"})
+                        "camera_names", "camera_stamp_ns", "camera_age_steps", "success_input_keys",
+                        "success_input_values"})
+_ENDED_SEQS = frozenset({"action_errors", "end_input_keys", "end_input_values"})
 _EVENT_FIELDS = {KIND_STARTED: STARTED_FIELDS, KIND_STEP: STEP_FIELDS, KIND_ENDED: ENDED_FIELDS}
 _EVENT_SEQS = {KIND_STARTED: _STARTED_SEQS, KIND_STEP: _STEP_SEQS, KIND_ENDED: _ENDED_SEQS}
 _EVENT_CLASS_NAMES = {"RunPolicyStarted": KIND_STARTED, "RunPolicyStep": KIND_STEP, "RunPolicyEnded": KIND_ENDED}
@@ -107,6 +109,9 @@ def _step_dict(e: Any) -> dict[str, Any]:
         "camera_names": list(e.camera_names),
         "camera_stamp_ns": list(e.camera_stamp_ns),
         "camera_age_steps": list(e.camera_age_steps),
+        "success_input_keys": list(e.success_input_keys),
+        "success_input_values": [float(v) for v in e.success_input_values],
+        "success_holds": bool(e.success_holds),
         "observation_keys": obs_keys,
         "observation_values": obs_values.tolist(),
         "action_keys": act_keys,
@@ -166,6 +171,9 @@ def _step_msg(r: SimpleNamespace, e: Any, observation: "Mapping[str, Any] | None
     m.camera_names = list(e.camera_names)
     m.camera_stamp_ns = [int(v) for v in e.camera_stamp_ns]
     m.camera_age_steps = [int(v) for v in e.camera_age_steps]
+    m.success_input_keys = list(e.success_input_keys)
+    m.success_input_values = [float(v) for v in e.success_input_values]
+    m.success_holds = bool(e.success_holds)
     obs_keys, obs_values = split_numeric(e.observation if observation is None else observation)
     act_keys, act_values = split_numeric(e.action if action is None else action)
     m.observation_keys = obs_keys

@@ -68,13 +68,16 @@ def station_task_from_msg(msg: Any) -> Any:
 
 def station_episode_to_msg(result: Any) -> Any:
     """``station.model.EpisodeResult`` -> ``strands_robots_msgs/EpisodeResult`` (answers as text)."""
-    from strands_robots.station.model import AnswerType
+    from strands_robots.station.model import EPISODE_FIGURES, AnswerType
     from strands_robots_msgs.msg import EpisodeResult, ScoredItem
 
     msg = EpisodeResult(episode_id=result.episode_id, end_condition=result.end_condition, scored=bool(result.scored),
                         success=bool(result.success), score=float(result.score), taken_over=bool(result.taken_over),
                         end_detail=result.end_detail or "", run_id=result.run_id or "",
                         recording_sha256=getattr(result, "recording_sha256", "") or "")
+    for name, kind in EPISODE_FIGURES:  # each a bounded sequence: [] absent, [value] present
+        value = getattr(result, name, None)
+        setattr(msg, name, [] if value is None else [kind(value)])
     by_name = {i.name: i for i in result.task.scoring.items}
     items = []
     for item in result.items:

@@ -104,6 +104,15 @@ class PlannedAction:
     age_steps: int
 
 
+def percentile_99(values: "list | tuple") -> float:
+    """Return the 99th percentile of ``values`` (linear interpolation, numpy's default); 0.0 for none."""
+    if not values:
+        return 0.0
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values, dtype=float), 99))
+
+
 @dataclass(frozen=True)
 class ChunkTelemetry:
     """Chunk and inference figures of one episode (the RunPolicyEnded prefetch telemetry)."""
@@ -113,6 +122,8 @@ class ChunkTelemetry:
     prefetch_blocks: int  # async: the loop waited at the boundary (a timeout counts too)
     latency_p50_s: float  # median act() latency, every call (empty chunks and raises included)
     latency_max_s: float  # slowest act() latency
+    latency_p99_s: float = 0.0  # 99th percentile act() latency
+    latencies_s: tuple = ()  # every act() latency, in call order (so a takeover's pipelines combine exactly)
 
 
 class _Job:
@@ -292,6 +303,8 @@ class ChunkPipeline:
                 prefetch_blocks=self._blocks,
                 latency_p50_s=statistics.median(latencies) if latencies else 0.0,
                 latency_max_s=max(latencies) if latencies else 0.0,
+                latency_p99_s=percentile_99(latencies),
+                latencies_s=tuple(latencies),
             )
 
     def close(self) -> None:

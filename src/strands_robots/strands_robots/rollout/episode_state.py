@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from strands_robots.rollout.chunks import ChunkTelemetry
+from strands_robots.rollout.chunks import ChunkTelemetry, percentile_99
 from strands_robots.simulation.observers import OUTCOME_ERROR, STOPPED_ERROR
 
 # RunPolicyEnded.error_type when the backend reports a driver fault (gone, silent, stale observations).
@@ -77,7 +77,8 @@ class EpisodeState:
 
     __slots__ = ("applied_actions", "legacy_steps_used", "action_errors", "full", "partial", "none", "unknown",
                  "onframe_failures", "unknown_key_steps", "recorded_frames", "sim_time_s", "stopped_reason",
-                 "outcome", "end_detail", "error_type", "error_message")
+                 "outcome", "end_detail", "error_type", "error_message", "age_steps_sum", "reported_steps",
+                 "success_watch")
 
     def __init__(self) -> None:
         self.applied_actions = 0
@@ -93,6 +94,14 @@ class EpisodeState:
         self.end_detail = ""
         self.error_type = ""
         self.error_message = ""
+        self.age_steps_sum = 0  # the reported steps' observation ages (control steps), for their mean
+        self.reported_steps = 0
+        self.success_watch: Any = None  # the task's success predicate judged per step (station.success_judgement)
+
+    @property
+    def mean_observation_age_steps(self) -> float:
+        """The mean age (control steps) of the observations the reported steps' actions were inferred from."""
+        return self.age_steps_sum / self.reported_steps if self.reported_steps else 0.0
 
     def finish(self, reason: str, outcome: str, detail: str = "", error: "BaseException | None" = None) -> None:
         """Set how the episode ended (``error``: its type and text become the Ended's error fields)."""
@@ -126,11 +135,19 @@ def merge_telemetry(pipelines: list) -> ChunkTelemetry:
         return ChunkTelemetry(0, 0, 0, 0.0, 0.0)
     if len(parts) == 1:
         return parts[0]
-    inferred = [t.latency_p50_s for t in parts if t.chunks_inferred]
+    every = [seconds for t in parts for seconds in t.latencies_s]
+    if every:  # each call's latency is known: the episode's figures over all of them
+        p50, p99 = statistics.median(every), percentile_99(every)
+    else:
+        inferred = [t.latency_p50_s for t in parts if t.chunks_inferred]
+        p50 = statistics.median(inferred) if inferred else 0.0
+        p99 = max(t.latency_p99_s for t in parts)
     return ChunkTelemetry(
         chunks_inferred=sum(t.chunks_inferred for t in parts),
         prefetch_hits=sum(t.prefetch_hits for t in parts),
         prefetch_blocks=sum(t.prefetch_blocks for t in parts),
-        latency_p50_s=statistics.median(inferred) if inferred else 0.0,
+        latency_p50_s=p50,
         latency_max_s=max(t.latency_max_s for t in parts),
+        latency_p99_s=p99,
+        latencies_s=tuple(every),
     )

@@ -87,6 +87,7 @@ from strands_robots.simulation.observers import (
     RunPolicyEnded,
     RunPolicyStarted,
 )
+from strands_robots.station.success_judgement import SuccessWatch
 
 __all__ = [
     "PolicyRunner", "PreflightRefused", "RunRefused", "RunSpec", "validate_run", "UnknownActionKeys",
@@ -380,6 +381,7 @@ class PolicyRunner:
             raise SetupFailed(exc) from exc
 
         st = EpisodeState()
+        st.success_watch = _success_watch(s, index)
         recording_path = str(recorder.path) if recorder is not None else ""
         in_flight: "BaseException | None" = None
         propagate = False
@@ -467,10 +469,14 @@ class PolicyRunner:
         resolved = st.full + st.partial + st.none
         if not st.stopped_reason:  # an exit no handler classified (cannot happen short of a bug): say so
             st.finish(STOPPED_ERROR, OUTCOME_ERROR, "rollout ended without a stop reason")
+        final: "Mapping[str, Any] | None" = None
         try:
-            sim_time = float(self.backend.observe().get("sim_time_s", st.sim_time_s))
+            final = self.backend.observe()
+            sim_time = float(final.get("sim_time_s", st.sim_time_s))
         except Exception:  # the robot is gone; report the last time seen
             sim_time = st.sim_time_s
+        watch = st.success_watch
+        end_keys, end_values = _end_inputs(watch, final)
         seq, mono, utc = lane.stamp()
         return RunPolicyEnded(
             run_id=lane.run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc,
@@ -485,9 +491,32 @@ class PolicyRunner:
             chunks_inferred=tele.chunks_inferred, prefetch_hits=tele.prefetch_hits,
             prefetch_blocks=tele.prefetch_blocks, inference_latency_p50_s=tele.latency_p50_s,
             inference_latency_max_s=tele.latency_max_s,
+            inference_latency_p99_s=tele.latency_p99_s, mean_observation_age_steps=st.mean_observation_age_steps,
             elapsed_s=pacer.elapsed_s if pacer.started else 0.0, paused_s=pacer.paused_s,
             sim_time_s=sim_time, error_type=st.error_type, error_message=st.error_message,
-            recording_path=recording_path, recorded_frames=st.recorded_frames)
+            recording_path=recording_path, recorded_frames=st.recorded_frames,
+            success_when=watch.text if watch is not None else "",
+            success_ever=bool(watch is not None and watch.ever),
+            success_first_step=watch.first_step if watch is not None else -1,
+            end_input_keys=end_keys, end_input_values=end_values)
+
+
+def _success_watch(s: _Settings, index: int) -> Any:
+    """Return the task's success predicate judged on every step of episode ``index`` (None when it has none)."""
+    parameters = s.task_extra.get("parameters")
+    if not isinstance(parameters, Mapping):
+        return None
+    return SuccessWatch.for_task(parameters, s.spec.episode_seed(index))
+
+
+def _end_inputs(watch: Any, final: "Mapping[str, Any] | None") -> "tuple[tuple, tuple]":
+    """Return the predicate's inputs on the final observation; none when it cannot be read (never fails the episode)."""
+    if watch is None:
+        return (), ()
+    try:
+        return watch.end(final)
+    except Exception:  # a derived input that cannot be measured: the end judgement has no inputs
+        return (), ()
 
 
 def _recording_hook(backend: Any, name: str, *args: Any) -> None:

@@ -48,6 +48,7 @@ from strands_robots.simulation.observers import (
 FAIL_FAST_STEPS = 3
 
 _NO_CAMERAS: tuple = ((), (), ())
+_NO_SUCCESS: tuple = ((), (), False)
 
 
 class UnknownActionKeys(ValueError):
@@ -153,6 +154,8 @@ class StepReporter:
             outcome = HOOK_RECORDING_ERROR
         event = self._event(sent, resolution, applied, unresolved, reasons, error, outcome)
         st.sim_time_s = event.sim_time_s
+        st.age_steps_sum += event.observation_age_steps
+        st.reported_steps += 1
         failure: "RecordingFailed | None" = None
         if self._recorder is not None and self._event_failure is None:
             event, failure = self._record(sent, event)
@@ -229,6 +232,8 @@ class StepReporter:
         observation = planned.observation
         cams = (event_fields(observation, self._camera_names, planned.age_steps, self._period)
                 if self._camera_names else _NO_CAMERAS)
+        watch = self._st.success_watch
+        success = watch.step(sent.index, observation) if watch is not None else _NO_SUCCESS
         seq, mono, utc = self._lane.stamp()
         return RunPolicyStep(
             run_id=self._lane.run_id, event_seq=seq, monotonic_ns=mono, utc_ns=utc,
@@ -238,7 +243,8 @@ class StepReporter:
             observation_age_steps=planned.age_steps, legacy_hook_outcome=outcome, chunk_index=planned.chunk_index,
             elapsed_s=sent.elapsed_s, sim_time_s=float(observation.get("sim_time_s", 0.0)),
             deadline_missed=sent.deadline_missed, camera_names=cams[0], camera_stamp_ns=cams[1],
-            camera_age_steps=cams[2], observation=observation, action=planned.action)
+            camera_age_steps=cams[2], success_input_keys=success[0], success_input_values=success[1],
+            success_holds=success[2], observation=observation, action=planned.action)
 
     def _record(self, sent: Sent, event: RunPolicyStep) -> "tuple[RunPolicyStep, RecordingFailed | None]":
         """Record the event before it is dispatched, so every event dispatched reaches the recording.

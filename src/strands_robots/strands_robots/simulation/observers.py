@@ -148,6 +148,9 @@ class RunPolicyStep:
     camera_names: Tuple[str, ...] = ()      # cameras whose frames the observation held (never the pixels)
     camera_stamp_ns: Tuple[int, ...] = ()   # each frame's stamp (ns), same index
     camera_age_steps: Tuple[int, ...] = ()  # each frame's age in control steps, same index
+    success_input_keys: Tuple[str, ...] = ()  # the success predicate's inputs on this observation: keys ...
+    success_input_values: Tuple[float, ...] = ()  # ... and values, same index (empty: the task has none)
+    success_holds: bool = False             # the predicate held on this step's observation
     observation: Mapping[str, Any]          # borrowed: the observation the action was inferred from
     action: Mapping[str, float]             # borrowed: the emitted action
 
@@ -201,6 +204,8 @@ class RunPolicyEnded:
     prefetch_blocks: int = 0
     inference_latency_p50_s: float = 0.0
     inference_latency_max_s: float = 0.0
+    inference_latency_p99_s: float = 0.0
+    mean_observation_age_steps: float = 0.0  # mean age (steps) of the observations actions were inferred from
     elapsed_s: float = 0.0            # rollout time (excludes takeover)
     paused_s: float = 0.0             # time the rollout clock stood still under takeover
     sim_time_s: float = 0.0           # robot time at the end
@@ -208,6 +213,11 @@ class RunPolicyEnded:
     error_message: str = ""
     recording_path: str = ""
     recorded_frames: int = 0
+    success_when: str = ""            # the task's success predicate judged on every step; empty: none
+    success_ever: bool = False        # it held on some step's observation
+    success_first_step: int = -1      # the first step it held on; -1 never
+    end_input_keys: Tuple[str, ...] = ()  # the predicate's inputs on the final observation: keys ...
+    end_input_values: Tuple[float, ...] = ()  # ... and values, same index
 
     def to_result(self) -> dict:
         """Return the episode's JSON-able result: every field (tuples as lists)."""

@@ -21,16 +21,17 @@ No ROS and no state here: ``station/episodes.py`` calls these for each episode i
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from strands_robots.rollout.end_condition import END_INFRASTRUCTURE_FAULT, END_POLICY_ERROR, end_condition_for
 from strands_robots.station.job import EpisodePlan
 from strands_robots.station.limits import END_DETAIL_MAX, cut
 from strands_robots.station.model import END_CONDITIONS, END_SAFETY_STOP, END_TIMEOUT, EpisodeResult
 from strands_robots.station.ports import FAULT_INFRASTRUCTURE, FAULT_POLICY, RolloutOutcome, fault_of
+from strands_robots.station.success_judgement import InputReader, Judgement, judge_episode, predicate_of
 
 __all__ = ["kept_count", "trailing_faults", "judge", "end_detail_for", "unscored_result", "fault_result",
-           "kept_result"]
+           "judge_success", "kept_result"]
 
 
 def kept_count(episodes: "Tuple[EpisodeResult, ...]") -> int:
@@ -89,12 +90,38 @@ def fault_result(plan: EpisodePlan, cause: str, run_id: str = "", taken_over: bo
                          run_id=run_id)
 
 
+def judge_success(plan: EpisodePlan, end_condition: str, outcome: RolloutOutcome) -> Optional[Judgement]:
+    """Judge the episode's success both ways (:mod:`.success_judgement`); None when its task has no predicate.
+
+    The end judgement reads the predicate's inputs on the rollout's final observation (in its Ended event and
+    its recording); a rollout that reported none (it ran before inputs were reported) is judged on the station's
+    own final observation, as the scripted operator judged it.
+    """
+    params = plan.task.parameters
+    predicate = predicate_of(params)
+    if predicate is None:
+        return None
+    inputs: Mapping[str, Any] = outcome.end_inputs
+    if not inputs and predicate.per_step and outcome.final_observation:
+        inputs = InputReader(predicate, params, plan.seed)(outcome.final_observation)
+    return judge_episode(params, end_condition, inputs, outcome.success_ever)
+
+
 def kept_result(plan: EpisodePlan, end_condition: str, end_detail: str, outcome: RolloutOutcome, taken_over: bool,
-                sheet: Optional[Any] = None) -> EpisodeResult:
-    """Return the kept episode: scored by ``sheet`` (the operator's score sheet), unscored without one."""
+                sheet: Optional[Any] = None, judgement: Optional[Judgement] = None) -> EpisodeResult:
+    """Return the kept episode: scored by ``sheet`` (the operator's score sheet), unscored without one.
+
+    :param judgement: both meanings of its success (:func:`judge_success`); None when its task has no predicate.
+    """
     scored = sheet is not None
     return EpisodeResult(
         episode_id=plan.episode_id, end_condition=end_condition, scored=scored,
         success=sheet.success if scored else False, score=sheet.score if scored else 0.0,
         items=sheet.items if scored else (), task=plan.task, taken_over=taken_over, end_detail=end_detail,
-        run_id=outcome.run_id, recording_sha256=outcome.recording_sha256)
+        run_id=outcome.run_id, recording_sha256=outcome.recording_sha256,
+        success_at_end=judgement.success_at_end if judgement is not None else None,
+        success_ever=judgement.success_ever if judgement is not None else None,
+        inference_latency_p50_ms=outcome.inference_latency_p50_ms,
+        inference_latency_p99_ms=outcome.inference_latency_p99_ms,
+        mean_observation_age_steps=outcome.mean_observation_age_steps,
+        missed_deadlines=outcome.missed_deadlines if outcome.run_id else None)

@@ -24,7 +24,14 @@ from typing import Any, Callable, Optional, Tuple
 
 from strands_robots.arm.lease import station_holder
 from strands_robots.station.arms import acquire_arms
-from strands_robots.station.episode_results import end_detail_for, fault_result, judge, kept_result, unscored_result
+from strands_robots.station.episode_results import (
+    end_detail_for,
+    fault_result,
+    judge,
+    judge_success,
+    kept_result,
+    unscored_result,
+)
 from strands_robots.station.job import EpisodePlan
 from strands_robots.station.model import END_START_POSE_UNREACHED
 from strands_robots.station.operator import (
@@ -107,7 +114,12 @@ def run_episode(plan: EpisodePlan, robot: RobotPort, operator: OperatorPort, con
         if verdict == "failed":
             return "failed", f"{plan.episode_id}: {end_condition}"
         end_detail = end_detail_for(end_condition, outcome.end_detail)
-        pending = PendingEpisode(plan.episode_id, plan, end_condition, end_detail, outcome.run_id, taken_over)
+        try:
+            judgement = judge_success(plan, end_condition, outcome)
+        except ValueError as exc:  # the task was checked at submit: a predicate that does not parse is a bug
+            return "failed", f"{plan.episode_id}: task {plan.task.task_id!r}: {exc}"
+        pending = PendingEpisode(plan.episode_id, plan, end_condition, end_detail, outcome.run_id, taken_over,
+                                 judgement)
         note(f"{plan.episode_id} ended ({end_condition}); waiting for the score sheet")
         operator.rollout_ended(pending, dict(outcome.final_observation), console)
         decision = console.wait_decision(s.scoring_timeout_s)
@@ -117,7 +129,7 @@ def run_episode(plan: EpisodePlan, robot: RobotPort, operator: OperatorPort, con
             return "discarded", None
         sheet = decision.sheet if decision.kind == DECISION_SCORED else None
         assert decision.kind != DECISION_SCORED or sheet is not None
-        return "kept", kept_result(plan, end_condition, end_detail, outcome, taken_over, sheet)
+        return "kept", kept_result(plan, end_condition, end_detail, outcome, taken_over, sheet, judgement)
     finally:
         console.end_episode()
 

@@ -38,7 +38,7 @@ from strands_robots.arm.lease import LeaseManager, operator_holder, station_of
 from strands_robots.policies.registry import make_policy
 from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_LOST
 from strands_robots.simulation.observers import CooperativeStop, RunPolicyStep
-from strands_robots.station.ports import RolloutOutcome
+from strands_robots.station.ports import RolloutOutcome, ended_report
 from strands_robots.station.job import EpisodePlan, JobSpec
 
 __all__ = ["InProcessRobot", "StepClock", "PARAM_STOP_HEARTBEAT_AT_S", "PARAM_POLICY_LOST_AT_S",
@@ -248,14 +248,15 @@ class InProcessRobot:
             return RolloutOutcome(stopped_reason=stopped, end_detail=f"policy session lost at {policy_lost[0]:.2f} s "
                                   "(fault injection)", run_id=ended["run_id"], taken_over=taken_over,
                                   final_observation=final, policy_lost=True)
+        report = ended_report(ended)
         if stopped == "cancelled" and lease_condition:
             return RolloutOutcome(stopped_reason=stopped, end_condition=lease_condition, end_detail=lease_detail,
-                                  run_id=ended["run_id"], taken_over=taken_over, final_observation=final)
+                                  run_id=ended["run_id"], taken_over=taken_over, final_observation=final, **report)
         detail = ended.get("end_detail", "")
         if stopped == "error" and ended.get("error_message"):
             detail = f"{ended.get('error_type', 'Error')}: {ended['error_message']}"
         return RolloutOutcome(stopped_reason=stopped, end_detail=detail, run_id=ended["run_id"],
-                              taken_over=taken_over, final_observation=final)
+                              taken_over=taken_over, final_observation=final, **report)
 
     def pause_rollout(self) -> Tuple[bool, str]:
         with self._lock:

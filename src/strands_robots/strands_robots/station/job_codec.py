@@ -15,7 +15,16 @@ from typing import Any, Mapping, Optional, Sequence
 from strands_robots.station.durable_files import PersistenceError
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping, task_from_mapping, \
     task_to_mapping
-from strands_robots.station.model import AnswerType, ConfigHash, EpisodeResult, JobState, Provenance, ScoredItem
+from strands_robots.station.model import (
+    EPISODE_FIGURES,
+    AnswerType,
+    ConfigHash,
+    EpisodeResult,
+    JobState,
+    Provenance,
+    ScoredItem,
+    episode_figures,
+)
 from strands_robots.station.record import JobRecord, RunningEpisode
 
 __all__ = [
@@ -47,6 +56,7 @@ def episode_to_mapping(episode: EpisodeResult, tasks: tuple = ()) -> dict:
         "run_id": episode.run_id,
         "recording_sha256": episode.recording_sha256,
     }
+    data.update(episode_figures({name: getattr(episode, name) for name, _kind in EPISODE_FIGURES}))
     index = next((i for i, task in enumerate(tasks) if task == episode.task), None)
     if index is None:
         data["task"] = task_to_mapping(episode.task)
@@ -71,7 +81,7 @@ def episode_from_mapping(data: Mapping[str, Any], tasks: tuple = ()) -> EpisodeR
         task=tasks[int(data["task_index"])] if "task_index" in data else task_from_mapping(data["task"], 0),
         taken_over=bool(data["taken_over"]),
         end_detail=data["end_detail"], run_id=data.get("run_id", ""),
-        recording_sha256=str(data.get("recording_sha256", "")))
+        recording_sha256=str(data.get("recording_sha256", "")), **episode_figures(data))
 
 
 def provenance_to_mapping(provenance: Provenance) -> dict:

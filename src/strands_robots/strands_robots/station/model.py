@@ -53,6 +53,8 @@ __all__ = [
     "Task",
     "ScoredItem",
     "EpisodeResult",
+    "EPISODE_FIGURES",
+    "episode_figures",
     "JobStatus",
     "frozen_parameters",
 ]
@@ -182,6 +184,32 @@ class EpisodeResult:
     end_detail: str
     run_id: str = ""
     recording_sha256: str = ""  # SHA-256 (hex) of the episode's MCAP recording; empty when not recorded
+    # Both meanings of success (station.success_judgement; None when the task has no success predicate) ...
+    success_at_end: Optional[bool] = None   # the predicate held on the final observation
+    success_ever: Optional[bool] = None     # it held on some observation of the episode (a step's or the final one)
+    # ... and what the score should be read against (None when no rollout ran)
+    inference_latency_p50_ms: Optional[float] = None
+    inference_latency_p99_ms: Optional[float] = None
+    mean_observation_age_steps: Optional[float] = None  # of the observations the actions were inferred from
+    missed_deadlines: Optional[int] = None
+
+
+#: The episode's optional figures (absent: None) and their kinds: both meanings of success and what the score
+#: should be read against. Every conversion (protobuf, ROS, the job's JSON) carries them by this list.
+EPISODE_FIGURES: Tuple[Tuple[str, type], ...] = (
+    ("success_at_end", bool), ("success_ever", bool), ("inference_latency_p50_ms", float),
+    ("inference_latency_p99_ms", float), ("mean_observation_age_steps", float), ("missed_deadlines", int),
+)
+
+
+def episode_figures(values: Mapping[str, object]) -> dict:
+    """Return the :data:`EPISODE_FIGURES` present in ``values`` (absent or None left out), each of its kind."""
+    out: dict = {}
+    for name, kind in EPISODE_FIGURES:
+        value = values.get(name)
+        if value is not None:
+            out[name] = kind(value)
+    return out
 
 
 @dataclass(frozen=True)

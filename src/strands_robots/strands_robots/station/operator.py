@@ -87,6 +87,7 @@ class PendingEpisode:
     end_detail: str
     run_id: str
     taken_over: bool
+    judgement: Any = None  # both meanings of its success (station.success_judgement.Judgement); None: no predicate
 
 
 class OperatorConsole:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Tuple
+from typing import Any, Callable, Mapping, Optional, Protocol, Tuple
 
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.operator import OperatorConsole, PendingEpisode
 
-__all__ = ["RolloutOutcome", "InfrastructureFault", "INFRASTRUCTURE_ERRORS", "FAULT_INFRASTRUCTURE", "FAULT_POLICY",
-           "fault_of", "RobotPort", "OperatorPort"]
+__all__ = ["RolloutOutcome", "ended_report", "InfrastructureFault", "INFRASTRUCTURE_ERRORS", "FAULT_INFRASTRUCTURE",
+           "FAULT_POLICY", "fault_of", "RobotPort", "OperatorPort"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class RolloutOutcome:
         (the rollout node died under the goal); empty otherwise.
     :param recording_sha256: SHA-256 (hex) of the rollout's MCAP recording as the station holds it; empty when
         not recorded.
+    :param success_ever: the task's success predicate held on some step's observation (the rollout judged it).
+    :param end_inputs: the predicate's inputs on the rollout's final observation (the end judgement reads them).
+    :param inference_latency_p50_ms: what the score should be read against (:func:`ended_report`); None when
+        no rollout ran.
     """
 
     stopped_reason: str
@@ -51,6 +55,38 @@ class RolloutOutcome:
     error_type: str = ""
     infrastructure: str = ""
     recording_sha256: str = ""
+    success_ever: bool = False
+    end_inputs: Mapping[str, float] = field(default_factory=dict)
+    inference_latency_p50_ms: Optional[float] = None
+    inference_latency_p99_ms: Optional[float] = None
+    mean_observation_age_steps: Optional[float] = None
+    missed_deadlines: Optional[int] = None
+
+
+def ended_report(ended: Any) -> dict:
+    """Return what a rollout's Ended event tells the station beyond how it ended, as :class:`RolloutOutcome` fields.
+
+    The predicate's per-step verdict and final inputs, and the figures the score should be read against:
+    inference latency p50/p99 (ms; none when no policy call was timed), mean observation age (steps; none when
+    no step ran) and missed deadlines.
+
+    :param ended: the Ended event as a mapping (``run_policy``'s result) or a ``RunPolicyEnded`` message.
+    """
+    def get(name: str, default: Any) -> Any:
+        value = ended.get(name, default) if isinstance(ended, Mapping) else getattr(ended, name, default)
+        return default if value is None else value
+
+    keys, values = list(get("end_input_keys", ())), list(get("end_input_values", ()))
+    timed = int(get("chunks_inferred", 0)) > 0 or float(get("inference_latency_max_s", 0.0)) > 0.0
+    stepped = int(get("applied_actions", 0)) > 0
+    return {
+        "success_ever": bool(get("success_ever", False)),
+        "end_inputs": {str(k): float(v) for k, v in zip(keys, values)},
+        "inference_latency_p50_ms": float(get("inference_latency_p50_s", 0.0)) * 1e3 if timed else None,
+        "inference_latency_p99_ms": float(get("inference_latency_p99_s", 0.0)) * 1e3 if timed else None,
+        "mean_observation_age_steps": float(get("mean_observation_age_steps", 0.0)) if stepped else None,
+        "missed_deadlines": int(get("missed_deadlines", 0)),
+    }
 
 
 class InfrastructureFault(RuntimeError):

@@ -11,7 +11,7 @@ import threading
 from typing import Any, Mapping, Optional
 
 from strands_robots.station.job import EpisodePlan
-from strands_robots.station.model import AnswerType, OperatorReply
+from strands_robots.station.model import AnswerType, OperatorReply, Task
 from strands_robots.station.operator import OperatorConsole, PendingEpisode
 from strands_robots.station.score_sheet import ScoreSheetError, parse_answer
 from strands_robots.station.success_predicate import SuccessPredicate, parse_success_predicate
@@ -25,6 +25,7 @@ __all__ = [
     "PARAM_SCORE",
     "PARAM_SUCCESS_WHEN",
     "PARAM_ANSWER_PREFIX",
+    "scripted_answers",
 ]
 
 PARAM_TAKEOVER_AT_S = "operator_takeover_at_s"   # take over at this rollout time
@@ -72,9 +73,10 @@ class ScriptedOperator:
       only, so the re-run is kept (with no ``operator_takeover_at_s`` it takes over at 0 s);
     - ``operator_claim_at_s``: claim the arms at that rollout time (the episode ends ``authority_lost``);
     - ``operator_score: "false"``: keep the episode unscored;
-    - the sheet: the success item answered from the success predicate on the final state (``success_when``,
-      default ``end_condition == policy_completed``), other items from ``answer.<item>`` (text) or, without
-      one, yes_no = success, count = 0, choice = index 0.
+    - the sheet: the success item answered from the task's success predicate (``success_when``) as the station
+      judged it, at the end or ever as the task's ``headline`` says (``station.success_judgement``; without a
+      predicate: ``end_condition == policy_completed``), other items from ``answer.<item>`` (text) or, without
+      one, yes_no = success, count = 0, choice = index 0 (:func:`scripted_answers`).
 
     - a safety stop the next episode waits on: cleared explicitly, under this operator's name (the simulated
       scene is restored; at most ``max_safety_clears`` tries per episode, then it waits for a person).
@@ -172,12 +174,15 @@ class ScriptedOperator:
         if not _flag(params, PARAM_SCORE, True):
             self._log(console.skip_scoring(pending.episode_id, "the scripted operator does not score this task"))
             return
-        predicate = self._predicate or parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
-        if "object_distance_m" in params.get(PARAM_SUCCESS_WHEN, ""):  # the vision task: measured from the joints
-            from strands_robots.cameras.reach import with_object_distance
+        if self._predicate is None and pending.judgement is not None:
+            success = bool(pending.judgement.success)  # the task's predicate, judged as its headline says
+        else:
+            predicate = self._predicate or parse_success_predicate(params.get(PARAM_SUCCESS_WHEN, _DEFAULT_SUCCESS))
+            if "object_distance_m" in params.get(PARAM_SUCCESS_WHEN, ""):  # measured from the joints
+                from strands_robots.cameras.reach import with_object_distance
 
-            final_observation = with_object_distance(final_observation, params, pending.plan.seed)
-        success = bool(predicate(pending, final_observation))
+                final_observation = with_object_distance(final_observation, params, pending.plan.seed)
+            success = bool(predicate(pending, final_observation))
         reply = console.submit_score_sheet(pending.episode_id, self.answers(pending.plan, success))
         self._log(reply)
         if not reply.ok:  # never leave the procedure waiting for a sheet this operator cannot give
@@ -186,28 +191,7 @@ class ScriptedOperator:
     # -- answers ----------------------------------------------------------------------------------------------
     def answers(self, plan: EpisodePlan, success: bool) -> list:
         """Answer the sheet as this operator does for a final state judged ``success``."""
-        sheet = plan.task.scoring
-        params = plan.task.parameters
-        out = []
-        first = sheet.items[0]
-        if first.answer_type is AnswerType.YES_NO:
-            out.append((first.name, success == (first.success_answer == "yes")))
-        elif first.answer_type is AnswerType.COUNT:
-            minimum = int(first.success_answer)
-            out.append((first.name, minimum if success else max(0, minimum - 1)))
-        else:
-            index = first.choices.index(first.success_answer)
-            other = next((i for i in range(len(first.choices)) if i != index), index)
-            out.append((first.name, index if success else other))
-        for item in sheet.items[1:]:
-            text = params.get(PARAM_ANSWER_PREFIX + item.name)
-            if text is not None:
-                out.append((item.name, text))
-            elif item.answer_type is AnswerType.YES_NO:
-                out.append((item.name, success))
-            else:
-                out.append((item.name, 0))
-        return out
+        return scripted_answers(plan.task, success)
 
     def close(self) -> None:
         """Cancel pending hand-back timers."""
@@ -224,3 +208,33 @@ class ScriptedOperator:
     def _log(self, reply: OperatorReply) -> None:
         with self._lock:
             self.replies.append(reply)
+
+
+def scripted_answers(task: Task, success: bool) -> list:
+    """Answer ``task``'s sheet as the scripted operator does for an episode judged ``success``.
+
+    The success item from ``success``; each other item from its ``answer.<item>`` parameter (text) or, without
+    one, yes_no = success, count = 0, choice = index 0. ``strands-robots rescore`` answers with it too.
+    """
+    sheet = task.scoring
+    params = task.parameters
+    out: list = []
+    first = sheet.items[0]
+    if first.answer_type is AnswerType.YES_NO:
+        out.append((first.name, success == (first.success_answer == "yes")))
+    elif first.answer_type is AnswerType.COUNT:
+        minimum = int(first.success_answer)
+        out.append((first.name, minimum if success else max(0, minimum - 1)))
+    else:
+        index = first.choices.index(first.success_answer)
+        other = next((i for i in range(len(first.choices)) if i != index), index)
+        out.append((first.name, index if success else other))
+    for item in sheet.items[1:]:
+        text = params.get(PARAM_ANSWER_PREFIX + item.name)
+        if text is not None:
+            out.append((item.name, text))
+        elif item.answer_type is AnswerType.YES_NO:
+            out.append((item.name, success))
+        else:
+            out.append((item.name, 0))
+    return out

@@ -39,7 +39,7 @@ __all__ = [
 MAX_TASK_PARAMETERS = 100
 
 # -- the table --------------------------------------------------------------------------------------------------
-NUMBER, INTEGER, FLAG, PREDICATE = "number", "integer", "flag", "success predicate"
+NUMBER, INTEGER, FLAG, PREDICATE, HEADLINE = "number", "integer", "flag", "success predicate", "headline"
 CAMERAS, CAMERA_NAMES, IMAGE_FORMAT = "camera selection", "camera names", "image format"
 
 
@@ -92,6 +92,8 @@ _PARAMETERS = (
     TaskParameter("operator_score", FLAG, "false: the scripted operator keeps the task's episodes unscored"),
     TaskParameter("success_when", PREDICATE,
                   "'end_condition == <name>' or '<observation key> <op> <number>' (op one of < <= > >=)"),
+    TaskParameter("headline", HEADLINE, "success_at_end or success_ever: which success is the episode's (the one "
+                                        "the rates count; station.success_judgement)"),
     # simulated faults (station.inprocess, nodes.station.robot_port)
     TaskParameter("fault.stop_heartbeat_at_s", NUMBER, "simulated fault",
                   _seconds("rollout time at which the station stops renewing the lease (lease_lost)", 86400.0)),
@@ -204,6 +206,13 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
             parameter_number(key, value, rule.limit, integer=rule.kind == INTEGER)
         elif rule.kind == FLAG:
             parameter_flag(key, value)
+        elif rule.kind == HEADLINE:
+            from strands_robots.station.success_judgement import headline_of
+
+            try:
+                headline_of({key: value})
+            except ValueError as exc:
+                raise ValueRefused(field, value, f"{key}={value!r} refused: {exc}") from None
         elif rule.kind in (CAMERAS, CAMERA_NAMES, IMAGE_FORMAT):
             from strands_robots.cameras import request as camera_request
 

@@ -108,6 +108,12 @@ def episode_result_to_pb(result: Any) -> Any:
         end_detail=result.end_detail or "", run_id=result.run_id or "",
         recording_sha256=getattr(result, "recording_sha256", "") or "",
     )
+    from strands_robots.station.model import EPISODE_FIGURES
+
+    for name, _kind in EPISODE_FIGURES:
+        value = getattr(result, name, None)
+        if value is not None:
+            setattr(msg, name, value)
     msg.items.extend(scored_item_to_pb(i) for i in result.items)
     msg.task.CopyFrom(task_to_pb(result.task))
     return msg
@@ -115,13 +121,14 @@ def episode_result_to_pb(result: Any) -> Any:
 
 def episode_result_from_pb(msg: Any) -> Any:
     """``pb.EpisodeResult`` -> ``station.model.EpisodeResult``."""
-    from strands_robots.station.model import EpisodeResult
+    from strands_robots.station.model import EPISODE_FIGURES, EpisodeResult
 
+    figures = {name: getattr(msg, name) for name, _kind in EPISODE_FIGURES if msg.HasField(name)}
     return EpisodeResult(
         episode_id=msg.episode_id, end_condition=msg.end_condition, scored=msg.scored, success=msg.success,
         score=msg.score, items=tuple(scored_item_from_pb(i) for i in msg.items), task=task_from_pb(msg.task),
         taken_over=msg.taken_over, end_detail=msg.end_detail, run_id=msg.run_id,
-        recording_sha256=msg.recording_sha256,
+        recording_sha256=msg.recording_sha256, **figures,
     )
 
 

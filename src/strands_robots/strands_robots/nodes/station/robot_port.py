@@ -60,7 +60,7 @@ from strands_robots.driver_link.client import RosDriverBackend
 from strands_robots.nodes.station.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station.lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls
 from strands_robots.nodes.station.policy import RelaySettings, StationPolicyCalls
-from strands_robots.station.ports import InfrastructureFault, RolloutOutcome
+from strands_robots.station.ports import InfrastructureFault, RolloutOutcome, ended_report
 from strands_robots.station.job import EpisodePlan
 
 __all__ = ["RosRobotPort", "PARAM_STOP_HEARTBEAT_AT_S", "OPERATOR_CLAIM_PRIORITY", "POLICY_LOST_ERROR"]
@@ -337,13 +337,14 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         sha = _recording_sha256(ended.recording_path)
         if run_id and ended.recording_path and self._on_recording is not None:
             self._on_recording(self._job_id, plan, run_id, ended.recording_path, sha)
+        report = ended_report(ended) if run_id else {}
         if lease_condition:
             return RolloutOutcome(stopped_reason="cancelled", end_condition=lease_condition, end_detail=lease_detail,
                                   run_id=run_id, taken_over=taken_over, final_observation=final,
-                                  recording_sha256=sha)
+                                  recording_sha256=sha, **report)
         if stop_reason:
             return RolloutOutcome(stopped_reason="cancelled", end_detail=stop_reason, run_id=run_id,
-                                  taken_over=taken_over, final_observation=final, recording_sha256=sha)
+                                  taken_over=taken_over, final_observation=final, recording_sha256=sha, **report)
         if not run_id:  # no rollout ran: the message says why
             lost = POLICY_LOST_ERROR in res.message or POLICY_LOST_MARKER in res.message
             return RolloutOutcome(stopped_reason="error", end_detail=res.message or "no rollout ran",
@@ -358,7 +359,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         return RolloutOutcome(stopped_reason=ended.stopped_reason, end_condition=res.end_condition,
                               end_detail=detail, run_id=run_id, taken_over=taken_over, final_observation=final,
                               error_type=ended.error_type if ended.stopped_reason == "error" else "",
-                              recording_sha256=sha)
+                              recording_sha256=sha, **report)
 
     def take_recording(self, run_id: str) -> str:
         """Return (and forget) the recording the rollout node wrote for ``run_id``; "" when none."""

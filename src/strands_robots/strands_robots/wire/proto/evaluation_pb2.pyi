@@ -88,7 +88,7 @@ class ScoredItem(_message.Message):
     def __init__(self, name: _Optional[str] = ..., question: _Optional[str] = ..., answer_type: _Optional[_Union[AnswerType, str]] = ..., yes_no: _Optional[bool] = ..., count: _Optional[int] = ..., choice_index: _Optional[int] = ..., points: _Optional[float] = ..., max_points: _Optional[float] = ..., is_success_item: _Optional[bool] = ...) -> None: ...
 
 class EpisodeResult(_message.Message):
-    __slots__ = ("episode_id", "end_condition", "scored", "success", "score", "items", "task", "taken_over", "end_detail", "run_id", "recording_sha256")
+    __slots__ = ("episode_id", "end_condition", "scored", "success", "score", "items", "task", "taken_over", "end_detail", "run_id", "recording_sha256", "success_at_end", "success_ever", "inference_latency_p50_ms", "inference_latency_p99_ms", "mean_observation_age_steps", "missed_deadlines")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     END_CONDITION_FIELD_NUMBER: _ClassVar[int]
     SCORED_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,12 @@ class EpisodeResult(_message.Message):
     END_DETAIL_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDING_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_AT_END_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_EVER_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_OBSERVATION_AGE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MISSED_DEADLINES_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     end_condition: str
     scored: bool
@@ -111,7 +117,13 @@ class EpisodeResult(_message.Message):
     end_detail: str
     run_id: str
     recording_sha256: str
-    def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ..., recording_sha256: _Optional[str] = ...) -> None: ...
+    success_at_end: bool
+    success_ever: bool
+    inference_latency_p50_ms: float
+    inference_latency_p99_ms: float
+    mean_observation_age_steps: float
+    missed_deadlines: int
+    def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ..., recording_sha256: _Optional[str] = ..., success_at_end: _Optional[bool] = ..., success_ever: _Optional[bool] = ..., inference_latency_p50_ms: _Optional[float] = ..., inference_latency_p99_ms: _Optional[float] = ..., mean_observation_age_steps: _Optional[float] = ..., missed_deadlines: _Optional[int] = ...) -> None: ...
 
 class JobStatus(_message.Message):
     __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence", "provenance")
