@@ -345,3 +345,38 @@ def test_a_hardware_fault_makes_a_command_a_coarse_error_naming_it_and_nothing_i
     verdict = core.send_action({"left.joint_1": 0.1})
     assert verdict.error == "adapter command failed: RuntimeError: controller fwd is inactive in /controller_manager"
     assert not [c for c in arms.calls if c[0] == "command"]
+
+
+# -- bring-up options ---------------------------------------------------------------------------------------------
+def up_args(**kw):
+    import argparse
+
+    return argparse.Namespace(**{"hardware": None, "controller_manager": None, "arms_config": None, **kw})
+
+
+def test_up_on_ros2_control_gives_the_driver_its_hardware_the_packages_arms_file_and_the_controller_manager():
+    from strands_robots.arm.ros2_control import CONTROLLER_MANAGER_ENV
+    from strands_robots.cli.up import arms_setup
+
+    params, env, refusal = arms_setup(up_args(hardware="ros2_control", controller_manager="/robot1"))
+    assert refusal == ""
+    assert params == {"hardware": "ros2_control", "config_file": config_path("ros2_control/arms.yaml")}
+    assert env == {CONTROLLER_MANAGER_ENV: "/robot1"}
+    assert arms_setup(up_args()) == ({}, {}, "")  # the simulated arms: nothing added
+
+
+def test_up_refuses_a_controller_manager_without_ros2_control_and_an_arms_file_that_is_not_there(tmp_path):
+    from strands_robots.cli.up import arms_setup
+
+    assert arms_setup(up_args(controller_manager="/robot1"))[2] == \
+        "--controller-manager goes with --hardware ros2_control"
+    missing = str(tmp_path / "nope.yaml")
+    assert arms_setup(up_args(hardware="ros2_control", arms_config=missing))[2] == \
+        f"--arms-config {missing}: no such file"
+
+
+def test_the_driver_reads_the_ros2_control_arms_file_when_its_config_file_is_empty():
+    from strands_robots.nodes.arm_driver.params import default_config_path
+
+    assert default_config_path("ros2_control") == config_path("ros2_control/arms.yaml")
+    assert default_config_path("mujoco") == config_path("arms.yaml")
