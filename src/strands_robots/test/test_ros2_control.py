@@ -285,8 +285,8 @@ def test_a_lost_lease_stops_the_arms_and_deactivates_the_controller_until_an_ope
     assert a.state(stack.controller) == "inactive"
     # the operator clears it: the controller is active again and commands move the arms from where they are
     seen = len(a.lines)
-    reset = p.call(p.reset, ResetSafety.Request(lease_token=operator))
-    assert reset.success, reset.message
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="alice", lease_token=operator))
+    assert reset.ok, reset.message
     a.wait_state(stack.controller, "active", seen)
     verdict = p.command(operator, {"left.joint_2": 0.3})
     assert list(verdict.applied_keys) == ["left.joint_2"], verdict
