@@ -54,7 +54,7 @@ CONTROLLERS = {"forward_command": "forward_position_controller", "joint_trajecto
 
 
 def arms_file(tmp: Path, mode: str) -> Path:
-    """The package's ros2_control arms.yaml, commanding through the controller of ``mode``."""
+    """Write the package's ros2_control arms.yaml, commanding through the controller of ``mode``; its path."""
     text = ARMS.read_text()
     if mode == "joint_trajectory":
         text = text.replace("controller: forward_position_controller", "controller: joint_trajectory_controller")
@@ -156,7 +156,7 @@ class ActivityProbe:
         return ""
 
     def wait_state(self, controller: str, state: str, after: int, timeout_s: float = 20.0) -> dict:
-        """The first activity from line ``after`` on that reports ``controller`` in ``state``."""
+        """Return the first activity from line ``after`` on that reports ``controller`` in ``state``."""
         def found():
             for item in self.lines[after:]:
                 if item.get("controllers", {}).get(controller) == state:
