@@ -39,7 +39,10 @@ from strands_robots.arm.start_pose import (
 )
 from strands_robots.arm.verdict import REASON_ARM_STOPPED, REASON_OUT_OF_ORDER, REASON_STALE, ActionVerdict
 
-__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset"]
+__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset", "REFUSED_NOT_LEASE_HOLDER"]
+
+# How a clear by someone who does not hold the lease is refused (the station re-claims its lease on it).
+REFUSED_NOT_LEASE_HOLDER = "refused: not the lease holder"
 
 
 @dataclass(frozen=True)
@@ -397,7 +400,7 @@ class DriverCore:
         if authority is not None:
             refusal = authority(lease_token)
             if refusal:
-                return SafetyReset(False, f"refused: not the lease holder: {refusal}", refused=True)
+                return SafetyReset(False, f"{REFUSED_NOT_LEASE_HOLDER}: {refusal}", refused=True)
         with self._lock:
             was = format_checks(self._envelope.tripped)
             checks = self._envelope.tripped
