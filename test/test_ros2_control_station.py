@@ -202,3 +202,20 @@ def test_a_killed_controller_manager_ends_its_episode_as_a_driver_fault_and_the_
     # its task ran again as a new episode, and every task ended in full
     done = [e.task.task_id for e in final.episodes if e.end_condition == "timeout"]
     assert sorted(done) == ["a", "b", "c"], rows
+
+
+def test_a_lease_lost_mid_episode_latches_a_stop_that_the_operator_clears_and_the_job_goes_on(robot_station):
+    s = robot_station
+    lost = task("lost", "3")
+    lost["parameters"]["fault.stop_heartbeat_at_s"] = "0.5"  # the station stops renewing: its lease runs out
+    final = run_job(s, [lost, task("after")])
+    rows = [(e.episode_id, e.task.task_id, e.end_condition, e.end_detail) for e in final.episodes]
+    print(f"\n[{s.mode}] job {final.state}: " + "\n  ".join(map(str, rows)))
+    assert final.state == "SUCCEEDED", f"{final}\n" + "\n".join(s.lines[-80:])
+    assert [(e.task.task_id, e.end_condition) for e in final.episodes] == [("lost", "lease_lost"),
+                                                                         ("after", "timeout")], rows
+    # the driver latched the stop and took the controller down; the scripted operator's clear brought it back
+    driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
+    assert "SAFETY STOP: left: stopped: lease of 'station:sim_station' expired" in driver, driver[-3000:]
+    assert f"{s.controller} deactivated" in driver, driver[-3000:]
+    assert f"{s.controller} active again" in driver, driver[-3000:]
