@@ -308,7 +308,12 @@ def test_a_killed_controller_manager_is_a_named_driver_fault_and_commands_apply_
                            for d in p.diagnostics[-3:] for s in d.status for kv in s.values), 10.0)
     print(f"\n[{stack.mode}] driver joint_states ended {silent_from:.3f} s after the controller_manager was killed")
     stack.start_robot()
-    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] < 0.2, 60.0)
+    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] < 0.2, 120.0)
+    # a fresh lease: on a loaded machine the restart can outlast the first one, and a lease that runs out under
+    # its holder latches a stop (cleared here by its new holder; "no safety stop in force" otherwise)
+    token = p.lease("operator:carol@rc", 60.0, priority=5)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="carol", lease_token=token))
+    assert reset.ok, reset.message
     verdict = wait_applied(p, token, {"left.joint_3": 1.1})
     assert list(verdict.applied_keys) == ["left.joint_3"], stack.output()
     wait_until(lambda: abs(p.robot_position("left_joint_3") - 1.1) < 1e-3, 10.0)
