@@ -28,6 +28,11 @@ from strands_robots.arm.ros2_control import CONTROLLER_MANAGER_ENV
 from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
 
 
+def _with_env(options: dict, env: dict) -> dict:
+    """Return the node options with ``env`` added to their ``additional_env``."""
+    return dict(options, additional_env={**options.get("additional_env", {}), **env})
+
+
 def generate_launch_description() -> LaunchDescription:
     config_file = LaunchConfiguration("config_file")
     namespace = LaunchConfiguration("namespace")
@@ -56,8 +61,7 @@ def generate_launch_description() -> LaunchDescription:
         namespace=namespace,
         parameters=[config_file, {"control_rate_hz": control_frequency, "hardware": LaunchConfiguration("hardware"),
                                   "config_file": LaunchConfiguration("arms_config")}],
-        additional_env={CONTROLLER_MANAGER_ENV: LaunchConfiguration("controller_manager")},
-        **output_options(),
+        **_with_env(output_options(), {CONTROLLER_MANAGER_ENV: LaunchConfiguration("controller_manager")}),
     )
     configure = EmitEvent(
         event=ChangeState(
