@@ -21,6 +21,7 @@ setup(
         ("share/" + package_name, ["package.xml"]),
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml")),
+        ("share/" + package_name + "/config/ros2_control", glob("config/ros2_control/*")),
     ],
     install_requires=["setuptools", "numpy", "PyYAML", "mujoco", "mcap", "mcap-ros2-support", "Pillow"],
     zip_safe=False,
@@ -43,6 +44,7 @@ setup(
         # Hardware adapters the arm driver's `hardware` parameter can name (a real arm registers its own).
         "strands_robots.hardware": [
             "mujoco = strands_robots.arm.mujoco_sim:hardware",
+            "ros2_control = strands_robots.nodes.arm_driver.ros2_control:hardware",
         ],
         # Camera adapters the camera node's `adapter` parameter can name (a real camera registers its own).
         "strands_robots.cameras": [

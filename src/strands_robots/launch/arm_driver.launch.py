@@ -2,6 +2,7 @@
 
     ros2 launch strands_robots arm_driver.launch.py
     ros2 launch strands_robots arm_driver.launch.py namespace:=lab control_frequency:=100.0
+    ros2 launch strands_robots arm_driver.launch.py hardware:=ros2_control controller_manager:=/robot1
     ros2 lifecycle set /strands/arm_driver deactivate    # holds the arms; stays inactive until activated again
 
 The activation happens once, after the first configure: an operator's ``deactivate`` (or ``cleanup`` and a new
@@ -23,7 +24,13 @@ from launch_ros.events.lifecycle import ChangeState
 from launch_ros.substitutions import FindPackageShare
 from lifecycle_msgs.msg import Transition
 
+from strands_robots.arm.ros2_control import CONTROLLER_MANAGER_ENV
 from strands_robots.launch_support import check_parameters_file, end_launch_with, output_options
+
+
+def _with_env(options: dict, env: dict) -> dict:
+    """Return the node options with ``env`` added to their ``additional_env``."""
+    return dict(options, additional_env={**options.get("additional_env", {}), **env})
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -39,14 +46,22 @@ def generate_launch_description() -> LaunchDescription:
         ),
         DeclareLaunchArgument("namespace", default_value="strands", description="namespace of the driver"),
         DeclareLaunchArgument("control_frequency", default_value="50.0", description="joint_states rate in Hz"),
+        DeclareLaunchArgument("hardware", default_value="mujoco",
+                              description="the driver's hardware: mujoco (simulated) or ros2_control"),
+        DeclareLaunchArgument("arms_config", default_value="",
+                              description="the driver's arms.yaml (empty: the package's for the hardware)"),
+        DeclareLaunchArgument("controller_manager", default_value="",
+                              description="hardware ros2_control: the controller_manager's namespace or node name "
+                                          "(empty: the arms config's)"),
     ]
     driver = LifecycleNode(
         package="strands_robots",
         executable="arm_driver_node",
         name="arm_driver",
         namespace=namespace,
-        parameters=[config_file, {"control_rate_hz": control_frequency}],
-        **output_options(),
+        parameters=[config_file, {"control_rate_hz": control_frequency, "hardware": LaunchConfiguration("hardware"),
+                                  "config_file": LaunchConfiguration("arms_config")}],
+        **_with_env(output_options(), {CONTROLLER_MANAGER_ENV: LaunchConfiguration("controller_manager")}),
     )
     configure = EmitEvent(
         event=ChangeState(

@@ -147,6 +147,12 @@ def generate_launch_description() -> LaunchDescription:
                               description="camera file (empty: the package's config/cameras.yaml)"),
         DeclareLaunchArgument("record", default_value="",
                               description="true: every rollout recorded to MCAP (empty: the config file's)"),
+        DeclareLaunchArgument("hardware", default_value="mujoco",
+                              description="the arm driver's hardware: mujoco (simulated) or ros2_control"),
+        DeclareLaunchArgument("arms_config", default_value="",
+                              description="the driver's arms.yaml (empty: the package's for the hardware)"),
+        DeclareLaunchArgument("controller_manager", default_value="",
+                              description="hardware ros2_control: the controller_manager's namespace or node name"),
     ]
     driver = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(_HERE, "arm_driver.launch.py")),
@@ -154,6 +160,9 @@ def generate_launch_description() -> LaunchDescription:
             "config_file": config_file,
             "namespace": namespace,
             "control_frequency": control_frequency,
+            "hardware": LaunchConfiguration("hardware"),
+            "arms_config": LaunchConfiguration("arms_config"),
+            "controller_manager": LaunchConfiguration("controller_manager"),
         }.items(),
     )
     checks = [

@@ -93,3 +93,17 @@ def test_default_silence_is_ten_periods_within_the_floor_and_half_a_second(perio
 def test_a_bound_above_half_a_second_is_refused():
     with pytest.raises(ValueError, match="outside"):
         DriverWatch("d", 0.6)
+
+
+def test_a_silence_quotes_the_drivers_last_error_answer_which_names_its_hardware_fault():
+    watch, clock = make(0.1)
+    watch.joint_state()
+    watch.command_sent()
+    fault_text = "adapter command failed: RuntimeError: joint_states on /joint_states stale: none for 0.26 s"
+    watch.answered(fault_text + " " + "x" * 400)
+    clock.advance(0.15)
+    stale = watch.stale_observation()
+    assert f"last answer 0.150 s ago (an error: {fault_text} " in stale
+    assert len(stale) < 500  # the quote is cut
+    watch.answered()  # a later plain answer: nothing to quote
+    assert "an error" not in watch.fault()

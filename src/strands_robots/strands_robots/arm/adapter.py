@@ -61,3 +61,16 @@ class HardwareAdapter(Protocol):
 
     def time_s(self) -> float:
         """Seconds of simulated (or hardware) time since the last reset."""
+
+
+# Optional members a real arm's adapter may have (the driver core asks with getattr; MuJoCo has none):
+#
+# - ``fault() -> str``: the hardware's own fault, named ("controller X is inactive", "joint_states stale"), empty
+#   while it can be commanded. While it is non-empty the node publishes no ``joint_states`` (the rollout ends
+#   the episode as a driver fault, as for a silent driver) and ``command`` raises (nothing is sent).
+# - ``latch_stop(reason: str) -> None``: a stop was latched (envelope trip, lost lease), after ``hold``; real
+#   hardware takes its command path down (ros2_control: deactivates the command controller).
+# - ``resume() -> str``: the operator cleared the stop; bring the command path back and restart from the
+#   measured state. Empty on success, else why not (the stop then stays).
+# - ``stops_on_lease_loss: bool``: a lease that expires or is revoked latches a stop (real arms).
+# - ``close() -> None``: release what the adapter holds (its ROS node), at the driver's cleanup.

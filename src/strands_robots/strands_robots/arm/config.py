@@ -48,6 +48,8 @@ class DriverConfig:
     :param start_pose: the start pose and settling criteria.
     :param home: simulation reset pose per key (missing keys: 0.0).
     :param reset_noise_rad: simulation reset noise (seeded by ``reset(seed)``).
+    :param ros2_control: the ``ros2_control`` section as written (None: absent); the ``ros2_control`` hardware
+        validates it (:class:`strands_robots.arm.ros2_control.Ros2ControlSettings`), other hardware ignores it.
     """
 
     arms: tuple[ArmSpec, ...]
@@ -58,6 +60,7 @@ class DriverConfig:
     start_pose: StartPoseSettings = field(default_factory=StartPoseSettings)
     home: Mapping[str, float] = field(default_factory=dict)
     reset_noise_rad: float = 0.0
+    ros2_control: "Mapping[str, Any] | None" = None
 
     def joint_specs(self) -> Mapping[str, JointSpec]:
         return joint_specs_by_key(self.arms)
@@ -96,7 +99,7 @@ class DriverConfig:
 
 
 _TOP_LEVEL = {"physics", "arms", "joints", "arm_overrides", "margins", "stop_scope", "start_pose", "home",
-              "reset_noise_rad"}
+              "reset_noise_rad", "ros2_control"}
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -255,5 +258,9 @@ def _parse(data: Any) -> DriverConfig:
 
     home = per_key_pose(doc.get("home"), "home", fill=False)
     noise = _number(doc.get("reset_noise_rad", 0.0), "reset_noise_rad", non_negative=True)
+    ros2_control = doc.get("ros2_control")
+    if ros2_control is not None:
+        ros2_control = dict(_mapping(ros2_control, "ros2_control"))
     return DriverConfig(arms=arms_t, timestep_s=timestep, safety_check_period_s=period, margins=margins,
-                        stop_scope=stop_scope, start_pose=start_pose, home=home, reset_noise_rad=noise)
+                        stop_scope=stop_scope, start_pose=start_pose, home=home, reset_noise_rad=noise,
+                        ros2_control=ros2_control)

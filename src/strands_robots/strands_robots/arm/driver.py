@@ -39,7 +39,10 @@ from strands_robots.arm.start_pose import (
 )
 from strands_robots.arm.verdict import REASON_ARM_STOPPED, REASON_OUT_OF_ORDER, REASON_STALE, ActionVerdict
 
-__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset"]
+__all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyReset", "REFUSED_NOT_LEASE_HOLDER"]
+
+# How a clear by someone who does not hold the lease is refused (the station re-claims its lease on it).
+REFUSED_NOT_LEASE_HOLDER = "refused: not the lease holder"
 
 
 @dataclass(frozen=True)
@@ -312,8 +315,36 @@ class DriverCore:
         if self._envelope.stopped:
             return
         if self._envelope.check(self._adapter.read()):
-            self._safety_trips += 1
-            self._adapter.hold(self._envelope.stopped_arms)
+            self._latched()
+
+    def _latched(self) -> None:
+        """Hold the arms a stop just latched, then tell hardware that latches stops of its own."""
+        self._safety_trips += 1
+        self._adapter.hold(self._envelope.stopped_arms)
+        latch = getattr(self._adapter, "latch_stop", None)
+        if latch is not None:
+            latch(format_checks(self._envelope.tripped))
+
+    def stop(self, reason: str) -> bool:
+        """Latch a stop of every arm that no reading caused (a lost lease): held, refused, until ``reset_safety``.
+
+        Returns whether this call stopped the arms (False: a stop was already in force).
+        """
+        with self._lock:
+            if not self._envelope.trip(reason):
+                return False
+            self._latched()
+            return True
+
+    @property
+    def stops_on_lease_loss(self) -> bool:
+        """Whether the hardware asks for a latched stop when the lease is lost (see :class:`HardwareAdapter`)."""
+        return bool(getattr(self._adapter, "stops_on_lease_loss", False))
+
+    def hardware_fault(self) -> str:
+        """Return the hardware's own fault, named (empty while it can be commanded, or when it reports none)."""
+        fault = getattr(self._adapter, "fault", None)
+        return fault() if fault is not None else ""
 
     def step(self, dt: float) -> None:
         """Advance by ``dt`` in whole adapter timesteps, evaluating the envelope every check period.
@@ -369,13 +400,21 @@ class DriverCore:
         if authority is not None:
             refusal = authority(lease_token)
             if refusal:
-                return SafetyReset(False, f"refused: not the lease holder: {refusal}", refused=True)
+                return SafetyReset(False, f"{REFUSED_NOT_LEASE_HOLDER}: {refusal}", refused=True)
         with self._lock:
             was = format_checks(self._envelope.tripped)
+            checks = self._envelope.tripped
             self._envelope.reset()
             self._check_safety()
             if self._envelope.stopped:
                 return SafetyReset(False, f"still outside the safety envelope: {format_checks(self._envelope.tripped)}")
+            resume = getattr(self._adapter, "resume", None)
+            if resume is not None:
+                why = resume()
+                if why:  # the hardware cannot take commands again: the stop stays as it was
+                    if checks:
+                        self._envelope.restore(checks)
+                    return SafetyReset(False, f"safety stop not cleared: {why}")
         return SafetyReset(True, f"safety stop cleared (was: {was})" if was else "no safety stop in force")
 
     # -- lifecycle ------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from strands_robots.arm.model import ArmSpec, actuator_key
 QUANTITY_POSITION = "position"
 QUANTITY_VELOCITY = "velocity"
 QUANTITY_TORQUE = "torque"
+QUANTITY_STOP = "stop"  # a stop that is not a reading: a lost lease on hardware that stops on it
 UNITS = {QUANTITY_POSITION: "rad", QUANTITY_VELOCITY: "rad/s", QUANTITY_TORQUE: "N*m"}
 
 STOP_SCOPE_ALL = "all"
@@ -51,9 +52,15 @@ class SafetyCheck:
     value: float
     limit: float
     unit: str
+    reason: str = ""  # a stop that is not a reading (quantity ``stop``): why, e.g. "lease lost: expired"
 
     def text(self) -> str:
-        """Return the spec's text form, e.g. ``right: joint 4 reads +3.4 N*m`` (signed, one decimal)."""
+        """Return the spec's text form, e.g. ``right: joint 4 reads +3.4 N*m`` (signed, one decimal).
+
+        A stop that is not a reading reads ``left: stopped: lease lost: expired``.
+        """
+        if self.quantity == QUANTITY_STOP:
+            return f"{self.arm}: stopped: {self.reason}"
         return f"{self.arm}: {joint_label(self.joint)} reads {self.value:+.1f} {self.unit}"
 
 
@@ -196,6 +203,23 @@ class SafetyEnvelope:
     def tripped(self) -> tuple[SafetyCheck, ...]:
         """The checks of the trip that stopped the arms (empty while not stopped)."""
         return self._tripped
+
+    def trip(self, reason: str) -> tuple[SafetyCheck, ...]:
+        """Latch a stop of every arm that is not a reading (a lost lease): as :meth:`check`, () when already stopped."""
+        if self._tripped:
+            return ()
+        self._tripped = tuple(SafetyCheck(a, "", QUANTITY_STOP, 0.0, 0.0, "", reason or "stopped")
+                              for a in self._arm_names)
+        self._stopped_arms = self._arm_names
+        return self._tripped
+
+    def restore(self, checks: tuple[SafetyCheck, ...]) -> None:
+        """Latch ``checks`` again (a clear the hardware refused): the stop stands as it was."""
+        self._tripped = tuple(checks)
+        if self._stop_scope == STOP_SCOPE_ALL or any(c.quantity == QUANTITY_STOP for c in checks):
+            self._stopped_arms = self._arm_names
+        else:
+            self._stopped_arms = tuple(a for a in self._arm_names if any(c.arm == a for c in checks))
 
     def reset(self) -> None:
         """Release the stop. The next evaluation trips again if the arms are still outside the envelope."""

@@ -81,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the demo job: record all of it to this MCAP file (strands-robots record beside the "
                               "nodes, matched before the job is submitted)")
     station.add_argument("--verbose", action="store_true", help="print every node's output")
+    arms = up.add_argument_group("the arms (the station and --rollout)")
+    arms.add_argument("--hardware", default=None,
+                      help="the arm driver's hardware: mujoco (default, simulated) or ros2_control (a running "
+                           "controller_manager; docs/hardware.md)")
+    arms.add_argument("--controller-manager", default=None, metavar="NS",
+                      help="with --hardware ros2_control: the controller_manager's namespace or node name (default: "
+                           "the arms config's, /controller_manager)")
+    arms.add_argument("--arms-config", default=None, metavar="FILE",
+                      help="the driver's arms.yaml (default: the package's; with --hardware ros2_control "
+                           "config/ros2_control/arms.yaml, the demo description's joints)")
     rollout = up.add_argument_group("--rollout: the driver and the rollout node only")
     rollout.add_argument("--rollout", action="store_true", help="bring up only the driver and the rollout node")
     rollout.add_argument("--config-file", default=None,

@@ -96,7 +96,8 @@ class LocalStation:
                  relay_credentials: Optional[str] = None, station_params: Optional[dict] = None,
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
                  control_frequency: float = 50.0, tls: Optional[tuple] = None,
-                 cameras: str = "") -> None:
+                 cameras: str = "", driver_params: Optional[dict] = None,
+                 driver_env: Optional[dict] = None) -> None:
         from strands_robots.supervisor import Supervisor
 
         self.workdir = Path(workdir)
@@ -124,6 +125,9 @@ class LocalStation:
         self.state_dir = str(self.workdir / "station_state")
         self.tls = tls  # (certificate PEM path, key PEM path): the local relay serves TLS, everyone trusts it
         self.cameras = cameras.strip()  # the camera node's cameras (config/cameras.yaml); "": no camera node
+        # the arm driver's hardware (``up --hardware``): extra parameters, extra environment
+        self.driver_params = dict(driver_params or {})
+        self.driver_env = dict(driver_env or {})
 
     # -- relay ----------------------------------------------------------------------------------------------
     def write_tokens(self) -> None:
@@ -195,9 +199,7 @@ class LocalStation:
 
     def start_nodes(self) -> None:
         hz = f"{self.control_frequency:.1f}"
-        self.driver = self.sup.start("arm_driver", self._node_argv(
-            "strands_robots.nodes.arm_driver.node", "arm_driver", config_file("rollout.yaml"),
-            {"control_rate_hz": hz, "autostart": "true"}), on_line=self._emit)
+        self.start_driver()
         # The station moves the arms to the start pose itself (start_pose_unreached is its end condition). The
         # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
@@ -209,6 +211,15 @@ class LocalStation:
         self._rollout_overrides = rollout
         self.start_rollout()
         self.start_station()
+
+    def start_driver(self) -> Any:
+        """Start (or restart) the arm driver on its hardware (MuJoCo unless ``driver_params`` names another)."""
+        params = {"control_rate_hz": f"{self.control_frequency:.1f}", "autostart": "true", **self.driver_params}
+        env = dict(os.environ, **self.driver_env) if self.driver_env else None
+        self.driver = self.sup.start("arm_driver", self._node_argv(
+            "strands_robots.nodes.arm_driver.node", "arm_driver", config_file("rollout.yaml"), params),
+            env=env, on_line=self._emit)
+        return self.driver
 
     def start_camera(self) -> Any:
         """Start (or restart) the camera node rendering :attr:`cameras`."""
@@ -306,7 +317,8 @@ class LocalStation:
 # -- the commands ------------------------------------------------------------------------------------------
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
              timeout_s: Optional[float] = None, write: Callable[[str], None] = print,
-             on_final: Optional[Callable[[Any], None]] = None, record: Optional[str] = None) -> int:
+             on_final: Optional[Callable[[Any], None]] = None, record: Optional[str] = None,
+             driver_params: Optional[dict] = None, driver_env: Optional[dict] = None) -> int:
     """Run the main job end to end on this machine (see the module docstring).
 
     0 when the job SUCCEEDED, 1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
@@ -329,7 +341,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
     # tokens, the relay's store and the station's state: removed when this process ends, however it ends
     with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
         station = LocalStation(private.path, namespace=namespace, station_id=spec.station_id, out=out,
-                               control_frequency=spec.control_frequency, cameras=DEMO_CAMERAS)
+                               control_frequency=spec.control_frequency, cameras=DEMO_CAMERAS,
+                               driver_params=driver_params, driver_env=driver_env)
         final = None
         served: dict = {}
         died: dict = {}
@@ -393,7 +406,8 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
 
 
 def run_station(relay_credentials: str, *, namespace: str = "station", state_dir: Optional[str] = None,
-                write: Callable[[str], None] = print) -> int:
+                write: Callable[[str], None] = print, driver_params: Optional[dict] = None,
+                driver_env: Optional[dict] = None) -> int:
     """Run the station's three nodes taking jobs from the relay until Ctrl-C / SIGTERM (128 + the signal).
 
     :param relay_credentials: the station's credentials file (0600): the relay, the station id, its token.
@@ -402,7 +416,8 @@ def run_station(relay_credentials: str, *, namespace: str = "station", state_dir
 
     with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
         station = LocalStation(private.path, namespace=namespace, relay_credentials=relay_credentials,
-                               station_params={"state_dir": state_dir} if state_dir else None, cameras=DEMO_CAMERAS)
+                               station_params={"state_dir": state_dir} if state_dir else None, cameras=DEMO_CAMERAS,
+                               driver_params=driver_params, driver_env=driver_env)
         try:
             station.start_nodes()
             write(f"[up] station {station.station_id} takes jobs from {station.relay_target}; Ctrl-C stops it")

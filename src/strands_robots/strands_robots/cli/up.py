@@ -53,6 +53,13 @@ def node_argv(module: str, name: str, namespace: str, params_file: str, override
     return argv
 
 
+def _with_env(extra: dict) -> "dict | None":
+    """Return this process's environment plus ``extra`` (None when there is nothing to add: the default)."""
+    import os
+
+    return dict(os.environ, **extra) if extra else None
+
+
 def _say(text: str) -> None:
     """Print one line in one write, so the children's output (printed by other threads) cannot split it."""
     sys.stdout.write(text + "\n")
@@ -71,8 +78,46 @@ TOKEN_ENV = argv_secrets.STATION_TOKEN_ENV
 PRIVATE_DIR_PREFIX = "strands_up_"
 
 
+def arms_setup(args: argparse.Namespace) -> "tuple[dict, dict, str]":
+    """Return the driver's parameters and environment for ``--hardware``, ``--controller-manager``, ``--arms-config``.
+
+    Returns ``(parameters, environment additions, refusal)``; the refusal is empty when the options fit.
+    """
+    import os
+
+    from strands_robots.package_files import PackageFileNotFound, config_path
+
+    hardware = getattr(args, "hardware", None) or "mujoco"
+    manager = getattr(args, "controller_manager", None)
+    arms_config = getattr(args, "arms_config", None)
+    if manager and hardware != "ros2_control":
+        return {}, {}, "--controller-manager goes with --hardware ros2_control"
+    params: dict = {}
+    env: dict = {}
+    if hardware != "mujoco":
+        params["hardware"] = hardware
+    if hardware == "ros2_control" and not arms_config:
+        try:
+            arms_config = config_path("ros2_control/arms.yaml")
+        except PackageFileNotFound as exc:
+            return {}, {}, str(exc)
+    if arms_config:
+        if not os.path.isfile(arms_config):
+            return {}, {}, f"--arms-config {arms_config}: no such file"
+        params["config_file"] = os.path.abspath(arms_config)
+    if manager:
+        from strands_robots.arm.ros2_control import CONTROLLER_MANAGER_ENV
+
+        env[CONTROLLER_MANAGER_ENV] = manager
+    return params, env, ""
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Run the simulated station (default), the station taking jobs from a relay, or ``--rollout``."""
+    driver_params, driver_env, refusal = arms_setup(args)
+    if refusal:
+        return _usage_error(refusal)
+    args.driver_params, args.driver_env = driver_params, driver_env
     if not args.rollout:
         given = [f"--{name.replace('_', '-')}" for name in _ROLLOUT_ONLY if getattr(args, name) is not None]
         if given or args.every_step:
@@ -113,7 +158,8 @@ def _station(args: argparse.Namespace) -> int:
     if not (args.relay or args.relay_credentials):
         ros_env_check("up")
         return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose,
-                                     record=args.record)
+                                     record=args.record, driver_params=args.driver_params,
+                                     driver_env=args.driver_env)
     # 0700, removed when this process ends however it ends: the token file written from the environment
     with PrivateDir(PRIVATE_DIR_PREFIX) as private:
         credentials_file = args.relay_credentials
@@ -135,7 +181,8 @@ def _station(args: argparse.Namespace) -> int:
                                 f"{credentials.station_id}")
         ros_env_check("up")
         state_dir = args.state_dir or station_state_dir(credentials.station_id, credentials.targets)
-        return station_demo.run_station(credentials_file, namespace=namespace, state_dir=state_dir)
+        return station_demo.run_station(credentials_file, namespace=namespace, state_dir=state_dir,
+                                        driver_params=args.driver_params, driver_env=args.driver_env)
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -190,8 +237,8 @@ def _run(args: argparse.Namespace, config: str) -> int:
                  f"{args.control_frequency:g} Hz; {args.duration:g} s x {args.episodes} episode(s)")
             driver = sup.start("arm_driver", node_argv(
                 "strands_robots.nodes.arm_driver.node", "arm_driver", args.namespace, config,
-                {"control_rate_hz": args.control_frequency, "autostart": "true"},
-            ))
+                {"control_rate_hz": args.control_frequency, "autostart": "true", **args.driver_params},
+            ), env=_with_env(args.driver_env))
             rollout = sup.start("rollout", node_argv(
                 "strands_robots.nodes.rollout.node", "rollout", args.namespace, config,
                 {

@@ -23,10 +23,11 @@ def safety_check_to_msg(check: Any) -> Any:
 
 def msg_to_safety_check(msg: Any) -> Any:
     """Return the :class:`~strands_robots.arm.safety.SafetyCheck` of a message (``text`` is derived, not stored)."""
-    from strands_robots.arm.safety import SafetyCheck
+    from strands_robots.arm.safety import QUANTITY_STOP, SafetyCheck
 
+    reason = msg.text.partition("stopped: ")[2] if msg.quantity == QUANTITY_STOP else ""
     return SafetyCheck(arm=msg.arm, joint=msg.joint, quantity=msg.quantity, value=msg.value,
-                       limit=msg.limit, unit=msg.unit)
+                       limit=msg.limit, unit=msg.unit, reason=reason)
 
 
 def safety_stop_to_msg(checks: Iterable[Any], stopped: bool = True, stamp_ns: int = 0) -> Any:

@@ -278,7 +278,8 @@ class RosDriverBackend(DriverArmCalls):
             self._safety_changed.notify_all()
 
     def _on_verdict(self) -> None:
-        self._watch.answered()
+        stream = self._stream
+        self._watch.answered(stream.last_error if stream is not None else "")
 
     # -- RobotBackend ------------------------------------------------------------------------------------------
     def action_keys(self) -> tuple[str, ...]:
@@ -388,7 +389,7 @@ class RosDriverBackend(DriverArmCalls):
         res = self._call(self._send, req, self._action_timeout_s)
         if res is None:
             return ActionVerdict.coarse(f"send_action timed out after {self._action_timeout_s:g} s")
-        self._watch.answered()
+        self._watch.answered(res.error)
         self._note_stopped(res.stopped)
         return response_to_verdict(res)
 

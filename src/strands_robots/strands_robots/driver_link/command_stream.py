@@ -68,6 +68,7 @@ class CommandStream:
         self.answered = 0
         self.foreign = 0
         self.latencies_ns: "collections.deque[int]" = collections.deque(maxlen=LATENCY_SAMPLES)
+        self.last_error = ""
 
     # -- executor thread -------------------------------------------------------------------------------------
     def _on_verdict(self, msg: Any) -> None:
@@ -89,9 +90,11 @@ class CommandStream:
                 waiter[1] = msg
                 waiter[0].set()
                 self.answered += 1
+                self.last_error = msg.error  # what the driver said last (a coarse error names a hardware fault)
             elif msg.run_id == self._run and self._run:
                 self._arrived.append(msg)
                 self.answered += 1
+                self.last_error = msg.error
                 self._cond.notify_all()
             else:
                 self.foreign += 1  # another rollout's verdict on a shared driver, or an earlier run's

@@ -36,6 +36,8 @@ DEFAULT_SILENCE_PERIODS = 10
 DEFAULT_SILENCE_FLOOR_S = 0.5
 
 _NS = 1_000_000_000
+# How much of the driver's last error answer the silence's text quotes (it ends up in an episode's end_detail).
+ANSWER_ERROR_CHARS = 300
 
 
 def default_silence_s(period_s: float) -> float:
@@ -66,6 +68,7 @@ class DriverWatch:
         self._joint_state_ns = 0
         self._status_ns = 0
         self._answer_ns = 0
+        self._answer_error = ""
         self._first_unanswered_ns = 0
         self._unanswered = 0
 
@@ -87,9 +90,14 @@ class DriverWatch:
     def status(self) -> None:
         self._status_ns = self._clock_ns()
 
-    def answered(self) -> None:
-        """Note that a verdict or a service response arrived: the command path is alive."""
+    def answered(self, error: str = "") -> None:
+        """Note that a verdict or a service response arrived: the command path is alive.
+
+        :param error: the answer's coarse error, if any: a driver whose hardware is in fault names the fault there,
+            and the silence's text quotes it (cut to ``ANSWER_ERROR_CHARS``).
+        """
         with self._lock:
+            self._answer_error = (error or "")[:ANSWER_ERROR_CHARS]
             self._answer_ns = self._clock_ns()
             self._first_unanswered_ns = 0
             self._unanswered = 0
@@ -143,5 +151,6 @@ class DriverWatch:
         def ago(ns: int) -> str:
             return "never" if not ns else f"{(now - ns) / _NS:.3f} s ago"
 
-        return (f"last joint_states {ago(self._joint_state_ns)}, last answer {ago(self._answer_ns)}, "
+        said = f" (an error: {self._answer_error})" if self._answer_error else ""
+        return (f"last joint_states {ago(self._joint_state_ns)}, last answer {ago(self._answer_ns)}{said}, "
                 f"last driver_status {ago(self._status_ns)}")

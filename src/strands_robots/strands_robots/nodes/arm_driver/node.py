@@ -48,7 +48,7 @@ from strands_robots.arm import hardware as hardware_registry
 from strands_robots.arm.command_stream import StreamCommand
 from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.driver import DriverCore
-from strands_robots.arm.lease import LeaseManager
+from strands_robots.arm.lease import STATE_EXPIRED, STATE_HELD, STATE_REVOKED, LeaseManager
 from strands_robots.arm.realtime import Runner
 from strands_robots.arm.publish_pacing import PublishPacer
 from strands_robots.arm.start_pose import StartPoseReport
@@ -100,6 +100,7 @@ class ArmDriverNode(LifecycleNode):
         self._stream: Optional[CommandStream] = None
         self._start_pose: Optional[StartPoseServer] = None
         self._lease_services: Optional[LeaseServices] = None
+        self._lease_held = ""  # the holder the lease poll last saw (a loss latches a stop on real arms)
 
         super().__init__(node_name, **kwargs)
         for name, default in params.DEFAULTS.items():
@@ -186,7 +187,7 @@ class ArmDriverNode(LifecycleNode):
     def on_configure(self, state: State) -> TransitionCallbackReturn:
         """Load the config and build the arms; create publishers and services (nothing moves yet)."""
         try:
-            path = self._param("config_file") or params.default_config_path()
+            path = self._param("config_file") or params.default_config_path(self._hardware_name)
             if path:
                 config = DriverConfig.from_yaml(path)
             else:
@@ -299,6 +300,9 @@ class ArmDriverNode(LifecycleNode):
         if self._out is not None:
             self._out.destroy()
         self._out = None
+        close = getattr(self._hardware.adapter, "close", None) if self._hardware is not None else None
+        if close is not None:
+            close()
         self._core = self._hardware = None
         self._lifecycle_label = params.STATE_UNCONFIGURED
 
@@ -380,6 +384,30 @@ class ArmDriverNode(LifecycleNode):
     def _publish_lease_if_changed(self) -> None:
         if self._out is not None:
             self._out.lease_if_changed()
+        self._stop_on_lease_loss()
+
+    def _stop_on_lease_loss(self) -> None:
+        """Latch a stop when a held lease is lost, on hardware that asks for it (real arms).
+
+        Lost: it expired (its holder went silent) or was revoked with nobody taking over.
+
+        A release is the holder's own end of control (an episode done), and a takeover (a higher-priority claim of
+        the same station, an operator) hands control to someone who commands at once: neither is a loss.
+        """
+        core = self._core
+        if core is None or not core.stops_on_lease_loss:
+            return
+        snap = self._leases.state()
+        holder = self._lease_held
+        self._lease_held = snap.holder if snap.state == STATE_HELD else ""
+        if not holder or not self._active:
+            return
+        if snap.state in (STATE_EXPIRED, STATE_REVOKED):
+            why = f"lease of {holder!r} {snap.state}"
+        else:
+            return
+        if core.stop(why):
+            self._publish_safety_if_changed()
 
     def _publish_safety_if_changed(self) -> None:
         if self._out is not None:

@@ -55,8 +55,9 @@ CONFIGURE_PARAMETERS = ("config_file", "publish_clock")
 _DESCRIPTIONS = {
     "hardware": "Hardware adapter: 'mujoco' (built in), an entry point of the group strands_robots.hardware, "
                 "or module:factory. Read-only.",
-    "config_file": "Driver config YAML (ratings, margins, start pose); empty: the package's config/arms.yaml. "
-                   "Read at configure; refused while configured.",
+    "config_file": "Driver config YAML (ratings, margins, start pose); empty: the package's config/arms.yaml "
+                   "(hardware ros2_control: config/ros2_control/arms.yaml). Read at configure; refused while "
+                   "configured.",
     "publish_clock": "Publish the robot (simulation) time on /clock, for nodes run with use_sim_time. Read at "
                      "configure; refused while configured.",
     "require_lease": "Apply commands and start-pose moves only with the current lease token. Refused while "
@@ -139,15 +140,20 @@ def parameters_refusal(changes: "list[tuple[str, Any]]", current: Callable[[str]
     return ""
 
 
-def default_config_path() -> Optional[str]:
-    """Return the package's ``config/arms.yaml`` (:mod:`strands_robots.package_files`), or None when there is none.
+# The package's arms file per hardware, when config_file is empty (other hardware: config/arms.yaml).
+DEFAULT_CONFIG_BY_HARDWARE = {"ros2_control": "ros2_control/arms.yaml"}
 
-    None leaves the driver its built-in default. The file is the one of the code that runs: an install's own, or
-    the checkout's when running from the source tree (it matches that tree's MJCF).
+
+def default_config_path(hardware: str = "mujoco") -> Optional[str]:
+    """Return the package's arms file for ``hardware`` (:mod:`strands_robots.package_files`); None: there is none.
+
+    ``config/arms.yaml``; for ``ros2_control`` ``config/ros2_control/arms.yaml`` (the demo description's joints and
+    controllers). None leaves the driver its built-in default. The file is the one of the code that runs: an
+    install's own, or the checkout's when running from the source tree (it matches that tree's MJCF).
     """
     from strands_robots.package_files import PackageFileNotFound, config_path
 
     try:
-        return config_path("arms.yaml")
+        return config_path(DEFAULT_CONFIG_BY_HARDWARE.get(hardware, "arms.yaml"))
     except PackageFileNotFound:
         return None

@@ -98,6 +98,8 @@ class DriverPublishers:
         pub = self._lifecycle.get("joint_states")
         if core is None or pub is None or not active:
             return
+        if core.hardware_fault():  # silence: the rollout ends the episode as a driver fault, no stale state out
+            return
         obs = core.observe()
         pub.publish(driver_joint_state(obs, self._now_ns()))
         clock = self._plain.get("clock")
@@ -168,7 +170,10 @@ class DriverPublishers:
         if prev is not None and now > prev[0]:
             rtf = (s.sim_time_s - prev[1]) / (now - prev[0])
         fault = runner.fault if runner is not None else ""
-        if fault:
+        hardware_fault = core.hardware_fault()
+        if hardware_fault:
+            level, message = "error", f"{self._hardware} driver fault: {hardware_fault}"
+        elif fault:
             level, message = "error", f"{self._hardware} stopped: {fault}"
         elif s.stopped:
             level, message = "error", f"safety stop: {s.stop_detail}"
@@ -194,6 +199,7 @@ class DriverPublishers:
             "stopped_arms": ",".join(s.stopped_arms),
             "lease_state": lease.state,
             "lease_holder": lease.holder,
+            "hardware_fault": hardware_fault,
         }
         pub.publish(driver_diagnostics_to_msg(f"{self._node.get_name()}: arms", self._hardware, level,
                                                       message, values, self._now_ns()))

@@ -43,6 +43,7 @@ class StationLeaseCalls:
             self._pending_stop = ""
             self._lease_id = res.lease_id
             self._holder = holder
+            self._lease_priority = int(priority)
             self._lease_duration_s = float(duration_s)
             self._heartbeat = True
             self._lease_end = ("", "")
@@ -50,6 +51,21 @@ class StationLeaseCalls:
                 self._node.destroy_timer(self._heartbeat_timer)
             self._heartbeat_timer = self._node.create_timer(float(duration_s) / 3.0, self._renew_now)
         return True, res.message or f"lease {res.lease_id} granted"
+
+    def reclaim_lease(self) -> bool:
+        """Acquire the episode's lease again after it ran out (its holder, priority and length); False: refused.
+
+        A stop latched on real arms waits for an operator, and the lease can run out meanwhile (a loaded machine
+        renews late): a clear relayed with a dead token would be refused for good.
+        """
+        with self._lock:
+            holder, priority, duration = self._holder, self._lease_priority, self._lease_duration_s
+        if not holder:
+            return False
+        try:
+            return self.acquire_lease(holder, priority, duration)[0]
+        except InfrastructureFault:
+            return False
 
     def release_lease(self) -> None:
         with self._lock:

@@ -54,6 +54,7 @@ from strands_robots_msgs.action import RunEpisode
 from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease, Resume, Takeover
 
+from strands_robots.arm.driver import REFUSED_NOT_LEASE_HOLDER
 from strands_robots.conversions.station import station_task_to_msg
 from strands_robots.ros.qos import LATCHED_QOS
 from strands_robots.driver_link.client import RosDriverBackend
@@ -155,6 +156,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         self._lease_duration_s = 1.0
         self._lease_id = ""
         self._holder = ""
+        self._lease_priority = 0
         self._lease_end: Tuple[str, str] = ("", "")
         self._goal_handle: Any = None
         self._running = False
@@ -186,6 +188,8 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     def clear_safety_stop(self, operator_name: str) -> Tuple[bool, str]:
         try:
             res = self.backend.reset_safety(operator_name)  # with this station's lease token, naming the operator
+            if not res.ok and res.message.startswith(REFUSED_NOT_LEASE_HOLDER) and self.reclaim_lease():
+                res = self.backend.reset_safety(operator_name)  # the lease ran out while the stop waited
         except TimeoutError as exc:
             return False, str(exc)
         deadline = time.monotonic() + 2.0  # the driver publishes the released stop right after answering

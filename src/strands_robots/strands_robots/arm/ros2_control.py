@@ -1,0 +1,440 @@
+"""The rules of driving arms through ros2_control, without ROS: settings, joint mapping, commands, health.
+
+A robot running ros2_control has a controller_manager, a joint_state_broadcaster publishing ``joint_states``
+and a command controller. The ``ros2_control`` hardware (:mod:`strands_robots.nodes.arm_driver.ros2_control`,
+the ROS side) reads the arms from ``joint_states`` and commands them through that controller:
+
+- ``forward_command`` (``forward_command_controller/ForwardCommandController``, or the position_controllers
+  one): a ``std_msgs/Float64MultiArray`` on ``<controller>/commands``, one value per joint in the order of the
+  controller's ``joints`` parameter (:meth:`JointMap.command_order`, :func:`forward_command`);
+- ``joint_trajectory`` (``joint_trajectory_controller/JointTrajectoryController``): a
+  ``trajectory_msgs/JointTrajectory`` on ``<controller>/joint_trajectory``; a chunk of targets becomes one
+  trajectory whose point ``i`` is reached ``(i + 1) * period`` after the start, so the controller interpolates
+  between them at its own rate (:func:`chunk_trajectory`).
+
+``arms.yaml`` names the station keys' ros2_control joints in its ``ros2_control`` section
+(:class:`Ros2ControlSettings`). :class:`ControllerHealth` is the rule for when the arms may be commanded: a
+controller or hardware component that is not active, a controller_manager that stops answering, or
+``joint_states`` older than a bound is a driver fault, named; a safety stop (which deactivates the command
+controller on purpose) is latched until an operator clears it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+# The controller_manager the driver process drives, overriding arms.yaml's (``up --controller-manager NS``, the
+# launch file's ``controller_manager`` argument).
+CONTROLLER_MANAGER_ENV = "STRANDS_ROBOTS_CONTROLLER_MANAGER"
+
+MODE_FORWARD = "forward_command"
+MODE_TRAJECTORY = "joint_trajectory"
+MODES = (MODE_FORWARD, MODE_TRAJECTORY)
+
+# The lifecycle state ros2_control reports for a running controller or hardware component.
+STATE_ACTIVE = "active"
+
+_FIELDS = {"controller_manager", "controller", "mode", "joint_states_topic", "joints", "joint_states_timeout_s",
+           "trajectory_period_s", "state_poll_s", "answer_timeout_s", "switch_timeout_s", "control_period_s"}
+
+
+class Ros2ControlConfigError(ValueError):
+    """The ``ros2_control`` section of the driver config was refused; the message names the field."""
+
+
+def _positive(raw: Mapping[str, Any], name: str, default: float) -> float:
+    value = raw.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise Ros2ControlConfigError(f"ros2_control.{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _name(raw: Mapping[str, Any], name: str, default: str) -> str:
+    value = raw.get(name, default)
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
+        raise Ros2ControlConfigError(f"ros2_control.{name} must be a ROS name without spaces, got {value!r}")
+    return value.strip()
+
+
+def default_joint_name(key: str) -> str:
+    """Return the joint a key maps to when ``joints`` does not say: ``left.joint_1`` -> ``left_joint_1``."""
+    return key.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class Ros2ControlSettings:
+    """The ``ros2_control`` section of ``arms.yaml``.
+
+    :param controller_manager: the controller_manager's node name (``/controller_manager``,
+        ``/robot1/controller_manager``).
+    :param controller: the command controller's name (its topics are ``<controller_manager ns>/<controller>/...``).
+    :param mode: ``forward_command`` or ``joint_trajectory`` (module docstring).
+    :param joints: station key -> ros2_control joint name, for every key the driver has.
+    :param joint_states_topic: the joint_state_broadcaster's topic (relative names resolve in the
+        controller_manager's namespace).
+    :param joint_states_timeout_s: ``joint_states`` older than this is a driver fault (the arms stop as for a
+        silent driver).
+    :param trajectory_period_s: ``joint_trajectory``: the time between two points of a trajectory (the rollout's
+        control period).
+    :param control_period_s: the driver's control loop: how often the state and the stop rules are evaluated.
+    :param state_poll_s: how often the controller_manager is asked for its controllers' and components' states.
+    :param answer_timeout_s: a controller_manager that answers no question for this long is a driver fault.
+    :param switch_timeout_s: how long a ``switch_controller`` call may take.
+    """
+
+    controller: str
+    joints: Mapping[str, str]
+    controller_manager: str = "/controller_manager"
+    mode: str = MODE_FORWARD
+    joint_states_topic: str = "/joint_states"
+    joint_states_timeout_s: float = 0.25
+    trajectory_period_s: float = 0.02
+    control_period_s: float = 0.01
+    state_poll_s: float = 0.2
+    answer_timeout_s: float = 1.0
+    switch_timeout_s: float = 1.0
+
+    @classmethod
+    def from_mapping(cls, raw: Any, keys: Sequence[str]) -> "Ros2ControlSettings":
+        """Validate the section for a driver with ``keys``; every key gets a joint (default :func:`default_joint_name`).
+
+        :raises Ros2ControlConfigError: a missing section, an unknown field or key, a joint named twice, a bad value.
+        """
+        if raw is None:
+            raise Ros2ControlConfigError("the driver config has no ros2_control section (controller, mode, joints)")
+        if not isinstance(raw, Mapping):
+            raise Ros2ControlConfigError(f"ros2_control must be a mapping, got {type(raw).__name__}")
+        unknown = sorted(str(k) for k in raw if k not in _FIELDS)
+        if unknown:
+            raise Ros2ControlConfigError(f"ros2_control: unknown field(s) {unknown}; allowed: {sorted(_FIELDS)}")
+        if "controller" not in raw:
+            raise Ros2ControlConfigError("ros2_control.controller is required (the command controller's name)")
+        mode = raw.get("mode", MODE_FORWARD)
+        if mode not in MODES:
+            raise Ros2ControlConfigError(f"ros2_control.mode must be one of {list(MODES)}, got {mode!r}")
+        given = raw.get("joints") or {}
+        if not isinstance(given, Mapping):
+            raise Ros2ControlConfigError(f"ros2_control.joints must map station keys to joint names, got {given!r}")
+        extra = sorted(str(k) for k in given if k not in keys)
+        if extra:
+            raise Ros2ControlConfigError(f"ros2_control.joints: unknown station key(s) {extra}; keys are {list(keys)}")
+        joints = {}
+        for key in keys:
+            joint = given.get(key, default_joint_name(key))
+            if not isinstance(joint, str) or not joint.strip():
+                raise Ros2ControlConfigError(f"ros2_control.joints.{key} must be a joint name, got {joint!r}")
+            joints[key] = joint.strip()
+        seen: dict[str, str] = {}
+        for key, joint in joints.items():
+            if joint in seen:
+                raise Ros2ControlConfigError(f"ros2_control.joints: {seen[joint]} and {key} both name joint {joint!r}")
+            seen[joint] = key
+        cm = _name(raw, "controller_manager", cls.controller_manager)
+        return cls(
+            controller=_name(raw, "controller", ""), joints=joints, controller_manager=cm, mode=mode,
+            joint_states_topic=_name(raw, "joint_states_topic", cls.joint_states_topic),
+            joint_states_timeout_s=_positive(raw, "joint_states_timeout_s", cls.joint_states_timeout_s),
+            trajectory_period_s=_positive(raw, "trajectory_period_s", cls.trajectory_period_s),
+            control_period_s=_positive(raw, "control_period_s", cls.control_period_s),
+            state_poll_s=_positive(raw, "state_poll_s", cls.state_poll_s),
+            answer_timeout_s=_positive(raw, "answer_timeout_s", cls.answer_timeout_s),
+            switch_timeout_s=_positive(raw, "switch_timeout_s", cls.switch_timeout_s),
+        )
+
+    def with_controller_manager(self, name: str) -> "Ros2ControlSettings":
+        """Return these settings against another controller_manager (``up --controller-manager NS``); empty: unchanged.
+
+        A namespace (``/robot1``) names that namespace's ``controller_manager``; a full node name is kept.
+        """
+        name = (name or "").strip()
+        if not name:
+            return self
+        if any(c.isspace() for c in name):
+            raise Ros2ControlConfigError(f"controller_manager must be a ROS name without spaces, got {name!r}")
+        if not name.startswith("/"):
+            name = "/" + name
+        if not name.rstrip("/").endswith("controller_manager"):
+            name = name.rstrip("/") + "/controller_manager"
+        return replace(self, controller_manager=name)
+
+    @property
+    def namespace(self) -> str:
+        """The controller_manager's namespace (``/`` for ``/controller_manager``)."""
+        ns = self.controller_manager.rpartition("/")[0]
+        return ns or "/"
+
+    def resolve(self, name: str) -> str:
+        """Resolve a topic or node name in the controller_manager's namespace (absolute names are kept)."""
+        if name.startswith("/"):
+            return name
+        ns = self.namespace.rstrip("/")
+        return f"{ns}/{name}"
+
+    @property
+    def command_topic(self) -> str:
+        suffix = "commands" if self.mode == MODE_FORWARD else "joint_trajectory"
+        return self.resolve(f"{self.controller}/{suffix}")
+
+    @property
+    def controller_node(self) -> str:
+        """The command controller's node (its ``joints`` parameter lives there)."""
+        return self.resolve(self.controller)
+
+
+class JointMapError(ValueError):
+    """``joint_states`` or a controller's joints do not fit the station keys (the message says which)."""
+
+
+class JointMap:
+    """Station keys <-> ros2_control joints: reading ``joint_states`` in key order, ordering commands."""
+
+    def __init__(self, keys: Sequence[str], joints: Mapping[str, str]) -> None:
+        self.keys = tuple(keys)
+        missing = [k for k in self.keys if k not in joints]
+        if missing:
+            raise JointMapError(f"no ros2_control joint for key(s) {missing}")
+        self.joints = tuple(joints[k] for k in self.keys)
+        self._slot = {j: i for i, j in enumerate(self.joints)}
+        self._key_slot = {k: i for i, k in enumerate(self.keys)}
+        self._cache: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, dtype=np.intp))
+
+    def key_slot(self, key: str) -> int:
+        return self._key_slot[key]
+
+    def read(self, names: Sequence[str], positions: Sequence[float], velocities: Sequence[float],
+             efforts: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One ``JointState`` in key order: positions, velocities, efforts (0.0 where the hardware gives none).
+
+        Joints the station does not drive are skipped.
+
+        :raises JointMapError: a mapped joint is missing, or the position array does not match the names.
+        """
+        names = tuple(names)
+        if len(positions) != len(names):
+            raise JointMapError(f"joint_states has {len(names)} names but {len(positions)} positions")
+        cached_names, index = self._cache
+        if names != cached_names:
+            where = {n: i for i, n in enumerate(names)}
+            absent = [j for j in self.joints if j not in where]
+            if absent:
+                raise JointMapError(f"joint_states lacks joint(s) {absent} (it has {list(names)})")
+            index = np.asarray([where[j] for j in self.joints], dtype=np.intp)
+            self._cache = (names, index)
+        pos = np.asarray(positions, dtype=float)[index]
+        vel = np.asarray(velocities, dtype=float)[index] if len(velocities) == len(names) else np.zeros(len(index))
+        eff = np.asarray(efforts, dtype=float)[index] if len(efforts) == len(names) else np.zeros(len(index))
+        return pos, vel, eff
+
+    def command_order(self, controller_joints: Sequence[str]) -> np.ndarray:
+        """Slots (in key order) of the controller's joints, in the controller's order.
+
+        :raises JointMapError: the controller names a joint the station does not map, or leaves out one it does
+            (a command would then move a joint the station never commanded, or miss one it did).
+        """
+        controller_joints = tuple(controller_joints)
+        unknown = [j for j in controller_joints if j not in self._slot]
+        left_out = [j for j in self.joints if j not in controller_joints]
+        if unknown or left_out or len(set(controller_joints)) != len(controller_joints):
+            raise JointMapError(
+                "the controller's joints do not match arms.yaml's ros2_control.joints: "
+                + "; ".join(part for part in (
+                    f"not mapped {unknown}" if unknown else "",
+                    f"not in the controller {left_out}" if left_out else "",
+                    "a joint repeats" if len(set(controller_joints)) != len(controller_joints) else "") if part))
+        return np.asarray([self._slot[j] for j in controller_joints], dtype=np.intp)
+
+
+def forward_command(targets: np.ndarray, order: np.ndarray) -> list[float]:
+    """Return a forward command controller's ``Float64MultiArray.data``: ``targets`` (key order) in its order."""
+    return [float(v) for v in np.asarray(targets, dtype=float)[order]]
+
+
+@dataclass(frozen=True)
+class TrajectoryPlan:
+    """A ``JointTrajectory``: ``points[i]`` (in ``joint_names`` order) is reached ``times_s[i]`` after the start."""
+
+    joint_names: tuple[str, ...]
+    points: tuple[tuple[float, ...], ...]
+    times_s: tuple[float, ...]
+
+
+def chunk_trajectory(joint_names: Sequence[str], chunk: Sequence[np.ndarray], order: np.ndarray,
+                     period_s: float) -> TrajectoryPlan:
+    """One trajectory for a chunk of targets (each in key order): point ``i`` at ``(i + 1) * period_s``.
+
+    :raises ValueError: an empty chunk or a period that is not > 0.
+    """
+    if not chunk:
+        raise ValueError("a trajectory needs at least one point")
+    if not (math.isfinite(period_s) and period_s > 0):
+        raise ValueError(f"period_s must be > 0, got {period_s!r}")
+    points = tuple(tuple(float(v) for v in np.asarray(t, dtype=float)[order]) for t in chunk)
+    times = tuple((i + 1) * float(period_s) for i in range(len(points)))
+    return TrajectoryPlan(tuple(joint_names), points, times)
+
+
+def duration_parts(seconds: float) -> tuple[int, int]:
+    """``builtin_interfaces/Duration`` (sec, nanosec) of ``seconds`` >= 0."""
+    ns = int(round(max(0.0, seconds) * 1e9))
+    return ns // 1_000_000_000, ns % 1_000_000_000
+
+
+@dataclass(frozen=True)
+class NamedState:
+    """A controller or hardware component and its lifecycle state label (``active``, ``inactive``, ...)."""
+
+    name: str
+    state: str
+    kind: str = "controller"  # or "hardware component"
+
+
+@dataclass
+class _Seen:
+    joint_states_s: float = 0.0
+    answer_s: float = 0.0
+    states: tuple[NamedState, ...] = ()
+    states_known: bool = False
+    asked_s: float = 0.0
+    unanswered_since_s: float = 0.0
+
+
+class ControllerHealth:
+    """When the arms may be commanded: the controller_manager's state, ``joint_states``' age, the stop latch.
+
+    Thread-safe (the ROS callbacks note, the control loop asks). ``clock`` is monotonic seconds.
+
+    A driver fault (:meth:`fault`): no ``joint_states`` yet or none for ``joint_states_timeout_s``; a
+    controller_manager that answers no state question for ``answer_timeout_s``; the command controller not
+    loaded, or not ``active`` while no safety stop is latched; a hardware component not ``active``. A latched
+    stop (:meth:`latch`) deactivates the command controller on purpose, so its inactivity is then expected,
+    not a fault; it stays until :meth:`clear`.
+    """
+
+    def __init__(self, settings: Ros2ControlSettings, clock: Callable[[], float]) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen = _Seen()
+        self._started_s = clock()
+        self._stop_reason = ""
+
+    # -- what arrived -------------------------------------------------------------------------------------
+    def joint_states(self) -> None:
+        with self._lock:
+            self._seen.joint_states_s = self._clock()
+
+    def asked(self) -> None:
+        """Note that a state question went to the controller_manager."""
+        with self._lock:
+            now = self._clock()
+            self._seen.asked_s = now
+            if not self._seen.unanswered_since_s:
+                self._seen.unanswered_since_s = now
+
+    def answered(self, states: Sequence[NamedState]) -> None:
+        """Note the controller_manager's controllers and hardware components, as it just reported them."""
+        with self._lock:
+            now = self._clock()
+            self._seen.answer_s = now
+            self._seen.unanswered_since_s = 0.0
+            self._seen.states = tuple(states)
+            self._seen.states_known = True
+
+    def forget_states(self) -> None:
+        """Forget the states: the controller_manager went away, what it said no longer holds."""
+        with self._lock:
+            self._seen.states = ()
+            self._seen.states_known = False
+
+    # -- the stop latch -----------------------------------------------------------------------------------
+    def latch(self, reason: str) -> bool:
+        """Latch a safety stop (the first reason is kept); True when this call latched it."""
+        with self._lock:
+            if self._stop_reason:
+                return False
+            self._stop_reason = reason or "safety stop"
+            return True
+
+    def clear(self) -> str:
+        """Clear the latch; returns the reason it had (empty: none was latched)."""
+        with self._lock:
+            was, self._stop_reason = self._stop_reason, ""
+            return was
+
+    @property
+    def stop_reason(self) -> str:
+        with self._lock:
+            return self._stop_reason
+
+    # -- the rule -----------------------------------------------------------------------------------------
+    def state_of(self, name: str) -> Optional[str]:
+        with self._lock:
+            for s in self._seen.states:
+                if s.name == name and s.kind == "controller":
+                    return s.state
+        return None
+
+    def fault(self) -> str:
+        """Empty while the arms may be commanded (apart from a latched stop); else the named driver fault."""
+        s = self._settings
+        now = self._clock()
+        with self._lock:
+            seen = self._seen
+            stopped = bool(self._stop_reason)
+            if not seen.joint_states_s:
+                waited = now - self._started_s
+                return f"no joint_states on {s.joint_states_topic} yet ({waited:.2f} s)"
+            age = now - seen.joint_states_s
+            if age > s.joint_states_timeout_s:
+                return (f"joint_states on {s.joint_states_topic} stale: none for {age:.2f} s "
+                        f"(limit {s.joint_states_timeout_s:g} s)")
+            if seen.unanswered_since_s and now - seen.unanswered_since_s > s.answer_timeout_s:
+                return (f"controller_manager {s.controller_manager} does not answer "
+                        f"(no state for {now - seen.unanswered_since_s:.2f} s)")
+            if not seen.states_known:
+                return f"controller_manager {s.controller_manager}: controller states not known yet"
+            states = seen.states
+        bad_hw = [f"{x.name} is {x.state}" for x in states if x.kind != "controller" and x.state != STATE_ACTIVE]
+        if bad_hw:
+            return f"hardware component {'; '.join(bad_hw)} (controller_manager {s.controller_manager})"
+        mine = [x for x in states if x.kind == "controller" and x.name == s.controller]
+        if not mine:
+            return f"controller {s.controller} is not loaded in {s.controller_manager}"
+        state = mine[0].state
+        if state != STATE_ACTIVE and not stopped:
+            return f"controller {s.controller} is {state} in {s.controller_manager}"
+        return ""
+
+    def refusal(self) -> str:
+        """Why no command may go out now (a fault or a latched stop); empty when one may."""
+        fault = self.fault()
+        if fault:
+            return fault
+        reason = self.stop_reason
+        return f"safety stop latched ({reason}): the command controller is deactivated" if reason else ""
+
+
+@dataclass
+class CommandTargets:
+    """The position targets the adapter keeps for every key (the controller gets all joints each time)."""
+
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    seeded: bool = False
+
+    def seed(self, measured: np.ndarray) -> None:
+        """Restart from the measured state (first contact, after a fault, after a clear)."""
+        self.values = np.array(measured, dtype=float, copy=True)
+        self.seeded = True
+
+    def set(self, slots: Sequence[int], values: Sequence[float]) -> None:
+        self.values[np.asarray(slots, dtype=np.intp)] = np.asarray(values, dtype=float)
+
+    def hold(self, slots: Sequence[int], measured: np.ndarray) -> None:
+        """Targets of ``slots`` := their measured positions."""
+        idx = np.asarray(slots, dtype=np.intp)
+        self.values[idx] = np.asarray(measured, dtype=float)[idx]

@@ -1,0 +1,329 @@
+"""The arm driver on ``hardware:=ros2_control`` against a real controller_manager with mock hardware.
+
+The package's demo description (two arms on ``mock_components/GenericSystem``) runs in ``ros2_control_node``;
+the joint_state_broadcaster and one command controller are active: the forward command controller, then (the
+module's fixture is parametrized) the joint_trajectory_controller. The driver runs as its own process, selected
+through the entry point ``ros2_control``. Checked:
+
+- commands reach the controller and the mock hardware's state follows (read from the broadcaster's
+  ``/joint_states``, not from the driver), and the driver's own ``joint_states`` report it in station keys;
+- a safety stop (the lease expiring under its holder) sends a hold and deactivates the command controller (the
+  controller_manager's ``~/activity`` says so; the time from the stop is printed, never asserted), commands
+  are refused ``arm_stopped``; the operator's clear re-activates it and commands move the arms again;
+- a killed controller_manager is a named driver fault: the driver's ``joint_states`` stop, commands are coarse
+  errors naming the fault; once it is back (started and spawned again), commands apply again.
+
+Runs where ros2_control is (``ros2_control_harness.ros2_control_env``); elsewhere every test skips saying why.
+Every process is ended by PID in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
+pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
+
+from ros2_control_harness import ARMS, ControllerManager, RobotDescription, ros2_control_env, wait_until  # noqa: E402
+
+ENV, SKIP_REASON = ros2_control_env()
+pytestmark = pytest.mark.skipif(ENV is None, reason=SKIP_REASON or "ros2_control is not here")
+
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from strands_robots_msgs.msg import SafetyStop  # noqa: E402
+from strands_robots_msgs.srv import AcquireLease, ResetSafety, SendAction  # noqa: E402
+
+from strands_robots.ros.process import spin_in_background  # noqa: E402
+from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CONTROLLERS = {"forward_command": "forward_position_controller", "joint_trajectory": "joint_trajectory_controller"}
+
+
+def arms_file(tmp: Path, mode: str) -> Path:
+    """Write the package's ros2_control arms.yaml, commanding through the controller of ``mode``; its path."""
+    text = ARMS.read_text()
+    if mode == "joint_trajectory":
+        text = text.replace("controller: forward_position_controller", "controller: joint_trajectory_controller")
+        text = text.replace("mode: forward_command ", "mode: joint_trajectory")
+        assert "mode: joint_trajectory" in text
+    path = tmp / f"arms_{mode}.yaml"
+    path.write_text(text)
+    return path
+
+
+class Probe:
+    """This process's view: the broadcaster's and the driver's joint states, the driver's services and topics."""
+
+    def __init__(self, ns: str) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("strands_test_ros2_control", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = spin_in_background(self.executor, "ros2_control_probe")
+        self.robot: list = []
+        self.driver_states: list = []
+        self.stops: list = []
+        self.diagnostics: list = []
+        self.node.create_subscription(JointState, "/joint_states", self._on_robot, 10)
+        self.node.create_subscription(JointState, f"{ns}/joint_states", self._on_driver, STATE_QOS)
+        self.node.create_subscription(SafetyStop, f"{ns}/safety_stop", self.stops.append, LATCHED_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+        self.send = self.node.create_client(SendAction, f"{ns}/send_action")
+        self.acquire = self.node.create_client(AcquireLease, f"{ns}/acquire_lease")
+        self.reset = self.node.create_client(ResetSafety, f"{ns}/reset_safety")
+
+    def _on_robot(self, msg) -> None:
+        self.robot.append((time.monotonic(), msg))
+        del self.robot[:-500]
+
+    def _on_driver(self, msg) -> None:
+        self.driver_states.append((time.monotonic(), msg))
+        del self.driver_states[:-500]
+
+    def robot_position(self, joint: str) -> float:
+        msg = self.robot[-1][1]
+        return msg.position[list(msg.name).index(joint)]
+
+    def driver_position(self, key: str) -> float:
+        msg = self.driver_states[-1][1]
+        return msg.position[list(msg.name).index(key)]
+
+    def call(self, client, request, timeout_s: float = 30.0):
+        assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} not available"
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout_s), f"{client.srv_name}: no answer"
+        return future.result()
+
+    def lease(self, holder: str, duration_s: float, priority: int = 1) -> str:
+        grant = self.call(self.acquire, AcquireLease.Request(holder=holder, priority=priority, duration_s=duration_s))
+        assert grant.granted, grant.message
+        return grant.token
+
+    def command(self, token: str, targets: dict):
+        return self.call(self.send, SendAction.Request(lease_token=token, keys=list(targets),
+                                                        values=[float(v) for v in targets.values()]))
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.thread.join(5.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+class ActivityProbe:
+    """``ros2_control_probe.py`` in the ros2_control environment: the controller_manager's activity, as it comes."""
+
+    def __init__(self, env: dict) -> None:
+        self.lines: list = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "ros2_control_probe.py"), "/controller_manager"],
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            with self._cond:
+                self.lines.append(item)
+                self._cond.notify_all()
+
+    def state(self, controller: str) -> str:
+        with self._cond:
+            for item in reversed(self.lines):
+                if controller in item.get("controllers", {}):
+                    return item["controllers"][controller]
+        return ""
+
+    def wait_state(self, controller: str, state: str, after: int, timeout_s: float = 20.0) -> dict:
+        """Return the first activity from line ``after`` on that reports ``controller`` in ``state``."""
+        def found():
+            for item in self.lines[after:]:
+                if item.get("controllers", {}).get(controller) == state:
+                    return item
+            return None
+
+        with self._cond:
+            assert self._cond.wait_for(lambda: found() is not None, timeout_s), \
+                f"{controller} never {state}: {self.lines[after:][-5:]}"
+            return found()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5.0)
+
+
+class Stack:
+    def __init__(self, tmp: Path, mode: str) -> None:
+        self.mode = mode
+        self.controller = CONTROLLERS[mode]
+        self.other = [c for c in CONTROLLERS.values() if c != self.controller][0]
+        self.tmp = tmp
+        self.ns = f"/rc_{uuid.uuid4().hex[:8]}"
+        self.cm = ControllerManager(ENV, tmp)
+        self.driver = None
+        self.driver_lines: list = []
+
+    def start_robot(self) -> None:
+        self.cm.start()
+        self.cm.spawn("joint_state_broadcaster", self.controller)
+        self.cm.spawn(self.other, inactive=True)
+
+    def start_driver(self) -> None:
+        env = dict(ENV)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+        self.driver = subprocess.Popen(
+            [sys.executable, "-m", "strands_robots.nodes.arm_driver.node", "--autostart", "--ros-args",
+             "-r", f"__ns:={self.ns}", "-r", "__node:=arm_driver", "-p", "hardware:=ros2_control",
+             "-p", f"config_file:={arms_file(self.tmp, self.mode)}", "-p", "control_rate_hz:=50.0"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        threading.Thread(target=lambda: self.driver_lines.extend(self.driver.stdout), daemon=True).start()
+
+    def output(self) -> str:
+        return "".join(self.driver_lines[-60:]) + "\n--- controller_manager ---\n" + self.cm.output()[-2000:]
+
+    def stop(self) -> None:
+        if self.driver is not None and self.driver.poll() is None:
+            os.killpg(self.driver.pid, signal.SIGINT)
+            try:
+                self.driver.wait(15.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.driver.pid, signal.SIGKILL)
+                self.driver.wait(5.0)
+        self.cm.stop()
+
+
+@pytest.fixture(scope="module", params=["forward_command", "joint_trajectory"])
+def stack(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"ros2_control_{request.param}")
+    s = Stack(tmp, request.param)
+    s.probe = Probe(s.ns)
+    s.activity = ActivityProbe(ENV)
+    s.description = RobotDescription(s.probe.context)
+    try:
+        s.start_robot()
+        s.start_driver()
+        wait_until(lambda: len(s.probe.driver_states) > 5 and len(s.probe.robot) > 5, 90.0)
+        yield s
+    finally:
+        s.stop()
+        s.activity.close()
+        s.description.close()
+        s.probe.close()
+
+
+def test_commands_reach_the_controller_and_the_mock_hardware_follows(stack):
+    p = stack.probe
+    token = p.lease("operator:t1@rc", 30.0, priority=1)
+    start_1, start_g = p.robot_position("left_joint_1"), p.robot_position("right_gripper")
+    verdict = p.command(token, {"left.joint_1": start_1 + 0.3, "right.gripper": 0.5})
+    assert verdict.error == "" and list(verdict.applied_keys) == ["left.joint_1", "right.gripper"], stack.output()
+    wait_until(lambda: abs(p.robot_position("left_joint_1") - (start_1 + 0.3)) < 1e-3
+               and abs(p.robot_position("right_gripper") - 0.5) < 1e-3, 10.0)
+    # the driver reports the robot's state in station keys (its joint_states come from the broadcaster's)
+    wait_until(lambda: abs(p.driver_position("left.joint_1") - (start_1 + 0.3)) < 1e-3, 5.0)
+    assert abs(p.driver_position("right.gripper") - 0.5) < 1e-3
+    assert abs(start_g - 0.5) > 0.1  # it moved: the mock started elsewhere
+    # per-key verdicts keep their meaning on ros2_control
+    verdict = p.command(token, {"left.joint_1": 9.0, "left.joint_9": 0.0, "right.joint_2": 0.41})
+    assert list(verdict.applied_keys) == ["right.joint_2"]
+    assert dict(zip(verdict.unresolved_keys, verdict.unresolved_reasons)) == {"left.joint_1": "outside_limits",
+                                                                              "left.joint_9": "unknown_key"}
+    wait_until(lambda: abs(p.robot_position("right_joint_2") - 0.41) < 1e-3, 10.0)
+    assert abs(p.robot_position("left_joint_1") - (start_1 + 0.3)) < 1e-3  # the refused key did not move
+
+
+def test_a_lost_lease_stops_the_arms_and_deactivates_the_controller_until_an_operator_clears_it(stack):
+    p, a = stack.probe, stack.activity
+    assert a.state(stack.controller) == "active", a.lines[-3:]
+    token = p.lease("station:rc", 1.0, priority=2)  # expires under its holder: the holder went silent
+    verdict = p.command(token, {"left.joint_2": 0.45})
+    assert verdict.error == "", stack.output()
+    wait_until(lambda: abs(p.robot_position("left_joint_2") - 0.45) < 1e-3, 10.0)
+    seen = len(a.lines)
+    stops = len(p.stops)
+    wait_until(lambda: len(p.stops) > stops and p.stops[-1].stopped, 10.0)
+    stop = p.stops[-1]
+    assert "lease of 'station:rc' expired" in stop.detail
+    inactive = a.wait_state(stack.controller, "inactive", seen)
+    stop_ns = stop.stamp.sec * 10**9 + stop.stamp.nanosec
+    print(f"\n[{stack.mode}] {stack.controller} inactive {(inactive['stamp_ns'] - stop_ns) / 1e6:.1f} ms after the "
+          f"driver latched the stop (controller_manager activity stamp - SafetyStop stamp)")
+    held = p.robot_position("left_joint_2")
+    assert abs(held - 0.45) < 1e-3  # held where it was
+    # latched: a new holder's commands are refused per key, the controller stays inactive, nothing moves
+    operator = p.lease("operator:alice@rc", 30.0, priority=3)
+    verdict = p.command(operator, {"left.joint_2": 0.2})
+    assert list(verdict.unresolved_reasons) == ["arm_stopped"]
+    time.sleep(0.3)  # a window in which a command that got through would show; nothing is awaited here
+    assert abs(p.robot_position("left_joint_2") - held) < 1e-3
+    assert a.state(stack.controller) == "inactive"
+    # the operator clears it: the controller is active again and commands move the arms from where they are
+    seen = len(a.lines)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="alice", lease_token=operator))
+    assert reset.ok, reset.message
+    a.wait_state(stack.controller, "active", seen)
+    verdict = p.command(operator, {"left.joint_2": 0.3})
+    assert list(verdict.applied_keys) == ["left.joint_2"], verdict
+    wait_until(lambda: abs(p.robot_position("left_joint_2") - 0.3) < 1e-3, 10.0)
+
+
+def test_a_killed_controller_manager_is_a_named_driver_fault_and_commands_apply_again_once_it_is_back(stack):
+    p = stack.probe
+    token = p.lease("operator:bob@rc", 60.0, priority=4)
+    stack.cm.kill()
+    killed = time.monotonic()
+    # no joint_states from the driver while its hardware is in fault (the rollout's silence rule ends the episode)
+    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] > 1.0, 10.0)
+    silent_from = p.driver_states[-1][0] - killed
+    verdict = p.command(token, {"left.joint_3": 1.1})
+    assert verdict.error.startswith("adapter command failed: RuntimeError: joint_states on /joint_states stale"), \
+        verdict.error
+    wait_until(lambda: any(kv.key == "hardware_fault" and "stale" in kv.value
+                           for d in p.diagnostics[-3:] for s in d.status for kv in s.values), 10.0)
+    print(f"\n[{stack.mode}] driver joint_states ended {silent_from:.3f} s after the controller_manager was killed")
+    stack.start_robot()
+    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] < 0.2, 120.0)
+    # a fresh lease: on a loaded machine the restart can outlast the first one, and a lease that runs out under
+    # its holder latches a stop (cleared here by its new holder; "no safety stop in force" otherwise)
+    token = p.lease("operator:carol@rc", 60.0, priority=5)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="carol", lease_token=token))
+    assert reset.ok, reset.message
+    verdict = wait_applied(p, token, {"left.joint_3": 1.1})
+    assert list(verdict.applied_keys) == ["left.joint_3"], stack.output()
+    wait_until(lambda: abs(p.robot_position("left_joint_3") - 1.1) < 1e-3, 10.0)
+
+
+def wait_applied(p, token, targets, timeout_s: float = 20.0):
+    """Send until applied: the driver re-reads the controller's joints right after the fault clears."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        verdict = p.command(token, targets)
+        if not verdict.error or time.monotonic() > deadline:
+            return verdict
+        time.sleep(0.1)

@@ -1,0 +1,382 @@
+"""The ros2_control hardware's ROS-free rules: settings, joint mapping, commands, health, the stop latch.
+
+No ROS here (these run in CI); the same rules against a real controller_manager: test_ros2_control.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from strands_robots.arm.adapter import JointReadings
+from strands_robots.arm.config import ConfigError, DriverConfig
+from strands_robots.arm.driver import DriverCore
+from strands_robots.arm.model import actuator_key
+from strands_robots.arm.ros2_control import (
+    MODE_TRAJECTORY,
+    CommandTargets,
+    ControllerHealth,
+    JointMap,
+    JointMapError,
+    NamedState,
+    Ros2ControlConfigError,
+    Ros2ControlSettings,
+    chunk_trajectory,
+    duration_parts,
+    forward_command,
+)
+from strands_robots.arm.safety import QUANTITY_STOP
+from strands_robots.arm.verdict import REASON_ARM_STOPPED
+from strands_robots.package_files import config_path
+
+KEYS = ("left.joint_1", "left.joint_2", "right.joint_1", "right.joint_2")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def settings(**kw):
+    raw = {"controller": "fwd"}
+    raw.update(kw)
+    return Ros2ControlSettings.from_mapping(raw, KEYS)
+
+
+# -- settings ---------------------------------------------------------------------------------------------------
+def test_settings_map_every_key_by_default_and_resolve_names_in_the_controller_managers_namespace():
+    s = settings(joints={"left.joint_1": "shoulder_l"})
+    assert s.joints == {"left.joint_1": "shoulder_l", "left.joint_2": "left_joint_2",
+                        "right.joint_1": "right_joint_1", "right.joint_2": "right_joint_2"}
+    assert s.command_topic == "/fwd/commands"
+    moved = s.with_controller_manager("/robot1")
+    assert moved.controller_manager == "/robot1/controller_manager"
+    assert moved.command_topic == "/robot1/fwd/commands"
+    assert moved.controller_node == "/robot1/fwd"
+    assert moved.joint_states_topic == "/joint_states"  # absolute: kept
+    jtc = settings(mode=MODE_TRAJECTORY, controller="jtc").with_controller_manager("arm/controller_manager")
+    assert jtc.command_topic == "/arm/jtc/joint_trajectory"
+    assert s.with_controller_manager("") is s
+
+
+@pytest.mark.parametrize("raw, words", [
+    (None, "no ros2_control section"),
+    ({"mode": "forward_command"}, "controller is required"),
+    ({"controller": "c", "mode": "velocity"}, "mode must be one of"),
+    ({"controller": "c", "joints": {"left.joint_9": "x"}}, "unknown station key"),
+    ({"controller": "c", "joints": {"left.joint_1": "a", "left.joint_2": "a"}}, "both name joint 'a'"),
+    ({"controller": "c", "joint_states_timeout_s": 0}, "joint_states_timeout_s must be a finite number > 0"),
+    ({"controller": "c", "answer_timeout_s": math.inf}, "answer_timeout_s"),
+    ({"controller": "c d"}, "without spaces"),
+    ({"controller": "c", "colour": 1}, "unknown field"),
+])
+def test_bad_settings_are_refused_naming_the_field(raw, words):
+    with pytest.raises(Ros2ControlConfigError, match=words):
+        Ros2ControlSettings.from_mapping(raw, KEYS)
+
+
+def test_the_shipped_ros2_control_arms_yaml_maps_every_driver_key_to_the_demo_urdfs_joints():
+    config = DriverConfig.from_yaml(config_path("ros2_control/arms.yaml"))
+    keys = [actuator_key(a.name, j.name) for a in config.arms for j in a.joints]
+    s = Ros2ControlSettings.from_mapping(config.ros2_control, keys)
+    urdf = open(config_path("ros2_control/two_arms.urdf")).read()
+    controllers = open(config_path("ros2_control/controllers.yaml")).read()
+    for joint in s.joints.values():
+        assert f'<joint name="{joint}" type="revolute">' in urdf
+        assert f'<joint name="{joint}">' in urdf  # its ros2_control interfaces
+        assert joint in controllers
+    assert config.timestep_s == pytest.approx(0.01)
+    assert DriverConfig.from_yaml(config_path("arms.yaml")).ros2_control is None
+
+
+def test_a_ros2_control_section_that_is_not_a_mapping_is_refused_by_the_driver_config():
+    with pytest.raises(ConfigError, match="ros2_control must be a mapping"):
+        DriverConfig.from_dict({"ros2_control": ["controller"]})
+
+
+# -- joint mapping ------------------------------------------------------------------------------------------------
+def test_joint_states_are_read_in_key_order_whatever_order_the_broadcaster_uses():
+    m = JointMap(KEYS, settings().joints)
+    names = ["right_joint_2", "extra_joint", "left_joint_1", "right_joint_1", "left_joint_2"]
+    pos, vel, eff = m.read(names, [4.0, 9.0, 1.0, 3.0, 2.0], [0.4, 0.9, 0.1, 0.3, 0.2], [])
+    assert pos.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert vel.tolist() == [0.1, 0.2, 0.3, 0.4]
+    assert eff.tolist() == [0.0, 0.0, 0.0, 0.0]  # no efforts given
+
+
+def test_joint_states_missing_a_mapped_joint_or_with_ragged_arrays_are_refused():
+    m = JointMap(KEYS, settings().joints)
+    with pytest.raises(JointMapError, match=r"lacks joint\(s\) \['right_joint_2'\]"):
+        m.read(["left_joint_1", "left_joint_2", "right_joint_1"], [0, 0, 0], [], [])
+    with pytest.raises(JointMapError, match="3 names but 2 positions"):
+        m.read(["left_joint_1", "left_joint_2", "right_joint_1"], [0, 0], [], [])
+
+
+def test_a_forward_command_lists_the_targets_in_the_controllers_joint_order():
+    m = JointMap(KEYS, settings().joints)
+    order = m.command_order(["right_joint_1", "left_joint_2", "right_joint_2", "left_joint_1"])
+    targets = np.array([0.1, 0.2, 0.3, 0.4])  # key order
+    assert forward_command(targets, order) == [0.3, 0.2, 0.4, 0.1]
+
+
+@pytest.mark.parametrize("controller_joints, words", [
+    (["left_joint_1", "left_joint_2", "right_joint_1"], r"not in the controller \['right_joint_2'\]"),
+    (["left_joint_1", "left_joint_2", "right_joint_1", "right_joint_2", "torso"], r"not mapped \['torso'\]"),
+    (["left_joint_1", "left_joint_1", "right_joint_1", "right_joint_2", "left_joint_2"], "a joint repeats"),
+])
+def test_a_controller_whose_joints_do_not_match_the_mapping_is_refused(controller_joints, words):
+    m = JointMap(KEYS, settings().joints)
+    with pytest.raises(JointMapError, match=words):
+        m.command_order(controller_joints)
+
+
+def test_a_chunk_becomes_one_trajectory_with_a_point_every_period_in_the_controllers_order():
+    m = JointMap(KEYS, settings().joints)
+    joints = ["left_joint_2", "left_joint_1", "right_joint_1", "right_joint_2"]
+    order = m.command_order(joints)
+    chunk = [np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.6, 0.7, 0.8]), np.array([0.9, 1.0, 1.1, 1.2])]
+    plan = chunk_trajectory(joints, chunk, order, 0.02)
+    assert plan.joint_names == tuple(joints)
+    assert plan.points == ((0.2, 0.1, 0.3, 0.4), (0.6, 0.5, 0.7, 0.8), (1.0, 0.9, 1.1, 1.2))
+    assert plan.times_s == pytest.approx((0.02, 0.04, 0.06))
+    assert duration_parts(plan.times_s[2]) == (0, 60_000_000)
+    assert duration_parts(2.5) == (2, 500_000_000)
+    with pytest.raises(ValueError):
+        chunk_trajectory(joints, [], order, 0.02)
+    with pytest.raises(ValueError):
+        chunk_trajectory(joints, chunk, order, 0.0)
+
+
+def test_targets_restart_from_the_measured_state_and_a_hold_takes_the_measured_positions():
+    t = CommandTargets()
+    t.seed(np.array([1.0, 2.0, 3.0, 4.0]))
+    t.set([0, 3], [0.5, 0.7])
+    assert t.values.tolist() == [0.5, 2.0, 3.0, 0.7]
+    t.hold([2, 3], np.array([9.0, 9.1, 9.2, 9.3]))
+    assert t.values.tolist() == [0.5, 2.0, 9.2, 9.3]
+
+
+# -- health -------------------------------------------------------------------------------------------------------
+def healthy(clock, **kw):
+    h = ControllerHealth(settings(**kw), clock)
+    h.joint_states()
+    h.asked()
+    h.answered([NamedState("joint_state_broadcaster", "active"), NamedState("fwd", "active"),
+                NamedState("MockArm", "active", "hardware component")])
+    return h
+
+
+def test_no_fault_while_joint_states_are_fresh_and_the_controller_and_hardware_are_active():
+    clock = Clock()
+    h = healthy(clock)
+    assert h.fault() == "" and h.refusal() == ""
+
+
+def test_joint_states_older_than_the_bound_are_a_named_fault_and_fresh_ones_clear_it():
+    clock = Clock()
+    h = healthy(clock, joint_states_timeout_s=0.25)
+    clock.t += 0.2
+    assert h.fault() == ""
+    clock.t += 0.1
+    assert h.fault() == "joint_states on /joint_states stale: none for 0.30 s (limit 0.25 s)"
+    h.joint_states()
+    assert h.fault() == ""
+
+
+def test_before_the_first_joint_states_the_arms_may_not_be_commanded():
+    h = ControllerHealth(settings(), Clock())
+    assert h.fault().startswith("no joint_states on /joint_states yet")
+
+
+@pytest.mark.parametrize("states, fault", [
+    ([NamedState("fwd", "inactive"), NamedState("Arm", "active", "hardware component")],
+     "controller fwd is inactive in /controller_manager"),
+    ([NamedState("jtc", "active"), NamedState("Arm", "active", "hardware component")],
+     "controller fwd is not loaded in /controller_manager"),
+    ([NamedState("fwd", "active"), NamedState("Arm", "finalized", "hardware component")],
+     "hardware component Arm is finalized (controller_manager /controller_manager)"),
+])
+def test_a_controller_or_hardware_component_that_is_not_active_is_a_named_fault(states, fault):
+    clock = Clock()
+    h = healthy(clock)
+    h.answered(states)
+    assert h.fault() == fault
+    assert h.refusal() == fault
+
+
+def test_a_controller_manager_that_stops_answering_is_a_fault_after_the_answer_timeout():
+    clock = Clock()
+    h = healthy(clock, answer_timeout_s=1.0, joint_states_timeout_s=10.0)
+    h.asked()
+    clock.t += 0.9
+    assert h.fault() == ""
+    clock.t += 0.2
+    assert h.fault() == "controller_manager /controller_manager does not answer (no state for 1.10 s)"
+    h.answered([NamedState("fwd", "active")])
+    assert h.fault() == ""
+    h.forget_states()
+    assert "controller states not known yet" in h.fault()
+
+
+def test_a_latched_stop_refuses_commands_and_makes_the_deactivated_controller_expected_until_cleared():
+    clock = Clock()
+    h = healthy(clock)
+    assert h.latch("left: joint 4 reads +4.6 N*m")
+    assert not h.latch("another reason")  # the first reason stays
+    h.answered([NamedState("fwd", "inactive")])
+    assert h.fault() == ""  # deactivated on purpose: not a fault
+    assert h.refusal() == ("safety stop latched (left: joint 4 reads +4.6 N*m): the command controller is "
+                           "deactivated")
+    assert h.clear() == "left: joint 4 reads +4.6 N*m"
+    assert h.fault() == "controller fwd is inactive in /controller_manager"  # still inactive after a clear: a fault
+    h.answered([NamedState("fwd", "active")])
+    assert h.refusal() == ""
+
+
+# -- the driver core with hardware that latches stops ---------------------------------------------------------------
+class LatchingArms:
+    """In-memory arms with the optional members of real hardware: what the core asks of them is recorded."""
+
+    stops_on_lease_loss = True
+
+    def __init__(self, keys, timestep_s=0.01) -> None:
+        self._keys = tuple(keys)
+        self.pos = np.zeros(len(self._keys))
+        self.calls: list = []
+        self.resume_answer = ""
+        self._fault = ""
+        self.timestep_s = timestep_s
+
+    def arm_names(self):
+        return ("left", "right")
+
+    def joint_names(self, arm):
+        return tuple(k.split(".", 1)[1] for k in self._keys if k.startswith(arm + "."))
+
+    def keys(self):
+        return self._keys
+
+    def read(self):
+        return JointReadings(self._keys, self.pos, np.zeros(len(self._keys)), np.zeros(len(self._keys)), 0.0)
+
+    def command(self, targets):
+        if self._fault:
+            raise RuntimeError(self._fault)
+        self.calls.append(("command", dict(targets)))
+
+    def hold(self, arms=None):
+        self.calls.append(("hold", arms))
+
+    def step(self, dt):
+        pass
+
+    def reset(self, seed=None):
+        pass
+
+    def time_s(self):
+        return 0.0
+
+    def fault(self):
+        return self._fault
+
+    def latch_stop(self, reason):
+        self.calls.append(("latch_stop", reason))
+
+    def resume(self):
+        self.calls.append(("resume",))
+        return self.resume_answer
+
+
+def latching_core():
+    config = DriverConfig.default()
+    keys = [actuator_key(a.name, j.name) for a in config.arms for j in config.arms[0].joints]
+    arms = LatchingArms(keys)
+    return DriverCore(arms, config), arms
+
+
+def test_an_envelope_trip_holds_then_latches_the_hardwares_stop_and_a_clear_resumes_it():
+    core, arms = latching_core()
+    arms.pos[arms.keys().index("left.joint_1")] = 3.0  # past 2.8 + 0.05
+    core.step(0.01)
+    assert arms.calls[0] == ("hold", ("left", "right"))
+    assert arms.calls[1] == ("latch_stop", "left: joint 1 reads +3.0 rad")
+    verdict = core.send_action({"right.joint_2": 0.5})
+    assert verdict.unresolved_reasons == (REASON_ARM_STOPPED,)
+    arms.pos[:] = 0.0
+    reset = core.reset_safety()
+    assert reset.ok and arms.calls[-1] == ("resume",)
+    assert core.send_action({"right.joint_2": 0.5}).applied_keys == ("right.joint_2",)
+
+
+def test_a_stop_no_reading_caused_latches_like_a_trip_and_names_its_reason():
+    core, arms = latching_core()
+    assert core.stops_on_lease_loss
+    assert core.stop("lease of 'station:s1' expired")
+    assert not core.stop("again")  # already stopped: one trip
+    assert core.status().safety_trips == 1
+    assert [c.quantity for c in core.safety_checks()] == [QUANTITY_STOP, QUANTITY_STOP]
+    assert core.safety_stop_detail() == ("left: stopped: lease of 'station:s1' expired; "
+                                         "right: stopped: lease of 'station:s1' expired")
+    assert arms.calls == [("hold", ("left", "right")),
+                          ("latch_stop", core.safety_stop_detail())]
+
+
+def test_a_clear_the_hardware_cannot_honour_keeps_the_stop_as_it_was():
+    core, arms = latching_core()
+    core.stop("lease of 'station:s1' revoked")
+    before = core.safety_checks()
+    arms.resume_answer = "switch_controller could not activate fwd: timeout"
+    reset = core.reset_safety()
+    assert not reset.ok
+    assert reset.message == "safety stop not cleared: switch_controller could not activate fwd: timeout"
+    assert core.stopped and core.safety_checks() == before
+    assert core.send_action({"left.joint_1": 0.1}).unresolved_reasons == (REASON_ARM_STOPPED,)
+
+
+def test_a_hardware_fault_makes_a_command_a_coarse_error_naming_it_and_nothing_is_sent():
+    core, arms = latching_core()
+    arms._fault = "controller fwd is inactive in /controller_manager"
+    assert core.hardware_fault() == "controller fwd is inactive in /controller_manager"
+    verdict = core.send_action({"left.joint_1": 0.1})
+    assert verdict.error == "adapter command failed: RuntimeError: controller fwd is inactive in /controller_manager"
+    assert not [c for c in arms.calls if c[0] == "command"]
+
+
+# -- bring-up options ---------------------------------------------------------------------------------------------
+def up_args(**kw):
+    import argparse
+
+    return argparse.Namespace(**{"hardware": None, "controller_manager": None, "arms_config": None, **kw})
+
+
+def test_up_on_ros2_control_gives_the_driver_its_hardware_the_packages_arms_file_and_the_controller_manager():
+    from strands_robots.arm.ros2_control import CONTROLLER_MANAGER_ENV
+    from strands_robots.cli.up import arms_setup
+
+    params, env, refusal = arms_setup(up_args(hardware="ros2_control", controller_manager="/robot1"))
+    assert refusal == ""
+    assert params == {"hardware": "ros2_control", "config_file": config_path("ros2_control/arms.yaml")}
+    assert env == {CONTROLLER_MANAGER_ENV: "/robot1"}
+    assert arms_setup(up_args()) == ({}, {}, "")  # the simulated arms: nothing added
+
+
+def test_up_refuses_a_controller_manager_without_ros2_control_and_an_arms_file_that_is_not_there(tmp_path):
+    from strands_robots.cli.up import arms_setup
+
+    assert arms_setup(up_args(controller_manager="/robot1"))[2] == \
+        "--controller-manager goes with --hardware ros2_control"
+    missing = str(tmp_path / "nope.yaml")
+    assert arms_setup(up_args(hardware="ros2_control", arms_config=missing))[2] == \
+        f"--arms-config {missing}: no such file"
+
+
+def test_the_driver_reads_the_ros2_control_arms_file_when_its_config_file_is_empty():
+    from strands_robots.nodes.arm_driver.params import default_config_path
+
+    assert default_config_path("ros2_control") == config_path("ros2_control/arms.yaml")
+    assert default_config_path("mujoco") == config_path("arms.yaml")
