@@ -21,6 +21,7 @@ setup(
         ("share/" + package_name, ["package.xml"]),
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml")),
+        ("share/" + package_name + "/config/suites", glob("config/suites/*.yaml")),
     ],
     install_requires=["setuptools", "numpy", "PyYAML", "mujoco", "mcap", "mcap-ros2-support", "Pillow"],
     zip_safe=False,
