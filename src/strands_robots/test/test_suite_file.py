@@ -1,5 +1,8 @@
-"""A station's suite files: validated on load (each refusal names file, task and key), the hardware profile's
-refusals, what the relay is offered, and a team's job expanded into the episodes the station runs."""
+"""A station's suite files, and a team's job expanded into the episodes the station runs.
+
+Validated on load (each refusal names file, task and key), the hardware profile's refusals, what the relay is
+offered.
+"""
 
 from __future__ import annotations
 

@@ -124,6 +124,12 @@ class TeamJob:
                 object.__setattr__(self, name, MappingProxyType(dict(value)))
 
     @property
+    def control_frequency(self) -> Optional[float]:
+        """The control rate the team chose (Hz), or None for the station's."""
+        text = self.choose.get("control_frequency")
+        return None if text is None else float(text)
+
+    @property
     def episodes(self) -> int:
         """Episodes the job asks for: every trial of every suite task and free-form task."""
         return sum(t.trials for t in self.tasks) + sum(t.trials for t in self.free_form)

@@ -182,7 +182,7 @@ def _check_budgets(spec: JobSpec) -> None:
 
 
 def _without_seed(task: Task) -> Task:
-    """The task as its trials share it: a suite task's trials differ only in their seed."""
+    """Return the task as its trials share it: a suite task's trials differ only in their seed."""
     if PARAM_SEED not in task.parameters:
         return task
     return Task(task.task_id, task.instruction, task.layout,

@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from strands_robots import validation as rules
 from strands_robots.job_model.offer import (
@@ -120,7 +120,7 @@ class Suite:
         return next((t for t in self.tasks if t.task_id == task_id), None)
 
     def offer(self) -> SuiteOffer:
-        """What the relay lists of this suite (no predicates, points, seeds, operator or fault settings)."""
+        """Return what the relay lists of this suite (no predicates, points, seeds, operator or fault settings)."""
         return SuiteOffer(self.suite, self.title, self.headline, tuple(t.offered() for t in self.tasks),
                           self.team_may_choose)
 
@@ -315,16 +315,27 @@ def load_suite(path: str, profile: str = HARDWARE) -> Suite:
     return suite_from_mapping(data, path, profile)
 
 
-def load_suites(directory: str, profile: str = HARDWARE) -> Dict[str, Suite]:
-    """Read every ``*.yaml`` / ``*.yml`` suite file of ``directory`` (none: no suites); ids must differ."""
+def load_suites(directory: str, profile: str = HARDWARE,
+                on_refused: Optional[Callable[[SuiteError], None]] = None) -> Dict[str, Suite]:
+    """Read every ``*.yaml`` / ``*.yml`` suite file of ``directory`` (none: no suites); ids must differ.
+
+    :param on_refused: called with each refused file's :class:`SuiteError`, which is then left out (the station
+        offers the rest); None: the first refusal raises.
+    """
     if not directory or not os.path.isdir(directory):
         return {}
     suites: Dict[str, Suite] = {}
     for name in sorted(os.listdir(directory)):
         if not name.endswith((".yaml", ".yml")):
             continue
-        suite = load_suite(os.path.join(directory, name), profile)
-        if suite.suite in suites:
-            raise SuiteError(suite.path, "suite", f"{suite.suite!r} is also the id of {suites[suite.suite].path}")
+        try:
+            suite = load_suite(os.path.join(directory, name), profile)
+            if suite.suite in suites:
+                raise SuiteError(suite.path, "suite", f"{suite.suite!r} is also the id of {suites[suite.suite].path}")
+        except SuiteError as exc:
+            if on_refused is None:
+                raise
+            on_refused(exc)
+            continue
         suites[suite.suite] = suite
     return suites
