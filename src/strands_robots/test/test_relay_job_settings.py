@@ -128,7 +128,7 @@ def test_the_relay_lists_what_the_station_offered(tmp_path):
     (demo,) = entry.offer.suites
     assert [t.task_id for t in demo.tasks] == [t.task_id for t in SUITES["demo"].tasks]
     assert {t.trials for t in demo.tasks} == {100} and demo.headline == "success_at_end"
-    assert [(c.key, c.min, c.max) for c in demo.team_may_choose][1] == ("control_frequency", 25.0, 50.0)
+    assert [(c.key, c.min, c.max) for c in demo.team_may_choose][1] == ("control_frequency", 10.0, 200.0)
     assert "right.joint_4" not in str(entry)  # the station's predicates stay the station's
 
 

@@ -218,3 +218,57 @@ def test_the_demo_job_file_names_the_demo_suites_tasks_once_each():
                         job_id="demo_job", client_id="demo")
     assert [t.task_id for t in spec.tasks] == [t.task_id for t in suites["demo"].tasks]
     assert spec.episodes_total == 8 and spec.max_discards == 2
+
+
+def test_a_task_named_again_goes_on_with_its_next_seeds_and_the_total_is_checked():
+    spec = expand(job(tasks=[{"task": "hold"}, {"task": "reach"}, {"task": "hold", "trials": 2}]))
+    assert [(t.task_id, t.parameters["seed"]) for t in spec.tasks] == [
+        ("hold", "11"), ("reach", "100"), ("hold", "12"), ("hold", "13")]
+    with pytest.raises(JobSpecError) as info:
+        expand(job(tasks=[{"task": "hold", "trials": 2}, {"task": "reach"}, {"task": "hold", "trials": 2}]))
+    assert info.value.field == "tasks[2].trials" and "asks 4 in all" in info.value.reason
+
+
+@pytest.mark.parametrize("key", ["success_when", "operator_takeover_at_s", "fault.stop_heartbeat_at_s", "answer.x",
+                                 "seed", "object_x", "start_pose_timeout_s"])
+def test_the_station_refuses_a_relay_jobs_own_task_carrying_a_station_key(key):
+    """The station keeps the rule too: a job that reached it without the relay's check is refused naming the key."""
+    from strands_robots.wire import pb_model
+    from strands_robots.wire.proto import station_service_pb2 as ss
+
+    job = ss.Job(job_id="j", client_id="team", station_id="st", episodes_total=1)
+    own = job.tasks.add(task_id="wave", instruction="wave")
+    own.parameters[key] = "1"
+    own.scoring.items.add(name="done", question="Done?", answer_type=1, max_points=1, success_answer="yes")
+    with pytest.raises(JobSpecError) as info:
+        pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="simulated", allow_free_form_tasks=True)
+    assert info.value.field == f"parameters[{key!r}]" and info.value.task_index == 0, str(info.value)
+    del own.parameters[key]
+    spec = pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="simulated", allow_free_form_tasks=True)
+    assert dict(spec.tasks[0].parameters) == {"operator_score": "false"}
+    with pytest.raises(JobSpecError) as info:
+        pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="hardware", allow_free_form_tasks=False)
+    assert info.value.field == "tasks" and "free-form" in info.value.reason
+
+
+def test_a_relay_suite_job_is_filled_in_from_the_stations_suite_and_its_episodes_must_add_up():
+    from strands_robots.wire import pb_model
+    from strands_robots.wire.proto import station_service_pb2 as ss
+
+    job = ss.Job(job_id="j", client_id="team", station_id="st", episodes_total=3)
+    job.suite_job.suite = "bench"
+    job.suite_job.tasks.add(task="hold", trials=2)
+    job.suite_job.tasks.add(task="reach", trials=1)
+    job.suite_job.choose["control_frequency"] = "40"
+    spec = pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="simulated", allow_free_form_tasks=False)
+    assert [(t.task_id, t.parameters["seed"]) for t in spec.tasks] == [("hold", "11"), ("hold", "12"),
+                                                                        ("reach", "100")]
+    assert spec.policy_provider == "relay" and spec.control_frequency == 40.0
+    job.episodes_total = 4
+    with pytest.raises(JobSpecError) as info:
+        pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="simulated", allow_free_form_tasks=False)
+    assert info.value.field == "episodes_total"
+    job.suite_job.choose["seed"] = "3"
+    with pytest.raises(JobSpecError) as info:
+        pb_model.job_spec_from_pb(job, suites={"bench": suite()}, profile="simulated", allow_free_form_tasks=False)
+    assert info.value.field == "suite_job.choose.seed"

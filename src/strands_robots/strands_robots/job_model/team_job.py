@@ -4,7 +4,7 @@ The job file (``strands-robots job submit``, ``demo-job``)::
 
     station_id: sim_station
     suite: demo                                   # one of the suites the station offers (job suites)
-    tasks: [{task: hold_pose, trials: 2}, {task: reach_cube, trials: 5}]   # run task by task, in this order
+    tasks: [{task: hold_pose, trials: 2}, {task: reach_cube, trials: 5}]   # run entry by entry, in this order
     choose: {cameras: "scene:224x224,wrist", image_format: jpeg, control_frequency: 50}  # team_may_choose only
     free_form:                                    # where the station allows: the team's own tasks, scored only
       - task_id: wave                             # by the station's operator (a scripted operator keeps them
@@ -18,7 +18,7 @@ The job file (``strands-robots job submit``, ``demo-job``)::
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
     job_id: my_job                                # optional; client_id is the token's team
 
-Trial ``i`` of a suite task runs with the suite's seed ``i``; the station fills in everything else from its
+Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next trials); the station fills in everything else from its
 suite file (instruction, scene, start pose, budget, predicate, sheet, operator and fault settings). A key that
 would let a team score itself, inject faults or drive the scripted operator is refused naming it
 (:mod:`~strands_robots.job_model.team_keys`), and so is any key this format does not know.
@@ -241,12 +241,7 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
     free = tuple(_free_form(t, i) for i, t in enumerate(raw_free))
     if not tasks and not free:
         raise TeamJobRefused("tasks", "a job names at least one suite task (suite, tasks) or free_form task")
-    seen: dict = {}
-    for index, task in enumerate(tasks):
-        if task.task in seen:
-            raise TeamJobRefused(f"tasks[{index}].task", f"{task.task!r} is also tasks[{seen[task.task]}]: give "
-                                                         f"it more trials instead")
-        seen[task.task] = index
+    seen = {task.task for task in tasks}
     free_ids: dict = {}
     for index, task in enumerate(free):
         if task.task_id in free_ids or task.task_id in seen:
@@ -361,9 +356,11 @@ def check_against_offer(job: TeamJob, offer: StationOffer) -> None:
                 raise TeamJobRefused(f"tasks[{index}].task", f"suite {suite.suite!r} has no task {asked.task!r}"
                                                              f"{hint}; its tasks: "
                                                              f"{', '.join(t.task_id for t in suite.tasks)}")
-            if asked.trials > task.trials:
+            asked_in_all = sum(t.trials for t in job.tasks[:index + 1] if t.task == asked.task)
+            if asked_in_all > task.trials:
                 raise TeamJobRefused(f"tasks[{index}].trials", f"{asked.trials} refused: suite {suite.suite!r} has "
-                                                               f"{task.trials} trial(s) (seeds) of {task.task_id!r}")
+                                                               f"{task.trials} trial(s) (seeds) of {task.task_id!r}"
+                                                               f"{'' if asked_in_all == asked.trials else f', and this job asks {asked_in_all} in all'}")
         for key, value in job.choose.items():
             rule = suite.choice(key) or (suite.choice("cameras") if key in CAMERA_CHOICES else None)
             if rule is None:

@@ -84,6 +84,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
                 check_against_offer(team, offer)
         except TeamJobRefused as exc:
             raise InvalidJob(f"suite_job.{exc}") from None
+        _check_chosen_images(team.choose, max_message_bytes)
         expected = team.episodes + len(request.tasks)
         if request.episodes != expected:
             raise InvalidJob(f"episodes: {request.episodes} refused: the suite tasks' trials and the job's own tasks "
@@ -115,3 +116,20 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
     except JobSpecError as exc:
         raise InvalidJob(str(exc)) from None
     return job_id
+
+
+def _check_chosen_images(choose: Any, max_message_bytes: Optional[int]) -> None:
+    """Refuse camera choices whose frames can never fit one relay message (``cameras.image_budget``)."""
+    from types import SimpleNamespace
+
+    from strands_robots.station.job import DEFAULT_CONTROL_FREQUENCY_HZ, JobSpecError, check_job_images
+    from strands_robots.station.model import Task
+
+    if not any(key in choose for key in ("cameras", "image_format", "image_quality")):
+        return
+    chosen = Task("choose", "", "", {k: v for k, v in choose.items()})
+    try:
+        check_job_images(SimpleNamespace(tasks=(chosen,), control_frequency=DEFAULT_CONTROL_FREQUENCY_HZ), None,
+                         max_message_bytes)
+    except JobSpecError as exc:
+        raise InvalidJob(f"suite_job.choose: {exc.reason}") from None

@@ -1,6 +1,7 @@
 """A team's job (``job_model.team_job.TeamJob``) as the station runs it: a :class:`~station.job.JobSpec`.
 
-Each named suite task runs ``trials`` episodes, task by task as listed, trial ``i`` with the suite's seed ``i``
+Each named suite task runs ``trials`` episodes, entry by entry as listed, trial ``i`` with the suite's seed ``i``
+(a task named again goes on with its next trials)
 and the suite's own settings (``SuiteTask.station_task``); the team's choices (``choose``, only what the suite's
 ``team_may_choose`` allows, within its ranges) become those tasks' camera and rate parameters. Free-form tasks
 (where the station allows them) follow, each ``trials`` times, with the team's sheet and ``operator_score:
@@ -90,9 +91,12 @@ def job_spec_for(job: TeamJob, suites: Mapping[str, Suite], *, station_id: str, 
     suite = suites.get(job.suite) if job.suite else None
     provider = policy_provider or job.policy_provider or "mock"
     config = dict(job.policy_config if policy_config is None else policy_config)
+    next_trial: dict = {}  # a task named again goes on with its next trials (seeds)
     for asked in job.tasks:
         suite_task = suite.task(asked.task)
-        for trial in range(asked.trials):
+        first = next_trial.get(asked.task, 0)
+        next_trial[asked.task] = first + asked.trials
+        for trial in range(first, first + asked.trials):
             tasks.append(_hints_the_policy_takes(suite_task.station_task(trial, choose), provider, config))
     from strands_robots.station.job_file import sheet_from_items
 
