@@ -135,8 +135,10 @@ def test_the_relay_lists_what_the_station_offered(tmp_path):
 @pytest.mark.parametrize("tasks, choose, reason", [
     ([("hodl_pose", 1)], {}, "suite_job.tasks[0].task: suite 'demo' has no task 'hodl_pose'"),
     ([("hold_pose", 101)], {}, "suite_job.tasks[0].trials: 101 refused"),
-    ([("hold_pose", 1)], {"control_frequency": 60}, "suite_job.choose.control_frequency: "),
+    ([("hold_pose", 1)], {"control_frequency": 500}, "suite_job.choose.control_frequency: "),
     ([("hold_pose", 1)], {"image_quality": 200}, "suite_job.choose.image_quality: "),
+    ([("hold_pose", 1)], {"cameras": "scene:4096x4096,wrist:4096x4096", "image_format": "png"},
+     "suite_job.choose: cameras='scene:4096x4096,wrist:4096x4096', image_format='png' refused: "),
 ])
 def test_a_job_the_offered_suite_does_not_allow_is_refused_at_submit_naming_it(tmp_path, tasks, choose, reason):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:

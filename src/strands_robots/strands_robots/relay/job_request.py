@@ -129,7 +129,8 @@ def _check_chosen_images(choose: Any, max_message_bytes: Optional[int]) -> None:
         return
     chosen = Task("choose", "", "", {k: v for k, v in choose.items()})
     try:
-        check_job_images(SimpleNamespace(tasks=(chosen,), control_frequency=DEFAULT_CONTROL_FREQUENCY_HZ), None,
+        check_job_images(SimpleNamespace(tasks=(chosen,), control_frequency=DEFAULT_CONTROL_FREQUENCY_HZ,
+                                         policy_provider="relay"), None,
                          max_message_bytes)
     except JobSpecError as exc:
         raise InvalidJob(f"suite_job.choose: {exc.reason}") from None
