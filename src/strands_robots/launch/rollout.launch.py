@@ -145,6 +145,7 @@ def _bring_up(context):
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
         "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
+        "suites_dir": _arg(context, "suites_dir"),
     }
     job = ["--job-file", checked["job_file"], "--station-id", station_id, "--control-frequency", hz]
     if _arg(context, "policy_provider"):
@@ -257,6 +258,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="policy for the job's tasks: mock, scripted (empty: the job file's)"),
         DeclareLaunchArgument("recording_dir", default_value="",
                               description="record every rollout to MCAP in this directory (empty: no recording)"),
+        DeclareLaunchArgument("suites_dir", default_value="",
+                              description="the station's suites, one YAML each (empty: the package's config/suites)"),
         DeclareLaunchArgument("state_dir", default_value="",
                               description="the station's persisted jobs, kept across launches given the same dir "
                                           "(empty: in the launch's run dir, gone with the launch; with a relay "
