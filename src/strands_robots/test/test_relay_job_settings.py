@@ -193,3 +193,21 @@ def test_a_suite_task_entry_of_the_wrong_shape_is_refused_by_the_client_naming_i
         with pytest.raises(InvalidTask) as refused:
             client.submit_suite_job("sim_station", "demo", [{"task": "hold_pose"}], max_discards=2.5)
         assert refused.value.reason.startswith("max_discards: 2.5 refused"), refused.value.reason
+
+
+def test_job_suites_prints_each_stations_offer(tmp_path, monkeypatch, capsys):
+    from strands_robots.cli.job import main
+
+    monkeypatch.setenv("STRANDS_ROBOTS_TOKEN", CLIENT_TOKENS["team_a"])
+    with running_relay(tmp_path) as relay:
+        assert main(["suites", "--relay", relay.target]) == 0
+        assert "(no station has offered suites yet)" in capsys.readouterr().out
+        _offered(relay)
+        assert main(["suites", "--relay", relay.target, "--station", "sim_station"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("station sim_station: simulated profile, free-form tasks allowed (offered ")
+    assert lines[1] == "  suite demo: Demo bench (simulated arms, scripted operator)"
+    assert lines[2] == "    headline success_at_end; the team may choose: cameras, control_frequency 10..200"
+    assert [line.split()[:3] for line in lines if line.startswith("    hold_pose")] == [["hold_pose", "100", "2s"]]
+    assert "? How smooth was the motion?" in out and "right.joint_4" not in out
