@@ -18,10 +18,11 @@ The job file (``strands-robots job submit``, ``demo-job``)::
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
     job_id: my_job                                # optional; client_id is the token's team
 
-Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next trials); the station fills in everything else from its
-suite file (instruction, scene, start pose, budget, predicate, sheet, operator and fault settings). A key that
-would let a team score itself, inject faults or drive the scripted operator is refused naming it
-(:mod:`~strands_robots.job_model.team_keys`), and so is any key this format does not know.
+Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next
+trials); the station fills in everything else from its suite file (instruction, scene, start pose, budget,
+predicate, sheet, operator and fault settings). A key that would let a team score itself, inject faults or drive
+the scripted operator is refused naming it (:mod:`~strands_robots.job_model.team_keys`), and so is any key this
+format does not know.
 
 :func:`team_job_from_mapping` checks what a job says on its own; :func:`check_against_offer` checks it against
 what its station offers (the relay does, and the client can before it submits). Pure: the standard library;
@@ -358,9 +359,10 @@ def check_against_offer(job: TeamJob, offer: StationOffer) -> None:
                                                              f"{', '.join(t.task_id for t in suite.tasks)}")
             asked_in_all = sum(t.trials for t in job.tasks[:index + 1] if t.task == asked.task)
             if asked_in_all > task.trials:
+                in_all = "" if asked_in_all == asked.trials else f", and this job asks {asked_in_all} in all"
                 raise TeamJobRefused(f"tasks[{index}].trials", f"{asked.trials} refused: suite {suite.suite!r} has "
                                                                f"{task.trials} trial(s) (seeds) of {task.task_id!r}"
-                                                               f"{'' if asked_in_all == asked.trials else f', and this job asks {asked_in_all} in all'}")
+                                                               f"{in_all}")
         for key, value in job.choose.items():
             rule = suite.choice(key) or (suite.choice("cameras") if key in CAMERA_CHOICES else None)
             if rule is None:
