@@ -28,6 +28,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from crash_harness import (
     INFRASTRUCTURE,
+    SUITE,
     TERMINAL,
     ObserverRecorder,
     SnapshotWatch,
@@ -35,6 +36,7 @@ from crash_harness import (
     crash_station,
     task,
 )
+from suite_harness import submit_suite
 
 TARGETS = ("relay", "arm_driver", "camera", "rollout", "station")
 CAMERAS = "scene,wrist"  # what `strands-robots up` renders
@@ -92,7 +94,7 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
     kill_after = sorted(rng.sample(range(1, episodes), kills))  # kept episodes before each kill
     namespace = f"chaos_{seed}"
     result = ChaosResult(seed=seed, episodes=episodes)
-    stack = crash_station(workdir, namespace=namespace, station_params=STATION_PARAMS,
+    stack = crash_station(workdir, namespace=namespace, station_params=STATION_PARAMS, suite_tasks=TASKS,
                           cameras=CAMERAS if "camera" in targets else "")
     recorder: Optional[ObserverRecorder] = None
     watch: Optional[SnapshotWatch] = None
@@ -103,7 +105,7 @@ def run_chaos(workdir: str, seed: int, episodes: int, kills: int, bound_s: float
         assert recorder.wait_matched(), "the rollout node's observer_events never appeared"
         client = stack.client()
         submitted = time.monotonic()
-        job_id = client.submit_job(station_id=stack.station_id, tasks=TASKS, episodes=episodes)
+        job_id = submit_suite(client, stack.station_id, SUITE, TASKS, episodes)
         stack.start_client(job_id)
         watch = SnapshotWatch(stack, job_id)
         deadline = submitted + bound_s

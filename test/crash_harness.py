@@ -185,8 +185,21 @@ def _local_station_class():
     return CrashStation
 
 
-def crash_station(workdir: str, **kw):
-    """Make a :class:`CrashStation` (imported late: the module is also the policy client script)."""
+#: The crash stations' suite: the tasks their jobs name (the station owns each task's predicate).
+SUITE = "crash"
+
+
+def crash_station(workdir: str, suite_tasks=(), **kw):
+    """Make a :class:`CrashStation` (imported late: the module is also the policy client script).
+
+    :param suite_tasks: the tasks (``task(...)``) its jobs name, written as the station's suite :data:`SUITE`.
+    """
+    from suite_harness import write_suite
+
+    if suite_tasks:
+        suites = Path(workdir) / "suites"
+        write_suite(suites, SUITE, suite_tasks, seeds=10000)
+        kw["station_params"] = {**dict(kw.get("station_params") or {}), "suites_dir": str(suites)}
     return _local_station_class()(workdir, **kw)
 
 

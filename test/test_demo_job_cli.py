@@ -27,15 +27,15 @@ TIMEOUT_S = 150.0
 
 
 def small_job(tmp_path) -> str:
-    """Write the demo job's first two tasks, one episode each, 1 s per episode; return its path.
+    """Write the demo job's first two suite tasks, one trial each (the suite's 2 s budget); return its path.
 
-    Without the file's camera request (``images``): these tasks need no camera and the stations here run none.
+    Without the file's camera choices: these tasks need no camera and the stations here run none.
     """
     from strands_robots.cli.station_demo import default_demo_job
 
     data = yaml.safe_load(open(default_demo_job(), encoding="utf-8"))
-    data.pop("images", None)
-    data.update(episodes_total=2, duration_s=1.0, tasks=data["tasks"][:2])
+    data["choose"] = {k: v for k, v in data["choose"].items() if k not in ("cameras", "image_format", "image_quality")}
+    data.update(tasks=data["tasks"][:2])
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -137,8 +137,8 @@ def test_demo_job_refused_by_the_relay_exits_one_with_the_relays_reason(tmp_path
 
 def test_demo_job_refuses_a_bad_job_file_before_submitting_anything(tmp_path):
     path = tmp_path / "job.yaml"
-    path.write_text("job_id: j\nstation_id: s\nepisodes_total: 1\ntasks: []\n")
+    path.write_text("job_id: j\nstation_id: s\nsuite: demo\ntasks: [{task: hold_pose, success_when: x > 1}]\n")
     proc = start_demo_job("--ros", "--job-file", str(path))
     rc, out = finish(proc)
     assert rc == 2, out
-    assert out.startswith(f"demo_job: job file {path}: "), out
+    assert out.startswith(f"demo_job: job file {path}: tasks[0].success_when: 'success_when' refused: "), out

@@ -44,6 +44,12 @@ def ros_task(task_id, **params):
          "scoring": SHEET}, 0))
 
 
+SUITE = "authority"
+SUITE_TASKS = [{"task_id": name, "instruction": f"do {name}", "layout": "table", "scoring": SHEET,
+                "parameters": {"duration_s": seconds, "success_when": "end_condition == timeout"}}
+               for name, seconds in (("hold_a", "3"), ("hold_b", "1"))]
+
+
 class Rig:
     """The node processes (output kept per process) and a client node in this process."""
 
@@ -119,8 +125,12 @@ class Rig:
 
         from strands_robots.ros.qos import LATCHED_QOS
 
+        from suite_harness import write_suite
+
+        suites = self.tmp / "suites"
+        write_suite(suites, SUITE, SUITE_TASKS)  # the stations' own tasks (their predicates)
         values = {"station_id": station_id, "state_dir": str(self.tmp / name), "driver_namespace": self.ns_a,
-                  "rollout_namespace": self.ns_a, **params}
+                  "rollout_namespace": self.ns_a, "suites_dir": str(suites), **params}
         self.start(name, "strands_robots.nodes.station.node", "station", namespace, "station.yaml", values)
         self.node.create_subscription(JobStatus, f"{namespace}/job_status", self._on_status, LATCHED_QOS)
 
@@ -173,11 +183,14 @@ class Rig:
         finally:
             self.node.destroy_client(client)
 
-    def submit(self, namespace, tasks, episodes):
+    def submit(self, namespace, tasks, episodes, suite_trials=()):
+        """Submit over the station's service: the team's own ``tasks``, or this rig's suite tasks and trials."""
         from strands_robots_msgs.srv import SubmitJob
 
+        suite = {"suite": SUITE, "suite_tasks": [t for t, _ in suite_trials],
+                 "suite_trials": [n for _, n in suite_trials]} if suite_trials else {}
         res = self.call(SubmitJob, f"{namespace}/submit_job", client_id="team", tasks=tasks, episodes_total=episodes,
-                        policy_provider="scripted", policy_config_json=POLICY)
+                        policy_provider="scripted", policy_config_json=POLICY, **suite)
         assert res.accepted, res.message
         return res.job_id
 
@@ -229,9 +242,9 @@ def test_a_second_station_on_the_same_arms_waits_for_them_and_never_revokes_the_
     rig.start_station("station_a", rig.ns_a, "lab_a")
     ns_b = f"/auth_b_{rig.tag}"
     rig.start_station("station_b", ns_b, "lab_b", lease_priority="50", lease_wait_s="90.0")
-    job_a = rig.submit(rig.ns_a, [ros_task("hold_a", duration_s="3", success_when="end_condition == timeout")], 2)
+    job_a = rig.submit(rig.ns_a, [], 2, suite_trials=[("hold_a", 2)])
     assert wait_for(lambda: (LeaseState.STATE_HELD, "station:lab_a") in list(rig.leases), 60.0, 0.05), rig.leases
-    job_b = rig.submit(ns_b, [ros_task("hold_b", duration_s="1", success_when="end_condition == timeout")], 2)
+    job_b = rig.submit(ns_b, [], 2, suite_trials=[("hold_b", 2)])
     final_a = rig.wait_job(job_a, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"), 180.0)
     final_b = rig.wait_job(job_b, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"), 180.0)
     # The first station's episodes all ran their budget: nobody took its arms mid-episode.

@@ -30,6 +30,7 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 
 from crash_harness import (  # noqa: E402
     INFRASTRUCTURE,
+    SUITE,
     TERMINAL,
     ObserverRecorder,
     SnapshotWatch,
@@ -38,6 +39,7 @@ from crash_harness import (  # noqa: E402
     running_episode,
     task,
 )
+from suite_harness import submit_suite  # noqa: E402
 
 from strands_robots.client.evaluation_client import new_job_id  # noqa: E402
 
@@ -62,7 +64,7 @@ def inference_deadline_s() -> float:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     namespace = f"crash_{int(time.time())}"
-    station = crash_station(str(tmp_path_factory.mktemp("crash")), namespace=namespace,
+    station = crash_station(str(tmp_path_factory.mktemp("crash")), namespace=namespace, suite_tasks=TASKS,
                             station_params={"attach_timeout_s": "20.0", "policy_attach_timeout_s": str(ATTACH_S)})
     recorder = None
     try:
@@ -87,7 +89,7 @@ def run_job(stack, tasks, episodes, kill_in, name, sig=signal.SIGKILL, hold_s=0.
     stack.before = stack.recorder.runs()
     job_id = new_job_id()
     stack.start_client(job_id, wait_ready_s=CLIENT_READY_S)  # ready before the station's attach deadline starts
-    client.submit_job(station_id=stack.station_id, tasks=tasks, episodes=episodes, job_id=job_id)
+    submit_suite(client, stack.station_id, SUITE, tasks, episodes, job_id=job_id)
     watch = SnapshotWatch(stack, job_id)
     try:
         status = watch.wait(lambda s: running_episode(s) == kill_in, JOB_TIMEOUT_S, f"{kill_in} running")
@@ -172,8 +174,8 @@ def test_policy_client_killed_and_restarted_ends_that_episode_only_and_the_job_s
 def test_a_job_never_served_fails_at_the_attach_deadline_and_the_served_job_behind_it_succeeds(stack):
     client = stack.client()
     stack.before = stack.recorder.runs()
-    never = client.submit_job(station_id=stack.station_id, tasks=TASKS, episodes=2)  # nobody serves it
-    served = client.submit_job(station_id=stack.station_id, tasks=TASKS, episodes=2)
+    never = submit_suite(client, stack.station_id, SUITE, TASKS, 2)  # nobody serves it
+    served = submit_suite(client, stack.station_id, SUITE, TASKS, 2)
     stack.start_client(served)  # it attaches while the station still waits for the first job's client
     watch = SnapshotWatch(stack, served)
     try:

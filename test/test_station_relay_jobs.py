@@ -3,7 +3,9 @@
 One set of processes for the module (relay, arm driver, rollout node with its takeover services, station node:
 ``station_demo.LocalStation``), started here and ended by PID in ``finally``. Each test submits its own job
 through ``EvaluationClient`` exactly as a remote team would and serves its policy through the relay. Episodes
-are 1 s at 50 Hz.
+are 1 s at 50 Hz. The station owns the exam: every task a test runs is a task of the module's own suite
+(:data:`SUITE_TASKS`, written to the station's suites directory before it starts, ``suite_harness``), and a job
+names those tasks and their trials.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 from strands_robots.client import RelayError, pb
 from strands_robots.policies.demo import DemoPolicy
 from strands_robots.cli.station_demo import LocalStation
+from suite_harness import choices, write_suite
 
 JOB_TIMEOUT_S = 150.0
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -46,6 +49,54 @@ def task(task_id: str, **params: str) -> dict:
     parameters = {"duration_s": "1", "control_frequency": "50", **params}
     return {"task_id": task_id, "instruction": f"instruction of {task_id}", "layout": f"layout of {task_id}",
             "parameters": parameters, "scoring": SHEET}
+
+
+SUITE = "relay_jobs"
+CLI_SHEET = [{"name": "done", "question": "Did it do it?", "answer_type": "yes_no", "max_points": 1,
+              "success_answer": "yes"}]
+# Every task the module's jobs name: the station's own suite (its predicates, operator and fault settings).
+SUITE_TASKS = [
+    task("hold", success_when="right.joint_4.pos > 0.95"),                      # timeout
+    task("reach", **{"policy.end_after_steps": "20", "answer.motion": "smooth"}),  # EndEpisode
+    task("push", **{"policy.target": "2.0", "duration_s": "3", "answer.touches": "1",
+                    "success_when": "end_condition == timeout"}),               # safety_stop
+    task("assisted", operator_takeover_at_s="0.4", success_when="end_condition == timeout"),
+    task("redo", operator_takeover_at_s="0.3", operator_discard="true"),         # discarded, re-run
+    task("heartbeat", **{"fault.stop_heartbeat_at_s": "0.3", "duration_s": "3"}),  # lease_lost
+    task("claim", operator_claim_at_s="0.3"),                                    # authority_lost
+    task("blocked", start_pose_timeout_s="0.05"),                                # start_pose_unreached
+    task("long", duration_s="30"), task("c", duration_s="1.5"),
+    *[task(name) for name in ("a", "b", "x", "y", "first", "second", "only", "next", "after", "dropped", "never",
+                              "served", "unserved", "big", "huge")],
+    {"task_id": "cli_hold", "instruction": "hold the right wrist steady", "scoring": CLI_SHEET,
+     "parameters": {"duration_s": "1.0", "success_when": "right.joint_4.pos > 0.95"}},
+    {"task_id": "cli_reach", "instruction": "reach, then stop", "scoring": CLI_SHEET,
+     "parameters": {"duration_s": "1.0", "policy.end_after_steps": "10"}},
+]
+DEFINED = {t["task_id"]: t for t in SUITE_TASKS}
+
+
+def suite_trials(tasks, episodes):
+    """The suite job of ``tasks`` (this module's suite tasks) for ``episodes`` episodes: each task's trials in order."""
+    names = [tasks[i % len(tasks)]["task_id"] for i in range(episodes)]
+    trials: list = []
+    for name in names:
+        if trials and trials[-1][0] == name:
+            trials[-1] = (name, trials[-1][1] + 1)
+        else:
+            trials.append((name, 1))
+    return trials
+
+
+def submit(client, tasks, episodes, station_id="sim_station"):
+    """Submit the suite job naming ``tasks`` (each as the suite holds it) for ``episodes`` episodes; the job id."""
+    chosen: dict = {}
+    for t in tasks:
+        own = {k: v for k, v in t["parameters"].items() if k not in choices(t)}
+        assert {k: v for k, v in DEFINED[t["task_id"]]["parameters"].items() if k not in choices(t)} == own, \
+            f"{t['task_id']} is not the suite's task"
+        chosen.update(choices(t))
+    return client.submit_suite_job(station_id, SUITE, suite_trials(tasks, episodes), choose=chosen)
 
 
 class TeamPolicy(DemoPolicy):
@@ -85,9 +136,13 @@ class TeamPolicy(DemoPolicy):
 @pytest.fixture(scope="module")
 def station(tmp_path_factory):
     lines: list = []
+    suites = tmp_path_factory.mktemp("suites")
+    suite_path = write_suite(suites, SUITE, SUITE_TASKS)
     stack = LocalStation(str(tmp_path_factory.mktemp("station")), namespace=f"sys_station_{int(time.time())}",
-                         out=lambda name, line: lines.append(f"[{name}] {line}"))
+                         out=lambda name, line: lines.append(f"[{name}] {line}"),
+                         station_params={"suites_dir": str(suites)})
     stack.lines = lines
+    stack.suite_path = suite_path
     try:
         stack.start_relay()
         stack.start_nodes()
@@ -176,7 +231,7 @@ def wait_until(predicate, what, timeout_s=JOB_TIMEOUT_S, station=None):
 def run_job(station, tasks, episodes, policy_factory=TeamPolicy):
     client = station.client()
     submitted_ms = int(time.time() * 1000)
-    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=episodes)
+    job_id = submit(client, tasks, episodes)
     policy = policy_factory()
     served = serve_in_background(client, job_id, policy)
     final = wait_status(client, job_id, lambda s: s.state in TERMINAL, station=station)
@@ -237,13 +292,16 @@ def test_job_through_the_relay_ends_every_way_and_reports_as_the_spec_says(stati
     assert isinstance(status.updated_unix_ms, int) and status.updated_unix_ms >= submitted_ms
     assert status.HasField("station_last_heard_unix_ms")
     assert "success rate" in status.message
-    submitted = {t["task_id"]: t for t in tasks}
+    from strands_robots.station.suite_file import load_suite
+
+    suite = load_suite(str(station.suite_path), "simulated")
     for e in status.episodes:
         assert re.fullmatch(r"ep_\d{4}", e.episode_id)
         assert e.end_condition in SPEC_END_CONDITIONS
-        sent = submitted[e.task.task_id]
+        # the exact task run: the suite's, trial 0 on its first seed, with the job's choice of rate
+        ran = suite.task(e.task.task_id).station_task(0, {"control_frequency": "50"})
         assert (e.task.instruction, e.task.layout, dict(e.task.parameters)) == (
-            sent["instruction"], sent["layout"], sent["parameters"])
+            ran.instruction, ran.layout, dict(ran.parameters))
         assert [i.name for i in e.task.scoring.items] == [i["name"] for i in SHEET]
         assert e.task.scoring.items[0].answer_type == pb.ANSWER_TYPE_YES_NO
         if not e.scored:
@@ -269,7 +327,7 @@ def test_job_through_the_relay_ends_every_way_and_reports_as_the_spec_says(stati
 def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again(station):
     tasks = [task("first"), task("second")]
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
+    job_id = submit(client, tasks, 2)
     first = TeamPolicy(disconnect_in="ep_0001", client=client)
     served = serve_in_background(client, job_id, first)
     served["thread"].join(JOB_TIMEOUT_S)
@@ -293,7 +351,7 @@ def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again
 def test_station_killed_or_stopped_mid_job_resumes_it_after_a_restart(station, sig):
     tasks = [task("a"), task("b")]
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
+    job_id = submit(client, tasks, 2)
     policy = TeamPolicy()
     served = serve_in_background(client, job_id, policy)
     policy.wait_acting("ep_0001")  # the second episode's rollout is under way
@@ -317,7 +375,7 @@ def test_relay_killed_and_restarted_mid_job_loses_no_snapshot(station):
 
     tasks = [task("x"), task("y")]
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=2)
+    job_id = submit(client, tasks, 2)
     served = serve_in_background(client, job_id, TeamPolicy())
     wait_status(client, job_id, lambda s: len(s.episodes) == 1, station=station)
     station.stop_relay()
@@ -354,23 +412,12 @@ JOB_FILE = """\
 job_id: cli_job
 client_id: demo
 station_id: sim_station
-episodes_total: 2
-duration_s: 1.0
-control_frequency: 50
+suite: relay_jobs
+tasks: [{task: cli_hold, trials: 1}, {task: cli_reach, trials: 1}]
+choose: {control_frequency: 50}
 policy:
   provider: scripted
   config: {mode: torque_ramp, joint: right.joint_4, target: 1.0}
-tasks:
-  - task_id: hold
-    instruction: hold the right wrist steady
-    parameters: {success_when: "right.joint_4.pos > 0.95"}
-    scoring:
-      - {name: done, question: "Did it hold?", answer_type: yes_no, max_points: 1, success_answer: "yes"}
-  - task_id: reach
-    instruction: reach, then stop
-    parameters: {policy.end_after_steps: 10}
-    scoring:
-      - {name: done, question: "Did it stop?", answer_type: yes_no, max_points: 1, success_answer: "yes"}
 """
 
 
@@ -424,8 +471,8 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
 
 def test_client_cancel_reaches_the_station_for_a_running_and_a_queued_job(station):
     client = station.client()
-    running = client.submit_job(station_id=station.station_id, tasks=[task("long", duration_s="30")], episodes=1)
-    queued = client.submit_job(station_id=station.station_id, tasks=[task("next")], episodes=1)
+    running = submit(client, [task("long", duration_s="30")], 1)
+    queued = submit(client, [task("next")], 1)
     served = serve_in_background(client, running, TeamPolicy())
     wait_status(client, running, lambda s: "ep_0000 running" in s.message, station=station)
     status = wait_status(client, queued, lambda s: s.message.startswith("queued at station"), station=station)
@@ -464,9 +511,9 @@ def second_team(station, name="team_b"):
 def test_a_job_its_team_never_serves_lets_another_teams_job_run_and_still_runs_once_served(station):
     team_a = station.client()
     team_b = second_team(station)
-    unserved = team_a.submit_job(station_id=station.station_id, tasks=[task("unserved")], episodes=1)
+    unserved = submit(team_a, [task("unserved")], 1)
     waiting = wait_status(team_a, unserved, lambda s: s.state == "WAITING_POLICY", station=station)
-    job_b = team_b.submit_job(station_id=station.station_id, tasks=[task("served")], episodes=1)
+    job_b = submit(team_b, [task("served")], 1)
     served_b = serve_in_background(team_b, job_b, TeamPolicy())
     final_b = wait_status(team_b, job_b, lambda s: s.state in TERMINAL, station=station)
     assert final_b.state == "SUCCEEDED", final_b.message
@@ -489,10 +536,8 @@ def test_an_image_request_the_station_cannot_serve_is_refused_at_submit_with_the
 
     client = station.client()
     with pytest.raises(InvalidTask, match="can take .* bytes encoded, more than the .* bytes a relay message"):
-        client.submit_job(station_id=station.station_id, episodes=1,
-                          tasks=[task("huge", cameras="scene:4096x4096,wrist:4096x4096", image_format="png")])
-    job_id = client.submit_job(station_id=station.station_id, tasks=[task("big", cameras="scene:448x448")],
-                               episodes=1)
+        submit(client, [task("huge", cameras="scene:4096x4096,wrist:4096x4096", image_format="png")], 1)
+    job_id = submit(client, [task("big", cameras="scene:448x448")], 1)
     final = wait_status(client, job_id, lambda s: s.state in TERMINAL, timeout_s=60.0, station=station)
     assert final.state == "FAILED" and len(final.episodes) == 0, final.message
     assert "scene:448x448 asks for more than camera scene renders (224x224)" in final.message, final.message
@@ -500,7 +545,7 @@ def test_an_image_request_the_station_cannot_serve_is_refused_at_submit_with_the
 
 def test_rollout_node_dying_mid_episode_ends_it_as_a_station_fault_and_its_task_runs_again(station):
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=[task("only")], episodes=1)
+    job_id = submit(client, [task("only")], 1)
     policy = TeamPolicy()
     served = serve_in_background(client, job_id, policy)
     try:
@@ -598,13 +643,6 @@ class RosCaller:
         self.thread.join(5.0)
 
 
-def ros_tasks(*tasks_):
-    from strands_robots.conversions.station import station_task_to_msg
-    from strands_robots.station.job_file import task_from_mapping
-
-    return [station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(tasks_)]
-
-
 def test_a_job_submitted_over_ros_is_persisted_before_the_answer_and_survives_a_sigkill(station):
     import json
 
@@ -612,8 +650,10 @@ def test_a_job_submitted_over_ros_is_persisted_before_the_answer_and_survives_a_
 
     caller = RosCaller(station.namespace)
     try:
-        def submit(tasks_, episodes):
-            res = caller.call(SubmitJob, "submit_job", client_id="ros-team", tasks=ros_tasks(*tasks_),
+        def ros_submit(tasks_, episodes):  # the suite's tasks over the station's own service
+            trials = suite_trials(tasks_, episodes)
+            res = caller.call(SubmitJob, "submit_job", client_id="ros-team", suite=SUITE,
+                              suite_tasks=[name for name, _ in trials], suite_trials=[n for _, n in trials],
                               episodes_total=episodes, policy_provider="scripted",
                               policy_config_json=json.dumps(SCRIPTED))
             assert res.accepted, res.message
@@ -621,10 +661,10 @@ def test_a_job_submitted_over_ros_is_persisted_before_the_answer_and_survives_a_
 
         # A relay job nobody serves holds the station (waiting for its policy) without a rollout under way.
         client = station.client()
-        blocker = client.submit_job(station_id=station.station_id, tasks=[task("unserved")], episodes=1)
+        blocker = submit(client, [task("unserved")], 1)
         caller.wait(blocker, lambda s: s.state == "WAITING_POLICY", station=station)
-        queued = submit([task("after")], 1)
-        dropped = submit([task("dropped")], 1)
+        queued = ros_submit([task("after")], 1)
+        dropped = ros_submit([task("dropped")], 1)
         res = caller.call(CancelJob, "cancel_job", job_id=dropped, reason="the team changed its mind")
         assert res.ok, res.message
         assert station.kill_station(signal.SIGKILL) == -signal.SIGKILL  # right after the answers
@@ -650,10 +690,10 @@ def test_one_unreadable_job_file_is_set_aside_and_the_other_job_resumes_without_
     client = station.client()
     # the third episode is long enough to be running still when the station is killed after the second
     tasks = [task("a"), task("b"), task("c", duration_s="1.5")]
-    resumed = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=3)
+    resumed = submit(client, tasks, 3)
     served = serve_in_background(client, resumed, TeamPolicy())
     wait_status(client, resumed, lambda s: len(s.episodes) == 2, station=station)
-    broken = client.submit_job(station_id=station.station_id, tasks=[task("never")], episodes=1)
+    broken = submit(client, [task("never")], 1)
     wait_status(client, broken, lambda s: s.message.startswith("queued at station"), station=station)
     assert station.kill_station(signal.SIGKILL) == -signal.SIGKILL
     store = JobStore(station.state_dir)

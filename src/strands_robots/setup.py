@@ -22,6 +22,7 @@ setup(
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml")),
         ("share/" + package_name + "/config/ros2_control", glob("config/ros2_control/*")),
+        ("share/" + package_name + "/config/suites", glob("config/suites/*.yaml")),
     ],
     install_requires=["setuptools", "numpy", "PyYAML", "mujoco", "mcap", "mcap-ros2-support", "Pillow"],
     zip_safe=False,

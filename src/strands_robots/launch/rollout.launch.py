@@ -93,7 +93,7 @@ def check_files(context) -> dict:
     """Check every config file before anything starts; the values the rest of the launch needs."""
     from strands_robots.cli.bringup import BadConfigFile, job_file_refusal, load_relay_config
     from strands_robots.cli.parameters_file import parameters_file_refusal
-    from strands_robots.station.job_file import load_job_file
+    from strands_robots.job_model.team_job import load_team_job
 
     use_relay = _flag("use_relay", _arg(context, "use_relay"))
     for name in ("config_file", "station_config_file"):
@@ -110,10 +110,10 @@ def check_files(context) -> dict:
     reason = job_file_refusal(job_file)
     if reason:
         raise BadLaunchConfig(reason)
-    spec = load_job_file(job_file)
+    spec = load_team_job(job_file)
     hz_text = _arg(context, "control_frequency")
     try:
-        hz = float(hz_text) if hz_text else float(spec.control_frequency)
+        hz = float(hz_text) if hz_text else float(spec.control_frequency or 50.0)
     except ValueError:
         raise BadLaunchConfig(f"control_frequency: expected a number in Hz, got {hz_text!r}") from None
     if not 1.0 <= hz <= 2000.0:
@@ -145,6 +145,7 @@ def _bring_up(context):
         "robot_name": _arg(context, "robot_name"),
         "recording_dir": _arg(context, "recording_dir"),
         "record": "true" if _arg(context, "recording_dir") else "",  # a directory given: record every rollout
+        "suites_dir": _arg(context, "suites_dir"),
     }
     job = ["--job-file", checked["job_file"], "--station-id", station_id, "--control-frequency", hz]
     if _arg(context, "policy_provider"):
@@ -257,6 +258,8 @@ def generate_launch_description() -> LaunchDescription:
                               description="policy for the job's tasks: mock, scripted (empty: the job file's)"),
         DeclareLaunchArgument("recording_dir", default_value="",
                               description="record every rollout to MCAP in this directory (empty: no recording)"),
+        DeclareLaunchArgument("suites_dir", default_value="",
+                              description="the station's suites, one YAML each (empty: the package's config/suites)"),
         DeclareLaunchArgument("state_dir", default_value="",
                               description="the station's persisted jobs, kept across launches given the same dir "
                                           "(empty: in the launch's run dir, gone with the launch; with a relay "

@@ -43,7 +43,7 @@ from strands_robots.launch_support import check_cameras, check_parameters_file, 
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 # Launch argument -> station node parameter, given to the node only when not empty.
-STATION_ARGUMENTS = ("station_id", "relay_credentials_file", "state_dir", "robot_name", "record")
+STATION_ARGUMENTS = ("station_id", "relay_credentials_file", "state_dir", "robot_name", "record", "suites_dir")
 # Launch argument -> rollout node parameter, given only when not empty.
 ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir", "relay_credentials_file")
 
@@ -137,6 +137,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="persisted job state (empty: the config file's; its default is one "
                                           "directory per station and relay)"),
         DeclareLaunchArgument("robot_name", default_value="", description="robot name (empty: the config files')"),
+        DeclareLaunchArgument("suites_dir", default_value="",
+                              description="the station's suites, one YAML each (empty: the config file's; its "
+                                          "default is the package's config/suites)"),
         DeclareLaunchArgument(
             "recording_dir", default_value="", description="where recordings go (empty: the config file's)"
         ),

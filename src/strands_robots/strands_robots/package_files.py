@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-__all__ = ["PACKAGE", "PackageFileNotFound", "candidate_dirs", "checkout_dir", "config_path", "installed_share_dir",
+__all__ = ["PACKAGE", "PackageFileNotFound", "candidate_dirs", "checkout_dir", "config_dir",
+           "config_path", "installed_share_dir",
            "package_file", "prefix_share_dir"]
 
 PACKAGE = "strands_robots"
@@ -87,6 +88,16 @@ def package_file(*relative: str) -> str:
         if path.is_file():
             return str(path)
     raise PackageFileNotFound(f"{PACKAGE} file {'/'.join(relative)} not found; looked in "
+                              + ", ".join(str(p) for p in tried))
+
+
+def config_dir(name: str) -> str:
+    """Return the path of the package's ``config/<name>`` directory (:class:`PackageFileNotFound` when none)."""
+    tried = [directory / "config" / name for directory in candidate_dirs()]
+    for path in tried:
+        if path.is_dir():
+            return str(path)
+    raise PackageFileNotFound(f"{PACKAGE} directory config/{name} not found; looked in "
                               + ", ".join(str(p) for p in tried))
 
 

@@ -18,7 +18,6 @@ from strands_robots.rollout.run_spec import FIELD_LIMITS, RunRefused, validate_r
 from strands_robots.station import inprocess, job, scripted_operator
 from strands_robots.station import task_parameters as tp
 from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
-from strands_robots.station.job_file import load_job_file
 from strands_robots.station.limits import IDENTIFIER_MAX, INSTRUCTION_MAX, TASK_TEXT_MAX
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet, Task
 from strands_robots.station.score_sheet import ScoreSheetError, validate_sheet
@@ -314,11 +313,19 @@ def test_run_arguments_are_refused_with_the_same_range_as_the_task_parameter():
 
 
 # -- the repository's job files ---------------------------------------------------------------------------------
-def test_every_job_file_in_the_repository_validates():
+def test_every_job_file_and_suite_in_the_repository_validates():
+    from strands_robots.job_model.team_job import load_team_job
+    from strands_robots.station.suite_file import load_suites
+    from strands_robots.station.suite_job import job_spec_for
+
     files = [p for p in sorted((PACKAGE / "config").glob("*.yaml")) if "\ntasks:" in p.read_text()]
     assert PACKAGE / "config" / "demo_job.yaml" in files
+    suites = load_suites(str(PACKAGE / "config" / "suites"), "simulated")
+    assert "demo" in suites
     for path in files:
-        spec = load_job_file(str(path))
+        job = load_team_job(str(path))
+        spec = job_spec_for(job, suites, station_id=job.station_id, profile="simulated", allow_free_form_tasks=True,
+                            job_id="j", client_id="c")
         assert spec.tasks, path
 
 

@@ -99,15 +99,18 @@ def test_a_bad_relay_config_is_refused_with_the_key_and_the_reason(tmp_path, bod
     assert reason in refusal, refusal
 
 
-def test_the_demo_job_file_passes_and_a_bad_one_names_the_task_and_the_field(tmp_path):
+def test_the_demo_job_file_passes_and_a_bad_one_names_the_task_and_the_key(tmp_path):
     assert bringup.job_file_refusal(str(CONFIG / "demo_job.yaml")) == ""
     data = yaml.safe_load((CONFIG / "demo_job.yaml").read_text())
-    data["tasks"][2]["scoring"] = [dict(data["tasks"][2]["scoring"][0], answer_type="essay")]
+    data["tasks"][2]["trials"] = 0
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     refusal = bringup.job_file_refusal(str(path))
-    assert refusal.startswith(f"job file {path}: tasks[2].scoring"), refusal
-    assert "answer_type must be one of yes_no, count, choice, got 'essay'" in refusal, refusal
+    assert refusal == f"job file {path}: tasks[2].trials: 0 refused: must be an integer in [1, 100000]", refusal
+    data["tasks"][2] = {"task": "push_to_limit", "success_when": "end_condition == timeout"}
+    path.write_text(yaml.safe_dump(data))
+    refusal = bringup.job_file_refusal(str(path))
+    assert refusal.startswith(f"job file {path}: tasks[2].success_when: 'success_when' refused: "), refusal
     assert bringup.job_file_refusal(str(tmp_path / "missing.yaml")).endswith("No such file or directory")
 
 
@@ -133,18 +136,30 @@ def test_the_run_dir_is_private_and_its_tokens_are_fresh_for_each_launch():
 
 def test_another_policy_for_the_demo_job_leaves_out_the_files_policy_options():
     from strands_robots.cli.demo_job import job_for_run
-    from strands_robots.station.job_file import load_job_file
+    from strands_robots.job_model.team_job import load_team_job
+    from strands_robots.station.suite_file import load_suites
+    from strands_robots.station.suite_job import job_spec_for
 
-    spec = load_job_file(str(CONFIG / "demo_job.yaml"))
-    assert any(k.startswith("policy.") for t in spec.tasks for k in t.parameters)
+    spec = load_team_job(str(CONFIG / "demo_job.yaml"))
     same = job_for_run(spec, policy_provider=spec.policy_provider)
-    assert same.policy_config == spec.policy_config and same.tasks == spec.tasks
+    assert same == spec
     mock = job_for_run(spec, policy_provider="mock", station_id="lab", control_frequency=100.0)
     assert (mock.policy_provider, dict(mock.policy_config), mock.station_id, mock.control_frequency) == (
         "mock", {}, "lab", 100.0)
-    assert not any(k.startswith("policy.") for t in mock.tasks for k in t.parameters)
-    assert [t.task_id for t in mock.tasks] == [t.task_id for t in spec.tasks]
-    assert mock.tasks[0].parameters["success_when"] == spec.tasks[0].parameters["success_when"]
+    assert mock.tasks == spec.tasks
+    # the station runs it with the mock: the suite's hints the mock does not take are left out, the exam is the same
+    suites = load_suites(str(CONFIG / "suites"), "simulated")
+    runs = job_spec_for(mock, suites, station_id="lab", profile="simulated", allow_free_form_tasks=False,
+                        job_id="j", client_id="c")
+    scripted = job_spec_for(spec, suites, station_id="lab", profile="simulated", allow_free_form_tasks=False,
+                            job_id="j", client_id="c")
+    assert [t.task_id for t in runs.tasks] == [t.task_id for t in scripted.tasks]
+    for with_mock, with_scripted in zip(runs.tasks, scripted.tasks):
+        kept = {k: v for k, v in with_scripted.parameters.items() if not k.startswith("policy.")}
+        assert {k: v for k, v in with_mock.parameters.items() if not k.startswith("policy.")} == {
+            **kept, "control_frequency": "100"}
+    assert runs.tasks[1].parameters["policy.end_after_steps"] == "40"  # a hint the mock takes
+    assert "policy.target" not in runs.tasks[2].parameters and "policy.target" in scripted.tasks[2].parameters
 
 
 def test_a_launch_keeps_its_station_state_with_its_own_relay_unless_told_or_the_relay_outlives_it(tmp_path,

@@ -29,7 +29,7 @@ LAYER_NAMES = {CORE: "core", CONVERSIONS: "conversions", NODES: "nodes/tools", L
 LAYERS = {
     "strands_robots": CORE, "arm": CORE, "cameras": CORE, "client": CORE, "policies": CORE, "relay": CORE,
     "rollout": CORE, "simulation": CORE, "station": CORE, "station_link": CORE, "wire": CORE, "stats": CORE,
-    "stop_signals": CORE, "validation": CORE, "dds": CORE,
+    "stop_signals": CORE, "validation": CORE, "dds": CORE, "job_model": CORE,
     "conversions": CONVERSIONS,
     "nodes": NODES, "ros": NODES, "driver_link": NODES, "monitoring": NODES, "export": NODES,
     "cli": LAUNCH, "launch_support": LAUNCH, "supervisor": LAUNCH, "private_dir": LAUNCH, "package_files": CORE,

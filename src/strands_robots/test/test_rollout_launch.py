@@ -277,9 +277,7 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
     from strands_robots_msgs.msg import JobStatus, ObserverEvent
     from strands_robots_msgs.srv import SubmitJob
 
-    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.ros.qos import EVENT_QOS, LATCHED_QOS
-    from strands_robots.station.job_file import load_job_file
 
     run = Launch(STATION_LAUNCH, state_dir=str(tmp_path / "state"))
     context = rclpy.Context()
@@ -301,11 +299,10 @@ def test_station_launch_runs_a_submitted_job_to_succeeded_with_a_gapless_stream_
             executor.spin_once(timeout_sec=0.1)
         for _ in range(10):
             executor.spin_once(timeout_sec=0.05)
-        task = station_task_to_msg(load_job_file(str(LAUNCH_DIR.parent / "config" / "demo_job.yaml")).tasks[0])
-        task.parameters = list(task.parameters) + [KeyValue(key="duration_s", value="1"),
-                                                   KeyValue(key="control_frequency", value="50")]
-        future = submit.call_async(SubmitJob.Request(client_id="launch_test", tasks=[task], episodes_total=2,
-                                                     policy_provider="mock"))
+        # two trials of the demo suite's first task (the station fills it in from config/suites/demo.yaml)
+        future = submit.call_async(SubmitJob.Request(client_id="launch_test", suite="demo", suite_tasks=["hold_pose"],
+                                                     suite_trials=[2], episodes_total=2, policy_provider="mock",
+                                                     choose=[KeyValue(key="control_frequency", value="50")]))
         executor.spin_until_future_complete(future, timeout_sec=30.0)
         assert future.done() and future.result().accepted, future.result()
         job_id = future.result().job_id

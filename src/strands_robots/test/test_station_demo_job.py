@@ -9,7 +9,10 @@ import pytest
 
 from strands_robots.station.episodes import JobRunner
 from strands_robots.station.inprocess import InProcessRobot
-from strands_robots.station.job_file import job_spec_from_yaml, load_job_file
+from strands_robots.job_model.team_job import load_team_job
+from strands_robots.station.job_file import job_spec_from_yaml
+from strands_robots.station.suite_file import load_suites
+from strands_robots.station.suite_job import job_spec_for
 from strands_robots.station.model import JobState
 from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.record import JobRecord
@@ -101,11 +104,27 @@ def test_demo_job_runs_every_path_unattended():
     check_demo(*run_demo(job_spec_from_yaml(DEMO_JOB)))
 
 
-CONFIG_DEMO = os.path.join(os.path.dirname(__file__), "..", "config", "demo_job.yaml")
+CONFIG = os.path.join(os.path.dirname(__file__), "..", "config")
 
 
-@pytest.mark.skipif(not os.path.exists(CONFIG_DEMO), reason="config/demo_job.yaml is not there yet")
-def test_shipped_demo_job_file_is_valid_and_runs_to_succeeded():
-    final, _ = run_demo(load_job_file(CONFIG_DEMO))
+def test_shipped_demo_job_on_the_demo_suite_runs_to_succeeded():
+    """The demo team's job file names the demo station's suite tasks; the station fills them in from its suite."""
+    spec = job_spec_for(load_team_job(os.path.join(CONFIG, "demo_job.yaml")),
+                        load_suites(os.path.join(CONFIG, "suites"), "simulated"), station_id="sim_station",
+                        profile="simulated", allow_free_form_tasks=True, job_id="demo_job", client_id="demo")
+    final, runner = run_demo(spec)
     assert final.state is JobState.SUCCEEDED
-    assert len({e.end_condition for e in final.episodes}) >= 3
+    rows = [(e.episode_id, e.task.task_id, e.end_condition, e.scored, e.success, e.taken_over)
+            for e in final.episodes]
+    assert rows[:6] == [
+        ("ep_0000", "hold_pose", "timeout", True, True, False),
+        ("ep_0001", "short_reach", "policy_completed", True, True, False),
+        ("ep_0002", "push_to_limit", "safety_stop", True, False, False),
+        ("ep_0003", "assisted_hold", "timeout", True, True, True),
+        ("ep_0005", "redo_after_discard", "timeout", True, True, True),
+        ("ep_0006", "blocked_start", "start_pose_unreached", False, False, False),
+    ]
+    assert [(e.task.task_id, e.end_condition) for e in final.episodes[6:]] == [
+        ("reach_cube", "timeout"), ("reach_cube_blind", "timeout")]
+    assert runner.record.discarded == ("ep_0004",)
+    assert [e.task.parameters["seed"] for e in final.episodes] == ["0"] * 8  # trial 0: the suite's first seed

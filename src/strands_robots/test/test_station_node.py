@@ -12,6 +12,7 @@ import threading
 import uuid
 
 import pytest
+import yaml
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
@@ -41,6 +42,13 @@ RATE_HZ = 50.0
 SHEET = [{"name": "done", "question": "Did it hold?", "answer_type": "yes_no", "max_points": 2,
           "success_answer": "yes"},
          {"name": "touches", "question": "Touches?", "answer_type": "count", "max_points": 3, "points_per_unit": 1}]
+
+
+SUITE = {"suite": "node_test", "title": "station node test", "team_may_choose": {"control_frequency": True},
+         "tasks": [{"task_id": "hold", "instruction": "do hold", "layout": "table", "budget_s": 1.0, "scoring": SHEET,
+                    "seed_rule": {"first": 0, "count": 5}},
+                   {"task_id": "takeover", "instruction": "do takeover", "layout": "table", "budget_s": 1.0,
+                    "scoring": SHEET, "seed_rule": {"first": 0, "count": 5}, "operator": {"takeover_at_s": 0.3}}]}
 
 
 def ros_task(task_id, **params):
@@ -77,7 +85,11 @@ class Station:
                 Parameter("driver_silence_s", value=0.5), Parameter("driver_timeout_s", value=30.0)])
             self.takeover = self.rollout.takeover  # the rollout node creates its takeover services itself
             self._add(self.rollout)
-            params = {"state_dir": str(tmp_path / "state"), "operator": operator, **station_params}
+            suites = tmp_path / "suites"  # the station's own tasks (its predicates and scripted operator's settings)
+            suites.mkdir(exist_ok=True)
+            (suites / "node_test.yaml").write_text(yaml.safe_dump(SUITE))
+            params = {"state_dir": str(tmp_path / "state"), "operator": operator, "profile": "simulated",
+                      "suites_dir": str(suites), "allow_free_form_tasks": True, **station_params}
             self.station = self._add(StationNode(
                 context=self.context, namespace=self.namespace,
                 parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
@@ -118,9 +130,12 @@ class Station:
             self.client.destroy_client(client)
 
     def submit(self, tasks, episodes, provider="scripted",
-               config='{"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}'):
+               config='{"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}', suite_trials=()):
+        """Submit the team's own ``tasks``, or the node_test suite's tasks and trials, over ``submit_job``."""
+        suite = {"suite": "node_test", "suite_tasks": [t for t, _ in suite_trials],
+                 "suite_trials": [n for _, n in suite_trials]} if suite_trials else {}
         res = self.call(SubmitJob, "submit_job", client_id="test", tasks=tasks, episodes_total=episodes,
-                        policy_provider=provider, policy_config_json=config)
+                        policy_provider=provider, policy_config_json=config, **suite)
         assert res.accepted, res.message
         return res.job_id
 
@@ -177,7 +192,7 @@ def test_takeover_services_refuse_without_an_episode(station):
 
 
 def test_a_submitted_job_is_published_latched_with_each_episode_result_once(station):
-    job_id = station.submit([ros_task("hold"), ros_task("takeover", operator_takeover_at_s="0.3")], 2)
+    job_id = station.submit([], 2, suite_trials=[("hold", 1), ("takeover", 1)])
     final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
     assert final.state == "SUCCEEDED", final.message
     assert [(e.episode_id, e.end_condition, e.taken_over) for e in final.episodes] == [
@@ -393,3 +408,47 @@ def test_an_unreadable_job_file_at_start_is_named_on_diagnostics_and_its_job_fai
     (moved,) = [p for p in os.listdir(state) if p.startswith("job-torn.job.json.unreadable-")]
     assert "job-torn" in error.message and moved in values["set_aside.job-torn"]
     assert status.found and status.status.state == "FAILED" and moved in status.status.message
+
+
+def test_a_hardware_station_refuses_the_scripted_operator_at_start_in_one_line():
+    from strands_robots.nodes.station.node import station_profile
+
+    with pytest.raises(ValueError) as info:
+        station_profile("hardware", "scripted")
+    assert "\n" not in str(info.value) and "a hardware station never runs the scripted operator" in str(info.value)
+    assert station_profile("hardware", "") == ("hardware", "manual")
+    assert station_profile("simulated", "") == ("simulated", "scripted")
+    assert station_profile("simulated", "manual") == ("simulated", "manual")
+    with pytest.raises(ValueError):
+        station_profile("lab", "")
+
+
+def test_submit_job_carries_the_suite_job_and_refuses_a_station_key_naming_it(station):
+    from diagnostic_msgs.msg import KeyValue
+
+    res = station.call(SubmitJob, "submit_job", client_id="t", tasks=[ros_task("own", success_when="x > 1")],
+                       episodes_total=1, policy_provider="mock", policy_config_json="")
+    assert not res.accepted and res.message.startswith("tasks[0].parameters['success_when']: 'success_when' refused")
+    res = station.call(SubmitJob, "submit_job", client_id="t", suite="node_test", suite_tasks=["hold"],
+                       suite_trials=[9], episodes_total=9, policy_provider="mock", policy_config_json="")
+    assert not res.accepted and res.message.startswith("tasks[0].trials: 9 refused: suite 'node_test' has 5")
+    res = station.call(SubmitJob, "submit_job", client_id="t", suite="node_test", suite_tasks=["hold"],
+                       suite_trials=[2], episodes_total=2, policy_provider="mock", policy_config_json="",
+                       choose=[KeyValue(key="seed", value="7")])
+    assert not res.accepted and res.message.startswith("choose.seed: 'seed' refused"), res.message
+    job_id = station.submit([], 2, provider="mock", config="{}", suite_trials=[("hold", 2)])
+    final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+    assert final.state == "SUCCEEDED", final.message
+    kept = [e for e in final.episodes if e.end_condition != "infrastructure_fault"]  # a station fault runs again
+    assert [(e.task.task_id, {kv.key: kv.value for kv in e.task.parameters}["seed"]) for e in kept] == [
+        ("hold", "0"), ("hold", "1")]
+    assert station.station.station.status(job_id).episodes_total == 2
+
+
+def test_a_hardware_station_does_not_offer_a_suite_with_scripted_operator_settings(tmp_path):
+    s = Station(tmp_path, operator="manual", profile="hardware")
+    try:
+        assert sorted(s.station.suites) == [] and len(s.station.refused_suites) == 1
+        assert "task 'takeover': operator: a hardware station runs no scripted operator" in s.station.refused_suites[0]
+    finally:
+        s.close()

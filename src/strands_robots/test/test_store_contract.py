@@ -313,3 +313,17 @@ def test_a_store_made_by_an_older_relay_gains_the_new_columns_and_keeps_its_jobs
         assert store.put_snapshot(_snap("job-old", t=10, seq=1)) is Verdict.STORED  # numbered beats unnumbered
     finally:
         store.close()
+
+
+def test_a_stations_latest_offer_replaces_the_one_before_and_is_listed_per_station(store_factory):
+    store = store_factory()
+    assert store.station_offers() == []
+    store.put_station_offer("st_b", b"\x01b", 10)
+    store.put_station_offer("st_a", b"\x00first", 20)
+    store.put_station_offer("st_a", b"\x00second", 30)
+    assert [(r.station_id, r.offer, r.offered_unix_ms) for r in store.station_offers()] == [
+        ("st_a", b"\x00second", 30), ("st_b", b"\x01b", 10)]
+    assert [r.offer for r in store.station_offers("st_b")] == [b"\x01b"]
+    assert store.station_offers("nobody") == []
+    reopened = store_factory()  # committed: another store on the same database reads it
+    assert [r.offer for r in reopened.station_offers("st_a")] == [b"\x00second"]

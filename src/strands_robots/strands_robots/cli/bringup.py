@@ -55,15 +55,17 @@ def relay_config_refusal(path: str) -> str:
 
 
 def job_file_refusal(path: str) -> str:
-    """Say in one line why ``path`` is not a job file (the task index, the field, the reason); "" when it is."""
-    from strands_robots.station.job import JobSpecError
-    from strands_robots.station.job_file import load_job_file
+    """Say in one line why ``path`` is not a job file (the key and the reason); "" when it is.
+
+    A job file is a team's job (``job_model.team_job``): a key a team must never set is refused here, naming it.
+    """
+    from strands_robots.job_model.team_job import load_team_job
 
     try:
-        load_job_file(path)
+        load_team_job(path)
     except OSError as exc:
         return f"job file {path}: {exc.strerror or exc}"
-    except (JobSpecError, ValueError) as exc:
+    except ValueError as exc:
         return f"job file {path}: {exc}"
     return ""
 

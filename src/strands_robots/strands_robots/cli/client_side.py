@@ -1,9 +1,10 @@
 """The client side of a job on the command line: a job file's tasks submitted, its policy served, the job watched.
 
 Shared by ``strands-robots job`` (:mod:`strands_robots.cli.job`), the demo (:mod:`strands_robots.cli.station_demo`)
-and ``demo-job`` (:mod:`strands_robots.cli.demo_job`): :func:`demo_tasks` (a job file's tasks as the client
-submits them), :func:`submit_job_file`, :func:`serve_in_background`, :func:`watch_job` (a progress bar of
-finished episodes until the job ends) and :func:`summary_table` / :func:`report_final` (the final table and rates).
+and ``demo-job`` (:mod:`strands_robots.cli.demo_job`): :func:`submit_team_job` (a job file's job as the client
+submits it: its suite tasks and trials, choices, own tasks), :func:`submit_job_file`, :func:`serve_in_background`,
+:func:`watch_job` (a progress bar of finished episodes until the job ends) and :func:`summary_table` /
+:func:`report_final` (the final table and rates).
 """
 
 from __future__ import annotations
@@ -14,27 +15,37 @@ from typing import Any, Callable, Optional
 
 from strands_robots.client import Policy
 
-__all__ = ["demo_tasks", "job_settings", "progress_bar", "summary_table", "watch_job", "submit_job_file",
+__all__ = ["free_form_tasks", "submit_team_job", "progress_bar", "summary_table", "watch_job", "submit_job_file",
            "serve_in_background", "report_final"]
 
 
-def demo_tasks(spec: Any) -> list:
-    """Return the job's tasks as the client submits them (mappings; the job's settings: :func:`job_settings`)."""
-    from strands_robots.station.job_file import task_to_mapping
+def free_form_tasks(job: Any) -> list:
+    """Return a team job's own tasks as the client submits them (mappings, each trial once, in order)."""
+    from strands_robots.job_model.team_job import free_form_parameters
 
-    return [task_to_mapping(task) for task in spec.tasks]
+    out = []
+    for own in job.free_form:
+        task = {"task_id": own.task_id, "instruction": own.instruction, "layout": own.layout,
+                "parameters": free_form_parameters(own, job.choose), "scoring": [dict(i) for i in own.scoring]}
+        out.extend([task] * own.trials)
+    return out
 
 
-def job_settings(spec: Any) -> dict:
-    """Return the job file's settings beyond its tasks, as ``EvaluationClient.submit_job`` keywords.
+def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
+    """Submit a team's job (``job_model.team_job.TeamJob``) through ``client``; the job id.
 
-    Every setting of a job file reaches the station through the relay: the tasks (with the file's ``images``
-    in their parameters) and episode count, these, and the station id; the file's ``policy`` is served by the
-    client that submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are
-    given by the submit: a fresh id per submit, and the client the token is.
+    Every setting of the job file reaches the station: the suite, its tasks and trials, the choices, the team's
+    own tasks and ``max_discards``; the file's ``policy`` is served by the client that submits (``DemoPolicy``),
+    the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's (a fresh id per submit,
+    the token's team).
     """
-    return {"duration_s": float(spec.duration_s), "control_frequency": float(spec.control_frequency),
-            "max_discards": int(spec.max_discards)}
+    station = station_id or job.station_id
+    if job.suite:
+        return client.submit_suite_job(station, job.suite, [(t.task, t.trials) for t in job.tasks],
+                                       choose=dict(job.choose), free_form=free_form_tasks(job),
+                                       max_discards=job.max_discards)
+    tasks = free_form_tasks(job)
+    return client.submit_job(station_id=station, tasks=tasks, episodes=len(tasks), max_discards=job.max_discards)
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:
@@ -123,9 +134,9 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
 
 
 
-def submit_job_file(client: Any, spec: Any, *, write: Callable[[str], None] = print, prefix: str = "[demo]",
+def submit_job_file(client: Any, job: Any, *, write: Callable[[str], None] = print, prefix: str = "[demo]",
                     policy_provider: str = "", connect_timeout_s: float = 60.0) -> str:
-    """Submit the job file's tasks through ``client``; the job id.
+    """Submit the job file's job (a ``TeamJob``) through ``client``; the job id.
 
     A relay that is not listening yet (started at the same time, as under ``ros2 launch``) is retried until
     ``connect_timeout_s``: an UNAVAILABLE call never reached it, so trying again cannot submit twice.
@@ -135,15 +146,15 @@ def submit_job_file(client: Any, spec: Any, *, write: Callable[[str], None] = pr
     deadline = time.monotonic() + connect_timeout_s
     while True:
         try:
-            job_id = client.submit_job(station_id=spec.station_id, tasks=demo_tasks(spec),
-                                       episodes=spec.episodes_total, **job_settings(spec))
+            job_id = submit_team_job(client, job)
             break
         except Unavailable:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
-    write(f"{prefix} submitted job {job_id}: {spec.episodes_total} episodes of {len(spec.tasks)} tasks; "
-          f"serving the {policy_provider or spec.policy_provider} policy through the relay")
+    named = f"suite {job.suite}'s " if job.suite else ""
+    write(f"{prefix} submitted job {job_id}: {job.episodes} episodes of {len(job.tasks) + len(job.free_form)} "
+          f"{named}tasks; serving the {policy_provider or job.policy_provider} policy through the relay")
     return job_id
 
 

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
-__all__ = ["main", "build_parser", "job_for_run"]
+__all__ = ["main", "build_parser", "job_for_run", "submit_request"]
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -59,19 +59,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def job_for_run(spec: Any, *, station_id: str = "", policy_provider: str = "", control_frequency: float = 0.0) -> Any:
-    """Return the job file's spec as this run submits it: another station, rate or policy (no options)."""
+    """Return the job file's job (a ``TeamJob``) as this run submits it: another station, rate or policy.
+
+    Another policy runs without the file's policy options (written for the file's policy); the suite's own
+    policy hints stay the station's (a station-run policy that does not take one runs without it).
+    """
     import dataclasses
 
     changes: dict = {}
     if station_id:
         changes["station_id"] = station_id
     if control_frequency:
-        changes["control_frequency"] = float(control_frequency)
+        changes["choose"] = {**dict(spec.choose), "control_frequency": f"{float(control_frequency):g}"}
     if policy_provider and policy_provider != spec.policy_provider:
-        tasks = tuple(dataclasses.replace(t, parameters={k: v for k, v in t.parameters.items()
-                                                         if not k.startswith("policy.")}) for t in spec.tasks)
-        changes.update(policy_provider=policy_provider, policy_config={}, tasks=tasks)
+        changes.update(policy_provider=policy_provider, policy_config={})
     return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def submit_request(job: Any, request_type: Any, key_value: Any) -> Any:
+    """Return the station's ``SubmitJob`` request of a team's job: its suite tasks and trials, choices, own tasks."""
+    import json
+
+    from strands_robots.cli.client_side import free_form_tasks
+    from strands_robots.conversions.station import station_task_to_msg
+    from strands_robots.station.job_file import task_from_mapping
+
+    request = request_type(client_id=job.client_id, episodes_total=job.episodes,
+                           policy_provider=job.policy_provider, policy_config_json=json.dumps(dict(job.policy_config)),
+                           suite=job.suite, suite_tasks=[t.task for t in job.tasks],
+                           suite_trials=[t.trials for t in job.tasks],
+                           choose=[key_value(key=k, value=v) for k, v in job.choose.items()])
+    request.tasks = [station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(free_form_tasks(job))]
+    if job.max_discards is not None:
+        request.has_max_discards, request.max_discards = True, int(job.max_discards)
+    return request
 
 
 class _Progress:
@@ -151,11 +172,9 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     from strands_robots_msgs.msg import JobStatus
     from strands_robots_msgs.srv import CancelJob, SubmitJob
 
-    from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.ros.qos import LATCHED_QOS
     from strands_robots.ros.process import init_without_signal_handlers
     from strands_robots.cli.client_side import report_final
-    import json
 
     init_without_signal_handlers(["demo_job"])
     node = rclpy.create_node("demo_job")
@@ -183,18 +202,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
             executor.spin_once(timeout_sec=0.1)
         if signals.event.is_set():
             return _stopped_before_submit(signals)
-        tasks = []
-        for task in spec.tasks:
-            msg = station_task_to_msg(task)
-            given = {kv.key for kv in msg.parameters}
-            for key, value in (("duration_s", f"{spec.duration_s:g}"),
-                               ("control_frequency", f"{spec.control_frequency:g}")):
-                if key not in given:
-                    msg.parameters.append(KeyValue(key=key, value=value))
-            tasks.append(msg)
-        request = SubmitJob.Request(client_id=spec.client_id, tasks=tasks, episodes_total=spec.episodes_total,
-                                    policy_provider=spec.policy_provider,
-                                    policy_config_json=json.dumps(dict(spec.policy_config)))
+        request = submit_request(spec, SubmitJob.Request, KeyValue)
         answer = call(submit, request, 30.0)
         if signals.event.is_set() and (answer is None or not answer.accepted):
             return _stopped_before_submit(signals)
@@ -208,8 +216,8 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
             _say(f"[demo_job] the station refused the job: {answer.message}")
             return EXIT_FAILED
         job_id = answer.job_id
-        _say(f"[demo_job] submitted job {job_id} to {ns}/submit_job: {spec.episodes_total} episodes of "
-             f"{len(spec.tasks)} tasks; the station runs the {spec.policy_provider} policy")
+        _say(f"[demo_job] submitted job {job_id} to {ns}/submit_job: {spec.episodes} episodes of "
+             f"{len(spec.tasks) + len(spec.free_form)} tasks; the station runs the {spec.policy_provider} policy")
         progress = _Progress(_say)
         while not signals.event.is_set():
             executor.spin_once(timeout_sec=0.1)
@@ -233,7 +241,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("demo_job: --relay needs --token-file (the client's token)", file=sys.stderr, flush=True)
         return EXIT_USAGE
     from strands_robots.cli.bringup import job_file_refusal
-    from strands_robots.station.job_file import load_job_file
+    from strands_robots.job_model.team_job import load_team_job
     from strands_robots.cli.station_demo import default_demo_job
     from strands_robots.stop_signals import StopSignals
 
@@ -248,7 +256,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if reason:
         print(f"demo_job: {reason}", file=sys.stderr, flush=True)
         return EXIT_USAGE
-    spec = job_for_run(load_job_file(job_file), station_id=args.station_id, policy_provider=args.policy_provider,
+    spec = job_for_run(load_team_job(job_file), station_id=args.station_id, policy_provider=args.policy_provider,
                        control_frequency=args.control_frequency)
     # For the rest of the process: a launcher's second SIGINT during the stop must not kill it.
     signals = StopSignals.install()

@@ -6,6 +6,7 @@
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
     strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT [--obs-map PRESET|FILE]
     strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
+    strands-robots job suites --relay ... --token-file T [--station S]     # what each station offers (job_suites.py)
     strands-robots job recordings --relay ... --token-file T JOB_ID -o DIR  # its MCAPs (cli/job_recordings.py)
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
@@ -13,10 +14,12 @@ environment variable ``STRANDS_ROBOTS_TOKEN``, as gh and kubectl take theirs; ne
 every user of the machine can read (``--token`` is refused, saying so); ``cli/job_client.py`` holds that, the
 relay connection, the options and the exit-code guard every job command shares.
 
-``submit`` reads a job file (``station/job_file.py``'s format: its tasks, ``episodes_total`` and the job's
-``duration_s``, ``control_frequency`` and ``max_discards``, all of which reach the station) and prints the job
-id; ``--serve`` also serves the file's policy (:class:`~strands_robots.policies.demo.DemoPolicy`) through the
-relay and watches the job to its end. ``serve`` serves a submitted job's policy from a team's unchanged openpi
+``submit`` reads a job file (``job_model/team_job.py``'s format: the station's suite, its tasks and trials,
+the team's choices, its own free-form tasks and ``max_discards``, all of which reach the station; a key that
+would let a team score itself, inject faults or drive the scripted operator is refused before anything is sent)
+and prints the job id; ``--serve`` also serves the file's policy
+(:class:`~strands_robots.policies.demo.DemoPolicy`) through the relay and watches the job to its end. ``serve``
+serves a submitted job's policy from a team's unchanged openpi
 policy server (:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping
 file) until the job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
 ``serve``: the job SUCCEEDED), 1 the job ended otherwise, 2 a bad command line or file, 3 the relay refused (the
@@ -62,15 +65,13 @@ def format_status(status: Any) -> str:
 @guard
 def cmd_job_submit(args: argparse.Namespace) -> int:
     """Submit the job file's tasks; with ``--serve`` also serve its policy and watch the job to its end."""
-    from strands_robots.station.job_file import load_job_file
+    from strands_robots.job_model.team_job import load_team_job
     from strands_robots.policies.demo import DemoPolicy
-    from strands_robots.cli.client_side import demo_tasks, job_settings, summary_table, watch_job
+    from strands_robots.cli.client_side import submit_team_job, summary_table, watch_job
 
-    spec = load_job_file(args.job_file)
+    spec = load_team_job(args.job_file)  # a key a team must never set is refused here, before anything is sent
     client = connect(args)
-    episodes = args.episodes or spec.episodes_total
-    job_id = client.submit_job(station_id=args.station or spec.station_id, tasks=demo_tasks(spec), episodes=episodes,
-                               **job_settings(spec))
+    job_id = submit_team_job(client, spec, station_id=args.station)
     print(job_id, flush=True)
     if not args.serve and not args.watch:
         return 0
@@ -165,7 +166,6 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_common_arguments(submit)
     submit.add_argument("job_file")
     submit.add_argument("--station", help="station id (default: the file's)")
-    submit.add_argument("--episodes", type=int, default=0, help="episodes (default: the file's episodes_total)")
     submit.add_argument("--serve", action="store_true", help="serve the file's policy and watch the job")
     submit.add_argument("--watch", action="store_true", help="watch the job to its end")
     submit.set_defaults(func=cmd_job_submit)
@@ -193,8 +193,10 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_job_serve)
     from strands_robots.cli.job_list import add_list_parser
     from strands_robots.cli.job_recordings import add_recordings_parser
+    from strands_robots.cli.job_suites import add_suites_parser
 
     add_list_parser(commands)
+    add_suites_parser(commands)
     add_recordings_parser(commands)
     return job
 

@@ -117,8 +117,10 @@ def _station_refusal(name: str, value: Any) -> str:
     reason = _typed_refusal(name, value, PARAMETERS[name][0])
     if reason:
         return reason
-    if name == "operator" and value not in ("scripted", "manual"):
+    if name == "operator" and value not in ("scripted", "manual", ""):
         return f"operator: must be scripted or manual, got {value!r}"
+    if name == "profile" and value not in ("hardware", "simulated"):
+        return f"profile: must be hardware or simulated, got {value!r}"
     if name == "station_id" and not value.strip():
         return "station_id: must be a non-empty string"
     if isinstance(value, float) and (not math.isfinite(value) or value < 0):

@@ -327,9 +327,9 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
     :param record: an MCAP file the whole job is recorded to (``strands-robots record`` beside the nodes).
     """
     from strands_robots.ros.process import StopSignals
-    from strands_robots.station.job_file import load_job_file
+    from strands_robots.job_model.team_job import load_team_job
 
-    spec = load_job_file(job_file or default_demo_job())
+    spec = load_team_job(job_file or default_demo_job())
     log_lines: List[str] = []
 
     def out(name: str, line: str) -> None:
@@ -341,7 +341,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
     # tokens, the relay's store and the station's state: removed when this process ends, however it ends
     with PrivateDir(WORKDIR_PREFIX) as private, StopSignals() as signals:
         station = LocalStation(private.path, namespace=namespace, station_id=spec.station_id, out=out,
-                               control_frequency=spec.control_frequency, cameras=DEMO_CAMERAS,
+                               control_frequency=spec.control_frequency or 50.0, cameras=DEMO_CAMERAS,
                                driver_params=driver_params, driver_env=driver_env)
         final = None
         served: dict = {}

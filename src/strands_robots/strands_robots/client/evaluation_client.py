@@ -122,10 +122,51 @@ class EvaluationClient:
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc) from None
 
+    def list_suites(self, station_id: Optional[str] = None) -> list:
+        """Return what each station offers (``pb.StationSuites``: ``station_id``, ``offer``, ``offered_unix_ms``).
+
+        ``offer`` holds the station's ``profile``, ``allow_free_form_tasks`` and ``suites`` (``pb.SuiteOffer``:
+        id, title, headline, tasks with their trials, budget and questions, ``team_may_choose``): what a job may
+        name. A station appears once it has connected to the relay. ``station_id``: only that station's.
+        """
+        return list(self._call(self._stub.ListSuites,
+                               pb.ListSuitesRequest(station_id=station_id or "")).stations)
+
+    def submit_suite_job(self, station_id: str, suite: str, tasks: Iterable[Any], *,
+                         choose: Optional[Mapping[str, Any]] = None, free_form: Iterable[TaskLike] = (),
+                         max_discards: Optional[int] = None, job_id: Optional[str] = None, attempts: int = 3) -> str:
+        """Create a job of the station's suite tasks: each ``(task_id, trials)`` (or ``{"task", "trials"}``), in order.
+
+        Trial ``i`` runs with the suite's seed ``i``; the station fills in every task from its own suite file.
+        ``choose`` sets what the suite's ``team_may_choose`` allows (``cameras``, ``image_format``,
+        ``image_quality``, ``control_frequency``); ``free_form`` adds the team's own tasks (each once, after the
+        suite's, where the station allows them; scored only by its operator). The relay refuses a task the suite
+        does not have, more trials than its seeds, a choice it does not allow, and any key that would let a team
+        score itself, inject faults or drive the scripted operator (``InvalidTask`` naming it). Retries as
+        :meth:`submit_job` does. Returns the job id.
+        """
+        suite_job = pb.SuiteJob(suite=suite)
+        for index, entry in enumerate(tasks):
+            task, trials = (entry.get("task"), entry.get("trials", 1)) if isinstance(entry, Mapping) else entry
+            if not isinstance(task, str) or isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+                raise errors.InvalidTask(f"tasks[{index}]: (task id, trials >= 1) expected, got {entry!r}")
+            suite_job.tasks.add(task=task, trials=trials)
+        for key, value in (choose or {}).items():
+            suite_job.choose[str(key)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        own = [task if isinstance(task, pb.Task) else task_from_dict(task, index)
+               for index, task in enumerate(free_form)]
+        episodes = sum(t.trials for t in suite_job.tasks) + len(own)
+        return self.submit_job(station_id, own, episodes, job_id, attempts=attempts, max_discards=max_discards,
+                               suite_job=suite_job)
+
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
                    job_id: Optional[str] = None, *, attempts: int = 3, duration_s: Optional[float] = None,
-                   control_frequency: Optional[float] = None, max_discards: Optional[int] = None) -> str:
+                   control_frequency: Optional[float] = None, max_discards: Optional[int] = None,
+                   suite_job: Any = None) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
+
+        These are the team's own (free-form) tasks, run only where the station allows them and scored only by its
+        operator; a station's benchmark tasks are named with :meth:`submit_suite_job` (``suite_job``).
 
         ``duration_s`` (each episode's budget, s), ``control_frequency`` (Hz) and ``max_discards`` (discarded
         episodes tolerated before the job fails) are the job's settings, as a job file has them; None leaves the
@@ -149,6 +190,8 @@ class EvaluationClient:
         generated = job_id is None
         request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes),
                                       job_id=new_job_id() if generated else job_id)
+        if suite_job is not None:
+            request.suite_job.CopyFrom(suite_job)
         for name, value in (("duration_s", duration_s), ("control_frequency", control_frequency),
                             ("max_discards", max_discards)):
             if value is not None:

@@ -34,6 +34,17 @@ from strands_robots.wire.proto.evaluation_service_pb2 import (  # noqa: F401
     SubmitJobResponse,
 )
 from strands_robots.wire.proto.recording_pb2 import RecordingInfo  # noqa: F401
+from strands_robots.wire.proto.suites_pb2 import (  # noqa: F401
+    ChoiceRule,
+    ListSuitesRequest,
+    ListSuitesResponse,
+    OfferedTask,
+    StationOffer,
+    StationSuites,
+    SuiteJob,
+    SuiteOffer,
+    SuiteTrials,
+)
 from strands_robots.wire.proto.policy_session_pb2 import (  # noqa: F401
     Ack,
     Action,

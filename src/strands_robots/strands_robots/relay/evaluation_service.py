@@ -38,9 +38,12 @@ class EvaluationServicer:
         checked_text(check_id, request.station_id, "station_id")
         if request.HasField("job_id"):
             checked_text(check_id, request.job_id, "job_id")
+        from strands_robots.relay.suite_offers import offer_of
+
+        offer = await offer_of(core, request.station_id) if request.station_id in core.tokens.stations else None
         try:
             job_id = job_request.check_submit(request, principal.name, core.tokens.stations,
-                                              core.settings.max_message_bytes)
+                                              core.settings.max_message_bytes, offer)
         except job_request.InvalidJob as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         stored = es.SubmitJobRequest()

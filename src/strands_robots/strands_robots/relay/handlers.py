@@ -137,10 +137,14 @@ def _more_methods() -> dict:
     from strands_robots.relay.listing import ListingService
     from strands_robots.wire.proto import recording_pb2 as rp
     from strands_robots.relay.recordings import RecordingService
+    from strands_robots.relay.suite_offers import SuiteOfferService
+    from strands_robots.wire.proto import suites_pb2 as sp
 
     return {
         "strands_robots.relay.v1.Evaluation": [
             (ListingService, {"ListJobs": ("unary", es.ListJobsRequest, es.ListJobsResponse, SMALL_REQUEST_BYTES)}),
+            (SuiteOfferService, {"ListSuites": ("unary", sp.ListSuitesRequest, sp.ListSuitesResponse,
+                                                SMALL_REQUEST_BYTES)}),
             (RecordingService, {
                 "ListRecordings": ("unary", rp.ListRecordingsRequest, rp.ListRecordingsResponse, SMALL_REQUEST_BYTES),
                 "DownloadRecording": ("server_stream", rp.DownloadRecordingRequest, rp.RecordingChunk,

@@ -1,5 +1,10 @@
 """Checking a submitted job before the relay accepts it (pure: protobuf in, a reason out).
 
+A job names its station's suite tasks and trials (``suite_job``: checked against what the station offered, and
+by ``job_model``'s rules) and/or the team's own free-form tasks (``tasks``, where the station allows them). A key
+that would let a team score itself, inject faults or drive the scripted operator is refused naming it
+(``job_model.team_keys``, the rule the station keeps too).
+
 Every value is checked by the rules the station and the rollout use (``strands_robots.validation``, through
 ``station.job.validate_job_spec``): the episode count and task count (``validation.JOB_LIMITS``), the job's
 settings (``duration_s``, ``control_frequency``, ``max_discards``), each task's free text, parameters (known keys
@@ -31,37 +36,101 @@ def new_job_id() -> str:
 
 
 def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
-                 max_message_bytes: Optional[int] = None) -> str:
+                 max_message_bytes: Optional[int] = None, offer: Any = None) -> str:
     """Return the job id to create for ``request`` (a ``SubmitJobRequest``); raise :class:`InvalidJob` if refused.
+
+    A job naming a suite (``suite_job``) is checked against what its station offered (``offer``, a
+    ``job_model.offer.StationOffer``; None when the station has not connected since this relay's store began: the
+    station checks it then, and a job it cannot run FAILs naming why). Every key a team must never set is refused
+    by ``job_model.team_keys`` (the station's own rule), in the choices and in every free-form task's parameters.
 
     :param max_message_bytes: this relay's largest message: a task's images must fit one (None: the default).
     """
-    from strands_robots.wire.pb_model import job_options_from_pb, task_from_pb
+    from strands_robots.job_model.team_job import TeamJobRefused, check_against_offer
+    from strands_robots.job_model.team_keys import TASK_PARAMETER, TeamKeyRefused, check_team_key
+    from strands_robots.station.task_parameters import check_task_parameters
+    from strands_robots.wire.pb_model import job_options_from_pb, task_from_pb, team_job_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, check_job_images, validate_job_spec
 
     if not request.station_id:
         raise InvalidJob("station_id: must name the station to run the job")
     if request.station_id not in known_stations:
         raise InvalidJob(f"station_id: unknown station {request.station_id!r}")
-    if not request.tasks:
-        raise InvalidJob("tasks: a job needs at least one task")
+    suite_job = request.HasField("suite_job")
+    if not request.tasks and not suite_job:
+        raise InvalidJob("tasks: a job needs at least one task (a suite's, suite_job, or the team's own)")
     try:
         rules.check_number("episodes", request.episodes, rules.JOB_LIMITS["episodes_total"])
-        rules.check_number("tasks", len(request.tasks), rules.JOB_LIMITS["tasks"])
+        if request.tasks or not suite_job:
+            rules.check_number("tasks", len(request.tasks), rules.JOB_LIMITS["tasks"])
     except rules.ValueRefused as exc:
         raise InvalidJob(f"{exc.field}: {exc.reason}") from None
+    for index, task in enumerate(request.tasks):  # a team's own task: never a station's key
+        for key in task.parameters:
+            try:
+                check_team_key(key, TASK_PARAMETER, f"tasks[{index}].parameters[{key!r}]")
+            except TeamKeyRefused as exc:
+                raise InvalidJob(str(exc)) from None
+    if suite_job:
+        try:
+            team = team_job_from_pb(request.suite_job, station_id=request.station_id,
+                                    max_discards=request.max_discards if request.HasField("max_discards") else None)
+            for key, value in team.choose.items():
+                try:
+                    check_task_parameters({key: value})
+                except rules.ValueRefused as exc:
+                    raise TeamJobRefused(f"choose.{key}", exc.reason) from None
+            if offer is not None:
+                check_against_offer(team, offer)
+        except TeamJobRefused as exc:
+            raise InvalidJob(f"suite_job.{exc}") from None
+        _check_chosen_images(team.choose, max_message_bytes)
+        expected = team.episodes + len(request.tasks)
+        if request.episodes != expected:
+            raise InvalidJob(f"episodes: {request.episodes} refused: the suite tasks' trials and the job's own tasks "
+                             f"make {expected} episode(s)")
+    if request.tasks and offer is not None and not offer.allow_free_form_tasks:
+        raise InvalidJob(f"tasks: station {request.station_id!r} runs only its suites' tasks (it does not allow "
+                         f"free-form tasks); name a suite's tasks (job suites lists them)")
+    job_id = request.job_id if request.HasField("job_id") else new_job_id()
+    if not request.tasks:
+        try:
+            for name, value in job_options_from_pb(request).items():
+                limits = rules.JOB_LIMITS if name == "max_discards" else rules.RUN_LIMITS
+                rules.check_number(name, value, limits[name])
+        except rules.ValueRefused as exc:
+            raise InvalidJob(f"{exc.field}: {exc.reason}") from None
+        return job_id
     tasks = []
     for index, task in enumerate(request.tasks):
         try:
             tasks.append(task_from_pb(task))
         except ValueError as exc:
             raise InvalidJob(f"tasks[{index}].{exc}") from None
-    job_id = request.job_id if request.HasField("job_id") else new_job_id()
     try:
         spec = validate_job_spec(JobSpec(job_id=job_id, client_id=client_id, station_id=request.station_id,
-                                         tasks=tuple(tasks), episodes_total=int(request.episodes),
+                                         tasks=tuple(tasks), episodes_total=len(tasks) if suite_job
+                                         else int(request.episodes),
                                          policy_provider="relay", **job_options_from_pb(request)))
         check_job_images(spec, None, max_message_bytes)
     except JobSpecError as exc:
         raise InvalidJob(str(exc)) from None
     return job_id
+
+
+def _check_chosen_images(choose: Any, max_message_bytes: Optional[int]) -> None:
+    """Refuse camera choices whose frames can never fit one relay message (``cameras.image_budget``)."""
+    from types import SimpleNamespace
+
+    from strands_robots.station.job import DEFAULT_CONTROL_FREQUENCY_HZ, JobSpecError, check_job_images
+    from strands_robots.station.model import Task
+
+    if not any(key in choose for key in ("cameras", "image_format", "image_quality")):
+        return
+    chosen = Task("choose", "", "", {k: v for k, v in choose.items()})
+    try:
+        check_job_images(SimpleNamespace(tasks=(chosen,), control_frequency=DEFAULT_CONTROL_FREQUENCY_HZ,
+                                         policy_provider="relay"), None,
+                         max_message_bytes)
+    except JobSpecError as exc:
+        raise InvalidJob(f"suite_job.choose: {exc.reason}") from None

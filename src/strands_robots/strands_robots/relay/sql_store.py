@@ -19,6 +19,7 @@ from strands_robots.relay.store import (
     JobRecord,
     JobView,
     Snapshot,
+    StationOfferRecord,
     StoreError,
     Verdict,
     replaces,
@@ -51,6 +52,11 @@ SCHEMA = (
         station_id TEXT PRIMARY KEY,
         last_heard_unix_ms BIGINT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS station_offers (
+        station_id TEXT PRIMARY KEY,
+        offer {blob} NOT NULL,
+        offered_unix_ms BIGINT NOT NULL
+    )""",
 )
 
 # Columns added since the first schema: (table, column, definition); a store opened on an older database adds them.
@@ -82,6 +88,10 @@ _STATION_HEARD = (
     "INSERT INTO stations (station_id, last_heard_unix_ms) VALUES ({p}, {p}) "
     "ON CONFLICT (station_id) DO UPDATE SET last_heard_unix_ms = excluded.last_heard_unix_ms "
     "WHERE excluded.last_heard_unix_ms > stations.last_heard_unix_ms"
+)
+_PUT_OFFER = (
+    "INSERT INTO station_offers (station_id, offer, offered_unix_ms) VALUES ({p}, {p}, {p}) "
+    "ON CONFLICT (station_id) DO UPDATE SET offer = excluded.offer, offered_unix_ms = excluded.offered_unix_ms"
 )
 _JOB_COLUMNS = ("j.job_id, j.client_id, j.station_id, j.request, j.submitted_unix_ms, j.cancel_requested, "
                 "j.cancel_reason, j.episodes_total, j.client_job_id")
@@ -251,6 +261,17 @@ class SqlStore(ClusterRows):
             self._sql("SELECT last_heard_unix_ms FROM stations WHERE station_id = {p}"), (station_id,)
         )
         return int(rows[0][0]) if rows else None
+
+    def put_station_offer(self, station_id: str, offer: bytes, unix_ms: int) -> None:
+        if not station_id:
+            raise StoreError("a station offer needs its station_id")
+        self._execute(self._sql(_PUT_OFFER), (station_id, bytes(offer), int(unix_ms)))
+
+    def station_offers(self, station_id: Optional[str] = None) -> Sequence[StationOfferRecord]:
+        sql = "SELECT station_id, offer, offered_unix_ms FROM station_offers"
+        rows = (self._read(self._sql(sql + " WHERE station_id = {p}"), (station_id,)) if station_id
+                else self._read(self._sql(sql + " ORDER BY station_id")))
+        return [StationOfferRecord(r[0], bytes(r[1]), int(r[2])) for r in rows]
 
     # -- for modules beside the store with tables and queries of their own (relay/recordings.py, listing.py) --
     blob_type = "BLOB"

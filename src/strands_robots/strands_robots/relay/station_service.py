@@ -93,6 +93,10 @@ class StationServicer:
         core = self._core
         principal = await core.principal(context, KIND_STATION)
         self._check_station_id(principal, request.station_id)
+        if request.HasField("offer"):
+            from strands_robots.relay.suite_offers import store_offer
+
+            await store_offer(core, principal.name, request.offer)
         with core.stream_slot(principal):
             await context.send_initial_metadata(())
             sent, cancels_sent = set(), set()
@@ -101,10 +105,13 @@ class StationServicer:
                 for job in await core.run(core.store.open_jobs_for_station, principal.name):
                     if job.job_id not in sent:
                         submit = es.SubmitJobRequest.FromString(job.request)
-                        yield ss.JobAssignment(job=ss.Job(
+                        assigned = ss.Job(
                             job_id=job.job_id, client_id=job.client_id, station_id=job.station_id,
                             tasks=list(submit.tasks), episodes_total=submit.episodes,
-                            submitted_unix_ms=job.submitted_unix_ms, **job_options_from_pb(submit)))
+                            submitted_unix_ms=job.submitted_unix_ms, **job_options_from_pb(submit))
+                        if submit.HasField("suite_job"):
+                            assigned.suite_job.CopyFrom(submit.suite_job)
+                        yield ss.JobAssignment(job=assigned)
                         sent.add(job.job_id)
                     if job.cancel_requested and job.job_id not in cancels_sent:
                         yield ss.JobAssignment(cancel=ss.JobCancel(job_id=job.job_id, reason=job.cancel_reason))

@@ -21,6 +21,8 @@ Rules every store keeps (``test_store_contract.py`` runs the same tests against 
 6. ``create_job(job, admit)`` reads that load, lets ``admit`` refuse, and writes the job under one lock per
    client shared by every relay on the store (PostgreSQL: a transaction-scoped advisory lock; SQLite: the
    file's write lock), so relays sharing a store keep a team's quotas exactly, not each its own share.
+7. ``put_station_offer`` keeps each station's latest offer (its suites, serialized ``StationOffer``); the
+   relay lists it and checks a job naming a suite against it.
 
 This module is the contract: the records, the rules' :class:`Verdict`, the errors and the :class:`Store`
 protocol. The SQL both dialects share is :mod:`~strands_robots.relay.sql_store`; the stores are
@@ -101,6 +103,15 @@ def replaces(new: Snapshot, old: Snapshot) -> bool:
 
 
 @dataclass(frozen=True)
+class StationOfferRecord:
+    """What a station offers (serialized ``StationOffer``: its suites), as it last sent it, and when (relay ms)."""
+
+    station_id: str
+    offer: bytes
+    offered_unix_ms: int
+
+
+@dataclass(frozen=True)
 class ClientLoad:
     """A client's jobs not ended, and the episodes those jobs still have to run."""
 
@@ -153,5 +164,13 @@ class Store(Protocol):
     def station_heard(self, station_id: str, unix_ms: int) -> None: ...
 
     def station_last_heard(self, station_id: str) -> Optional[int]: ...
+
+    def put_station_offer(self, station_id: str, offer: bytes, unix_ms: int) -> None:
+        """Store ``station_id``'s offer, replacing the one it sent before (rule 7)."""
+        ...
+
+    def station_offers(self, station_id: Optional[str] = None) -> Sequence[StationOfferRecord]:
+        """Every station's latest offer, by station id (or only ``station_id``'s)."""
+        ...
 
     def close(self) -> None: ...

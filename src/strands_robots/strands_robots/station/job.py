@@ -181,6 +181,14 @@ def _check_budgets(spec: JobSpec) -> None:
                            else None) from None
 
 
+def _without_seed(task: Task) -> Task:
+    """Return the task as its trials share it: a suite task's trials differ only in their seed."""
+    if PARAM_SEED not in task.parameters:
+        return task
+    return Task(task.task_id, task.instruction, task.layout,
+                {k: v for k, v in task.parameters.items() if k != PARAM_SEED}, task.scoring)
+
+
 def validate_job_spec(spec: Any) -> JobSpec:
     """Return ``spec`` when every field is valid; raise :class:`JobSpecError` at the first invalid one.
 
@@ -216,7 +224,7 @@ def validate_job_spec(spec: Any) -> JobSpec:
     for index, task in enumerate(spec.tasks):
         validate_task(task, index)
         earlier = first_index.setdefault(task.task_id, index)
-        if earlier != index and spec.tasks[earlier] != task:
+        if earlier != index and _without_seed(spec.tasks[earlier]) != _without_seed(task):
             raise JobSpecError("task_id", f"{task.task_id!r} is also tasks[{earlier}] with a different definition",
                                index)
     if not _non_empty_str(spec.policy_provider):

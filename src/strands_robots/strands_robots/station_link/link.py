@@ -134,6 +134,8 @@ class StationLink:
         relays of a cluster; the link uses the first that answers and moves to the next when it dies.
     :param root_certificates: PEM bytes or a path for TLS; None for a plain channel.
     :param retry_s: ``(first, longest)`` wait between attempts while the relay is unreachable (doubling).
+    :param offer: what this station offers (a ``StationOffer`` message: its suites), sent on every ``TakeJobs``
+        so the relay lists it and checks jobs against it.
     """
 
     def __init__(self, target: "str | Sequence[str]", station_id: str, token: str, *,
@@ -142,7 +144,7 @@ class StationLink:
                  root_certificates: "bytes | str | Path | None" = None, heartbeat_s: float = 2.0,
                  retry_s: "tuple[float, float]" = (0.1, 2.0), call_timeout_s: float = 10.0,
                  max_backlog: int = 10000, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 clock_ms: Callable[[], int] = _now_ms) -> None:
+                 clock_ms: Callable[[], int] = _now_ms, offer: Any = None) -> None:
         if not station_id or not token:
             raise ValueError("StationLink needs a station_id and a token")
         self.station_id = station_id
@@ -163,6 +165,7 @@ class StationLink:
         self._stub = ss_grpc.StationStub(self._channel)
         self._on_job = on_job
         self._on_cancel = on_cancel
+        self._offer = offer  # the station's StationOffer (its suites), sent with every TakeJobs
         self._heartbeat_s = heartbeat_s
         self._retry_s = retry_s
         self._timeout_s = call_timeout_s
@@ -438,7 +441,10 @@ class StationLink:
         delay = self._retry_s[0]
         while not self._closed:
             try:
-                call = self._stub.TakeJobs(ss.TakeJobsRequest(station_id=self.station_id), metadata=self._metadata)
+                request = ss.TakeJobsRequest(station_id=self.station_id)
+                if self._offer is not None:
+                    request.offer.CopyFrom(self._offer)
+                call = self._stub.TakeJobs(request, metadata=self._metadata)
                 self._jobs_call = call
                 if self._closed:
                     call.cancel()

@@ -191,9 +191,14 @@ def job_options_from_pb(msg: Any) -> dict:
     return {name: getattr(msg, name) for name in JOB_OPTIONS if msg.HasField(name)}
 
 
-def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any) -> Any:
+def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", suites: Any = None, profile: str = "hardware",
+                     allow_free_form_tasks: bool = False, **options: Any) -> Any:
     """Convert a relay ``Job`` (what ``StationLink``'s ``on_job`` receives) to a validated ``JobSpec``.
 
+    :param suites: the station's suites (``station.suite_file.Suite`` by id): a job naming a suite
+        (``suite_job``) is filled in from them, its own tasks are free-form tasks (only where
+        ``allow_free_form_tasks``; a station key in their parameters is refused; the scripted operator keeps them
+        unscored). None: the job's tasks as they are (a caller that is not a station enforcing its suites).
     :param options: the other ``JobSpec`` fields (policy_config); the job's own :data:`JOB_OPTIONS` come with it.
     :raises station.job.JobSpecError: naming the task index, the field and the reason.
     """
@@ -205,8 +210,90 @@ def job_spec_from_pb(job: Any, *, policy_provider: str = "relay", **options: Any
             tasks.append(task_from_pb(task))
         except ValueError as exc:
             raise JobSpecError("scoring", str(exc), index) from None
-    return validate_job_spec(JobSpec(
-        job_id=job.job_id, client_id=job.client_id, station_id=job.station_id, tasks=tuple(tasks),
-        episodes_total=int(job.episodes_total), policy_provider=policy_provider,
-        **{**job_options_from_pb(job), **options},
-    ))
+    fields = dict(job_id=job.job_id, client_id=job.client_id, station_id=job.station_id,
+                  policy_provider=policy_provider, **{**job_options_from_pb(job), **options})
+    if suites is None:
+        return validate_job_spec(JobSpec(tasks=tuple(tasks), episodes_total=int(job.episodes_total), **fields))
+    from strands_robots.station.suite_job import free_form_job_spec, job_spec_for
+
+    if not job.HasField("suite_job"):
+        return free_form_job_spec(tasks, episodes_total=int(job.episodes_total),
+                                  allow_free_form_tasks=allow_free_form_tasks, **fields)
+    from strands_robots.job_model.team_job import TeamJobRefused
+
+    try:
+        team = team_job_from_pb(job.suite_job, station_id=job.station_id)
+    except TeamJobRefused as exc:
+        raise JobSpecError(f"suite_job.{exc.field}", exc.reason) from None
+    spec = job_spec_for(team, suites, station_id=job.station_id, profile=profile,
+                        allow_free_form_tasks=allow_free_form_tasks, job_id=job.job_id, client_id=job.client_id,
+                        policy_provider=policy_provider, policy_config=fields.get("policy_config", {}),
+                        free_form_tasks=tasks, options=job_options_from_pb(job))
+    if spec.episodes_total != int(job.episodes_total):
+        raise JobSpecError("episodes_total", f"{job.episodes_total} refused: the suite tasks' trials and the job's "
+                                             f"own tasks make {spec.episodes_total} episode(s)")
+    return spec
+
+
+# -- suites (suites.proto) ⇄ job_model ----------------------------------------------------------------------------
+def _pb_suites() -> Any:
+    from strands_robots.wire.proto import suites_pb2
+
+    return suites_pb2
+
+
+def station_offer_to_pb(offer: Any) -> Any:
+    """Return a ``job_model.offer.StationOffer`` as the ``StationOffer`` a station sends when it connects."""
+    sp = _pb_suites()
+    msg = sp.StationOffer(profile=offer.profile, allow_free_form_tasks=offer.allow_free_form_tasks)
+    for suite in offer.suites:
+        entry = msg.suites.add(suite=suite.suite, title=suite.title, headline=suite.headline)
+        for task in suite.tasks:
+            entry.tasks.add(task_id=task.task_id, instruction=task.instruction, layout=task.layout,
+                            trials=task.trials, budget_s=task.budget_s, questions=list(task.questions))
+        for rule in suite.team_may_choose:
+            choice = entry.team_may_choose.add(key=rule.key)
+            if rule.minimum is not None:
+                choice.min = rule.minimum
+            if rule.maximum is not None:
+                choice.max = rule.maximum
+    return msg
+
+
+def station_offer_from_pb(station_id: str, msg: Any) -> Any:
+    """Return the ``job_model.offer.StationOffer`` of station ``station_id`` from its ``StationOffer`` message."""
+    from strands_robots.job_model.offer import ChoiceRule, OfferedTask, StationOffer, SuiteOffer
+
+    return StationOffer(station_id, msg.profile, msg.allow_free_form_tasks, tuple(
+        SuiteOffer(s.suite, s.title, s.headline,
+                   tuple(OfferedTask(t.task_id, t.instruction, t.layout, t.trials, t.budget_s, tuple(t.questions))
+                         for t in s.tasks),
+                   tuple(ChoiceRule(c.key, c.min if c.HasField("min") else None,
+                                    c.max if c.HasField("max") else None) for c in s.team_may_choose))
+        for s in msg.suites))
+
+
+def suite_job_to_pb(job: Any) -> Any:
+    """Return the ``SuiteJob`` of a ``job_model.team_job.TeamJob``: its suite, tasks and trials, choices."""
+    sp = _pb_suites()
+    msg = sp.SuiteJob(suite=job.suite)
+    for asked in job.tasks:
+        msg.tasks.add(task=asked.task, trials=asked.trials)
+    for key, value in job.choose.items():
+        msg.choose[key] = value
+    return msg
+
+
+def team_job_from_pb(msg: Any, *, station_id: str, max_discards: Any = None) -> Any:
+    """Return the ``TeamJob`` of a ``SuiteJob`` (its suite part), checked by the job model's rules.
+
+    :raises job_model.team_keys.TeamJobRefused: naming the key (``choose.<key>``, ``tasks[i].trials`` ...).
+    """
+    from strands_robots.job_model.team_job import team_job_from_mapping
+
+    data: dict = {"station_id": station_id, "suite": msg.suite,
+                  "tasks": [{"task": t.task, "trials": int(t.trials)} for t in msg.tasks],
+                  "choose": dict(msg.choose)}
+    if max_discards is not None:
+        data["max_discards"] = int(max_discards)
+    return team_job_from_mapping(data)

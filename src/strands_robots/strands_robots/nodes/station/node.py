@@ -64,12 +64,15 @@ from strands_robots.ros.process import StopSignals, init_without_signal_handlers
 from strands_robots.nodes.station.policy import RelaySettings
 from strands_robots.nodes.station.robot_port import RosRobotPort
 from strands_robots.station.procedure_settings import ProcedureSettings
-from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
+from strands_robots.station.job import JobSpec, JobSpecError
 from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.pending_uploads import PendingUploads
 from strands_robots.station.persistence import JobStore
 from strands_robots.station.recording_sender import RecordingSender
 from strands_robots.station.state_dir import station_state_dir
+from strands_robots.station.suite_file import load_suites
+from strands_robots.station.suite_job import station_offer
+from strands_robots.package_files import config_dir
 from strands_robots.station.station import Station
 
 __all__ = ["StationNode", "ManualOperator", "main", "PARAMETERS"]
@@ -88,7 +91,15 @@ PARAMETERS = {
     "driver_namespace": ("", "the arm driver's namespace; empty: this node's"),
     "rollout_namespace": ("", "the rollout node's namespace; empty: this node's"),
     "robot_name": ("sim_arms", "robot name in the rollout's RunPolicyStarted"),
-    "operator": ("scripted", "scripted (simulated station, driven by task parameters) or manual (services)"),
+    "profile": ("hardware", "hardware (a person scores and clears stops: never the scripted operator, no operator or "
+                            "fault settings in its suites) or simulated (the scripted operator may score, faults may "
+                            "be injected)"),
+    "suites_dir": ("", "this station's suites, one YAML file each (station/suite_file.py), read once at start; "
+                       "empty: the package's config/suites"),
+    "allow_free_form_tasks": (False, "run a team's own tasks (scored only by the station's operator; the scripted "
+                                     "operator keeps them unscored)"),
+    "operator": ("", "scripted (a simulated station's stand-in, driven by its suites) or manual (services); empty: "
+                     "scripted on a simulated station, manual on a hardware one"),
     "operator_name": ("station-operator", "the name the scripted operator acts (and clears safety stops) under"),
     "lease_holder": ("", "the holder name of the rollout's lease; empty: station:<station_id>"),
     "lease_wait_s": (120.0, "how long an episode waits for arms another holder has; then the job FAILs"),
@@ -115,6 +126,65 @@ PARAMETERS = {
     "cameras_file": ("", "the camera file (cameras.yaml: names and image sizes); empty: the package's"),
     "cameras": ("", "comma-separated cameras the rollouts observe (as the rollout node's cameras); empty: none"),
 }
+
+
+def station_profile(profile: str, operator: str) -> "tuple[str, str]":
+    """Return ``(profile, operator)``: the operator a station of ``profile`` runs (empty: its profile's own).
+
+    :raises ValueError: one line: an unknown profile or operator, or a hardware station asked for the scripted one.
+    """
+    if profile not in ("hardware", "simulated"):
+        raise ValueError(f"profile must be hardware or simulated, got {profile!r}")
+    if operator not in ("scripted", "manual", ""):
+        raise ValueError(f"operator must be scripted or manual, got {operator!r}")
+    if profile == "hardware" and operator == "scripted":
+        raise ValueError("operator: scripted refused: a hardware station never runs the scripted operator (a person "
+                         "scores and clears stops); set profile: simulated for a simulated station")
+    return profile, operator or ("scripted" if profile == "simulated" else "manual")
+
+
+def submitted_job_spec(request: Any, *, job_id: str, station_id: str, suites: Any, profile: str,
+                       allow_free_form_tasks: bool) -> JobSpec:
+    """Return the JobSpec of a ``SubmitJob`` request, by the rules a relay job keeps (``job_model``, the suites).
+
+    :raises JobSpecError: naming the request's field (``suite_trials``, ``choose.<key>``, ``tasks[i]...``).
+    """
+    from strands_robots.job_model.team_job import TeamJobRefused, team_job_from_mapping
+    from strands_robots.station.suite_job import free_form_job_spec, job_spec_for
+
+    config = json.loads(request.policy_config_json) if request.policy_config_json else {}
+    if not isinstance(config, dict):
+        raise JobSpecError("policy_config_json", "must be a JSON object")
+    tasks = []
+    for index, task in enumerate(request.tasks):
+        try:
+            tasks.append(station_task_from_msg(task))
+        except ValueError as exc:
+            raise JobSpecError("scoring", str(exc), index) from None
+    fields = dict(job_id=job_id, client_id=request.client_id or "ros", station_id=station_id,
+                  policy_provider=request.policy_provider or "mock", policy_config=config)
+    options = {"max_discards": int(request.max_discards)} if request.has_max_discards else {}
+    if not request.suite:
+        if request.suite_tasks or request.suite_trials or request.choose:
+            raise JobSpecError("suite", "suite_tasks, suite_trials and choose name a suite's tasks: say which suite")
+        return free_form_job_spec(tasks, episodes_total=int(request.episodes_total),
+                                  allow_free_form_tasks=allow_free_form_tasks, **fields, **options)
+    if len(request.suite_tasks) != len(request.suite_trials):
+        raise JobSpecError("suite_trials", f"has {len(request.suite_trials)} entries; suite_tasks has "
+                                           f"{len(request.suite_tasks)} (one trial count per task)")
+    try:
+        team = team_job_from_mapping({
+            "station_id": station_id, "suite": request.suite,
+            "tasks": [{"task": t, "trials": int(n)} for t, n in zip(request.suite_tasks, request.suite_trials)],
+            "choose": {kv.key: kv.value for kv in request.choose}, **options})
+    except TeamJobRefused as exc:
+        raise JobSpecError(exc.field, exc.reason) from None
+    spec = job_spec_for(team, suites, profile=profile, allow_free_form_tasks=allow_free_form_tasks,
+                        free_form_tasks=tasks, **fields)
+    if spec.episodes_total != int(request.episodes_total):
+        raise JobSpecError("episodes_total", f"{request.episodes_total} refused: the suite tasks' trials and the "
+                                             f"job's own tasks make {spec.episodes_total} episode(s)")
+    return spec
 
 
 class ManualOperator:
@@ -144,11 +214,18 @@ class StationNode(Node):
         for name, (default, description) in PARAMETERS.items():
             self.declare_parameter(name, default, ParameterDescriptor(description=description,
                                                                       read_only=name in READ_ONLY))
-        if self.p("operator") not in ("scripted", "manual"):
-            raise ValueError(f"operator must be scripted or manual, got {self.p('operator')!r}")
         self.station_id = self.p("station_id")
         if not self.station_id:
             raise ValueError("station_id must be a non-empty string")
+        self.profile, self.operator_kind = station_profile(self.p("profile"), self.p("operator"))
+        self.allow_free_form_tasks = bool(self.p("allow_free_form_tasks"))
+        # the station's exam, read once at start: a suite refused (naming file, task and key) is not offered
+        self.refused_suites: list = []
+        self.suites = load_suites(self.p("suites_dir") or config_dir("suites"), self.profile,
+                                  on_refused=self._suite_refused)
+        self.get_logger().info(f"station {self.station_id} ({self.profile}, {self.operator_kind} operator) offers "
+                               f"suite(s): {', '.join(sorted(self.suites)) or 'none'}"
+                               f"{'; free-form tasks allowed' if self.allow_free_form_tasks else ''}")
         self._group = ReentrantCallbackGroup()
         self._status_pub = self.create_publisher(JobStatus, "job_status", LATCHED_QOS)
         # Private name (<ns>/station/episode_results): the rollout node's own episode_results in the same namespace
@@ -182,9 +259,11 @@ class StationNode(Node):
             target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
                                   self.p("reply_timeout_s"))
+            offer = station_offer(self.station_id, self.suites, self.profile, self.allow_free_form_tasks)
             self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
-                                    root_certificates=credentials.root_certificates)
+                                    root_certificates=credentials.root_certificates,
+                                    offer=pb_model.station_offer_to_pb(offer))
         # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart)
         self.recordings = None if self.link is None else RecordingSender(
             PendingUploads(os.path.join(self.state_dir, "uploads")), self.link, self._episodes_of,
@@ -207,7 +286,7 @@ class StationNode(Node):
                                           policy_turn_s=self.p("policy_turn_s"),
                                           max_infrastructure_retries=self.p("max_infrastructure_retries"),
                                           station_facts=self._station_facts())
-        operator = ScriptedOperator(name=self.p("operator_name")) if self.p("operator") == "scripted" \
+        operator = ScriptedOperator(name=self.p("operator_name")) if self.operator_kind == "scripted" \
             else ManualOperator()
         self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,
                                settings=self.settings, prepare_job=self.robot.begin_job)
@@ -321,7 +400,8 @@ class StationNode(Node):
         """Link thread: a job from the relay, handed to the core (a job it holds is matched by id)."""
         try:
             # the relay's job as it came (its tasks and every setting the job carries), by the relay's conversion
-            spec = pb_model.job_spec_from_pb(job)
+            spec = pb_model.job_spec_from_pb(job, suites=self.suites, profile=self.profile,
+                                             allow_free_form_tasks=self.allow_free_form_tasks)
         except (JobSpecError, ValueError) as exc:
             if self.station.refuse(job.job_id, job.client_id or "relay", int(job.episodes_total), str(exc)):
                 self.get_logger().error(f"job {job.job_id} from the relay refused: {exc}")
@@ -341,23 +421,16 @@ class StationNode(Node):
         reply = self.station.cancel(job_id, reason or "cancelled by the client")
         self.get_logger().info(f"relay cancel of {job_id}: {reply.message}")
 
+    def _suite_refused(self, exc: Exception) -> None:
+        self.refused_suites.append(str(exc))
+        self.get_logger().error(f"suite not offered: {exc}")
+
     # -- services --------------------------------------------------------------------------------------------
     def _on_submit(self, request: Any, response: Any) -> Any:
         job_id = "job-" + secrets.token_hex(8)
         try:
-            config = json.loads(request.policy_config_json) if request.policy_config_json else {}
-            if not isinstance(config, dict):
-                raise JobSpecError("policy_config_json", "must be a JSON object")
-            tasks = []
-            for index, task in enumerate(request.tasks):
-                try:
-                    tasks.append(station_task_from_msg(task))
-                except ValueError as exc:
-                    raise JobSpecError("scoring", str(exc), index) from None
-            spec = validate_job_spec(JobSpec(
-                job_id=job_id, client_id=request.client_id or "ros", station_id=self.station_id, tasks=tuple(tasks),
-                episodes_total=int(request.episodes_total), policy_provider=request.policy_provider or "mock",
-                policy_config=config))
+            spec = submitted_job_spec(request, job_id=job_id, station_id=self.station_id, suites=self.suites,
+                                      profile=self.profile, allow_free_form_tasks=self.allow_free_form_tasks)
         except (JobSpecError, ValueError) as exc:
             response.accepted, response.job_id, response.message = False, "", str(exc)
             return response

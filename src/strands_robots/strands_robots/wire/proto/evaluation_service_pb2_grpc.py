@@ -7,6 +7,7 @@ from strands_robots.wire.proto import evaluation_pb2 as strands__robots_dot_wire
 from strands_robots.wire.proto import evaluation_service_pb2 as strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2
 from strands_robots.wire.proto import policy_session_pb2 as strands__robots_dot_wire_dot_proto_dot_policy__session__pb2
 from strands_robots.wire.proto import recording_pb2 as strands__robots_dot_wire_dot_proto_dot_recording__pb2
+from strands_robots.wire.proto import suites_pb2 as strands__robots_dot_wire_dot_proto_dot_suites__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -72,6 +73,11 @@ class EvaluationStub:
                 request_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
                 response_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
                 _registered_method=True)
+        self.ListSuites = channel.unary_unary(
+                '/strands_robots.relay.v1.Evaluation/ListSuites',
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluationServicer:
@@ -131,6 +137,13 @@ class EvaluationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSuites(self, request, context):
+        """The suites each station offers (or one station\'s): what a job may name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -168,6 +181,11 @@ def add_EvaluationServicer_to_server(servicer, server):
                     servicer.DownloadRecording,
                     request_deserializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.FromString,
                     response_serializer=strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.SerializeToString,
+            ),
+            'ListSuites': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSuites,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -359,6 +377,33 @@ class Evaluation:
             '/strands_robots.relay.v1.Evaluation/DownloadRecording',
             strands__robots_dot_wire_dot_proto_dot_recording__pb2.DownloadRecordingRequest.SerializeToString,
             strands__robots_dot_wire_dot_proto_dot_recording__pb2.RecordingChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSuites(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/ListSuites',
+            strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,31 +25,32 @@ _sym_db = _symbol_database.Default()
 from strands_robots.wire.proto import evaluation_pb2 as strands__robots_dot_wire_dot_proto_dot_evaluation__pb2
 from strands_robots.wire.proto import policy_session_pb2 as strands__robots_dot_wire_dot_proto_dot_policy__session__pb2
 from strands_robots.wire.proto import recording_pb2 as strands__robots_dot_wire_dot_proto_dot_recording__pb2
+from strands_robots.wire.proto import suites_pb2 as strands__robots_dot_wire_dot_proto_dot_suites__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/strands_robots/wire/proto/station_service.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\x1a.strands_robots/wire/proto/policy_session.proto\x1a)strands_robots/wire/proto/recording.proto\"7\n\x10HeartbeatRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x0f\n\x07unix_ms\x18\x02 \x01(\x03\"*\n\x11HeartbeatResponse\x12\x15\n\rrelay_unix_ms\x18\x01 \x01(\x03\"`\n\x13ReportStatusRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x35\n\tsnapshots\x18\x02 \x03(\x0b\x32\".strands_robots.relay.v1.JobStatus\"F\n\x14ReportStatusResponse\x12\x0e\n\x06stored\x18\x01 \x01(\r\x12\r\n\x05stale\x18\x02 \x01(\r\x12\x0f\n\x07refused\x18\x03 \x03(\t\"%\n\x0fTakeJobsRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\"\xa7\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x12\n\nstation_id\x18\x03 \x01(\t\x12,\n\x05tasks\x18\x04 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x16\n\x0e\x65pisodes_total\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\x12\x17\n\nduration_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11\x63ontrol_frequency\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x0cmax_discards\x18\t \x01(\rH\x02\x88\x01\x01\x42\r\n\x0b_duration_sB\x14\n\x12_control_frequencyB\x0f\n\r_max_discards\"+\n\tJobCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"z\n\rJobAssignment\x12+\n\x03job\x18\x01 \x01(\x0b\x32\x1c.strands_robots.relay.v1.JobH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".strands_robots.relay.v1.JobCancelH\x00\x42\x06\n\x04kind2\x8d\x04\n\x07Station\x12\x62\n\tHeartbeat\x12).strands_robots.relay.v1.HeartbeatRequest\x1a*.strands_robots.relay.v1.HeartbeatResponse\x12k\n\x0cReportStatus\x12,.strands_robots.relay.v1.ReportStatusRequest\x1a-.strands_robots.relay.v1.ReportStatusResponse\x12^\n\x08TakeJobs\x12(.strands_robots.relay.v1.TakeJobsRequest\x1a&.strands_robots.relay.v1.JobAssignment0\x01\x12\x61\n\rPolicySession\x12&.strands_robots.relay.v1.PolicyRequest\x1a$.strands_robots.relay.v1.PolicyReply(\x01\x30\x01\x12n\n\x0fUploadRecording\x12\'.strands_robots.relay.v1.RecordingChunk\x1a\x30.strands_robots.relay.v1.UploadRecordingResponse(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/strands_robots/wire/proto/station_service.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\x1a.strands_robots/wire/proto/policy_session.proto\x1a)strands_robots/wire/proto/recording.proto\x1a&strands_robots/wire/proto/suites.proto\"7\n\x10HeartbeatRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x0f\n\x07unix_ms\x18\x02 \x01(\x03\"*\n\x11HeartbeatResponse\x12\x15\n\rrelay_unix_ms\x18\x01 \x01(\x03\"`\n\x13ReportStatusRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x35\n\tsnapshots\x18\x02 \x03(\x0b\x32\".strands_robots.relay.v1.JobStatus\"F\n\x14ReportStatusResponse\x12\x0e\n\x06stored\x18\x01 \x01(\r\x12\r\n\x05stale\x18\x02 \x01(\r\x12\x0f\n\x07refused\x18\x03 \x03(\t\"j\n\x0fTakeJobsRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x39\n\x05offer\x18\x1e \x01(\x0b\x32%.strands_robots.relay.v1.StationOfferH\x00\x88\x01\x01\x42\x08\n\x06_offer\"\xf0\x02\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x12\n\nstation_id\x18\x03 \x01(\t\x12,\n\x05tasks\x18\x04 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x16\n\x0e\x65pisodes_total\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\x12\x17\n\nduration_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11\x63ontrol_frequency\x18\x08 \x01(\x01H\x01\x88\x01\x01\x12\x19\n\x0cmax_discards\x18\t \x01(\rH\x02\x88\x01\x01\x12\x39\n\tsuite_job\x18\x1e \x01(\x0b\x32!.strands_robots.relay.v1.SuiteJobH\x03\x88\x01\x01\x42\r\n\x0b_duration_sB\x14\n\x12_control_frequencyB\x0f\n\r_max_discardsB\x0c\n\n_suite_job\"+\n\tJobCancel\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"z\n\rJobAssignment\x12+\n\x03job\x18\x01 \x01(\x0b\x32\x1c.strands_robots.relay.v1.JobH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".strands_robots.relay.v1.JobCancelH\x00\x42\x06\n\x04kind2\x8d\x04\n\x07Station\x12\x62\n\tHeartbeat\x12).strands_robots.relay.v1.HeartbeatRequest\x1a*.strands_robots.relay.v1.HeartbeatResponse\x12k\n\x0cReportStatus\x12,.strands_robots.relay.v1.ReportStatusRequest\x1a-.strands_robots.relay.v1.ReportStatusResponse\x12^\n\x08TakeJobs\x12(.strands_robots.relay.v1.TakeJobsRequest\x1a&.strands_robots.relay.v1.JobAssignment0\x01\x12\x61\n\rPolicySession\x12&.strands_robots.relay.v1.PolicyRequest\x1a$.strands_robots.relay.v1.PolicyReply(\x01\x30\x01\x12n\n\x0fUploadRecording\x12\'.strands_robots.relay.v1.RecordingChunk\x1a\x30.strands_robots.relay.v1.UploadRecordingResponse(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strands_robots.wire.proto.station_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HEARTBEATREQUEST']._serialized_start=211
-  _globals['_HEARTBEATREQUEST']._serialized_end=266
-  _globals['_HEARTBEATRESPONSE']._serialized_start=268
-  _globals['_HEARTBEATRESPONSE']._serialized_end=310
-  _globals['_REPORTSTATUSREQUEST']._serialized_start=312
-  _globals['_REPORTSTATUSREQUEST']._serialized_end=408
-  _globals['_REPORTSTATUSRESPONSE']._serialized_start=410
-  _globals['_REPORTSTATUSRESPONSE']._serialized_end=480
-  _globals['_TAKEJOBSREQUEST']._serialized_start=482
-  _globals['_TAKEJOBSREQUEST']._serialized_end=519
-  _globals['_JOB']._serialized_start=522
-  _globals['_JOB']._serialized_end=817
-  _globals['_JOBCANCEL']._serialized_start=819
-  _globals['_JOBCANCEL']._serialized_end=862
-  _globals['_JOBASSIGNMENT']._serialized_start=864
-  _globals['_JOBASSIGNMENT']._serialized_end=986
-  _globals['_STATION']._serialized_start=989
-  _globals['_STATION']._serialized_end=1514
+  _globals['_HEARTBEATREQUEST']._serialized_start=251
+  _globals['_HEARTBEATREQUEST']._serialized_end=306
+  _globals['_HEARTBEATRESPONSE']._serialized_start=308
+  _globals['_HEARTBEATRESPONSE']._serialized_end=350
+  _globals['_REPORTSTATUSREQUEST']._serialized_start=352
+  _globals['_REPORTSTATUSREQUEST']._serialized_end=448
+  _globals['_REPORTSTATUSRESPONSE']._serialized_start=450
+  _globals['_REPORTSTATUSRESPONSE']._serialized_end=520
+  _globals['_TAKEJOBSREQUEST']._serialized_start=522
+  _globals['_TAKEJOBSREQUEST']._serialized_end=628
+  _globals['_JOB']._serialized_start=631
+  _globals['_JOB']._serialized_end=999
+  _globals['_JOBCANCEL']._serialized_start=1001
+  _globals['_JOBCANCEL']._serialized_end=1044
+  _globals['_JOBASSIGNMENT']._serialized_start=1046
+  _globals['_JOBASSIGNMENT']._serialized_end=1168
+  _globals['_STATION']._serialized_start=1171
+  _globals['_STATION']._serialized_end=1696
 # @@protoc_insertion_point(module_scope)

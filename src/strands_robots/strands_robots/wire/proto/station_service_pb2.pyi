@@ -1,6 +1,7 @@
 from strands_robots.wire.proto import evaluation_pb2 as _evaluation_pb2
 from strands_robots.wire.proto import policy_session_pb2 as _policy_session_pb2
 from strands_robots.wire.proto import recording_pb2 as _recording_pb2
+from strands_robots.wire.proto import suites_pb2 as _suites_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -42,13 +43,15 @@ class ReportStatusResponse(_message.Message):
     def __init__(self, stored: _Optional[int] = ..., stale: _Optional[int] = ..., refused: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TakeJobsRequest(_message.Message):
-    __slots__ = ("station_id",)
+    __slots__ = ("station_id", "offer")
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFER_FIELD_NUMBER: _ClassVar[int]
     station_id: str
-    def __init__(self, station_id: _Optional[str] = ...) -> None: ...
+    offer: _suites_pb2.StationOffer
+    def __init__(self, station_id: _Optional[str] = ..., offer: _Optional[_Union[_suites_pb2.StationOffer, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards")
+    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards", "suite_job")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +61,7 @@ class Job(_message.Message):
     DURATION_S_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
+    SUITE_JOB_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     client_id: str
     station_id: str
@@ -67,7 +71,8 @@ class Job(_message.Message):
     duration_s: float
     control_frequency: float
     max_discards: int
-    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
+    suite_job: _suites_pb2.SuiteJob
+    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., suite_job: _Optional[_Union[_suites_pb2.SuiteJob, _Mapping]] = ...) -> None: ...
 
 class JobCancel(_message.Message):
     __slots__ = ("job_id", "reason")
