@@ -3,7 +3,8 @@
 When a ``relay`` job's policy client attached (``wait_for_policy`` keeps that policy session open for this) and
 before any lease, :meth:`StationPreflightCalls.preflight` builds the observation an episode's first step would
 send: the arms' current joint state from the driver's ``joint_states`` (read, nothing commanded) and a frame of
-each camera the rollouts observe (subscribed for the preflight only, ``<camera_namespace>/<camera>/image_raw``),
+each camera the rollouts observe (``<camera_namespace>/<camera>/image_raw``, subscribed from the first preflight on
+and taken serialized, decoded only for a preflight; a frame received after the preflight began),
 encoded as the task asks (``cameras.request``: the cameras it names, their size, JPEG or PNG); sends it on the
 session as the relay's ``Preflight`` request and returns the answer as a
 :class:`~strands_robots.station.preflight.PreflightAnswer`, which the core checks. The session is closed
@@ -15,6 +16,8 @@ A mixin of the port: it uses the port's node, driver backend and open policy ses
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Dict, Optional, Tuple
 
 from strands_robots.station.job import EpisodePlan, JobSpec
@@ -34,6 +37,14 @@ class StationPreflightCalls:
     _preflight_sessions: Dict[str, Any]
     camera_set: Any = None  # the station's cameras.yaml (CameraSet); None: no cameras
     camera_namespace: str = ""
+
+    def _init_preflight(self, camera_set: Any, camera_namespace: str) -> None:
+        self._preflight_sessions = {}
+        self.camera_set = camera_set
+        self.camera_namespace = camera_namespace
+        self._camera_subscriptions: Dict[str, Any] = {}
+        self._raw_frames: Dict[str, Tuple[float, bytes]] = {}  # camera -> (monotonic arrival, serialized Image)
+        self._frames_arrived = threading.Condition()
 
     def _keep_for_preflight(self, job_id: str, session: Any) -> None:
         old = self._preflight_sessions.pop(job_id, None)
@@ -104,45 +115,60 @@ class StationPreflightCalls:
         return PreflightAnswer(chunk=tuple(chunk), offered_keys=offered, cameras=wanted)
 
     def _add_frames(self, observation: Dict[str, Any], names: Tuple[str, ...]) -> Tuple[str, ...]:
-        """Add a fresh frame of every camera in ``names`` to ``observation``; return the cameras that sent none."""
+        """Add a frame of every camera in ``names`` received after this call; return the cameras that sent none.
+
+        The subscriptions are made at the first preflight and kept: an entity destroyed from this thread while
+        the node's executor spins would break its wait set. They take each message serialized (no decoding but
+        at a preflight, so frames between preflights cost a copy each).
+        """
+        from rclpy.serialization import deserialize_message
         from sensor_msgs.msg import Image
 
-        from strands_robots.cameras.frames import LatestFrames
         from strands_robots.conversions import camera as camera_msgs
-        from strands_robots.ros.qos import IMAGE_QOS
 
         if self.camera_set is None:
             return names
         known = set(self.camera_set.names)
-        configs = [self.camera_set.camera(n) for n in names if n in known]
         unknown = tuple(n for n in names if n not in known)
         if unknown:
             return unknown
-        frames = LatestFrames(configs)
-        ns = self.camera_namespace.rstrip("/")
-        subscriptions = []
-        for cam in configs:
-            topic = f"{ns}/{camera_msgs.image_topic(cam.name)}" if ns else camera_msgs.image_topic(cam.name)
-
-            def on_image(msg: Any, name: str = cam.name) -> None:
-                try:
-                    image = camera_msgs.image_from_msg(msg)
-                except ValueError:
-                    return
-                frames.put(name, image, msg.header.stamp.sec * _NS + msg.header.stamp.nanosec)
-
-            subscriptions.append(self._node.create_subscription(Image, topic, on_image, IMAGE_QOS))
-        try:
-            frames.wait_all(FRAME_WAIT_S)
-        finally:
-            for sub in subscriptions:
-                self._node.destroy_subscription(sub)
-        got = {c.name for c in configs if frames.get(c.name) is not None}
+        since = time.monotonic()
+        for name in names:
+            self._subscribe_camera(name)
+        deadline = since + FRAME_WAIT_S
+        with self._frames_arrived:
+            self._frames_arrived.wait_for(lambda: all(self._raw_frames.get(n, (0.0, b""))[0] >= since for n in names),
+                                          timeout=max(0.0, deadline - time.monotonic()))
+            fresh = {n: self._raw_frames[n][1] for n in names if self._raw_frames.get(n, (0.0, b""))[0] >= since}
         now_ns = self._node.get_clock().now().nanoseconds  # the clock the camera node stamps with
-        for cam in configs:
-            frame = frames.get(cam.name)
-            if frame is not None:
-                observation[f"{cam.name}.image"] = frame.image
-                observation[f"{cam.name}.image_age_s"] = max(0.0, (now_ns - frame.stamp_ns) / _NS)
-                observation[f"{cam.name}.image_stamp_ns"] = frame.stamp_ns
-        return tuple(n for n in names if n not in got)
+        for name, raw in fresh.items():
+            msg = deserialize_message(raw, Image)
+            try:
+                image = camera_msgs.image_from_msg(msg)
+            except ValueError:
+                fresh.pop(name)
+                continue
+            stamp_ns = msg.header.stamp.sec * _NS + msg.header.stamp.nanosec
+            observation[f"{name}.image"] = image
+            observation[f"{name}.image_age_s"] = max(0.0, (now_ns - stamp_ns) / _NS)
+            observation[f"{name}.image_stamp_ns"] = stamp_ns
+        return tuple(n for n in names if n not in fresh)
+
+    def _subscribe_camera(self, name: str) -> None:
+        """Subscribe (once) to ``name``'s ``image_raw``, keeping its newest message serialized with its arrival."""
+        from sensor_msgs.msg import Image
+
+        from strands_robots.conversions import camera as camera_msgs
+        from strands_robots.ros.qos import IMAGE_QOS
+
+        if name in self._camera_subscriptions:
+            return
+        ns = self.camera_namespace.rstrip("/")
+        topic = f"{ns}/{camera_msgs.image_topic(name)}" if ns else camera_msgs.image_topic(name)
+
+        def on_image(raw: bytes) -> None:
+            with self._frames_arrived:
+                self._raw_frames[name] = (time.monotonic(), raw)
+                self._frames_arrived.notify_all()
+
+        self._camera_subscriptions[name] = self._node.create_subscription(Image, topic, on_image, IMAGE_QOS, raw=True)
