@@ -10,8 +10,9 @@ answer here against the station and the declared spec:
 
 - the policy raised, ended the episode at once, or did not answer: its words;
 - an empty chunk; an action key no actuator of this station has, or that the episode does not offer; steps
-  that command different keys; keys other than the declared ``action_keys`` (or another count than a declared
-  ``action_dim``);
+  that command different keys; a declared ``action_keys`` key (an actuator of this station) it does not command,
+  or another count than a declared ``action_dim`` (a policy may command more keys than it declared: holding
+  the others where they are is commanding them);
 - a value that is not finite; a target outside the actuator's command range (the driver would refuse it) or
   outside the range the policy declared for it.
 
@@ -94,13 +95,11 @@ def answer_refusals(answer: PreflightAnswer, station: StationSpec, declared: Opt
                    f"{differ[0]} {len(keys_by_step[differ[0]])} ({len(differ)} of {len(chunk)} steps differ from "
                    "step 0)")
     if declared is not None and declared.action_keys:
-        missing = [k for k in declared.action_keys if k not in answered]
-        extra = [k for k in answered if k not in declared.action_keys]
-        if missing or extra:
-            parts = ([f"did not command {_listed([repr(k) for k in missing])}"] if missing else []) + \
-                    ([f"commanded {_listed([repr(k) for k in extra])}, which it did not declare"] if extra else [])
-            out.append(f"{PREFIX}the policy declared {len(declared.action_keys)} action keys and "
-                       + " and ".join(parts))
+        # a declared key no actuator has is the gate's reason already
+        missing = [k for k in declared.action_keys if k not in answered and k in station.action_limits]
+        if missing:
+            out.append(f"{PREFIX}the policy declared it commands {_listed([repr(k) for k in missing])} and its "
+                       f"answer does not")
     elif declared is not None and declared.action_dim and declared.action_dim != len(first):
         out.append(f"{PREFIX}the policy declared {declared.action_dim} actions per step and answered "
                    f"{len(first)} per step")

@@ -25,8 +25,10 @@ from strands_robots.station.preflight import PreflightAnswer
 
 __all__ = ["StationPreflightCalls", "FRAME_WAIT_S"]
 
-#: How long the preflight waits for a frame of every camera (the camera node publishes at 15 fps or so).
-FRAME_WAIT_S = 5.0
+#: How long the preflight waits for a frame of every camera: longer than a rollout waits for its first frames (10 s,
+#: ``nodes/rollout/camera_frames.py``): a preflight may come while the camera node is still starting (its process
+#: and the renderer take 10-15 s on a loaded 2-core machine).
+FRAME_WAIT_S = 30.0
 _NS = 1_000_000_000
 
 
