@@ -2,7 +2,8 @@
 
 One set of processes for the module (relay, arm driver, rollout node recording every episode, station node:
 ``station_demo.LocalStation``), started here and ended by PID in ``finally``. A team's policy declares a spec
-that does not fit the station: the job ends FAILED at WAITING_POLICY naming every mismatch, and the driver
+that does not fit the station: the job ends FAILED at WAITING_POLICY naming every mismatch (its policy answered only the
+preflight's observation), and the driver
 applies no action. A fitting one runs: each episode carries its recording's SHA-256 (equal to the file's) and
 the final status the station's version, revision and the hashes of arms.yaml, cameras.yaml and the job.
 """
@@ -180,7 +181,7 @@ def test_a_mismatching_relay_policy_fails_the_job_naming_every_mismatch_and_no_a
     assert after.actions_applied == before.actions_applied
     assert after.actions_refused == before.actions_refused
     assert not any(h.startswith("station:") for h in station.watch.holders), station.watch.holders
-    assert policy.acts == 0
+    assert policy.acts == 1  # the preflight's one observation, its answer checked and never applied
     # the failed job's provenance still says which spec was refused
     assert json.loads(final.provenance.policy_spec_json)["action_keys"] == ["right.joint_1", "right.joint_7"]
 

@@ -344,7 +344,9 @@ def test_policy_client_disconnecting_mid_episode_ends_it_and_its_task_runs_again
     assert rows(final) == [("ep_0000", "first", "timeout", True, False),
                            ("ep_0001", "second", "infrastructure_fault", False, False),
                            ("ep_0002", "second", "timeout", True, False)], details(final)
-    assert "ep_0001" in first.tasks and list(second.tasks) == ["ep_0002"]
+    # the policy attached again: the station's preflight (its reset, episode id "") before the task's new episode
+    assert "ep_0001" in first.tasks and list(second.tasks) == ["", "ep_0002"]
+    assert second.tasks[""].task_id == "second"  # the preflight asks with the task that runs next
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "stopped"])

@@ -66,8 +66,9 @@ def droid_expected(obs, call, horizon=HORIZON):
         step = np.float32(0.01 * (h + 1) + 0.1 * (call - 1))
         row = {f"right.joint_{i}": float(np.float32(np.float32(obs[f"right.joint_{i}.pos"]) + step))
                for i in range(1, 7)}
-        gripper = np.float32(np.float32(obs["right.gripper.pos"]) * np.float32(1 / GRIPPER_RANGE))
-        row["right.gripper"] = float(np.float32(gripper + step)) * GRIPPER_RANGE
+        # openpi's gripper is 1 closed, this jaw's opening 0: server = 1 - obs / 0.8, station = 0.8 - 0.8 * server
+        gripper = np.float32(float(obs["right.gripper.pos"]) * (-1 / GRIPPER_RANGE) + 1.0)
+        row["right.gripper"] = float(np.float32(gripper + step)) * -GRIPPER_RANGE + GRIPPER_RANGE
         out.append(row)
     return out
 
@@ -110,7 +111,7 @@ def test_the_bridge_applies_exactly_the_servers_actions_chunk_by_chunk_in_order(
             assert_chunk(chunk, droid_expected(obs, call))
         assert policy.last_timing["policy_timing"]["infer_ms"] == 0.5
         assert set(policy.last_timing["server_timing"]) == {"infer_ms", "prev_total_ms"}
-        # What the server received, key by key: the right arm's joints (7th is 0), the gripper in [0, 1],
+        # What the server received, key by key: the right arm's joints (7th is 0), the gripper in [0, 1] (1 closed),
         # both cameras resized with padding to 224x224 uint8, the instruction as prompt.
         log = server_log(tmp_path, port)
         assert [entry["call"] for entry in log] == [1, 2, 3]
@@ -123,7 +124,7 @@ def test_the_bridge_applies_exactly_the_servers_actions_chunk_by_chunk_in_order(
             assert got["observation/joint_position"]["values"] == pytest.approx(joints, abs=1e-7)
             assert got["observation/joint_position"]["dtype"] == "<f4"
             assert got["observation/gripper_position"]["values"] == pytest.approx(
-                [obs["right.gripper.pos"] / GRIPPER_RANGE], abs=1e-6)
+                [1.0 - obs["right.gripper.pos"] / GRIPPER_RANGE], abs=1e-6)  # openpi 1 = closed, ours 0
             for server_key, camera in (("observation/exterior_image_1_left", "scene"),
                                        ("observation/wrist_image_left", "wrist")):
                 assert got[server_key]["shape"] == [224, 224, 3] and got[server_key]["dtype"] == "|u1"
@@ -328,14 +329,16 @@ def test_aloha_preset_nests_chw_images_and_maps_both_arms_in_order(server, tmp_p
         policy.reset(task())
         obs = observation(3)
         chunk = policy.act(obs)
-        # left 6 + gripper, right 6 + gripper; the grippers go as openpi's [0, 1] and come back on the 0.8 jaw
-        scale = {k: (GRIPPER_RANGE if k.endswith(".gripper") else 1.0) for k in ALL_KEYS}
-        state = [np.float32(obs[f"{k}.pos"] / scale[k]) for k in ALL_KEYS]
+        # left 6 + gripper, right 6 + gripper; the grippers go as openpi's [0, 1] (1 closed) and come back on the
+        # 0.8 jaw opening (0 closed)
+        grip = {k: k.endswith(".gripper") for k in ALL_KEYS}
+        state = [np.float32(1.0 - obs[f"{k}.pos"] / GRIPPER_RANGE if grip[k] else obs[f"{k}.pos"]) for k in ALL_KEYS]
         for h, row in enumerate(chunk):
             assert list(row) == list(ALL_KEYS)
             step = np.float32(0.01 * (h + 1))
             assert [row[k] for k in ALL_KEYS] == pytest.approx(
-                [float(np.float32(s + step)) * scale[k] for s, k in zip(state, ALL_KEYS)], abs=1e-6)
+                [GRIPPER_RANGE - GRIPPER_RANGE * float(np.float32(s + step)) if grip[k] else float(np.float32(s + step))
+                 for s, k in zip(state, ALL_KEYS)], abs=1e-6)
         got = server_log(tmp_path, port)[0]["obs"]
         assert got["images.cam_high"]["shape"] == [3, 224, 224]
         assert got["images.cam_right_wrist"]["shape"] == [3, 224, 224]
@@ -467,10 +470,20 @@ def test_a_bad_mapping_file_is_refused_in_one_line_naming_the_entry(tmp_path, te
 
 
 def test_an_unknown_preset_or_address_is_refused_before_connecting():
-    with pytest.raises(ObsMapError, match="neither a preset .*droid, aloha, libero, roboarena"):
+    with pytest.raises(ObsMapError, match="neither a preset .*droid_jointpos, droid, aloha, libero, roboarena"):
         OpenPIPolicy("ws://127.0.0.1:1", obs_map="bridge", connect=False)
+    with pytest.raises(ObsMapError, match=r"no obs map named: name the preset that fits your server \(droid_jointpos, "
+                                          r"droid, aloha, libero, roboarena\) or a YAML mapping file"):
+        OpenPIPolicy("ws://127.0.0.1:1", variant="openpi", connect=False)
     with pytest.raises(ValueError, match="must be ws://HOST:PORT"):
         OpenPIPolicy("127.0.0.1:8000", connect=False)
+
+
+def test_a_plain_openpi_server_served_with_no_mapping_is_refused_naming_the_presets(server):
+    _, _, url = server()  # a DROID server whose metadata is not RoboArena's: no mapping is assumed
+    with pytest.raises(ObsMapError, match=r"no obs map named: .*droid_jointpos is openpi's pi05_droid_jointpos, droid "
+                                          r"its stock DROID checkpoints \(joint velocities"):
+        OpenPIPolicy(url)
 
 
 def test_an_episode_that_does_not_offer_the_mappings_keys_is_refused_at_reset(server):

@@ -69,14 +69,15 @@ def test_the_openpi_extra_installs_without_ros_and_its_bridge_drives_a_real_serv
         assert out.returncode == 0, out.stdout + out.stderr
         chunk = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("CHUNK "))[len("CHUNK "):])
         # libero: state = right joints 1..6, gripper, gripper; 7 action columns = joints 1..6, gripper.
-        # The gripper goes as openpi's [0, 1] (0.4 rad of the 0.8 rad jaw: 0.5) and comes back on the jaw.
-        state = [0.1 * i for i in range(1, 7)] + [0.4 / 0.8]
-        scale = [1.0] * 6 + [0.8]
+        # The gripper goes as openpi's [0, 1], 1 closed (0.4 rad open of the 0.8 rad jaw: 1 - 0.5) and comes back
+        # on the jaw's opening (0.8 - 0.8 * server).
+        state = [0.1 * i for i in range(1, 7)] + [1.0 - 0.4 / 0.8]
         assert len(chunk) == 2
         for h, row in enumerate(chunk):
             assert list(row) == [f"right.joint_{i}" for i in range(1, 7)] + ["right.gripper"]
-            assert list(row.values()) == pytest.approx(
-                [(s + 0.01 * (h + 1)) * k for s, k in zip(state, scale)], abs=1e-6)
+            want = [s + 0.01 * (h + 1) for s in state]
+            want[6] = 0.8 - 0.8 * want[6]
+            assert list(row.values()) == pytest.approx(want, abs=1e-6)
         got = server_log(tmp_path, port)[0]["obs"]
         assert got["prompt"] == "open the drawer"
         assert got["observation/image"]["shape"] == [224, 224, 3] and got["observation/state"]["shape"] == [8]

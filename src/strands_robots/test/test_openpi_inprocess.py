@@ -56,7 +56,7 @@ def test_every_applied_action_is_the_servers_row_chunk_by_chunk_in_order(tmp_pat
             joints = got["observation/joint_position"]["values"]
             want = {f"right.joint_{i}": float(np.float32(joints[i - 1] + offset)) for i in range(1, 7)}
             grip = got["observation/gripper_position"]["values"][0]
-            want["right.gripper"] = float(np.float32(grip + offset)) * GRIPPER_RANGE
+            want["right.gripper"] = GRIPPER_RANGE - float(np.float32(grip + offset)) * GRIPPER_RANGE  # 1 closed -> 0
             assert action.keys() == want.keys(), step
             for key in want:
                 assert action[key] == pytest.approx(want[key], abs=1e-12), (step, key)

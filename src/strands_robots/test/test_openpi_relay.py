@@ -157,13 +157,29 @@ def test_job_serve_without_a_reachable_openpi_server_says_so_and_exits_4(tmp_pat
                                   f"0.3 s (ConnectionRefusedError: [Errno 111] Connection refused)")
 
 
+def test_job_serve_of_a_plain_openpi_server_without_an_obs_map_exits_2_naming_the_presets(tmp_path, venv_python):
+    port = free_port()
+    server = start_openpi_server(tmp_path, port)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
+             f"ws://127.0.0.1:{port}"], env={**os.environ, "STRANDS_ROBOTS_TOKEN": "t"}, capture_output=True,
+            text=True, timeout=60)
+    finally:
+        stop_server(server)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.startswith("strands-robots job: no obs map named: name the preset that fits your server "
+                                 "(droid_jointpos, droid, aloha, libero, roboarena) or a YAML mapping file"), out.stderr
+
+
 def test_job_serve_with_a_bad_obs_map_exits_2_naming_it(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
          "ws://127.0.0.1:1", "--obs-map", "bridge"],
         env={**os.environ, "STRANDS_ROBOTS_TOKEN": "t"}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "obs map 'bridge' is neither a preset (droid, aloha, libero, roboarena) nor a readable file" in out.stderr
+    assert "obs map 'bridge' is neither a preset (droid_jointpos, droid, aloha, libero, roboarena) nor a readable " \
+           "file" in out.stderr
     out = subprocess.run(
         [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
          "ws://127.0.0.1:1"], env={k: v for k, v in os.environ.items() if k != "STRANDS_ROBOTS_TOKEN"},

@@ -140,20 +140,39 @@ def test_a_policy_that_declares_nothing_is_not_checked(facts):
     assert final.provenance.policy_spec_json == ""
 
 
-def test_openpi_presets_declare_their_spec_and_fit_the_demo_station(facts):
+def test_openpi_presets_declare_their_action_space_and_gripper_polarity_and_only_position_ones_fit(facts):
     station = facts.station_spec(job(None))
-    for preset in ("droid", "aloha", "libero"):
+    spaces = {"droid_jointpos": "joint_position", "aloha": "joint_position", "droid": "joint_velocity",
+              "libero": "delta"}
+    for preset, space in spaces.items():
         policy = OpenPIPolicy("ws://127.0.0.1:1", obs_map=preset, connect=False)
         spec = policy.spec()
         assert spec.action_keys == policy.obs_map.action_keys
         assert spec.action_dim == len(policy.obs_map.actions)
+        assert spec.action_space == space, preset
         assert {c.name for c in spec.cameras} == {"scene", "wrist"}
         assert all((c.height, c.width) == (0, 0) for c in spec.cameras)  # the bridge resizes with pad
-        assert check(spec, station) == [], preset
+        refused = check(spec, station)
+        if space == "joint_position":
+            assert refused == [], preset
+        else:  # this station applies every action as an absolute joint position
+            assert len(refused) == 1 and refused[0].startswith("action space: the policy's actions are "), refused
+            assert f"({space}); this station applies every action as absolute joint positions" in refused[0]
         grippers = [r for r in spec.action_ranges if r.key.endswith(".gripper")]
-        assert grippers and all((r.low, pytest.approx(r.high)) == (0.0, 0.8) for r in grippers), preset
+        # openpi's 1 (closed) lands on this station's closed jaw, 0
+        assert grippers and all((r.low, pytest.approx(r.high), pytest.approx(r.closed, abs=1e-9)) == (0.0, 0.8, 0.0)
+                                for r in grippers), preset
     droid = OpenPIPolicy("ws://127.0.0.1:1", obs_map="droid", connect=False).spec()
     assert [(r.key, r.low, pytest.approx(r.high)) for r in droid.action_ranges] == [("right.gripper", 0.0, 0.8)]
+
+
+def test_an_openpi_mapping_with_the_gripper_inverted_is_refused_naming_both_closed_values(facts):
+    mapping = {"state": {"s": ["right.joint_1.pos", {"key": "right.gripper.pos", "scale": 1.25}]},
+               "actions": ["right.joint_1", {"key": "right.gripper", "scale": 0.8}]}  # openpi's 1 (closed) -> open
+    spec = OpenPIPolicy("ws://127.0.0.1:1", obs_map=mapping, connect=False).spec()
+    assert check(spec, facts.station_spec(job(None))) == [
+        "gripper polarity of 'right.gripper': the policy closes it at 0.8, this station's closes at 0 (its jaw "
+        "opening runs [0, 0.8]): inverted"]
 
 
 def test_an_openpi_mapping_with_the_gripper_unscaled_or_a_missing_camera_is_named(facts):
@@ -162,9 +181,11 @@ def test_an_openpi_mapping_with_the_gripper_unscaled_or_a_missing_camera_is_name
                "actions": ["right.joint_1", "right.gripper"]}
     spec = OpenPIPolicy("ws://127.0.0.1:1", obs_map=mapping, connect=False).spec()
     out = check(spec, facts.station_spec(job(None)))
-    assert len(out) == 2
+    assert len(out) == 3, out
     assert out[0].startswith("camera 'top': this station has no such camera")
-    assert out[1].startswith("action range of 'right.gripper': the policy commands [0, 1]")
+    assert out[1].startswith("gripper polarity of 'right.gripper': the policy closes it at 1, this station's closes "
+                             "at 0")
+    assert out[2].startswith("action range of 'right.gripper': the policy commands [0, 1]")
 
 
 def test_an_openpi_servers_oversized_metadata_is_left_out_of_the_spec_saying_so():

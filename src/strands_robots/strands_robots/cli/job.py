@@ -4,7 +4,7 @@
     strands-robots job status --relay ... --token-file T JOB_ID        # one snapshot, field by field
     strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
-    strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT [--obs-map PRESET|FILE]
+    strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT --obs-map PRESET|FILE
     strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
     strands-robots job suites --relay ... --token-file T [--station S]     # what each station offers (job_suites.py)
     strands-robots job recordings --relay ... --token-file T JOB_ID -o DIR  # its MCAPs (cli/job_recordings.py)
@@ -21,9 +21,10 @@ and prints the job id; ``--serve`` also serves the file's policy
 (:class:`~strands_robots.policies.demo.DemoPolicy`) through the relay and watches the job to its end. ``serve``
 serves a submitted job's policy from a team's unchanged openpi
 policy server (:class:`~strands_robots.client.openpi.OpenPIPolicy`; ``--obs-map`` a preset or a YAML mapping
-file) until the job ends, attaching again after an episode the server failed. Exit codes: 0 done (``watch``/``--serve``/
-``serve``: the job SUCCEEDED), 1 the job ended otherwise, 2 a bad command line or file, 3 the relay refused (the
-reason is printed), 4 the openpi server could not be reached or refused the mapping.
+file, no default but a RoboArena server's own) until the job ends, attaching again after an episode the server
+failed. Exit codes: 0 done (``watch``/``--serve``/``serve``: the job SUCCEEDED), 1 the job ended otherwise
+(a preflight the policy failed, too), 2 a bad command line or file, 3 the relay refused (the reason is printed),
+4 the openpi server could not be reached or refused the mapping.
 
 :func:`add_job_parser` adds the ``job`` command to an argparse parser (the CLI wires it in).
 """
@@ -141,7 +142,10 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
 
     def on_event(request: Any) -> None:
         kind = request.WhichOneof("kind")
-        if kind == "episode_start":
+        if kind == "preflight":
+            print("preflight: the station sent its first observation before any arm moves; the answer is checked, "
+                  "never applied", flush=True)
+        elif kind == "episode_start":
             print(f"episode {request.episode_start.episode_id}: {request.episode_start.task.instruction}", flush=True)
         elif kind == "episode_end":
             end = request.episode_end
@@ -184,8 +188,8 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("job_id")
     serve.add_argument("--openpi", required=True, metavar="ws://HOST:PORT", help="the openpi policy server")
     serve.add_argument("--obs-map", default=None, metavar="PRESET|FILE",
-                       help="droid, aloha, libero, roboarena or a YAML mapping file (default: droid; roboarena when "
-                            "the server's metadata is RoboArena's)")
+                       help="droid_jointpos, droid, aloha, libero, roboarena or a YAML mapping file; no default "
+                            "(a RoboArena server's metadata names its own)")
     serve.add_argument("--connect-timeout-s", type=float, default=10.0,
                        help="how long to wait for the openpi server (default %(default)s)")
     serve.add_argument("--reconnect-s", type=float, default=30.0,

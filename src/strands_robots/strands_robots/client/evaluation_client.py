@@ -275,7 +275,12 @@ class EvaluationClient:
 
         The relay forwards the station's requests: a new episode (``policy.reset(task)``), observations
         (``policy.act`` -> chunk; :class:`EndEpisode` ends the episode as policy_completed), the end of a
-        takeover (``policy.resume``). ``on_event`` sees every request (e.g. to print episode ends).
+        takeover (``policy.resume``), and once before the job's first lease the station's preflight: answered
+        as an episode's first step (``policy.reset(task)`` then ``policy.act(observation)``, with
+        ``policy.episode.preflight`` True and ``policy.episode.episode_id`` empty; the chunk is checked by the
+        station, never applied). A policy that raises at the preflight is not a policy fault: the station fails
+        the job before any arm moves, with the error, and this call returns that final status. ``on_event``
+        sees every request (e.g. to print episode ends).
 
         :param reconnect_s: when the relay becomes unreachable (restarted, network), keep trying to attach
             again for up to this many seconds per outage (0: raise at once). The station ends the episode that
@@ -332,7 +337,7 @@ class EvaluationClient:
                 reply = self._answer(policy, request, kind)
                 if reply is not None:
                     outbox.put(reply)
-                    if reply.WhichOneof("kind") == "error":
+                    if reply.WhichOneof("kind") == "error" and kind != "preflight":  # a preflight's: the job fails
                         self._half_close_and_drain(outbox, responses)
                         raise errors.PolicyFailed(f"{reply.error.type}: {reply.error.message}")
         except grpc.RpcError as exc:
@@ -373,9 +378,14 @@ class EvaluationClient:
                 policy.episode = request.episode_start
                 policy.reset(request.episode_start.task)
                 return pb.PolicyReply(request_id=rid, ack=pb.Ack())
-            if kind == "act":
+            if kind in ("act", "preflight"):
+                observation = request.act
+                if kind == "preflight":
+                    policy.episode = request.preflight.episode
+                    policy.reset(request.preflight.episode.task)
+                    observation = request.preflight.observation
                 try:
-                    chunk = policy.act(codec.observation_from_pb(request.act))
+                    chunk = policy.act(codec.observation_from_pb(observation))
                 except EndEpisode as exc:
                     return pb.PolicyReply(request_id=rid, end_episode=pb.EndEpisode(reason=str(exc)))
                 return pb.PolicyReply(request_id=rid, chunk=codec.action_chunk_to_pb(chunk))

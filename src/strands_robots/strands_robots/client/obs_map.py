@@ -5,28 +5,39 @@ A station observes joints as ``<arm>.<joint>.pos`` / ``.vel`` / ``.effort`` (``l
 and commands actuator keys (``right.joint_1`` ... ``right.gripper``). An openpi server wants its own keys
 (DROID's ``observation/joint_position``, ALOHA's ``state`` and ``images``, ...) and answers ``actions`` as an
 array ``[H, D]``. An :class:`ObsMap` says how one becomes the other; :func:`load_obs_map` takes a preset name
-(:data:`PRESETS`: ``droid``, ``aloha``, ``libero``, ``roboarena``) or a YAML mapping file of this form::
+(:data:`PRESETS`: ``droid_jointpos``, ``droid``, ``aloha``, ``libero``, ``roboarena``) or a YAML mapping file of
+this form::
 
+    action_space: joint_position   # what the server's actions are: joint_position, joint_velocity or delta
     prompt: prompt                 # server key given the task instruction (null: the instruction is not sent)
     state:                         # server key -> its entries, concatenated into one float32 vector
       observation/joint_position: [right.joint_1.pos, right.joint_2.pos, 0.0]   # a number: a constant entry
       observation/gripper_position:
-        - {key: right.gripper.pos, scale: 1.25, offset: 0.0}                     # server = obs * scale + offset
+        - {key: right.gripper.pos, scale: -1.25, offset: 1.0}                    # server = obs * scale + offset
     images:                        # server key -> a station camera, resized with padding to [height, width]
       observation/exterior_image_1_left: {camera: scene, size: [224, 224]}
       images.cam_high: {camera: scene, size: [224, 224], layout: chw}           # a dot nests: images/cam_high
     actions:                       # one entry per column of actions[H, D], in order; null ignores a column
       - right.joint_1
       - null
-      - {key: right.gripper, scale: 0.8, offset: 0.0}                           # station = server * scale + offset
+      - {key: right.gripper, scale: -0.8, offset: 0.8}                          # station = server * scale + offset
     extra: {}                      # constant keys sent with every request
 
 A dot in a server key nests (``images.cam_high`` -> ``{"images": {"cam_high": ...}}``, as ALOHA servers take
 their cameras). ``size`` omitted sends the camera's frame as it is. ``layout`` is ``hwc`` (default) or ``chw``.
 An image is resized keeping its aspect ratio and padded with black to the size (:func:`resize_with_pad`, the
-rule openpi's ``image_tools.resize_with_pad`` and TensorFlow's ``resize_with_pad`` follow). Every action is an
-absolute target of the key it names: serve a joint-position policy (e.g. openpi's ``pi05_droid_jointpos``),
-or a mapping whose scale/offset make the server's numbers the station's.
+rule openpi's ``image_tools.resize_with_pad`` and TensorFlow's ``resize_with_pad`` follow).
+
+**Action space.** Every mapping says what its server's actions are (``action_space``; a file that does not say
+is ``joint_position``): this station applies each action as an absolute target of the key it names, so the
+station's preflight refuses a mapping of another space before any arm moves. openpi's stock DROID checkpoints
+(``pi0_droid``, ``pi0_fast_droid``, ``pi05_droid``) output joint *velocities*: the ``droid`` preset says
+``joint_velocity``; ``pi05_droid_jointpos`` outputs joint positions: serve it with ``droid_jointpos``. ALOHA's
+outputs are absolute joint positions (``aloha``); LIBERO's are end-effector deltas (``libero``: ``delta``).
+
+**Gripper.** openpi's grippers run over [0, 1], 1 closed; this station's jaw opening runs over [0, 0.8], 0
+closed. Every preset maps one onto the other closed to closed (server 1 -> 0, 0 -> 0.8) and declares the value
+that closes it, so the station's preflight refuses a mapping whose gripper is inverted.
 
 Needs numpy and Pillow (and PyYAML for a mapping file): ``pip install strands-robots-client[openpi]``.
 """
@@ -42,7 +53,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 __all__ = ["ObsMap", "ObsMapError", "StateEntry", "ImageEntry", "ActionEntry", "PRESETS", "load_obs_map",
-           "obs_map_from_mapping", "resize_with_pad", "roboarena_obs_map"]
+           "obs_map_from_mapping", "resize_with_pad", "roboarena_obs_map", "no_preset_named", "GRIPPER_RANGE",
+           "OPENPI_GRIPPER_CLOSED", "ACTION_SPACES"]
 
 #: Largest image side a mapping may ask for (a bound on what one request carries).
 MAX_IMAGE_SIDE = 4096
@@ -98,6 +110,7 @@ class ObsMap:
     actions: Tuple[Optional[ActionEntry], ...] = ()
     prompt: Optional[str] = "prompt"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    action_space: str = "joint_position"
 
     @property
     def action_keys(self) -> Tuple[str, ...]:
@@ -247,45 +260,55 @@ def _joints(arm: str, suffix: str = "") -> List[str]:
     return [f"{arm}.joint_{i}{suffix}" for i in range(1, 7)]
 
 
-#: Our gripper's command range is [0, 0.8] rad; openpi's DROID, ALOHA and LIBERO presets take the gripper as
-#: [0, 1] (1 closed). Every preset scales one onto the other, 0 to 0; a station whose gripper opens at 0.8 flips
-#: it in a mapping file (state ``{key: right.gripper.pos, scale: -1.25, offset: 1.0}``, action
-#: ``{key: right.gripper, scale: -0.8, offset: 0.8}``).
+#: Our gripper's command range is [0, 0.8] rad of jaw opening (0 closed); openpi's DROID, ALOHA and LIBERO presets
+#: take the gripper as [0, 1] (1 closed). Every preset maps one onto the other closed to closed: state
+#: ``server = 1 - obs / 0.8``, action ``station = 0.8 - 0.8 * server``.
 GRIPPER_RANGE = 0.8
+#: openpi's gripper value that closes it.
+OPENPI_GRIPPER_CLOSED = 1.0
 
 
 def _gripper_state(arm: str) -> Dict[str, Any]:
-    """Map the arm's gripper reading onto openpi's [0, 1]."""
-    return {"key": f"{arm}.gripper.pos", "scale": 1 / GRIPPER_RANGE}
+    """Map the arm's jaw opening onto openpi's [0, 1] (1 closed)."""
+    return {"key": f"{arm}.gripper.pos", "scale": -1 / GRIPPER_RANGE, "offset": 1.0}
 
 
 def _gripper_action(arm: str) -> Dict[str, Any]:
-    """Map openpi's [0, 1] gripper column onto the arm's [0, 0.8] jaw."""
-    return {"key": f"{arm}.gripper", "scale": GRIPPER_RANGE}
+    """Map openpi's [0, 1] gripper column (1 closed) onto the arm's [0, 0.8] jaw opening (0 closed)."""
+    return {"key": f"{arm}.gripper", "scale": -GRIPPER_RANGE, "offset": GRIPPER_RANGE}
+
+_DROID: Dict[str, Any] = {
+    "prompt": "prompt",
+    "state": {"observation/joint_position": [*_joints("right", ".pos"), 0.0],
+              "observation/gripper_position": [_gripper_state("right")]},
+    "images": {"observation/exterior_image_1_left": {"camera": "scene", "size": [224, 224]},
+               "observation/wrist_image_left": {"camera": "wrist", "size": [224, 224]}},
+    "actions": [*_joints("right"), None, _gripper_action("right")],
+}
 
 _PRESET_MAPPINGS: Dict[str, Dict[str, Any]] = {
-    # DROID (openpi's pi05_droid_jointpos / pi0_fast_droid): one Franka arm (7 joints) and a [0, 1] gripper; our
-    # right arm's 6 joints fill the first six, the seventh is sent as 0 and its action column ignored.
-    "droid": {
-        "prompt": "prompt",
-        "state": {"observation/joint_position": [*_joints("right", ".pos"), 0.0],
-                  "observation/gripper_position": [_gripper_state("right")]},
-        "images": {"observation/exterior_image_1_left": {"camera": "scene", "size": [224, 224]},
-                   "observation/wrist_image_left": {"camera": "wrist", "size": [224, 224]}},
-        "actions": [*_joints("right"), None, _gripper_action("right")],
-    },
+    # DROID, openpi's pi05_droid_jointpos: one Franka arm (7 joints) and a [0, 1] gripper; our right arm's 6 joints
+    # fill the first six, the seventh is sent as 0 and its action column ignored. Absolute joint positions.
+    "droid_jointpos": {**_DROID, "action_space": "joint_position"},
+    # DROID, openpi's stock checkpoints (pi0_droid, pi0_fast_droid, pi05_droid): the same keys, joint velocities.
+    "droid": {**_DROID, "action_space": "joint_velocity"},
     # ALOHA (openpi's pi0_aloha): two arms of 6 joints and a gripper each, left then right; cameras nested under
-    # "images" as CHW uint8 (the server fills the cameras it is not sent: cam_low, cam_left_wrist).
+    # "images" as CHW uint8 (the server fills the cameras it is not sent: cam_low, cam_left_wrist). Its output
+    # transforms return absolute joint positions.
     "aloha": {
+        "action_space": "joint_position",
         "prompt": "prompt",
+
         "state": {"state": [*_joints("left", ".pos"), _gripper_state("left"), *_joints("right", ".pos"),
                             _gripper_state("right")]},
         "images": {"images.cam_high": {"camera": "scene", "size": [224, 224], "layout": "chw"},
                    "images.cam_right_wrist": {"camera": "wrist", "size": [224, 224], "layout": "chw"}},
         "actions": [*_joints("left"), _gripper_action("left"), *_joints("right"), _gripper_action("right")],
     },
-    # LIBERO (openpi's pi0_libero): a scene and a wrist image, an 8-vector state, 7 action columns (6 + gripper).
+    # LIBERO (openpi's pi0_libero): a scene and a wrist image, an 8-vector state, 7 action columns (6 + gripper);
+    # its actions are end-effector deltas, not joint targets.
     "libero": {
+        "action_space": "delta",
         "prompt": "prompt",
         "state": {"observation/state": [*_joints("right", ".pos"), _gripper_state("right"), _gripper_state("right")]},
         "images": {"observation/image": {"camera": "scene", "size": [224, 224]},
@@ -323,11 +346,18 @@ def roboarena_obs_map(metadata: Mapping[str, Any]) -> ObsMap:
         images["observation/exterior_image_0_left"] = {"camera": "scene", "size": list(size)}
     if metadata.get("needs_wrist_camera", True):
         images["observation/wrist_image_left"] = {"camera": "wrist", "size": list(size)}
-    mapping = dict(_PRESET_MAPPINGS["droid"], images=images)
+    mapping = dict(_PRESET_MAPPINGS["droid_jointpos"], images=images)
     return obs_map_from_mapping(mapping, "roboarena")
 
 
-def load_obs_map(spec: Union[str, Path, ObsMap, Mapping[str, Any]] = "droid") -> ObsMap:
+def no_preset_named() -> ObsMapError:
+    """Return the refusal of an openpi server served with no mapping: there is no default, the team names one."""
+    return ObsMapError(f"no obs map named: name the preset that fits your server ({', '.join(PRESETS)}) or a YAML "
+                       "mapping file (--obs-map NAME); droid_jointpos is openpi's pi05_droid_jointpos, droid its "
+                       "stock DROID checkpoints (joint velocities, which this position-controlled station refuses)")
+
+
+def load_obs_map(spec: Union[str, Path, ObsMap, Mapping[str, Any]]) -> ObsMap:
     """Return the mapping named by ``spec``: an :class:`ObsMap`, a preset name, a YAML file path or a mapping.
 
     ``roboarena`` needs the server's metadata: :class:`~strands_robots.client.openpi.OpenPIPolicy` builds it
@@ -360,7 +390,9 @@ def load_obs_map(spec: Union[str, Path, ObsMap, Mapping[str, Any]] = "droid") ->
     return obs_map_from_mapping(data, path.name)
 
 
-_TOP_KEYS = frozenset({"prompt", "state", "images", "actions", "extra"})
+_TOP_KEYS = frozenset({"action_space", "prompt", "state", "images", "actions", "extra"})
+#: What a mapping's ``action_space`` may say (``client.policy_spec.ACTION_SPACES``).
+ACTION_SPACES = ("joint_position", "joint_velocity", "delta")
 
 
 def obs_map_from_mapping(data: Mapping[str, Any], name: str) -> ObsMap:
@@ -391,7 +423,11 @@ def obs_map_from_mapping(data: Mapping[str, Any], name: str) -> ObsMap:
     if dupes:
         raise ObsMapError(f"obs map {name!r}: actions command {dupes} more than once")
     extra = dict(_mapping(data.get("extra"), name, "extra"))
-    return ObsMap(name=name, state=state, images=images, actions=actions, prompt=prompt, extra=extra)
+    space = data.get("action_space", "joint_position")
+    if space not in ACTION_SPACES:
+        raise ObsMapError(f"obs map {name!r}: action_space must be one of {', '.join(ACTION_SPACES)}, got {space!r}")
+    return ObsMap(name=name, state=state, images=images, actions=actions, prompt=prompt, extra=extra,
+                  action_space=space)
 
 
 def _mapping(value: Any, name: str, what: str) -> Mapping[str, Any]:

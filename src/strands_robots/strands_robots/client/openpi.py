@@ -2,7 +2,7 @@
 
     from strands_robots.client import EvaluationClient
     from strands_robots.client.openpi import OpenPIPolicy, serve_openpi
-    policy = OpenPIPolicy("ws://127.0.0.1:8000", obs_map="droid")    # or a YAML mapping file
+    policy = OpenPIPolicy("ws://127.0.0.1:8000", obs_map="droid_jointpos")    # a preset or a YAML mapping file
     final = serve_openpi(EvaluationClient(relay, token=...), job_id, policy)
 
 The wire is openpi's websocket protocol as its server (``openpi_server.WebsocketPolicyServer``) speaks it:
@@ -22,6 +22,11 @@ What the bridge refuses, each with an :class:`OpenPIError` naming it (the episod
   was given for, so actions from another address are refused (name the final address instead);
 - ``actions`` that are not real numbers (complex, strings, booleans, objects): refused by
   :meth:`ObsMap.chunk <strands_robots.client.obs_map.ObsMap.chunk>` naming the dtype, never coerced.
+
+A station's preflight (before a job's first lease, ``client.policy.Policy``) reaches the bridge as an episode's
+first step does: a ``reset`` and one ``act``, so the server answers one observation of the arms as they stand;
+the station checks the answer and never applies it. A server that raises there fails the job before any arm
+moves, with its error.
 
 The RoboArena variant (``variant="roboarena"``, or chosen when the metadata names ``action_space`` and
 ``n_external_cameras``) adds ``"endpoint": "infer" | "reset"`` to every request, sends a reset at each
@@ -47,7 +52,8 @@ import msgpack
 import numpy as np
 
 from strands_robots.client.malloc_tuning import keep_freed_buffers
-from strands_robots.client.obs_map import ObsMap, ObsMapError, load_obs_map, roboarena_obs_map
+from strands_robots.client.obs_map import OPENPI_GRIPPER_CLOSED, ObsMap, ObsMapError, load_obs_map, \
+    no_preset_named, roboarena_obs_map
 from strands_robots.client.policy import Policy
 from strands_robots.client.policy_spec import MAX_METADATA_JSON, ActionRange, CameraNeed, PolicySpec
 
@@ -140,8 +146,11 @@ class OpenPIPolicy(Policy):
     """A :class:`~strands_robots.client.policy.Policy` whose chunks come from an openpi websocket policy server.
 
     :param url: ``ws://host:port`` of the server (openpi's default port is 8000).
-    :param obs_map: a preset name (``droid``, ``aloha``, ``libero``, ``roboarena``), a YAML mapping file, a
-        mapping or an :class:`~strands_robots.client.obs_map.ObsMap` (see that module for the format).
+    :param obs_map: a preset name (``droid_jointpos``, ``droid``, ``aloha``, ``libero``, ``roboarena``), a YAML
+        mapping file, a mapping or an :class:`~strands_robots.client.obs_map.ObsMap` (see that module for the
+        format). There is no default: None is taken only for a RoboArena server (its metadata names the
+        mapping); any other server is refused with :class:`~strands_robots.client.obs_map.ObsMapError` naming
+        the presets.
     :param variant: ``openpi``, ``roboarena`` or None (RoboArena when the metadata looks like its own).
     :param api_key: sent as ``Authorization: Api-Key ...`` when given (as openpi's client does).
     :param connect_timeout_s: how long connecting (and reading the metadata) may take, retried until then.
@@ -167,6 +176,8 @@ class OpenPIPolicy(Policy):
         self.obs_map: Optional[ObsMap] = None
         if self._map_spec not in (None, "roboarena"):
             self.obs_map = load_obs_map(self._map_spec)  # a bad mapping fails here, before anything connects
+        elif self._map_spec is None and variant == "openpi":
+            raise no_preset_named()
         self.variant: str = variant or "openpi"
         self.api_key = api_key
         self.connect_timeout_s = float(connect_timeout_s)
@@ -234,8 +245,9 @@ class OpenPIPolicy(Policy):
         The actuator keys and observation keys the mapping names; its cameras (any size when the mapping
         resizes them, else the metadata's ``image_resolution`` when it names one); the metadata's
         ``control_frequency`` when it names one; and each gripper's commanded range: openpi's grippers are
-        [0, 1] (:data:`~strands_robots.client.obs_map.GRIPPER_RANGE`), mapped by the column's scale and offset.
-        The metadata itself travels with the spec (the job's provenance keeps it).
+        [0, 1], 1 closed (:data:`~strands_robots.client.obs_map.GRIPPER_RANGE`), mapped by the column's scale
+        and offset, with the value that closes it; the mapping's action space. The metadata itself travels with
+        the spec (the job's provenance keeps it).
         """
         if self.obs_map is None:
             self._connect()
@@ -251,7 +263,8 @@ class OpenPIPolicy(Policy):
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or rate != rate:
             rate = 0.0
         lo, hi = OPENPI_GRIPPER_RANGE
-        ranges = tuple(ActionRange(a.key, *sorted((a.scale * lo + a.offset, a.scale * hi + a.offset)))
+        ranges = tuple(ActionRange(a.key, *sorted((a.scale * lo + a.offset, a.scale * hi + a.offset)),
+                                   closed=a.scale * OPENPI_GRIPPER_CLOSED + a.offset)
                        for a in self.obs_map.actions if a is not None and a.key.rsplit(".", 1)[-1] == "gripper")
         observed = tuple(dict.fromkeys(e.key for entries in self.obs_map.state.values() for e in entries
                                        if e.key is not None))
@@ -263,7 +276,7 @@ class OpenPIPolicy(Policy):
         return PolicySpec(action_keys=self.obs_map.action_keys, action_dim=len(self.obs_map.actions),
                           observation_keys=observed, cameras=tuple(cameras.values()), control_frequency_hz=float(rate),
                           action_ranges=ranges, source=f"{self.variant} server {self.url}, obs map {self.obs_map.name}",
-                          metadata=metadata)
+                          metadata=metadata, action_space=self.obs_map.action_space)
 
     def close(self) -> None:
         """Close the connection to the server."""
@@ -361,7 +374,8 @@ class OpenPIPolicy(Policy):
             if self.variant == "roboarena" and self._map_spec in (None, "roboarena"):
                 self.obs_map = roboarena_obs_map(metadata)
             elif self._map_spec is None:
-                self.obs_map = load_obs_map("droid")
+                self._drop()
+                raise no_preset_named()
             else:
                 raise ObsMapError("obs map 'roboarena' needs a RoboArena server (its metadata names "
                                   "action_space and n_external_cameras)")

@@ -58,6 +58,7 @@ from strands_robots.wire.proto.policy_session_pb2 import (  # noqa: F401
     PolicyError,
     PolicyReply,
     PolicyRequest,
+    Preflight,
     SessionAttach,
     SessionOpen,
     StationLeft,

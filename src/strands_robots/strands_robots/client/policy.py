@@ -31,7 +31,10 @@ class Policy(metaclass=abc.ABCMeta):
 
     Served through the relay (``EvaluationClient.serve_policy``), ``reset`` gets a ``pb.Task`` and, while the
     session runs, ``self.episode`` is the current ``pb.EpisodeStart`` (episode id, task, the actuator keys the
-    policy may command, control frequency and action horizon), set before :meth:`reset`. Run in process,
+    policy may command, control frequency and action horizon), set before :meth:`reset`. Before the job's first
+    lease the station's preflight is served the same way, ``reset`` then one ``act`` on the arms as they stand:
+    then ``self.episode.preflight`` is True and ``self.episode.episode_id`` empty (the answer is checked, never
+    applied; the first episode's ``reset`` follows). Run in process,
     ``reset`` gets the rollout's task mapping (at least ``instruction`` and ``action_keys``).
     """
 

@@ -2,7 +2,9 @@
 
 A policy may declare, with an optional ``spec()`` method returning a :class:`PolicySpec`, the actuator keys it
 commands (or only how many: ``action_dim``), the observation keys it reads, the cameras it needs and their
-image size, the control rate it was trained at and the range it commands a key in (a gripper's above all).
+image size, the control rate it was trained at, the range it commands a key in (a gripper's above all) and the
+value that closes a gripper (its polarity), and what its actions are (:data:`ACTION_SPACES`: absolute joint
+positions, joint velocities or deltas).
 The station compares it with its own (``strands_robots.station.compatibility``) when the policy attaches,
 before any arm moves: a mismatch fails the job with every mismatch named. A policy without ``spec()`` declares
 nothing and is not checked. :class:`~strands_robots.client.openpi.OpenPIPolicy` derives its spec from the
@@ -26,7 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 __all__ = ["PolicySpec", "CameraNeed", "ActionRange", "PolicySpecError", "spec_of", "spec_to_pb", "spec_from_pb",
-           "spec_refusal", "MAX_METADATA_JSON", "MAX_SPEC_JSON", "SPEC_LIMITS"]
+           "spec_refusal", "MAX_METADATA_JSON", "MAX_SPEC_JSON", "SPEC_LIMITS", "ACTION_SPACES", "JOINT_POSITION",
+           "JOINT_VELOCITY", "DELTA"]
+
+#: Absolute joint targets: what a position-controlled station applies as it is.
+JOINT_POSITION = "joint_position"
+#: Joint velocities (openpi's stock DROID checkpoints but ``pi05_droid_jointpos``).
+JOINT_VELOCITY = "joint_velocity"
+#: Changes from the current state (LIBERO's end-effector deltas, delta joint actions).
+DELTA = "delta"
+#: What a policy's actions may be; "" in a spec: not declared.
+ACTION_SPACES = (JOINT_POSITION, JOINT_VELOCITY, DELTA)
 
 #: Longest metadata JSON a spec carries (a server's metadata is small; this bounds what the relay forwards).
 MAX_METADATA_JSON = 16 * 1024
@@ -61,11 +73,15 @@ class CameraNeed:
 
 @dataclass(frozen=True)
 class ActionRange:
-    """The range ``[low, high]`` the policy commands ``key`` in, in the station's units (a gripper's, say)."""
+    """The range ``[low, high]`` the policy commands ``key`` in, in the station's units (a gripper's, say).
+
+    ``closed``: the value in that range that closes a gripper (its polarity; None: not declared).
+    """
 
     key: str
     low: float
     high: float
+    closed: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,10 @@ class PolicySpec:
     :param observation_keys: the observation keys it reads (``right.joint_1.pos``, ...).
     :param cameras: the cameras it needs, with the image size it needs (0 x 0: any size).
     :param control_frequency_hz: the control rate it runs at (0: any).
-    :param action_ranges: the ranges it commands keys in (the gripper's: the most common cause of 0 %).
+    :param action_ranges: the ranges it commands keys in (the gripper's: the most common cause of 0 %), with
+        the value that closes a gripper.
+    :param action_space: what its actions are: ``joint_position`` (absolute targets), ``joint_velocity`` or
+        ``delta`` (:data:`ACTION_SPACES`); "" not declared.
     :param source: what the spec describes, in words (``openpi ws://host:8000, obs map droid``).
     :param metadata: the policy's own description (an openpi server's metadata frame), JSON-able.
     """
@@ -91,6 +110,7 @@ class PolicySpec:
     action_ranges: Tuple[ActionRange, ...] = ()
     source: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    action_space: str = ""
 
     def __post_init__(self) -> None:
         for name in ("action_keys", "observation_keys"):
@@ -123,11 +143,16 @@ class PolicySpec:
         for index, r in enumerate(ranges):
             if not isinstance(r, ActionRange) or not isinstance(r.key, str) or not r.key or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                    for v in (r.low, r.high)) or r.low > r.high:
+                    for v in (r.low, r.high)) or r.low > r.high or (r.closed is not None and (
+                    isinstance(r.closed, bool) or not isinstance(r.closed, (int, float))
+                    or not r.low <= r.closed <= r.high)):
                 raise PolicySpecError(f"policy spec: action_ranges[{index}]: an action range must be ActionRange(key, "
-                                      f"low <= high), got {_shown(r)}")
+                                      f"low <= high, closed in [low, high] or None), got {_shown(r)}")
             _check_name(f"action_ranges[{index}].key", r.key)
         object.__setattr__(self, "action_ranges", ranges)
+        if self.action_space not in ("", *ACTION_SPACES):
+            raise PolicySpecError(f"policy spec: action_space must be one of {', '.join(ACTION_SPACES)} (or \"\": not "
+                                  f"declared), got {_shown(self.action_space)}")
         if not isinstance(self.source, str):
             raise PolicySpecError(f"policy spec: source must be a string, got {type(self.source).__name__}")
         _check_length("source", self.source, SPEC_LIMITS["source"])
@@ -148,7 +173,9 @@ class PolicySpec:
             "observation_keys": list(self.observation_keys),
             "cameras": [{"name": c.name, "height": c.height, "width": c.width} for c in self.cameras],
             "control_frequency_hz": self.control_frequency_hz,
-            "action_ranges": [{"key": r.key, "low": r.low, "high": r.high} for r in self.action_ranges],
+            "action_ranges": [{"key": r.key, "low": r.low, "high": r.high,
+                               **({} if r.closed is None else {"closed": r.closed})} for r in self.action_ranges],
+            "action_space": self.action_space,
             "source": self.source,
             "metadata": dict(self.metadata),
         }
@@ -163,9 +190,11 @@ class PolicySpec:
                 cameras=tuple(CameraNeed(str(c["name"]), int(c.get("height", 0)), int(c.get("width", 0)))
                               for c in data.get("cameras", ())),
                 control_frequency_hz=float(data.get("control_frequency_hz", 0.0)),
-                action_ranges=tuple(ActionRange(str(r["key"]), float(r["low"]), float(r["high"]))
+                action_ranges=tuple(ActionRange(str(r["key"]), float(r["low"]), float(r["high"]),
+                                                None if r.get("closed") is None else float(r["closed"]))
                                     for r in data.get("action_ranges", ())),
-                source=str(data.get("source", "")), metadata=dict(data.get("metadata", {}) or {}))
+                source=str(data.get("source", "")), metadata=dict(data.get("metadata", {}) or {}),
+                action_space=str(data.get("action_space", "")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, PolicySpecError):
                 raise
@@ -227,8 +256,9 @@ def spec_to_pb(spec: PolicySpec) -> Any:
         observation_keys=list(spec.observation_keys),
         cameras=[ps.CameraNeed(name=c.name, height=c.height, width=c.width) for c in spec.cameras],
         control_frequency_hz=spec.control_frequency_hz,
-        action_ranges=[ps.ActionRange(key=r.key, low=r.low, high=r.high) for r in spec.action_ranges],
-        source=spec.source, metadata_json=json.dumps(dict(spec.metadata), sort_keys=True))
+        action_ranges=[ps.ActionRange(key=r.key, low=r.low, high=r.high, closed=r.closed) for r in spec.action_ranges],
+        source=spec.source, metadata_json=json.dumps(dict(spec.metadata), sort_keys=True),
+        action_space=spec.action_space)
 
 
 def spec_refusal(msg: Any) -> str:
@@ -260,5 +290,6 @@ def spec_from_pb(msg: Any) -> PolicySpec:
         observation_keys=tuple(msg.observation_keys),
         cameras=tuple(CameraNeed(c.name, int(c.height), int(c.width)) for c in msg.cameras),
         control_frequency_hz=float(msg.control_frequency_hz),
-        action_ranges=tuple(ActionRange(r.key, float(r.low), float(r.high)) for r in msg.action_ranges),
-        source=msg.source, metadata=metadata)
+        action_ranges=tuple(ActionRange(r.key, float(r.low), float(r.high),
+                                        float(r.closed) if r.HasField("closed") else None) for r in msg.action_ranges),
+        source=msg.source, metadata=metadata, action_space=msg.action_space)

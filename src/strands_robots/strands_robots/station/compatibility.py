@@ -13,9 +13,14 @@ mismatch, each one line naming the key and both sides:
 - a camera the station does not have, or has at another image size;
 - a control rate no task of the job runs at (each task at another rate is named);
 - a commanded range outside the actuator's command range (a gripper scaled for [0, 1] on a [0, 0.8] jaw),
-  or one that covers less than half of it (a gripper that never opens fully: polarity or scale wrong).
+  or one that covers less than half of it (a gripper that never opens fully: polarity or scale wrong);
+- a gripper the policy closes at another value than this station's (its polarity inverted): this station's
+  grippers are jaw openings (arms.yaml), closed at the lower end of their command range;
+- an action space other than this station's: every action is applied as an absolute joint position, so a policy
+  of joint velocities (openpi's stock DROID checkpoints) or of deltas is refused.
 
-The station runs the gate when the policy attaches, at WAITING_POLICY (``station.episodes``): any mismatch
+The station runs the gate when the policy attaches, at WAITING_POLICY (``station.episodes``), with the
+preflight (:mod:`~strands_robots.station.preflight`: the policy's answer to one observation): any mismatch
 FAILs the job with :func:`gate_message`, listing all of them; the lease is never taken. No ROS here.
 """
 
@@ -29,7 +34,7 @@ from strands_robots.cameras.frames import IMAGE_SUFFIX
 from strands_robots.client.policy_spec import PolicySpec
 
 __all__ = ["StationSpec", "station_spec", "check", "gate_message", "OBSERVATION_SUFFIXES", "MIN_RANGE_COVER",
-           "RATE_TOLERANCE_HZ"]
+           "RATE_TOLERANCE_HZ", "GRIPPER_JOINT", "STATION_ACTION_SPACE"]
 
 #: The per-actuator observation keys a rollout carries (``right.joint_1.pos``, ...).
 OBSERVATION_SUFFIXES = (".pos", ".vel", ".effort")
@@ -38,6 +43,12 @@ MIN_RANGE_COVER = 0.5
 #: Two control rates closer than this are the same.
 RATE_TOLERANCE_HZ = 1e-6
 _RANGE_SLACK = 1e-9
+#: The joint name of a gripper (``right.gripper``): a jaw opening, closed at the lower end of its command range.
+GRIPPER_JOINT = "gripper"
+#: What this station's arms do with an action: move each joint to it (position control).
+STATION_ACTION_SPACE = "joint_position"
+_SPACE_WORDS = {"joint_position": "absolute joint positions", "joint_velocity": "joint velocities",
+                "delta": "changes from the current state (deltas)"}
 
 
 @dataclass(frozen=True)
@@ -48,14 +59,23 @@ class StationSpec:
     :param cameras: camera name -> ``(height, width)`` of its images.
     :param control_frequencies: task id -> the control rate (Hz) that task's episodes run at.
     :param observation_keys: every observation key; empty: derived from the actuators and cameras.
+    :param gripper_closed: gripper key -> the command that closes it; None: every ``<arm>.gripper`` actuator
+        closes at the lower end of its range.
+    :param action_space: what the arms do with an action (:data:`STATION_ACTION_SPACE`).
     """
 
     action_limits: Mapping[str, Tuple[float, float]]
     cameras: Mapping[str, Tuple[int, int]] = field(default_factory=dict)
     control_frequencies: Mapping[str, float] = field(default_factory=dict)
     observation_keys: Tuple[str, ...] = ()
+    gripper_closed: Optional[Mapping[str, float]] = None
+    action_space: str = STATION_ACTION_SPACE
 
     def __post_init__(self) -> None:
+        if self.gripper_closed is None:
+            closed = {key: lo for key, (lo, _hi) in self.action_limits.items()
+                      if key.rsplit(".", 1)[-1] == GRIPPER_JOINT}
+            object.__setattr__(self, "gripper_closed", closed)
         if not self.observation_keys:
             keys = [k + s for k in self.action_limits for s in OBSERVATION_SUFFIXES]
             keys += [name + IMAGE_SUFFIX for name in self.cameras]
@@ -123,6 +143,18 @@ def check(policy: PolicySpec, station: StationSpec) -> List[str]:
         if other:
             tasks = ", ".join(f"{task!r} at {hz:g} Hz" for task, hz in other)
             out.append(f"control rate: the policy runs at {rate:g} Hz, the job's tasks do not ({tasks})")
+    space = policy.action_space
+    if space and space != station.action_space:
+        out.append(f"action space: the policy's actions are {_SPACE_WORDS.get(space, space)} ({space}); this station "
+                   f"applies every action as {_SPACE_WORDS.get(station.action_space, station.action_space)} "
+                   f"({station.action_space}), so they would be sent as targets they are not")
+    closes = station.gripper_closed or {}
+    for r in policy.action_ranges:
+        if r.closed is not None and r.key in closes and not math.isclose(r.closed, closes[r.key], rel_tol=0.0,
+                                                                            abs_tol=1e-6):
+            lower, upper = station.action_limits[r.key]
+            out.append(f"gripper polarity of {r.key!r}: the policy closes it at {r.closed:g}, this station's closes at "
+                       f"{closes[r.key]:g} (its jaw opening runs [{lower:g}, {upper:g}]): inverted")
     for r in policy.action_ranges:
         limits = station.action_limits.get(r.key)
         if limits is None:

@@ -42,6 +42,7 @@ from strands_robots.station.persistence import JobStore
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.ports import OperatorPort, RobotPort
 from strands_robots.station.compatibility import check, gate_message
+from strands_robots.station.preflight import answer_refusals, camera_refusals
 from strands_robots.station.episode_results import kept_count, trailing_faults
 from strands_robots.station.episode_steps import run_episode
 from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s, deadline_text
@@ -319,10 +320,14 @@ class JobRunner:
             give_up.set()
 
     def _gate(self) -> None:
-        """Run the compatibility gate, before any lease: the policy's declared spec against the station's own.
+        """Run the compatibility gate and the preflight, before any lease: nothing has moved, nothing moves here.
 
-        Sets the job's provenance (the station's facts and the declared spec). A mismatch FAILs the job with
-        every mismatch named (``station.compatibility``); a policy that declared nothing is not checked.
+        Sets the job's provenance (the station's facts and the declared spec). The declared spec is compared
+        with the station's own (``station.compatibility``; a policy that declared nothing is not compared), every
+        camera the job's tasks ask for must be one of the station's, and the robot port's ``preflight`` (when it
+        has one: the relay's policies) sends the policy one observation of the arms as they stand and the answer
+        is checked (``station.preflight``). Any reason FAILs the job at WAITING_POLICY with every reason named
+        and "no arm moved"; no episode is charged.
         """
         facts = self._settings.station_facts
         read = getattr(self._robot, "attached_policy_spec", None)
@@ -334,13 +339,19 @@ class JobRunner:
             return
         with self._lock:  # persisted and published with the next change (the transition that follows)
             self._record = self._record.replace(provenance=facts.provenance(self.spec, declared))
-        if declared is None:
-            return
         observed = getattr(self._robot, "observed_cameras", None)  # what the rollouts really observe, when known
         cameras = observed() if callable(observed) else None
-        mismatches = check(declared, facts.station_spec(self.spec, cameras))
+        station = facts.station_spec(self.spec, cameras)
+        mismatches = check(declared, station) if declared is not None else []
+        mismatches += camera_refusals(self.spec.tasks, station.cameras)
+        preflight = getattr(self._robot, "preflight", None)
+        if callable(preflight):
+            plan = plan_episode(self.spec, "", kept_count(self.record.episodes), self.record.slot_attempts)
+            answer = preflight(self.spec, plan)
+            if answer is not None:
+                mismatches += answer_refusals(answer, station, declared)
         if mismatches:
-            raise _Failed(gate_message(mismatches, declared.source))
+            raise _Failed(gate_message(mismatches, declared.source if declared is not None else ""))
 
     def _next_episode(self) -> None:
         record = self.record

@@ -169,6 +169,11 @@ class RobotPort(Protocol):
     def claim_arms(self, holder: str) -> Tuple[bool, str]:
         """Let an operator take the arms with a higher-priority lease (the rollout ends ``authority_lost``)."""
 
+    # Optional: ``preflight(spec, plan) -> Optional[PreflightAnswer]`` (``station.preflight``), called once the
+    # policy is ready and before any lease, with the plan of the job's next episode: send the policy one observation of
+    # the arms as they stand and the cameras the plan's task asks for, and return its answer (never applied);
+    # None when the policy is not one that is preflown (the station's own providers).
+
 
 class OperatorPort(Protocol):
     """The person (or :class:`~strands_robots.station.scripted_operator.ScriptedOperator`) at the station.

@@ -3,6 +3,7 @@
     session = link.open_session(job_id)            # StationLink.open_session
     session.wait_attached(timeout_s=60)            # a policy client is serving the job
     session.start_episode("ep_0000", task, action_keys=[...], control_frequency=50, action_horizon=8)
+    chunk = session.preflight(task, observation, action_keys=[...])  # before the first lease; never applied
     chunk = session.act(observation)   # list of {key: value}; raises EndEpisode (policy_completed)
     session.resume(observation)        # after an operator takeover
     session.end_episode("ep_0000", "timeout")
@@ -173,6 +174,33 @@ class PolicySession:
         self._request(episode_start=ps.EpisodeStart(
             episode_id=episode_id, task=task, action_keys=list(action_keys),
             control_frequency=float(control_frequency), action_horizon=int(action_horizon)))
+
+    def preflight(self, task: Any, observation: Mapping[str, Any], *, action_keys: Sequence[str] = (),
+                  control_frequency: float = 0.0, action_horizon: int = 0) -> List[dict]:
+        """Send the station's preflight: the first episode's start and one observation; return the policy's chunk.
+
+        The client answers it as an episode's first step (its ``reset`` then ``act``); the chunk is checked by the
+        station and never applied. ``observation`` is already encoded as the task asks (camera frames).
+
+        :raises EndEpisode: the policy ended the episode at its first observation.
+        :raises RemotePolicyError: the policy raised (its class and message).
+        :raises PolicySessionError: no answer in time, or the session ended.
+        """
+        if not isinstance(task, ev.Task):
+            from strands_robots.wire.pb_model import task_to_pb
+
+            task = task_to_pb(task)
+        start = ps.EpisodeStart(episode_id="", task=task, action_keys=list(action_keys),
+                                control_frequency=float(control_frequency), action_horizon=int(action_horizon),
+                                preflight=True)
+        reply = self._request(preflight=ps.Preflight(
+            episode=start, observation=codec.observation_to_pb(observation, skip_unsupported=True)))
+        kind = reply.WhichOneof("kind")
+        if kind == "end_episode":
+            raise EndEpisode(reply.end_episode.reason)
+        if kind != "chunk":
+            raise PolicySessionError(f"expected an action chunk, the policy answered {kind}")
+        return codec.action_chunk_from_pb(reply.chunk)
 
     def end_episode(self, episode_id: str, end_condition: str, end_detail: str = "") -> None:
         """Tell the policy client the episode ended (no answer expected)."""

@@ -125,6 +125,8 @@ PARAMETERS = {
                       "the provenance use; empty: the package's config/arms.yaml"),
     "cameras_file": ("", "the camera file (cameras.yaml: names and image sizes); empty: the package's"),
     "cameras": ("", "comma-separated cameras the rollouts observe (as the rollout node's cameras); empty: none"),
+    "camera_namespace": ("", "namespace of the camera node's topics (the preflight takes a frame of each camera); "
+                             "empty: this node's"),
 }
 
 
@@ -268,13 +270,15 @@ class StationNode(Node):
         self.recordings = None if self.link is None else RecordingSender(
             PendingUploads(os.path.join(self.state_dir, "uploads")), self.link, self._episodes_of,
             info=self.get_logger().info, warning=self.get_logger().warning, error=self.get_logger().error)
+        facts = self._station_facts()
         self.robot = RosRobotPort(self, driver_namespace=self.p("driver_namespace"),
                                   rollout_namespace=self.p("rollout_namespace"), robot_name=self.p("robot_name"),
                                   relay=relay, link=self.link, action_horizon=self.p("action_horizon"),
                                   operator_name=self.p("operator_name"), async_rtc=self.p("async_rtc"),
                                   rtc_inference_timeout_s=self.p("rtc_inference_timeout_s"), record=self.p("record"),
                                   driver_ready_timeout_s=self.p("driver_ready_timeout_s"),
-                                  on_recording=self._keep_recording)
+                                  on_recording=self._keep_recording, camera_set=facts.camera_set,
+                                  camera_namespace=self.p("camera_namespace"))
         timeout = self.p("scoring_timeout_s")
         self.settings = ProcedureSettings(lease_holder=self.p("lease_holder"), lease_priority=self.p("lease_priority"),
                                           lease_duration_s=self.p("lease_duration_s"),
@@ -285,7 +289,7 @@ class StationNode(Node):
                                           policy_attach_timeout_s=self.p("policy_attach_timeout_s"),
                                           policy_turn_s=self.p("policy_turn_s"),
                                           max_infrastructure_retries=self.p("max_infrastructure_retries"),
-                                          station_facts=self._station_facts())
+                                          station_facts=facts)
         operator = ScriptedOperator(name=self.p("operator_name")) if self.operator_kind == "scripted" \
             else ManualOperator()
         self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,

@@ -6,6 +6,8 @@
   provider (``mock``, ...) is made once to read what it declares;
 - **declared spec**: what the attached policy declares (its ``PolicySpec``), for the compatibility gate and the
   provenance; **observed cameras**: the rollout node's ``cameras`` parameter, what every observation holds;
+- **preflight**: the attached session is kept open for the station's preflight
+  (:mod:`.preflight`), which closes it;
 - **goal config**: a ``relay`` policy gets the job and episode in ``policy_config_json`` (the relay and the
   token are the rollout node's own, from its ``relay_credentials_file``; :mod:`strands_robots.policies.relay`).
 
@@ -75,6 +77,7 @@ class StationPolicyCalls:
         from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
 
         self._declared.pop(spec.job_id, None)
+        self._drop_preflight_session(spec.job_id)
         if spec.policy_provider != "relay":
             from strands_robots.policies.registry import make_policy
 
@@ -89,6 +92,7 @@ class StationPolicyCalls:
 
         while not cancelled.is_set():
             session = self._link.open_session(spec.job_id)
+            kept = False
             try:
                 while not cancelled.is_set():
                     try:
@@ -98,6 +102,8 @@ class StationPolicyCalls:
                             self._declared[spec.job_id] = None if declared is None else spec_from_pb(declared)
                         except PolicySpecError as exc:
                             return False, f"policy client {client!r} declared a spec that is refused: {exc}"
+                        self._keep_for_preflight(spec.job_id, session)  # the preflight asks on it, then closes it
+                        kept = True
                         return True, f"policy client {client!r} attached through {self._relay.target}"
                     except PolicySessionError as exc:
                         if session.error is not None and "already has a policy session open" in str(exc):
@@ -108,7 +114,8 @@ class StationPolicyCalls:
                                                             throttle_duration_sec=5.0)
                             break
             finally:
-                session.close()
+                if not kept:
+                    session.close()
             cancelled.wait(0.2)
         return False, "cancelled while waiting for the policy"
 

@@ -25,6 +25,8 @@ Per episode, as :mod:`strands_robots.station.inprocess` does in one process:
   revoked and the episode ends ``authority_lost``;
 - **waiting for the policy** (:mod:`.station_policy`, with the goal's policy config): a policy session opened
   on the relay until the job's client attaches (or the core's deadline ends the wait);
+- **preflight** (:mod:`.preflight`): on that session, before any lease, one observation of the arms as they
+  stand and the cameras, its answer returned for the core to check;
 - **faults**: what is the station's and not the policy's is said so, and the core keeps the episode as an
   ``infrastructure_fault`` and runs its task again: the driver not ready or not answering (lease, start pose:
   :class:`~strands_robots.station.ports.InfrastructureFault`), the rollout node not there, not answering,
@@ -61,6 +63,7 @@ from strands_robots.driver_link.client import RosDriverBackend
 from strands_robots.nodes.station.episode_goal import REFUSED, ServerWatch, send_episode_goal, server_gids
 from strands_robots.nodes.station.lease import OPERATOR_CLAIM_PRIORITY, StationLeaseCalls
 from strands_robots.nodes.station.policy import RelaySettings, StationPolicyCalls
+from strands_robots.nodes.station.preflight import StationPreflightCalls
 from strands_robots.station.ports import InfrastructureFault, RolloutOutcome, ended_report
 from strands_robots.station.job import EpisodePlan
 
@@ -94,7 +97,7 @@ def _name(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
+class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls):
     """The robot side of the station node (see the module docstring).
 
     :param node: the station node (spun on another thread).
@@ -102,6 +105,9 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
     :param rollout_namespace: the rollout node's namespace ("" = the node's).
     :param link: the station's :class:`~strands_robots.station_link.link.StationLink` (None: no relay; only
         in-process providers such as ``mock`` can run).
+    :param camera_set: the station's cameras (cameras.yaml's ``CameraSet``) the preflight takes a frame of; None:
+        none.
+    :param camera_namespace: where their ``<camera>/image_raw`` topics are ("" = the node's namespace).
     """
 
     def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
@@ -109,7 +115,8 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,
                  rtc_inference_timeout_s: float = 0.0, record: bool = False, driver_ready_timeout_s: float = 10.0,
                  new_goal_id: Callable[[], bytes] = lambda: uuid.uuid4().bytes,
-                 on_recording: Optional[Callable[[str, EpisodePlan, str, str, str], None]] = None) -> None:
+                 on_recording: Optional[Callable[[str, EpisodePlan, str, str, str], None]] = None,
+                 camera_set: Any = None, camera_namespace: str = "") -> None:
         if isinstance(driver_ready_timeout_s, bool) or not isinstance(driver_ready_timeout_s, (int, float)) \
                 or not math.isfinite(driver_ready_timeout_s) or driver_ready_timeout_s <= 0:
             raise ValueError(f"driver_ready_timeout_s must be a finite number > 0, got {driver_ready_timeout_s!r}")
@@ -165,6 +172,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
         self._declared: dict = {}  # job id -> its attached policy's PolicySpec (compatibility gate, provenance)
+        self._init_preflight(camera_set, camera_namespace)  # sessions kept for the preflight, its camera frames
         # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
         self.goal_log: Deque[str] = collections.deque(maxlen=64)
 

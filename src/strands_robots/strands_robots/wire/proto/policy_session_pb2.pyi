@@ -96,17 +96,19 @@ class CameraNeed(_message.Message):
     def __init__(self, name: _Optional[str] = ..., height: _Optional[int] = ..., width: _Optional[int] = ...) -> None: ...
 
 class ActionRange(_message.Message):
-    __slots__ = ("key", "low", "high")
+    __slots__ = ("key", "low", "high", "closed")
     KEY_FIELD_NUMBER: _ClassVar[int]
     LOW_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
     key: str
     low: float
     high: float
-    def __init__(self, key: _Optional[str] = ..., low: _Optional[float] = ..., high: _Optional[float] = ...) -> None: ...
+    closed: float
+    def __init__(self, key: _Optional[str] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., closed: _Optional[float] = ...) -> None: ...
 
 class PolicySpec(_message.Message):
-    __slots__ = ("action_keys", "action_dim", "observation_keys", "cameras", "control_frequency_hz", "action_ranges", "source", "metadata_json")
+    __slots__ = ("action_keys", "action_dim", "observation_keys", "cameras", "control_frequency_hz", "action_ranges", "source", "metadata_json", "action_space")
     ACTION_KEYS_FIELD_NUMBER: _ClassVar[int]
     ACTION_DIM_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_KEYS_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +117,7 @@ class PolicySpec(_message.Message):
     ACTION_RANGES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    ACTION_SPACE_FIELD_NUMBER: _ClassVar[int]
     action_keys: _containers.RepeatedScalarFieldContainer[str]
     action_dim: int
     observation_keys: _containers.RepeatedScalarFieldContainer[str]
@@ -123,7 +126,8 @@ class PolicySpec(_message.Message):
     action_ranges: _containers.RepeatedCompositeFieldContainer[ActionRange]
     source: str
     metadata_json: str
-    def __init__(self, action_keys: _Optional[_Iterable[str]] = ..., action_dim: _Optional[int] = ..., observation_keys: _Optional[_Iterable[str]] = ..., cameras: _Optional[_Iterable[_Union[CameraNeed, _Mapping]]] = ..., control_frequency_hz: _Optional[float] = ..., action_ranges: _Optional[_Iterable[_Union[ActionRange, _Mapping]]] = ..., source: _Optional[str] = ..., metadata_json: _Optional[str] = ...) -> None: ...
+    action_space: str
+    def __init__(self, action_keys: _Optional[_Iterable[str]] = ..., action_dim: _Optional[int] = ..., observation_keys: _Optional[_Iterable[str]] = ..., cameras: _Optional[_Iterable[_Union[CameraNeed, _Mapping]]] = ..., control_frequency_hz: _Optional[float] = ..., action_ranges: _Optional[_Iterable[_Union[ActionRange, _Mapping]]] = ..., source: _Optional[str] = ..., metadata_json: _Optional[str] = ..., action_space: _Optional[str] = ...) -> None: ...
 
 class SessionAttach(_message.Message):
     __slots__ = ("job_id", "spec")
@@ -134,18 +138,28 @@ class SessionAttach(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[PolicySpec, _Mapping]] = ...) -> None: ...
 
 class EpisodeStart(_message.Message):
-    __slots__ = ("episode_id", "task", "action_keys", "control_frequency", "action_horizon")
+    __slots__ = ("episode_id", "task", "action_keys", "control_frequency", "action_horizon", "preflight")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     ACTION_KEYS_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     ACTION_HORIZON_FIELD_NUMBER: _ClassVar[int]
+    PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     task: _evaluation_pb2.Task
     action_keys: _containers.RepeatedScalarFieldContainer[str]
     control_frequency: float
     action_horizon: int
-    def __init__(self, episode_id: _Optional[str] = ..., task: _Optional[_Union[_evaluation_pb2.Task, _Mapping]] = ..., action_keys: _Optional[_Iterable[str]] = ..., control_frequency: _Optional[float] = ..., action_horizon: _Optional[int] = ...) -> None: ...
+    preflight: bool
+    def __init__(self, episode_id: _Optional[str] = ..., task: _Optional[_Union[_evaluation_pb2.Task, _Mapping]] = ..., action_keys: _Optional[_Iterable[str]] = ..., control_frequency: _Optional[float] = ..., action_horizon: _Optional[int] = ..., preflight: _Optional[bool] = ...) -> None: ...
+
+class Preflight(_message.Message):
+    __slots__ = ("episode", "observation")
+    EPISODE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    episode: EpisodeStart
+    observation: Observation
+    def __init__(self, episode: _Optional[_Union[EpisodeStart, _Mapping]] = ..., observation: _Optional[_Union[Observation, _Mapping]] = ...) -> None: ...
 
 class EpisodeEnd(_message.Message):
     __slots__ = ("episode_id", "end_condition", "end_detail")
@@ -196,7 +210,7 @@ class PolicyError(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class PolicyRequest(_message.Message):
-    __slots__ = ("request_id", "open", "episode_start", "act", "resume", "episode_end", "station_left", "job_ended")
+    __slots__ = ("request_id", "open", "episode_start", "act", "resume", "episode_end", "station_left", "job_ended", "preflight")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
     EPISODE_START_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +219,7 @@ class PolicyRequest(_message.Message):
     EPISODE_END_FIELD_NUMBER: _ClassVar[int]
     STATION_LEFT_FIELD_NUMBER: _ClassVar[int]
     JOB_ENDED_FIELD_NUMBER: _ClassVar[int]
+    PREFLIGHT_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     open: SessionOpen
     episode_start: EpisodeStart
@@ -213,7 +228,8 @@ class PolicyRequest(_message.Message):
     episode_end: EpisodeEnd
     station_left: StationLeft
     job_ended: JobEnded
-    def __init__(self, request_id: _Optional[int] = ..., open: _Optional[_Union[SessionOpen, _Mapping]] = ..., episode_start: _Optional[_Union[EpisodeStart, _Mapping]] = ..., act: _Optional[_Union[Observation, _Mapping]] = ..., resume: _Optional[_Union[Observation, _Mapping]] = ..., episode_end: _Optional[_Union[EpisodeEnd, _Mapping]] = ..., station_left: _Optional[_Union[StationLeft, _Mapping]] = ..., job_ended: _Optional[_Union[JobEnded, _Mapping]] = ...) -> None: ...
+    preflight: Preflight
+    def __init__(self, request_id: _Optional[int] = ..., open: _Optional[_Union[SessionOpen, _Mapping]] = ..., episode_start: _Optional[_Union[EpisodeStart, _Mapping]] = ..., act: _Optional[_Union[Observation, _Mapping]] = ..., resume: _Optional[_Union[Observation, _Mapping]] = ..., episode_end: _Optional[_Union[EpisodeEnd, _Mapping]] = ..., station_left: _Optional[_Union[StationLeft, _Mapping]] = ..., job_ended: _Optional[_Union[JobEnded, _Mapping]] = ..., preflight: _Optional[_Union[Preflight, _Mapping]] = ...) -> None: ...
 
 class PolicyReply(_message.Message):
     __slots__ = ("request_id", "attach", "chunk", "end_episode", "ack", "error", "attached")

@@ -1,0 +1,178 @@
+"""The preflight's rules (station/preflight.py) and its place in the episode procedure, without ROS.
+
+The answers checked are those a real policy gives: each test's policy is asked by a robot port whose preflight
+builds the observation from a real in-process station (InProcessRobot: a Simulation with a real LeaseManager)
+and calls the policy's ``reset`` and ``act`` as the relay's client does. The job fails at WAITING_POLICY with
+every reason, no lease is taken and no rollout runs.
+"""
+
+import math
+
+from strands_robots.client.policy import EndEpisode, Policy
+from strands_robots.client.policy_spec import ActionRange, PolicySpec
+from strands_robots.station.compatibility import StationSpec
+from strands_robots.station.episodes import JobRunner
+from strands_robots.station.inprocess import InProcessRobot
+from strands_robots.station.job_file import job_spec_from_mapping
+from strands_robots.station.model import JobState
+from strands_robots.station.preflight import PreflightAnswer, answer_refusals, camera_refusals
+from strands_robots.station.procedure_settings import ProcedureSettings
+from strands_robots.station.provenance import load_station_facts
+from strands_robots.station.record import JobRecord
+from strands_robots.station.scripted_operator import ScriptedOperator
+
+SHEET = [{"name": "done", "question": "Done?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"}]
+STATION = StationSpec(action_limits={"right.joint_1": (-2.8, 2.8), "right.gripper": (0.0, 0.8)})
+RIGHT = [f"right.joint_{i}" for i in range(1, 7)] + ["right.gripper"]
+
+
+def refusals(chunk, declared=None, offered=()):
+    return answer_refusals(PreflightAnswer(chunk=tuple(chunk), offered_keys=tuple(offered)), STATION, declared)
+
+
+def test_a_fitting_answer_has_no_reason():
+    assert refusals([{"right.joint_1": 0.1, "right.gripper": 0.3}] * 3) == []
+
+
+def test_every_fault_of_an_answer_is_listed_not_just_the_first():
+    declared = PolicySpec(action_keys=("right.joint_1", "right.gripper"),
+                          action_ranges=(ActionRange("right.gripper", 0.0, 0.4, closed=0.0),))
+    out = refusals([{"right.joint_1": math.inf, "right.wrist": 0.0, "right.gripper": 0.6},
+                    {"right.joint_1": 3.5}], declared, offered=("right.joint_1", "right.gripper"))
+    assert out == [
+        "preflight: the policy commands 'right.wrist': no actuator of this station has it (its actuators: "
+        "right.joint_1, right.gripper)",
+        "preflight: the chunk's steps command different keys: step 0 commands 3, step 1 1 (1 of 2 steps differ from "
+        "step 0)",
+        "preflight: the policy answered values that are not finite numbers (1: step 0 'right.joint_1' is inf)",
+        "preflight: 'right.joint_1': the policy commands 3.5, outside this station's command range [-2.8, 2.8] (the "
+        "driver refuses such targets)",
+        "preflight: 'right.gripper': the policy commands 0.6, outside the range it declared [0, 0.4]",
+    ]
+
+
+def test_an_answer_without_a_declared_key_or_of_another_count_is_named():
+    declared = PolicySpec(action_keys=("right.joint_1", "right.gripper", "right.joint_9"))
+    assert refusals([{"right.joint_1": 0.0}], declared) == [
+        "preflight: the policy declared it commands 'right.gripper' and its answer does not"]
+    # more keys than it declared is no fault: it holds them (the scripted policies command every actuator)
+    assert refusals([{"right.joint_1": 0.0, "right.gripper": 0.1}], PolicySpec(action_keys=("right.joint_1",))) == []
+    assert refusals([{"right.joint_1": 0.0}], PolicySpec(action_dim=7)) == [
+        "preflight: the policy declared 7 actions per step and answered 1 per step"]
+    assert refusals([{"right.joint_1": 0.0}], offered=("right.gripper",)) == [
+        "preflight: the policy commands 'right.joint_1', which the episode does not offer it"]
+
+
+def test_an_error_an_end_or_an_empty_chunk_is_the_one_reason():
+    station = STATION
+    assert answer_refusals(PreflightAnswer(error="it raised KeyError: 'state'"), station) == [
+        "preflight: the policy could not answer the station's first observation: it raised KeyError: 'state'"]
+    assert answer_refusals(PreflightAnswer(ended="done"), station) == [
+        "preflight: the policy ended the episode at its first observation (EndEpisode (done)): it would run no step"]
+    assert answer_refusals(PreflightAnswer(chunk=()), station) == [
+        "preflight: the policy answered an empty chunk: no action to check"]
+
+
+class _Task:
+    def __init__(self, task_id, **parameters):
+        self.task_id, self.parameters = task_id, parameters
+
+
+def test_every_unknown_camera_of_every_task_is_named_once():
+    tasks = [_Task("a", cameras="scene:224x224,top"), _Task("b"), _Task("c", cameras="none"),
+             _Task("d", cameras="side,wrist"), _Task("a", cameras="scene:224x224,top")]
+    assert camera_refusals(tasks, ("scene", "wrist")) == [
+        "task 'a' asks for camera 'top': this station has no such camera (its cameras: scene, wrist)",
+        "task 'd' asks for camera 'side': this station has no such camera (its cameras: scene, wrist)"]
+    assert camera_refusals([_Task("e", cameras="scene")], ()) == [
+        "task 'e' asks for camera 'scene': this station has no such camera (its cameras: none)"]
+
+
+# -- in the procedure ---------------------------------------------------------------------------------------------
+class PreflightRobot(InProcessRobot):
+    """The in-process station with a preflight asking ``policy`` as the relay's client does; counts leases."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy = policy
+        self.leases = 0
+        self.rollouts = 0
+        self.asked = []
+
+    def preflight(self, spec, plan):
+        observation = dict(self._backend.observe())
+        self.asked.append(sorted(observation))
+        try:
+            self.policy.reset({"instruction": plan.task.instruction})
+            chunk = self.policy.act(observation)
+        except EndEpisode as exc:
+            return PreflightAnswer(ended=str(exc))
+        except Exception as exc:
+            return PreflightAnswer(error=f"it raised {type(exc).__name__}: {exc}")
+        return PreflightAnswer(chunk=tuple(chunk), offered_keys=tuple(self._backend.action_keys()))
+
+    def acquire_lease(self, holder, priority, duration_s):
+        self.leases += 1
+        return super().acquire_lease(holder, priority, duration_s)
+
+    def run_rollout(self, plan, progress):
+        self.rollouts += 1
+        return super().run_rollout(plan, progress)
+
+
+class Answers(Policy):
+    def __init__(self, answer):
+        self.answer = answer
+
+    def act(self, observation):
+        return self.answer(observation)
+
+
+def run(policy, tasks=None):
+    spec = job_spec_from_mapping({
+        "job_id": "job-preflight", "client_id": "team", "station_id": "sim_station", "episodes_total": 1,
+        "duration_s": 0.2, "policy": {"provider": "mock"},
+        "tasks": tasks or [{"task_id": "hold", "instruction": "hold still", "scoring": SHEET,
+                            "parameters": {"success_when": "end_condition == timeout"}}]})
+    robot = PreflightRobot(policy)
+    operator = ScriptedOperator()
+    snapshots = []
+    runner = JobRunner(JobRecord(spec), robot, operator, publish=snapshots.append,
+                       settings=ProcedureSettings(station_facts=load_station_facts(cameras=["scene", "wrist"])))
+    try:
+        final = runner.run()
+    finally:
+        operator.close()
+    return final, robot, [s.state for s in snapshots]
+
+
+def test_a_failed_preflight_fails_the_job_at_waiting_policy_with_every_reason_and_no_lease():
+    final, robot, states = run(Answers(lambda obs: [{"right.joint_1": float("nan"), "right.joint_9": 0.0}]))
+    assert final.state is JobState.FAILED
+    assert states[-2:] == [JobState.WAITING_POLICY, JobState.FAILED] and JobState.RUNNING not in states
+    assert "does not fit this station (2 mismatches; no arm moved): 1. preflight: the policy commands " \
+           "'right.joint_9': no actuator" in final.message, final.message
+    assert "2. preflight: the policy answered values that are not finite numbers (1: step 0 'right.joint_1' is nan)" \
+        in final.message
+    assert (robot.leases, robot.rollouts, final.episodes) == (0, 0, ())
+    assert robot.asked and "right.joint_1.pos" in robot.asked[0]  # asked on the arms' real state
+
+
+def test_a_raising_policy_and_an_unknown_camera_are_both_named():
+    def explode(observation):
+        raise KeyError("observation/joint_position")
+
+    tasks = [{"task_id": "top", "instruction": "look", "scoring": SHEET, "parameters": {"cameras": "top"}}]
+    final, robot, states = run(Answers(explode), tasks)
+    assert final.state is JobState.FAILED and JobState.RUNNING not in states
+    assert final.message.endswith(
+        "(2 mismatches; no arm moved): 1. task 'top' asks for camera 'top': this station has no such camera (its "
+        "cameras: scene, wrist); 2. preflight: the policy could not answer the station's first observation: it "
+        "raised KeyError: 'observation/joint_position'"), final.message
+    assert (robot.leases, robot.rollouts) == (0, 0)
+
+
+def test_a_policy_that_answers_rightly_runs_its_episodes():
+    final, robot, _ = run(Answers(lambda obs: [{"right.joint_1": float(obs["right.joint_1.pos"])}]))
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert robot.leases == 1 and len(robot.asked) == 1
