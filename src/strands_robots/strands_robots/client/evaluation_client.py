@@ -124,14 +124,16 @@ class EvaluationClient:
 
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
                    job_id: Optional[str] = None, *, attempts: int = 3, duration_s: Optional[float] = None,
-                   control_frequency: Optional[float] = None, max_discards: Optional[int] = None) -> str:
+                   control_frequency: Optional[float] = None, max_discards: Optional[int] = None,
+                   intervals: Optional[str] = None) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
 
         ``duration_s`` (each episode's budget, s), ``control_frequency`` (Hz) and ``max_discards`` (discarded
         episodes tolerated before the job fails) are the job's settings, as a job file has them; None leaves the
         station's default (10 s, 50 Hz, 10). A task's own ``duration_s`` / ``control_frequency`` parameter wins for
-        that task. The relay checks them with the station's rules and refuses a value out of range
-        (``InvalidTask`` naming the field).
+        that task. ``intervals`` is how the job's success rates get their 95 % interval in its status:
+        ``"wilson"`` (None: the default) or ``"clopper-pearson"``. The relay checks them with the station's rules and
+        refuses a value out of range (``InvalidTask`` naming the field).
 
         The job id is chosen here (``job-`` and 16 random hex digits) unless ``job_id`` is given, and every
         attempt sends the same id and content: when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED) the
@@ -150,7 +152,7 @@ class EvaluationClient:
         request = pb.SubmitJobRequest(station_id=station_id, episodes=int(episodes),
                                       job_id=new_job_id() if generated else job_id)
         for name, value in (("duration_s", duration_s), ("control_frequency", control_frequency),
-                            ("max_discards", max_discards)):
+                            ("max_discards", max_discards), ("intervals", intervals)):
             if value is not None:
                 try:
                     setattr(request, name, value)

@@ -51,6 +51,7 @@ __all__ = [
     "plan_episode",
     "DEFAULT_DURATION_S",
     "DEFAULT_CONTROL_FREQUENCY_HZ",
+    "INTERVAL_METHODS",
 ]
 
 LEGAL_TRANSITIONS: Mapping[JobState, frozenset] = MappingProxyType({
@@ -74,6 +75,8 @@ PARAM_CONTROL_FREQUENCY = "control_frequency"
 PARAM_START_POSE_TIMEOUT_S = "start_pose_timeout_s"
 PARAM_START_POSE_TOLERANCE_RAD = "start_pose_tolerance_rad"
 PARAM_SEED = "seed"
+# The job setting ``intervals``: how its rates' intervals are computed (stats.proportion.IntervalMethod values).
+INTERVAL_METHODS = ("wilson", "clopper-pearson")
 # A parameter "policy.<option>" overrides the job's policy_config[<option>] for that task's episodes (the value
 # is JSON when it parses as JSON, else the string): how one simulated job drives mixed end conditions.
 POLICY_PARAM_PREFIX = "policy."
@@ -108,6 +111,8 @@ class JobSpec:
     :param duration_s: default rollout budget per episode (task parameter ``duration_s`` overrides it).
     :param control_frequency: default control rate in Hz (task parameter ``control_frequency`` overrides it).
     :param max_discards: discarded episodes tolerated before the job fails (a guard against a discard loop).
+    :param intervals: how the job's success rates get their 95 % interval: ``wilson`` (the default) or
+        ``clopper-pearson`` (``station.summary``).
     """
 
     job_id: str
@@ -120,6 +125,7 @@ class JobSpec:
     duration_s: float = DEFAULT_DURATION_S
     control_frequency: float = DEFAULT_CONTROL_FREQUENCY_HZ
     max_discards: int = 10
+    intervals: str = INTERVAL_METHODS[0]
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
@@ -232,6 +238,8 @@ def validate_job_spec(spec: Any) -> JobSpec:
         rules.check_number("max_discards", spec.max_discards, rules.JOB_LIMITS["max_discards"])
     except rules.ValueRefused as exc:
         raise _refused(exc) from None
+    if spec.intervals not in INTERVAL_METHODS:
+        raise JobSpecError("intervals", f"{spec.intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     _check_budgets(spec)
     _check_policies(spec)
     check_job_images(spec)

@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards")
+    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards", "intervals")
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class SubmitJobRequest(_message.Message):
     DURATION_S_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
     station_id: str
     tasks: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.Task]
     episodes: int
@@ -25,7 +26,8 @@ class SubmitJobRequest(_message.Message):
     duration_s: float
     control_frequency: float
     max_discards: int
-    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
+    intervals: str
+    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id",)

@@ -48,7 +48,7 @@ class TakeJobsRequest(_message.Message):
     def __init__(self, station_id: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards")
+    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards", "intervals")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class Job(_message.Message):
     DURATION_S_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     client_id: str
     station_id: str
@@ -67,7 +68,8 @@ class Job(_message.Message):
     duration_s: float
     control_frequency: float
     max_discards: int
-    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ...) -> None: ...
+    intervals: str
+    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ...) -> None: ...
 
 class JobCancel(_message.Message):
     __slots__ = ("job_id", "reason")
