@@ -452,6 +452,7 @@ def _rates_panel(ax: Any, groups: list, figures: Any) -> None:
     from strands_robots.station.summary import coverage_text
 
     width = 0.38
+    labeled = set()
     for n, (label, f) in enumerate(groups):
         for offset, value, low, high, color, kind in (
                 (-width / 2, f.success.rate, f.success.low, f.success.high, "C0", "rate"),
@@ -460,7 +461,8 @@ def _rates_panel(ax: Any, groups: list, figures: Any) -> None:
                 ax.text(n + offset, 0.02, "n/a", ha="center", fontsize=7, rotation=90)
                 continue
             ax.bar(n + offset, value, width, color=color, alpha=0.7, gid=f"{kind}:{label}",
-                   label=({"rate": "success rate", "score": "mean score"}[kind]) if n == 0 else None)
+                   label=None if kind in labeled else {"rate": "success rate", "score": "mean score"}[kind])
+            labeled.add(kind)
             if low is not None and high is not None:
                 ax.errorbar(n + offset, value, yerr=[[value - low], [high - value]], fmt="none", ecolor="black",
                             capsize=4, gid=f"{kind}_interval:{label}")
@@ -468,7 +470,8 @@ def _rates_panel(ax: Any, groups: list, figures: Any) -> None:
     ax.set_xticks(range(len(groups)), [g[0] for g in groups], rotation=20, ha="right", fontsize=8)
     ax.set_ylim(0, 1.15)
     ax.set_ylabel("rate / score")
-    ax.legend(loc="upper right", fontsize=7)
+    if labeled:
+        ax.legend(loc="upper right", fontsize=7)
     rate = figures.success
     method = f"{rate.method.label} {rate.confidence * 100:g} %" if rate.has_interval else "no outcomes"
     ax.set_title(f"error bars: success rate {method} interval, mean score {figures.score.confidence * 100:g} % "

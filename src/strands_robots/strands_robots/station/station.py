@@ -54,6 +54,7 @@ from strands_robots.station.persistence import JobStore, SetAside, recover
 from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
+from strands_robots.station.summary import warm_up
 
 __all__ = ["Station", "SubmitReply", "MAX_QUEUED", "PLACES_SHOWN", "SET_ASIDE_SEQUENCE"]
 
@@ -331,6 +332,7 @@ class Station:
             self._keeper = threading.Thread(target=self._keep_deadlines, name=f"station-{self.station_id}-deadlines",
                                             daemon=True)
             self._keeper.start()
+        warm_up()
 
     def stop(self, timeout_s: float = 10.0, reason: str = "station shutting down") -> bool:
         """Stop taking jobs and suspend the running one (a restarted station resumes it); True once stopped."""

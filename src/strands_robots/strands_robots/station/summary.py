@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -40,7 +41,7 @@ from strands_robots.stats.mean_score import MeanScore, mean_score_interval
 from strands_robots.stats.proportion import IntervalMethod, Proportion, proportion_interval
 
 __all__ = ["TaskSummary", "JobSummary", "RunningSummary", "disposition_of", "summarize", "summary_of", "CONFIDENCE",
-           "BOOTSTRAP_SEED", "BOOTSTRAP_RESAMPLES", "rate_text", "score_text", "coverage_text"]
+           "BOOTSTRAP_SEED", "BOOTSTRAP_RESAMPLES", "rate_text", "score_text", "coverage_text", "warm_up"]
 
 #: Every interval of a summary is two-sided at this level.
 CONFIDENCE = 0.95
@@ -231,6 +232,25 @@ def summarize(episodes: Iterable[Any], *, discarded: Sequence[str] = (), interru
     :raises ValueError: an unknown method, or an episode listed twice.
     """
     return RunningSummary(method, confidence).summary(tuple(episodes), discarded, interrupted)
+
+
+def warm_up() -> threading.Thread:
+    """Import the statistics libraries on a thread of their own, now, rather than in a job's first summary.
+
+    statsmodels (with pandas) and scipy.stats take seconds to import; the first summary with an outcome would
+    otherwise wait for them while holding its job's lock. The station calls this when it starts.
+    """
+
+    def load() -> None:
+        try:
+            import scipy.stats  # noqa: F401
+            import statsmodels.stats.proportion  # noqa: F401
+        except ImportError:  # said by the first summary that needs them, with the reason
+            pass
+
+    thread = threading.Thread(target=load, name="stats-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def summary_of(record: Any, running: Optional[RunningSummary] = None) -> JobSummary:
