@@ -33,21 +33,56 @@ import bisect
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from strands_robots.rollout.end_condition import END_INFRASTRUCTURE_FAULT, END_SAFETY_STOP
 from strands_robots.stats.coverage import Coverage, Disposition
 from strands_robots.stats.mean_score import MeanScore, mean_score_interval
 from strands_robots.stats.proportion import IntervalMethod, Proportion, proportion_interval
 
-__all__ = ["TaskSummary", "JobSummary", "RunningSummary", "disposition_of", "summarize", "summary_of", "CONFIDENCE",
-           "BOOTSTRAP_SEED", "BOOTSTRAP_RESAMPLES", "rate_text", "score_text", "coverage_text", "warm_up"]
+__all__ = ["CoverageCounts", "TaskSummary", "JobSummary", "RunningSummary", "disposition_of", "summarize",
+           "summary_of", "CONFIDENCE", "BOOTSTRAP_SEED", "BOOTSTRAP_RESAMPLES", "rate_text", "score_text",
+           "coverage_text", "warm_up"]
 
 #: Every interval of a summary is two-sided at this level.
 CONFIDENCE = 0.95
 #: The mean score's bootstrap: seeded, so every snapshot of the same scores shows the same interval.
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 9999
+
+
+@dataclass(frozen=True)
+class CoverageCounts:
+    """How many attempted episodes are in each coverage bucket: a :class:`Coverage` as a status carries it.
+
+    The station's summary holds the episode ids (:class:`Coverage`); on the wire only the counts travel, so a
+    snapshot's size stays bounded. Both answer :meth:`counts`, :attr:`attempted` and :attr:`not_scored`.
+    """
+
+    buckets: Tuple[Tuple[Disposition, int], ...]
+
+    @classmethod
+    def of(cls, counts: Mapping[Any, int]) -> "CoverageCounts":
+        """Return the counts of ``counts`` (a disposition or its value -> count; a missing bucket is 0).
+
+        :raises ValueError: a negative count or an unknown disposition.
+        """
+        given = {Disposition(getattr(d, "value", d)): int(n) for d, n in counts.items()}
+        if any(n < 0 for n in given.values()):
+            raise ValueError(f"coverage counts must be >= 0, got {given}")
+        return cls(tuple((d, given.get(d, 0)) for d in Disposition))
+
+    def counts(self) -> Mapping[Disposition, int]:
+        """How many episodes each bucket holds (every bucket, zeros included)."""
+        return dict(self.buckets)
+
+    @property
+    def attempted(self) -> int:
+        return sum(n for _, n in self.buckets)
+
+    @property
+    def not_scored(self) -> int:
+        return self.attempted - self.counts()[Disposition.SCORED]
 
 
 @dataclass(frozen=True)
@@ -63,7 +98,10 @@ class TaskSummary:
     task_id: str
     success: Proportion
     score: MeanScore
-    coverage: Coverage
+    coverage: Any  # Coverage (episode ids) or CoverageCounts
+
+    def __post_init__(self) -> None:
+        _check_figures(self.success, self.score, self.coverage, f"task {self.task_id!r}")
 
 
 @dataclass(frozen=True)
@@ -72,14 +110,18 @@ class JobSummary:
 
     :param success: successes of every outcome, with its interval (the job's ``intervals`` method).
     :param score: the outcomes' mean score with its bootstrap interval.
-    :param coverage: every attempted episode of the job (discarded and interrupted ones included).
+    :param coverage: every attempted episode of the job (discarded and interrupted ones included): a
+        :class:`Coverage` of episode ids at the station, its :class:`CoverageCounts` from a status on the wire.
     :param tasks: one :class:`TaskSummary` per task that has a listed episode.
     """
 
     success: Proportion
     score: MeanScore
-    coverage: Coverage
+    coverage: Any  # Coverage (episode ids) or CoverageCounts
     tasks: Tuple[TaskSummary, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_figures(self.success, self.score, self.coverage, "the job")
 
     def text(self) -> str:
         """One line: ``success 3/5 = 60 % [23 %, 88 %] Wilson 95 %; mean score 0.47 [0.20, 0.73] bootstrap; ...``."""
@@ -89,6 +131,14 @@ class JobSummary:
     def task(self, task_id: str) -> Optional[TaskSummary]:
         """Return the summary of ``task_id`` (None when no episode of it is listed)."""
         return next((t for t in self.tasks if t.task_id == task_id), None)
+
+
+def _check_figures(success: Proportion, score: MeanScore, coverage: Any, whose: str) -> None:
+    """Refuse figures that do not hold together: the rate's trials, the scores and the scored episodes are one n."""
+    scored = coverage.counts()[Disposition.SCORED]
+    if not success.trials == score.n == scored:
+        raise ValueError(f"{whose}: {success.trials} trials, {score.n} scores and {scored} scored episodes: the "
+                         "outcomes are one number")
 
 
 def rate_text(rate: Proportion) -> str:
@@ -109,11 +159,15 @@ def score_text(score: MeanScore) -> str:
     return f"{score.mean:.2f} [{score.low:.2f}, {score.high:.2f}] bootstrap{tail}"
 
 
-def coverage_text(coverage: Coverage) -> str:
-    """``5/8 scored (2 taken over, 1 unscored)``: outcomes of attempted, every other bucket named."""
-    others = ", ".join(f"{n} {d.value.replace('_', ' ')}" for d, n in coverage.counts().items()
+def coverage_text(coverage: Any) -> str:
+    """``5/8 scored (2 taken over, 1 unscored)``: outcomes of attempted, every other bucket named.
+
+    :param coverage: a :class:`Coverage` or :class:`CoverageCounts`.
+    """
+    counts = coverage.counts()
+    others = ", ".join(f"{n} {d.value.replace('_', ' ')}" for d, n in counts.items()
                        if d is not Disposition.SCORED and n)
-    return f"{len(coverage.scored)}/{coverage.attempted} scored" + (f" ({others})" if others else "")
+    return f"{counts[Disposition.SCORED]}/{coverage.attempted} scored" + (f" ({others})" if others else "")
 
 
 def disposition_of(episode: Any) -> Disposition:

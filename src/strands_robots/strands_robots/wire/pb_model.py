@@ -143,9 +143,6 @@ def job_status_to_pb(status: Any) -> Any:
     return msg
 
 
-_COVERAGE_BUCKETS = ("scored", "faulted", "safety_stopped", "discarded", "taken_over", "unscored", "interrupted")
-
-
 def _optional(msg: Any, name: str) -> Any:
     return getattr(msg, name) if msg.HasField(name) else None
 
@@ -191,15 +188,16 @@ def mean_score_from_pb(msg: Any) -> Any:
 
 
 def coverage_to_pb(coverage: Any) -> Any:
-    """``stats.coverage.Coverage`` -> ``pb.Coverage`` (every bucket's episode ids)."""
-    return _pb_eval().Coverage(**{name: list(getattr(coverage, name)) for name in _COVERAGE_BUCKETS})
+    """``stats.coverage.Coverage`` (or ``station.summary.CoverageCounts``) -> ``pb.Coverage``: each bucket's count."""
+    return _pb_eval().Coverage(**{d.value: int(n) for d, n in coverage.counts().items()})
 
 
 def coverage_from_pb(msg: Any) -> Any:
-    """``pb.Coverage`` -> ``stats.coverage.Coverage``; ValueError for an id in two buckets."""
-    from strands_robots.stats.coverage import Coverage
+    """``pb.Coverage`` -> ``station.summary.CoverageCounts``."""
+    from strands_robots.station.summary import CoverageCounts
+    from strands_robots.stats.coverage import Disposition
 
-    return Coverage(**{name: tuple(getattr(msg, name)) for name in _COVERAGE_BUCKETS})
+    return CoverageCounts.of({d: getattr(msg, d.value) for d in Disposition})
 
 
 def summary_to_pb(summary: Any) -> Any:

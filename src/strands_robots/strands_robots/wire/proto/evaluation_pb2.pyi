@@ -190,14 +190,14 @@ class Coverage(_message.Message):
     TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
     UNSCORED_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
-    scored: _containers.RepeatedScalarFieldContainer[str]
-    faulted: _containers.RepeatedScalarFieldContainer[str]
-    safety_stopped: _containers.RepeatedScalarFieldContainer[str]
-    discarded: _containers.RepeatedScalarFieldContainer[str]
-    taken_over: _containers.RepeatedScalarFieldContainer[str]
-    unscored: _containers.RepeatedScalarFieldContainer[str]
-    interrupted: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, scored: _Optional[_Iterable[str]] = ..., faulted: _Optional[_Iterable[str]] = ..., safety_stopped: _Optional[_Iterable[str]] = ..., discarded: _Optional[_Iterable[str]] = ..., taken_over: _Optional[_Iterable[str]] = ..., unscored: _Optional[_Iterable[str]] = ..., interrupted: _Optional[_Iterable[str]] = ...) -> None: ...
+    scored: int
+    faulted: int
+    safety_stopped: int
+    discarded: int
+    taken_over: int
+    unscored: int
+    interrupted: int
+    def __init__(self, scored: _Optional[int] = ..., faulted: _Optional[int] = ..., safety_stopped: _Optional[int] = ..., discarded: _Optional[int] = ..., taken_over: _Optional[int] = ..., unscored: _Optional[int] = ..., interrupted: _Optional[int] = ...) -> None: ...
 
 class TaskFigures(_message.Message):
     __slots__ = ("task_id", "success", "score", "coverage")
