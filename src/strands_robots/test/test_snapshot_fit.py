@@ -110,7 +110,7 @@ def test_by_construction_every_snapshot_a_station_makes_fits_the_relays_default_
 
 
 def largest_summary(tasks):
-    """Return a summary at its largest: every task id at its limit in 4-byte characters, every count and note maximal."""
+    """Return a summary at its largest: every task id at its limit in 4-byte characters, each count and note too."""
     from strands_robots.station.limits import IDENTIFIER_MAX
     from strands_robots.stats import mean_score, proportion
 
