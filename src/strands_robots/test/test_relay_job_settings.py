@@ -26,7 +26,8 @@ from strands_robots.station.job_file import load_job_file
 DEMO_JOB = Path(__file__).resolve().parent.parent / "config" / "demo_job.yaml"
 
 # How each key of a job file reaches the station through the relay (a key missing here fails the first test).
-ARRIVES = ("station_id", "episodes_total", "duration_s", "control_frequency", "max_discards", "tasks", "images")
+ARRIVES = ("station_id", "episodes_total", "duration_s", "control_frequency", "max_discards", "intervals", "tasks",
+           "images")
 # The submit names the job (a fresh id each time) and its owner (the token's client); the file's policy is served
 # by the client that submits (the station's provider is "relay").
 GIVEN_BY_THE_SUBMIT = ("job_id", "client_id")
@@ -36,7 +37,8 @@ SERVED_BY_THE_CLIENT = ("policy",)
 def _spec_with_every_setting_changed():
     """Return the demo job with each job-level setting away from its default (and from the file's own value)."""
     spec = load_job_file(str(DEMO_JOB))
-    return dataclasses.replace(spec, duration_s=1.5, control_frequency=40.0, max_discards=7, episodes_total=5)
+    return dataclasses.replace(spec, duration_s=1.5, control_frequency=40.0, max_discards=7, episodes_total=5,
+                               intervals="clopper-pearson")
 
 
 def _station_side(relay, timeout_s: float = 20.0):
@@ -71,6 +73,7 @@ def test_every_setting_of_a_job_file_reaches_the_station_through_the_relay(tmp_p
     assert station.station_id == spec.station_id
     assert station.episodes_total == 5
     assert (station.duration_s, station.control_frequency, station.max_discards) == (1.5, 40.0, 7)
+    assert station.intervals == "clopper-pearson"  # how the station's status computes the rates' intervals
     # the tasks whole, the file's images settings in every task's parameters
     assert station.tasks == spec.tasks
     assert all(t.parameters["cameras"] == "scene:224x224,wrist:224x224" for t in station.tasks)
@@ -86,8 +89,8 @@ def test_a_job_that_leaves_a_setting_out_gets_the_stations_default(tmp_path):
     defaults = job_file.job_spec_from_mapping({"job_id": "j", "client_id": "c", "station_id": "s",
                                                "episodes_total": 1, "policy": {"provider": "mock"},
                                                "tasks": [job_file.task_to_mapping(spec.tasks[0])]})
-    assert (station.duration_s, station.control_frequency, station.max_discards) == (
-        defaults.duration_s, defaults.control_frequency, defaults.max_discards)
+    assert (station.duration_s, station.control_frequency, station.max_discards, station.intervals) == (
+        defaults.duration_s, defaults.control_frequency, defaults.max_discards, "wilson")
 
 
 @pytest.mark.parametrize("setting, value, reason", [
@@ -96,6 +99,7 @@ def test_a_job_that_leaves_a_setting_out_gets_the_stations_default(tmp_path):
     ("control_frequency", 5000.0, "control_frequency"),
     ("max_discards", 1001, "max_discards"),
     ("max_discards", -1, "max_discards"),
+    ("intervals", "bayes", "intervals"),
 ])
 def test_a_setting_out_of_range_is_refused_at_submit_naming_it_and_no_job_is_made(tmp_path, setting, value, reason):
     spec = load_job_file(str(DEMO_JOB))
