@@ -54,7 +54,7 @@ from strands_robots.station.persistence import JobStore, SetAside, recover
 from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
-from strands_robots.station.summary import warm_up
+from strands_robots.station.summary import load_statistics
 
 __all__ = ["Station", "SubmitReply", "MAX_QUEUED", "PLACES_SHOWN", "SET_ASIDE_SEQUENCE"]
 
@@ -322,7 +322,8 @@ class Station:
         return tuple(lines)
 
     def start(self) -> None:
-        """Run queued jobs on a worker thread until :meth:`stop`."""
+        """Run queued jobs on a worker thread until :meth:`stop` (the statistics libraries loaded first)."""
+        load_statistics()  # before any job: their import would hold the interpreter in the middle of an episode
         with self._lock:
             if self._worker is not None:
                 return
@@ -332,7 +333,6 @@ class Station:
             self._keeper = threading.Thread(target=self._keep_deadlines, name=f"station-{self.station_id}-deadlines",
                                             daemon=True)
             self._keeper.start()
-        warm_up()
 
     def stop(self, timeout_s: float = 10.0, reason: str = "station shutting down") -> bool:
         """Stop taking jobs and suspend the running one (a restarted station resumes it); True once stopped."""

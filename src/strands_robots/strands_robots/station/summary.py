@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -42,7 +41,7 @@ from strands_robots.stats.proportion import IntervalMethod, Proportion, proporti
 
 __all__ = ["CoverageCounts", "TaskSummary", "JobSummary", "RunningSummary", "disposition_of", "summarize",
            "summary_of", "CONFIDENCE", "BOOTSTRAP_SEED", "BOOTSTRAP_RESAMPLES", "rate_text", "score_text",
-           "coverage_text", "warm_up"]
+           "coverage_text", "load_statistics"]
 
 #: Every interval of a summary is two-sided at this level.
 CONFIDENCE = 0.95
@@ -288,23 +287,18 @@ def summarize(episodes: Iterable[Any], *, discarded: Sequence[str] = (), interru
     return RunningSummary(method, confidence).summary(tuple(episodes), discarded, interrupted)
 
 
-def warm_up() -> threading.Thread:
-    """Import the statistics libraries on a thread of their own, now, rather than in a job's first summary.
+def load_statistics() -> None:
+    """Import the statistics libraries now, before the station runs a job, not inside a job's first summary.
 
-    statsmodels (with pandas) and scipy.stats take seconds to import; the first summary with an outcome would
-    otherwise wait for them while holding its job's lock. The station calls this when it starts.
+    statsmodels (with pandas) and scipy.stats take seconds of CPU to import, holding the interpreter: inside a job
+    that would starve the station's own threads (its lease heartbeat) in the middle of an episode. The station calls
+    this once when it starts, before it takes a job. An import that fails is said by the first summary that needs it.
     """
-
-    def load() -> None:
-        try:
-            import scipy.stats  # noqa: F401
-            import statsmodels.stats.proportion  # noqa: F401
-        except ImportError:  # said by the first summary that needs them, with the reason
-            pass
-
-    thread = threading.Thread(target=load, name="stats-warm-up", daemon=True)
-    thread.start()
-    return thread
+    try:
+        import scipy.stats  # noqa: F401
+        import statsmodels.stats.proportion  # noqa: F401
+    except ImportError:
+        pass
 
 
 def summary_of(record: Any, running: Optional[RunningSummary] = None) -> JobSummary:
