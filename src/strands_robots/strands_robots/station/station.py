@@ -355,8 +355,9 @@ class Station:
     def wait_idle(self, timeout_s: Optional[float] = None) -> bool:
         """Block until no job is queued or running (tests, demos). True when idle."""
         with self._lock:
-            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None and not self._looking,
-                                       timeout_s)
+            # a job taken from the queue whose runner is not made yet (_starting) is not idle either
+            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None and self._starting is None
+                                       and not self._looking, timeout_s)
 
     # -- internals ------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -400,6 +401,7 @@ class Station:
             with self._lock:
                 if self._stopping:  # stays as persisted: the next start resumes it
                     self._starting = None
+                    self._lock.notify_all()
                     return None, None
                 numbered = _Numbered(self, record.sequence)
                 runner = JobRunner(record, self._robot, self._operator, store=numbered,
