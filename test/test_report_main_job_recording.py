@@ -34,15 +34,20 @@ def test_report_of_the_recorded_main_job_matches_the_demos_summary(demo_main_job
         first.append((topic.rsplit("/", 1)[1], decoded))
     assert {name for name, _ in first} == LATCHED, run.late_out + run.late_err
     assert dict(first)["job_status"].state == "RUNNING" and dict(first)["driver_status"].active
-    printed = re.search(r"success rate (\d+)%, mean score ([\d.]+) over (\d+) scored", station_out)
+    printed = re.search(r"^job: success (\d+)/(\d+) = (\d+) % \[(\d+) %, (\d+) %\] Wilson 95 %; mean score ([\d.]+) ",
+                        station_out, re.M)
     assert printed, station_out[-2000:]
 
     traces, job = report.load_recording(path)
     assert job is not None and job["state"] == "SUCCEEDED"
     summary = report.job_summary(traces, job)
-    assert round(summary.success_rate * 100) == int(printed.group(1))
-    assert f"{summary.mean_score:.2f}" == printed.group(2)
-    assert sum(s and not t for s, t in zip(summary.scored, summary.taken_over)) == int(printed.group(3))
+    assert round(summary.success_rate * 100) == int(printed.group(3))
+    assert f"{summary.mean_score:.2f}" == printed.group(6)
+    assert sum(s and not t for s, t in zip(summary.scored, summary.taken_over)) == int(printed.group(2))
+    # the report's figures are the station's: the same k of n and interval the client printed
+    rate = summary.figures.success
+    assert (rate.successes, rate.trials) == (int(printed.group(1)), int(printed.group(2)))
+    assert (round(rate.low * 100), round(rate.high * 100)) == (int(printed.group(4)), int(printed.group(5)))
 
     stops = [e for e in job["episodes"] if e["end_condition"] == "safety_stop"]
     assert stops, "the demo job has a safety-stop episode"

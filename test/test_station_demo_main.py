@@ -72,8 +72,9 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
         p50, p99, age, missed = float(r[8]), float(r[9]), float(r[10]), int(r[11])
         assert 0 < p50 <= p99 and age >= 0 and missed >= 0, r
     assert rows[5][8:] == ["-", "-", "-", "-"], rows[5]
-    assert re.search(r"^success rate 60%, mean score \d\.\d\d over 5 scored episode\(s\) not taken over", out,
-                     re.M), out
+    # the figures with their intervals: 3 of 5 outcomes, 9 episodes attempted (ep_0004 discarded), every one named
+    assert re.search(r"^job: success 3/5 = 60 % \[23 %, 88 %\] Wilson 95 %; mean score \d\.\d\d \[\d\.\d\d, \d\.\d\d\] "
+                     r"bootstrap .*; coverage 5/9 scored \(1 discarded, 2 taken over, 1 unscored\)$", out, re.M), out
     # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
     statuses = run.statuses
     assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)

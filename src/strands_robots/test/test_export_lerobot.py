@@ -319,6 +319,10 @@ def test_episode_rows_carry_the_end_condition_and_null_scores_without_a_station(
         assert row["end_detail"] == trace.ended["end_detail"]
         assert row["run_id"] == trace.run_id and row["recording"] == path.name
         assert (row["scored"], row["success"], row["score"], row["taken_over"]) == (None, None, None, None)
+        assert row["outcome"] is None and row["task_id"] == ""
+    summary = json.loads((dataset / "meta/summary.json").read_text())  # no station result: nothing to count
+    assert summary["job"]["success"]["trials"] == 0 and summary["job"]["success"]["rate"] is None
+    assert summary["tasks"] == {}
 
 
 def test_resampling_to_half_the_rate_takes_every_other_step(recordings, tmp_path):
@@ -452,9 +456,11 @@ def test_station_episode_rows_carry_end_condition_success_and_score(recordings, 
     a, b = recordings[0], recordings[1]
     results = [
         {"episode_id": "ep_0000", "end_condition": "timeout", "scored": True, "success": True, "score": 0.75,
-         "taken_over": False, "end_detail": "", "run_id": trace_of(a).run_id},
+         "taken_over": False, "end_detail": "", "run_id": trace_of(a).run_id,
+         "task": {"task_id": "reach", "parameters": [], "scoring": {"items": []}}},
         {"episode_id": "ep_0001", "end_condition": "policy_completed", "scored": True, "success": False,
-         "score": 0.25, "taken_over": True, "end_detail": "the policy ended it", "run_id": trace_of(b).run_id},
+         "score": 0.25, "taken_over": True, "end_detail": "the policy ended it", "run_id": trace_of(b).run_id,
+         "task": {"task_id": "reach", "parameters": [], "scoring": {"items": []}}},
     ]
     files = []
     for n, (src, result) in enumerate(zip((a, b), results)):
@@ -469,6 +475,15 @@ def test_station_episode_rows_carry_end_condition_success_and_score(recordings, 
             assert row[name] == result[name], name
     assert rows[0]["operator_frames"] == 0
     assert rows[1]["operator_frames"] == operator_gap_frames(trace_of(b), 50.0)
+    # what feeds the figures: the task and whether the episode is an outcome (a taken-over one is not)
+    assert [(r["task_id"], r["outcome"]) for r in rows] == [("reach", "scored"), ("reach", "taken_over")]
+    summary = json.loads((out / "meta/summary.json").read_text())
+    job = summary["job"]
+    assert (job["success"]["successes"], job["success"]["trials"], job["success"]["method"]) == (1, 1, "wilson")
+    assert job["success"]["low"] == pytest.approx(0.2065, abs=1e-4) and job["success"]["high"] == 1.0
+    assert job["score"]["n"] == 1 and job["score"]["mean"] == 0.75 and job["score"]["low"] is None
+    assert job["coverage"]["scored"] == ["ep_0000"] and job["coverage"]["taken_over"] == ["ep_0001"]
+    assert list(summary["tasks"]) == ["reach"] and summary["tasks"]["reach"]["success"] == job["success"]
     # a station that says nobody took over: the same gap is not flagged
     quiet = tmp_path / "quiet.mcap"
     station_recording(b, quiet, cameras={}, result={**results[1], "taken_over": False})

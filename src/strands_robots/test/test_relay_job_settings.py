@@ -33,7 +33,7 @@ DEMO_JOB = CONFIG / "demo_job.yaml"
 SUITES = load_suites(str(CONFIG / "suites"), "simulated")
 
 # How each key of a job file reaches the station through the relay (a key missing here fails the first test).
-ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards")
+ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards", "intervals")
 # The submit names the job (a fresh id each time) and its owner (the token's client); the file's policy is served
 # by the client that submits (the station's provider is "relay").
 GIVEN_BY_THE_SUBMIT = ("job_id", "client_id")
@@ -45,7 +45,7 @@ def _job_with_every_setting_changed():
     job = load_team_job(str(DEMO_JOB))
     own = team_job_from_mapping({"station_id": "s", "free_form": [
         {"task_id": "wave", "instruction": "wave", "trials": 2, "budget_s": 1.5, "scoring": SHEET}]}).free_form
-    return dataclasses.replace(job, max_discards=7, free_form=own,
+    return dataclasses.replace(job, max_discards=7, intervals="clopper-pearson", free_form=own,
                                tasks=(team_job.SuiteTrials("hold_pose", 2), team_job.SuiteTrials("reach_cube", 3)),
                                choose={"cameras": "scene:112x112", "image_format": "png", "control_frequency": "40"})
 
@@ -104,6 +104,7 @@ def test_every_setting_of_a_job_file_reaches_the_station_through_the_relay(tmp_p
     assert station.job_id == job_id and station.client_id == "team_a"  # given by the submit
     assert station.station_id == job.station_id
     assert station.episodes_total == 7 and station.max_discards == 7
+    assert station.intervals == "clopper-pearson"  # how the station's status computes the rates' intervals
     # the suite's tasks, trial i on the suite's seed i, then the team's own (unscored by the scripted operator)
     assert [(t.task_id, t.parameters.get("seed")) for t in station.tasks] == [
         ("hold_pose", "0"), ("hold_pose", "1"), ("reach_cube", "0"), ("reach_cube", "1"), ("reach_cube", "2"),
@@ -176,7 +177,7 @@ def test_a_key_a_team_must_never_set_is_refused_by_the_relay_naming_it(tmp_path,
         assert relay.store.open_jobs_for_station("other_station") == []
 
 
-@pytest.mark.parametrize("setting, value", [("max_discards", 1001), ("max_discards", -1)])
+@pytest.mark.parametrize("setting, value", [("max_discards", 1001), ("max_discards", -1), ("intervals", "bayes")])
 def test_a_setting_out_of_range_is_refused_at_submit_naming_it_and_no_job_is_made(tmp_path, setting, value):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
         with pytest.raises(InvalidTask) as refused:
@@ -211,3 +212,11 @@ def test_job_suites_prints_each_stations_offer(tmp_path, monkeypatch, capsys):
     assert lines[2] == "    headline success_at_end; the team may choose: cameras, control_frequency 10..200"
     assert [line.split()[:3] for line in lines if line.startswith("    hold_pose")] == [["hold_pose", "100", "2s"]]
     assert "? How smooth was the motion?" in out and "right.joint_4" not in out
+
+
+def test_a_job_that_leaves_its_intervals_out_gets_wilson(tmp_path):
+    with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
+        _offered(relay)
+        client.submit_suite_job("sim_station", "demo", [("hold_pose", 1)])
+        station = _station_side(relay)
+    assert station.intervals == "wilson"

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 
+from test_snapshot_fit import largest_summary
 from test_relay_harness import (
     CLIENT_TOKENS,
     STATION_TOKENS,
@@ -28,6 +29,7 @@ from strands_robots.station_link.link import StationLink
 from strands_robots.station.limits import END_DETAIL_MAX, INSTRUCTION_MAX, JOB_MESSAGE_MAX
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus, ScoredItem, Task
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet
+from strands_robots.validation import JOB_LIMITS
 
 
 def _s(job_id, t, state="RUNNING"):
@@ -269,6 +271,7 @@ def test_the_worst_case_snapshot_the_limits_allow_is_accepted_by_the_relay_with_
                                          success=True, score=0.5, taken_over=True, end_detail="d" * END_DETAIL_MAX,
                                          run_id="r" * 128, recording_sha256="f" * 64)
             episode.task.CopyFrom(task)
+        final.summary.CopyFrom(largest_summary(int(JOB_LIMITS["tasks"].maximum)))  # the figures at their largest
         assert final.ByteSize() > 16 * MIB
         link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=1.0)
         try:
@@ -281,6 +284,7 @@ def test_the_worst_case_snapshot_the_limits_allow_is_accepted_by_the_relay_with_
     assert got.state == "SUCCEEDED" and len(got.episodes) == EPISODES_LISTED_MAX and link.dropped == 0
     assert "[this snapshot was trimmed to fit one relay message" in got.message and len(got.message) <= JOB_MESSAGE_MAX
     assert got.episodes[0].episode_id == "ep_0000000" and got.episodes[-1].end_condition == "infrastructure_fault"
+    assert got.summary == final.summary  # the summary is never trimmed: bounded by construction
 
 
 def test_backlog_overflow_while_a_batch_is_in_flight_keeps_every_jobs_succeeded(tmp_path):

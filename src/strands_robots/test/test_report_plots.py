@@ -133,6 +133,28 @@ def test_job_summary_counts_only_scored_episodes_not_taken_over():
     assert "success rate 50%" in fig.axes[0].get_title() and "mean score 0.75" in fig.axes[0].get_title()
 
 
+def test_job_figure_draws_each_rate_and_mean_score_with_its_interval_as_an_error_bar():
+    job = {"job_id": "job-9", "state": "SUCCEEDED", "episodes": [
+        {"episode_id": f"ep_{i:04d}", "end_condition": "timeout", "scored": True, "success": i % 3 != 0,
+         "score": (i % 4) / 3, "taken_over": i == 9, "run_id": str(i), "task": {"task_id": "a" if i < 6 else "b"}}
+        for i in range(10)]}
+    summary = report.job_summary([], job)
+    figures = summary.figures  # the station's computation (station/summary.py) of these episodes
+    assert [t.task_id for t in figures.tasks] == ["a", "b"] and figures.coverage.taken_over == ("ep_0009",)
+    fig = report.job_figure(summary)
+    for label, f in (("all tasks", figures), ("a", figures.task("a")), ("b", figures.task("b"))):
+        bar, = artists(fig, f"rate:{label}")
+        assert bar.get_height() == pytest.approx(f.success.rate)
+        bars = [a for a in artists(fig, f"rate_interval:{label}") if hasattr(a, "get_segments")]
+        (low, high), = [sorted(y for _, y in segment) for segment in bars[0].get_segments()]
+        assert (low, high) == pytest.approx((f.success.low, f.success.high))
+        score_bars = [a for a in artists(fig, f"score_interval:{label}") if hasattr(a, "get_segments")]
+        (low, high), = [sorted(y for _, y in segment) for segment in score_bars[0].get_segments()]
+        assert (low, high) == pytest.approx((f.score.low, f.score.high))
+    assert "Wilson 95 % interval" in fig.axes[1].get_title()
+    assert "coverage 9/10 scored (1 taken over)" in fig.axes[1].get_title()
+
+
 def test_report_refuses_a_missing_file_and_an_empty_directory(tmp_path, capsys):
     assert report.main([str(tmp_path / "nope.mcap")]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -107,3 +107,39 @@ def test_by_construction_every_snapshot_a_station_makes_fits_the_relays_default_
     # A job lists at most EPISODES_LISTED_MAX episodes: at least every episode it may ask for, twice.
     assert EPISODES_LISTED_MAX >= 2 * JOB_LIMITS["episodes_total"].maximum
     assert worst_case_bytes() <= DEFAULT_RELAY_MESSAGE - REQUEST_OVERHEAD
+
+
+def largest_summary(tasks):
+    """Return a summary at its largest: every task id at its limit in 4-byte characters, each count and note too."""
+    from strands_robots.station.limits import IDENTIFIER_MAX
+    from strands_robots.stats import mean_score, proportion
+
+    big = 2 ** 32 - 1
+
+    def figures(msg):
+        msg.success.CopyFrom(ev.Rate(successes=big, trials=big, rate=0.123456789, low=0.0123456789,
+                                     high=0.987654321, method="clopper-pearson", confidence=0.95,
+                                     note=proportion.NO_TRIALS_NOTE))
+        msg.score.CopyFrom(ev.MeanScore(n=big, mean=0.123456789, low=0.0123456789, high=0.987654321,
+                                        method="percentile", confidence=0.95, n_resamples=big, seed=2 ** 63,
+                                        note=f"{mean_score.BCA_FALLBACK_NOTE}; {mean_score.SMALL_SAMPLE_NOTE}"))
+        msg.coverage.CopyFrom(ev.Coverage(**{name: big for name in (
+            "scored", "faulted", "safety_stopped", "discarded", "taken_over", "unscored", "interrupted")}))
+
+    summary = ev.JobFigures()
+    figures(summary)
+    for i in range(tasks):
+        task = summary.tasks.add(task_id=chr(0x1D538) * (IDENTIFIER_MAX - 4) + f"{i:04d}")
+        figures(task)
+    return summary
+
+
+def test_a_summary_at_its_largest_stays_within_its_bound_and_the_worst_case_snapshot_with_it_fits():
+    from strands_robots.station_link.snapshot_fit import summary_max_bytes
+
+    tasks = int(JOB_LIMITS["tasks"].maximum)
+    status = ev.JobStatus(job_id="j")
+    status.summary.CopyFrom(largest_summary(tasks))
+    assert status.ByteSize() - 1 <= summary_max_bytes(tasks)  # less the job id's bytes, more than the framing
+    assert summary_max_bytes() == summary_max_bytes(tasks) < 1024 * 1024
+    assert worst_case_bytes() <= DEFAULT_RELAY_MESSAGE - REQUEST_OVERHEAD

@@ -9,23 +9,25 @@ from strands_robots.stats.blocks import Block, PairedBlock
 from strands_robots.stats.coverage import Coverage, Disposition
 
 EPISODES = [("ep0", "scored"), ("ep1", Disposition.FAULTED), ("ep2", "scored"), ("ep3", "discarded"),
-            ("ep4", "taken_over"), ("ep5", "scored"), ("ep6", "unscored"), ("ep7", "safety_stopped")]
+            ("ep4", "taken_over"), ("ep5", "scored"), ("ep6", "unscored"), ("ep7", "safety_stopped"),
+            ("ep8", "interrupted")]
 
 
 def test_every_attempted_episode_is_counted_once_and_attempted_is_their_sum():
     coverage = Coverage.tally(EPISODES)
     assert coverage.scored == ("ep0", "ep2", "ep5")
-    assert coverage.attempted == 8 and coverage.not_scored == 5
+    assert coverage.attempted == 9 and coverage.not_scored == 6
     assert coverage.counts() == {Disposition.SCORED: 3, Disposition.FAULTED: 1, Disposition.SAFETY_STOPPED: 1,
-                                 Disposition.DISCARDED: 1, Disposition.TAKEN_OVER: 1, Disposition.UNSCORED: 1}
+                                 Disposition.DISCARDED: 1, Disposition.TAKEN_OVER: 1, Disposition.UNSCORED: 1,
+                                 Disposition.INTERRUPTED: 1}
     assert {coverage.disposition_of(ep) for ep, _ in EPISODES} == set(Disposition)
-    assert coverage.text() == ("scored 3 of 8 attempted (faulted 1, safety stopped 1, discarded 1, taken over 1, "
-                               "unscored 1)")
+    assert coverage.text() == ("scored 3 of 9 attempted (faulted 1, safety stopped 1, discarded 1, taken over 1, "
+                               "unscored 1, interrupted 1)")
 
 
 def test_coverage_rate_is_scored_of_attempted_with_its_interval():
     rate = Coverage.tally(dict(EPISODES)).rate()
-    assert (rate.successes, rate.trials) == (3, 8) and rate.low < 3 / 8 < rate.high
+    assert (rate.successes, rate.trials) == (3, 9) and rate.low < 3 / 9 < rate.high
 
 
 def test_an_episode_in_two_buckets_is_refused():

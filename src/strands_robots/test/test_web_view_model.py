@@ -73,3 +73,19 @@ def test_ids_not_kept_are_the_gaps_below_the_highest_listed_id():
     assert not_kept_ids(["ep_0000", "ep_0003", "ep_0001"]) == ("ep_0002",)
     assert not_kept_ids([]) == () and not_kept_ids(["custom"]) == ()
     assert not_kept_ids(["ep_10001"])[-1] == "ep_10000" and len(not_kept_ids(["ep_0004"])) == 4
+
+
+def test_the_page_shows_the_figures_the_station_computed_with_their_intervals_and_none_when_it_sent_none():
+    from strands_robots.station.summary import score_text, summarize
+    from strands_robots.wire import pb_model
+
+    eps = [episode(0), episode(1, success=False), episode(2), episode(3, taken_over=True)]
+    status = snapshot("relay-1", 9, eps, total=6)
+    summary = summarize([pb_model.episode_result_from_pb(e) for e in eps], discarded=("ep_0004",))
+    status.summary.CopyFrom(pb_model.summary_to_pb(summary))
+    page = _page(status, episodes_total=6)
+    (row,) = page.figures  # one task: the job's line only
+    assert row.label == "all tasks" and row.success == "2/3 = 67 % [21 %, 94 %] Wilson 95 %"
+    assert row.coverage == "3/5 scored (1 discarded, 1 taken over)"
+    assert row.score == score_text(summary.score) and "bootstrap" in row.score
+    assert _page(snapshot("relay-1", 9, eps, total=6), episodes_total=6).figures == ()

@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional
 
 from strands_robots.client import Policy
 
-__all__ = ["free_form_tasks", "submit_team_job", "progress_bar", "summary_table", "watch_job", "submit_job_file",
+__all__ = ["free_form_tasks", "submit_team_job", "progress_bar", "summary_table", "summary_lines",
+           "status_summary", "watch_job", "submit_job_file",
            "serve_in_background", "report_final"]
 
 
@@ -35,17 +36,18 @@ def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
     """Submit a team's job (``job_model.team_job.TeamJob``) through ``client``; the job id.
 
     Every setting of the job file reaches the station: the suite, its tasks and trials, the choices, the team's
-    own tasks and ``max_discards``; the file's ``policy`` is served by the client that submits (``DemoPolicy``),
-    the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's (a fresh id per submit,
-    the token's team).
+    own tasks, ``max_discards`` and ``intervals``; the file's ``policy`` is served by the client that submits
+    (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's (a fresh
+    id per submit, the token's team).
     """
     station = station_id or job.station_id
     if job.suite:
         return client.submit_suite_job(station, job.suite, [(t.task, t.trials) for t in job.tasks],
                                        choose=dict(job.choose), free_form=free_form_tasks(job),
-                                       max_discards=job.max_discards)
+                                       max_discards=job.max_discards, intervals=job.intervals)
     tasks = free_form_tasks(job)
-    return client.submit_job(station_id=station, tasks=tasks, episodes=len(tasks), max_discards=job.max_discards)
+    return client.submit_job(station_id=station, tasks=tasks, episodes=len(tasks), max_discards=job.max_discards,
+                             intervals=job.intervals)
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:
@@ -92,16 +94,46 @@ def summary_table(status: Any) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    counted = [e for e in status.episodes if e.scored and not e.taken_over]
-    if counted:
-        rate = sum(1 for e in counted if e.success) / len(counted)
-        mean = sum(e.score for e in counted) / len(counted)
-        lines.append(f"success rate {rate:.0%}, mean score {mean:.2f} over {len(counted)} scored episode(s) not "
-                     f"taken over ({sum(1 for e in status.episodes if e.taken_over)} taken over, "
-                     f"{sum(1 for e in status.episodes if not e.scored)} unscored left out)")
-    else:
-        lines.append("success rate n/a, mean score n/a: no scored episode that was not taken over")
+    lines += summary_lines(status)
     return "\n".join(lines)
+
+
+def status_summary(status: Any) -> Any:
+    """Return the ``station.summary.JobSummary`` a snapshot carries; None when it carries none.
+
+    :param status: a ``pb.JobStatus`` (the client's) or the model's ``JobStatus``.
+    """
+    has_field = getattr(status, "HasField", None)
+    if has_field is not None:
+        if not has_field("summary"):
+            return None
+        from strands_robots.wire.pb_model import summary_from_pb
+
+        return summary_from_pb(status.summary)
+    return getattr(status, "summary", None)
+
+
+def summary_lines(status: Any) -> list:
+    """Return the job's figures with their intervals, then one line per task (the snapshot's summary).
+
+    A snapshot without a summary (a station that computes none) gets the same figures computed here from its
+    listed episodes, said so: its discarded and interrupted episodes are not known here.
+    """
+    from strands_robots.station.summary import coverage_text, rate_text, score_text, summarize
+
+    summary, note = status_summary(status), ""
+    if summary is None:
+        from strands_robots.wire.pb_model import episode_result_from_pb
+
+        episodes = [episode_result_from_pb(e) if hasattr(e, "HasField") else e for e in status.episodes]
+        summary = summarize(episodes)
+        note = " (computed from the listed episodes: the station sent no summary)"
+    lines = [f"job: {summary.text()}{note}"]
+    if len(summary.tasks) > 1:
+        width = max(len(t.task_id) for t in summary.tasks)
+        lines += [f"  {t.task_id:<{width}}  success {rate_text(t.success)}; mean score {score_text(t.score)}; "
+                  f"{coverage_text(t.coverage)}" for t in summary.tasks]
+    return lines
 
 
 def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
@@ -124,6 +156,9 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
             if shown != last:
                 last = shown
                 write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
+                figures = status_summary(status)
+                if figures is not None and figures.coverage.attempted:
+                    write(f"    {figures.text()}")
             if status.state in terminal:
                 return status
         if stop is not None and stop.is_set():

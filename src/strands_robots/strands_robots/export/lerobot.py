@@ -47,9 +47,17 @@ Episodes with no control step (e.g. the start pose was never reached) have no fr
 the recording holds only part of (:mod:`~strands_robots.export.partial_runs`): from some step on (a recorder that
 joined late missed their Started event and first steps) or up to some step (a recorder stopped, or killed: a file
 cut short, without a summary, is read up to its last whole record; its complete runs are exported), each named on
-stderr with the steps the file holds. Each episode row also carries ``end_condition``, ``end_detail``, ``scored``,
-``success``, ``score``, ``taken_over`` (null where the recording has no EpisodeResult), ``run_id``, ``episode_id``,
-``operator_frames`` and ``frames_before_images``.
+stderr with the steps the file holds. Each episode row also carries ``task_id``, ``end_condition``, ``end_detail``,
+``scored``, ``success``, ``score``, ``taken_over`` and ``outcome`` (the coverage bucket the job's figures put it in:
+``scored`` is an outcome of the success rate; ``taken_over``, ``faulted``, ``safety_stopped``, ``unscored`` are not;
+null where the recording has no EpisodeResult), ``run_id``, ``episode_id``, ``operator_frames`` and
+``frames_before_images``.
+
+The intervals are per task and per job, not per episode, so they are not columns of the episode table:
+``meta/summary.json`` holds them (``station/summary.py``, as the station's status shows them: per task and for the
+job, successes of trials with the 95 % Wilson interval, the mean score with its bootstrap interval, and coverage,
+the episode ids in each bucket), computed over every run of the recordings with an EpisodeResult, exported or not.
+It is plain JSON beside ``info.json`` (LeRobot's loader reads neither it nor the extra episode columns).
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from strands_robots.station.summary import disposition_of
+
 __all__ = ["ExportRefused", "EpisodeFrames", "episode_frames", "export_lerobot", "main", "CODEBASE_VERSION",
            "CONTROL_POLICY", "CONTROL_OPERATOR", "camera_features"]
 
@@ -75,6 +85,7 @@ DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 500
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+SUMMARY_PATH = "meta/summary.json"
 CONTROL_POLICY = 0
 CONTROL_OPERATOR = 1
 NO_INSTRUCTION = "(no instruction recorded)"
@@ -410,8 +421,8 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
     rows: dict[str, list] = {name: [] for name in (
         "episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
         "dataset_to_index", "meta/episodes/chunk_index", "meta/episodes/file_index", "run_id", "episode_id",
-        "recording", "end_condition", "end_detail", "scored", "success", "score", "taken_over", "operator_frames",
-        "frames_before_images")}
+        "recording", "task_id", "end_condition", "end_detail", "scored", "success", "score", "taken_over",
+        "outcome", "operator_frames", "frames_before_images")}
     per_episode_stats: list[dict[str, dict]] = []
     index = 0
     for e, (trace, task, frames) in enumerate(episodes):
@@ -444,6 +455,8 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         rows["end_detail"].append(str(detail))  # the station's words when it recorded the result
         for name, kind in (("scored", bool), ("success", bool), ("score", float), ("taken_over", bool)):
             rows[name].append(kind(ep[name]) if ep and name in ep else None)
+        rows["task_id"].append(str(((ep or {}).get("task") or {}).get("task_id", "")))
+        rows["outcome"].append(disposition_of(_result_view(trace)).value if ep else None)
         rows["operator_frames"].append(int(frames.control_source.sum()))
         rows["frames_before_images"].append(int(frames.before_images))
         per_episode_stats.append({name: _stats(columns[name][-1]) for name in (
@@ -543,7 +556,45 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         "features": features,
     }
     (out / "meta/info.json").write_text(json.dumps(info, indent=4) + "\n")
+    (out / SUMMARY_PATH).write_text(json.dumps(summary_mapping(traces), indent=2) + "\n")
     return info
+
+
+def _result_view(trace: Any) -> Any:
+    """Return the run's EpisodeResult (a plain mapping in the recording) as ``station.summary`` reads one."""
+    from types import SimpleNamespace
+
+    ep = trace.episode or {}
+    scored = bool(ep.get("scored"))
+    return SimpleNamespace(episode_id=str(ep.get("episode_id") or trace.run_id), scored=scored,
+                           success=bool(ep.get("success")), score=float(ep.get("score", 0.0)) if scored else 0.0,
+                           taken_over=bool(ep.get("taken_over")),
+                           end_condition=str(ep.get("end_condition") or trace.end_condition),
+                           task=SimpleNamespace(task_id=str((ep.get("task") or {}).get("task_id", ""))))
+
+
+def _figures_mapping(figures: Any) -> dict:
+    rate, score = figures.success, figures.score
+    return {
+        "success": {"successes": rate.successes, "trials": rate.trials, "rate": rate.rate, "low": rate.low,
+                    "high": rate.high, "method": rate.method.value, "confidence": rate.confidence,
+                    "note": rate.note},
+        "score": {"n": score.n, "mean": score.mean, "low": score.low, "high": score.high,
+                  "method": score.method.value if score.method else None, "confidence": score.confidence,
+                  "n_resamples": score.n_resamples, "seed": score.seed, "note": score.note},
+        "coverage": {d.value: list(figures.coverage.ids(d)) for d in figures.coverage.counts()},
+    }
+
+
+def summary_mapping(traces: Sequence[Any]) -> dict:
+    """Return ``meta/summary.json``: the job's figures over the runs with an EpisodeResult (``station/summary.py``)."""
+    from strands_robots.station.summary import summarize
+
+    figures = summarize([_result_view(t) for t in traces if t.episode])
+    return {"basis": "the runs in these recordings that carry the station's EpisodeResult (discarded and "
+                     "interrupted episodes have none and are not counted here)",
+            "job": _figures_mapping(figures),
+            "tasks": {t.task_id: _figures_mapping(t) for t in figures.tasks}}
 
 
 def build_parser() -> argparse.ArgumentParser:

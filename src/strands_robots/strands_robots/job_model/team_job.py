@@ -16,6 +16,7 @@ The job file (``strands-robots job submit``, ``demo-job``)::
           - {name: waved, question: "Did it wave?", answer_type: yes_no, max_points: 1, success_answer: "yes"}
     policy: {provider: scripted, config: {mode: torque_ramp}}   # the team's policy, served by the client
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
+    intervals: wilson                             # optional: the rates' 95 % interval, wilson or clopper-pearson
     job_id: my_job                                # optional; client_id is the token's team
 
 Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next
@@ -66,11 +67,14 @@ __all__ = [
 
 #: Episodes one job may ask for (every trial of every task): ``validation.JOB_LIMITS['episodes_total']``.
 MAX_EPISODES = 100000
+#: How a job's success rates get their 95 % interval (the first is the default).
+INTERVAL_METHODS = ("wilson", "clopper-pearson")
 #: Discarded episodes a job may tolerate at most: ``validation.JOB_LIMITS['max_discards']``.
 MAX_DISCARDS = 1000
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-_JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards")
+_JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards",
+             "intervals")
 # a key of the job format before suites, and where its setting went
 _MOVED = {
     "episodes_total": "the episodes are each task's trials: tasks: [{task: <id>, trials: <n>}]",
@@ -115,6 +119,7 @@ class TeamJob:
     policy_provider: str = ""
     policy_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     max_discards: Optional[int] = None
+    intervals: Optional[str] = None
     job_id: str = ""
     client_id: str = ""
 
@@ -269,11 +274,14 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
     max_discards = data.get("max_discards")
     if max_discards is not None:
         max_discards = _count(max_discards, "max_discards", 0, MAX_DISCARDS)
+    intervals = data.get("intervals")
+    if intervals is not None and intervals not in INTERVAL_METHODS:
+        raise TeamJobRefused("intervals", f"must be one of {', '.join(INTERVAL_METHODS)}, got {intervals!r}")
     fields = dict(
         station_id=_text(data.get("station_id"), "station_id", limit=128),
         suite=suite, tasks=tasks, free_form=free, choose=choose,
         policy_provider=_text(policy.get("provider"), "policy.provider", limit=128),
-        policy_config=dict(config), max_discards=max_discards,
+        policy_config=dict(config), max_discards=max_discards, intervals=intervals,
         job_id=_text(data.get("job_id"), "job_id", limit=128),
         client_id=_text(data.get("client_id"), "client_id", limit=128),
     )
@@ -325,6 +333,8 @@ def team_job_to_mapping(job: TeamJob) -> dict:
         out["policy"] = {"provider": job.policy_provider, "config": dict(job.policy_config)}
     if job.max_discards is not None:
         out["max_discards"] = job.max_discards
+    if job.intervals is not None:
+        out["intervals"] = job.intervals
     return out
 
 

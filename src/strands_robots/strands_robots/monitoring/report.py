@@ -19,7 +19,9 @@ out; the end condition and the score in the title.
 
 Job summary (``<stem>_job.png``): a bar per episode (its score, or its full-resolution rate when no score sheet
 was recorded), success rate and mean score in the title — computed over the scored episodes that were not taken
-over, as spec/evaluation-status.txt counts them.
+over, as spec/evaluation-status.txt counts them; below, the success rate and mean score of the job and of each
+task with their intervals as error bars (``station/summary.py``: Wilson 95 % for the rate, a seeded bootstrap for
+the score).
 
 Every artist the tests look for carries a ``gid`` (``commanded:<key>``, ``measured:<key>``, ``unresolved``,
 ``missed_deadline``, ``safety_stop``, ``safety_checks``, ``episode:<id>``).
@@ -328,7 +330,11 @@ def _attach_frames(trace: EpisodeTrace, frames: list) -> None:
 
 @dataclass(frozen=True)
 class JobSummary:
-    """Per-episode bars and the job's figures (success rate and mean score over the counted episodes)."""
+    """Per-episode bars and the job's figures (success rate and mean score over the counted episodes).
+
+    ``figures`` is the station's summary of these episodes (``station/summary.py``: success k of n with its
+    interval, mean score with its bootstrap interval, coverage; per task and for the job), drawn with error bars.
+    """
 
     labels: tuple[str, ...]
     values: tuple[float, ...]          # score, or full rate when not scored
@@ -339,24 +345,39 @@ class JobSummary:
     success_rate: "float | None"       # None: no episode counts (none scored, or all taken over)
     mean_score: "float | None"
     title: str
+    figures: Any = None                # station.summary.JobSummary of the listed episodes
+
+
+def _episode_view(row: tuple) -> Any:
+    """Return an episode row as ``station.summary`` reads an ``EpisodeResult`` (the fields it needs)."""
+    from types import SimpleNamespace
+
+    label, value, scored, success, taken_over, end_condition, task_id = row
+    return SimpleNamespace(episode_id=label, score=value if scored else 0.0, scored=scored, success=success,
+                           taken_over=taken_over, end_condition=end_condition, task=SimpleNamespace(task_id=task_id))
 
 
 def job_summary(traces: Sequence[EpisodeTrace], job: "dict | None") -> JobSummary:
+    from strands_robots.station.summary import summarize
+
     rows = []
     if job and job.get("episodes"):
         for ep in job["episodes"]:
             rows.append((ep.get("episode_id", ""), float(ep.get("score", 0.0)), bool(ep.get("scored")),
-                         bool(ep.get("success")), bool(ep.get("taken_over")), str(ep.get("end_condition", ""))))
+                         bool(ep.get("success")), bool(ep.get("taken_over")), str(ep.get("end_condition", "")),
+                         str((ep.get("task") or {}).get("task_id", ""))))
     else:
         for n, trace in enumerate(traces):
             ep = trace.episode or {}
             scored = bool(ep.get("scored"))
             value = float(ep.get("score", 0.0)) if scored else float((trace.ended or {}).get("full_rate", 0.0))
             rows.append((ep.get("episode_id") or f"run {n} ({trace.run_id[:8]})", value, scored,
-                         bool(ep.get("success")), bool(ep.get("taken_over")), trace.end_condition))
+                         bool(ep.get("success")), bool(ep.get("taken_over")), trace.end_condition,
+                         str((ep.get("task") or {}).get("task_id", ""))))
     counted = [r for r in rows if r[2] and not r[4]]
     success_rate = sum(r[3] for r in counted) / len(counted) if counted else None
     mean_score = sum(r[1] for r in counted) / len(counted) if counted else None
+    figures = summarize([_episode_view(r) for r in rows])
     head = f"job {job.get('job_id')} {job.get('state')}" if job else "recording"
     rate = "n/a (nothing scored)" if success_rate is None else f"{success_rate:.0%}"
     mean = "n/a" if mean_score is None else f"{mean_score:.2f}"
@@ -364,7 +385,7 @@ def job_summary(traces: Sequence[EpisodeTrace], job: "dict | None") -> JobSummar
              f"over {len(counted)} scored episode(s) not taken over (hatched: taken over; gray: not scored)")
     return JobSummary(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
                       tuple(r[3] for r in rows), tuple(r[4] for r in rows), tuple(r[5] for r in rows),
-                      success_rate, mean_score, title)
+                      success_rate, mean_score, title, figures)
 
 
 def _arm_of(key: str) -> str:
@@ -436,8 +457,11 @@ def episode_figure(trace: EpisodeTrace) -> Any:
 def job_figure(summary: JobSummary) -> Any:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(max(6.0, 0.7 * len(summary.labels) + 3), 4.5), layout="constrained")
-    ax = fig.subplots()
+    groups = _figure_groups(summary.figures)
+    fig = Figure(figsize=(max(6.0, 0.7 * len(summary.labels) + 3, 1.2 * len(groups) + 4), 8.0 if groups else 4.5),
+                 layout="constrained")
+    axes = fig.subplots(2, 1, height_ratios=[1.1, 1]) if groups else [fig.subplots()]
+    ax = axes[0]
     for n, label in enumerate(summary.labels):
         scored, taken = summary.scored[n], summary.taken_over[n]
         color = "lightgray" if not scored else ("C2" if summary.success[n] else "C3")
@@ -448,7 +472,50 @@ def job_figure(summary: JobSummary) -> Any:
     ax.set_ylim(0, 1.35)
     ax.set_ylabel("score (gray: not scored, full-resolution rate)")
     ax.set_title(summary.title, fontsize=9)
+    if groups:
+        _rates_panel(axes[1], groups, summary.figures)
     return fig
+
+
+def _figure_groups(figures: Any) -> list:
+    """``(label, figures)`` for the job and, with more than one task, each task; none without figures."""
+    if figures is None:
+        return []
+    groups = [("all tasks", figures)]
+    if len(figures.tasks) > 1:
+        groups += [(t.task_id or "(no task id)", t) for t in figures.tasks]
+    return groups
+
+
+def _rates_panel(ax: Any, groups: list, figures: Any) -> None:
+    """Success rate and mean score per group, each with its interval as an error bar."""
+    from strands_robots.station.summary import coverage_text
+
+    width = 0.38
+    labeled = set()
+    for n, (label, f) in enumerate(groups):
+        for offset, value, low, high, color, kind in (
+                (-width / 2, f.success.rate, f.success.low, f.success.high, "C0", "rate"),
+                (width / 2, f.score.mean, f.score.low, f.score.high, "C1", "score")):
+            if value is None:
+                ax.text(n + offset, 0.02, "n/a", ha="center", fontsize=7, rotation=90)
+                continue
+            ax.bar(n + offset, value, width, color=color, alpha=0.7, gid=f"{kind}:{label}",
+                   label=None if kind in labeled else {"rate": "success rate", "score": "mean score"}[kind])
+            labeled.add(kind)
+            if low is not None and high is not None:
+                ax.errorbar(n + offset, value, yerr=[[value - low], [high - value]], fmt="none", ecolor="black",
+                            capsize=4, gid=f"{kind}_interval:{label}")
+        ax.text(n, 1.04, f"{f.success.successes}/{f.success.trials}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(groups)), [g[0] for g in groups], rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel("rate / score")
+    if labeled:
+        ax.legend(loc="upper right", fontsize=7)
+    rate = figures.success
+    method = f"{rate.method.label} {rate.confidence * 100:g} %" if rate.has_interval else "no outcomes"
+    ax.set_title(f"error bars: success rate {method} interval, mean score {figures.score.confidence * 100:g} % "
+                 f"bootstrap interval\ncoverage {coverage_text(figures.coverage)} (listed episodes)", fontsize=8)
 
 
 def camera_outputs(trace: EpisodeTrace, base: Path, video: bool = True) -> list[Path]:

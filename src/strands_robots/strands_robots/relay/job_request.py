@@ -46,7 +46,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
 
     :param max_message_bytes: this relay's largest message: a task's images must fit one (None: the default).
     """
-    from strands_robots.job_model.team_job import TeamJobRefused, check_against_offer
+    from strands_robots.job_model.team_job import INTERVAL_METHODS, TeamJobRefused, check_against_offer
     from strands_robots.job_model.team_keys import TASK_PARAMETER, TeamKeyRefused, check_team_key
     from strands_robots.station.task_parameters import check_task_parameters
     from strands_robots.wire.pb_model import job_options_from_pb, task_from_pb, team_job_from_pb
@@ -96,6 +96,11 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
     if not request.tasks:
         try:
             for name, value in job_options_from_pb(request).items():
+                if name == "intervals":
+                    if value not in INTERVAL_METHODS:
+                        raise rules.ValueRefused(name, value, f"{value!r} refused: must be one of "
+                                                              f"{', '.join(INTERVAL_METHODS)}")
+                    continue
                 limits = rules.JOB_LIMITS if name == "max_discards" else rules.RUN_LIMITS
                 rules.check_number(name, value, limits[name])
         except rules.ValueRefused as exc:

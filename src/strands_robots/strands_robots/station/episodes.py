@@ -47,7 +47,8 @@ from strands_robots.station.episode_results import kept_count, trailing_faults
 from strands_robots.station.episode_steps import run_episode
 from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s, deadline_text
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
-from strands_robots.station.status import UnixMsClock, aggregate, make_snapshot, unix_ms_now
+from strands_robots.station.status import UnixMsClock, aggregate, snapshot_of, unix_ms_now
+from strands_robots.station.summary import JobSummary, RunningSummary, summary_of
 
 __all__ = ["JobRunner"]
 
@@ -115,6 +116,8 @@ class JobRunner:
         self._stepped_aside = False
         self.console = OperatorConsole(robot, on_action=self._operator_action, supervisors=settings.supervisors)
         self._last_status: Optional[JobStatus] = None
+        self._running_summary = RunningSummary(record.spec.intervals)
+        self._summary: Optional[Tuple[Tuple[Any, ...], JobSummary]] = None  # (what it was computed from, it)
         self._commit()
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -489,9 +492,12 @@ class JobRunner:
         record = self._record
         if self._store is not None:
             self._store.save(record)
-        status = make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
-                               episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                               message=record.message, clock_ms=self._clock_ms, provenance=record.provenance)
+        # The summary changes only when an episode is listed, discarded or interrupted: one per episode, not one
+        # per message (the record's tuples are replaced, never changed, so identity says "the same").
+        basis = (record.episodes, record.discarded, record.interrupted)
+        if self._summary is None or any(a is not b for a, b in zip(basis, self._summary[0])):
+            self._summary = (basis, summary_of(record, self._running_summary))
+        status = snapshot_of(record, self._clock_ms, sequence=0, summary=self._summary[1])
         self._last_status = status
         if self._publish is not None:
             self._publish(status)

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from strands_robots import validation as rules
+from strands_robots.job_model.team_job import INTERVAL_METHODS
 from strands_robots.station.limits import IDENTIFIER_MAX
 from strands_robots.station.model import (
     TERMINAL_STATES,
@@ -51,6 +52,7 @@ __all__ = [
     "plan_episode",
     "DEFAULT_DURATION_S",
     "DEFAULT_CONTROL_FREQUENCY_HZ",
+    "INTERVAL_METHODS",
 ]
 
 LEGAL_TRANSITIONS: Mapping[JobState, frozenset] = MappingProxyType({
@@ -108,6 +110,8 @@ class JobSpec:
     :param duration_s: default rollout budget per episode (task parameter ``duration_s`` overrides it).
     :param control_frequency: default control rate in Hz (task parameter ``control_frequency`` overrides it).
     :param max_discards: discarded episodes tolerated before the job fails (a guard against a discard loop).
+    :param intervals: how the job's success rates get their 95 % interval: ``wilson`` (the default) or
+        ``clopper-pearson`` (``station.summary``).
     """
 
     job_id: str
@@ -120,6 +124,7 @@ class JobSpec:
     duration_s: float = DEFAULT_DURATION_S
     control_frequency: float = DEFAULT_CONTROL_FREQUENCY_HZ
     max_discards: int = 10
+    intervals: str = INTERVAL_METHODS[0]
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
@@ -240,6 +245,8 @@ def validate_job_spec(spec: Any) -> JobSpec:
         rules.check_number("max_discards", spec.max_discards, rules.JOB_LIMITS["max_discards"])
     except rules.ValueRefused as exc:
         raise _refused(exc) from None
+    if spec.intervals not in INTERVAL_METHODS:
+        raise JobSpecError("intervals", f"{spec.intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     _check_budgets(spec)
     _check_policies(spec)
     check_job_images(spec)

@@ -9,6 +9,7 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
     duration_s: 2.0               # default rollout budget per episode (optional, default 10)
     control_frequency: 50         # Hz (optional, default 50)
     max_discards: 3               # optional, default 10
+    intervals: wilson             # the rates' 95 % interval: wilson (default) or clopper-pearson
     images:                       # optional: the camera frames the policy gets through the relay, every task's
       cameras: scene:224x224,wrist   # default (a task's own cameras/image_format/image_quality parameter wins)
       format: jpeg                # jpeg (default) or png
@@ -36,10 +37,10 @@ reason. YAML is read with ``yaml.safe_load`` only.
 
 Submitted through a relay (``strands-robots job submit``, ``demo_job``), every setting reaches the station: the
 tasks (``images`` in their parameters), ``episodes_total``, ``station_id``, ``duration_s``,
-``control_frequency`` and ``max_discards`` (the relay's ``SubmitJobRequest`` and ``Job`` carry each; the relay
-checks them by the same rules and refuses a value out of range naming it). ``policy`` is served by the client
-that submits (the station's provider is ``relay``); ``job_id`` and ``client_id`` are the submit's (a fresh id per
-submit, the token's team).
+``control_frequency``, ``max_discards`` and ``intervals`` (the relay's ``SubmitJobRequest`` and ``Job`` carry
+each; the relay checks them by the same rules and refuses a value out of range naming it). ``policy`` is served by
+the client that submits (the station's provider is ``relay``); ``job_id`` and ``client_id`` are the submit's (a
+fresh id per submit, the token's team).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from strands_robots.station.job import JobSpec, JobSpecError, validate_job_spec
+from strands_robots.station.job import INTERVAL_METHODS, JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet, Task
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 _JOB_KEYS = frozenset({"job_id", "client_id", "station_id", "episodes_total", "duration_s", "control_frequency",
-                       "max_discards", "policy", "tasks", "images"})
+                       "max_discards", "intervals", "policy", "tasks", "images"})
 # images: {key: the task parameter it sets in every task that does not set it} (strands_robots.cameras.request)
 _IMAGE_KEYS = {"cameras": "cameras", "format": "image_format", "quality": "image_quality"}
 _POLICY_KEYS = frozenset({"provider", "config"})
@@ -224,6 +225,7 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
         duration_s=data.get("duration_s", 10.0),
         control_frequency=data.get("control_frequency", 50.0),
         max_discards=data.get("max_discards", 10),
+        intervals=data.get("intervals", INTERVAL_METHODS[0]),
     )
     return validate_job_spec(spec)
 
@@ -261,6 +263,7 @@ def job_spec_to_mapping(spec: JobSpec) -> dict:
         "duration_s": spec.duration_s,
         "control_frequency": spec.control_frequency,
         "max_discards": spec.max_discards,
+        "intervals": spec.intervals,
         "policy": {"provider": spec.policy_provider, "config": dict(spec.policy_config)},
         "tasks": [task_to_mapping(t) for t in spec.tasks],
     }

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping, Optional, Tuple, Union
+from typing import Any, Mapping, Optional, Tuple, Union
 
 from strands_robots.rollout.end_condition import (
     END_AUTHORITY_LOST,
@@ -249,6 +249,9 @@ class JobStatus:
     message: str
     sequence: int = 0
     provenance: Optional[Provenance] = None
+    #: the job's figures with their intervals (``station.summary.JobSummary``), computed by the station from
+    #: these episodes and the job's discards; None from a producer that sends none.
+    summary: Optional[Any] = None
 
 
 @dataclass(frozen=True)

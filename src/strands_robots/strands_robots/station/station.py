@@ -54,6 +54,7 @@ from strands_robots.station.persistence import JobStore, SetAside, recover
 from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Turns, attach_timeout_s
 from strands_robots.station.record import JobRecord
 from strands_robots.station.status import UnixMsClock, snapshot_of, unix_ms_now
+from strands_robots.station.summary import load_statistics
 
 __all__ = ["Station", "SubmitReply", "MAX_QUEUED", "PLACES_SHOWN", "SET_ASIDE_SEQUENCE"]
 
@@ -321,7 +322,8 @@ class Station:
         return tuple(lines)
 
     def start(self) -> None:
-        """Run queued jobs on a worker thread until :meth:`stop`."""
+        """Run queued jobs on a worker thread until :meth:`stop` (the statistics libraries loaded first)."""
+        load_statistics()  # before any job: their import would hold the interpreter in the middle of an episode
         with self._lock:
             if self._worker is not None:
                 return
@@ -353,8 +355,9 @@ class Station:
     def wait_idle(self, timeout_s: Optional[float] = None) -> bool:
         """Block until no job is queued or running (tests, demos). True when idle."""
         with self._lock:
-            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None and not self._looking,
-                                       timeout_s)
+            # a job taken from the queue whose runner is not made yet (_starting) is not idle either
+            return self._lock.wait_for(lambda: not len(self._queue) and self._runner is None and self._starting is None
+                                       and not self._looking, timeout_s)
 
     # -- internals ------------------------------------------------------------------------------------------
     def _work(self) -> None:
@@ -398,6 +401,7 @@ class Station:
             with self._lock:
                 if self._stopping:  # stays as persisted: the next start resumes it
                     self._starting = None
+                    self._lock.notify_all()
                     return None, None
                 numbered = _Numbered(self, record.sequence)
                 runner = JobRunner(record, self._robot, self._operator, store=numbered,

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus
+from strands_robots.station.summary import summary_of
 
 __all__ = ["JobAggregates", "aggregate", "make_snapshot", "snapshot_of", "unix_ms_now", "UnixMsClock"]
 
@@ -77,6 +78,7 @@ def make_snapshot(
     clock_ms: UnixMsClock = unix_ms_now,
     sequence: int = 0,
     provenance: Any = None,
+    summary: Any = None,
 ) -> JobStatus:
     """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order.
 
@@ -86,12 +88,19 @@ def make_snapshot(
         raise ValueError(f"state must be a JobState, got {state!r}")
     return JobStatus(job_id=job_id, station_id=station_id, state=state, episodes_total=int(episodes_total),
                      episodes=tuple(episodes), updated_unix_ms=int(clock_ms()), message=str(message),
-                     sequence=int(sequence), provenance=provenance)
+                     sequence=int(sequence), provenance=provenance, summary=summary)
 
 
-def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now) -> JobStatus:
-    """Make the snapshot of a ``JobRecord`` as it is (its ``sequence`` included), stamped now."""
+def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now, sequence: Optional[int] = None,
+                summary: Any = None) -> JobStatus:
+    """Make the snapshot of a ``JobRecord`` as it is, its summary with it, stamped now.
+
+    :param sequence: the snapshot's number (None: the record's ``sequence``).
+    :param summary: the record's summary when the caller already has it (None: computed here, ``summary_of``).
+    """
     return make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
                          episodes_total=record.spec.episodes_total, episodes=record.episodes,
-                         message=record.message, clock_ms=clock_ms, sequence=record.sequence,
-                         provenance=getattr(record, "provenance", None))
+                         message=record.message, clock_ms=clock_ms,
+                         sequence=record.sequence if sequence is None else sequence,
+                         provenance=getattr(record, "provenance", None),
+                         summary=summary_of(record) if summary is None else summary)

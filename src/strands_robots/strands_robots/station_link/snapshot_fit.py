@@ -20,8 +20,10 @@ fewer than it holds), and the snapshot's ``message`` says what was left out and 
 By construction a skeleton episode is at most :data:`SKELETON_EPISODE_MAX_BYTES` (the station's episode ids
 and end conditions are its own: ``ep_`` and at most 7 digits, one of ``STATION_END_CONDITIONS``), a job lists at
 most ``EPISODES_LISTED_MAX`` episodes (``station.limits``) and a snapshot's other fields are bounded where they
-enter (ids, the message, the provenance and its declared spec): so every snapshot a station makes fits a relay
-message of the default size (:func:`worst_case_bytes`, checked by a test against a real relay).
+enter (ids, the message, the provenance and its declared spec), and its summary (the job's figures with their
+intervals) carries counts and the station's own texts, per task at most (:func:`summary_max_bytes`): so every
+snapshot a station makes fits a relay message of the default size (:func:`worst_case_bytes`, checked by a test
+against a real relay).
 
 Pure: protobuf messages in and out, no grpc.
 """
@@ -33,7 +35,8 @@ from typing import Any, Optional
 from strands_robots.wire.proto import evaluation_pb2 as ev
 from strands_robots.station.limits import END_DETAIL_MAX, EPISODES_LISTED_MAX, IDENTIFIER_MAX, JOB_MESSAGE_MAX, cut
 
-__all__ = ["fit_snapshot", "cut_snapshot", "SLIM_END_DETAIL_MAX", "SKELETON_EPISODE_MAX_BYTES", "worst_case_bytes"]
+__all__ = ["fit_snapshot", "cut_snapshot", "SLIM_END_DETAIL_MAX", "SKELETON_EPISODE_MAX_BYTES", "worst_case_bytes",
+           "summary_max_bytes"]
 
 #: What a slimmed episode keeps of its ``end_detail`` (characters).
 SLIM_END_DETAIL_MAX = 256
@@ -47,6 +50,29 @@ _MESSAGE_FIELD_MAX_BYTES = 4 * JOB_MESSAGE_MAX + 4
 _PROVENANCE_REST_MAX_BYTES = 3 * (4096 + 128 + 64 + 16) + 512
 #: ids (job, station), state, counts, times, sequence and the framing of the fields above.
 _FIXED_MAX_BYTES = 2 * (4 * IDENTIFIER_MAX + 4) + 64 + 64
+
+
+def summary_max_bytes(tasks: Optional[int] = None) -> int:
+    """Return the most bytes a snapshot's ``summary`` takes: the job's figures and one per task, framed.
+
+    Counts and numbers are bounded by their types; the texts are the station's own (an interval method's name,
+    the notes of ``stats.proportion`` / ``stats.mean_score``) and task ids at most ``IDENTIFIER_MAX`` characters;
+    a job names at most ``validation.JOB_LIMITS["tasks"]`` tasks.
+
+    :param tasks: the most tasks with figures (None: the job limit).
+    """
+    from strands_robots import validation
+    from strands_robots.stats import mean_score, proportion
+
+    tasks = int(validation.JOB_LIMITS["tasks"].maximum) if tasks is None else tasks
+    notes = (mean_score.NO_SCORES_NOTE, mean_score.ONE_SCORE_NOTE, mean_score.CONSTANT_NOTE,
+             f"{mean_score.BCA_FALLBACK_NOTE}; {mean_score.SMALL_SAMPLE_NOTE}")
+    rate = 2 * 6 + 3 * 9 + 2 + len("clopper-pearson") + 9 + 3 + len(proportion.NO_TRIALS_NOTE) + 4
+    score = 6 + 3 * 9 + 2 + len("percentile") + 9 + 6 + 11 + 3 + max(len(n) for n in notes) + 4
+    coverage = 7 * 6 + 4
+    figures = rate + score + coverage
+    task = 4 * IDENTIFIER_MAX + 4 + figures + 4
+    return figures + tasks * task + 8
 
 
 def cut_snapshot(status: Any) -> Any:
@@ -147,4 +173,4 @@ def worst_case_bytes(episodes: int = EPISODES_LISTED_MAX, spec_json_max: Optiona
 
     spec = MAX_SPEC_JSON if spec_json_max is None else spec_json_max
     return (_FIXED_MAX_BYTES + _MESSAGE_FIELD_MAX_BYTES + _PROVENANCE_REST_MAX_BYTES + spec + 8
-            + episodes * SKELETON_EPISODE_MAX_BYTES)
+            + summary_max_bytes() + episodes * SKELETON_EPISODE_MAX_BYTES)

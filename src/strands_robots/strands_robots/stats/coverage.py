@@ -26,6 +26,7 @@ class Disposition(str, Enum):
     DISCARDED = "discarded"  # the operator discarded it (bad reset, wrong scene, ...)
     TAKEN_OVER = "taken_over"  # the operator took over the arm
     UNSCORED = "unscored"  # it ran, but no score was given (yet)
+    INTERRUPTED = "interrupted"  # it ended without a result (a station restart, a lost session, a cancel during it)
 
 
 _FIELDS = {
@@ -35,6 +36,7 @@ _FIELDS = {
     Disposition.DISCARDED: "discarded",
     Disposition.TAKEN_OVER: "taken_over",
     Disposition.UNSCORED: "unscored",
+    Disposition.INTERRUPTED: "interrupted",
 }
 
 
@@ -50,6 +52,7 @@ class Coverage:
     :param discarded: ids of episodes the operator discarded.
     :param taken_over: ids of episodes the operator took over.
     :param unscored: ids of episodes that ran but carry no score.
+    :param interrupted: ids of episodes that ended without any result.
     """
 
     scored: Tuple[str, ...] = ()
@@ -58,6 +61,7 @@ class Coverage:
     discarded: Tuple[str, ...] = ()
     taken_over: Tuple[str, ...] = ()
     unscored: Tuple[str, ...] = ()
+    interrupted: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         seen: Dict[str, str] = {}

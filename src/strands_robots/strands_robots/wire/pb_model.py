@@ -144,7 +144,87 @@ def job_status_to_pb(status: Any) -> Any:
     provenance = getattr(status, "provenance", None)
     if provenance is not None:
         msg.provenance.CopyFrom(provenance_to_pb(provenance))
+    summary = getattr(status, "summary", None)
+    if summary is not None:
+        msg.summary.CopyFrom(summary_to_pb(summary))
     return msg
+
+
+def _optional(msg: Any, name: str) -> Any:
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def rate_to_pb(rate: Any) -> Any:
+    """``stats.proportion.Proportion`` -> ``pb.Rate`` (rate and bounds absent when there are no trials)."""
+    msg = _pb_eval().Rate(successes=int(rate.successes), trials=int(rate.trials),
+                          method=getattr(rate.method, "value", rate.method), confidence=float(rate.confidence),
+                          note=rate.note or "")
+    for name in ("rate", "low", "high"):
+        if getattr(rate, name) is not None:
+            setattr(msg, name, float(getattr(rate, name)))
+    return msg
+
+
+def rate_from_pb(msg: Any) -> Any:
+    """``pb.Rate`` -> ``stats.proportion.Proportion``; ValueError for an unknown method or inconsistent bounds."""
+    from strands_robots.stats.proportion import IntervalMethod, Proportion
+
+    return Proportion(successes=msg.successes, trials=msg.trials, rate=_optional(msg, "rate"),
+                      low=_optional(msg, "low"), high=_optional(msg, "high"), confidence=msg.confidence,
+                      method=IntervalMethod(msg.method), note=msg.note)
+
+
+def mean_score_to_pb(score: Any) -> Any:
+    """``stats.mean_score.MeanScore`` -> ``pb.MeanScore``."""
+    msg = _pb_eval().MeanScore(n=int(score.n), method=getattr(score.method, "value", score.method) or "",
+                               confidence=float(score.confidence), n_resamples=int(score.n_resamples),
+                               seed=int(score.seed), note=score.note or "")
+    for name in ("mean", "low", "high"):
+        if getattr(score, name) is not None:
+            setattr(msg, name, float(getattr(score, name)))
+    return msg
+
+
+def mean_score_from_pb(msg: Any) -> Any:
+    """``pb.MeanScore`` -> ``stats.mean_score.MeanScore``."""
+    from strands_robots.stats.mean_score import BootstrapMethod, MeanScore
+
+    return MeanScore(n=msg.n, mean=_optional(msg, "mean"), low=_optional(msg, "low"), high=_optional(msg, "high"),
+                     confidence=msg.confidence, method=BootstrapMethod(msg.method) if msg.method else None,
+                     n_resamples=msg.n_resamples, seed=msg.seed, note=msg.note)
+
+
+def coverage_to_pb(coverage: Any) -> Any:
+    """``stats.coverage.Coverage`` (or ``station.summary.CoverageCounts``) -> ``pb.Coverage``: each bucket's count."""
+    return _pb_eval().Coverage(**{d.value: int(n) for d, n in coverage.counts().items()})
+
+
+def coverage_from_pb(msg: Any) -> Any:
+    """``pb.Coverage`` -> ``station.summary.CoverageCounts``."""
+    from strands_robots.station.summary import CoverageCounts
+    from strands_robots.stats.coverage import Disposition
+
+    return CoverageCounts.of({d: getattr(msg, d.value) for d in Disposition})
+
+
+def summary_to_pb(summary: Any) -> Any:
+    """``station.summary.JobSummary`` -> ``pb.JobFigures``."""
+    pb = _pb_eval()
+    msg = pb.JobFigures(success=rate_to_pb(summary.success), score=mean_score_to_pb(summary.score),
+                        coverage=coverage_to_pb(summary.coverage))
+    msg.tasks.extend(pb.TaskFigures(task_id=t.task_id, success=rate_to_pb(t.success), score=mean_score_to_pb(t.score),
+                                    coverage=coverage_to_pb(t.coverage)) for t in summary.tasks)
+    return msg
+
+
+def summary_from_pb(msg: Any) -> Any:
+    """``pb.JobFigures`` -> ``station.summary.JobSummary``; ValueError for figures that do not hold together."""
+    from strands_robots.station.summary import JobSummary, TaskSummary
+
+    return JobSummary(success=rate_from_pb(msg.success), score=mean_score_from_pb(msg.score),
+                      coverage=coverage_from_pb(msg.coverage),
+                      tasks=tuple(TaskSummary(t.task_id, rate_from_pb(t.success), mean_score_from_pb(t.score),
+                                              coverage_from_pb(t.coverage)) for t in msg.tasks))
 
 
 def provenance_to_pb(provenance: Any) -> Any:
@@ -166,7 +246,10 @@ def provenance_from_pb(msg: Any) -> Any:
 
 
 def job_status_from_pb(msg: Any) -> Any:
-    """``pb.JobStatus`` -> ``station.model.JobStatus``; ValueError for a state the model does not know."""
+    """``pb.JobStatus`` -> ``station.model.JobStatus``.
+
+    :raises ValueError: a state the model does not know, or a summary whose figures do not hold together.
+    """
     from strands_robots.station.model import JobState, JobStatus
 
     try:
@@ -178,12 +261,23 @@ def job_status_from_pb(msg: Any) -> Any:
         episodes=tuple(episode_result_from_pb(e) for e in msg.episodes), updated_unix_ms=msg.updated_unix_ms,
         message=msg.message, sequence=msg.sequence,
         provenance=provenance_from_pb(msg.provenance) if msg.HasField("provenance") else None,
+        summary=_summary_or_none(msg),
     )
+
+
+def _summary_or_none(msg: Any) -> Any:
+    """Return the snapshot's summary (None when absent); ValueError naming the job when it does not hold together."""
+    if not msg.HasField("summary"):
+        return None
+    try:
+        return summary_from_pb(msg.summary)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"job {msg.job_id!r}: summary refused: {exc}") from None
 
 
 #: The job settings a ``SubmitJobRequest`` and a relay ``Job`` carry beside the tasks (proto3 ``optional``: absent
 #: means the station's default), by their ``JobSpec`` field names.
-JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards")
+JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards", "intervals")
 
 
 def job_options_from_pb(msg: Any) -> dict:

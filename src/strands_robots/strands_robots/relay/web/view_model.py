@@ -2,6 +2,7 @@
 
 One :class:`JobPage` per job: its state and progress, and a row per finished episode with the end condition,
 the score, the sheet as the operator answered it, the safety-stop detail, whether an operator took it over;
+the job's figures (success k of n, mean score, coverage), each with its interval, as the station computed them;
 and the episode ids the station spent without keeping an episode (it numbers every attempt and never reuses an
 id, so a gap in the listed ids is an episode discarded by the operator or interrupted, whose task ran again).
 The templates render these values and nothing else, so what a page can show is decided here.
@@ -74,6 +75,34 @@ class EpisodeRow:
 
 
 @dataclass(frozen=True)
+class FigureRow:
+    """One line of the job's figures: the whole job or one task, each number with its interval."""
+
+    label: str       # "all tasks" or the task id
+    success: str     # 3/5 = 60 % [23 %, 88 %] Wilson 95 %
+    score: str       # 0.47 [0.20, 0.73] bootstrap
+    coverage: str    # 5/8 scored (2 taken over, 1 unscored)
+
+
+def figure_rows(status) -> Tuple[FigureRow, ...]:
+    """Return the job's figures from the summary the station computed (``station/summary.py``); none without one."""
+    if not status.HasField("summary"):
+        return ()
+    from strands_robots.station.summary import coverage_text, rate_text, score_text
+    from strands_robots.wire.pb_model import summary_from_pb
+
+    try:
+        summary = summary_from_pb(status.summary)
+    except ValueError:
+        return ()
+    rows = [("all tasks", summary)]
+    if len(summary.tasks) > 1:
+        rows += [(t.task_id, t) for t in summary.tasks]
+    return tuple(FigureRow(label, rate_text(f.success), score_text(f.score), coverage_text(f.coverage))
+                 for label, f in rows)
+
+
+@dataclass(frozen=True)
 class JobPage:
     """A job as the page shows it; ``version`` changes whenever anything shown may have changed."""
 
@@ -89,6 +118,7 @@ class JobPage:
     submitted_unix_ms: int
     cancel_requested: bool
     version: Tuple[int, int, int, bool, Optional[int]]
+    figures: Tuple[FigureRow, ...] = ()  # the job's, then each task's, with intervals (empty: none sent)
 
     @property
     def terminal(self) -> bool:
@@ -182,4 +212,5 @@ def job_page(view: JobView, status, shown_id: str) -> JobPage:
         submitted_unix_ms=job.submitted_unix_ms, cancel_requested=job.cancel_requested,
         version=(int(snapshot.sequence) if snapshot else 0, int(status.updated_unix_ms), len(episodes),
                  job.cancel_requested, view.station_last_heard),
+        figures=figure_rows(status),
     )

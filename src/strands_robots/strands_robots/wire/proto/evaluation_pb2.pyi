@@ -126,7 +126,7 @@ class EpisodeResult(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., end_condition: _Optional[str] = ..., scored: _Optional[bool] = ..., success: _Optional[bool] = ..., score: _Optional[float] = ..., items: _Optional[_Iterable[_Union[ScoredItem, _Mapping]]] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., taken_over: _Optional[bool] = ..., end_detail: _Optional[str] = ..., run_id: _Optional[str] = ..., recording_sha256: _Optional[str] = ..., success_at_end: _Optional[bool] = ..., success_ever: _Optional[bool] = ..., inference_latency_p50_ms: _Optional[float] = ..., inference_latency_p99_ms: _Optional[float] = ..., mean_observation_age_steps: _Optional[float] = ..., missed_deadlines: _Optional[int] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence", "provenance")
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes", "updated_unix_ms", "message", "station_last_heard_unix_ms", "sequence", "provenance", "summary")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class JobStatus(_message.Message):
     STATION_LAST_HEARD_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     station_id: str
     state: str
@@ -147,7 +148,92 @@ class JobStatus(_message.Message):
     station_last_heard_unix_ms: int
     sequence: int
     provenance: Provenance
-    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ...) -> None: ...
+    summary: JobFigures
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes: _Optional[_Iterable[_Union[EpisodeResult, _Mapping]]] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., station_last_heard_unix_ms: _Optional[int] = ..., sequence: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., summary: _Optional[_Union[JobFigures, _Mapping]] = ...) -> None: ...
+
+class Rate(_message.Message):
+    __slots__ = ("successes", "trials", "rate", "low", "high", "method", "confidence", "note")
+    SUCCESSES_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    successes: int
+    trials: int
+    rate: float
+    low: float
+    high: float
+    method: str
+    confidence: float
+    note: str
+    def __init__(self, successes: _Optional[int] = ..., trials: _Optional[int] = ..., rate: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., method: _Optional[str] = ..., confidence: _Optional[float] = ..., note: _Optional[str] = ...) -> None: ...
+
+class MeanScore(_message.Message):
+    __slots__ = ("n", "mean", "low", "high", "method", "confidence", "n_resamples", "seed", "note")
+    N_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    N_RESAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    n: int
+    mean: float
+    low: float
+    high: float
+    method: str
+    confidence: float
+    n_resamples: int
+    seed: int
+    note: str
+    def __init__(self, n: _Optional[int] = ..., mean: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., method: _Optional[str] = ..., confidence: _Optional[float] = ..., n_resamples: _Optional[int] = ..., seed: _Optional[int] = ..., note: _Optional[str] = ...) -> None: ...
+
+class Coverage(_message.Message):
+    __slots__ = ("scored", "faulted", "safety_stopped", "discarded", "taken_over", "unscored", "interrupted")
+    SCORED_FIELD_NUMBER: _ClassVar[int]
+    FAULTED_FIELD_NUMBER: _ClassVar[int]
+    SAFETY_STOPPED_FIELD_NUMBER: _ClassVar[int]
+    DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
+    UNSCORED_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_FIELD_NUMBER: _ClassVar[int]
+    scored: int
+    faulted: int
+    safety_stopped: int
+    discarded: int
+    taken_over: int
+    unscored: int
+    interrupted: int
+    def __init__(self, scored: _Optional[int] = ..., faulted: _Optional[int] = ..., safety_stopped: _Optional[int] = ..., discarded: _Optional[int] = ..., taken_over: _Optional[int] = ..., unscored: _Optional[int] = ..., interrupted: _Optional[int] = ...) -> None: ...
+
+class TaskFigures(_message.Message):
+    __slots__ = ("task_id", "success", "score", "coverage")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    success: Rate
+    score: MeanScore
+    coverage: Coverage
+    def __init__(self, task_id: _Optional[str] = ..., success: _Optional[_Union[Rate, _Mapping]] = ..., score: _Optional[_Union[MeanScore, _Mapping]] = ..., coverage: _Optional[_Union[Coverage, _Mapping]] = ...) -> None: ...
+
+class JobFigures(_message.Message):
+    __slots__ = ("success", "score", "coverage", "tasks")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    success: Rate
+    score: MeanScore
+    coverage: Coverage
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskFigures]
+    def __init__(self, success: _Optional[_Union[Rate, _Mapping]] = ..., score: _Optional[_Union[MeanScore, _Mapping]] = ..., coverage: _Optional[_Union[Coverage, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskFigures, _Mapping]]] = ...) -> None: ...
 
 class ConfigHash(_message.Message):
     __slots__ = ("name", "path", "sha256")
