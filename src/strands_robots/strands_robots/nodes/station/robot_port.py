@@ -150,7 +150,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
         self._rollout_params = AsyncParameterClient(node, _resolve(node, _name(rollout_namespace, "rollout")),
                                                     callback_group=group)
         self._lock = threading.Lock()
-        self._heartbeat_timer: Any = None
+        self._renewals: Any = None  # the lease's RenewalThread while one is held
         self._heartbeat = True
         self._lease_duration_s = 1.0
         self._lease_id = ""
@@ -477,9 +477,9 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls):
 
     def close(self) -> None:
         with self._lock:
-            timer, self._heartbeat_timer = self._heartbeat_timer, None
-        if timer is not None:
-            self._node.destroy_timer(timer)
+            renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            renewals.stop()
         self.backend.close()
 
 
