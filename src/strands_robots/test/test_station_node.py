@@ -288,7 +288,7 @@ def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
 
 
 def test_a_station_whose_executor_is_blocked_longer_than_the_lease_keeps_it_through_an_episode(station):
-    from strands_robots_msgs.msg import LeaseState
+    from strands_robots_msgs.msg import LeaseState, ObserverEvent
 
     block_s = 1.5  # longer than the lease (lease_duration_s 1.0): renewals from the executor would stop
     lease_s = station.station.get_parameter("lease_duration_s").value
@@ -299,9 +299,12 @@ def test_a_station_whose_executor_is_blocked_longer_than_the_lease_keeps_it_thro
         with lock:
             states.append((time.monotonic(), msg))
 
+    steps = []
     station.client.create_subscription(LeaseState, "lease_state", on_state, LATCHED_QOS)
+    station.client.create_subscription(ObserverEvent, "observer_events",
+                                       lambda m: steps.append(m) if m.kind == "step" else None, EVENT_QOS)
     job_id = station.submit([ros_task("hold", duration_s="4")], 1)
-    station.wait_state(job_id, lambda s: "ep_0000 running" in s.message)
+    assert wait_for(lambda: len(steps) >= 10, 30.0)  # the rollout runs: the episode is under way
     assert wait_for(lambda: any(m.state == LeaseState.STATE_HELD and m.holder.startswith("station:")
                                 for _, m in list(states)), 10.0)
     blocked = {}

@@ -501,6 +501,7 @@ def main(argv: "list[str] | None" = None) -> int:
         # process is scheduled as the driver and the rollout node are. Time-shared beside them (and the cameras'
         # real-time rendering) on a loaded 2-core machine it went more than a lease length without running.
         guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
+        node.get_logger().info("executor: single")
         spinner = spin_in_background(executor, "station-executor")
         while not signals.event.wait(0.1):
             if process.executor_died(spinner) is not None:
