@@ -287,6 +287,30 @@ def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
     assert station.takeover.in_takeover is False
 
 
+def test_lease_renewals_go_on_after_a_failed_send_and_end_when_stopped():
+    from strands_robots.nodes.station.lease import RenewalThread
+
+    sent, errors, lock = [], [], threading.Lock()
+
+    def renew():
+        with lock:
+            sent.append(time.monotonic())
+            if len(sent) == 2:
+                raise RuntimeError("the service went away")
+
+    renewals = RenewalThread(0.02, renew, errors.append).start()
+    try:
+        assert wait_for(lambda: len(sent) >= 5, 10.0)  # the failed second send did not end them
+    finally:
+        renewals.stop()
+    with lock:
+        count = len(sent)
+    assert errors == ["lease renewal not sent: RuntimeError: the service went away"]
+    assert not wait_for(lambda: len(sent) > count, 0.2)  # stopped: none after
+    with pytest.raises(ValueError, match="renewal period must be > 0"):
+        RenewalThread(0.0, renew, errors.append)
+
+
 def test_a_station_whose_executor_is_blocked_longer_than_the_lease_keeps_it_through_an_episode(station):
     from strands_robots_msgs.msg import LeaseState, ObserverEvent
 
