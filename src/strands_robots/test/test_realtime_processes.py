@@ -245,6 +245,29 @@ def test_the_node_takes_fifo_50_by_default_where_permitted_for_every_thread_and_
     assert code == 0, "".join(node.lines)
 
 
+def test_the_station_node_holding_the_lease_takes_the_rollout_nodes_fifo_50_once_built(tmp_path):
+    pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")
+    module = "strands_robots.nodes.station.node"
+    node = NodeProcess(module, time_shared, "--ros-args", "-p", f"state_dir:={tmp_path / 'state'}")
+    try:
+        line = node.wait_line(r"real-time scheduling: ", START_S)
+        if "SCHED_FIFO" not in line:
+            pytest.skip(f"this account may not use SCHED_FIFO: {line}")
+        assert re.search(r"\]: real-time scheduling: SCHED_FIFO 50 \(every thread; permitted: .*\); guard: ", line)
+        node.wait_line(r"\]: executor: single$", START_S)
+        threads = policies(node.proc.pid)
+        fifo = [k for k, v in threads.items() if v == (os.SCHED_FIFO, 50)]
+        assert sorted(threads.values()).count((os.SCHED_FIFO, 51)) == 1, threads  # the guard, one above
+        assert f"python/{node.proc.pid}" in fifo, threads  # the main thread (the executor's and the lease's later)
+        dds = [k for k in threads if k.startswith("dds.")]
+        assert dds and set(dds) <= set(fifo), threads
+        time_shared_threads = [k for k, v in threads.items() if v == (os.SCHED_OTHER, 0)]
+        assert len(time_shared_threads) == threads_made_at_import(module), threads
+    finally:
+        code = node.stop()
+    assert code == 0, "".join(node.lines)
+
+
 @pytest.mark.parametrize("module", NODES)
 def test_the_node_without_the_privilege_stays_time_shared_and_warns_why_in_one_line(module):
     pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh")

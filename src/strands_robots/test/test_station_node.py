@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import uuid
 
 import pytest
@@ -299,6 +300,78 @@ def test_takeover_services_hold_a_running_episode_and_hand_it_back(station):
     assert during <= 2  # at most the step under way when the pause came (and its event in flight)
     assert result.ended.applied_actions == 100 and result.end_condition == "timeout"  # the whole budget ran
     assert station.takeover.in_takeover is False
+
+
+def test_lease_renewals_go_on_after_a_failed_send_and_end_when_stopped():
+    from strands_robots.nodes.station.lease import RenewalThread
+
+    sent, errors, lock = [], [], threading.Lock()
+
+    def renew():
+        with lock:
+            sent.append(time.monotonic())
+            if len(sent) == 2:
+                raise RuntimeError("the service went away")
+
+    renewals = RenewalThread(0.02, renew, errors.append).start()
+    try:
+        assert wait_for(lambda: len(sent) >= 5, 10.0)  # the failed second send did not end them
+    finally:
+        renewals.stop()
+    with lock:
+        count = len(sent)
+    assert errors == ["lease renewal not sent: RuntimeError: the service went away"]
+    assert not wait_for(lambda: len(sent) > count, 0.2)  # stopped: none after
+    with pytest.raises(ValueError, match="renewal period must be > 0"):
+        RenewalThread(0.0, renew, errors.append)
+
+
+def test_a_station_whose_executor_is_blocked_longer_than_the_lease_keeps_it_through_an_episode(station):
+    from strands_robots_msgs.msg import LeaseState, ObserverEvent
+
+    block_s = 1.5  # longer than the lease (lease_duration_s 1.0): renewals from the executor would stop
+    lease_s = station.station.get_parameter("lease_duration_s").value
+    assert block_s > lease_s
+    states, lock = [], threading.Lock()  # (time received, msg) of the driver's lease_state
+
+    def on_state(msg):
+        with lock:
+            states.append((time.monotonic(), msg))
+
+    steps = []
+    station.client.create_subscription(LeaseState, "lease_state", on_state, LATCHED_QOS)
+    station.client.create_subscription(ObserverEvent, "observer_events",
+                                       lambda m: steps.append(m) if m.kind == "step" else None, EVENT_QOS)
+    job_id = station.submit([ros_task("hold", duration_s="4")], 1)
+    assert wait_for(lambda: len(steps) >= 10, 30.0)  # the rollout runs: the episode is under way
+    assert wait_for(lambda: any(m.state == LeaseState.STATE_HELD and m.holder.startswith("station:")
+                                for _, m in list(states)), 10.0)
+    blocked = {}
+
+    def block():  # one callback of the station node's executor that takes longer than the lease
+        timer.cancel()
+        blocked["from"] = time.monotonic()
+        threading.Event().wait(block_s)
+        blocked["to"] = time.monotonic()
+
+    timer = station.station.create_timer(0.01, block)
+    assert wait_for(lambda: "to" in blocked, 10.0)
+    final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+    station.station.destroy_timer(timer)
+    assert final.state == "SUCCEEDED", final.message
+    assert [(e.episode_id, e.end_condition) for e in final.episodes] == [("ep_0000", "timeout")]
+    with lock:
+        seen = list(states)
+    lease_id = next(m.lease_id for _, m in seen if m.state == LeaseState.STATE_HELD and m.holder.startswith("station:"))
+    ours = [(t, m) for t, m in seen if m.lease_id == lease_id]
+    assert not [m.state for _, m in ours if m.state == LeaseState.STATE_EXPIRED]
+    # Renewals counted at the driver: each one moves the lease's expiry on (a held state with a new expires_unix_ms).
+    expiries = [(t, m.expires_unix_ms) for t, m in ours if m.state == LeaseState.STATE_HELD]
+    renewed = [t for (t, e), (_, before) in zip(expiries[1:], expiries) if e > before]
+    during = [t for t in renewed if blocked["from"] < t < blocked["to"]]
+    assert len(during) >= 2, f"{len(during)} renewals reached the driver in the {block_s} s the executor was blocked"
+    gaps = [(b - a) / 1000.0 for (_, a), (_, b) in zip(expiries, expiries[1:])]
+    assert max(gaps) < lease_s, f"the lease's expiry stood still for {max(gaps):.3f} s (lease {lease_s} s)"
 
 
 STATION_TOKEN = "tok-" + uuid.uuid4().hex  # the station's secret: no parameter may show it

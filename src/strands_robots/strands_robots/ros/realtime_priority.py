@@ -1,4 +1,6 @@
-"""Real-time scheduling of the hot-path node processes (the arm driver, the rollout node): on when permitted.
+"""Real-time scheduling of the hot-path node processes (driver, rollout, station): on when permitted.
+
+The station node holds the arms' lease while an episode runs, so its renewals are on the control path too.
 
 As ros2_control's controller_manager does for its update thread, the node tries ``SCHED_FIFO`` at priority 50
 and, when it may not, stays on the normal scheduler and says why in a warning. Each node logs one line at start

@@ -1,7 +1,11 @@
 """The station's control lease over ROS, for :class:`~strands_robots.nodes.station.robot_port.RosRobotPort`.
 
 The lease is acquired through the driver client without its own heartbeat and renewed here every third of its
-length (so a task can stop the heartbeat: ``fault.stop_heartbeat_at_s``); it is watched on the driver's latched
+length (so a task can stop the heartbeat: ``fault.stop_heartbeat_at_s``) from a thread of its own
+(:class:`RenewalThread`), never from the node's executor: a callback that takes a while (a relay call, a job
+file's fsync, a status publish under load) would hold every timer behind it, and one second behind is a lost
+lease. The thread only sends the request (``call_async`` needs no executor); the executor takes the answer
+whenever it gets to it, and the driver's ``lease_state`` says the same. It is watched on the driver's latched
 ``lease_state`` and on every renewal answer: expired -> the rollout is cancelled and the episode ends
 ``lease_lost``; taken by a higher-priority claim -> ``authority_lost``. An operator's claim of the arms is an
 ``acquire_lease`` above the rollout's priority, released at once.
@@ -12,7 +16,8 @@ A mixin of the port: it uses the port's node, lock, backend, goal handle and lea
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import threading
+from typing import Any, Callable, Optional, Tuple
 
 from strands_robots_msgs.msg import LeaseState
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease
@@ -22,6 +27,47 @@ from strands_robots.rollout.end_condition import END_AUTHORITY_LOST, END_LEASE_L
 from strands_robots.station.ports import InfrastructureFault
 
 OPERATOR_CLAIM_PRIORITY = 100
+_JOIN_S = 1.0  # a renewal is a non-blocking send: the thread ends within that of being asked
+
+
+class RenewalThread:
+    """Call ``renew`` every ``period_s`` on a thread of its own until :meth:`stop`; the first call one period in.
+
+    ``renew`` must not block (it sends and returns); an error of one call is given to ``on_error`` and the next
+    period comes all the same.
+    """
+
+    def __init__(self, period_s: float, renew: Callable[[], None], on_error: Callable[[str], None],
+                 name: str = "station-lease") -> None:
+        if not period_s > 0:
+            raise ValueError(f"the renewal period must be > 0 s, got {period_s!r}")
+        self.period_s = float(period_s)
+        self._renew = renew
+        self._on_error = on_error
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "RenewalThread":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self._renew()
+            except Exception as exc:  # noqa: BLE001  (one failed send never ends the renewals of a live holder)
+                self._on_error(f"lease renewal not sent: {type(exc).__name__}: {exc}")
+
+    def stop(self) -> None:
+        """Stop renewing; waits for the thread unless called from it."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(_JOIN_S)
+
+
+def _stop_renewals(renewals: Optional[RenewalThread]) -> None:
+    if renewals is not None:
+        renewals.stop()
 
 
 class StationLeaseCalls:
@@ -47,9 +93,9 @@ class StationLeaseCalls:
             self._lease_duration_s = float(duration_s)
             self._heartbeat = True
             self._lease_end = ("", "")
-            if self._heartbeat_timer is not None:
-                self._node.destroy_timer(self._heartbeat_timer)
-            self._heartbeat_timer = self._node.create_timer(float(duration_s) / 3.0, self._renew_now)
+            previous, self._renewals = self._renewals, RenewalThread(
+                float(duration_s) / 3.0, self._renew_now, self._node.get_logger().warning).start()
+        _stop_renewals(previous)
         return True, res.message or f"lease {res.lease_id} granted"
 
     def reclaim_lease(self) -> bool:
@@ -69,10 +115,9 @@ class StationLeaseCalls:
 
     def release_lease(self) -> None:
         with self._lock:
-            timer, self._heartbeat_timer = self._heartbeat_timer, None
+            renewals, self._renewals = self._renewals, None
             self._lease_id = ""
-        if timer is not None:
-            self._node.destroy_timer(timer)
+        _stop_renewals(renewals)
         self.backend.release()  # refused when already expired or revoked: nothing to give up
 
     def stop_heartbeat(self) -> None:

@@ -158,7 +158,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls)
         self._rollout_params = AsyncParameterClient(node, _resolve(node, _name(rollout_namespace, "rollout")),
                                                     callback_group=group)
         self._lock = threading.Lock()
-        self._heartbeat_timer: Any = None
+        self._renewals: Any = None  # the lease's RenewalThread while one is held
         self._heartbeat = True
         self._lease_duration_s = 1.0
         self._lease_id = ""
@@ -489,9 +489,9 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls)
 
     def close(self) -> None:
         with self._lock:
-            timer, self._heartbeat_timer = self._heartbeat_timer, None
-        if timer is not None:
-            self._node.destroy_timer(timer)
+            renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            renewals.stop()
         self.backend.close()
 
 
