@@ -452,8 +452,8 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     job_id = out.splitlines()[0]
     assert re.fullmatch(r"job-[0-9a-f]{16}", job_id), out
     assert re.search(r"^\[#{30}\] 2/2 episodes  SUCCEEDED", out, re.M), out
-    assert re.search(r"^ep_0000\s+timeout\s+yes\s+yes\s+1\.00\s+no$", out, re.M), out
-    assert re.search(r"^ep_0001\s+policy_completed\s+yes\s+yes\s+1\.00\s+no$", out, re.M), out
+    assert re.search(r"^ep_0000\s+timeout\s+yes\s+yes\s+1\.00\s+no\s", out, re.M), out
+    assert re.search(r"^ep_0001\s+policy_completed\s+yes\s+yes\s+1\.00\s+no\s", out, re.M), out
     rc, out = job_command("status", *common, job_id)
     assert rc == 0, out
     fields = dict(line.split(None, 1) for line in out.splitlines()[:7])

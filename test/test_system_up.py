@@ -377,7 +377,7 @@ def test_kill_9_of_the_arm_driver_mid_episode_fails_the_run_and_leaves_no_node_r
     try:
         up.wait_line(r"^Step\s+#", TIMEOUT_S)
         children = up.children()
-        driver = [p for p in children if "arm_driver_node" in cmdline(p)]
+        driver = [p for p in children if "strands_robots.nodes.arm_driver.node" in cmdline(p)]
         assert len(children) == 2 and len(driver) == 1, f"{children}\n{up.output}"
         os.kill(driver[0], signal.SIGKILL)
         rc = up.wait(TIMEOUT_S)

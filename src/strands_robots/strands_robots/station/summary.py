@@ -149,11 +149,11 @@ def rate_text(rate: Proportion) -> str:
 
 
 def score_text(score: MeanScore) -> str:
-    """``0.47 [0.20, 0.73] bootstrap``, ``1.00 (no interval: ...)`` or ``n/a (no scores)``."""
+    """``0.47 [0.20, 0.73] bootstrap``, ``1.00 (one score: no interval ...)`` or ``n/a (no scores)``."""
     if score.mean is None:
         return "n/a (no scores)"
     if not score.has_interval:
-        return f"{score.mean:.2f} (no interval: {score.note})"
+        return f"{score.mean:.2f} ({score.note})"
     tail = " (fewer than 10 scores: likely too narrow)" if score.n < 10 else ""
     return f"{score.mean:.2f} [{score.low:.2f}, {score.high:.2f}] bootstrap{tail}"
 
