@@ -22,6 +22,7 @@ from strands_robots.station.task_parameters import check_task_parameters
 from strands_robots.station.inprocess import InProcessRobot
 from strands_robots.station.job import JobSpec
 from strands_robots.station.job_file import task_from_mapping
+from strands_robots.job_model.team_keys import TASK_PARAMETER, team_key_refusal
 from strands_robots.station.scripted_operator import ScriptedOperator
 from strands_robots.station.station import Station
 
@@ -39,6 +40,11 @@ BAD_JOBS = [
     ({"seed": "12345678901234567890"}, "seed", "allowed range [0, 4294967295]"),
 ]
 IDS = [next(iter(p)) for p, _, _ in BAD_JOBS]
+# A team never sets these (the station's suite files do: job_model.team_keys); the relay refuses them as such
+# before any range check, so only the station and the rollout, which read the suite's values, check their ranges.
+STATION_ONLY = {key for _, key, _ in BAD_JOBS if team_key_refusal(key, TASK_PARAMETER)}
+TEAM_JOBS = [job for job in BAD_JOBS if job[1] not in STATION_ONLY]
+TEAM_IDS = [next(iter(p)) for p, _, _ in TEAM_JOBS]
 
 
 def task(task_id: str, parameters=None, instruction: str = "hold the wrist steady") -> dict:
@@ -46,7 +52,7 @@ def task(task_id: str, parameters=None, instruction: str = "hold the wrist stead
 
 
 def job_tasks(parameters) -> list:
-    return [task("ok", {"duration_s": "1", "seed": "7"}), task("bad", parameters)]
+    return [task("ok", {"duration_s": "1"}), task("bad", parameters)]
 
 
 def module_reason(parameters) -> "tuple[str, str]":
@@ -93,13 +99,12 @@ def refused_by_relay(client, tasks, episodes=2, job_id="job-refused-1") -> Inval
 
 
 def test_a_valid_job_is_accepted_by_the_same_relay(client):
-    tasks = [task("ok", {"duration_s": "1", "seed": "4294967295", "operator_takeover_at_s": "0",
-                         "start_pose_tolerance_rad": "0.5", "control_frequency": "2000"})]
+    tasks = [task("ok", {"duration_s": "1", "control_frequency": "2000"})]
     job_id = client.submit_job(station_id=STATION, tasks=tasks, episodes=6, job_id="job-accepted-1")
     assert job_id == "job-accepted-1" and client.get_status(job_id).episodes_total == 6
 
 
-@pytest.mark.parametrize("parameters, key, allowed", BAD_JOBS, ids=IDS)
+@pytest.mark.parametrize("parameters, key, allowed", TEAM_JOBS, ids=TEAM_IDS)
 def test_late_limit_and_typo_jobs_are_refused_at_submit_naming_task_key_value_and_range(client, parameters, key,
                                                                                        allowed):
     err = refused_by_relay(client, job_tasks(parameters))
@@ -117,7 +122,14 @@ def test_the_same_job_is_refused_identically_by_relay_station_and_rollout(relay,
     field, reason = module_reason(parameters)
     assert field == f"parameters[{key!r}]" and allowed in reason
     tasks = job_tasks(parameters)
-    if entry == "relay":
+    if entry == "relay" and key in STATION_ONLY:
+        c = EvaluationClient(relay, token=CLIENT_TOKENS["team_a"], timeout_s=15.0)
+        try:
+            said = refused_by_relay(c, tasks, job_id=f"job-same-{key}").reason
+        finally:
+            c.close()
+        assert said.startswith(f"tasks[1].{field}: {key!r} refused: "), said  # a team may not set it at all
+    elif entry == "relay":
         c = EvaluationClient(relay, token=CLIENT_TOKENS["team_a"], timeout_s=15.0)
         try:
             said = refused_by_relay(c, tasks, job_id=f"job-same-{key}").reason
@@ -142,11 +154,11 @@ def test_the_same_job_is_refused_identically_by_relay_station_and_rollout(relay,
 
 
 def test_a_20_digit_seed_is_refused_at_submit_not_at_the_goal_send(client):
-    # the RunEpisode goal's seed is int64: 12345678901234567890 would not fit it; refused before it is stored
+    # the RunEpisode goal's seed is int64: 12345678901234567890 would not fit it; a team's job never carries a seed
+    # (trial i runs on its suite task's seed i), so the relay refuses it before it is stored
     err = refused_by_relay(client, [task("seeded", {"seed": "12345678901234567890"})])
-    assert err.reason == ("tasks[0].parameters['seed']: seed='12345678901234567890' refused: allowed range "
-                          f"[0, 4294967295]: {rules.RUN_LIMITS['seed'].words()} "
-                          f"({rules.RUN_LIMITS['seed'].description})")
+    assert err.reason.startswith("tasks[0].parameters['seed']: 'seed' refused: seeds come from the station's suite"), \
+        err.reason
 
 
 @pytest.mark.parametrize("episodes", [-1, 0, 2**32, 100_001])

@@ -57,11 +57,17 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
 
 
 def _figure(episode: Any, name: str) -> Any:
-    """Return an episode's optional figure: a protobuf's when present, a model's when not None; else None."""
+    """Return an episode's optional figure, or None when it is not known.
+
+    A protobuf's when present, a model's when not None, a ROS message's ``[<=1]`` field when it holds its value.
+    """
     has = getattr(episode, "HasField", None)
     if callable(has):
         return getattr(episode, name) if has(name) else None
-    return getattr(episode, name, None)
+    value = getattr(episode, name, None)
+    if value is not None and not isinstance(value, (str, bytes)) and hasattr(value, "__len__"):
+        return value[0] if len(value) else None
+    return value
 
 
 def episode_figure_cells(episode: Any) -> tuple:

@@ -21,7 +21,8 @@ class DemoPolicy(Policy):
 
     Per episode: ``provider`` (``mock`` or ``scripted``) with ``config``, overridden by the task's
     ``policy.<option>`` parameters (JSON values), the way the station applies them to its own providers. Its
-    ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``).
+    ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``). ``episodes``
+    lists the episodes it started (the station's preflight, answered the same way, is not one).
     """
 
     def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None) -> None:
@@ -50,7 +51,8 @@ class DemoPolicy(Policy):
             "action_horizon": (episode.action_horizon if episode is not None else 0) or 8,
             "joint_limits": {},
         })
-        self.episodes.append(episode.episode_id if episode is not None else "")
+        if episode is None or not episode.preflight:  # the station's preflight asks once before any episode
+            self.episodes.append(episode.episode_id if episode is not None else "")
 
     def act(self, observation: Mapping[str, Any]) -> List[dict]:
         from strands_robots.client import EndEpisode as ClientEndEpisode
