@@ -37,7 +37,7 @@ SHARED = {
 
 # Files whose tests share no process fixture (each starts and ends its own processes): every test is a group of its
 # own, so the file's long run is shared between the workers instead of holding one of them.
-SPLIT = frozenset({"test/test_system_up.py"})
+SPLIT = frozenset({"test/test_system_up.py", "test/test_station_interval_coverage.py"})
 
 # The longest groups, longest first: seconds each took in three-worker runs on this 2-core machine (2026-12-05),
 # every group of 5 s or more. Only the order matters; a group missing here starts after these, in collection
@@ -45,9 +45,12 @@ SPLIT = frozenset({"test/test_system_up.py"})
 # with its rank.
 LONGEST = {
     "test/test_station_chaos.py": 125,  # with the camera node among its targets: 116-171 s alone here
+    "test/test_station_interval_coverage.py": 100,  # 27 tests of 2 000 simulated jobs each, 7-40 s apiece
     "test/test_system_up.py": 75,
     "demo_main_job": 60,
     "test/test_station_relay_jobs.py": 52,
+    "test/test_station_preflight.py": 45,
+    "test/test_rescore_main_job_recording.py": 40,
     "test/test_station_crash.py": 51,
     "src/strands_robots/test/test_rollout_node.py": 36,
     "test/test_restart_reconnect.py": 35,
