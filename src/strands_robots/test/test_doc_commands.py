@@ -102,6 +102,9 @@ def options_of(tokens: list) -> list:
 def _environment() -> dict:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # A block's `source scripts/env.sh` picks its leg from ROS: the leg these tests run on (env.sh exports SR_ROS).
+    if "ROS" not in env and env.get("SR_ROS") in ("kilted", "jazzy"):
+        env["ROS"] = env["SR_ROS"]
     return env
 
 
