@@ -211,7 +211,7 @@ def test_up_takes_repeated_stop_signals_and_still_stops_the_nodes_cleanly(sig, s
 
 
 # What a kill -9 of `up` may leave behind, and for how long: its children stop as on SIGTERM (PDEATHSIG and the
-# supervisor's pipe), skipping what only the dead supervisor's readers needed (README "Stopping").
+# supervisor's pipe), skipping what only the dead supervisor's readers needed (docs/ros.md, "Stopping").
 KILL_9_CHILDREN_GONE_S = 3.0
 
 

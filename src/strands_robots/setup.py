@@ -14,6 +14,7 @@ setup(
         "strands_robots.arm.assets": ["*.xml"],
         "strands_robots.dds": ["*.xml"],
         "strands_robots.wire.proto": ["*.proto", "*.pyi"],
+        "strands_robots.client": ["py.typed"],  # PEP 561: type checkers read the client's annotations
         "strands_robots.relay.web": ["templates/*.html", "static/*"],
     },
     data_files=[

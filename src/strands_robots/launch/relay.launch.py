@@ -12,7 +12,7 @@ rollout.launch.py includes this file with tokens it makes for the launch in a pr
 ``tls_key`` (PEM files, both or neither) make the relay serve TLS, as the CLI's ``--tls-cert``/``--tls-key`` do; a
 plaintext relay on a non-loopback address says so in a WARNING line at start. When the relay exits on its own the
 launch ends, non-zero when it failed. ``web`` (``host:port``, or the config file's ``web``) serves the web status
-page beside the relay (teams sign in with their token; see README "Web status page").
+page beside the relay (teams sign in with their token; see docs/relay.md, "Web status page").
 
     ros2 launch strands_robots relay.launch.py tokens:=/path/tokens.yaml listen:=0.0.0.0:50051 \
         tls_cert:=/etc/relay/cert.pem tls_key:=/etc/relay/key.pem

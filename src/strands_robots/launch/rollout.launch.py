@@ -23,7 +23,7 @@ The launch exits 0 when the job SUCCEEDED, and non-zero otherwise, saying why: `
 starts, a refusal being one line with the file, the key and the reason. Ctrl-C stops every process (exit 0;
 demo_job's last line says the job was left unfinished; it exits 0 here, ``--stopped-exit-code 0``): each ends on
 its own, "process has finished cleanly", well inside the 5 s after which ``launch`` would escalate to SIGTERM
-(1.2-2.4 s from the Ctrl-C to the launch's exit, mid-job, on a loaded 2-core machine; README "Stopping").
+(1.2-2.4 s from the Ctrl-C to the launch's exit, mid-job, on a loaded 2-core machine; docs/ros.md, "Stopping").
 ``exit_when_done:=false`` keeps the station (and the relay) up after the job until Ctrl-C.
 
 Every run is repeatable: a launch never inherits another launch's jobs. The launch's relay keeps its store in

@@ -128,6 +128,10 @@ def test_client_installs_into_a_fresh_venv_without_ros_and_runs_a_job(tmp_path):
     for egg in CLIENT_DIST.glob("*.egg-info"):
         shutil.rmtree(egg, ignore_errors=True)
     assert install.returncode == 0, install.stdout + install.stderr
+    typed = subprocess.run([str(py), "-c", "import pathlib, strands_robots.client as c; "
+                            "print((pathlib.Path(c.__file__).parent / 'py.typed').is_file())"],
+                           capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
+    assert typed.stdout.strip() == "True", "the installed client has no py.typed marker: " + typed.stdout + typed.stderr
 
     tokens = write_tokens(tmp_path)
     port = free_port()

@@ -1,4 +1,4 @@
-"""The package's layers, as README.md draws them, hold: every import runs down or across, never up, and no circle.
+"""The package's layers, as docs/layout.md draws them, hold: every import runs down or across, never up, and no circle.
 
 The graph is built from the source (every ``import`` of every module, those inside functions too: an import
 put off until a call is still a dependency), so it needs neither ROS nor any optional dependency installed.
@@ -39,7 +39,7 @@ LAYERS = {
 PROCESSES = ("arm_driver", "rollout", "station", "camera")
 # Circles known to be under way to removal (each names its modules); any other circle fails. Empty it as they go.
 KNOWN_CIRCLES: tuple = ()
-# Imports the core never makes (README: the core never imports rclpy or generated messages).
+# Imports the core never makes (docs/layout.md: the core never imports rclpy or generated messages).
 ROS_ONLY = ("rclpy", "launch", "launch_ros", "rosidl_parser", "rosidl_runtime_py", "builtin_interfaces")
 
 
@@ -156,7 +156,7 @@ def arrows_up(graph: dict) -> list:
 # -- the tests -------------------------------------------------------------------------------------------------
 def test_every_module_has_a_layer():
     unplaced = sorted({m.split(".")[1] for m in module_files() if "." in m and m.split(".")[1] not in LAYERS})
-    assert not unplaced, f"place these in LAYERS (and in README.md's drawing): {unplaced}"
+    assert not unplaced, f"place these in LAYERS (and in docs/layout.md): {unplaced}"
 
 
 def test_no_import_runs_back_up():

@@ -3,7 +3,7 @@
 Every strands_robots process that makes a ROS node (the node processes, whatever ``strands-robots up`` and the
 launch files start, the command-line tools) calls :func:`use_project_profile` before ``rclpy.init``
 (``ros/process.py``). The profile is ``fastdds.xml`` beside this module (``fastdds2.xml`` under Fast DDS 2's
-element names); its comment and the README's "DDS profile" say what it sets and why: in short, user data and
+element names); its comment and docs/restarts.md say what it sets and why: in short, user data and
 discovery over UDP rather than Fast DDS's shared memory, so a process killed with SIGKILL and started again is
 heard by the processes that outlived it within about a second.
 

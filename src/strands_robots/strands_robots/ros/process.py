@@ -47,6 +47,8 @@ import rclpy.logging
 from rclpy.executors import ExternalShutdownException, ShutdownException
 
 from strands_robots.dds.fastdds_profile import use_project_profile
+from strands_robots.ros.realtime_guard import start_realtime
+from strands_robots.ros.realtime_priority import Decision, process_threads, take_realtime
 
 # The stop signals have no ROS in them (the relay and the CLI use them too); this module's API re-exports them.
 from strands_robots.stop_signals import EXIT_GRACE_S, EXIT_HUNG_AT_EXIT, STOP_SIGNALS, StopSignals  # noqa: F401
@@ -271,6 +273,77 @@ def executor_died(*threads: SpinThread) -> Optional[SpinThread]:
         if thread is not None and getattr(thread, "died", False):
             return thread
     return None
+
+
+
+class NodeProcess:
+    """A node executable's process around its node, in the order every node needs.
+
+    ``NodeProcess(argv, realtime)`` notes the threads the imports made (they stay time-shared), takes the stop
+    signals and starts rclpy (:func:`init_without_signal_handlers`); :meth:`run` adds the built node to its
+    executor, takes real-time scheduling for every thread from then on (``realtime``, decided before rclpy was
+    touched: ``ros/realtime_priority.py``) and spins the executor in the background; :meth:`close` stops and
+    joins the spin, then the real-time guard, destroys the node and shuts rclpy down. A node's ``main`` keeps
+    only what is its own: how it builds the node, what it waits on, and how its work stops before :meth:`close`::
+
+        process = NodeProcess(argv, realtime)
+        try:
+            spin = process.run(CameraNode(), SingleThreadedExecutor(), "camera-executor")
+            while not process.stop.wait(0.2): ...
+        finally:
+            ...  # the node's own work stopped
+            process.close(spin_timeout_s=5.0)
+    """
+
+    def __init__(self, argv: "Sequence[str] | None", realtime: Decision) -> None:
+        self.realtime = realtime
+        self.import_threads = process_threads()
+        self.signals = StopSignals.install()
+        self.node: Any = None
+        self.executor: Any = None
+        self.spin: Optional[SpinThread] = None
+        self.guard: Any = None
+        init_without_signal_handlers(argv)
+
+    @property
+    def stop(self) -> threading.Event:
+        """Set by SIGINT/SIGTERM (or a gone supervisor): the node's work should end."""
+        return self.signals.event
+
+    def run(self, node: Any, executor: Any, thread_name: str) -> SpinThread:
+        """Add ``node`` to ``executor``, take real-time scheduling and spin on a thread named ``thread_name``.
+
+        Start-up is done by then: every thread now and every later one (an episode's, the render thread) runs
+        real-time where the decision allows it.
+        """
+        self.node, self.executor = node, executor
+        executor.add_node(node)
+        self.guard = start_realtime(take_realtime(self.realtime, self.import_threads), node.get_logger())
+        self.spin = spin_in_background(executor, thread_name)
+        return self.spin
+
+    def adopt(self, node: Any = None, executor: Any = None) -> None:
+        """Hand :meth:`close` what was built before :meth:`run` (a start refused half way leaves nothing behind)."""
+        self.node = node if node is not None else self.node
+        self.executor = executor if executor is not None else self.executor
+
+    def close(self, spin_timeout_s: float = 2.0) -> None:
+        """Stop the executor and join its thread, stop the guard, destroy the node, shut rclpy down.
+
+        The executor goes before the node and the context: a spin thread still in rclpy's wait when the
+        interpreter exits is ended there by pthread_exit, which aborts the process ("terminate called without an
+        active exception", exit -6 instead of the node's code).
+        """
+        if self.spin is not None:
+            self.spin.stop(spin_timeout_s)
+        elif self.executor is not None:
+            self.executor.shutdown(timeout_sec=spin_timeout_s)
+        if self.guard is not None:
+            self.guard.stop()
+        if self.node is not None:
+            self.node.destroy_node()
+        rclpy.try_shutdown()
+        self.signals.restore()
 
 
 # ------------------------------------------------------------------------------------------- supervisor watch

@@ -37,7 +37,6 @@ import threading
 import time
 from typing import Any, List, Optional
 
-import rclpy
 from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.event_handler import PublisherEventCallbacks
@@ -53,9 +52,8 @@ from strands_robots.cameras.render_priority import CAMERA_RT_PRIORITY, CAMERA_RT
 from strands_robots.cameras.scene import SceneParameterError, object_position
 from strands_robots.conversions import camera as camera_msgs
 from strands_robots.ros.qos import IMAGE_QOS, STATE_QOS
-from strands_robots.ros.process import SpinThread, StopSignals, init_without_signal_handlers, spin_in_background
-from strands_robots.ros.realtime_guard import start_realtime
-from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
+from strands_robots.ros.process import NodeProcess
+from strands_robots.ros.realtime_priority import decide_realtime
 
 SCENE_TASK_JSON_MAX = 4096
 _START_TIMEOUT_S = 120.0  # GL detection and the first contexts on a loaded software renderer
@@ -327,24 +325,17 @@ def main(args: Optional[List[str]] = None) -> int:
     except ValueError as exc:
         print(f"camera_node: {exc}", file=sys.stderr)
         return 2
-    import_threads = process_threads()  # made by the imports: they stay time-shared
-    signals = StopSignals.install()
-    init_without_signal_handlers(argv)
+    process = NodeProcess(argv, realtime)
     node: Optional[CameraNode] = None
-    executor: Optional[SingleThreadedExecutor] = None
-    spin: Optional[SpinThread] = None
-    guard = None
     code = 0
     try:
         node = CameraNode()
-        node.start(stop=signals.event)
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        # Start-up done: every thread now (the render thread too) and every later one runs real-time, below the
-        # control loop (cameras/render_priority.py).
-        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
-        spin = spin_in_background(executor, "camera-executor")
-        while not signals.event.wait(0.2):
+        process.adopt(node=node)
+        node.start(stop=process.stop)
+        # Every thread now (the render thread too) and every later one runs real-time, below the control loop
+        # (cameras/render_priority.py).
+        spin = process.run(node, SingleThreadedExecutor(), "camera-executor")
+        while not process.stop.wait(0.2):
             if not spin.is_alive():
                 node.get_logger().fatal("the executor thread ended: the camera node exits non-zero")
                 code = 1
@@ -354,8 +345,7 @@ def main(args: Optional[List[str]] = None) -> int:
                                         "the camera node exits non-zero")
                 code = 1
                 break
-        # The render thread stops first: a frame it publishes after the count was read would be missing from the
-        # count (a recording test under load: 39 JPEGs "published", 40 recorded and received).
+        # The render thread stops first: a frame published after the count was read would be missing from it.
         node.stop()
         node.get_logger().info("frames published: " + ", ".join(
             f"{n} {c} ({node.compressed_published[n]} compressed)" for n, c in node.published.items()))
@@ -365,19 +355,7 @@ def main(args: Optional[List[str]] = None) -> int:
     finally:
         if node is not None:
             node.stop()
-        if spin is not None:
-            # The executor shut down and its thread joined before the node and the context go: a spin thread
-            # still in rclpy's wait when the interpreter exits is ended there by pthread_exit, which aborts the
-            # process ("terminate called without an active exception", exit -6 instead of this code).
-            spin.stop(5.0)
-        elif executor is not None:
-            executor.shutdown(timeout_sec=2.0)
-        if guard is not None:
-            guard.stop()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        signals.restore()
+        process.close(spin_timeout_s=5.0)
     return code
 
 

@@ -68,7 +68,6 @@ import threading
 import time
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.duration import Duration
@@ -86,9 +85,7 @@ from strands_robots.ros.qos import EVENT_QOS
 from strands_robots.driver_link.client import RosDriverBackend
 from strands_robots.nodes.rollout.event_publisher import QueuedEventPublisher
 from strands_robots.ros.executor_choice import make_executor
-from strands_robots.ros.realtime_guard import start_realtime
-from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
-from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
+from strands_robots.ros.realtime_priority import decide_realtime
 from strands_robots.nodes.rollout.goal import run_kwargs
 from strands_robots.nodes.rollout.observers import EpisodeFeedback, RunTracker
 from strands_robots.nodes.rollout.params import PARAMETERS, value_refusal
@@ -453,34 +450,27 @@ def main(argv: "list[str] | None" = None) -> int:
     except ValueError as exc:
         print(f"rollout_node: {exc}", file=sys.stderr)
         return 2
-    import_threads = process_threads()  # made by the imports: they stay time-shared
-    signals = StopSignals.install()
-    stop = signals.event
-    init_without_signal_handlers(argv if argv is not None else sys.argv)
+    node_process = process.NodeProcess(argv if argv is not None else sys.argv, realtime)
+    stop = node_process.stop
     node = None
-    executor = None
-    spinner = None
-    guard = None
     code = 0
-    executor_died = getattr(process, "executor_died", None)
-    died_code = getattr(process, "EXIT_EXECUTOR_DIED", 3)
     try:
         executor, executor_name = make_executor()
+        node_process.adopt(executor=executor)
         node = RolloutNode()
+        node_process.adopt(node=node)
         node.get_logger().info(f"executor: {executor_name}")
-        executor.add_node(node)
         # Everything imported and built so far (rclpy, numpy, the messages: ~60 000 objects) is moved out of the
         # collector's reach: a full collection over it took 13 ms on this machine, a stall of the control loop
         # or its verdict callback every few seconds. Only what episodes allocate is collected from here on.
         gc.collect()
         gc.freeze()
-        # Start-up done: every thread now and every later one (the executor's, each episode's) runs real-time.
-        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
-        spinner = spin_in_background(executor, "rollout-executor")
+        # Every thread now and every later one (the executor's, each episode's) runs real-time.
+        spinner = node_process.run(node, executor, "rollout-executor")
         while not stop.is_set() and not node.done.wait(0.1):
-            if executor_died is not None and executor_died(spinner) is not None:
+            if process.executor_died(spinner) is not None:
                 node.get_logger().error("the executor died; stopping")
-                code = died_code
+                code = process.EXIT_EXECUTOR_DIED
                 break
         if not code:
             code = node.exit_code if node.exit_code is not None and not stop.is_set() else 0
@@ -488,22 +478,13 @@ def main(argv: "list[str] | None" = None) -> int:
         code = 0
     except (ValueError, ParameterException) as exc:  # invalid parameters: one line, no traceback
         print(f"rollout_node: {exc}", file=sys.stderr)
-        code = getattr(process, "EXIT_BAD_PARAMETERS", 2)
+        code = process.EXIT_BAD_PARAMETERS
     finally:
         if node is not None:
             node.close()
             if not process.supervisor_gone():  # a dead supervisor's readers acknowledge nothing any more
                 node.wait_delivered()
-        if spinner is not None:
-            spinner.stop(5.0)
-        elif executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if guard is not None:
-            guard.stop()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        signals.restore()
+        node_process.close(spin_timeout_s=5.0)
     return code
 
 

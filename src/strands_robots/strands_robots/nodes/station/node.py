@@ -44,7 +44,6 @@ import threading
 import time
 from typing import Any, Dict
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -59,10 +58,8 @@ from strands_robots.conversions.station import (station_answers_from_msg, statio
                                                 station_status_to_msg, station_task_from_msg)
 from strands_robots.wire import pb_model
 from strands_robots.ros import process
-from strands_robots.ros.realtime_guard import start_realtime
-from strands_robots.ros.realtime_priority import decide_realtime, process_threads, take_realtime
+from strands_robots.ros.realtime_priority import decide_realtime
 from strands_robots.ros.qos import DIAGNOSTICS_QOS, EVENT_QOS, LATCHED_QOS
-from strands_robots.ros.process import StopSignals, init_without_signal_handlers, spin_in_background
 from strands_robots.nodes.station.policy import RelaySettings
 from strands_robots.nodes.station.robot_port import RosRobotPort
 from strands_robots.station.procedure_settings import ProcedureSettings
@@ -562,25 +559,19 @@ def main(argv: "list[str] | None" = None) -> int:
     except ValueError as exc:
         print(f"station_node: {exc}", file=sys.stderr, flush=True)
         return process.EXIT_BAD_PARAMETERS
-    import_threads = process_threads()  # made by the imports: they stay time-shared
-    signals = StopSignals.install()
-    init_without_signal_handlers(argv if argv is not None else sys.argv)
+    node_process = process.NodeProcess(argv if argv is not None else sys.argv, realtime)
     node = None
-    # No callback waits (robot calls wait on the job and operator threads); idle 0.05 of a core against 0.13 (MTE(4))
-    executor = SingleThreadedExecutor()
-    spinner = None
-    guard = None
     code = 0
     try:
         node = StationNode()
-        executor.add_node(node)
+        node_process.adopt(node=node)
         # The station holds the arms' lease while an episode runs: its renewals are on the control path, so the
         # process is scheduled as the driver and the rollout node are. Time-shared beside them (and the cameras'
         # real-time rendering) on a loaded 2-core machine it went more than a lease length without running.
-        guard = start_realtime(take_realtime(realtime, import_threads), node.get_logger())
+        # No callback waits (robot calls wait on the job and operator threads): a SingleThreadedExecutor.
+        spinner = node_process.run(node, SingleThreadedExecutor(), "station-executor")
         node.get_logger().info("executor: single")
-        spinner = spin_in_background(executor, "station-executor")
-        while not signals.event.wait(0.1):
+        while not node_process.stop.wait(0.1):
             if process.executor_died(spinner) is not None:
                 node.get_logger().error("the executor died; stopping")
                 code = process.EXIT_EXECUTOR_DIED
@@ -591,18 +582,9 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"station_node: {exc}", file=sys.stderr, flush=True)
         code = process.EXIT_BAD_PARAMETERS
     finally:
-        if guard is not None:
-            guard.stop()
         if node is not None:
             node.close()
-        if spinner is not None:
-            spinner.stop(2.0)
-        else:
-            executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        signals.restore()
+        node_process.close(spin_timeout_s=2.0)
     return code
 
 
