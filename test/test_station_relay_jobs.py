@@ -428,7 +428,7 @@ def job_command(*args, timeout_s=JOB_TIMEOUT_S):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.job", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.client.cli.job", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:

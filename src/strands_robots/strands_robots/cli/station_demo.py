@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
-from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
+from strands_robots.client.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 from strands_robots.policies.demo import DemoPolicy
 from strands_robots.private_dir import PrivateDir
 

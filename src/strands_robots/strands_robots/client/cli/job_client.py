@@ -1,11 +1,12 @@
-"""What every ``strands-robots job`` command shares: the token, the relay connection, the options, the guard.
+"""What every job command shares (``strands-eval``, ``strands-robots job``): the token, relay, options, guard.
 
 The guard turns a bad input or a relay's refusal into one line and an exit code.
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
-environment variable ``STRANDS_ROBOTS_TOKEN``; never from the command line (:mod:`strands_robots.cli.argv_secrets`
-refuses ``--token``). Exit codes: 2 a bad command line or file, 3 the relay refused (the reason is printed), 4 the
-openpi server could not be reached or refused the mapping.
+environment variable ``STRANDS_ROBOTS_TOKEN``; never from the command line
+(:mod:`strands_robots.client.cli.argv_secrets` refuses ``--token``). Exit codes: 2 a bad command line or
+file, 3 the relay refused (the reason is printed), 4 the policy (an openpi server, a module) could not be reached
+or loaded.
 """
 
 from __future__ import annotations
@@ -15,25 +16,40 @@ import os
 import sys
 from typing import Any, Callable
 
-from strands_robots.cli import argv_secrets
+from strands_robots.client.cli import argv_secrets
 
 __all__ = ["EXIT_USAGE", "EXIT_REFUSED", "EXIT_POLICY_SERVER", "TOKEN_ENV", "client_token", "connect", "fail",
-           "guard", "add_common_arguments"]
+           "guard", "add_common_arguments", "iso_utc", "DEFAULT_NAME"]
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_POLICY_SERVER = 4
 #: The environment variable holding the client token when no ``--token-file`` is given.
 TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
+#: How the commands name themselves in a one-line error unless the parser says otherwise (``cli_name``).
+DEFAULT_NAME = "strands-robots job"
+
+
+def iso_utc(unix_ms: int) -> str:
+    """Return ``unix_ms`` as ISO 8601 UTC to the second (``2026-12-06T14:42:41Z``); ``-`` for 0 (never set)."""
+    import datetime
+
+    if not unix_ms:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(unix_ms / 1000.0, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def client_token(args: argparse.Namespace) -> str:
     """Return the client token: ``--token-file`` (0600) first, then ``STRANDS_ROBOTS_TOKEN``; never argv."""
-    from strands_robots.wire.credentials import read_secret
+    from strands_robots.client.credential_files import read_private_file
 
     path = getattr(args, "token_file", None)
     if path:
-        return read_secret(path, "--token-file")
+        lines = read_private_file(path, "--token-file").decode("utf-8", "replace").strip().splitlines()
+        if not lines or not lines[0].strip():
+            raise ValueError(f"--token-file {str(path)!r} is empty")
+        return lines[0].strip()
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
         return token
@@ -47,9 +63,9 @@ def connect(args: argparse.Namespace) -> Any:
     return EvaluationClient(args.relay, token=client_token(args), root_certificates=args.root_certificates or None)
 
 
-def fail(text: str, code: int) -> int:
-    """Print ``text`` as the job command's one-line error and return ``code``."""
-    print(f"strands-robots job: {text}", file=sys.stderr, flush=True)
+def fail(text: str, code: int, name: str = DEFAULT_NAME) -> int:
+    """Print ``text`` as the job command's one-line error (``name: text``) and return ``code``."""
+    print(f"{name}: {text}", file=sys.stderr, flush=True)
     return code
 
 
@@ -61,9 +77,9 @@ def guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
         try:
             return run(args)
         except (ValueError, OSError) as exc:
-            return fail(str(exc), EXIT_USAGE)
+            return fail(str(exc), EXIT_USAGE, getattr(args, "cli_name", DEFAULT_NAME))
         except RelayError as exc:
-            return fail(f"{type(exc).__name__}: {exc}", EXIT_REFUSED)
+            return fail(f"{type(exc).__name__}: {exc}", EXIT_REFUSED, getattr(args, "cli_name", DEFAULT_NAME))
 
     wrapped.__name__ = run.__name__
     wrapped.__doc__ = run.__doc__
