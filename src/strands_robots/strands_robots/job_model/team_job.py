@@ -282,7 +282,7 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
         max_discards = _count(max_discards, "max_discards", 0, MAX_DISCARDS)
     intervals = data.get("intervals")
     if intervals is not None and intervals not in INTERVAL_METHODS:
-        raise TeamJobRefused("intervals", f"must be one of {', '.join(INTERVAL_METHODS)}, got {intervals!r}")
+        raise TeamJobRefused("intervals", f"{intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     fields = dict(
         station_id=_text(data.get("station_id"), "station_id", limit=TEXT_LIMITS["station_id"]),
         suite=suite, tasks=tasks, free_form=free, choose=choose,

@@ -133,6 +133,15 @@ def _figures_line(figures: Any) -> str:
     return figures.text()
 
 
+def _task_figures(task: Any) -> str:
+    """Return a task's figures, ``success <rate>; mean score <score>; <coverage>`` (pb ``TaskFigures`` or model)."""
+    if hasattr(task, "HasField"):
+        from strands_robots.client.cli.figures_text import coverage_text, rate_text, score_text
+    else:
+        from strands_robots.station.summary import coverage_text, rate_text, score_text  # type: ignore[assignment]
+    return f"success {rate_text(task.success)}; mean score {score_text(task.score)}; {coverage_text(task.coverage)}"
+
+
 def summary_lines(status: Any) -> list:
     """Return the job's figures with their intervals, then one line per task (the snapshot's summary).
 
@@ -154,7 +163,7 @@ def summary_lines(status: Any) -> list:
     lines = [f"job: {_figures_line(summary)}{note}"]
     if len(summary.tasks) > 1:
         width = max(len(t.task_id) for t in summary.tasks)
-        lines += [f"  {t.task_id:<{width}}  {_figures_line(t)}" for t in summary.tasks]
+        lines += [f"  {t.task_id:<{width}}  {_task_figures(t)}" for t in summary.tasks]
     return lines
 
 

@@ -26,6 +26,8 @@ EXIT_REFUSED = 3
 EXIT_POLICY_SERVER = 4
 #: The environment variable holding the client token when no ``--token-file`` is given.
 TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
+#: The environment variables ``--relay`` and ``--token-file`` default to (set once per shell, not per command).
+RELAY_ENV, TOKEN_FILE_ENV = "STRANDS_ROBOTS_RELAY", "STRANDS_ROBOTS_TOKEN_FILE"
 #: How the commands name themselves in a one-line error unless the parser says otherwise (``cli_name``).
 DEFAULT_NAME = "strands-robots job"
 
@@ -53,7 +55,8 @@ def client_token(args: argparse.Namespace) -> str:
     token = os.environ.get(TOKEN_ENV, "").strip()
     if token:
         return token
-    raise ValueError(f"no client token: give --token-file FILE (mode 0600) or set {TOKEN_ENV}")
+    raise ValueError(f"no client token: give --token-file FILE (mode 0600), or set {TOKEN_FILE_ENV} to such a file "
+                     f"or {TOKEN_ENV} to the token")
 
 
 def connect(args: argparse.Namespace) -> Any:
@@ -88,8 +91,10 @@ def guard(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     """Add the options every job command takes: the relay, the token file, the relay's CA and the poll period."""
-    p.add_argument("--relay", default="127.0.0.1:50051", help="host:port of the relay (default %(default)s)")
-    p.add_argument("--token-file", help=f"a file (mode 0600) holding this client's token; default: the "
-                                        f"{TOKEN_ENV} environment variable")
+    p.add_argument("--relay", default=os.environ.get(RELAY_ENV) or "127.0.0.1:50051",
+                   help=f"host:port of the relay (default: ${RELAY_ENV}, else 127.0.0.1:50051)")
+    p.add_argument("--token-file", default=os.environ.get(TOKEN_FILE_ENV) or None,
+                   help=f"a file (mode 0600) holding this client's token (default: ${TOKEN_FILE_ENV}; else the "
+                        f"token itself in ${TOKEN_ENV})")
     p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
     p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
