@@ -106,7 +106,7 @@ def test_a_team_follows_the_page_from_its_token_to_scores_recordings_and_the_web
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
         env = {"PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}", "HOME": os.environ.get("HOME", "/root"),
                "PIP_CONSTRAINT": str(REPO / "requirements" / "constraints.txt"),
-               "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONUNBUFFERED": "1"}
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_COMPILE": "1", "PYTHONUNBUFFERED": "1"}
         install, *rest = [block.replace(PLACEHOLDER_RELAY, target) for block in commands]
         script = (f'echo "@@ start $(date +%s.%N)"\n{install}\necho "@@ installed $(date +%s.%N)"\n'
                   'python -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in '

@@ -30,9 +30,10 @@ SHARED = {
     "test/test_station_demo_main.py": "demo_main_job",
     "test/test_report_main_job_recording.py": "demo_main_job",
     "test/test_export_lerobot_main_job.py": "demo_main_job",
-    # both pip-install clients/python from its directory, whose build/ and egg-info each removes afterwards
+    # each pip-installs clients/python from its directory, whose build/ and egg-info each removes afterwards
     "src/strands_robots/test/test_client_venv.py": "client_dist_install",
     "src/strands_robots/test/test_openpi_client_venv.py": "client_dist_install",
+    "test/test_teams_page.py": "client_dist_install",
 }
 
 # Files whose tests share no process fixture (each starts and ends its own processes): every test is a group of its

@@ -90,7 +90,9 @@ class EvaluationClient:
     :param root_certificates: PEM bytes, or a path to a PEM file, to use TLS; None for a plain channel. A path is
         read by :func:`~strands_robots.client.credential_files.read_trusted_file` (a regular file of at most 4 MiB,
         yours or root's, that nobody else may write): else ``CredentialFileError`` naming the file and the rule.
-    :param timeout_s: deadline of each unary call.
+    :param timeout_s: deadline of each unary call, in seconds.
+    :param max_message_bytes: the largest message sent or received (camera frames travel in observations).
+    :param options: more gRPC channel options, ``(name, value)`` pairs.
     """
 
     def __init__(self, target: "str | Sequence[str]", token: str, *,
@@ -127,7 +129,9 @@ class EvaluationClient:
 
         ``offer`` holds the station's ``profile``, ``allow_free_form_tasks`` and ``suites`` (``pb.SuiteOffer``:
         id, title, headline, tasks with their trials, budget and questions, ``team_may_choose``): what a job may
-        name. A station appears once it has connected to the relay. ``station_id``: only that station's.
+        name. A station appears once it has connected to the relay.
+
+        :param station_id: only that station's offer; None: every station's.
         """
         return list(self._call(self._stub.ListSuites,
                                pb.ListSuitesRequest(station_id=station_id or "")).stations)
@@ -145,6 +149,17 @@ class EvaluationClient:
         does not have, more trials than its seeds, a choice it does not allow, and any key that would let a team
         score itself, inject faults or drive the scripted operator (``InvalidTask`` naming it). Retries as
         :meth:`submit_job` does. Returns the job id.
+
+        :param station_id: the station that runs the job.
+        :param suite: the suite (one the station offers).
+        :param tasks: ``(task_id, trials)`` pairs or ``{"task": ..., "trials": ...}`` mappings, in running order.
+        :param choose: settings the suite lets the team choose, by name.
+        :param free_form: the team's own tasks (``pb.Task`` or mappings), run after the suite's.
+        :param max_discards: discarded episodes tolerated before the job fails; None: the station's.
+        :param job_id: the id to use; None: a generated one.
+        :param attempts: calls at most (see :meth:`submit_job`).
+        :param intervals: ``"wilson"`` or ``"clopper-pearson"``; None: Wilson.
+        :raises errors.InvalidTask: the relay (or this client) refused the job, naming the field and why.
         """
         suite_job = pb.SuiteJob(suite=suite)
         for index, entry in enumerate(tasks):
@@ -181,8 +196,16 @@ class EvaluationClient:
         call is made again, and the relay answers a repeat of a job it holds with that same job, so a retry never
         makes a second job.
 
+        :param station_id: the station that runs the job.
+        :param tasks: the tasks (``pb.Task`` or mappings as :func:`task_from_dict` reads them).
+        :param episodes: how many episodes the job runs (the tasks cycled).
         :param job_id: the id to use (the relay may refuse it); None: a generated one.
         :param attempts: calls at most, 1 s apart at first, doubling (1: no retry).
+        :param duration_s: each episode's budget in seconds; None: the station's.
+        :param control_frequency: the control rate in Hz; None: the station's.
+        :param max_discards: discarded episodes tolerated before the job fails; None: the station's.
+        :param suite_job: a ``pb.SuiteJob`` (what :meth:`submit_suite_job` builds); None: free-form tasks only.
+        :param intervals: ``"wilson"`` or ``"clopper-pearson"``; None: Wilson.
         :returns: the job id.
         :raises errors.InvalidTask: the relay (or this client) refused a task; the reason names which and why.
         :raises errors.Unavailable, errors.DeadlineExceeded: every attempt went unanswered.
@@ -230,11 +253,19 @@ class EvaluationClient:
         return True
 
     def get_status(self, job_id: str) -> Any:
-        """Return the job's latest snapshot (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known."""
+        """Return the job's latest snapshot (``pb.JobStatus``), with ``station_last_heard_unix_ms`` when known.
+
+        :param job_id: one of this client's jobs.
+        :raises errors.NotFound: no such job for this client.
+        """
         return self._call(self._stub.GetStatus, pb.GetStatusRequest(job_id=job_id))
 
     def cancel(self, job_id: str, reason: str = "") -> bool:
-        """Ask the station to cancel the job. False when it had already ended (nothing to cancel)."""
+        """Ask the station to cancel the job. False when it had already ended (nothing to cancel).
+
+        :param job_id: one of this client's jobs.
+        :param reason: why, as the job's message will say.
+        """
         response = self._call(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id, reason=reason))
         return not response.already_terminal
 
@@ -243,13 +274,20 @@ class EvaluationClient:
 
         ``jobs`` are ``pb.JobSummary``; ``next_page_token`` is empty on the last page; ``states`` keeps only jobs
         in those states.
+
+        :param states: only jobs in these states (``RUNNING``, ``FAILED``, ...); empty: every state.
+        :param page_size: jobs per page, 1..100.
+        :param page_token: the previous page's ``next_page_token``; empty: the first page.
         """
         return self._call(self._stub.ListJobs, pb.ListJobsRequest(page_size=page_size, page_token=page_token,
                                                                  states=list(states)))
 
     # -- recordings (client/recordings.py) -----------------------------------------------------------------
     def list_recordings(self, job_id: str) -> list:
-        """Return the recordings the relay holds for the job (``RecordingInfo``: ``refused`` says why not one)."""
+        """Return the recordings the relay holds for the job (``RecordingInfo``: ``refused`` says why not one).
+
+        :param job_id: one of this client's jobs.
+        """
         from strands_robots.client import recordings
 
         return recordings.list_recordings(self._stub, self._metadata, job_id, self.timeout_s)
@@ -261,6 +299,12 @@ class EvaluationClient:
         The size and SHA-256 are checked against the station's (and the episode's ``recording_sha256`` in the
         job's status when it reports one); a mismatch raises ``RecordingCorrupt`` and leaves no file. Returns
         ``Downloaded`` (``path``, ``size_bytes``, ``sha256``).
+
+        :param job_id: one of this client's jobs.
+        :param episode_id: the episode (``ep_0000``, ...).
+        :param path: the file to write, or a directory for ``<episode_id>.mcap``.
+        :param max_bytes: refuse a recording larger than this (``RecordingRefused``); None: no limit.
+        :param timeout_s: deadline of the whole download, in seconds.
         """
         from strands_robots.client import recordings
 
@@ -284,6 +328,9 @@ class EvaluationClient:
         the job before any arm moves, with the error, and this call returns that final status. ``on_event``
         sees every request (e.g. to print episode ends).
 
+        :param job_id: the job whose policy this serves (submitted by this client).
+        :param policy: a :class:`~strands_robots.client.Policy` (or any object with ``reset``, ``act``, ``resume``).
+        :param on_event: called with every request the station sends (``pb`` policy-session requests).
         :param reconnect_s: when the relay becomes unreachable (restarted, network), keep trying to attach
             again for up to this many seconds per outage (0: raise at once). The station ends the episode that
             was running (its session broke) and continues with the next one.
