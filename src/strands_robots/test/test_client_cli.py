@@ -208,6 +208,14 @@ def test_dry_run_without_a_token_checks_the_file_alone_and_says_so(tmp_path, cap
     assert code == 0 and "a valid job of 3 episode(s)" in out and "not checked against the station's offer" in out
 
 
+def test_strands_eval_refuses_a_token_on_the_command_line_naming_itself(capsys):
+    from strands_robots.client.cli import main
+
+    assert main(["status", "--token", "secret-value", "job-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("strands-eval: --token is refused") and "secret-value" not in err
+
+
 # -- serve --policy module:Class -----------------------------------------------------------------------------------
 def test_a_policy_named_module_class_loads_and_an_act_only_class_is_adapted(tmp_path, monkeypatch):
     from strands_robots.client import Policy
@@ -291,7 +299,11 @@ def test_tokens_add_writes_private_entries_the_relay_and_the_station_read_and_re
     assert book.identify(station.token).name == "lab_1"
     before = tokens.read_bytes()
     assert main(["add", "team_a", "--station", "--tokens", str(tokens)]) == 2
-    assert main(["add", "team_b", "--client", "--tokens", str(tokens), "--out", str(tmp_path / "elsewhere")]) == 0
+    from strands_robots.cli import main as strands_robots
+
+    assert strands_robots(["relay", "tokens", "add", "team_b", "--client", "--tokens", str(tokens), "--out",
+                           str(tmp_path / "elsewhere")]) == 0
+    assert stat.S_IMODE(os.stat(tmp_path / "elsewhere" / "team_b.token").st_mode) == 0o600
     assert main(["add", "bad name", "--client", "--tokens", str(tokens)]) == 2
     assert TokenBook.from_file(tokens).clients == {"team_a", "team_b"}
     tokens.chmod(0o644)  # a tokens file the relay would refuse is refused here too, and left as it was
