@@ -311,3 +311,58 @@ def test_tokens_add_writes_private_entries_the_relay_and_the_station_read_and_re
     assert main(["add", "team_c", "--client", "--tokens", str(tokens)]) == 2
     assert tokens.read_bytes() == after and before != after
     assert not (tmp_path / "team_c.token").exists()
+
+
+def test_serve_policy_module_class_serves_every_episode_and_attaches_again_after_one_its_policy_failed(
+        tmp_path, monkeypatch, capsys):
+    """``strands-eval serve JOB --policy module:Class`` against a real relay, the station's side on a StationLink."""
+    from test_openpi_relay import attached_session
+    from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay, wait_until, yes_no_task
+
+    from strands_robots.client import EvaluationClient, pb
+    from strands_robots.client.cli import main
+    from strands_robots.station_link.link import StationLink
+    from strands_robots.station_link.session import RemotePolicyError
+
+    (tmp_path / "team_doubler.py").write_text(
+        "class Doubler:\n    def act(self, observation):\n"
+        "        if observation['x'] < 0:\n            raise ValueError('negative x')\n"
+        "        return [{'right.joint_1': 2 * observation['x']}]\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STRANDS_ROBOTS_TOKEN", CLIENT_TOKENS["team_a"])
+    jobs, served = [], {}
+    with running_relay(tmp_path) as relay:
+        link = StationLink(relay.target, "sim_station", STATION_TOKENS["sim_station"], on_job=jobs.append,
+                           heartbeat_s=0.2).start()
+        try:
+            client = EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"])
+            job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=2)
+            wait_until(lambda: jobs, timeout_s=30, what="the job at the station")
+            cli = threading.Thread(target=lambda: served.setdefault("rc", main(
+                ["serve", job_id, "--relay", relay.target, "--policy", "team_doubler:Doubler",
+                 "--inference-timeout", "10"])), daemon=True)
+            cli.start()
+            chunks = []
+            for episode_id, x in (("ep_0000", -1.0), ("ep_0001", 0.25)):
+                session = attached_session(link, job_id)
+                session.start_episode(episode_id, jobs[0].tasks[0], action_keys=["right.joint_1"],
+                                      control_frequency=50.0, action_horizon=1)
+                try:
+                    chunks.append(session.act({"x": x}))
+                except RemotePolicyError as exc:
+                    chunks.append(str(exc))
+                    session.end_episode(episode_id, pb.END_POLICY_ERROR, "the policy raised")
+                else:
+                    session.end_episode(episode_id, pb.END_TIMEOUT)
+                session.close()
+            status = pb.JobStatus(job_id=job_id, station_id="sim_station", state=pb.JOB_SUCCEEDED, episodes_total=2,
+                                  updated_unix_ms=int(time.time() * 1000))
+            link.report(status)
+            cli.join(60)
+        finally:
+            link.close()
+    assert not cli.is_alive() and served["rc"] == 0, capsys.readouterr()
+    assert "ValueError: negative x" in chunks[0]
+    assert chunks[1] == [{"right.joint_1": 0.5}]
+    out = capsys.readouterr().out
+    assert f"job {job_id} SUCCEEDED" in out and "serving team_doubler:Doubler" in out

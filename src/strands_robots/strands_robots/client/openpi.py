@@ -514,21 +514,7 @@ def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_f
     :param on_event: called with every request the station sends.
     :param reconnect_s: when the relay becomes unreachable, keep attaching for up to this many seconds.
     """
-    from strands_robots.client.errors import PolicyFailed, RelayError
+    from strands_robots.client.served_policy import serve_to_the_end
 
-    faults = 0
-    while True:
-        try:
-            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s)
-        except PolicyFailed as exc:
-            faults += 1
-            if faults >= max_policy_faults:
-                raise
-            _log.warning("job %s: episode ended by the policy's error (%s); attaching again for the next", job_id,
-                         exc)
-            try:
-                status = client.get_status(job_id)
-            except RelayError:  # no snapshot to judge by: attaching again tells
-                continue
-            if status.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                return status
+    return serve_to_the_end(client, job_id, policy, max_policy_faults=max_policy_faults, on_event=on_event,
+                            reconnect_s=reconnect_s)

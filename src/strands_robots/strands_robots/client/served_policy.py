@@ -10,6 +10,7 @@ ends the episode as the policy's error, naming the deadline, and the policy is n
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -17,7 +18,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from strands_robots.client.policy import Policy
 
-__all__ = ["PolicyLoadError", "load_policy", "ActOnly", "InferenceDeadline", "InferenceTimeout"]
+__all__ = ["PolicyLoadError", "load_policy", "ActOnly", "InferenceDeadline", "InferenceTimeout", "serve_to_the_end"]
+
+_log = logging.getLogger("strands_robots.client")
 
 
 class PolicyLoadError(ValueError):
@@ -144,3 +147,38 @@ def load_policy(spec: str, *, inference_timeout_s: Optional[float] = None) -> Po
     if inference_timeout_s is not None:
         return InferenceDeadline(policy, inference_timeout_s)
     return policy if isinstance(policy, Policy) else ActOnly(policy)
+
+
+def serve_to_the_end(client: Any, job_id: str, policy: Any, *, max_policy_faults: int = 100, on_event: Any = None,
+                     reconnect_s: float = 0.0) -> Any:
+    """Serve ``policy`` for the job to its end, attaching again after each episode the policy failed.
+
+    ``EvaluationClient.serve_policy`` reports a policy's exception to the station (that episode ends with the
+    error named, as the policy's) and then ends its session; the job goes on with its next episode, so this
+    attaches again until the job ends or ``max_policy_faults`` episodes failed. Returns the final ``pb.JobStatus``.
+
+    :param client: an :class:`~strands_robots.client.EvaluationClient`.
+    :param job_id: the job whose policy this serves.
+    :param policy: the policy (a :class:`Policy`).
+    :param max_policy_faults: episodes the policy may fail before this gives up (raising ``PolicyFailed``).
+    :param on_event: called with every request the station sends.
+    :param reconnect_s: when the relay becomes unreachable, keep attaching for up to this many seconds.
+    """
+    from strands_robots.client.errors import PolicyFailed, RelayError
+
+    faults = 0
+    while True:
+        try:
+            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s)
+        except PolicyFailed as exc:
+            faults += 1
+            if faults >= max_policy_faults:
+                raise
+            _log.warning("job %s: episode ended by the policy's error (%s); attaching again for the next", job_id,
+                         exc)
+            try:
+                status = client.get_status(job_id)
+            except RelayError:  # no snapshot to judge by: attaching again tells
+                continue
+            if status.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                return status

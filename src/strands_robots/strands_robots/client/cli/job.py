@@ -170,7 +170,7 @@ def _name(args: argparse.Namespace) -> str:
 def _serve_python_policy(args: argparse.Namespace) -> int:
     """Serve ``--policy module:Class`` until the job ends (each act bounded by ``--inference-timeout``)."""
     from strands_robots.client.cli.client_side import summary_table
-    from strands_robots.client.served_policy import PolicyLoadError, load_policy
+    from strands_robots.client.served_policy import PolicyLoadError, load_policy, serve_to_the_end
 
     try:
         policy = load_policy(args.policy, inference_timeout_s=args.inference_timeout)
@@ -178,7 +178,7 @@ def _serve_python_policy(args: argparse.Namespace) -> int:
         return fail(str(exc), EXIT_POLICY_SERVER, _name(args))
     client = connect(args)
     print(f"serving {args.policy} for job {args.job_id}", flush=True)
-    final = client.serve_policy(args.job_id, policy, on_event=print_event, reconnect_s=args.reconnect_s)
+    final = serve_to_the_end(client, args.job_id, policy, on_event=print_event, reconnect_s=args.reconnect_s)
     print(summary_table(final))
     print(f"job {final.job_id} {final.state}: {final.message}")
     return 0 if final.state == "SUCCEEDED" else 1
