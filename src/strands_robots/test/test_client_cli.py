@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from strands_robots.client.cli.client_side import progress_bar
-from strands_robots.client.cli.job_client import iso_utc
+from strands_robots.client.cli.times import iso_utc
 from strands_robots.job_model.job_schema import EXAMPLE_JOB, job_file_markdown, job_schema
 from strands_robots.job_model.team_job import TeamJobRefused, team_job_from_mapping
 

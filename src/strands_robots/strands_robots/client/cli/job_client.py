@@ -1,4 +1,4 @@
-"""What every job command shares (``strands-eval``, ``strands-robots job``): the token, relay, options, guard.
+"""What every ``strands-robots job`` command shares: the token, the relay connection, the options, the guard.
 
 The guard turns a bad input or a relay's refusal into one line and an exit code.
 
@@ -19,7 +19,7 @@ from typing import Any, Callable
 from strands_robots.client.cli import argv_secrets
 
 __all__ = ["EXIT_USAGE", "EXIT_REFUSED", "EXIT_POLICY_SERVER", "TOKEN_ENV", "client_token", "connect", "fail",
-           "guard", "add_common_arguments", "iso_utc", "DEFAULT_NAME"]
+           "guard", "add_common_arguments", "DEFAULT_NAME"]
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
@@ -30,16 +30,6 @@ TOKEN_ENV = argv_secrets.CLIENT_TOKEN_ENV
 RELAY_ENV, TOKEN_FILE_ENV = "STRANDS_ROBOTS_RELAY", "STRANDS_ROBOTS_TOKEN_FILE"
 #: How the commands name themselves in a one-line error unless the parser says otherwise (``cli_name``).
 DEFAULT_NAME = "strands-robots job"
-
-
-def iso_utc(unix_ms: int) -> str:
-    """Return ``unix_ms`` as ISO 8601 UTC to the second (``2026-12-06T14:42:41Z``); ``-`` for 0 (never set)."""
-    import datetime
-
-    if not unix_ms:
-        return "-"
-    moment = datetime.datetime.fromtimestamp(unix_ms / 1000.0, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def client_token(args: argparse.Namespace) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Iterator
 
-from strands_robots.client.cli.job_client import add_common_arguments, connect, guard, iso_utc
+from strands_robots.client.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.times import iso_utc
 
 __all__ = ["add_list_parser", "cmd_job_list", "iter_jobs", "format_job_line"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from strands_robots.client.cli.job_client import client_token, connect, iso_utc
+from strands_robots.client.cli.job_client import client_token, connect
+from strands_robots.client.cli.times import iso_utc
 
 __all__ = ["format_status", "format_provenance", "dry_run", "print_event"]
 
