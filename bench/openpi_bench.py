@@ -154,7 +154,7 @@ def run_relay(work: Path, url: str, calls: int, warmup: int, echo: bool = False,
         job_id = client.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=1)
         wait_until(lambda: jobs, timeout_s=30, what="the job at the station")
         command = ([sys.executable, "-c", _ECHO, target, CLIENT_TOKENS["team_a"], job_id] if echo else
-                   [sys.executable, "-m", "strands_robots.cli.job", "serve", job_id, "--relay", target, "--openpi",
+                   [sys.executable, "-m", "strands_robots.client.cli.job", "serve", job_id, "--relay", target, "--openpi",
                     url, "--obs-map", "droid"])
         cli = subprocess.Popen(command,
                                env={**os.environ, "STRANDS_ROBOTS_TOKEN": CLIENT_TOKENS["team_a"]},

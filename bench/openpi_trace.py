@@ -105,7 +105,7 @@ STAGES = [
 def _role(cmdline: str) -> str:
     if "strands_robots.relay " in cmdline:
         return "R"
-    if "strands_robots.cli.job" in cmdline:
+    if "strands_robots.client.cli.job" in cmdline:
         return "C"
     return "S"
 

@@ -76,12 +76,12 @@ fi
 set +u  # colcon's setup.bash reads unset variables
 source "$root/scripts/env.sh" --no-install
 set -u
-log "colcon build -> $(basename "$SR_INSTALL")"
+log "colcon build -> $(basename "$SR_INSTALL") (a few minutes the first time; a line as each package starts and ends)"
 t0=$(date +%s)
 if ! colcon --log-base "$SR_LOG" build --base-paths "$root/src" --build-base "$SR_BUILD" \
     --install-base "$SR_INSTALL" --symlink-install \
     --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$venv/bin/python" \
-    --event-handlers console_direct- console_cohesion- status- summary+ 2>&1 | tail -n 20 \
+    --event-handlers console_direct- console_cohesion- console_start_end+ status- summary+ \
     || [ ! -f "$SR_INSTALL/setup.bash" ]; then
   log "ERROR: colcon build failed (see $SR_LOG)"; exit 1
 fi

@@ -57,7 +57,7 @@ def test_each_recorded_episode_reaches_the_team_byte_for_byte_and_no_one_else(tm
         token_file.write_text(stack.client_token)
         token_file.chmod(0o600)
         out = tmp_path / "home"
-        run = subprocess.run([sys.executable, "-m", "strands_robots.cli.job", "recordings", "--relay",
+        run = subprocess.run([sys.executable, "-m", "strands_robots.client.cli.job", "recordings", "--relay",
                               stack.relay_target, "--token-file", str(token_file), job_id, "-o", str(out)],
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stdout + run.stderr

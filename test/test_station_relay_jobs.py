@@ -431,7 +431,7 @@ def job_command(*args, timeout_s=JOB_TIMEOUT_S):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.job", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.client.cli.job", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
@@ -459,10 +459,12 @@ def test_job_commands_submit_and_serve_then_status_and_cancel(station, tmp_path)
     assert re.search(r"^ep_0001\s+policy_completed\s+yes\s+yes\s+1\.00\s+no\s", out, re.M), out
     rc, out = job_command("status", *common, job_id)
     assert rc == 0, out
-    fields = dict(line.split(None, 1) for line in out.splitlines()[:7])
-    assert fields["job_id"] == job_id and fields["station_id"] == "sim_station"
-    assert fields["state"] == "SUCCEEDED" and fields["episodes_total"] == "2"
-    assert fields["episodes"] == "2 finished" and int(fields["updated_unix_ms"]) > 0
+    fields = dict(line.split(None, 1) for line in out.splitlines()[:5])
+    assert fields["job"] == job_id and fields["station"] == "sim_station"
+    assert fields["state"] == "SUCCEEDED" and fields["progress"].endswith("] 2/2 episodes")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(the station's clock\)", fields["updated"]), out
+    assert re.search(r"^station heard    \d{4}-\d\d-\d\dT\S+Z \(the relay's clock\)$", out, re.M), out
+    assert re.search(r"^station software strands_robots \S+", out, re.M), out  # what produced the scores
     rc, out = job_command("cancel", *common, job_id)
     assert (rc, out.strip()) == (1, f"job {job_id} had already ended; nothing to cancel")
     rc, out = job_command("status", *common, "job-0000000000000000")

@@ -186,7 +186,7 @@ def test_a_camera_the_file_does_not_name_has_no_size_to_compare():
 
 def test_job_status_prints_the_provenance_it_carries():
     from strands_robots.client import pb
-    from strands_robots.cli.job import format_status
+    from strands_robots.client.cli.job import format_status
 
     status = pb.JobStatus(job_id="j", station_id="s", state="SUCCEEDED", episodes_total=1)
     assert "sha256" not in format_status(status)
@@ -195,6 +195,7 @@ def test_job_status_prints_the_provenance_it_carries():
     status.provenance.config_files.add(name="arms.yaml", path="/x/arms.yaml", sha256="b" * 64)
     status.provenance.policy_spec_json = '{"source": "openpi"}'
     text = format_status(status).splitlines()
-    assert f"station software strands_robots 0.1.0 {'a' * 40}" in text
-    assert f"sha256 arms.yaml {'b' * 64}" in text
-    assert 'policy spec      {"source": "openpi"}' in text
+    assert f"station software strands_robots 0.1.0, revision {'a' * 40}" in text
+    assert f"config arms.yaml sha256 {'b' * 64}  (/x/arms.yaml)" in text
+    assert text[text.index("policy spec") + 1] == '  source         "openpi"'
+    assert "updated          - (the station's clock)" in text

@@ -42,10 +42,11 @@ def relay(tmp_path):
 
 def job(*args: str, env_token: "str | None" = None) -> "tuple[int, str]":
     env = relay_env()
-    env.pop("STRANDS_ROBOTS_TOKEN", None)
+    for name in ("STRANDS_ROBOTS_TOKEN", "STRANDS_ROBOTS_TOKEN_FILE", "STRANDS_ROBOTS_RELAY"):
+        env.pop(name, None)
     if env_token is not None:
         env["STRANDS_ROBOTS_TOKEN"] = env_token
-    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.cli.job", *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "strands_robots.client.cli.job", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out, _ = proc.communicate(timeout=60)
@@ -66,9 +67,9 @@ def token_file(tmp_path, mode: int, text: str = TOKEN) -> str:
 def test_a_private_token_file_or_the_environment_variable_reaches_the_relay(relay, tmp_path):
     target, job_id = relay
     rc, out = job("status", "--relay", target, "--token-file", token_file(tmp_path, 0o600), job_id)
-    assert rc == 0 and f"job_id           {job_id}" in out, out
+    assert rc == 0 and f"job              {job_id}" in out, out
     rc, out = job("status", "--relay", target, job_id, env_token=TOKEN)
-    assert rc == 0 and f"job_id           {job_id}" in out, out
+    assert rc == 0 and f"job              {job_id}" in out, out
     rc, out = job("status", "--relay", target, job_id, env_token="not-a-token")
     assert rc == 3 and "Unauthenticated" in out, out  # the environment's token really is the one sent
 
@@ -95,5 +96,6 @@ def test_a_token_file_others_may_read_is_refused_in_one_line_naming_its_mode(rel
 def test_no_token_at_all_says_both_ways_to_give_one(relay):
     target, job_id = relay
     rc, out = job("status", "--relay", target, job_id)
-    assert (rc, out.strip()) == (2, "strands-robots job: no client token: give --token-file FILE (mode 0600) or "
-                                    "set STRANDS_ROBOTS_TOKEN")
+    assert (rc, out.strip()) == (2, "strands-robots job: no client token: give --token-file FILE (mode 0600), or "
+                                    "set STRANDS_ROBOTS_TOKEN_FILE to such a file or STRANDS_ROBOTS_TOKEN to the "
+                                    "token")

@@ -80,7 +80,7 @@ def test_job_serve_openpi_applies_the_servers_chunks_and_survives_a_raising_and_
         wait_until(lambda: jobs, timeout_s=30, what="the job at the station")
         job = jobs[0]
         cli = subprocess.Popen(
-            [sys.executable, "-m", "strands_robots.cli.job", "serve", job_id, "--relay", target, "--openpi", url,
+            [sys.executable, "-m", "strands_robots.client.cli.job", "serve", job_id, "--relay", target, "--openpi", url,
              "--obs-map", "droid"],
             env={**os.environ, "STRANDS_ROBOTS_TOKEN": CLIENT_TOKENS["team_a"]}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
@@ -149,8 +149,8 @@ def test_job_serve_openpi_applies_the_servers_chunks_and_survives_a_raising_and_
 def test_job_serve_without_a_reachable_openpi_server_says_so_and_exits_4(tmp_path):
     port = free_port()  # nothing listens there
     out = subprocess.run(
-        [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--relay", "127.0.0.1:1",
-         "--openpi", f"ws://127.0.0.1:{port}", "--connect-timeout-s", "0.3"],
+        [sys.executable, "-m", "strands_robots.client.cli.job", "serve", "job-0123456789abcdef", "--relay",
+         "127.0.0.1:1", "--openpi", f"ws://127.0.0.1:{port}", "--connect-timeout-s", "0.3"],
         env={**os.environ, "STRANDS_ROBOTS_TOKEN": "t"}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 4, out.stdout + out.stderr
     assert out.stderr.strip() == (f"strands-robots job: openpi server ws://127.0.0.1:{port} cannot be reached within "
@@ -162,7 +162,7 @@ def test_job_serve_of_a_plain_openpi_server_without_an_obs_map_exits_2_naming_th
     server = start_openpi_server(tmp_path, port)
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
+            [sys.executable, "-m", "strands_robots.client.cli.job", "serve", "job-0123456789abcdef", "--openpi",
              f"ws://127.0.0.1:{port}"], env={**os.environ, "STRANDS_ROBOTS_TOKEN": "t"}, capture_output=True,
             text=True, timeout=60)
     finally:
@@ -174,14 +174,14 @@ def test_job_serve_of_a_plain_openpi_server_without_an_obs_map_exits_2_naming_th
 
 def test_job_serve_with_a_bad_obs_map_exits_2_naming_it(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
+        [sys.executable, "-m", "strands_robots.client.cli.job", "serve", "job-0123456789abcdef", "--openpi",
          "ws://127.0.0.1:1", "--obs-map", "bridge"],
         env={**os.environ, "STRANDS_ROBOTS_TOKEN": "t"}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "obs map 'bridge' is neither a preset (droid_jointpos, droid, aloha, libero, roboarena) nor a readable " \
            "file" in out.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "strands_robots.cli.job", "serve", "job-0123456789abcdef", "--openpi",
+        [sys.executable, "-m", "strands_robots.client.cli.job", "serve", "job-0123456789abcdef", "--openpi",
          "ws://127.0.0.1:1"], env={k: v for k, v in os.environ.items() if k != "STRANDS_ROBOTS_TOKEN"},
         capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "no client token" in out.stderr

@@ -19,7 +19,7 @@ import pytest
 from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay
 from test_team_job_refused_keys import NEVER_A_TEAMS, SHEET
 
-from strands_robots.cli.client_side import free_form_tasks, submit_job_file
+from strands_robots.client.cli.client_side import free_form_tasks, submit_job_file
 from strands_robots.client import EvaluationClient, InvalidTask
 from strands_robots.job_model import team_job
 from strands_robots.job_model.team_job import load_team_job, team_job_from_mapping
@@ -134,12 +134,12 @@ def test_the_relay_lists_what_the_station_offered(tmp_path):
 
 
 @pytest.mark.parametrize("tasks, choose, reason", [
-    ([("hodl_pose", 1)], {}, "suite_job.tasks[0].task: suite 'demo' has no task 'hodl_pose'"),
-    ([("hold_pose", 101)], {}, "suite_job.tasks[0].trials: 101 refused"),
-    ([("hold_pose", 1)], {"control_frequency": 500}, "suite_job.choose.control_frequency: "),
-    ([("hold_pose", 1)], {"image_quality": 200}, "suite_job.choose.image_quality: "),
+    ([("hodl_pose", 1)], {}, "tasks[0].task: suite 'demo' has no task 'hodl_pose'"),
+    ([("hold_pose", 101)], {}, "tasks[0].trials: 101 refused"),
+    ([("hold_pose", 1)], {"control_frequency": 500}, "choose.control_frequency: "),
+    ([("hold_pose", 1)], {"image_quality": 200}, "choose.image_quality: "),
     ([("hold_pose", 1)], {"cameras": "scene:4096x4096,wrist:4096x4096", "image_format": "png"},
-     "suite_job.choose: cameras='scene:4096x4096,wrist:4096x4096', image_format='png' refused: "),
+     "choose: cameras='scene:4096x4096,wrist:4096x4096', image_format='png' refused: "),
 ])
 def test_a_job_the_offered_suite_does_not_allow_is_refused_at_submit_naming_it(tmp_path, tasks, choose, reason):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
@@ -173,7 +173,7 @@ def test_a_key_a_team_must_never_set_is_refused_by_the_relay_naming_it(tmp_path,
         assert NEVER_A_TEAMS[key] in refused.value.reason
         with pytest.raises(InvalidTask) as refused:
             client.submit_suite_job("other_station", "demo", [("hold_pose", 1)], choose={key: "1"})
-        assert refused.value.reason.startswith(f"suite_job.choose.{key}: {key!r} refused: "), refused.value.reason
+        assert refused.value.reason.startswith(f"choose.{key}: {key!r} refused: "), refused.value.reason
         assert relay.store.open_jobs_for_station("other_station") == []
 
 
@@ -197,7 +197,7 @@ def test_a_suite_task_entry_of_the_wrong_shape_is_refused_by_the_client_naming_i
 
 
 def test_job_suites_prints_each_stations_offer(tmp_path, monkeypatch, capsys):
-    from strands_robots.cli.job import main
+    from strands_robots.client.cli.job import main
 
     monkeypatch.setenv("STRANDS_ROBOTS_TOKEN", CLIENT_TOKENS["team_a"])
     with running_relay(tmp_path) as relay:

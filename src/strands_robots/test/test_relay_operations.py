@@ -238,7 +238,7 @@ def test_list_jobs_pages_through_own_jobs_only_newest_first_and_filters_by_state
     token_file = tmp_path / "team_a.token"
     token_file.write_text(CLIENT_TOKENS["team_a"])
     token_file.chmod(0o600)
-    run = subprocess.run([sys.executable, "-m", "strands_robots.cli.job", "list", "--relay", relay.target,
+    run = subprocess.run([sys.executable, "-m", "strands_robots.client.cli.job", "list", "--relay", relay.target,
                           "--token-file", str(token_file), "--page-size", "2", "--state", "CREATED",
                           "--state", "SUCCEEDED"], env=relay_env(), capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr

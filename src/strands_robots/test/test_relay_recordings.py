@@ -127,7 +127,7 @@ def test_the_owner_downloads_the_stations_recording_byte_for_byte(relay, tmp_pat
     token_file.write_text(CLIENT_TOKENS["team_a"])
     token_file.chmod(0o600)
     cli_out = tmp_path / "cli"
-    run = subprocess.run([sys.executable, "-m", "strands_robots.cli.job", "recordings", "--relay", relay.target,
+    run = subprocess.run([sys.executable, "-m", "strands_robots.client.cli.job", "recordings", "--relay", relay.target,
                           "--token-file", str(token_file), "rec-1", "-o", str(cli_out)],
                          env=relay_env(), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -13,7 +13,7 @@ import pytest
 from known_rate_port import SHEET, run_job
 from scipy.stats import beta
 
-from strands_robots.cli.client_side import summary_lines, summary_table
+from strands_robots.client.cli.client_side import summary_lines, summary_table
 from strands_robots.station.job import JobSpecError
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping
 from strands_robots.station.model import EpisodeResult, JobState, JobStatus, Task

@@ -30,9 +30,10 @@ SHARED = {
     "test/test_station_demo_main.py": "demo_main_job",
     "test/test_report_main_job_recording.py": "demo_main_job",
     "test/test_export_lerobot_main_job.py": "demo_main_job",
-    # both pip-install clients/python from its directory, whose build/ and egg-info each removes afterwards
+    # each pip-installs clients/python from its directory, whose build/ and egg-info each removes afterwards
     "src/strands_robots/test/test_client_venv.py": "client_dist_install",
     "src/strands_robots/test/test_openpi_client_venv.py": "client_dist_install",
+    "test/test_teams_page.py": "client_dist_install",
 }
 
 # Files whose tests share no process fixture (each starts and ends its own processes): every test is a group of its
@@ -44,6 +45,7 @@ SPLIT = frozenset({"test/test_system_up.py", "test/test_station_interval_coverag
 # order (the system tests under test/ last), so a long one left out ends a run alone. A split file's tests start
 # with its rank.
 LONGEST = {
+    "client_dist_install": 195,  # the teams page test: a bare venv, a station, two jobs, an openpi server
     "test/test_station_chaos.py": 125,  # with the camera node among its targets: 116-171 s alone here
     "test/test_station_interval_coverage.py": 100,  # 27 tests of 2 000 simulated jobs each, 7-40 s apiece
     "test/test_system_up.py": 75,
@@ -69,7 +71,6 @@ LONGEST = {
     "test/test_relay_cluster_failover.py": 13,
     "src/strands_robots/test/test_camera_node.py": 12,
     "src/strands_robots/test/test_station_goal_faults.py": 12,
-    "client_dist_install": 12,
     "src/strands_robots/test/test_relay_cluster_forwarding.py": 10,
     "src/strands_robots/test/test_command_stream.py": 9,
     "src/strands_robots/test/test_process.py": 9,

@@ -21,8 +21,12 @@
   Another name of ``up`` (the same command and options).
 ``strands-robots relay --store sqlite:PATH --tokens FILE [--listen 127.0.0.1:50051]``
   The relay between stations and Evaluation Clients (``strands_robots.relay.server``).
-``strands-robots job submit|status|watch|cancel|serve ...``
-  A team's Evaluation Client against a relay, from the command line (``strands_robots.cli.job``).
+``strands-robots relay tokens add NAME --client|--station --tokens FILE``
+  A team's or a station's new token in the tokens file, and its 0600 token or credentials file
+  (``strands_robots.relay.token_entries``).
+``strands-robots job submit|status|watch|cancel|serve|list|suites|recordings|leaderboard|schema ...``
+  A team's Evaluation Client against a relay, from the command line: the very code of the client's own
+  ``strands-eval`` (``strands_robots.client.cli.job``).
 ``strands-robots demo-job (--relay ADDR --token-file T | --ros [--namespace N]) [--job-file F]``
   The job process of rollout.launch.py (the ``demo_job`` executable): submit a job file, watch it to its end and
   print the summary, its exit code the launch's (0 when the job SUCCEEDED); through the relay as the Evaluation
@@ -43,7 +47,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from strands_robots.cli import argv_secrets
+from strands_robots.client.cli import argv_secrets
 from strands_robots.cli.demo import cmd_demo
 from strands_robots.cli.echo import cmd_echo
 from strands_robots.cli.up import cmd_up, default_config_file, node_argv
@@ -52,8 +56,9 @@ __all__ = ["build_parser", "main", "default_config_file", "node_argv"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots", description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="strands-robots", allow_abbrev=False,
+                                     description="The package set's command line, usable without ros2.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser(
         "up", aliases=["station"], allow_abbrev=False,
@@ -103,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
 
     echo = sub.add_parser("echo", help="print a running rollout node's observer stream")
-    echo.add_argument("--namespace", default="strands")
+    echo.add_argument("--namespace", default="strands", help="the rollout node's namespace (default %(default)s)")
     shown = echo.add_mutually_exclusive_group()
     shown.add_argument("--steps", action="store_true", help="print every step")
     shown.add_argument("--gaps", action="store_true",
@@ -115,24 +120,25 @@ def build_parser() -> argparse.ArgumentParser:
     echo.set_defaults(func=cmd_echo)
 
     demo = sub.add_parser("demo", help="one rollout in this process, no ROS (the observer lane printed)")
-    demo.add_argument("--policy", default="mock")
-    demo.add_argument("--control-frequency", type=float, default=50.0)
-    demo.add_argument("--duration", type=float, default=2.0)
-    demo.add_argument("--episodes", type=int, default=1)
-    demo.add_argument("--every-step", action="store_true")
+    demo.add_argument("--policy", default="mock", help="policy provider: mock, replay, scripted (default %(default)s)")
+    demo.add_argument("--control-frequency", type=float, default=50.0, help="control rate in Hz (default %(default)s)")
+    demo.add_argument("--duration", type=float, default=2.0, help="episode budget in seconds (default %(default)s)")
+    demo.add_argument("--episodes", type=int, default=1, help="episodes to run (default %(default)s)")
+    demo.add_argument("--every-step", action="store_true", help="print every step, not one line per second")
     demo.set_defaults(func=cmd_demo)
 
     # Commands whose own module parses their arguments (they keep one parser each, usable as `python -m`).
     for name, text in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False).add_argument("args", nargs=argparse.REMAINDER)
-    from strands_robots.cli.job import add_job_parser
+    from strands_robots.client.cli.job import add_job_parser
 
     add_job_parser(sub)
     return parser
 
 
 DELEGATED = {
-    "relay": "the relay between stations and Evaluation Clients (gRPC)",
+    "relay": "the relay between stations and Evaluation Clients (gRPC); relay tokens add NAME --client|--station: "
+             "a new token",
     "demo-job": "rollout.launch.py's job process: submit a job file (relay or the station's submit_job service), "
                 "watch it, print the summary, exit 0 on SUCCEEDED (a team uses `job`)",
     "record": "record every strands topic and camera to MCAP (rosbag2 conventions, latched state first); "
@@ -161,6 +167,10 @@ def _delegate(name: str, argv: "list[str]") -> int:
         from strands_robots.cli.demo_job import main as demo_job_main
 
         return int(demo_job_main(argv) or 0)
+    if argv[:1] == ["tokens"]:
+        from strands_robots.relay.token_entries import main as tokens_main
+
+        return int(tokens_main(argv[1:]) or 0)
     from strands_robots.relay.server import main as relay_main
 
     return int(relay_main(argv) or 0)

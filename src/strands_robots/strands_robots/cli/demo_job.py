@@ -80,7 +80,7 @@ def submit_request(job: Any, request_type: Any, key_value: Any) -> Any:
     """Return the station's ``SubmitJob`` request of a team's job: its suite tasks and trials, choices, own tasks."""
     import json
 
-    from strands_robots.cli.client_side import free_form_tasks
+    from strands_robots.client.cli.client_side import free_form_tasks
     from strands_robots.conversions.station import station_task_to_msg
     from strands_robots.station.job_file import task_from_mapping
 
@@ -103,7 +103,7 @@ class _Progress:
         self.last: Optional[tuple] = None
 
     def __call__(self, status: Any) -> None:
-        from strands_robots.cli.client_side import progress_bar
+        from strands_robots.client.cli.client_side import progress_bar
 
         shown = (len(status.episodes), status.state)
         if shown != self.last:
@@ -118,7 +118,7 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
 
     from strands_robots.client import EvaluationClient, RelayError
     from strands_robots.policies.demo import DemoPolicy
-    from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
+    from strands_robots.client.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
     from strands_robots.wire.credentials import CredentialsError, read_secret
 
@@ -174,7 +174,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
 
     from strands_robots.ros.qos import LATCHED_QOS
     from strands_robots.ros.process import init_without_signal_handlers
-    from strands_robots.cli.client_side import report_final
+    from strands_robots.client.cli.client_side import report_final
 
     init_without_signal_handlers(["demo_job"])
     node = rclpy.create_node("demo_job")

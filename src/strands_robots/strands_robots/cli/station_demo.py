@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
 
-from strands_robots.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
+from strands_robots.client.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 from strands_robots.policies.demo import DemoPolicy
 from strands_robots.private_dir import PrivateDir
 
@@ -90,6 +90,7 @@ class LocalStation:
     :param cameras: comma-separated cameras of ``config/cameras.yaml`` the camera node renders and every
         observation holds; empty (the default): no camera node. The demo and ``run_station`` give
         :data:`DEMO_CAMERAS`.
+    :param relay_args: more options of the local relay's command line (e.g. ``--web 127.0.0.1:0``).
     """
 
     def __init__(self, workdir: str, *, namespace: str = "station", station_id: str = DEMO_STATION,
@@ -97,7 +98,7 @@ class LocalStation:
                  rollout_params: Optional[dict] = None, out: Optional[Callable[[str, str], None]] = None,
                  control_frequency: float = 50.0, tls: Optional[tuple] = None,
                  cameras: str = "", driver_params: Optional[dict] = None,
-                 driver_env: Optional[dict] = None) -> None:
+                 driver_env: Optional[dict] = None, relay_args: Sequence[str] = ()) -> None:
         from strands_robots.supervisor import Supervisor
 
         self.workdir = Path(workdir)
@@ -120,6 +121,7 @@ class LocalStation:
             credentials = load_relay_credentials(relay_credentials)  # one line when it is not usable
             self.relay_target, self.station_id = credentials.target, credentials.station_id
         self.relay_ready = threading.Event()
+        self.relay_args = tuple(relay_args)  # more options of the local relay (e.g. --web 127.0.0.1:0)
         self.store_path = str(self.workdir / "relay.sqlite")
         self.tokens_path = str(self.workdir / "tokens.yaml")
         self.state_dir = str(self.workdir / "station_state")
@@ -159,6 +161,7 @@ class LocalStation:
                 f"sqlite:{self.store_path}", "--tokens", self.tokens_path, "--poll-s", "0.2"]
         if self.tls:
             argv += ["--tls-cert", str(self.tls[0]), "--tls-key", str(self.tls[1])]
+        argv += list(self.relay_args)
         self.relay_proc = self.sup.start("relay", argv, on_line=on_line)
         if not self.relay_ready.wait(30.0):
             raise RuntimeError(f"the relay did not start listening on {self.relay_target}")

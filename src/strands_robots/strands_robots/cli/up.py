@@ -27,7 +27,7 @@ import argparse
 import sys
 import time
 
-from strands_robots.cli import argv_secrets
+from strands_robots.client.cli import argv_secrets
 from strands_robots.ros.tools import ros_env_check, subscribe_events
 from strands_robots.cli.stream import StreamPrinter
 from strands_robots.supervisor import Supervisor

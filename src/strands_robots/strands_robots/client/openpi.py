@@ -155,6 +155,7 @@ class OpenPIPolicy(Policy):
     :param api_key: sent as ``Authorization: Api-Key ...`` when given (as openpi's client does).
     :param connect_timeout_s: how long connecting (and reading the metadata) may take, retried until then.
     :param infer_timeout_s: how long one answer may take.
+    :param max_frame_bytes: the largest websocket frame accepted from the server.
     :param connect: connect now (the metadata is then known at once); False: at the first ``reset``.
     """
 
@@ -505,22 +506,15 @@ def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_f
     error named) and then ends its session; the server may be back for the next episode, so this attaches
     again (the next ``reset`` reconnects to the server) until the job ends or ``max_policy_faults`` episodes
     failed. Returns the final ``pb.JobStatus``.
-    """
-    from strands_robots.client.errors import PolicyFailed, RelayError
 
-    faults = 0
-    while True:
-        try:
-            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s)
-        except PolicyFailed as exc:
-            faults += 1
-            if faults >= max_policy_faults:
-                raise
-            _log.warning("job %s: episode ended by the policy's error (%s); attaching again for the next", job_id,
-                         exc)
-            try:
-                status = client.get_status(job_id)
-            except RelayError:  # no snapshot to judge by: attaching again tells
-                continue
-            if status.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                return status
+    :param client: an :class:`~strands_robots.client.EvaluationClient`.
+    :param job_id: the job whose policy this serves.
+    :param policy: the :class:`OpenPIPolicy` bridging the team's openpi server.
+    :param max_policy_faults: episodes the server may fail before this gives up (raising ``PolicyFailed``).
+    :param on_event: called with every request the station sends.
+    :param reconnect_s: when the relay becomes unreachable, keep attaching for up to this many seconds.
+    """
+    from strands_robots.client.served_policy import serve_to_the_end
+
+    return serve_to_the_end(client, job_id, policy, max_policy_faults=max_policy_faults, on_event=on_event,
+                            reconnect_s=reconnect_s)

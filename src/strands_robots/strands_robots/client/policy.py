@@ -47,18 +47,26 @@ class Policy(metaclass=abc.ABCMeta):
         return NotImplemented
 
     def reset(self, task: Any) -> None:
-        """Start a new episode of ``task``."""
+        """Start a new episode of ``task``.
+
+        :param task: a ``pb.Task`` (served through the relay) or the rollout's task mapping (in process).
+        """
 
     def act(self, observation: Mapping[str, Any]) -> Sequence[Mapping[str, float]]:
         """Return an action chunk: a list of ``{actuator_key: value}``, applied one per control step.
 
         ``observation`` maps keys to floats, strings, bools or arrays (numpy when installed, else nested
         lists). Raise :class:`EndEpisode` to end the episode.
+
+        :param observation: the station's observation of this step, by key.
         """
         raise NotImplementedError("Policy.act must be overridden")
 
     def resume(self, observation: Mapping[str, Any]) -> None:
-        """Continue after an operator takeover, from the arms' current state in ``observation``."""
+        """Continue after an operator takeover, from the arms' current state in ``observation``.
+
+        :param observation: the station's observation as the operator hands the arms back.
+        """
 
     def spec(self) -> Any:
         """Declare what this policy needs of a station (optional; None: nothing declared, nothing checked).

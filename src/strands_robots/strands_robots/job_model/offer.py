@@ -160,3 +160,14 @@ class StationOffer:
         return cls(str(data["station_id"]), str(data.get("profile", HARDWARE)),
                    bool(data.get("allow_free_form_tasks", False)),
                    tuple(SuiteOffer.from_mapping(s) for s in data.get("suites", ())))
+
+    @classmethod
+    def from_pb(cls, station_id: str, msg: Any) -> "StationOffer":
+        """Return station ``station_id``'s offer from its ``StationOffer`` message (suites.proto; read by field)."""
+        return cls(station_id, msg.profile, msg.allow_free_form_tasks, tuple(
+            SuiteOffer(s.suite, s.title, s.headline,
+                       tuple(OfferedTask(t.task_id, t.instruction, t.layout, t.trials, t.budget_s, tuple(t.questions))
+                             for t in s.tasks),
+                       tuple(ChoiceRule(c.key, c.min if c.HasField("min") else None,
+                                        c.max if c.HasField("max") else None) for c in s.team_may_choose))
+            for s in msg.suites))

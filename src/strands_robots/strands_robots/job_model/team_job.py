@@ -71,7 +71,12 @@ MAX_EPISODES = 100000
 INTERVAL_METHODS = ("wilson", "clopper-pearson")
 #: Discarded episodes a job may tolerate at most: ``validation.JOB_LIMITS['max_discards']``.
 MAX_DISCARDS = 1000
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: A job id a team names: letters, digits, '.', '_', '-', starting with a letter or digit, at most 128.
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_ID = re.compile(JOB_ID_PATTERN)
+#: The longest each text field may be, in characters.
+TEXT_LIMITS = {"station_id": 128, "suite": 64, "task": 128, "task_id": 128, "instruction": 4096, "layout": 1024,
+               "policy.provider": 128, "job_id": 128, "client_id": 128}
 
 _JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards",
              "intervals")
@@ -187,7 +192,7 @@ def _scalar_text(value: Any, field_name: str) -> str:
 def _suite_task(data: Any, index: int) -> SuiteTrials:
     where = f"tasks[{index}]"
     if isinstance(data, str):  # a bare task id: one trial
-        return SuiteTrials(_text(data, where, required=True, limit=128), 1)
+        return SuiteTrials(_text(data, where, required=True, limit=TEXT_LIMITS["task"]), 1)
     if not isinstance(data, Mapping):
         raise TeamJobRefused(where, f"must be {{task: <suite task id>, trials: <n>}}, got {type(data).__name__}")
     if "task_id" in data and "task" not in data:
@@ -197,7 +202,7 @@ def _suite_task(data: Any, index: int) -> SuiteTrials:
         raise TeamJobRefused(where, "a suite task is {task: <suite task id>, trials: <n>}; a team's own task "
                                     "(task_id, instruction, scoring) belongs in free_form")
     _refuse_unknown(data, _SUITE_TASK_KEYS, SUITE_TASK, where)
-    return SuiteTrials(_text(data.get("task"), f"{where}.task", required=True, limit=128),
+    return SuiteTrials(_text(data.get("task"), f"{where}.task", required=True, limit=TEXT_LIMITS["task"]),
                        _count(data.get("trials", 1), f"{where}.trials", 1, MAX_EPISODES))
 
 
@@ -215,9 +220,10 @@ def _free_form(data: Any, index: int) -> FreeFormTask:
                                or not math.isfinite(budget) or budget <= 0):
         raise TeamJobRefused(f"{where}.budget_s", f"{budget!r} refused: must be a number of seconds > 0")
     return FreeFormTask(
-        task_id=_text(data.get("task_id"), f"{where}.task_id", required=True, limit=128),
-        instruction=_text(data.get("instruction"), f"{where}.instruction", required=True, limit=4096),
-        layout=_text(data.get("layout"), f"{where}.layout"),
+        task_id=_text(data.get("task_id"), f"{where}.task_id", required=True, limit=TEXT_LIMITS["task_id"]),
+        instruction=_text(data.get("instruction"), f"{where}.instruction", required=True,
+                          limit=TEXT_LIMITS["instruction"]),
+        layout=_text(data.get("layout"), f"{where}.layout", limit=TEXT_LIMITS["layout"]),
         scoring=tuple(MappingProxyType(dict(i)) for i in scoring),
         trials=_count(data.get("trials", 1), f"{where}.trials", 1, MAX_EPISODES),
         budget_s=None if budget is None else float(budget),
@@ -238,7 +244,7 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
         raise TeamJobRefused("tasks", f"must be a list of {{task, trials}}, got {type(raw_tasks).__name__}")
     if not isinstance(raw_free, (list, tuple)):
         raise TeamJobRefused("free_form", f"must be a list of tasks, got {type(raw_free).__name__}")
-    suite = _text(data.get("suite"), "suite", limit=64)
+    suite = _text(data.get("suite"), "suite", limit=TEXT_LIMITS["suite"])
     if raw_tasks and not suite:
         raise TeamJobRefused("suite", "tasks name a suite's tasks: say which suite (job suites lists them)")
     if suite and not raw_tasks:
@@ -276,14 +282,14 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
         max_discards = _count(max_discards, "max_discards", 0, MAX_DISCARDS)
     intervals = data.get("intervals")
     if intervals is not None and intervals not in INTERVAL_METHODS:
-        raise TeamJobRefused("intervals", f"must be one of {', '.join(INTERVAL_METHODS)}, got {intervals!r}")
+        raise TeamJobRefused("intervals", f"{intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     fields = dict(
-        station_id=_text(data.get("station_id"), "station_id", limit=128),
+        station_id=_text(data.get("station_id"), "station_id", limit=TEXT_LIMITS["station_id"]),
         suite=suite, tasks=tasks, free_form=free, choose=choose,
-        policy_provider=_text(policy.get("provider"), "policy.provider", limit=128),
+        policy_provider=_text(policy.get("provider"), "policy.provider", limit=TEXT_LIMITS["policy.provider"]),
         policy_config=dict(config), max_discards=max_discards, intervals=intervals,
-        job_id=_text(data.get("job_id"), "job_id", limit=128),
-        client_id=_text(data.get("client_id"), "client_id", limit=128),
+        job_id=_text(data.get("job_id"), "job_id", limit=TEXT_LIMITS["job_id"]),
+        client_id=_text(data.get("client_id"), "client_id", limit=TEXT_LIMITS["client_id"]),
     )
     fields.update(overrides)
     job = TeamJob(**fields)

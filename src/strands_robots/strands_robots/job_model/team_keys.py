@@ -23,6 +23,7 @@ __all__ = [
     "TeamKeyRefused",
     "team_key_refusal",
     "check_team_key",
+    "never_a_teams_keys",
 ]
 
 # Where a key stands in a team's job.
@@ -117,3 +118,8 @@ def check_team_key(key: str, place: str, field: str) -> None:
     reason = team_key_refusal(key, place)
     if reason is not None:
         raise TeamKeyRefused(field, reason)
+
+
+def never_a_teams_keys() -> list:
+    """Return the keys no team job carries anywhere, sorted, and each refused prefix as ``<prefix>*``."""
+    return sorted(_NEVER) + [f"{prefix}*" for prefix, _ in _NEVER_PREFIXES]

@@ -3,7 +3,7 @@
 A built-in policy (``mock`` or ``scripted``, :mod:`strands_robots.policies.registry`) run on the client's side,
 as a remote team's policy would be: ``strands-robots up`` (:mod:`strands_robots.cli.station_demo`),
 ``demo_job --relay`` (:mod:`strands_robots.cli.demo_job`) and ``strands-robots job submit --serve``
-(:mod:`strands_robots.cli.job`) serve it.
+(:mod:`strands_robots.client.cli.job`) serve it.
 """
 
 from __future__ import annotations

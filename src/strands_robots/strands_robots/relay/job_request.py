@@ -48,7 +48,7 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
     """
     from strands_robots.job_model.team_job import INTERVAL_METHODS, TeamJobRefused, check_against_offer
     from strands_robots.job_model.team_keys import TASK_PARAMETER, TeamKeyRefused, check_team_key
-    from strands_robots.station.task_parameters import check_task_parameters
+    from strands_robots.station.task_parameters import check_choices
     from strands_robots.wire.pb_model import job_options_from_pb, task_from_pb, team_job_from_pb
     from strands_robots.station.job import JobSpec, JobSpecError, check_job_images, validate_job_spec
 
@@ -75,15 +75,11 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
         try:
             team = team_job_from_pb(request.suite_job, station_id=request.station_id,
                                     max_discards=request.max_discards if request.HasField("max_discards") else None)
-            for key, value in team.choose.items():
-                try:
-                    check_task_parameters({key: value})
-                except rules.ValueRefused as exc:
-                    raise TeamJobRefused(f"choose.{key}", exc.reason) from None
+            check_choices(team)
             if offer is not None:
                 check_against_offer(team, offer)
         except TeamJobRefused as exc:
-            raise InvalidJob(f"suite_job.{exc}") from None
+            raise InvalidJob(str(exc)) from None  # the job file's field: what the team wrote
         _check_chosen_images(team.choose, max_message_bytes)
         expected = team.episodes + len(request.tasks)
         if request.episodes != expected:
@@ -138,4 +134,4 @@ def _check_chosen_images(choose: Any, max_message_bytes: Optional[int]) -> None:
                                          policy_provider="relay"), None,
                          max_message_bytes)
     except JobSpecError as exc:
-        raise InvalidJob(f"suite_job.choose: {exc.reason}") from None
+        raise InvalidJob(f"choose: {exc.reason}") from None

@@ -260,3 +260,18 @@ def _check_parameter(key: str, value: str, sheet: Any) -> None:
             raise ValueRefused(field, value, f"{key}={value!r} refused: {exc.reason}") from None
         return
     raise _unknown_key(key, value)
+
+
+def check_choices(job: Any) -> None:
+    """Refuse a team job's choice outside the station's range, as the relay does at submit.
+
+    :param job: a ``job_model.team_job.TeamJob``.
+    :raises job_model.team_keys.TeamJobRefused: ``choose.<key>`` and the reason :func:`check_task_parameters` gives.
+    """
+    from strands_robots.job_model.team_keys import TeamJobRefused
+
+    for key, value in job.choose.items():
+        try:
+            check_task_parameters({key: value})
+        except ValueRefused as exc:
+            raise TeamJobRefused(f"choose.{key}", exc.reason) from None

@@ -356,15 +356,9 @@ def station_offer_to_pb(offer: Any) -> Any:
 
 def station_offer_from_pb(station_id: str, msg: Any) -> Any:
     """Return the ``job_model.offer.StationOffer`` of station ``station_id`` from its ``StationOffer`` message."""
-    from strands_robots.job_model.offer import ChoiceRule, OfferedTask, StationOffer, SuiteOffer
+    from strands_robots.job_model.offer import StationOffer
 
-    return StationOffer(station_id, msg.profile, msg.allow_free_form_tasks, tuple(
-        SuiteOffer(s.suite, s.title, s.headline,
-                   tuple(OfferedTask(t.task_id, t.instruction, t.layout, t.trials, t.budget_s, tuple(t.questions))
-                         for t in s.tasks),
-                   tuple(ChoiceRule(c.key, c.min if c.HasField("min") else None,
-                                    c.max if c.HasField("max") else None) for c in s.team_may_choose))
-        for s in msg.suites))
+    return StationOffer.from_pb(station_id, msg)
 
 
 def suite_job_to_pb(job: Any) -> Any:

@@ -1,8 +1,9 @@
 """The client side of a job on the command line: a job file's tasks submitted, its policy served, the job watched.
 
-Shared by ``strands-robots job`` (:mod:`strands_robots.cli.job`), the demo (:mod:`strands_robots.cli.station_demo`)
-and ``demo-job`` (:mod:`strands_robots.cli.demo_job`): :func:`submit_team_job` (a job file's job as the client
-submits it: its suite tasks and trials, choices, own tasks), :func:`submit_job_file`, :func:`serve_in_background`,
+Shared by ``strands-eval`` and ``strands-robots job`` (:mod:`strands_robots.client.cli.job`), the demo
+(:mod:`strands_robots.cli.station_demo`) and ``demo-job`` (:mod:`strands_robots.cli.demo_job`):
+:func:`submit_team_job` (a job file's job as the client submits it: its suite tasks and trials, choices, own
+tasks), :func:`submit_job_file`, :func:`serve_in_background`,
 :func:`watch_job` (a progress bar of finished episodes until the job ends) and :func:`summary_table` /
 :func:`report_final` (the final table and rates).
 """
@@ -51,9 +52,17 @@ def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:
+    """Return ``[#####.....] 3/8 episodes``: never more than ``total`` (an episode run again counts once).
+
+    A job lists every attempt it finished, re-runs of faulted episodes among them, so ``done`` may exceed the
+    episodes the job asked for; the bar says ``total/total`` and how many more ran (``8/8 episodes (+1 re-run)``).
+    """
     total = max(total, 1)
-    filled = min(width, round(width * done / total))
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} episodes"
+    shown = min(done, total)
+    filled = min(width, round(width * shown / total))
+    extra = done - shown
+    rerun = f" (+{extra} re-run{'s' if extra > 1 else ''})" if extra > 0 else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {shown}/{total} episodes{rerun}"
 
 
 def _figure(episode: Any, name: str) -> Any:
@@ -105,41 +114,66 @@ def summary_table(status: Any) -> str:
 
 
 def status_summary(status: Any) -> Any:
-    """Return the ``station.summary.JobSummary`` a snapshot carries; None when it carries none.
+    """Return the figures a snapshot carries: a ``pb.JobFigures`` or the model's ``JobSummary``; None when none.
 
     :param status: a ``pb.JobStatus`` (the client's) or the model's ``JobStatus``.
     """
     has_field = getattr(status, "HasField", None)
     if has_field is not None:
-        if not has_field("summary"):
-            return None
-        from strands_robots.wire.pb_model import summary_from_pb
-
-        return summary_from_pb(status.summary)
+        return status.summary if has_field("summary") else None
     return getattr(status, "summary", None)
+
+
+def _figures_line(figures: Any) -> str:
+    """One line of figures: a ``pb.JobFigures``/``TaskFigures`` (client_cli.figures_text) or a model's ``.text()``."""
+    if hasattr(figures, "HasField"):
+        from strands_robots.client.cli.figures_text import figures_text
+
+        return figures_text(figures)
+    return figures.text()
+
+
+def _task_figures(task: Any) -> str:
+    """Return a task's figures, ``success <rate>; mean score <score>; <coverage>`` (pb ``TaskFigures`` or model)."""
+    if hasattr(task, "HasField"):
+        from strands_robots.client.cli.figures_text import coverage_text, rate_text, score_text
+    else:
+        from strands_robots.station.summary import coverage_text, rate_text, score_text  # type: ignore[assignment]
+    return f"success {rate_text(task.success)}; mean score {score_text(task.score)}; {coverage_text(task.coverage)}"
 
 
 def summary_lines(status: Any) -> list:
     """Return the job's figures with their intervals, then one line per task (the snapshot's summary).
 
     A snapshot without a summary (a station that computes none) gets the same figures computed here from its
-    listed episodes, said so: its discarded and interrupted episodes are not known here.
+    listed episodes where the station package is installed, said so (its discarded and interrupted episodes are not
+    known here); the client alone says the station sent none.
     """
-    from strands_robots.station.summary import coverage_text, rate_text, score_text, summarize
-
     summary, note = status_summary(status), ""
     if summary is None:
+        try:
+            from strands_robots.station.summary import summarize
+        except ImportError:  # the client's distribution: no statistics of its own
+            return ["job: (the station sent no figures)"]
         from strands_robots.wire.pb_model import episode_result_from_pb
 
         episodes = [episode_result_from_pb(e) if hasattr(e, "HasField") else e for e in status.episodes]
         summary = summarize(episodes)
         note = " (computed from the listed episodes: the station sent no summary)"
-    lines = [f"job: {summary.text()}{note}"]
+    lines = [f"job: {_figures_line(summary)}{note}"]
     if len(summary.tasks) > 1:
         width = max(len(t.task_id) for t in summary.tasks)
-        lines += [f"  {t.task_id:<{width}}  success {rate_text(t.success)}; mean score {score_text(t.score)}; "
-                  f"{coverage_text(t.coverage)}" for t in summary.tasks]
+        lines += [f"  {t.task_id:<{width}}  {_task_figures(t)}" for t in summary.tasks]
     return lines
+
+
+def _attempted(figures: Any) -> int:
+    coverage = figures.coverage
+    if hasattr(coverage, "attempted"):
+        return int(coverage.attempted)
+    from strands_robots.client.cli.figures_text import COVERAGE_BUCKETS
+
+    return sum(int(getattr(coverage, name)) for name in COVERAGE_BUCKETS)
 
 
 def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
@@ -163,8 +197,8 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
                 last = shown
                 write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
                 figures = status_summary(status)
-                if figures is not None and figures.coverage.attempted:
-                    write(f"    {figures.text()}")
+                if figures is not None and _attempted(figures):
+                    write(f"    {_figures_line(figures)}")
             if status.state in terminal:
                 return status
         if stop is not None and stop.is_set():

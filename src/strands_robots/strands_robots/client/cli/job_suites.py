@@ -11,10 +11,10 @@ relay refused.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
-from strands_robots.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.times import iso_utc
 
 __all__ = ["add_suites_parser", "cmd_job_suites", "format_station_suites"]
 
@@ -30,9 +30,9 @@ def _choice(rule: Any) -> str:
 def format_station_suites(entry: Any) -> str:
     """One station's offer (a ``pb.StationSuites``), as ``job suites`` prints it."""
     offer = entry.offer
-    heard = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry.offered_unix_ms / 1000.0))
+    heard = iso_utc(entry.offered_unix_ms)
     lines = [f"station {entry.station_id}: {offer.profile or 'hardware'} profile, free-form tasks "
-             f"{'allowed' if offer.allow_free_form_tasks else 'not allowed'} (offered {heard}Z)"]
+             f"{'allowed' if offer.allow_free_form_tasks else 'not allowed'} (offered {heard})"]
     if not offer.suites:
         lines.append("  (no suites)")
     for suite in offer.suites:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from strands_robots.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.job_client import add_common_arguments, connect, guard
 
 __all__ = ["add_recordings_parser", "cmd_job_recordings"]
 
@@ -63,7 +63,7 @@ def add_recordings_parser(commands: Any) -> None:
     p = commands.add_parser("recordings", help="download the job's episode recordings (MCAP), checked",
                             allow_abbrev=False)
     add_common_arguments(p)
-    p.add_argument("job_id")
+    p.add_argument("job_id", help="the job's id (submit printed it)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for <episode_id>.mcap files")
     p.add_argument("--episode", action="append", metavar="EPISODE_ID", help="only this episode; repeat for several")
     p.add_argument("--max-bytes", type=int, default=0, help="refuse a recording larger than this (0: no limit)")

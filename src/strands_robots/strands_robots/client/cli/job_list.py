@@ -10,10 +10,10 @@ command line, 3 the relay refused.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any, Iterator
 
-from strands_robots.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.job_client import add_common_arguments, connect, guard
+from strands_robots.client.cli.times import iso_utc
 
 __all__ = ["add_list_parser", "cmd_job_list", "iter_jobs", "format_job_line"]
 
@@ -30,17 +30,17 @@ def iter_jobs(client: Any, states: "tuple[str, ...]" = (), page_size: int = 20) 
 
 
 def format_job_line(job: Any) -> str:
-    submitted = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(job.submitted_unix_ms / 1000.0))
+    submitted = iso_utc(job.submitted_unix_ms)
     message = " ".join(job.message.split())[:80]
     return (f"{job.job_id:<32} {job.state:<14} {job.episodes_done:>5}/{job.episodes_total:<5} "
-            f"{job.station_id:<20} {submitted}Z  {message}").rstrip()
+            f"{job.station_id:<20} {submitted:<20}  {message}").rstrip()
 
 
 def cmd_job_list(args: argparse.Namespace) -> int:
     """Print this client's jobs, newest first."""
     client = connect(args)
     shown = 0
-    print(f"{'JOB':<32} {'STATE':<14} {'EPISODES':<11} {'STATION':<20} {'SUBMITTED (UTC)':<21} MESSAGE")
+    print(f"{'JOB':<32} {'STATE':<14} {'EPISODES':<11} {'STATION':<20} {'SUBMITTED (UTC)':<20}  MESSAGE")
     for job in iter_jobs(client, tuple(args.state or ()), args.page_size):
         print(format_job_line(job), flush=True)
         shown += 1
