@@ -375,7 +375,27 @@ def suite_job_to_pb(job: Any) -> Any:
         msg.tasks.add(task=asked.task, trials=asked.trials)
     for key, value in job.choose.items():
         msg.choose[key] = value
+    compare = getattr(job, "compare", None)
+    if compare is not None:
+        msg.compare.slots.extend(compare.slots)
+        if compare.stop is not None:
+            msg.compare.stop.when = compare.stop.when
+            msg.compare.stop.alpha = compare.stop.alpha
+            msg.compare.stop.or_out_of_reach = compare.stop.or_out_of_reach
+            if compare.stop.max_blocks is not None:
+                msg.compare.stop.max_blocks = compare.stop.max_blocks
     return msg
+
+
+def _compare_mapping(msg: Any) -> dict:
+    """Return a ``Compare`` message as the job file's ``compare`` mapping (checked by the job model's rules)."""
+    data: dict = {"slots": list(msg.slots)}
+    if msg.HasField("stop"):
+        stop = msg.stop
+        data["stop"] = {"when": stop.when or "separated", "alpha": stop.alpha, "or_out_of_reach": stop.or_out_of_reach}
+        if stop.HasField("max_blocks"):
+            data["stop"]["max_blocks"] = int(stop.max_blocks)
+    return data
 
 
 def team_job_from_pb(msg: Any, *, station_id: str, max_discards: Any = None) -> Any:
@@ -390,4 +410,6 @@ def team_job_from_pb(msg: Any, *, station_id: str, max_discards: Any = None) -> 
                   "choose": dict(msg.choose)}
     if max_discards is not None:
         data["max_discards"] = int(max_discards)
+    if msg.HasField("compare"):
+        data["compare"] = _compare_mapping(msg.compare)
     return team_job_from_mapping(data)
