@@ -64,7 +64,8 @@ def test_a_comparison_runs_suite_tasks_only():
     with pytest.raises(TeamJobRefused) as err:
         team_job_from_mapping({"station_id": "s", "compare": {"slots": ["a", "b"]}, "free_form": [
             {"task_id": "wave", "instruction": "wave", "scoring": [
-                {"name": "ok", "question": "ok?", "answer_type": "yes_no", "max_points": 1, "success_answer": "yes"}]}]})
+                {"name": "ok", "question": "ok?", "answer_type": "yes_no", "max_points": 1,
+                 "success_answer": "yes"}]}]})
     assert err.value.field == "compare"
     with pytest.raises(TeamJobRefused) as err:
         _job({"slots": ["a", "b"]}, free_form=[{"task_id": "wave", "instruction": "wave", "scoring": [

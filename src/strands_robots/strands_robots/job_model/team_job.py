@@ -147,8 +147,10 @@ class TeamJob:
 
     @property
     def episodes(self) -> int:
-        """Episodes the job asks for: every trial of every suite task and free-form task (a comparison job: every
-        slot once in each of its blocks, at most)."""
+        """Episodes the job asks for: every trial of every suite task and free-form task.
+
+        A comparison job: every slot once in each of its blocks, at most.
+        """
         if self.compare is not None:
             return self.blocks * len(self.compare.slots)
         return sum(t.trials for t in self.tasks) + sum(t.trials for t in self.free_form)

@@ -260,7 +260,7 @@ def validate_job_spec(spec: Any) -> JobSpec:
 
 
 def _check_comparison(spec: JobSpec) -> None:
-    """A comparison job: its slots and stop rule are well formed, and it asks for every slot's episode of every block."""
+    """Check a comparison job: its slots and stop rule are well formed; every slot runs once in every block."""
     compare = spec.comparison
     if compare is None:
         return
@@ -342,7 +342,9 @@ class EpisodePlan:
     """Everything the station's robot side needs to run one episode.
 
     ``start_pose_tolerance_rad`` / ``start_pose_timeout_s`` are 0.0 for the driver's configured values;
-    ``seed`` is None for none.
+    ``seed`` is None for none. A comparison job's episode also names its slot (``compare_slot``: whose policy
+    session serves it; never shown to the operator), the slot's ``blind_label`` in this block (what the operator
+    is shown), its ``block_id`` and its ``block_position`` in the block's order; empty / None otherwise.
     """
 
     episode_id: str
@@ -356,6 +358,10 @@ class EpisodePlan:
     start_pose_tolerance_rad: float = 0.0
     start_pose_timeout_s: float = 0.0
     seed: Optional[int] = None
+    compare_slot: str = ""
+    blind_label: str = ""
+    block_id: str = ""
+    block_position: Optional[int] = None
 
 
 def _policy_value(text: str) -> Any:
