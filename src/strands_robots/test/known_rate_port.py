@@ -107,3 +107,40 @@ def run_comparison(rates, seed: int, operator: ScriptedOperator, blocks: int, pu
     port = KnownRatePort(dict(rates), seed)
     status = JobRunner(JobRecord(spec), port, operator, publish=publish).run()
     return status, port
+
+
+def simulate_comparisons(rates, runs: int, max_blocks: int, *, seed: int = 0, alpha: float = 0.05,
+                         or_out_of_reach: bool = False):
+    """Run ``runs`` comparison jobs of slots with known ``rates`` through the station's comparison core.
+
+    Each run is one job's ``station.comparison.ComparisonProgress`` (what ``JobRunner`` asks which slot runs next
+    and whether to stop) folded over its episodes, each episode scored with its slot's seeded draw for its block,
+    without the rollout, lease and snapshot machinery around it (``run_comparison`` runs that too). Returns
+    ``(verdicts, blocks)``: each run's verdict on ``slots[0]`` against ``slots[1]`` and the blocks it ran.
+    """
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from strands_robots.job_model.compare import CompareRequest, StopRequest
+    from strands_robots.station.comparison import start_progress
+
+    slots = tuple(rates)
+    compare = CompareRequest(slots, StopRequest(alpha=alpha, max_blocks=max_blocks, or_out_of_reach=or_out_of_reach))
+    task = SimpleNamespace(task_id="finish")
+    verdicts, blocks = [], []
+    for run in range(runs):
+        rng = np.random.default_rng([seed, run])
+        draws = {slot: (rng.random(max_blocks) < rates[slot]).tolist() for slot in slots}
+        progress = start_progress(f"sim-{seed}-{run}", compare, max_blocks)
+        n = 0
+        while (step := progress.next_run()) is not None:
+            success = draws[step.slot][step.block.index]
+            progress = progress.after(SimpleNamespace(
+                episode_id=f"ep_{n:04d}", end_condition="policy_completed" if success else "timeout", scored=True,
+                success=success, score=float(success), taken_over=False, slot=step.slot,
+                block_id=step.block.block_id, task=task, seed=step.block.index))
+            n += 1
+        verdicts.append(progress.tests.verdict(slots[0], slots[1]).value)
+        blocks.append(progress.block)
+    return np.array(verdicts), np.array(blocks)
