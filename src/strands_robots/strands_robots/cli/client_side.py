@@ -37,8 +37,8 @@ def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
 
     Every setting of the job file reaches the station: the suite, its tasks and trials, the choices, the team's
     own tasks, ``max_discards``, ``intervals`` and ``compare``; the file's ``policy`` is served by the client that
-    submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's (a fresh
-    id per submit, the token's team).
+    submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's
+    (a fresh id per submit, the token's team).
     """
     from strands_robots.job_model.compare import compare_to_mapping
 
