@@ -30,6 +30,8 @@ class KnownRatePort:
     episode's slot (``plan.compare_slot``) draws with its own.
     """
 
+    serves_slots = True  # each slot's episode draws with its own rate
+
     def __init__(self, p, seed: int) -> None:
         self._p = p  # one rate, or a comparison job's rate of each slot (by the plan's compare_slot)
         self._rng = random.Random(seed)

@@ -244,3 +244,42 @@ def test_a_slot_that_never_gives_an_outcome_fails_the_job_naming_its_block():
     assert status.state is JobState.FAILED
     assert "block b_0000" in status.message and "without an outcome" in status.message
     assert status.comparison.labels_revealed and status.comparison.blocks == ()
+
+
+def test_a_comparison_job_on_a_robot_side_that_cannot_serve_slots_fails_before_anything_moves():
+    class OnePolicy(KnownRatePort):
+        serves_slots = False
+
+    port = OnePolicy({"vision": 0.5, "blind": 0.5}, 3)
+    status = JobRunner(JobRecord(comparison_spec("one", ["vision", "blind"], 3)), port, ScriptedOperator()).run()
+    assert status.state is JobState.FAILED and "cannot serve a comparison's slots (vision, blind)" in status.message
+    assert port.draws == [] and status.episodes == ()
+
+
+def test_a_station_resumes_a_comparison_after_a_restart_where_its_saved_episodes_left_it(tmp_path):
+    from strands_robots.station.persistence import JobStore
+    from strands_robots.station.record import RunningEpisode
+    from strands_robots.station.station import Station
+
+    spec = comparison_spec("known-rates-11", ["vision", "blind"], 30)  # the job whose first life ran below
+    first, _ = run_comparison({"vision": 0.9, "blind": 0.1}, 11, ScriptedOperator(), 30)
+    kept = first.episodes[:5]  # two complete blocks and the first slot of the third: the station died in it
+    store = JobStore(str(tmp_path))
+    store.save(JobRecord(spec, state=JobState.RUNNING, message="running", episodes=kept,
+                         running=RunningEpisode("ep_0005", 5, 0), next_episode_number=6))
+    operator = ScriptedOperator()
+    station = Station("sim", KnownRatePort({"vision": 0.9, "blind": 0.1}, 12), operator, store=store)
+    try:
+        station.recover()
+        station.start()
+        assert station.wait_idle(timeout_s=120.0)
+        status = station.status("known-rates-11")
+    finally:
+        station.stop()
+        operator.close()
+    assert status.state is JobState.SUCCEEDED and status.comparison.stop.verdict == "a_better"
+    assert status.episodes[:5] == kept
+    resumed = status.episodes[5]
+    assert (resumed.block_id, resumed.slot) == ("b_0002", [s for s in ("vision", "blind") if s != kept[4].slot][0])
+    assert resumed.episode_id != "ep_0005"  # the interrupted one's id is never reused
+    assert [b.block_id for b in status.comparison.blocks][:3] == ["b_0000", "b_0001", "b_0002"]

@@ -243,6 +243,7 @@ class JobRunner:
                 self._transition(JobState.WAITING_POLICY, f"waiting for the policy ({self.spec.policy_provider}) "
                                                           f"until {self._deadline_text()}")
             elif state is JobState.WAITING_POLICY:
+                self._check_slots_served()
                 ready, detail = self._wait_for_policy()
                 self._gate()
                 self._transition(JobState.RUNNING, f"policy ready: {detail}" if detail else "policy ready")
@@ -255,6 +256,16 @@ class JobRunner:
                     self._next_episode()
             elif state is JobState.FINALIZING:
                 self._transition(JobState.SUCCEEDED, self._finished_text("completed"))
+
+    def _check_slots_served(self) -> None:
+        """FAIL a comparison job on a robot side that cannot give each slot its own policy; nothing moved.
+
+        A port serves slots when it says so (``serves_slots``): it runs each episode with the policy of the plan's
+        ``compare_slot``. Any other would run one policy under every slot name: a comparison of a policy with itself.
+        """
+        if self.spec.comparison is not None and not getattr(self._robot, "serves_slots", False):
+            raise _Failed(f"this station cannot serve a comparison's slots ({', '.join(self.spec.comparison.slots)}) "
+                          f"each with its own policy; no arm moved")
 
     def _deadline_text(self) -> str:
         """Start (or keep) the job's attach deadline; return it as the team reads it, with its timeout."""
