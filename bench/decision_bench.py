@@ -4,6 +4,9 @@ Seeded simulations with known truth through ``strands_robots.stats`` (not pass/f
 targets). Printed:
 
 - the fixed-size exact McNemar test: blocks for 95 % and 80 % power at alpha 0.05 (exact, not simulated);
+- trials to a decision through the station's comparison core (``station.comparison``, which a comparison job's
+  ``JobRunner`` runs: seeded block orders, outcomes, the stop rule after every complete block) at 0.8 vs 0.4,
+  0.7 vs 0.5 and 0.5 vs 0.5, beside the fixed-size test's blocks for 95 % power;
 - the e-process stop rule (``replay_stop_rule``, the same rule a job applies block by block) at 0.8 vs 0.4 and
   0.7 vs 0.5: mean / median / 95th percentile blocks to the verdict, right / wrong / not-separated shares, and
   the mean as a share of the fixed-size test's 95 %-power blocks;
@@ -18,6 +21,7 @@ Usage (about a minute on a quiet 2-core machine)::
 
     .venv/bin/python bench/decision_bench.py              # 10 000 runs per setting
     .venv/bin/python bench/decision_bench.py --runs 2000  # quicker
+    .venv/bin/python bench/decision_bench.py --only-core  # the fixed-size test and the station core's table
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "strands_robots"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "strands_robots" / "test"))
 
 from strands_robots.stats.blocks import Block  # noqa: E402
 from strands_robots.stats.e_process import E_PROCESS_NAME  # noqa: E402
@@ -92,6 +97,28 @@ def e_process_table(fixed: dict, runs: int, seed: int) -> None:
                       f"{100 * result.share(Verdict.A_BETTER):>8.1f} {100 * result.share(Verdict.B_BETTER):>8.2f} "
                       f"{100 * result.share(Verdict.NOT_SEPARATED):>9.1f} {100 * used.mean() / n95:>14.0f}%")
     print("  (max: max_blocks; reach: also stop not_separated once separation is out of reach; right = a_better)")
+
+
+def station_core_table(fixed: dict, runs: int, seed: int) -> None:
+    """Trials to a decision through the station's comparison core (``station.comparison``, what JobRunner runs)."""
+    from known_rate_port import simulate_comparisons
+
+    print(f"\nThrough the station's comparison core (station.comparison: seeded block orders, outcomes, the stop "
+          f"rule after every complete block), alpha 0.05, max_blocks 2 x fixed95, {runs} seeded jobs per row")
+    print(f"  {'pair':<11} {'fixed95':>7} {'max':>4} {'mean':>6} {'median':>6} {'p95':>5} {'right %':>8} "
+          f"{'wrong %':>8} {'not sep %':>9} {'mean / fixed95':>15} {'s':>5}")
+    for (p_a, p_b), row_seed in zip(PAIRS + ((0.5, 0.5),), range(seed, seed + 3)):
+        n95 = fixed.get((p_a, p_b), fixed[PAIRS[0]])
+        started = time.perf_counter()
+        verdicts, used = simulate_comparisons({"a": p_a, "b": p_b}, runs, 2 * n95, seed=row_seed)
+        took = time.perf_counter() - started
+        right = np.mean(verdicts == "a_better") if p_a != p_b else float("nan")
+        wrong = np.mean(verdicts == "b_better") if p_a != p_b else np.mean(verdicts != "not_separated")
+        print(f"  {p_a} vs {p_b:<4} {n95:>7} {2 * n95:>4} {used.mean():>6.1f} {np.median(used):>6.0f} "
+              f"{np.percentile(used, 95):>5.0f} {100 * right:>8.1f} {100 * wrong:>8.2f} "
+              f"{100 * np.mean(verdicts == 'not_separated'):>9.1f} {100 * used.mean() / n95:>14.0f}% {took:>5.1f}")
+    print("  (right = the better policy named; for 0.5 vs 0.5 'wrong' is any winner named, against the fixed95 of "
+          "0.8 vs 0.4)")
 
 
 def a_a_table(runs: int, seed: int) -> None:
@@ -187,10 +214,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--score-reps", type=int, default=400, help="samples per n for the mean-score coverage")
     parser.add_argument("--suites", type=int, default=200, help="suites per row for Bradley-Terry")
+    parser.add_argument("--core-runs", type=int, default=1000,
+                        help="comparison jobs per row through the station's comparison core")
+    parser.add_argument("--only-core", action="store_true",
+                        help="print the fixed-size test and the station core's table only")
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"decision_bench on {machine()}")
     fixed = fixed_size_table()
+    station_core_table(fixed, args.core_runs, args.seed + 6)
+    if args.only_core:
+        print(f"\n({time.perf_counter() - started:.0f} s)")
+        return
     e_process_table(fixed, args.runs, args.seed)
     a_a_table(args.runs, args.seed + 1)
     three_policies(args.runs, args.seed + 2)

@@ -33,7 +33,7 @@ DEMO_JOB = CONFIG / "demo_job.yaml"
 SUITES = load_suites(str(CONFIG / "suites"), "simulated")
 
 # How each key of a job file reaches the station through the relay (a key missing here fails the first test).
-ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards", "intervals")
+ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards", "intervals", "compare")
 # The submit names the job (a fresh id each time) and its owner (the token's client); the file's policy is served
 # by the client that submits (the station's provider is "relay").
 GIVEN_BY_THE_SUBMIT = ("job_id", "client_id")
@@ -116,6 +116,21 @@ def test_every_setting_of_a_job_file_reaches_the_station_through_the_relay(tmp_p
     assert station.control_frequency == 40.0
     assert dict(station.tasks[-1].parameters) == {**job.choose, "duration_s": "1.5", "operator_score": "false"}
     assert station.policy_provider == "relay"  # the file's policy runs on the client that serves it
+
+
+def test_a_comparison_job_file_reaches_the_station_with_its_slots_and_stop_rule(tmp_path):
+    from strands_robots.job_model.compare import CompareRequest, StopRequest
+
+    job = dataclasses.replace(_job_with_every_setting_changed(), free_form=(), compare=CompareRequest(
+        ("vision", "blind"), StopRequest(alpha=0.01, max_blocks=4, or_out_of_reach=True)))
+    with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
+        _offered(relay)
+        submit_job_file(client, job, write=lambda line: None)
+        station = _station_side(relay)
+    assert station.comparison == dataclasses.replace(job.compare, suite="demo")
+    assert station.episodes_total == 8  # 4 blocks, every slot once in each
+    assert [(t.task_id, t.parameters.get("seed")) for t in station.tasks] == [
+        ("hold_pose", "0"), ("reach_cube", "0"), ("hold_pose", "1"), ("reach_cube", "1")]
 
 
 def test_the_relay_lists_what_the_station_offered(tmp_path):

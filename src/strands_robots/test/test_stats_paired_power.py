@@ -112,3 +112,11 @@ def test_bad_input_is_refused():
         minimum_detectable_difference(30, assumption="hope", pooled_rate=0.5)
     with pytest.raises(ValueError, match="p_only_a \\+ p_only_b <= 1"):
         exact_paired_power(10, 0.7, 0.6)
+
+
+def test_the_detectable_difference_is_found_at_every_pooled_rate_a_table_can_give():
+    # the rates' grid ends at the widest difference: a rounding error there must not push a rate past [0, 1]
+    for n in (3, 6, 7, 12, 41):
+        for k in range(2 * n + 1):
+            found = minimum_detectable_difference(n, pooled_rate=k / (2 * n))
+            assert found.difference is None or 0 < found.difference <= 1

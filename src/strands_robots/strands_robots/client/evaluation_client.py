@@ -140,8 +140,13 @@ class EvaluationClient:
     def submit_suite_job(self, station_id: str, suite: str, tasks: Iterable[Any], *,
                          choose: Optional[Mapping[str, Any]] = None, free_form: Iterable[TaskLike] = (),
                          max_discards: Optional[int] = None, job_id: Optional[str] = None, attempts: int = 3,
-                         intervals: Optional[str] = None) -> str:
+                         intervals: Optional[str] = None, compare: Optional[Mapping[str, Any]] = None) -> str:
         """Create a job of the station's suite tasks: each ``(task_id, trials)`` (or ``{"task", "trials"}``), in order.
+
+        ``compare`` makes it a comparison (A/B) job, as a job file's ``compare`` says: ``{"slots": ["vision",
+        "blind"], "stop": {"when": "separated", "alpha": 0.05, "max_blocks": 40, "or_out_of_reach": False}}``
+        (``stop`` optional). Its tasks' trials are its blocks; each slot is served by its own
+        :meth:`serve_policy` (``slot=``). The relay refuses a malformed one naming the key (``compare.slots[1]``).
 
         Trial ``i`` runs with the suite's seed ``i``; the station fills in every task from its own suite file.
         ``choose`` sets what the suite's ``team_may_choose`` allows (``cameras``, ``image_format``,
@@ -174,6 +179,9 @@ class EvaluationClient:
         own = [task if isinstance(task, pb.Task) else task_from_dict(task, index)
                for index, task in enumerate(free_form)]
         episodes = sum(t.trials for t in suite_job.tasks) + len(own)
+        if compare is not None:
+            blocks = _compare_to_pb(compare, suite_job.compare, sum(t.trials for t in suite_job.tasks))
+            episodes = blocks * len(suite_job.compare.slots)
         return self.submit_job(station_id, own, episodes, job_id, attempts=attempts, max_discards=max_discards,
                                suite_job=suite_job, intervals=intervals)
 
@@ -459,3 +467,31 @@ class EvaluationClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _compare_to_pb(compare: Mapping[str, Any], msg: Any, trials: int) -> int:
+    """Fill ``msg`` (a ``pb.Compare``) from a job file's ``compare`` mapping; return the job's blocks at most.
+
+    ``trials``: the suite tasks' trials (one block each). Shapes are checked only as far as building the message
+    needs; the relay checks every rule and refuses naming the key.
+    """
+    if not isinstance(compare, Mapping):
+        raise errors.InvalidTask(f"compare: a mapping {{slots, stop}} expected, got {type(compare).__name__}")
+    slots = compare.get("slots")
+    if not isinstance(slots, (list, tuple)) or not all(isinstance(s, str) for s in slots):
+        raise errors.InvalidTask(f"compare.slots: a list of slot names expected, got {slots!r}")
+    msg.slots.extend(slots)
+    stop = compare.get("stop")
+    if stop is None:
+        return trials
+    if not isinstance(stop, Mapping):
+        raise errors.InvalidTask(f"compare.stop: a mapping expected, got {type(stop).__name__}")
+    try:
+        msg.stop.when = str(stop.get("when", "separated"))
+        msg.stop.alpha = float(stop.get("alpha", 0.05))
+        msg.stop.or_out_of_reach = bool(stop.get("or_out_of_reach", False))
+        if stop.get("max_blocks") is not None:
+            msg.stop.max_blocks = int(stop["max_blocks"])
+    except (TypeError, ValueError) as exc:
+        raise errors.InvalidTask(f"compare.stop: {exc}") from None
+    return min(trials, msg.stop.max_blocks) if msg.stop.HasField("max_blocks") else trials

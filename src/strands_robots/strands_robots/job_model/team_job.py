@@ -17,6 +17,7 @@ The job file (``strands-robots job submit``, ``demo-job``)::
     policy: {provider: scripted, config: {mode: torque_ramp}}   # the team's policy, served by the client
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
     intervals: wilson                             # optional: the rates' 95 % interval, wilson or clopper-pearson
+    compare: {slots: [vision, blind], stop: {when: separated, alpha: 0.05, max_blocks: 40}}   # optional: A/B
     job_id: my_job                                # optional; client_id is the token's team
 
 Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
+from strands_robots.job_model.compare import CompareRequest, compare_from_mapping, compare_to_mapping
 from strands_robots.job_model.offer import CAMERA_CHOICES, CHOOSABLE, StationOffer
 from strands_robots.job_model.team_keys import (
     CHOICE,
@@ -79,7 +81,7 @@ TEXT_LIMITS = {"station_id": 128, "suite": 64, "task": 128, "task_id": 128, "ins
                "policy.provider": 128, "job_id": 128, "client_id": 128}
 
 _JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards",
-             "intervals")
+             "intervals", "compare")
 # a key of the job format before suites, and where its setting went
 _MOVED = {
     "episodes_total": "the episodes are each task's trials: tasks: [{task: <id>, trials: <n>}]",
@@ -127,6 +129,7 @@ class TeamJob:
     intervals: Optional[str] = None
     job_id: str = ""
     client_id: str = ""
+    compare: Optional[CompareRequest] = None
 
     def __post_init__(self) -> None:
         for name in ("choose", "policy_config"):
@@ -141,8 +144,20 @@ class TeamJob:
         return None if text is None else float(text)
 
     @property
+    def blocks(self) -> int:
+        """A comparison job's blocks at most (one per suite trial, up to ``stop.max_blocks``); 0 for other jobs."""
+        if self.compare is None:
+            return 0
+        return self.compare.blocks(sum(t.trials for t in self.tasks))
+
+    @property
     def episodes(self) -> int:
-        """Episodes the job asks for: every trial of every suite task and free-form task."""
+        """Episodes the job asks for: every trial of every suite task and free-form task.
+
+        A comparison job: every slot once in each of its blocks, at most.
+        """
+        if self.compare is not None:
+            return self.blocks * len(self.compare.slots)
         return sum(t.trials for t in self.tasks) + sum(t.trials for t in self.free_form)
 
 
@@ -283,6 +298,19 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
     intervals = data.get("intervals")
     if intervals is not None and intervals not in INTERVAL_METHODS:
         raise TeamJobRefused("intervals", f"{intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
+    compare = None
+    if data.get("compare") is not None:
+        compare = compare_from_mapping(data["compare"])
+        if not tasks:
+            raise TeamJobRefused("compare", "a comparison runs a suite's tasks (its blocks are a suite task and "
+                                            "seed): name the suite and its tasks")
+        if free:
+            raise TeamJobRefused("free_form", "a comparison job runs only suite tasks: every slot on the same task "
+                                              "and seed")
+        trials = sum(t.trials for t in tasks)
+        if compare.stop is not None and compare.stop.max_blocks is not None and compare.stop.max_blocks > trials:
+            raise TeamJobRefused("compare.stop.max_blocks", f"{compare.stop.max_blocks} refused: the job's tasks make "
+                                                            f"{trials} block(s) (one per trial); ask for more trials")
     fields = dict(
         station_id=_text(data.get("station_id"), "station_id", limit=TEXT_LIMITS["station_id"]),
         suite=suite, tasks=tasks, free_form=free, choose=choose,
@@ -290,6 +318,7 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
         policy_config=dict(config), max_discards=max_discards, intervals=intervals,
         job_id=_text(data.get("job_id"), "job_id", limit=TEXT_LIMITS["job_id"]),
         client_id=_text(data.get("client_id"), "client_id", limit=TEXT_LIMITS["client_id"]),
+        compare=compare,
     )
     fields.update(overrides)
     job = TeamJob(**fields)
@@ -341,6 +370,8 @@ def team_job_to_mapping(job: TeamJob) -> dict:
         out["max_discards"] = job.max_discards
     if job.intervals is not None:
         out["intervals"] = job.intervals
+    if job.compare is not None:
+        out["compare"] = compare_to_mapping(job.compare)
     return out
 
 

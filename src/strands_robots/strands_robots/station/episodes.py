@@ -30,6 +30,7 @@ The job's state is persisted after every change (``persistence.JobStore``) and p
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any, Callable, Optional, Tuple
 
@@ -49,6 +50,14 @@ from strands_robots.station.policy_wait import LAST_LOOK_S, AttachDeadlines, Tur
 from strands_robots.station.record import JobRecord, RunningEpisode, episode_id_for
 from strands_robots.station.status import UnixMsClock, aggregate, snapshot_of, unix_ms_now
 from strands_robots.station.summary import JobSummary, RunningSummary, summary_of
+from strands_robots.station.comparison import (
+    Comparison,
+    ComparisonProgress,
+    comparison_of,
+    outcome_of,
+    progress_of,
+    stop_state,
+)
 
 __all__ = ["JobRunner"]
 
@@ -118,6 +127,8 @@ class JobRunner:
         self._last_status: Optional[JobStatus] = None
         self._running_summary = RunningSummary(record.spec.intervals)
         self._summary: Optional[Tuple[Tuple[Any, ...], JobSummary]] = None  # (what it was computed from, it)
+        self._progress: Optional[Tuple[Any, ComparisonProgress]] = None  # (the episodes it folded, it)
+        self._comparison: Optional[Tuple[Any, bool, Comparison]] = None  # (episodes, ended, the result)
         self._commit()
 
     # -- queries --------------------------------------------------------------------------------------------
@@ -232,16 +243,29 @@ class JobRunner:
                 self._transition(JobState.WAITING_POLICY, f"waiting for the policy ({self.spec.policy_provider}) "
                                                           f"until {self._deadline_text()}")
             elif state is JobState.WAITING_POLICY:
+                self._check_slots_served()
                 ready, detail = self._wait_for_policy()
                 self._gate()
                 self._transition(JobState.RUNNING, f"policy ready: {detail}" if detail else "policy ready")
             elif state is JobState.RUNNING:
-                if kept_count(self.record.episodes) >= self.spec.episodes_total:
+                if self.spec.comparison is not None and self._comparison_progress().finished:
+                    self._transition(JobState.FINALIZING, self._finished_text("finishing"))
+                elif self.spec.comparison is None and kept_count(self.record.episodes) >= self.spec.episodes_total:
                     self._transition(JobState.FINALIZING, self._finished_text("finishing"))
                 else:
                     self._next_episode()
             elif state is JobState.FINALIZING:
                 self._transition(JobState.SUCCEEDED, self._finished_text("completed"))
+
+    def _check_slots_served(self) -> None:
+        """FAIL a comparison job on a robot side that cannot give each slot its own policy; nothing moved.
+
+        A port serves slots when it says so (``serves_slots``): it runs each episode with the policy of the plan's
+        ``compare_slot``. Any other would run one policy under every slot name: a comparison of a policy with itself.
+        """
+        if self.spec.comparison is not None and not getattr(self._robot, "serves_slots", False):
+            raise _Failed(f"this station cannot serve a comparison's slots ({', '.join(self.spec.comparison.slots)}) "
+                          f"each with its own policy; no arm moved")
 
     def _deadline_text(self) -> str:
         """Start (or keep) the job's attach deadline; return it as the team reads it, with its timeout."""
@@ -365,24 +389,43 @@ class JobRunner:
         if len(record.discarded) > self.spec.max_discards:
             raise _Failed(f"{len(record.discarded)} episodes were discarded (max_discards "
                           f"{self.spec.max_discards}); the job is failed rather than re-run without end")
-        slot = kept_count(record.episodes)
+        run = None
+        if self.spec.comparison is not None:
+            run = self._comparison_progress().next_run()
+            assert run is not None  # the job finalizes once its comparison is finished
+            slot = run.block.index * len(self.spec.comparison.slots) + run.position
+            task_slot = run.block.index
+            # the operator sees the blind label, never the slot, until the job ends
+            what = (f"block {run.block.block_id}, {run.block.index + 1} of at most {len(self.spec.tasks)}, policy "
+                    f"{run.label}")
+        else:
+            slot = task_slot = kept_count(record.episodes)
+            what = f"episode {slot + 1} of {self.spec.episodes_total}"
         if record.slot_attempts >= self._settings.max_attempts_per_episode:
-            raise _Failed(f"task {self.spec.task_for(slot).task_id!r} (episode {slot + 1} of "
-                          f"{self.spec.episodes_total}) was attempted {record.slot_attempts} times without a result "
+            raise _Failed(f"task {self.spec.task_for(task_slot).task_id!r} ({what}) was attempted "
+                          f"{record.slot_attempts} times without {'an outcome' if run else 'a result'} "
                           f"(max_attempts_per_episode {self._settings.max_attempts_per_episode})")
         episode_id = episode_id_for(record.next_episode_number)
-        plan = plan_episode(self.spec, episode_id, slot, record.slot_attempts)
+        plan = plan_episode(self.spec, episode_id, task_slot, record.slot_attempts)
+        if run is not None:
+            plan = dataclasses.replace(plan, slot=slot, compare_slot=run.slot, blind_label=run.label,
+                                       block_id=run.block.block_id, block_position=run.position)
         self._update(running=RunningEpisode(episode_id, slot, plan.attempt),
                      next_episode_number=record.next_episode_number + 1,
-                     message=f"{episode_id} running (task {plan.task.task_id!r}, episode {slot + 1} of "
-                             f"{self.spec.episodes_total})")
+                     message=f"{episode_id} running (task {plan.task.task_id!r}, {what})")
         kind, value = self._episode(plan)
         self._check_suspended()
         record = self.record
         if kind == "kept":
-            self._update(running=None, episodes=record.episodes + (value,), slot_attempts=0,
+            value = _placed(value, plan)
+            attempts = 0
+            again = ""
+            if run is not None and outcome_of(value) is None:
+                attempts = record.slot_attempts + 1
+                again = f"; not an outcome: policy {run.label} runs block {run.block.block_id} again"
+            self._update(running=None, episodes=record.episodes + (value,), slot_attempts=attempts,
                          restarts_without_progress=0,
-                         message=f"{episode_id} finished: {value.end_condition}")
+                         message=f"{episode_id} finished: {value.end_condition}{again}")
         elif kind == "discarded":
             self._update(running=None, discarded=record.discarded + (episode_id,),
                          slot_attempts=record.slot_attempts + 1,
@@ -390,13 +433,14 @@ class JobRunner:
                                  "again as a new episode")
         elif kind == "fault":
             result, policy_lost = value
+            result = _placed(result, plan)
             faults = trailing_faults(record.episodes) + 1
             retries = self._settings.max_infrastructure_retries
             if faults > retries:
                 self._update(running=None, episodes=record.episodes + (result,),
                              slot_attempts=record.slot_attempts + 1,
                              message=f"{episode_id} ended by a station fault: {result.end_detail}")
-                raise _Failed(cut(f"task {plan.task.task_id!r} (episode {slot + 1} of {self.spec.episodes_total}) was "
+                raise _Failed(cut(f"task {plan.task.task_id!r} ({what}) was "
                                   f"ended by a station fault {faults} times (max_infrastructure_retries {retries}); "
                                   f"last, {episode_id}: {result.end_detail}", JOB_MESSAGE_MAX))
             pause = self._settings.infrastructure_backoff_s * min(2 ** (faults - 1), 8)
@@ -416,6 +460,22 @@ class JobRunner:
             raise _Cancelled()
         else:
             raise _Failed(value)
+
+    def _comparison_progress(self) -> ComparisonProgress:
+        """Return a comparison job's state after its listed episodes (folded on from the last call's)."""
+        episodes = self.record.episodes
+        cached = self._progress
+        if cached is not None and cached[0] is episodes:
+            return cached[1]
+        if cached is not None and len(cached[0]) <= len(episodes) and all(
+                a is b for a, b in zip(cached[0], episodes)):
+            progress = cached[1]
+            for episode in episodes[len(cached[0]):]:
+                progress = progress.after(episode)
+        else:
+            progress = progress_of(self.spec, episodes)
+        self._progress = (episodes, progress)
+        return progress
 
     def _episode(self, plan: EpisodePlan) -> Tuple[str, Any]:
         """Run one episode (:func:`~strands_robots.station.episode_steps.run_episode`)."""
@@ -446,6 +506,8 @@ class JobRunner:
         return f"cancelled: {self._cancel_reason or 'cancelled'}{during}"
 
     def _finished_text(self, verb: str) -> str:
+        if self.spec.comparison is not None:
+            return self._compared_text(verb)
         agg = aggregate(self.record.episodes)
         rate = "n/a" if agg.success_rate is None else f"{agg.success_rate:.0%}"
         mean = "n/a" if agg.mean_score is None else f"{agg.mean_score:.2f}"
@@ -453,6 +515,20 @@ class JobRunner:
         again = f"; {faults} more ended by station faults and ran again" if faults else ""
         return (f"{verb}: {agg.finished - faults} episodes ({agg.scored} scored, {agg.taken_over} taken over){again}; "
                 f"success rate {rate} and mean score {mean} over {agg.counted} scored episodes not taken over")
+
+    def _compared_text(self, verb: str) -> str:
+        """Word a comparison job's end: the verdict with the slot names (revealed only once it completed)."""
+        progress = self._comparison_progress()
+        if verb != "completed":  # the slots' names are revealed with the job's end, not before
+            return f"{verb}: comparison of {len(progress.complete)} complete blocks"
+        rates = ", ".join(f"{slot} {sum(r.success for b in progress.complete for r in b.results if r.slot == slot)}/"
+                          f"{len(progress.complete)}" for slot in progress.slots)
+        stop = stop_state(progress)
+        if stop is None:
+            decided = f"every block ran (no stop rule asked); {rates}"
+        else:
+            decided = f"{stop.verdict}: {stop.text}; {rates}"
+        return f"{verb}: comparison of {len(progress.complete)} complete blocks: {decided}"
 
     def _transition(self, target: JobState, message: str) -> None:
         message = cut(message, JOB_MESSAGE_MAX)
@@ -497,7 +573,23 @@ class JobRunner:
         basis = (record.episodes, record.discarded, record.interrupted)
         if self._summary is None or any(a is not b for a, b in zip(basis, self._summary[0])):
             self._summary = (basis, summary_of(record, self._running_summary))
-        status = snapshot_of(record, self._clock_ms, sequence=0, summary=self._summary[1])
+        comparison = None
+        if self.spec.comparison is not None:  # changes when an episode is listed, and once as the job ends
+            ended = record.state in TERMINAL_STATES
+            if self._comparison is None or self._comparison[0] is not record.episodes or self._comparison[1] != ended:
+                self._comparison = (record.episodes, ended, comparison_of(
+                    self._comparison_progress(), suite=self.spec.comparison.suite, method=self.spec.intervals,
+                    revealed=ended))
+            comparison = self._comparison[2]
+        status = snapshot_of(record, self._clock_ms, sequence=0, summary=self._summary[1], comparison=comparison)
         self._last_status = status
         if self._publish is not None:
             self._publish(status)
+
+
+def _placed(result: Any, plan: EpisodePlan) -> Any:
+    """Return a comparison job's episode with its place: slot, block, position in the block, seed."""
+    if not plan.compare_slot:
+        return result
+    return dataclasses.replace(result, slot=plan.compare_slot, block_id=plan.block_id,
+                               block_position=plan.block_position, seed=plan.seed)

@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from strands_robots import validation as rules
+from strands_robots.job_model.compare import CompareRequest
 from strands_robots.job_model.team_job import INTERVAL_METHODS
 from strands_robots.station.limits import IDENTIFIER_MAX
 from strands_robots.station.model import (
@@ -112,6 +113,9 @@ class JobSpec:
     :param max_discards: discarded episodes tolerated before the job fails (a guard against a discard loop).
     :param intervals: how the job's success rates get their 95 % interval: ``wilson`` (the default) or
         ``clopper-pearson`` (``station.summary``).
+    :param comparison: a comparison (A/B) job's slots and stop rule (``job_model.compare``); its ``tasks`` are its
+        blocks in order (each run by every slot once: ``station.comparison``) and ``episodes_total`` is every
+        slot's episode of every block, the most it runs. None: a single-policy job.
     """
 
     job_id: str
@@ -125,6 +129,7 @@ class JobSpec:
     control_frequency: float = DEFAULT_CONTROL_FREQUENCY_HZ
     max_discards: int = 10
     intervals: str = INTERVAL_METHODS[0]
+    comparison: Optional[CompareRequest] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
@@ -247,10 +252,34 @@ def validate_job_spec(spec: Any) -> JobSpec:
         raise _refused(exc) from None
     if spec.intervals not in INTERVAL_METHODS:
         raise JobSpecError("intervals", f"{spec.intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
+    _check_comparison(spec)
     _check_budgets(spec)
     _check_policies(spec)
     check_job_images(spec)
     return spec
+
+
+def _check_comparison(spec: JobSpec) -> None:
+    """Check a comparison job: its slots and stop rule are well formed; every slot runs once in every block."""
+    compare = spec.comparison
+    if compare is None:
+        return
+    if not isinstance(compare, CompareRequest):
+        raise JobSpecError("comparison", f"must be a CompareRequest, got {type(compare).__name__}")
+    from strands_robots.job_model.compare import compare_from_mapping, compare_to_mapping
+    from strands_robots.job_model.team_keys import TeamJobRefused
+
+    try:
+        compare_from_mapping(compare_to_mapping(compare))
+    except TeamJobRefused as exc:
+        raise JobSpecError(exc.field, exc.reason) from None
+    expected = len(spec.tasks) * len(compare.slots)
+    if spec.episodes_total != expected:
+        raise JobSpecError("episodes_total", f"{spec.episodes_total} refused: a comparison of {len(compare.slots)} "
+                                             f"slots over {len(spec.tasks)} blocks runs {expected} episodes at most")
+    if compare.stop is not None and compare.stop.max_blocks is not None and compare.stop.max_blocks < len(spec.tasks):
+        raise JobSpecError("compare.stop.max_blocks", f"{compare.stop.max_blocks} refused: the job lists "
+                                                      f"{len(spec.tasks)} blocks")
 
 
 def check_job_images(spec: JobSpec, sizes: Optional[Mapping[str, Tuple[int, int]]] = None,
@@ -313,7 +342,9 @@ class EpisodePlan:
     """Everything the station's robot side needs to run one episode.
 
     ``start_pose_tolerance_rad`` / ``start_pose_timeout_s`` are 0.0 for the driver's configured values;
-    ``seed`` is None for none.
+    ``seed`` is None for none. A comparison job's episode also names its slot (``compare_slot``: whose policy
+    session serves it; never shown to the operator), the slot's ``blind_label`` in this block (what the operator
+    is shown), its ``block_id`` and its ``block_position`` in the block's order; empty / None otherwise.
     """
 
     episode_id: str
@@ -327,6 +358,10 @@ class EpisodePlan:
     start_pose_tolerance_rad: float = 0.0
     start_pose_timeout_s: float = 0.0
     seed: Optional[int] = None
+    compare_slot: str = ""
+    blind_label: str = ""
+    block_id: str = ""
+    block_position: Optional[int] = None
 
 
 def _policy_value(text: str) -> Any:

@@ -16,6 +16,7 @@ from strands_robots.station.durable_files import PersistenceError
 from strands_robots.station.job_file import job_spec_from_mapping, job_spec_to_mapping, task_from_mapping, \
     task_to_mapping
 from strands_robots.station.model import (
+    COMPARISON_PLACE,
     EPISODE_FIGURES,
     AnswerType,
     ConfigHash,
@@ -23,6 +24,7 @@ from strands_robots.station.model import (
     JobState,
     Provenance,
     ScoredItem,
+    comparison_place,
     episode_figures,
 )
 from strands_robots.station.record import JobRecord, RunningEpisode
@@ -57,6 +59,7 @@ def episode_to_mapping(episode: EpisodeResult, tasks: tuple = ()) -> dict:
         "recording_sha256": episode.recording_sha256,
     }
     data.update(episode_figures({name: getattr(episode, name) for name, _kind in EPISODE_FIGURES}))
+    data.update(comparison_place({name: getattr(episode, name) for name, _kind in COMPARISON_PLACE}))
     index = next((i for i, task in enumerate(tasks) if task == episode.task), None)
     if index is None:
         data["task"] = task_to_mapping(episode.task)
@@ -81,7 +84,7 @@ def episode_from_mapping(data: Mapping[str, Any], tasks: tuple = ()) -> EpisodeR
         task=tasks[int(data["task_index"])] if "task_index" in data else task_from_mapping(data["task"], 0),
         taken_over=bool(data["taken_over"]),
         end_detail=data["end_detail"], run_id=data.get("run_id", ""),
-        recording_sha256=str(data.get("recording_sha256", "")), **episode_figures(data))
+        recording_sha256=str(data.get("recording_sha256", "")), **episode_figures(data), **comparison_place(data))
 
 
 def provenance_to_mapping(provenance: Provenance) -> dict:

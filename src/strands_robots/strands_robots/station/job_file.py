@@ -45,8 +45,12 @@ fresh id per submit, the token's team).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
+
+from strands_robots.job_model.compare import CompareRequest, compare_from_mapping, compare_to_mapping
+from strands_robots.job_model.team_keys import TeamJobRefused
 
 from strands_robots.station.job import INTERVAL_METHODS, JobSpec, JobSpecError, validate_job_spec
 from strands_robots.station.model import AnswerType, ScoringItemDefinition, ScoringSheet, Task
@@ -63,7 +67,7 @@ __all__ = [
 ]
 
 _JOB_KEYS = frozenset({"job_id", "client_id", "station_id", "episodes_total", "duration_s", "control_frequency",
-                       "max_discards", "intervals", "policy", "tasks", "images"})
+                       "max_discards", "intervals", "policy", "tasks", "images", "compare"})
 # images: {key: the task parameter it sets in every task that does not set it} (strands_robots.cameras.request)
 _IMAGE_KEYS = {"cameras": "cameras", "format": "image_format", "quality": "image_quality"}
 _POLICY_KEYS = frozenset({"provider", "config"})
@@ -226,8 +230,23 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
         control_frequency=data.get("control_frequency", 50.0),
         max_discards=data.get("max_discards", 10),
         intervals=data.get("intervals", INTERVAL_METHODS[0]),
+        comparison=_comparison(data.get("compare")),
     )
     return validate_job_spec(spec)
+
+
+def _comparison(data: Any) -> Optional[CompareRequest]:
+    """Read a job's ``compare`` (its slots, stop rule and suite), or None."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise JobSpecError("compare", f"must be a mapping, got {type(data).__name__}")
+    suite = data.get("suite", "")
+    try:
+        compare = compare_from_mapping({k: v for k, v in data.items() if k != "suite"})
+    except TeamJobRefused as exc:
+        raise JobSpecError(exc.field, exc.reason) from None
+    return dataclasses.replace(compare, suite=str(suite))
 
 
 def _with_images(images: Any, tasks: Any) -> list:
@@ -266,6 +285,8 @@ def job_spec_to_mapping(spec: JobSpec) -> dict:
         "intervals": spec.intervals,
         "policy": {"provider": spec.policy_provider, "config": dict(spec.policy_config)},
         "tasks": [task_to_mapping(t) for t in spec.tasks],
+        **({} if spec.comparison is None else {"compare": {**compare_to_mapping(spec.comparison),
+                                                           "suite": spec.comparison.suite}}),
     }
 
 

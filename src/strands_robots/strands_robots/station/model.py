@@ -55,6 +55,8 @@ __all__ = [
     "EpisodeResult",
     "EPISODE_FIGURES",
     "episode_figures",
+    "COMPARISON_PLACE",
+    "comparison_place",
     "JobStatus",
     "frozen_parameters",
 ]
@@ -192,6 +194,12 @@ class EpisodeResult:
     inference_latency_p99_ms: Optional[float] = None
     mean_observation_age_steps: Optional[float] = None  # of the observations the actions were inferred from
     missed_deadlines: Optional[int] = None
+    # A comparison job's episode (station.comparison): its slot, its block, its place in the block's order, the
+    # seed it ran with; None for a single-policy job's episode.
+    slot: Optional[str] = None
+    block_id: Optional[str] = None
+    block_position: Optional[int] = None
+    seed: Optional[int] = None
 
 
 #: The episode's optional figures (absent: None) and their kinds: both meanings of success and what the score
@@ -200,6 +208,17 @@ EPISODE_FIGURES: Tuple[Tuple[str, type], ...] = (
     ("success_at_end", bool), ("success_ever", bool), ("inference_latency_p50_ms", float),
     ("inference_latency_p99_ms", float), ("mean_observation_age_steps", float), ("missed_deadlines", int),
 )
+
+
+#: A comparison job episode's place (absent: None) and their kinds; the protobuf and the job's JSON carry them.
+COMPARISON_PLACE: Tuple[Tuple[str, type], ...] = (
+    ("slot", str), ("block_id", str), ("block_position", int), ("seed", int),
+)
+
+
+def comparison_place(values: Mapping[str, object]) -> dict:
+    """Return the :data:`COMPARISON_PLACE` fields present in ``values`` (absent or None left out), each of its kind."""
+    return {name: kind(values[name]) for name, kind in COMPARISON_PLACE if values.get(name) is not None}
 
 
 def episode_figures(values: Mapping[str, object]) -> dict:
@@ -252,6 +271,8 @@ class JobStatus:
     #: the job's figures with their intervals (``station.summary.JobSummary``), computed by the station from
     #: these episodes and the job's discards; None from a producer that sends none.
     summary: Optional[Any] = None
+    #: a comparison job's result (``station.comparison.Comparison``); None for a single-policy job.
+    comparison: Optional[Any] = None
 
 
 @dataclass(frozen=True)

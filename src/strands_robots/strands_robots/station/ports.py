@@ -124,7 +124,11 @@ def fault_of(outcome: RolloutOutcome) -> str:
 
 
 class RobotPort(Protocol):
-    """The station's robot side; the station node implements it over ROS, ``inprocess`` on a Simulation."""
+    """The station's robot side; the station node implements it over ROS, ``inprocess`` on a Simulation.
+
+    A port that runs each episode of a comparison job with the policy of its slot (``EpisodePlan.compare_slot``)
+    says so with a true ``serves_slots`` attribute; a comparison job on any other port FAILs before anything moves.
+    """
 
     def wait_for_policy(self, spec: JobSpec, cancelled: threading.Event) -> Tuple[bool, str]:
         """Block until the job's policy can run (a relay session connected) or ``cancelled`` is set.

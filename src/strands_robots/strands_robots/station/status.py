@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from strands_robots.station.model import EpisodeResult, JobState, JobStatus
+from strands_robots.station.model import TERMINAL_STATES, EpisodeResult, JobState, JobStatus
 from strands_robots.station.summary import summary_of
 
 __all__ = ["JobAggregates", "aggregate", "make_snapshot", "snapshot_of", "unix_ms_now", "UnixMsClock"]
@@ -79,6 +79,7 @@ def make_snapshot(
     sequence: int = 0,
     provenance: Any = None,
     summary: Any = None,
+    comparison: Any = None,
 ) -> JobStatus:
     """Make a :class:`JobStatus` stamped now on ``clock_ms``; ``episodes`` are the finished ones, in order.
 
@@ -88,11 +89,11 @@ def make_snapshot(
         raise ValueError(f"state must be a JobState, got {state!r}")
     return JobStatus(job_id=job_id, station_id=station_id, state=state, episodes_total=int(episodes_total),
                      episodes=tuple(episodes), updated_unix_ms=int(clock_ms()), message=str(message),
-                     sequence=int(sequence), provenance=provenance, summary=summary)
+                     sequence=int(sequence), provenance=provenance, summary=summary, comparison=comparison)
 
 
 def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now, sequence: Optional[int] = None,
-                summary: Any = None) -> JobStatus:
+                summary: Any = None, comparison: Any = None) -> JobStatus:
     """Make the snapshot of a ``JobRecord`` as it is, its summary with it, stamped now.
 
     :param sequence: the snapshot's number (None: the record's ``sequence``).
@@ -103,4 +104,16 @@ def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now, sequence: Opti
                          message=record.message, clock_ms=clock_ms,
                          sequence=record.sequence if sequence is None else sequence,
                          provenance=getattr(record, "provenance", None),
-                         summary=summary_of(record) if summary is None else summary)
+                         summary=summary_of(record) if summary is None else summary,
+                         comparison=comparison_snapshot(record) if comparison is None else comparison)
+
+
+def comparison_snapshot(record: Any) -> Any:
+    """Return a comparison job's result as its record stands (None for a single-policy job)."""
+    spec = record.spec
+    if getattr(spec, "comparison", None) is None:
+        return None
+    from strands_robots.station.comparison import comparison_of, progress_of
+
+    return comparison_of(progress_of(spec, record.episodes), suite=spec.comparison.suite, method=spec.intervals,
+                         revealed=record.state in TERMINAL_STATES)

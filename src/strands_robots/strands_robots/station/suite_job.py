@@ -1,7 +1,9 @@
 """A team's job (``job_model.team_job.TeamJob``) as the station runs it: a :class:`~station.job.JobSpec`.
 
 Each named suite task runs ``trials`` episodes, entry by entry as listed, trial ``i`` with the suite's seed ``i``
-(a task named again goes on with its next trials)
+(a task named again goes on with its next trials). A comparison job's trials are its blocks (every slot once on
+the trial's task and seed), the entries taken in turn (the first trial of each entry, then the second ...) up to
+``stop.max_blocks``, so a comparison that stops early has seen every task it names;
 and the suite's own settings (``SuiteTask.station_task``); the team's choices (``choose``, only what the suite's
 ``team_may_choose`` allows, within its ranges) become those tasks' camera and rate parameters. Free-form tasks
 (where the station allows them) follow, each ``trials`` times, with the team's sheet and ``operator_score:
@@ -12,6 +14,7 @@ Pure: no rclpy.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Optional, Sequence
 
 from strands_robots import validation as rules
@@ -92,12 +95,17 @@ def job_spec_for(job: TeamJob, suites: Mapping[str, Suite], *, station_id: str, 
     provider = policy_provider or job.policy_provider or "mock"
     config = dict(job.policy_config if policy_config is None else policy_config)
     next_trial: dict = {}  # a task named again goes on with its next trials (seeds)
+    entries = []
     for asked in job.tasks:
         suite_task = suite.task(asked.task)
         first = next_trial.get(asked.task, 0)
         next_trial[asked.task] = first + asked.trials
-        for trial in range(first, first + asked.trials):
-            tasks.append(_hints_the_policy_takes(suite_task.station_task(trial, choose), provider, config))
+        entries.append([_hints_the_policy_takes(suite_task.station_task(trial, choose), provider, config)
+                        for trial in range(first, first + asked.trials)])
+    if job.compare is None:
+        tasks.extend(task for entry in entries for task in entry)
+    else:  # blocks take the entries in turn, so a comparison that stops early has seen every task
+        tasks.extend(_interleaved(entries)[:job.blocks])
     from strands_robots.station.job_file import sheet_from_items
 
     if free_form_tasks is not None:
@@ -115,13 +123,24 @@ def job_spec_for(job: TeamJob, suites: Mapping[str, Suite], *, station_id: str, 
         task = Task(own.task_id, own.instruction, own.layout, params, sheet_from_items(list(own.scoring), index))
         tasks.extend([task] * own.trials)
     options = dict(options or {})
+    if job.compare is not None:
+        options["comparison"] = dataclasses.replace(job.compare, suite=job.suite)
     if job.max_discards is not None:
         options["max_discards"] = job.max_discards
     if "control_frequency" in choose:
         options["control_frequency"] = float(choose["control_frequency"])
+    slots = 1 if job.compare is None else len(job.compare.slots)
     return validate_job_spec(JobSpec(
         job_id=job_id, client_id=client_id, station_id=station_id, tasks=tuple(tasks),
-        episodes_total=len(tasks), policy_provider=provider, policy_config=config, **options))
+        episodes_total=len(tasks) * slots, policy_provider=provider, policy_config=config, **options))
+
+
+def _interleaved(entries: Sequence[Sequence[Task]]) -> list:
+    """Return the entries' tasks taken in turn: a1, b1, a2, b2, b3 ... (an entry that ran out is skipped)."""
+    out = []
+    for index in range(max((len(e) for e in entries), default=0)):
+        out.extend(entry[index] for entry in entries if index < len(entry))
+    return out
 
 
 def _hints_the_policy_takes(task: Task, provider: str, config: Mapping[str, Any]) -> Task:

@@ -108,9 +108,9 @@ def episode_result_to_pb(result: Any) -> Any:
         end_detail=result.end_detail or "", run_id=result.run_id or "",
         recording_sha256=getattr(result, "recording_sha256", "") or "",
     )
-    from strands_robots.station.model import EPISODE_FIGURES
+    from strands_robots.station.model import COMPARISON_PLACE, EPISODE_FIGURES
 
-    for name, _kind in EPISODE_FIGURES:
+    for name, _kind in EPISODE_FIGURES + COMPARISON_PLACE:
         value = getattr(result, name, None)
         if value is not None:
             setattr(msg, name, value)
@@ -121,9 +121,9 @@ def episode_result_to_pb(result: Any) -> Any:
 
 def episode_result_from_pb(msg: Any) -> Any:
     """``pb.EpisodeResult`` -> ``station.model.EpisodeResult``."""
-    from strands_robots.station.model import EPISODE_FIGURES, EpisodeResult
+    from strands_robots.station.model import COMPARISON_PLACE, EPISODE_FIGURES, EpisodeResult
 
-    figures = {name: getattr(msg, name) for name, _kind in EPISODE_FIGURES if msg.HasField(name)}
+    figures = {name: getattr(msg, name) for name, _kind in EPISODE_FIGURES + COMPARISON_PLACE if msg.HasField(name)}
     return EpisodeResult(
         episode_id=msg.episode_id, end_condition=msg.end_condition, scored=msg.scored, success=msg.success,
         score=msg.score, items=tuple(scored_item_from_pb(i) for i in msg.items), task=task_from_pb(msg.task),
@@ -147,6 +147,45 @@ def job_status_to_pb(status: Any) -> Any:
     summary = getattr(status, "summary", None)
     if summary is not None:
         msg.summary.CopyFrom(summary_to_pb(summary))
+    comparison = getattr(status, "comparison", None)
+    if comparison is not None:
+        msg.comparison.CopyFrom(comparison_to_pb(comparison))
+    return msg
+
+
+def comparison_to_pb(comparison: Any) -> Any:
+    """``station.comparison.Comparison`` -> ``pb.Comparison``."""
+    pb = _pb_eval()
+    msg = pb.Comparison(suite=comparison.suite, slots=list(comparison.slots),
+                        labels_revealed=bool(comparison.labels_revealed))
+    for figures in comparison.figures:
+        msg.figures.add(slot=figures.slot, success=rate_to_pb(figures.success), score=mean_score_to_pb(figures.score))
+    for pair in comparison.pairs:
+        paired = pair.paired
+        table, difference, detectable = paired.table, paired.difference, paired.detectable
+        entry = msg.pairs.add(a=pair.a, b=pair.b, both=table.both_succeeded, only_a=table.only_a,
+                              only_b=table.only_b, neither=table.both_failed, confidence=difference.confidence,
+                              interval_method=difference.method, test=paired.test.test,
+                              note="; ".join(n for n in (difference.note, detectable.note) if n))
+        for name, value in (("difference", difference.difference), ("low", difference.low),
+                            ("high", difference.high), ("detectable_difference", detectable.difference)):
+            if value is not None:
+                setattr(entry, name, float(value))
+        if table.blocks:
+            entry.p_value = float(paired.test.p_value)
+    for block in comparison.blocks:
+        entry = msg.blocks.add(block_id=block.block_id, task_id=block.task_id, seed=int(block.seed or 0))
+        for result in block.results:
+            entry.outcomes.add(slot=result.slot, success=result.success, episode_id=result.episode_id,
+                               blind_label=result.blind_label)
+    stop = comparison.stop
+    if stop is not None:
+        msg.stop.CopyFrom(pb.SequentialStop(test=stop.test, alpha=stop.alpha, max_blocks=stop.max_blocks,
+                                            stop_when_out_of_reach=stop.stop_when_out_of_reach,
+                                            e_value=min(float(stop.e_value), 1.7e308), verdict=stop.verdict,
+                                            text=stop.text))
+        if stop.stopped_at_block is not None:
+            msg.stop.stopped_at_block = int(stop.stopped_at_block)
     return msg
 
 
@@ -369,7 +408,27 @@ def suite_job_to_pb(job: Any) -> Any:
         msg.tasks.add(task=asked.task, trials=asked.trials)
     for key, value in job.choose.items():
         msg.choose[key] = value
+    compare = getattr(job, "compare", None)
+    if compare is not None:
+        msg.compare.slots.extend(compare.slots)
+        if compare.stop is not None:
+            msg.compare.stop.when = compare.stop.when
+            msg.compare.stop.alpha = compare.stop.alpha
+            msg.compare.stop.or_out_of_reach = compare.stop.or_out_of_reach
+            if compare.stop.max_blocks is not None:
+                msg.compare.stop.max_blocks = compare.stop.max_blocks
     return msg
+
+
+def _compare_mapping(msg: Any) -> dict:
+    """Return a ``Compare`` message as the job file's ``compare`` mapping (checked by the job model's rules)."""
+    data: dict = {"slots": list(msg.slots)}
+    if msg.HasField("stop"):
+        stop = msg.stop
+        data["stop"] = {"when": stop.when or "separated", "alpha": stop.alpha, "or_out_of_reach": stop.or_out_of_reach}
+        if stop.HasField("max_blocks"):
+            data["stop"]["max_blocks"] = int(stop.max_blocks)
+    return data
 
 
 def team_job_from_pb(msg: Any, *, station_id: str, max_discards: Any = None) -> Any:
@@ -384,4 +443,6 @@ def team_job_from_pb(msg: Any, *, station_id: str, max_discards: Any = None) -> 
                   "choose": dict(msg.choose)}
     if max_discards is not None:
         data["max_discards"] = int(max_discards)
+    if msg.HasField("compare"):
+        data["compare"] = _compare_mapping(msg.compare)
     return team_job_from_mapping(data)

@@ -65,7 +65,7 @@ class SuiteTrials(_message.Message):
     def __init__(self, task: _Optional[str] = ..., trials: _Optional[int] = ...) -> None: ...
 
 class SuiteJob(_message.Message):
-    __slots__ = ("suite", "tasks", "choose")
+    __slots__ = ("suite", "tasks", "choose", "compare")
     class ChooseEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,10 +76,32 @@ class SuiteJob(_message.Message):
     SUITE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     CHOOSE_FIELD_NUMBER: _ClassVar[int]
+    COMPARE_FIELD_NUMBER: _ClassVar[int]
     suite: str
     tasks: _containers.RepeatedCompositeFieldContainer[SuiteTrials]
     choose: _containers.ScalarMap[str, str]
-    def __init__(self, suite: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[SuiteTrials, _Mapping]]] = ..., choose: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    compare: Compare
+    def __init__(self, suite: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[SuiteTrials, _Mapping]]] = ..., choose: _Optional[_Mapping[str, str]] = ..., compare: _Optional[_Union[Compare, _Mapping]] = ...) -> None: ...
+
+class Compare(_message.Message):
+    __slots__ = ("slots", "stop")
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedScalarFieldContainer[str]
+    stop: CompareStop
+    def __init__(self, slots: _Optional[_Iterable[str]] = ..., stop: _Optional[_Union[CompareStop, _Mapping]] = ...) -> None: ...
+
+class CompareStop(_message.Message):
+    __slots__ = ("when", "alpha", "max_blocks", "or_out_of_reach")
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    MAX_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    OR_OUT_OF_REACH_FIELD_NUMBER: _ClassVar[int]
+    when: str
+    alpha: float
+    max_blocks: int
+    or_out_of_reach: bool
+    def __init__(self, when: _Optional[str] = ..., alpha: _Optional[float] = ..., max_blocks: _Optional[int] = ..., or_out_of_reach: _Optional[bool] = ...) -> None: ...
 
 class ListSuitesRequest(_message.Message):
     __slots__ = ("station_id",)
