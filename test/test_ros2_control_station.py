@@ -6,6 +6,8 @@ description. A job submitted and served through the relay runs to SUCCEEDED with
 and again with the joint_trajectory_controller, the mock hardware following the policy's commands (read from the
 broadcaster's ``/joint_states``). Killing the controller_manager mid-episode ends that episode as an
 infrastructure fault naming the driver; the job goes on once the controller_manager is back and SUCCEEDS.
+Cancelling a job mid-episode holds the arms and deactivates the command controller (a latched stop, named
+for the cancel) until the operator's clear, which the next job's episode waits for and then runs.
 
 Runs where ros2_control is (``src/strands_robots/test/ros2_control_harness.py``); elsewhere it skips saying why.
 Every process is ended by PID in ``finally``.
@@ -151,7 +153,9 @@ def robot_station(request, tmp_path_factory):
 
 def run_job(station, tasks, on_running=None):
     client = station.client()
+    station.last_client = client
     job_id = submit_suite(client, station.station_id, SUITE, tasks, len(tasks))
+    station.last_job_id = job_id
     policy = TeamPolicy()
     served: dict = {}
 
@@ -229,4 +233,30 @@ def test_a_lease_lost_mid_episode_latches_a_stop_that_the_operator_clears_and_th
     driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
     assert "SAFETY STOP: left: stopped: lease of 'station:sim_station' expired" in driver, driver[-3000:]
     assert f"{s.controller} deactivated" in driver, driver[-3000:]
+    assert f"{s.controller} active again" in driver, driver[-3000:]
+
+
+def test_a_cancelled_job_holds_the_arms_and_takes_the_controller_down_until_the_operators_clear(robot_station):
+    s = robot_station
+
+    def cancel_mid_episode(policy) -> None:
+        policy.wait_acting("ep_0000", 120.0)
+        time.sleep(0.5)  # mid-episode: its rollout is half a second into its 30 s
+        assert s.last_client.cancel(s.last_job_id, "the team stopped it")
+
+    final = run_job(s, CANCELLED, on_running=cancel_mid_episode)
+    print(f"\n[{s.mode}] cancelled job {final.state}: {final.message}")
+    assert final.state == "CANCELLED", f"{final}\n" + "\n".join(s.lines[-80:])
+    driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
+    # the station's release said why; the driver held the arms and took the command controller down
+    assert "SAFETY STOP: left: stopped: cancelled by 'station:sim_station': the job was cancelled" in driver, \
+        driver[-3000:]
+    deactivated = f"{s.controller} deactivated"
+    assert deactivated in driver, driver[-3000:]
+    print(f"[{s.mode}] " + next(line for line in s.lines if deactivated in line))
+    # the next job's episode waits for the operator's clear (the scripted operator gives it), then runs
+    final = run_job(s, [HOLD[0]])
+    assert final.state == "SUCCEEDED", f"{final}\n" + "\n".join(s.lines[-80:])
+    assert [e.end_condition for e in final.episodes] == ["timeout"], final.episodes
+    driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
     assert f"{s.controller} active again" in driver, driver[-3000:]
