@@ -6,6 +6,8 @@ description. A job submitted and served through the relay runs to SUCCEEDED with
 and again with the joint_trajectory_controller, the mock hardware following the policy's commands (read from the
 broadcaster's ``/joint_states``). Killing the controller_manager mid-episode ends that episode as an
 infrastructure fault naming the driver; the job goes on once the controller_manager is back and SUCCEEDS.
+Cancelling a job mid-episode holds the arms and deactivates the command controller (a latched stop, named
+for the cancel) until the operator's clear, which the next job's episode waits for and then runs.
 
 Runs where ros2_control is (``src/strands_robots/test/ros2_control_harness.py``); elsewhere it skips saying why.
 Every process is ended by PID in ``finally``.
@@ -26,6 +28,7 @@ pytest.importorskip("grpc", reason="grpcio is not installed")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "strands_robots" / "test"))
 from ros2_control_harness import ControllerManager, RobotDescription, ros2_control_env, wait_until  # noqa: E402
+from suite_harness import submit_suite, write_suite  # noqa: E402
 
 ENV, SKIP_REASON = ros2_control_env()
 pytestmark = pytest.mark.skipif(ENV is None, reason=SKIP_REASON or "ros2_control is not here")
@@ -48,11 +51,21 @@ SHEET = [{"name": "task_done", "question": "Did the arm do what the instruction 
 SCRIPTED = {"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}
 
 
-def task(task_id: str, duration_s: str = "2") -> dict:
+def task(task_id: str, duration_s: str = "2", **params: str) -> dict:
     return {"task_id": task_id, "instruction": f"instruction of {task_id}", "layout": "table",
             "parameters": {"duration_s": duration_s, "control_frequency": "50",
-                           "success_when": "right.joint_4.pos > 0.95"},
+                           "success_when": "right.joint_4.pos > 0.95", **params},
             "scoring": SHEET}
+
+
+SUITE = "ros2_control"
+# Every task the module's jobs name: the station's own suite (its predicates and fault settings).
+HOLD = [task("hold_a"), task("hold_b"), task("hold_c")]
+KILLED = [task("a", "3"), task("b", "3"), task("c", "3")]
+# the station stops renewing its lease half a second in: the lease runs out at the driver
+LOST = [task("lost", "3", **{"fault.stop_heartbeat_at_s": "0.5"}), task("after")]
+CANCELLED = [task("long", "30")]
+SUITE_TASKS = HOLD + KILLED + LOST + CANCELLED
 
 
 class TeamPolicy(DemoPolicy):
@@ -110,8 +123,10 @@ def robot_station(request, tmp_path_factory):
     description = RobotDescription(state.context)
     cm = ControllerManager(ENV, tmp)
     lines: list = []
+    suites = write_suite(tmp / "suites", SUITE, SUITE_TASKS).parent
     station = LocalStation(str(tmp / "station"), namespace=f"rc_station_{int(time.time())}",
                            out=lambda name, line: lines.append(f"[{name}] {line}"),
+                           station_params={"suites_dir": str(suites)},
                            driver_params={"hardware": "ros2_control", "config_file": str(arms_file(tmp, mode))},
                            driver_env=dict(ENV))
     station.lines = lines
@@ -138,7 +153,9 @@ def robot_station(request, tmp_path_factory):
 
 def run_job(station, tasks, on_running=None):
     client = station.client()
-    job_id = client.submit_job(station_id=station.station_id, tasks=tasks, episodes=len(tasks))
+    station.last_client = client
+    job_id = submit_suite(client, station.station_id, SUITE, tasks, len(tasks))
+    station.last_job_id = job_id
     policy = TeamPolicy()
     served: dict = {}
 
@@ -168,7 +185,7 @@ def test_a_job_through_the_relay_succeeds_on_ros2_control_and_the_mock_hardware_
     s = robot_station
     s.state.max_right_joint_4 = -10.0
     started = time.monotonic()
-    final = run_job(s, [task("hold_a"), task("hold_b"), task("hold_c")])
+    final = run_job(s, HOLD)
     took = time.monotonic() - started
     rows = [(e.episode_id, e.end_condition, e.success, e.end_detail) for e in final.episodes]
     print(f"\n[{s.mode}] job {final.state} in {took:.1f} s: {rows}")
@@ -189,7 +206,7 @@ def test_a_killed_controller_manager_ends_its_episode_as_a_driver_fault_and_the_
         time.sleep(1.0)  # the controller_manager stays away for a second, then comes back
         s.start_robot()
 
-    final = run_job(s, [task("a", "3"), task("b", "3"), task("c", "3")], on_running=kill_mid_episode)
+    final = run_job(s, KILLED, on_running=kill_mid_episode)
     rows = [(e.episode_id, e.task.task_id, e.end_condition, e.end_detail) for e in final.episodes]
     print(f"\n[{s.mode}] job {final.state}: " + "\n  ".join(map(str, rows)))
     assert final.state == "SUCCEEDED", f"{final}\n" + "\n".join(s.lines[-80:])
@@ -206,9 +223,7 @@ def test_a_killed_controller_manager_ends_its_episode_as_a_driver_fault_and_the_
 
 def test_a_lease_lost_mid_episode_latches_a_stop_that_the_operator_clears_and_the_job_goes_on(robot_station):
     s = robot_station
-    lost = task("lost", "3")
-    lost["parameters"]["fault.stop_heartbeat_at_s"] = "0.5"  # the station stops renewing: its lease runs out
-    final = run_job(s, [lost, task("after")])
+    final = run_job(s, LOST)
     rows = [(e.episode_id, e.task.task_id, e.end_condition, e.end_detail) for e in final.episodes]
     print(f"\n[{s.mode}] job {final.state}: " + "\n  ".join(map(str, rows)))
     assert final.state == "SUCCEEDED", f"{final}\n" + "\n".join(s.lines[-80:])
@@ -218,4 +233,30 @@ def test_a_lease_lost_mid_episode_latches_a_stop_that_the_operator_clears_and_th
     driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
     assert "SAFETY STOP: left: stopped: lease of 'station:sim_station' expired" in driver, driver[-3000:]
     assert f"{s.controller} deactivated" in driver, driver[-3000:]
+    assert f"{s.controller} active again" in driver, driver[-3000:]
+
+
+def test_a_cancelled_job_holds_the_arms_and_takes_the_controller_down_until_the_operators_clear(robot_station):
+    s = robot_station
+
+    def cancel_mid_episode(policy) -> None:
+        policy.wait_acting("ep_0000", 120.0)
+        time.sleep(0.5)  # mid-episode: its rollout is half a second into its 30 s
+        assert s.last_client.cancel(s.last_job_id, "the team stopped it")
+
+    final = run_job(s, CANCELLED, on_running=cancel_mid_episode)
+    print(f"\n[{s.mode}] cancelled job {final.state}: {final.message}")
+    assert final.state == "CANCELLED", f"{final}\n" + "\n".join(s.lines[-80:])
+    driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
+    # the station's release said why; the driver held the arms and took the command controller down
+    assert "SAFETY STOP: left: stopped: cancelled by 'station:sim_station': the job was cancelled" in driver, \
+        driver[-3000:]
+    deactivated = f"{s.controller} deactivated"
+    assert deactivated in driver, driver[-3000:]
+    print(f"[{s.mode}] " + next(line for line in s.lines if deactivated in line))
+    # the next job's episode waits for the operator's clear (the scripted operator gives it), then runs
+    final = run_job(s, [HOLD[0]])
+    assert final.state == "SUCCEEDED", f"{final}\n" + "\n".join(s.lines[-80:])
+    assert [e.end_condition for e in final.episodes] == ["timeout"], final.episodes
+    driver = "\n".join(line for line in s.lines if line.startswith("[arm_driver]"))
     assert f"{s.controller} active again" in driver, driver[-3000:]

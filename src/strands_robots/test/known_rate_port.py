@@ -44,7 +44,7 @@ class KnownRatePort:
     def acquire_lease(self, holder, priority, duration_s):
         return True, ""
 
-    def release_lease(self):
+    def release_lease(self, stop_reason=""):
         pass
 
     def move_to_start_pose(self, plan):

@@ -11,7 +11,12 @@ through the entry point ``ros2_control``. Checked:
   controller_manager's ``~/activity`` says so; the time from the stop is printed, never asserted), commands
   are refused ``arm_stopped``; the operator's clear re-activates it and commands move the arms again;
 - a killed controller_manager is a named driver fault: the driver's ``joint_states`` stop, commands are coarse
-  errors naming the fault; once it is back (started and spawned again), commands apply again.
+  errors naming the fault; once it is back (started and spawned again), commands apply again;
+- a lease released on a cancel (``ReleaseLease.stop_reason``) mid-motion holds the arms and deactivates the
+  command controller: exactly one command (the hold, at the measured position) reaches the controller's topic
+  after the release and none after it; the joint settles where the hold put it, turning back from where the
+  motion had carried it, which only an active controller can do (an inactive one ignores commands), so the hold
+  reached the controller before the switch; the stop stays latched until an operator's clear.
 
 Runs where ros2_control is (``ros2_control_harness.ros2_control_env``); elsewhere every test skips saying why.
 Every process is ended by PID in ``finally``.
@@ -44,7 +49,7 @@ from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from strands_robots_msgs.msg import SafetyStop  # noqa: E402
-from strands_robots_msgs.srv import AcquireLease, ResetSafety, SendAction  # noqa: E402
+from strands_robots_msgs.srv import AcquireLease, ReleaseLease, ResetSafety, SendAction  # noqa: E402
 
 from strands_robots.ros.process import spin_in_background  # noqa: E402
 from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS  # noqa: E402
@@ -79,13 +84,26 @@ class Probe:
         self.driver_states: list = []
         self.stops: list = []
         self.diagnostics: list = []
-        self.node.create_subscription(JointState, "/joint_states", self._on_robot, 10)
+        # deep: samples wait in the reader (not dropped) while this process is slow to take them
+        self.node.create_subscription(JointState, "/joint_states", self._on_robot, 1000)
         self.node.create_subscription(JointState, f"{ns}/joint_states", self._on_driver, STATE_QOS)
         self.node.create_subscription(SafetyStop, f"{ns}/safety_stop", self.stops.append, LATCHED_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
         self.send = self.node.create_client(SendAction, f"{ns}/send_action")
         self.acquire = self.node.create_client(AcquireLease, f"{ns}/acquire_lease")
         self.reset = self.node.create_client(ResetSafety, f"{ns}/reset_safety")
+        self.release = self.node.create_client(ReleaseLease, f"{ns}/release_lease")
+        self.commands: list = []  # (monotonic, message) on the command controller's topic, once listened to
+
+    def listen_commands(self, mode: str, controller: str) -> None:
+        """Hear what the driver sends the command controller (its topic, as the controller hears it)."""
+        if mode == "forward_command":
+            from std_msgs.msg import Float64MultiArray as Command
+            topic = f"/{controller}/commands"
+        else:
+            from trajectory_msgs.msg import JointTrajectory as Command
+            topic = f"/{controller}/joint_trajectory"
+        self.node.create_subscription(Command, topic, lambda m: self.commands.append((time.monotonic(), m)), 100)
 
     def _on_robot(self, msg) -> None:
         self.robot.append((time.monotonic(), msg))
@@ -327,3 +345,97 @@ def wait_applied(p, token, targets, timeout_s: float = 20.0):
         if not verdict.error or time.monotonic() > deadline:
             return verdict
         time.sleep(0.1)
+
+
+def command_value(mode: str, msg, joint_index: int) -> float:
+    """Return the position a command message gives a joint (a trajectory: its last point)."""
+    if mode == "forward_command":
+        return msg.data[joint_index]
+    return msg.points[-1].positions[joint_index]
+
+
+def test_a_cancel_holds_the_arms_where_they_are_and_deactivates_the_controller_before_any_other_command(stack):
+    p, a = stack.probe, stack.activity
+    p.listen_commands(stack.mode, stack.controller)
+    token = p.lease("station:rc", 30.0, priority=6)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="station", lease_token=token))
+    assert reset.ok, reset.message
+    wait_until(lambda: a.state(stack.controller) == "active", 20.0)
+    verdict = wait_applied(p, token, {"left.joint_1": -1.5})
+    assert verdict.error == "", verdict.error
+    wait_until(lambda: abs(p.robot_position("left_joint_1") + 1.5) < 1e-3, 10.0)
+    wait_until(lambda: len(p.commands) > 0, 10.0)
+    # a long move (3 rad at the URDF's 3 rad/s: a second), cancelled a third of the way
+    verdict = p.command(token, {"left.joint_1": 1.5})
+    assert verdict.error == "", verdict.error
+    wait_until(lambda: p.robot_position("left_joint_1") > -0.5, 10.0)
+    seen, stops, sent = len(a.lines), len(p.stops), len(p.commands)
+    cancelled_at = time.monotonic()
+    released = p.call(p.release, ReleaseLease.Request(token=token, stop_reason="the job was cancelled"))
+    assert released.ok, released.message
+    wait_until(lambda: len(p.stops) > stops and p.stops[-1].stopped, 10.0)
+    assert "cancelled by 'station:rc': the job was cancelled" in p.stops[-1].detail, p.stops[-1].detail
+    inactive = a.wait_state(stack.controller, "inactive", seen)
+    stop = p.stops[-1]
+    stop_ns = stop.stamp.sec * 10**9 + stop.stamp.nanosec
+    print(f"\n[{stack.mode}] cancel: {stack.controller} inactive {(inactive['stamp_ns'] - stop_ns) / 1e6:.1f} ms "
+          "after the driver latched the stop")
+    time.sleep(0.5)  # a window in which a command sent after the hold would show; nothing is awaited here
+    after = p.commands[sent:]
+    # exactly one command after the release: the hold, at the joint's measured position mid-move
+    assert len(after) == 1, [command_value(stack.mode, m, 0) for _, m in after]
+    hold = command_value(stack.mode, after[0][1], 0)
+    assert -0.6 < hold < 1.4, hold
+    # the joint settled where the hold put it: it turned back from where the move had carried it (the hold is
+    # behind the commanded motion), and only an active controller applies a command: the hold came first
+    window = [m.position[list(m.name).index("left_joint_1")] for t, m in list(p.robot) if t >= cancelled_at]
+    settled = window[-1]
+    peak = max(window)
+    print(f"[{stack.mode}] cancel: hold {hold:+.4f}, peak {peak:+.4f}, settled {settled:+.4f} rad")
+    assert abs(settled - hold) < 1e-6 or settled < peak - 1e-6, (hold, peak, settled)
+    assert settled < 1.4  # it never reached the cancelled target
+    assert a.state(stack.controller) == "inactive"
+    # latched: a new holder is refused per key until an operator clears it; the clear re-activates the controller
+    operator = p.lease("operator:dave@rc", 30.0, priority=7)
+    verdict = p.command(operator, {"left.joint_1": 0.0})
+    assert list(verdict.unresolved_reasons) == ["arm_stopped"], verdict
+    assert len(p.commands) == sent + 1  # still only the hold
+    seen = len(a.lines)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="dave", lease_token=operator))
+    assert reset.ok, reset.message
+    a.wait_state(stack.controller, "active", seen)
+    verdict = wait_applied(p, operator, {"left.joint_1": 0.0})
+    assert list(verdict.applied_keys) == ["left.joint_1"], verdict
+    wait_until(lambda: abs(p.robot_position("left_joint_1")) < 1e-3, 10.0)
+
+
+def test_a_chunk_is_one_trajectory_the_controller_follows_through_every_point(stack):
+    p = stack.probe
+    base = p.robot_position("left_joint_1")
+    # up and down by less than the URDF's 3 rad/s allows in one 20 ms period: every point is reachable in time
+    points = [round(base + d, 4) for d in (0.04, 0.08, 0.05, 0.09, 0.06, 0.10)]
+    started = time.monotonic()
+    env = dict(ENV)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, str(HERE / "ros2_control_chunk.py"), str(arms_file(stack.tmp, stack.mode)),
+                          "left.joint_1", *map(str, points)], env=env, capture_output=True, text=True, timeout=60)
+    answer = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr[-2000:]}
+    if stack.mode == "forward_command":  # one target at a time: a chunk is refused, naming why
+        assert out.returncode == 1 and "a chunk goes to a joint_trajectory_controller" in answer["error"], answer
+        return
+    assert out.returncode == 0, answer
+    assert answer["times_s"] == pytest.approx([0.02 * (i + 1) for i in range(len(points))])
+    seen = [m.position[list(m.name).index("left_joint_1")] for t, m in list(p.robot) if t >= started]
+    # the mock hardware passed through every point in turn: it turned at each of the chunk's turning points (up,
+    # down, up, ...) instead of going straight to the last one, and ended at the last. Its samples come every
+    # controller_manager update (10 ms) at a phase of their own against the points (due every 20 ms), so a turn is
+    # seen within half an update of its point: at most 0.04 rad / 20 ms * 5 ms = 0.01 rad away.
+    moving = [v for i, v in enumerate(seen) if i == 0 or abs(v - seen[i - 1]) > 1e-9]
+    turns = [moving[i] for i in range(1, len(moving) - 1)
+             if (moving[i] - moving[i - 1]) * (moving[i + 1] - moving[i]) < 0]
+    path = [base, *points]
+    expected = [path[i] for i in range(1, len(path) - 1) if (path[i] - path[i - 1]) * (path[i + 1] - path[i]) < 0]
+    print(f"\n[{stack.mode}] chunk {points} -> mock hardware {[round(v, 4) for v in moving]}")
+    assert len(turns) == len(expected) and all(abs(t - e) <= 0.0105 for t, e in zip(turns, expected)), \
+        (expected, turns, [round(v, 4) for v in moving])
+    assert abs(moving[-1] - points[-1]) < 1e-3, moving[-1]

@@ -12,7 +12,7 @@ import pytest
 
 from strands_robots.arm.adapter import JointReadings
 from strands_robots.arm.config import ConfigError, DriverConfig
-from strands_robots.arm.driver import DriverCore
+from strands_robots.arm.driver import CANCEL_REASON_MAX_CHARS, DriverCore, cancel_stop_reason
 from strands_robots.arm.model import actuator_key
 from strands_robots.arm.ros2_control import (
     MODE_TRAJECTORY,
@@ -152,6 +152,23 @@ def test_a_chunk_becomes_one_trajectory_with_a_point_every_period_in_the_control
         chunk_trajectory(joints, chunk, order, 0.0)
 
 
+def test_a_chunk_of_actions_gives_every_steps_targets_each_on_top_of_the_one_before():
+    t = CommandTargets()
+    t.seed(np.array([1.0, 2.0, 3.0, 4.0]))
+    steps = t.chunk([([0], [0.5]), ([1, 3], [0.6, 0.7]), ([0], [0.8])])
+    assert [s.tolist() for s in steps] == [[0.5, 2.0, 3.0, 4.0], [0.5, 0.6, 3.0, 0.7], [0.8, 0.6, 3.0, 0.7]]
+    assert t.values.tolist() == [0.8, 0.6, 3.0, 0.7]  # the targets end at the last step's
+    steps[0][0] = 99.0  # each step is its own copy
+    assert t.values[0] == 0.8
+    with pytest.raises(ValueError):
+        t.chunk([])
+    # the chunk's steps become one trajectory: a point per action, due every control period
+    m = JointMap(KEYS, settings().joints)
+    joints = ["left_joint_2", "left_joint_1", "right_joint_1", "right_joint_2"]
+    plan = chunk_trajectory(joints, steps, m.command_order(joints), 0.02)
+    assert plan.points[2] == (0.6, 0.8, 3.0, 0.7) and plan.times_s == pytest.approx((0.02, 0.04, 0.06))
+
+
 def test_targets_restart_from_the_measured_state_and_a_hold_takes_the_measured_positions():
     t = CommandTargets()
     t.seed(np.array([1.0, 2.0, 3.0, 4.0]))
@@ -243,6 +260,7 @@ class LatchingArms:
     """In-memory arms with the optional members of real hardware: what the core asks of them is recorded."""
 
     stops_on_lease_loss = True
+    stops_on_cancel = True
 
     def __init__(self, keys, timestep_s=0.01) -> None:
         self._keys = tuple(keys)
@@ -324,6 +342,35 @@ def test_a_stop_no_reading_caused_latches_like_a_trip_and_names_its_reason():
                                          "right: stopped: lease of 'station:s1' expired")
     assert arms.calls == [("hold", ("left", "right")),
                           ("latch_stop", core.safety_stop_detail())]
+
+
+def test_a_cancel_holds_then_latches_the_hardwares_stop_naming_the_holder_and_its_reason():
+    core, arms = latching_core()
+    assert core.stops_on_cancel
+    assert core.cancel("station:s1", "the job\nwas cancelled")
+    assert core.safety_stop_detail() == ("left: stopped: cancelled by 'station:s1': the job was cancelled; "
+                                         "right: stopped: cancelled by 'station:s1': the job was cancelled")
+    # the hold goes out before the hardware takes its command path down
+    assert arms.calls == [("hold", ("left", "right")), ("latch_stop", core.safety_stop_detail())]
+    assert core.send_action({"left.joint_1": 0.1}).unresolved_reasons == (REASON_ARM_STOPPED,)
+    assert not core.cancel("station:s1", "again")  # one stop
+    assert core.reset_safety().ok and arms.calls[-1] == ("resume",)
+
+
+def test_a_cancels_reason_is_cut_to_its_bound_and_an_empty_one_still_stops():
+    long = "x" * 5000
+    text = cancel_stop_reason("station:s1", long)
+    assert text.startswith("cancelled by 'station:s1': xxx") and text.endswith("\u2026")
+    assert len(text) == len("cancelled by 'station:s1': ") + CANCEL_REASON_MAX_CHARS
+    assert cancel_stop_reason("", "  ") == "cancelled: cancelled"
+
+
+def test_a_cancel_on_arms_that_do_not_stop_on_one_is_a_plain_release():
+    core, arms = latching_core()
+    arms.stops_on_cancel = False
+    assert not core.stops_on_cancel
+    assert not core.cancel("station:s1", "the job was cancelled")
+    assert not core.stopped and arms.calls == []
 
 
 def test_a_clear_the_hardware_cannot_honour_keeps_the_stop_as_it_was():

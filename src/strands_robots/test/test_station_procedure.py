@@ -11,6 +11,7 @@ import pytest
 from strands_robots.policies.mock import MockPolicy
 from strands_robots.policies.registry import register_provider
 from strands_robots.station.episode_results import kept_count
+from strands_robots.station.episode_steps import CANCELLED_STOP_REASON
 from strands_robots.station.episodes import JobRunner
 from strands_robots.station.procedure_settings import ProcedureSettings
 from strands_robots.station.inprocess import InProcessRobot
@@ -209,6 +210,36 @@ def test_cancel_mid_rollout_stops_it_and_the_job_ends_cancelled_without_the_epis
     assert not runner.cancel("again").ok
 
 
+def test_a_cancel_mid_rollout_releases_the_lease_saying_so_and_a_finished_episode_releases_it_plainly():
+    class Releases(InProcessRobot):
+        def __init__(self):
+            super().__init__()
+            self.reasons = []
+
+        def release_lease(self, stop_reason=""):
+            self.reasons.append(stop_reason)
+            super().release_lease(stop_reason)
+
+    robot = Releases()
+    operator = CancellingOperator(0.3)
+    spec = job(task("a", success_when="end_condition == timeout"), task("b", duration_s="5"), episodes=3)
+    runner = JobRunner(JobRecord(spec), robot, operator)
+    operator.runner = runner
+    orig = operator.rollout_progress
+
+    def progress(plan, t, console):  # cancel only during the second episode
+        if plan.episode_id == "ep_0001":
+            orig(plan, t, console)
+
+    operator.rollout_progress = progress
+    final = runner.run()
+    assert final.state is JobState.CANCELLED
+    # the release after the cancelled rollout says why: real arms then hold and wait for an operator's clear
+    assert robot.reasons == ["", CANCELLED_STOP_REASON]
+    # simulated arms do not stop on a cancel: the release was a release
+    assert not robot.core.stopped
+
+
 def test_policy_that_cannot_start_fails_the_job_with_the_reason():
     final, _, _, _ = run(job(task("a"), provider="relay", config={}))
     assert final.state is JobState.FAILED
@@ -403,9 +434,9 @@ class FaultyRobot(InProcessRobot):
             raise InfrastructureFault("arm driver /station/arm_driver is not ready (waited 10 s)")
         return super().acquire_lease(holder, priority, duration_s)
 
-    def release_lease(self):
+    def release_lease(self, stop_reason=""):
         self.calls.append(("release", self.plan_id()))
-        super().release_lease()
+        super().release_lease(stop_reason)
 
     def stop_rollout(self, reason):
         self.calls.append(("stop", reason))

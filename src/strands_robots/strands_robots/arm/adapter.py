@@ -73,4 +73,6 @@ class HardwareAdapter(Protocol):
 # - ``resume() -> str``: the operator cleared the stop; bring the command path back and restart from the
 #   measured state. Empty on success, else why not (the stop then stays).
 # - ``stops_on_lease_loss: bool``: a lease that expires or is revoked latches a stop (real arms).
+# - ``stops_on_cancel: bool``: a lease released on a cancel (``ReleaseLease.stop_reason``) latches a stop (real
+#   arms): the hold at the measured position, then ``latch_stop``.
 # - ``close() -> None``: release what the adapter holds (its ROS node), at the driver's cleanup.

@@ -43,6 +43,19 @@ __all__ = ["ConfigError", "DriverConfig", "DriverCore", "DriverStatus", "SafetyR
 
 # How a clear by someone who does not hold the lease is refused (the station re-claims its lease on it).
 REFUSED_NOT_LEASE_HOLDER = "refused: not the lease holder"
+# How much of a cancel's reason a stop keeps (free text from the lease holder: bounded where it enters).
+CANCEL_REASON_MAX_CHARS = 200
+
+
+def cancel_stop_reason(holder: str, reason: str) -> str:
+    """Return the stop a cancel latches, named: ``cancelled by 'station:s1': the job was cancelled`` (one line).
+
+    The reason is cut, never refused: a cancel stops the arms whatever its holder wrote.
+    """
+    text = " ".join(str(reason or "").split()) or "cancelled"
+    if len(text) > CANCEL_REASON_MAX_CHARS:
+        text = text[:CANCEL_REASON_MAX_CHARS - 1] + "\u2026"
+    return f"cancelled by {holder!r}: {text}" if holder else f"cancelled: {text}"
 
 
 @dataclass(frozen=True)
@@ -335,6 +348,23 @@ class DriverCore:
                 return False
             self._latched()
             return True
+
+    def cancel(self, holder: str, reason: str) -> bool:
+        """Stop the arms a lease holder gave back on a cancel (its job cancelled, its rollout stopped).
+
+        On hardware that stops on a cancel (real arms, see :class:`HardwareAdapter`) this latches a stop as a lost
+        lease does: the arms hold at their measured position, the hardware takes its command path down, and it
+        stays until ``reset_safety``. Elsewhere (simulation) a cancel is a release: the arms keep their last
+        targets. Returns whether this call stopped the arms.
+        """
+        if not self.stops_on_cancel:
+            return False
+        return self.stop(cancel_stop_reason(holder, reason))
+
+    @property
+    def stops_on_cancel(self) -> bool:
+        """Whether the hardware asks for a latched stop when a holder releases the lease on a cancel."""
+        return bool(getattr(self._adapter, "stops_on_cancel", False))
 
     @property
     def stops_on_lease_loss(self) -> bool:

@@ -434,6 +434,19 @@ class CommandTargets:
     def set(self, slots: Sequence[int], values: Sequence[float]) -> None:
         self.values[np.asarray(slots, dtype=np.intp)] = np.asarray(values, dtype=float)
 
+    def chunk(self, steps: Sequence[tuple[Sequence[int], Sequence[float]]]) -> list[np.ndarray]:
+        """Apply a chunk of actions in turn (each ``(slots, values)`` on top of the one before); every step's targets.
+
+        The targets end at the last step's. :raises ValueError: an empty chunk (nothing is changed).
+        """
+        if not steps:
+            raise ValueError("a chunk needs at least one action")
+        out = []
+        for slots, values in steps:
+            self.set(slots, values)
+            out.append(self.values.copy())
+        return out
+
     def hold(self, slots: Sequence[int], measured: np.ndarray) -> None:
         """Targets of ``slots`` := their measured positions."""
         idx = np.asarray(slots, dtype=np.intp)

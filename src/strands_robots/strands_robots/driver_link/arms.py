@@ -71,8 +71,11 @@ class DriverArmCalls:
                                                           callback_group=self._group)
         return res
 
-    def release(self, timeout_s: float = 2.0) -> bool:
+    def release(self, timeout_s: float = 2.0, stop_reason: str = "") -> bool:
         """Give the lease back (stops the heartbeat first). False when the driver refused or did not answer.
+
+        ``stop_reason`` (non-empty): the holder gives the arms back on a cancel; on real arms the driver then holds
+        them at their measured position and latches a stop an operator clears (``ReleaseLease.stop_reason``).
 
         A driver silent past its silence bound (dead or stalled: it is what ended the episode) is sent the release
         without waiting for an answer: a SIGKILLed driver's service stays in the ROS graph a while and a request
@@ -85,6 +88,7 @@ class DriverArmCalls:
             return False
         req = ReleaseLease.Request()
         req.token = token
+        req.stop_reason = stop_reason
         if self._watch.joint_state_age_s() > self._watch.silence_s and self._release.service_is_ready():
             self._release.remove_pending_request(self._release.call_async(req))  # sent; no answer awaited
             return False

@@ -7,7 +7,8 @@
     a safety stop in force        wait until an operator clears it (station.safety_gate); the station never does
     move to the start pose        not reached -> start_pose_unreached, no rollout
     rollout                       the operator may take over / resume / claim the arms meanwhile
-    release the lease             always, whatever ended the episode
+    release the lease             always, whatever ended the episode; on a cancel the release says so (real
+                                  arms then hold and stay stopped until an operator clears them)
     score sheet                   the operator scores it, keeps it unscored, or discards a taken-over one
 
 and says what the episode became: ``("kept", EpisodeResult)``, ``("discarded", None)``, ``("fault",
@@ -47,7 +48,10 @@ from strands_robots.station.safety_gate import clear_before_episode
 
 _log = logging.getLogger("strands_robots.station")
 
-__all__ = ["run_episode"]
+__all__ = ["run_episode", "CANCELLED_STOP_REASON"]
+
+# What the lease's release says when the job was cancelled (or suspended) while the episode held the arms.
+CANCELLED_STOP_REASON = "the job was cancelled"
 
 
 def run_episode(plan: EpisodePlan, robot: RobotPort, operator: OperatorPort, console: OperatorConsole,
@@ -101,7 +105,7 @@ def run_episode(plan: EpisodePlan, robot: RobotPort, operator: OperatorPort, con
             raise
         finally:
             taken_over = console.rollout_ended()
-            robot.release_lease()
+            robot.release_lease(CANCELLED_STOP_REASON if cancel.is_set() else "")
         taken_over = taken_over or outcome.taken_over
         if cancel.is_set():
             return "cancelled", None

@@ -156,11 +156,14 @@ class InProcessRobot:
                 self._lease_end = ("", "")
         return grant.granted, grant.message
 
-    def release_lease(self) -> None:
+    def release_lease(self, stop_reason: str = "") -> None:
         with self._lock:
-            token, self._token = self._token, ""
-        if token:
-            self.lease.release(token)  # refused when already expired or revoked: nothing to give up
+            token, holder, self._token = self._token, self._holder, ""
+        if not token:
+            return
+        released = self.lease.release(token)  # refused when already expired or revoked: nothing to give up
+        if released.ok and stop_reason:
+            self.core.cancel(holder, stop_reason)
 
     def move_to_start_pose(self, plan: EpisodePlan) -> Tuple[bool, str]:
         with self._lock:

@@ -142,8 +142,8 @@ class RobotPort(Protocol):
     def acquire_lease(self, holder: str, priority: int, duration_s: float) -> Tuple[bool, str]:
         """Claim the arms for the rollout (the robot side renews it while the rollout runs)."""
 
-    def release_lease(self) -> None:
-        """Give the arms up after the rollout."""
+    def release_lease(self, stop_reason: str = "") -> None:
+        """Give the arms up after the rollout; ``stop_reason`` when the job was cancelled (real arms then stop)."""
 
     def move_to_start_pose(self, plan: EpisodePlan) -> Tuple[bool, str]:
         """Ready the arms and move them to the start pose; ``(reached, detail)``. Never clears a safety stop."""

@@ -3,15 +3,17 @@
 They adapt :class:`~strands_robots.arm.lease.LeaseManager`, which holds every rule.
 
 Grants and refusals are logged (renewal refusals throttled); every call publishes ``lease_state`` if it changed.
+A release that carries a ``stop_reason`` (its holder cancelled) is handed to ``on_cancel`` once the lease is given
+back, in the same callback, so no command slips in between.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from strands_robots_msgs.srv import AcquireLease, ReleaseLease, RenewLease
 
-from strands_robots.arm.lease import LeaseManager
+from strands_robots.arm.lease import STATE_HELD, LeaseManager
 from strands_robots.nodes.arm_driver.publish import expires_unix_ms
 
 
@@ -21,12 +23,15 @@ class LeaseServices:
     :param leases: the driver's lease manager.
     :param on_change: publishes ``lease_state`` when it changed.
     :param callback_group: the driver's command group (serialised with the commands).
+    :param on_cancel: ``(holder, stop_reason)`` after a release that says its holder cancelled.
     """
 
-    def __init__(self, node: Any, leases: LeaseManager, on_change: Callable[[], None], callback_group: Any) -> None:
+    def __init__(self, node: Any, leases: LeaseManager, on_change: Callable[[], None], callback_group: Any,
+                 on_cancel: Optional[Callable[[str, str], None]] = None) -> None:
         self._node = node
         self._leases = leases
         self._on_change = on_change
+        self._on_cancel = on_cancel
         g = callback_group
         self._services = [
             node.create_service(AcquireLease, "acquire_lease", self._on_acquire, callback_group=g),
@@ -66,8 +71,14 @@ class LeaseServices:
         return res
 
     def _on_release(self, req: ReleaseLease.Request, res: ReleaseLease.Response) -> ReleaseLease.Response:
+        stop_reason = req.stop_reason.strip()
+        before = self._leases.state()
         released = self._leases.release(req.token)
         res.ok = released.ok
         res.message = released.message
+        if released.ok and stop_reason and self._on_cancel is not None:
+            holder = before.holder if before.state == STATE_HELD else ""
+            self._on_cancel(holder, stop_reason)
         self._on_change()
         return res
+

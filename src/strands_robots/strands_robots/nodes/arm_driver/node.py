@@ -314,7 +314,8 @@ class ArmDriverNode(LifecycleNode):
             self.create_service(SendAction, "send_action", self._on_send_action, callback_group=g),
             self.create_service(ResetSafety, "reset_safety", self._on_reset_safety, callback_group=g),
         ]
-        self._lease_services = LeaseServices(self, self._leases, self._publish_lease_if_changed, g)
+        self._lease_services = LeaseServices(self, self._leases, self._publish_lease_if_changed, g,
+                                             on_cancel=self._stop_on_cancel)
         log = self.get_logger()
         self._stream = CommandStream(self, self._apply_command, self._now_ns, partial(log_refusal, log),
                                      callback_group=g)
@@ -407,6 +408,20 @@ class ArmDriverNode(LifecycleNode):
         else:
             return
         if core.stop(why):
+            self._publish_safety_if_changed()
+
+    def _stop_on_cancel(self, holder: str, reason: str) -> None:
+        """Latch a stop when a holder released the lease on a cancel, on hardware that asks for it (real arms).
+
+        Runs in the release's callback, in the command group: no command applies between the release and the stop.
+        """
+        core = self._core
+        if core is None or not self._active:
+            return
+        if not core.stops_on_cancel:
+            self.get_logger().info(f"lease of {holder!r} released on a cancel ({reason}); the arms keep their "
+                                   "last targets on this hardware")
+        elif core.cancel(holder, reason):
             self._publish_safety_if_changed()
 
     def _publish_safety_if_changed(self) -> None:

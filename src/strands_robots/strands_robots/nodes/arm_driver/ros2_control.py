@@ -12,9 +12,9 @@ ROS side: a node of its own in the driver's process, spun on its own thread, tha
   the controller's node, again whenever the controller comes back);
 - watches the controller_manager: ``list_controllers`` and ``list_hardware_components`` every
   ``state_poll_s``, and its ``~/activity`` topic (on every change) where the distro has it;
-- on a latched stop (envelope trip, lost lease) sends a hold at the measured position, then deactivates the
-  command controller with ``switch_controller``; an operator's clear re-activates it and restarts from the
-  measured state.
+- on a latched stop (envelope trip, lost lease, a lease released on a cancel) sends a hold at the measured
+  position, then deactivates the command controller with ``switch_controller``; an operator's clear
+  re-activates it and restarts from the measured state.
 
 controller_manager_msgs is not a PyPI wheel: it comes with ros2_control (a distro's
 ``ros-<distro>-controller-manager-msgs``, or a ros2_control workspace sourced). Without it the hardware refuses
@@ -40,6 +40,7 @@ from strands_robots.arm.model import actuator_key
 from strands_robots.arm.ros2_control import (
     CONTROLLER_MANAGER_ENV,
     MODE_FORWARD,
+    MODE_TRAJECTORY,
     CommandTargets,
     ControllerHealth,
     JointMap,
@@ -97,6 +98,7 @@ class Ros2ControlArms:
     """Two arms behind a controller_manager (implements ``HardwareAdapter`` and its optional members)."""
 
     stops_on_lease_loss = True
+    stops_on_cancel = True
 
     def __init__(self, config: DriverConfig, settings: Ros2ControlSettings) -> None:
         self._cm_msg, self._cm_srv = _cm_interfaces()
@@ -314,6 +316,28 @@ class Ros2ControlArms:
             self._targets.set([slot(k) for k in targets], list(targets.values()))
             self._publish_locked()
 
+    def command_chunk(self, chunk: "list[Mapping[str, float]]") -> None:
+        """Send a chunk of actions (each already validated) as one trajectory, one point per action.
+
+        Point ``i`` is due ``(i + 1) * trajectory_period_s`` after the trajectory starts, so the
+        joint_trajectory_controller passes through every action at the control rate and interpolates between them
+        at its own. Each action's keys apply on top of the one before (the other joints keep their targets).
+
+        :raises RuntimeError: not in ``joint_trajectory`` mode (a forward command controller takes one target at a
+            time), or why no command may go out now (a fault, a latched stop).
+        :raises ValueError: an empty chunk.
+        """
+        if self._settings.mode != MODE_TRAJECTORY:
+            raise RuntimeError(f"a chunk goes to a joint_trajectory_controller; {self._settings.controller} is "
+                               f"commanded in {self._settings.mode} mode, one action at a time")
+        refusal = self._health.refusal()
+        if refusal:
+            raise RuntimeError(refusal)
+        slot = self._map.key_slot
+        with self._lock:
+            steps = self._targets.chunk([([slot(k) for k in action], list(action.values())) for action in chunk])
+            self._publish_locked(steps)
+
     def hold(self, arms: "tuple[str, ...] | None" = None) -> None:
         """Targets of ``arms`` := their measured positions, sent at once unless the hardware is in fault."""
         slots = [i for a in (arms if arms is not None else self._arms) for i in self._arm_slots[a]]
@@ -382,7 +406,8 @@ class Ros2ControlArms:
         return ""
 
     # -- sending ----------------------------------------------------------------------------------------------
-    def _publish_locked(self) -> None:
+    def _publish_locked(self, steps: "Optional[list[np.ndarray]]" = None) -> None:
+        """Send the targets (or a chunk's ``steps``, each a full target vector: one trajectory point each)."""
         order = self._order
         if order is None:
             return
@@ -390,7 +415,7 @@ class Ros2ControlArms:
             msg = self._command_type()
             msg.data = forward_command(self._targets.values, order)
         else:
-            plan = chunk_trajectory(self._controller_joints, [self._targets.values], order,
+            plan = chunk_trajectory(self._controller_joints, steps or [self._targets.values], order,
                                     self._settings.trajectory_period_s)
             msg = _trajectory_msg(self._command_type, plan)
         self._pub.publish(msg)

@@ -314,8 +314,9 @@ class RolloutNode(Node):
                 if self.backend.command_path == "stream":
                     log.info(f"command stream: {self.backend.stream.summary(since=stream_counts)}")
             finally:
-                if acquired:
-                    self.backend.release()
+                if acquired:  # a cancelled goal says so: real arms then hold and wait for an operator's clear
+                    cancelled = self._stop.requested and self._stop.reason == "goal cancelled"
+                    self.backend.release(stop_reason="the episode's goal was cancelled" if cancelled else "")
                 elif borrowed:
                     self.backend.lease_token = ""
                 if self._relay_policy is not None:  # before the goal is answered: the station's close finds it over

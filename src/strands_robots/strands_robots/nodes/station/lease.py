@@ -113,12 +113,13 @@ class StationLeaseCalls:
         except InfrastructureFault:
             return False
 
-    def release_lease(self) -> None:
+    def release_lease(self, stop_reason: str = "") -> None:
         with self._lock:
             renewals, self._renewals = self._renewals, None
             self._lease_id = ""
         _stop_renewals(renewals)
-        self.backend.release()  # refused when already expired or revoked: nothing to give up
+        # refused when already expired or revoked: nothing to give up
+        self.backend.release(stop_reason=stop_reason)
 
     def stop_heartbeat(self) -> None:
         """Stop renewing the lease (fault injection): it runs out at the driver and the episode ends lease_lost."""
