@@ -135,7 +135,7 @@ class EvaluationClient:
     def submit_suite_job(self, station_id: str, suite: str, tasks: Iterable[Any], *,
                          choose: Optional[Mapping[str, Any]] = None, free_form: Iterable[TaskLike] = (),
                          max_discards: Optional[int] = None, job_id: Optional[str] = None, attempts: int = 3,
-                         intervals: Optional[str] = None) -> str:
+                         intervals: Optional[str] = None, record: Optional[bool] = None) -> str:
         """Create a job of the station's suite tasks: each ``(task_id, trials)`` (or ``{"task", "trials"}``), in order.
 
         Trial ``i`` runs with the suite's seed ``i``; the station fills in every task from its own suite file.
@@ -144,7 +144,7 @@ class EvaluationClient:
         suite's, where the station allows them; scored only by its operator). The relay refuses a task the suite
         does not have, more trials than its seeds, a choice it does not allow, and any key that would let a team
         score itself, inject faults or drive the scripted operator (``InvalidTask`` naming it). Retries as
-        :meth:`submit_job` does. Returns the job id.
+        :meth:`submit_job` does; ``record`` as there. Returns the job id.
         """
         suite_job = pb.SuiteJob(suite=suite)
         for index, entry in enumerate(tasks):
@@ -158,12 +158,12 @@ class EvaluationClient:
                for index, task in enumerate(free_form)]
         episodes = sum(t.trials for t in suite_job.tasks) + len(own)
         return self.submit_job(station_id, own, episodes, job_id, attempts=attempts, max_discards=max_discards,
-                               suite_job=suite_job, intervals=intervals)
+                               suite_job=suite_job, intervals=intervals, record=record)
 
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
                    job_id: Optional[str] = None, *, attempts: int = 3, duration_s: Optional[float] = None,
                    control_frequency: Optional[float] = None, max_discards: Optional[int] = None,
-                   suite_job: Any = None, intervals: Optional[str] = None) -> str:
+                   suite_job: Any = None, intervals: Optional[str] = None, record: Optional[bool] = None) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
 
         These are the team's own (free-form) tasks, run only where the station allows them and scored only by its
@@ -174,7 +174,9 @@ class EvaluationClient:
         station's default (10 s, 50 Hz, 10). A task's own ``duration_s`` / ``control_frequency`` parameter wins for
         that task. ``intervals`` is how the job's success rates get their 95 % interval in its status:
         ``"wilson"`` (None: the default) or ``"clopper-pearson"``. The relay checks them with the station's rules and
-        refuses a value out of range (``InvalidTask`` naming the field).
+        refuses a value out of range (``InvalidTask`` naming the field). ``record=True`` asks for the episodes'
+        recordings (:meth:`list_recordings`, :meth:`download_recording`); a station whose config forbids it
+        refuses the job.
 
         The job id is chosen here (``job-`` and 16 random hex digits) unless ``job_id`` is given, and every
         attempt sends the same id and content: when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED) the
@@ -195,7 +197,7 @@ class EvaluationClient:
         if suite_job is not None:
             request.suite_job.CopyFrom(suite_job)
         for name, value in (("duration_s", duration_s), ("control_frequency", control_frequency),
-                            ("max_discards", max_discards), ("intervals", intervals)):
+                            ("max_discards", max_discards), ("intervals", intervals), ("record", record)):
             if value is not None:
                 try:
                     setattr(request, name, value)

@@ -17,6 +17,8 @@ The job file (``strands-robots job submit``, ``demo-job``)::
     policy: {provider: scripted, config: {mode: torque_ramp}}   # the team's policy, served by the client
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
     intervals: wilson                             # optional: the rates' 95 % interval, wilson or clopper-pearson
+    record: true                                  # optional: each episode's recording (MCAP) comes home: job
+                                                  # recordings downloads them (default false)
     job_id: my_job                                # optional; client_id is the token's team
 
 Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next
@@ -69,12 +71,16 @@ __all__ = [
 MAX_EPISODES = 100000
 #: How a job's success rates get their 95 % interval (the first is the default).
 INTERVAL_METHODS = ("wilson", "clopper-pearson")
+#: Why a station whose config forbids recordings leaving it refuses a job with ``record: true`` (the relay and the
+#: station say the same).
+RECORDINGS_REFUSED = ("station {station!r} does not send recordings to teams (its team_recordings parameter is "
+                      "false); submit the job without record: true")
 #: Discarded episodes a job may tolerate at most: ``validation.JOB_LIMITS['max_discards']``.
 MAX_DISCARDS = 1000
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 _JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards",
-             "intervals")
+             "intervals", "record")
 # a key of the job format before suites, and where its setting went
 _MOVED = {
     "episodes_total": "the episodes are each task's trials: tasks: [{task: <id>, trials: <n>}]",
@@ -120,6 +126,7 @@ class TeamJob:
     policy_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     max_discards: Optional[int] = None
     intervals: Optional[str] = None
+    record: bool = False
     job_id: str = ""
     client_id: str = ""
 
@@ -277,11 +284,14 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
     intervals = data.get("intervals")
     if intervals is not None and intervals not in INTERVAL_METHODS:
         raise TeamJobRefused("intervals", f"must be one of {', '.join(INTERVAL_METHODS)}, got {intervals!r}")
+    record = data.get("record", False)
+    if not isinstance(record, bool):
+        raise TeamJobRefused("record", f"must be true or false, got {record!r}")
     fields = dict(
         station_id=_text(data.get("station_id"), "station_id", limit=128),
         suite=suite, tasks=tasks, free_form=free, choose=choose,
         policy_provider=_text(policy.get("provider"), "policy.provider", limit=128),
-        policy_config=dict(config), max_discards=max_discards, intervals=intervals,
+        policy_config=dict(config), max_discards=max_discards, intervals=intervals, record=record,
         job_id=_text(data.get("job_id"), "job_id", limit=128),
         client_id=_text(data.get("client_id"), "client_id", limit=128),
     )
@@ -335,6 +345,8 @@ def team_job_to_mapping(job: TeamJob) -> dict:
         out["max_discards"] = job.max_discards
     if job.intervals is not None:
         out["intervals"] = job.intervals
+    if job.record:
+        out["record"] = True
     return out
 
 
@@ -382,6 +394,8 @@ def check_against_offer(job: TeamJob, offer: StationOffer) -> None:
             reason = rule.refusal(value) if rule.key == key else None
             if reason:
                 raise TeamJobRefused(f"choose.{key}", reason)
+    if job.record and offer.refuses_recordings:
+        raise TeamJobRefused("record", RECORDINGS_REFUSED.format(station=offer.station_id))
     if job.free_form and not offer.allow_free_form_tasks:
         raise TeamJobRefused("free_form", f"station {offer.station_id!r} runs only its suites' tasks (it does not "
                                           f"allow free-form tasks)")

@@ -112,6 +112,8 @@ class JobSpec:
     :param max_discards: discarded episodes tolerated before the job fails (a guard against a discard loop).
     :param intervals: how the job's success rates get their 95 % interval: ``wilson`` (the default) or
         ``clopper-pearson`` (``station.summary``).
+    :param record: the team wants its episodes' recordings: each episode is recorded to MCAP and, for a relay
+        job, sent to the job's team (a station whose config forbids it refuses the job at submit).
     """
 
     job_id: str
@@ -125,6 +127,7 @@ class JobSpec:
     control_frequency: float = DEFAULT_CONTROL_FREQUENCY_HZ
     max_discards: int = 10
     intervals: str = INTERVAL_METHODS[0]
+    record: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
@@ -245,6 +248,8 @@ def validate_job_spec(spec: Any) -> JobSpec:
         rules.check_number("max_discards", spec.max_discards, rules.JOB_LIMITS["max_discards"])
     except rules.ValueRefused as exc:
         raise _refused(exc) from None
+    if not isinstance(spec.record, bool):
+        raise JobSpecError("record", f"must be true or false, got {spec.record!r}")
     if spec.intervals not in INTERVAL_METHODS:
         raise JobSpecError("intervals", f"{spec.intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     _check_budgets(spec)
@@ -327,6 +332,7 @@ class EpisodePlan:
     start_pose_tolerance_rad: float = 0.0
     start_pose_timeout_s: float = 0.0
     seed: Optional[int] = None
+    record: bool = False  # the job asked for its episodes' recordings
 
 
 def _policy_value(text: str) -> Any:
@@ -357,6 +363,7 @@ def plan_episode(spec: JobSpec, episode_id: str, slot: int, attempt: int = 0) ->
         start_pose_tolerance_rad=float(params.get(PARAM_START_POSE_TOLERANCE_RAD, 0.0)),
         start_pose_timeout_s=float(params.get(PARAM_START_POSE_TIMEOUT_S, 0.0)),
         seed=seed,
+        record=spec.record,
     )
 
 
