@@ -11,8 +11,9 @@ the SHA-256 of the episode's result; it holds the live topic names (``<ns>/actio
 ``observer_events``) and the cameras as the camera node published them (``<ns>/<camera>/image_raw/compressed``,
 ``format`` image_transport's ``"rgb8; jpeg compressed bgr8"``); ``report`` names its files by episode id and draws
 the cameras; the LeRobot export carries the episode ids and the camera images; the web page's thumbnail of the
-episode is that recording's first camera frame (over HTTP, and shown by headless Chromium where it is installed).
-A job that does not ask is not recorded.
+episode is that recording's first camera frame (over HTTP, and shown by headless Chromium where it is installed;
+its screenshot ``web_status_page_station_recording.png`` goes to ``$STRANDS_SCREENSHOT_DIR`` when set). A job that
+does not ask is not recorded.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def test_an_up_relay_station_records_a_job_that_asks_and_the_team_takes_its_epis
         if out:
             import shutil
 
-            shutil.copyfile(shot, Path(out) / "web_status_page.png")
+            shutil.copyfile(shot, Path(out) / shot.name)
     finally:
         if driver is not None:
             driver.quit()
