@@ -198,8 +198,8 @@ def test_replay_finds_the_namespaced_actions_topic_of_a_rollout_recording(tmp_pa
     assert policy.trajectory.actions[1] == {"a": 0.1, "b": 0.1}
 
 
-def test_replay_reads_an_older_recordings_namespaced_actions_topic(tmp_path):
-    path = write_mcap(tmp_path / "older.mcap", [(["left.joint_1"], [1.5]), (["left.joint_1"], [2.5])],
+def test_replay_reads_a_recordings_namespaced_actions_topic_when_it_has_no_action_commands(tmp_path):
+    path = write_mcap(tmp_path / "namespaced.mcap", [(["left.joint_1"], [1.5]), (["left.joint_1"], [2.5])],
                       topic="/strands/actions")
     policy = ReplayPolicy({"path": path})
     assert [a["left.joint_1"] for a in policy.trajectory.actions] == [1.5, 2.5]

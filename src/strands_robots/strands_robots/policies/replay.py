@@ -5,8 +5,8 @@ Two sources:
 - **CSV**: the header names the action keys (``left.joint_1,...``), one row per action; an optional ``t``
   column gives each row's time in seconds. An empty cell leaves that key out of that action.
 - **MCAP** (ROS 2 CDR): every message on one topic (by default the recording's command topic:
-  ``/action_commands`` or ``<namespace>/action_commands``, the live name the rollout records under; an older
-  recording's ``<namespace>/actions`` is found too) whose type has the parallel arrays
+  ``/action_commands`` or ``<namespace>/action_commands``, the live name the rollout records under; a recording
+  naming it ``<namespace>/actions`` is read too) whose type has the parallel arrays
   ``string[] keys`` and ``float64[] values`` (``strands_robots_msgs/msg/ActionCommand``) is one action; its log
   time is its ``t``. Read with ``mcap_ros2``, so no ROS install is needed.
 
@@ -31,7 +31,7 @@ PROVIDER = "replay"
 OPTIONS = frozenset({"path", "format", "topic", "timing"})
 
 DEFAULT_TOPIC = "/action_commands"
-# what episode recordings named the command topic before they used its live name
+# the command topic of an episode recording that does not use the live name
 _OLDER_TOPIC = "/actions"
 TIME_COLUMN = "t"
 FORMATS = ("auto", "csv", "mcap")
@@ -106,8 +106,8 @@ def load_csv(path: str | os.PathLike[str]) -> Trajectory:
 def _actions_topic(path: Any, reader: Any) -> str:
     """Return the recording's command topic: ``/action_commands``, else the one ``<ns>/action_commands``.
 
-    A recording with neither is read on its ``/actions`` (or one ``<ns>/actions``), the name older episode
-    recordings gave the commands.
+    A recording with neither is read on its ``/actions`` (or one ``<ns>/actions``), the commands of an episode
+    recording that does not use the live name.
     """
     summary = reader.get_summary()
     topics = sorted({c.topic for c in summary.channels.values()}) if summary else []
@@ -121,7 +121,7 @@ def _actions_topic(path: Any, reader: Any) -> str:
             raise ValueError(f"replay policy: {path} has several command topics ({', '.join(candidates)}); "
                              "give the option 'topic'")
     raise ValueError(f"replay policy: {path} has no messages on topic {DEFAULT_TOPIC} (nor <namespace>"
-                     f"{DEFAULT_TOPIC}, nor an older recording's {_OLDER_TOPIC}); its topics: "
+                     f"{DEFAULT_TOPIC}, nor <namespace>{_OLDER_TOPIC}); its topics: "
                      f"{', '.join(topics) or 'none'}")
 
 
@@ -129,7 +129,7 @@ def load_mcap(path: str | os.PathLike[str], topic: "str | None" = None) -> Traje
     """Read every message on ``topic`` (fields ``keys`` and ``values``) of a ROS 2 MCAP file, in log-time order.
 
     :param topic: the topic to read; ``None``: ``/action_commands``, else the file's one
-        ``<namespace>/action_commands`` topic (or, in an older recording, its ``/actions``).
+        ``<namespace>/action_commands`` topic (or a recording's ``<namespace>/actions``).
     :raises ValueError: no message on ``topic`` (listing the topics the file has), a message without the
         parallel arrays, or arrays of different lengths.
     """
@@ -185,7 +185,7 @@ class ReplayPolicy:
     - ``path`` (required): the CSV or MCAP file.
     - ``format`` (``auto`` | ``csv`` | ``mcap``, default ``auto``: by the file's suffix, ``.mcap`` or else CSV).
     - ``topic`` (str): the MCAP topic to read; default ``/action_commands``, else the file's one
-      ``<ns>/action_commands`` (an older recording's ``/actions``).
+      ``<ns>/action_commands`` (or a recording's ``<ns>/actions``).
     - ``timing`` (``rows`` | ``t``, default ``rows``): ``rows`` plays one row per control step, whatever the
       recorded times; ``t`` follows the recorded times at the task's ``control_frequency`` (each step plays the
       latest row at or before its time, so rows repeat or are skipped) and needs times (a ``t`` column or MCAP).

@@ -1,13 +1,12 @@
 """A camera thumbnail of an episode: the first camera frame in the recording the station uploaded to the relay.
 
-The station's episode recording (MCAP, ``ros2msg``/CDR) holds each camera's ``sensor_msgs/CompressedImage``
-(JPEG or PNG); the first one is the thumbnail, sent as the camera encoded it (no re-encoding). What it is comes
-from its bytes (JPEG's and PNG's signatures), not its ``format`` text: image_transport writes that as
-``"<raw encoding>; <codec> compressed <encoding>"`` (the camera node's ``"rgb8; jpeg compressed bgr8"``), other
-writers as the codec alone (``"jpeg"``). The recording is
-read in order from the store's chunks, never whole: reading stops at the first frame, or after
-:data:`MAX_SCAN_BYTES` (a recording with no camera has no thumbnail). Results are kept per recording (its
-SHA-256) in a small LRU, so a page re-rendered for every update reads each recording once.
+The station's episode recording (MCAP, ``ros2msg``/CDR) holds each camera's ``sensor_msgs/CompressedImage`` (JPEG or
+PNG); the first one is the thumbnail, sent as the camera encoded it (no re-encoding). What it is comes from its
+bytes (JPEG's and PNG's signatures), not its ``format`` text: image_transport writes that as ``"<raw encoding>;
+<codec> compressed <encoding>"`` (the camera node's ``"rgb8; jpeg compressed bgr8"``), other writers as the codec
+alone (``"jpeg"``). The recording is read in order from the store's chunks, never whole: reading stops at the first
+frame, or after :data:`MAX_SCAN_BYTES` (a recording with no camera has no thumbnail). Results are kept per recording
+(its SHA-256) in a small LRU, so a page re-rendered for every update reads each recording once.
 """
 
 from __future__ import annotations
