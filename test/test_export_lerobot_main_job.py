@@ -1,8 +1,8 @@
 """export lerobot on a real station recording: the main job recorded (``strands-robots up --record FILE``).
 
 The demo job has a policy_completed, a safety_stop, two taken-over episodes, a discarded try and a start pose never
-reached; the dataset's episode rows must say what the station's own JobStatus says, and only the taken-over
-episodes have operator frames.
+reached; the dataset's episode rows must say what the station's own JobStatus says (the discarded try is not one of
+them), and only the taken-over episodes have operator frames.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from strands_robots.export.partial_runs import missing_start  # noqa: E402
 from strands_robots.monitoring.report import load_recording  # noqa: E402
 
 
-def test_export_of_the_recorded_main_job_carries_the_station_results(demo_main_job, tmp_path):
+def test_export_of_the_recorded_main_job_carries_the_station_results(demo_main_job, tmp_path, capsys):
     run = demo_main_job  # conftest: the main job recorded once for the tests that read what it did
     path = run.path
     assert run.returncode == 0, run.output[-3000:]
@@ -32,8 +32,12 @@ def test_export_of_the_recorded_main_job_carries_the_station_results(demo_main_j
     stepped = [t for t in traces if t.steps]
     # the recorder was matched before the job was submitted: every run is in it from its Started event on
     assert not [reason for reason in map(missing_start, stepped) if reason], run.output[-3000:]
-    assert [r["run_id"] for r in rows] == [t.run_id for t in stepped]
     finished = {e["run_id"]: e for e in job["episodes"] if e["run_id"]}
+    # the station's episodes only: the discarded try (its task ran again) has no result and is left out, named
+    assert [r["run_id"] for r in rows] == [t.run_id for t in stepped if t.run_id in finished]
+    (discarded,) = [t for t in stepped if t.run_id not in finished]
+    assert f"run {discarded.run_id[:8]}: not one of the job's episodes" in capsys.readouterr().err
+    assert all(r["episode_id"] for r in rows)
     unreached = [e for e in job["episodes"] if e["end_condition"] == "start_pose_unreached"]
     assert unreached and all(e["run_id"] not in {r["run_id"] for r in rows} for e in unreached)
     assert {"policy_completed", "safety_stop", "timeout"} <= {r["end_condition"] for r in rows}

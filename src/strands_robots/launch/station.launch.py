@@ -43,7 +43,8 @@ from strands_robots.launch_support import check_cameras, check_parameters_file, 
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 # Launch argument -> station node parameter, given to the node only when not empty.
-STATION_ARGUMENTS = ("station_id", "relay_credentials_file", "state_dir", "robot_name", "record", "suites_dir")
+STATION_ARGUMENTS = ("station_id", "relay_credentials_file", "state_dir", "robot_name", "record", "team_recordings",
+                     "suites_dir")
 # Launch argument -> rollout node parameter, given only when not empty.
 ROLLOUT_ARGUMENTS = ("robot_name", "recording_dir", "relay_credentials_file")
 
@@ -89,8 +90,9 @@ def _nodes(context, config_file, station_config_file, namespace, control_frequen
         **output_options(),
     )
     station_params = _given(context, STATION_ARGUMENTS)
-    if "record" in station_params:  # a plain string would reach the node as a string, not a bool
-        station_params["record"] = station_params["record"].strip().lower() in ("true", "1", "yes")
+    for flag in ("record", "team_recordings"):  # a plain string would reach the node as a string, not a bool
+        if flag in station_params:
+            station_params[flag] = station_params[flag].strip().lower() in ("true", "1", "yes")
     station = Node(
         package="strands_robots",
         executable="station_node",
@@ -150,6 +152,9 @@ def generate_launch_description() -> LaunchDescription:
                               description="camera file (empty: the package's config/cameras.yaml)"),
         DeclareLaunchArgument("record", default_value="",
                               description="true: every rollout recorded to MCAP (empty: the config file's)"),
+        DeclareLaunchArgument("team_recordings", default_value="",
+                              description="false: a job asking for its recordings (record: true) is refused and no "
+                                          "recording is sent to a team (empty: the config file's; its default true)"),
         DeclareLaunchArgument("hardware", default_value="mujoco",
                               description="the arm driver's hardware: mujoco (simulated) or ros2_control"),
         DeclareLaunchArgument("arms_config", default_value="",

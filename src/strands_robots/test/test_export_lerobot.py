@@ -386,6 +386,7 @@ def station_recording(src: Path, dst: Path, *, cameras: "dict[str, int]", result
     from mcap_ros2.writer import Writer
 
     from strands_robots.cameras.jpeg import encode
+    from strands_robots.conversions.camera import COMPRESSED_FORMAT  # what the camera node writes
     from strands_robots.rollout.msg_schema import MsgDefinitions
 
     definitions = MsgDefinitions(None)
@@ -402,7 +403,7 @@ def station_recording(src: Path, dst: Path, *, cameras: "dict[str, int]", result
         last = 0
         reader = make_reader(handle, decoder_factories=[DecoderFactory()])
         for sch, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True):
-            if channel.topic.endswith("/actions"):
+            if channel.topic.endswith("/action_commands"):
                 step = int(message.sequence)  # the step index
                 for cam, factor in cameras.items():
                     image = np.full((48, 64, 3), (step * factor) % 256, dtype=np.uint8)
@@ -412,7 +413,7 @@ def station_recording(src: Path, dst: Path, *, cameras: "dict[str, int]", result
                     writer.write_message(f"/station/{cam}/image_raw/compressed",
                                          schema("sensor_msgs/msg/CompressedImage"),
                                          {"header": {"stamp": {"sec": stamp // 10**9, "nanosec": stamp % 10**9},
-                                                     "frame_id": cam}, "format": "jpeg", "data": data},
+                                                     "frame_id": cam}, "format": COMPRESSED_FORMAT, "data": data},
                                          log_time=stamp, publish_time=stamp)
             writer.write_message(channel.topic, schema(sch.name, sch.data.decode()), decoded,
                                  log_time=message.log_time, publish_time=message.publish_time,
@@ -490,6 +491,38 @@ def test_station_episode_rows_carry_end_condition_success_and_score(recordings, 
     assert lerobot.main([str(quiet), "-o", str(tmp_path / "quiet")]) == 0
     (row,) = episode_rows(tmp_path / "quiet")
     assert row["operator_frames"] == 0 and row["length"] == len(trace_of(b).steps)
+
+
+def test_an_attempt_the_station_did_not_keep_is_left_out_and_named_and_not_counted(recordings, tmp_path, capsys):
+    a, b = recordings[0], recordings[1]
+    kept = {"episode_id": "ep_0001", "end_condition": "timeout", "scored": True, "success": True, "score": 1.0,
+            "taken_over": False, "end_detail": "", "run_id": trace_of(b).run_id,
+            "task": {"task_id": "reach", "parameters": [], "scoring": {"items": []}}}
+    discarded, listed = tmp_path / "station_0.mcap", tmp_path / "station_1.mcap"
+    station_recording(a, discarded, cameras={}, result=None)  # ep_0000: discarded, so no result of the station
+    station_recording(b, listed, cameras={}, result=kept)
+    out = tmp_path / "kept"
+    assert lerobot.main([str(discarded), str(listed), "-o", str(out)]) == 0
+    rows = episode_rows(out)
+    assert [(r["episode_id"], r["run_id"]) for r in rows] == [("ep_0001", trace_of(b).run_id)]
+    err = capsys.readouterr().err
+    assert (f"station_0.mcap: run {trace_of(a).run_id[:8]}: not one of the job's episodes (the recording holds no "
+            "station result for it") in err and "left out" in err
+    summary = json.loads((out / "meta/summary.json").read_text())
+    assert {k: v for k, v in summary["job"]["coverage"].items() if v} == {"scored": ["ep_0001"]}
+    # recordings holding no station result at all (a rollout's own episode files): every whole run is exported
+    assert lerobot.main([str(discarded), "-o", str(tmp_path / "alone")]) == 0
+    assert [r["run_id"] for r in episode_rows(tmp_path / "alone")] == [trace_of(a).run_id]
+
+
+def test_a_downloaded_episode_files_name_is_its_episode_id(recordings, tmp_path):
+    import shutil
+
+    downloaded = tmp_path / "ep_0007.mcap"  # as `job recordings` names the station's ep_0007
+    shutil.copyfile(recordings[0], downloaded)
+    assert lerobot.main([str(downloaded), "-o", str(tmp_path / "out")]) == 0
+    (row,) = episode_rows(tmp_path / "out")
+    assert row["episode_id"] == "ep_0007" and row["recording"] == "ep_0007.mcap"
 
 
 def test_video_option_writes_one_h264_file_per_camera_holding_every_frame(recordings, tmp_path):

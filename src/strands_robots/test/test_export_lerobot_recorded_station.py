@@ -38,7 +38,7 @@ from strands_robots_msgs.action import RunEpisode  # noqa: E402
 from strands_robots_msgs.msg import ObserverEvent  # noqa: E402
 
 from strands_robots.export import lerobot  # noqa: E402
-from strands_robots.monitoring.report import load_recording, read_messages  # noqa: E402
+from strands_robots.monitoring.report import CUT_SHORT, load_recording, read_messages  # noqa: E402
 from strands_robots.ros.qos import EVENT_QOS  # noqa: E402
 from strands_robots.ros.action_client import ActionClient  # noqa: E402
 from strands_robots.ros.qos import IMAGE_QOS  # noqa: E402
@@ -251,8 +251,8 @@ def test_a_recording_cut_short_exports_its_whole_runs_and_says_the_cut_one_is_le
     assert [r["end_condition"] for r in rows[:2]] == ["cancelled", "timeout"]
     lines = [line for line in capsys.readouterr().err.splitlines() if f"run {cut[:8]}" in line]
     assert len(lines) == 1, lines
-    assert "station.mcap was cut short: its writer stopped before finishing it (no summary); its Ended is not " \
-           "in it); left out" in lines[0] and "the recording holds steps 0-" in lines[0]
+    assert f"station.mcap was {CUT_SHORT}; its Ended is not in it); left out" in lines[0] and \
+        "the recording holds steps 0-" in lines[0]
 
 
 def test_two_cameras_of_one_name_become_two_features_named_apart(recorded, tmp_path, capsys):
@@ -341,6 +341,6 @@ def test_a_rollouts_episode_file_cut_short_is_refused_naming_the_steps_it_holds(
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2, lines
     assert f"{path.name}: run " in lines[0] and "the recording holds steps 0-" in lines[0]
-    assert "was cut short: its writer stopped before finishing it (no summary); its Ended is not in it" in lines[0]
+    assert f"was {CUT_SHORT}; its Ended is not in it" in lines[0]
     assert "no run is recorded from its start to its end" in lines[1]
     assert not (tmp_path / "ds").exists()

@@ -85,12 +85,38 @@ def test_a_station_refuses_at_submit_what_its_cameras_do_not_render_and_takes_wh
         assert "scene:448x448 asks for more than camera scene renders (224x224); ask for at most 224x224" in \
             reply.message
         reply = station.submit(relay_job("job-top", cameras="top:224x224"))
-        assert not reply.accepted
-        assert "camera 'top' is not one of this station's cameras (scene, wrist)" in reply.message
+        assert not reply.accepted and station.status("job-top") is None
+        assert reply.message == ("job refused: the job asks for cameras this station does not have (1 request(s); "
+                                 "no arm moved): 1. task 'look' asks for camera 'top': this station has no such "
+                                 "camera (its cameras: scene, wrist)")
         for job_id, params in (("job-every", {}), ("job-png", {"image_format": "png"}),
                                ("job-small", {"cameras": "scene:112x112,wrist"})):
             reply = station.submit(relay_job(job_id, **params))
             assert reply.accepted, (job_id, reply.message)
+    finally:
+        operator.close()
+
+
+def test_every_unknown_camera_of_every_task_is_named_at_arrival_and_no_arm_moved():
+    facts = load_station_facts(cameras=["scene", "wrist"])
+    robot = InProcessRobot()
+    operator = ScriptedOperator()
+    station = Station("sim_station", robot, operator, settings=ProcedureSettings(station_facts=facts))
+    job = job_spec_from_mapping({
+        "job_id": "job-two-unknown", "client_id": "team_a", "station_id": "sim_station", "episodes_total": 3,
+        "policy": {"provider": "mock"},  # a station's own provider too: the cameras are the station's to check
+        "tasks": [{"task_id": "high", "instruction": "look", "parameters": {"cameras": "top,scene"}, "scoring": SHEET},
+                  {"task_id": "low", "instruction": "look", "parameters": {"cameras": "belly:64x64"},
+                   "scoring": SHEET},
+                  {"task_id": "fine", "instruction": "look", "parameters": {"cameras": "wrist"}, "scoring": SHEET}]})
+    try:
+        reply = station.submit(job)
+        assert not reply.accepted and station.status("job-two-unknown") is None
+        assert "(2 request(s); no arm moved)" in reply.message
+        assert "1. task 'high' asks for camera 'top'" in reply.message
+        assert "2. task 'low' asks for camera 'belly'" in reply.message
+        assert "wrist'" not in reply.message.split("its cameras")[0]
+        assert robot.lease.state().lease_id == ""  # never granted: no arm moved
     finally:
         operator.close()
 

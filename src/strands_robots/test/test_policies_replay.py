@@ -33,7 +33,7 @@ def drain(policy, observation=None):
     raise AssertionError("replay never ended")
 
 
-def write_mcap(path, messages, topic="/actions", extra_topic=None):
+def write_mcap(path, messages, topic="/action_commands", extra_topic=None):
     with open(path, "wb") as f:
         writer = Writer(f)
         schema = writer.register_msgdef(ACTION_COMMAND, ACTION_COMMAND_DEF)
@@ -159,7 +159,7 @@ def test_replay_mcap_without_the_topic_lists_the_topics_it_has(tmp_path):
     path = write_mcap(tmp_path / "wrong.mcap", [(["left.joint_1"], [1.0])], topic="/action")
     with pytest.raises(ValueError, match="/action") as err:
         ReplayPolicy({"path": path})
-    assert "/actions" in str(err.value)
+    assert "/action_commands" in str(err.value)
 
 
 def test_replay_mcap_with_mismatched_arrays_is_refused(tmp_path):
@@ -180,7 +180,7 @@ def test_replay_mcap_topic_without_parallel_arrays_is_refused(tmp_path):
     with open(path, "wb") as f:
         writer = Writer(f)
         schema = writer.register_msgdef("std_msgs/msg/String", "string data")
-        writer.write_message("/actions", schema, {"data": "hello"}, log_time=1)
+        writer.write_message("/action_commands", schema, {"data": "hello"}, log_time=1)
         writer.finish()
     with pytest.raises(ValueError, match="std_msgs/msg/String"):
         ReplayPolicy({"path": path})
@@ -198,8 +198,15 @@ def test_replay_finds_the_namespaced_actions_topic_of_a_rollout_recording(tmp_pa
     assert policy.trajectory.actions[1] == {"a": 0.1, "b": 0.1}
 
 
+def test_replay_reads_a_recordings_namespaced_actions_topic_when_it_has_no_action_commands(tmp_path):
+    path = write_mcap(tmp_path / "namespaced.mcap", [(["left.joint_1"], [1.5]), (["left.joint_1"], [2.5])],
+                      topic="/strands/actions")
+    policy = ReplayPolicy({"path": path})
+    assert [a["left.joint_1"] for a in policy.trajectory.actions] == [1.5, 2.5]
+
+
 def test_replay_with_several_actions_topics_asks_for_the_topic(tmp_path):
-    path = write_mcap(tmp_path / "two.mcap", [(["left.joint_1"], [1.0])], topic="/a/actions",
-                      extra_topic="/b/actions")
-    with pytest.raises(ValueError, match="several actions topics"):
+    path = write_mcap(tmp_path / "two.mcap", [(["left.joint_1"], [1.0])], topic="/a/action_commands",
+                      extra_topic="/b/action_commands")
+    with pytest.raises(ValueError, match="several command topics"):
         ReplayPolicy({"path": path})

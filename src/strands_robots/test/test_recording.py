@@ -116,7 +116,7 @@ def test_recording_reads_back_every_step(tmp_path):
 
     messages, schemas = read_back(path)
     joint_states = [m for m in messages if m[0] == "/joint_states"]
-    actions = [m for m in messages if m[0] == "/actions"]
+    actions = [m for m in messages if m[0] == "/action_commands"]
     events = [m for m in messages if m[0] == "/observer_events"]
     latched = [m for m in messages if m[0] == "/lease_state"]
     assert len(joint_states) == len(actions) == len(events) == n

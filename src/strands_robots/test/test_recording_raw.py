@@ -76,7 +76,7 @@ def test_raw_messages_from_another_thread_read_back_beside_every_step(tmp_path):
     by_topic: dict = {}
     for topic, message, decoded in msgs:
         by_topic.setdefault(topic, []).append((message, decoded))
-    assert len(by_topic["/s/joint_states"]) == len(by_topic["/s/actions"]) == 200
+    assert len(by_topic["/s/joint_states"]) == len(by_topic["/s/action_commands"]) == 200
     images = by_topic[JPEG]
     assert [d.header.stamp.nanosec for _, d in images] == list(range(120))   # each once, in order
     assert [m.sequence for m, _ in images] == list(range(120))
@@ -131,5 +131,5 @@ def test_a_full_disk_during_a_raw_write_is_an_error_and_the_whole_chunks_stay_re
             except Exception:  # the file ends where the last whole chunk did
                 break
     topics = [channel.topic for _, channel, _, _ in read]
-    assert topics.count("/s/actions") == topics.count("/s/joint_states") == frames > 0  # what a reader gets
+    assert topics.count("/s/action_commands") == topics.count("/s/joint_states") == frames > 0  # what a reader gets
     assert 0 < topics.count(JPEG) <= written

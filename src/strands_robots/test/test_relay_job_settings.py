@@ -33,7 +33,7 @@ DEMO_JOB = CONFIG / "demo_job.yaml"
 SUITES = load_suites(str(CONFIG / "suites"), "simulated")
 
 # How each key of a job file reaches the station through the relay (a key missing here fails the first test).
-ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards", "intervals", "compare")
+ARRIVES = ("station_id", "suite", "tasks", "choose", "free_form", "max_discards", "intervals", "compare", "record")
 # The submit names the job (a fresh id each time) and its owner (the token's client); the file's policy is served
 # by the client that submits (the station's provider is "relay").
 GIVEN_BY_THE_SUBMIT = ("job_id", "client_id")
@@ -45,7 +45,7 @@ def _job_with_every_setting_changed():
     job = load_team_job(str(DEMO_JOB))
     own = team_job_from_mapping({"station_id": "s", "free_form": [
         {"task_id": "wave", "instruction": "wave", "trials": 2, "budget_s": 1.5, "scoring": SHEET}]}).free_form
-    return dataclasses.replace(job, max_discards=7, intervals="clopper-pearson", free_form=own,
+    return dataclasses.replace(job, max_discards=7, intervals="clopper-pearson", free_form=own, record=not job.record,
                                tasks=(team_job.SuiteTrials("hold_pose", 2), team_job.SuiteTrials("reach_cube", 3)),
                                choose={"cameras": "scene:112x112", "image_format": "png", "control_frequency": "40"})
 
@@ -105,6 +105,7 @@ def test_every_setting_of_a_job_file_reaches_the_station_through_the_relay(tmp_p
     assert station.station_id == job.station_id
     assert station.episodes_total == 7 and station.max_discards == 7
     assert station.intervals == "clopper-pearson"  # how the station's status computes the rates' intervals
+    assert station.record is job.record  # the episodes recorded and sent to the team, or not
     # the suite's tasks, trial i on the suite's seed i, then the team's own (unscored by the scripted operator)
     assert [(t.task_id, t.parameters.get("seed")) for t in station.tasks] == [
         ("hold_pose", "0"), ("hold_pose", "1"), ("reach_cube", "0"), ("reach_cube", "1"), ("reach_cube", "2"),

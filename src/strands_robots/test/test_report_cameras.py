@@ -72,7 +72,7 @@ def test_report_writes_a_contact_sheet_per_episode_and_an_mp4_per_camera(recordi
     path, frames = recording
     written = report.write_report([path], tmp_path / "out")
     names = sorted(p.name for p in written)
-    base = "episode_0000_episode_0_run-cams"
+    base = "run_run-cams"  # no station result and not a downloaded episode's file name: named by its run
     assert names == sorted([f"{base}.png", f"{base}_cameras.png", f"{base}_scene.mp4", f"{base}_wrist.mp4",
                             "episode_0000_job.png"])
     # The sheet: every camera's frames (fewer than per_camera here: all of them), each tile the frame itself.
@@ -97,6 +97,18 @@ def test_report_writes_a_contact_sheet_per_episode_and_an_mp4_per_camera(recordi
             assert here < 6.0 < other, f"{cam} video frame {k}: {here:.1f} vs another frame {other:.1f}"
         with av.open(str(tmp_path / "out" / f"{base}_{cam}.mp4")) as container:
             assert float(container.streams.video[0].average_rate) == pytest.approx(15.0, abs=0.1)
+
+
+def test_a_downloaded_episodes_report_files_are_named_by_its_episode_id(recording, tmp_path):
+    import shutil
+
+    path, _ = recording
+    downloaded = tmp_path / "ep_0003.mcap"  # the name `job recordings` gives the station's episode ep_0003
+    shutil.copyfile(path, downloaded)
+    written = report.write_report([downloaded], tmp_path / "out", video=False)
+    assert sorted(p.name for p in written) == ["ep_0003.png", "ep_0003_cameras.png", "ep_0003_job.png"]
+    traces, _ = report.load_recording(downloaded)
+    assert [t.episode_id for t in traces] == ["ep_0003"]
 
 
 def test_the_sheet_samples_a_long_episode_evenly_with_the_first_and_last_frames():

@@ -165,4 +165,25 @@ def test_report_refuses_a_missing_file_and_an_empty_directory(tmp_path, capsys):
 def test_report_of_a_recording_directory_takes_every_episode_file(recordings, tmp_path):
     out, first, _, _ = recordings
     assert report.main([str(out / "a"), "-o", str(tmp_path)]) == 0
-    assert len(list(tmp_path.glob("*_episode_*.png"))) == 1
+    assert len([p for p in tmp_path.glob("*.png") if not p.name.endswith("_job.png")]) == 1
+
+
+def test_a_recording_cut_short_is_said_in_one_line_and_what_it_holds_is_reported_and_rescored(recordings, tmp_path,
+                                                                                               capsys):
+    from strands_robots.monitoring import rescore
+
+    out, _, second, _ = recordings
+    whole = open(second["recording_path"], "rb").read()
+    cut = tmp_path / "ep_0001.mcap"  # a file still being written looks the same: no summary, a record unfinished
+    cut.write_bytes(whole[: len(whole) // 3])
+    assert report.main([str(cut), "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"strands-robots report: ep_0001.mcap was {report.CUT_SHORT}"]
+    traces, _ = report.load_recording(cut)
+    (full,) = report.load_recording(second["recording_path"])[0]
+    (trace,) = traces
+    assert 0 < len(trace.steps) < len(full.steps)  # what the file holds, no more
+    assert (tmp_path / "out" / "ep_0001.png").read_bytes()[:8] == PNG_MAGIC
+    assert rescore.main([str(cut)]) in (0, 1)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"strands-robots rescore: ep_0001.mcap was {report.CUT_SHORT}"]

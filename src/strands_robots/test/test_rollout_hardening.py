@@ -256,7 +256,7 @@ def read_events_and_frames(path):
             events.append((msg.event_seq, msg.kind, msg))
         elif channel.topic.endswith("/joint_states"):
             joint_states += 1
-        elif channel.topic.endswith("/actions"):
+        elif channel.topic.endswith("/action_commands"):
             actions += 1
     return events, min(joint_states, actions), topics
 
@@ -355,7 +355,7 @@ def test_recording_uses_live_topic_names_and_writes_the_ros_distro(tmp_path, mon
     path = _recording_path(out)
     _, frames, topics = read_events_and_frames(path)
     assert frames == 5
-    assert topics == {"/strands/joint_states", "/strands/actions", "/strands/observer_events"}
+    assert topics == {"/strands/joint_states", "/strands/action_commands", "/strands/observer_events"}
     from mcap.reader import make_reader
 
     with open(path, "rb") as f:

@@ -565,7 +565,7 @@ def test_recorded_mcap_reads_back_every_step_over_ros(rig, tmp_path):
                 kinds.append(decoded.kind)
     # Recorded under the live topic names, in this node's namespace.
     ns = r.namespace
-    assert counts.get(f"{ns}/actions") == ended.applied_actions
+    assert counts.get(f"{ns}/action_commands") == ended.applied_actions
     assert counts.get(f"{ns}/joint_states") == ended.applied_actions
     assert counts.get(f"{ns}/observer_events", 0) > 0
     assert kinds[0] == "started" and kinds[-1] == "ended" and kinds.count("step") == ended.applied_actions

@@ -153,5 +153,5 @@ def test_simulation_records_every_step_and_event_to_mcap(tmp_path):
     for path in paths:
         with open(path, "rb") as f:
             topics = [channel.topic for _, channel, _ in reader_mod.make_reader(f).iter_messages()]
-        assert topics.count("/joint_states") == 12 and topics.count("/actions") == 12
+        assert topics.count("/joint_states") == 12 and topics.count("/action_commands") == 12
         assert topics.count("/observer_events") == 14  # Started + 12 steps + Ended

@@ -35,14 +35,10 @@ from test_relay_harness import (  # noqa: E402
     write_tokens,
     yes_no_task,
 )
-from web_helpers import camera_recording, episode, snapshot  # noqa: E402
+from web_helpers import CHROMEDRIVER, CHROMIUM, camera_recording, episode, headless_chromium, snapshot  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
 from strands_robots.station_link.link import StationLink  # noqa: E402
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver")
-                                                else None)
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
                                 reason="Chromium or chromedriver is missing (apt-get install -y chromium "
@@ -60,18 +56,7 @@ def _wait_listening(port: int, timeout_s: float = 30.0) -> None:
 
 
 def _browser(tmp_path: Path):
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1000", "--no-first-run", "--disable-extensions",
-                f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(arg)
-    # Debian's chromedriver by path: Selenium's own driver manager (which would download one) never runs.
-    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "driver.log")),
-                            options=options)
+    return headless_chromium(tmp_path)
 
 
 def _text(driver, element_id: str) -> str:

@@ -8,12 +8,37 @@ Nothing here is a test.
 from __future__ import annotations
 
 import http.client
+import os
 import re
+import shutil
 import time
 from typing import Dict, Optional, Tuple
 from urllib.parse import urlencode
 
 from strands_robots.client import pb
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver")
+                                                else None)
+
+
+def headless_chromium(tmp_path):
+    """Return a Selenium driver of headless Chromium (Debian's, by path: Selenium's own manager never downloads one).
+
+    The caller skips first where :data:`CHROMIUM` or :data:`CHROMEDRIVER` is None, and quits the driver.
+    """
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1000", "--no-first-run", "--disable-extensions",
+                f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "driver.log")),
+                            options=options)
 
 
 def episode(index: int, *, end="timeout", success=True, scored=True, taken_over=False, detail="", count=None):
@@ -153,13 +178,17 @@ def camera_jpeg(width: int = 160, height: int = 120) -> bytes:
     return out.getvalue()
 
 
-def camera_recording(path, frames=3, padding_messages=0) -> bytes:
+def camera_recording(path, frames=3, padding_messages=0, image_format=None) -> bytes:
     """Write an MCAP like a station's episode recording; return its first camera frame's bytes.
 
     ``padding_messages`` status messages come first, then ``frames`` CompressedImage frames of the scene camera
-    (the first one :func:`camera_jpeg`).
+    (the first one :func:`camera_jpeg`), their ``format`` the camera node's (``image_format`` None) or the given.
     """
     from mcap_ros2.writer import Writer
+
+    from strands_robots.conversions.camera import COMPRESSED_FORMAT
+
+    image_format = COMPRESSED_FORMAT if image_format is None else image_format
 
     first = camera_jpeg()
     with open(path, "wb") as handle:
@@ -173,6 +202,6 @@ def camera_recording(path, frames=3, padding_messages=0) -> bytes:
             t = padding_messages + i
             writer.write_message("/sim/scene/image_raw/compressed", image,
                                  {"header": {"stamp": {"sec": t, "nanosec": 0}, "frame_id": "scene"},
-                                  "format": "jpeg", "data": data}, log_time=t, publish_time=t)
+                                  "format": image_format, "data": data}, log_time=t, publish_time=t)
         writer.finish()
     return first

@@ -77,7 +77,7 @@ LONGEST = {
     "test/test_station_policy_gate.py": 9,
     "src/strands_robots/test/test_action_client.py": 7,
     "src/strands_robots/test/test_foxglove_live.py": 7,
-    "test/test_station_recordings.py": 7,
+    "test/test_station_recordings.py": 10,
     "src/strands_robots/test/test_driver_process.py": 7,
     "src/strands_robots/test/test_relay_fault.py": 6,
     "src/strands_robots/test/test_relay_operations.py": 6,

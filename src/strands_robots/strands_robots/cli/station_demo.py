@@ -205,8 +205,12 @@ class LocalStation:
         self.start_driver()
         # The station moves the arms to the start pose itself (start_pose_unreached is its end condition). The
         # dead-driver bound is widened to its 0.5 s ceiling: five processes share a small machine here.
+        # Episodes are recorded when their job asks (record: true): into the station's state directory, beside the
+        # uploads pending for them, so a restarted station still has the files it must send.
         rollout = {"control_frequency": hz, "start_pose_before_episode": "false", "record": "false",
-                   "policy_provider": "mock", "driver_silence_s": "0.5"}
+                   "policy_provider": "mock", "driver_silence_s": "0.5",
+                   "recording_dir": os.path.join(self.station_params.get("state_dir") or self.state_dir,
+                                                 "recordings")}
         if self.cameras:  # its own process: rendering never runs in the driver's control loop
             self.start_camera()
             rollout.update(cameras=self.cameras, camera_scene_node="camera")

@@ -140,7 +140,8 @@ class EvaluationClient:
     def submit_suite_job(self, station_id: str, suite: str, tasks: Iterable[Any], *,
                          choose: Optional[Mapping[str, Any]] = None, free_form: Iterable[TaskLike] = (),
                          max_discards: Optional[int] = None, job_id: Optional[str] = None, attempts: int = 3,
-                         intervals: Optional[str] = None, compare: Optional[Mapping[str, Any]] = None) -> str:
+                         intervals: Optional[str] = None, compare: Optional[Mapping[str, Any]] = None,
+                         record: Optional[bool] = None) -> str:
         """Create a job of the station's suite tasks: each ``(task_id, trials)`` (or ``{"task", "trials"}``), in order.
 
         ``compare`` makes it a comparison (A/B) job, as a job file's ``compare`` says: ``{"slots": ["vision",
@@ -165,6 +166,8 @@ class EvaluationClient:
         :param job_id: the id to use; None: a generated one.
         :param attempts: calls at most (see :meth:`submit_job`).
         :param intervals: ``"wilson"`` (None: the default) or ``"clopper-pearson"``.
+        :param compare: a comparison job's slots and stop rule, as a job file's ``compare``; None: one policy.
+        :param record: True asks for the episodes' recordings, as :meth:`submit_job`'s ``record``.
         :returns: the job id.
         :raises errors.InvalidTask: a task, trial count, choice or key refused; the reason names it.
         """
@@ -183,12 +186,12 @@ class EvaluationClient:
             blocks = _compare_to_pb(compare, suite_job.compare, sum(t.trials for t in suite_job.tasks))
             episodes = blocks * len(suite_job.compare.slots)
         return self.submit_job(station_id, own, episodes, job_id, attempts=attempts, max_discards=max_discards,
-                               suite_job=suite_job, intervals=intervals)
+                               suite_job=suite_job, intervals=intervals, record=record)
 
     def submit_job(self, station_id: str, tasks: Iterable[TaskLike], episodes: int,
                    job_id: Optional[str] = None, *, attempts: int = 3, duration_s: Optional[float] = None,
                    control_frequency: Optional[float] = None, max_discards: Optional[int] = None,
-                   suite_job: Any = None, intervals: Optional[str] = None) -> str:
+                   suite_job: Any = None, intervals: Optional[str] = None, record: Optional[bool] = None) -> str:
         """Create a job: ``tasks`` (``pb.Task`` or mappings) run in order, cycled, for ``episodes`` episodes.
 
         These are the team's own (free-form) tasks, run only where the station allows them and scored only by its
@@ -199,7 +202,9 @@ class EvaluationClient:
         station's default (10 s, 50 Hz, 10). A task's own ``duration_s`` / ``control_frequency`` parameter wins for
         that task. ``intervals`` is how the job's success rates get their 95 % interval in its status:
         ``"wilson"`` (None: the default) or ``"clopper-pearson"``. The relay checks them with the station's rules and
-        refuses a value out of range (``InvalidTask`` naming the field).
+        refuses a value out of range (``InvalidTask`` naming the field). ``record=True`` asks for the episodes'
+        recordings (:meth:`list_recordings`, :meth:`download_recording`); a station whose config forbids it
+        refuses the job.
 
         The job id is chosen here (``job-`` and 16 random hex digits) unless ``job_id`` is given, and every
         attempt sends the same id and content: when an answer is lost (UNAVAILABLE, DEADLINE_EXCEEDED) the
@@ -228,7 +233,7 @@ class EvaluationClient:
         if suite_job is not None:
             request.suite_job.CopyFrom(suite_job)
         for name, value in (("duration_s", duration_s), ("control_frequency", control_frequency),
-                            ("max_discards", max_discards), ("intervals", intervals)):
+                            ("max_discards", max_discards), ("intervals", intervals), ("record", record)):
             if value is not None:
                 try:
                     setattr(request, name, value)

@@ -15,12 +15,12 @@ step) when it increases step by step, else rollout time (``elapsed_s``) snapped 
 the step did not emit keeps its last command, before any the observed position).
 
 Control source (``control_source``: 0 policy, 1 operator). An operator takeover shows in a recording as a gap
-between two steps in which the rollout clock stood still: the wall time between their sends (the ``actions`` log
-times) exceeds their ``elapsed_s`` difference by more than a control period, the step after it starts a new chunk
-(``chunk_index`` 0: on resume the chunk in use is dropped) and did not miss its deadline (the loop's own hold,
-the other reason the clock stands still, marks the next step ``deadline_missed`` and goes on with its chunk). Where the
-recording holds the EpisodeResult (station recordings) and it says ``taken_over`` false, no frame is flagged. The
-gap's wall time is added to the episode's time line where robot time did not advance over it (in-process
+between two steps in which the rollout clock stood still: the wall time between their sends (the ``action_commands``
+log times) exceeds their ``elapsed_s`` difference by more than a control period, the step after it starts a new
+chunk (``chunk_index`` 0: on resume the chunk in use is dropped) and did not miss its deadline (the loop's own hold,
+the other reason the clock stands still, marks the next step ``deadline_missed`` and goes on with its chunk). Where
+the recording holds the EpisodeResult (station recordings) and it says ``taken_over`` false, no frame is flagged.
+The gap's wall time is added to the episode's time line where robot time did not advance over it (in-process
 simulation); the frames inside it are flagged 1 and hold the measured joint positions at that wall time
 (``joint_states`` of a station recording; else the last observation), the action equal to the state (what the
 operator commanded is not recorded).
@@ -47,11 +47,16 @@ Episodes with no control step (e.g. the start pose was never reached) have no fr
 the recording holds only part of (:mod:`~strands_robots.export.partial_runs`): from some step on (a recorder that
 joined late missed their Started event and first steps) or up to some step (a recorder stopped, or killed: a file
 cut short, without a summary, is read up to its last whole record; its complete runs are exported), each named on
-stderr with the steps the file holds. Each episode row also carries ``task_id``, ``end_condition``, ``end_detail``,
-``scored``, ``success``, ``score``, ``taken_over`` and ``outcome`` (the coverage bucket the job's figures put it in:
-``scored`` is an outcome of the success rate; ``taken_over``, ``faulted``, ``safety_stopped``, ``unscored`` are not;
-null where the recording has no EpisodeResult), ``run_id``, ``episode_id``, ``operator_frames`` and
-``frames_before_images``.
+stderr with the steps the file holds. Attempts that are not among the job's episodes are left out too, each named on
+stderr: where the recordings hold the station's results (a whole station's recording: its ``job_status`` and
+``episode_results``), a run with none is an attempt the station did not keep (one the operator discarded, or one a
+station fault interrupted; its task ran again as a later episode), never an episode of the dataset. Each episode
+row's ``episode_id`` is the station's (``ep_0003``): from its result, else from the name of a downloaded episode
+file (``job recordings`` writes ``ep_0003.mcap``). Each episode row also carries ``task_id``, ``end_condition``,
+``end_detail``, ``scored``, ``success``, ``score``, ``taken_over`` and ``outcome`` (the coverage bucket the job's
+figures put it in: ``scored`` is an outcome of the success rate; ``taken_over``, ``faulted``, ``safety_stopped``,
+``unscored`` are not; null where the recording has no EpisodeResult), ``run_id``, ``episode_id``,
+``operator_frames`` and ``frames_before_images``.
 
 The intervals are per task and per job, not per episode, so they are not columns of the episode table:
 ``meta/summary.json`` holds them (``station/summary.py``, as the station's status shows them: per task and for the
@@ -148,7 +153,7 @@ def camera_features(topics: Sequence[str]) -> dict[str, str]:
 def _send_ns(trace: Any) -> list[int]:
     """Return when each step's action was sent: the rollout's send stamps (``ActionCommand.sent``) for every step.
 
-    Else the ``actions`` log times (an episode file stamps them at the send), else the step events' (made after
+    Else the ``action_commands`` log times (an episode file stamps them at the send), else the step events' (made after
     the verdict). A ROS recording's log times are its delivery times: their jitter can hide a short takeover.
     """
     stamped = trace.action_sent_ns
@@ -293,24 +298,43 @@ def _load(paths: Sequence[Path], say: Callable[[str], None]) -> list[Any]:
     for path in paths:  # one file at a time: a file that is not a recording is named
         if not path.is_file():
             raise ExportRefused(f"no such file: {path}")
+        notes: list[str] = []
         try:
-            found, _job = load_recording(path)
+            found, _job = load_recording(path, notes)
         except Exception as exc:
             raise ExportRefused(f"{path} is not a recording MCAP ({type(exc).__name__}: {exc})") from exc
         found = [t for t in found if t.steps]
         if not found:
             raise ExportRefused(f"{path} holds no recorded episode (no observer step events)")
+        said = False
         for trace in found:
             trace.source_path = path
             reason = missing_start(trace) or missing_end(trace)
             if reason:
                 say(f"{path.name}: {reason}")
+                said = said or bool(notes and notes[0] in reason)
             else:
                 traces.append(trace)
+        if notes and not said:  # cut short (or still being written) after its last whole run: said once
+            say(f"{notes[0]}; its whole runs are exported")
     if not traces:
         raise ExportRefused("no run is recorded from its start to its end (each one named above); nothing to "
                             "export")
+    if any(_station_id(t) for t in traces):  # the station's results are recorded: a run without one is not kept
+        for trace in [t for t in traces if not _station_id(t) and not t.file_episode_id]:
+            say(f"{trace.source_path.name}: run {trace.run_id[:8]}: not one of the job's episodes (the recording "
+                "holds no station result for it: an attempt the operator discarded or a station fault interrupted, "
+                "its task ran again); left out")
+            traces.remove(trace)
+        if not traces:
+            raise ExportRefused("no run in the recordings is one of the job's episodes (each one named above); "
+                                "nothing to export")
     return traces
+
+
+def _station_id(trace: Any) -> str:
+    """Return the episode id of the station's result for the run ("" for none, or the rollout's own result)."""
+    return str((trace.episode or {}).get("episode_id") or "")
 
 
 def _cameras(traces: Sequence[Any], say: Callable[[str], None]) -> list[str]:
@@ -448,7 +472,7 @@ def export_lerobot(paths: Sequence["str | Path"], out_dir: "str | Path", fps: "f
         rows["meta/episodes/chunk_index"].append(0)
         rows["meta/episodes/file_index"].append(0)
         rows["run_id"].append(trace.run_id)
-        rows["episode_id"].append((ep or {}).get("episode_id") or "")
+        rows["episode_id"].append(trace.episode_id)
         rows["recording"].append(trace.source_path.name)
         rows["end_condition"].append(trace.end_condition)
         detail = ep["end_detail"] if ep and "end_detail" in ep else (trace.ended or {}).get("end_detail", "")
@@ -566,7 +590,7 @@ def _result_view(trace: Any) -> Any:
 
     ep = trace.episode or {}
     scored = bool(ep.get("scored"))
-    return SimpleNamespace(episode_id=str(ep.get("episode_id") or trace.run_id), scored=scored,
+    return SimpleNamespace(episode_id=str(trace.episode_id or trace.run_id), scored=scored,
                            success=bool(ep.get("success")), score=float(ep.get("score", 0.0)) if scored else 0.0,
                            taken_over=bool(ep.get("taken_over")),
                            end_condition=str(ep.get("end_condition") or trace.end_condition),
@@ -590,7 +614,7 @@ def summary_mapping(traces: Sequence[Any]) -> dict:
     """Return ``meta/summary.json``: the job's figures over the runs with an EpisodeResult (``station/summary.py``)."""
     from strands_robots.station.summary import summarize
 
-    figures = summarize([_result_view(t) for t in traces if t.episode])
+    figures = summarize([_result_view(t) for t in traces if _station_id(t)])
     return {"basis": "the runs in these recordings that carry the station's EpisodeResult (discarded and "
                      "interrupted episodes have none and are not counted here)",
             "job": _figures_mapping(figures),

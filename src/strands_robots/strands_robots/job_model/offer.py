@@ -141,25 +141,32 @@ class SuiteOffer:
 
 @dataclass(frozen=True)
 class StationOffer:
-    """What one station offers: its profile, whether it runs a team's free-form tasks, and its suites."""
+    """What one station offers: its profile, whether it runs a team's free-form tasks, and its suites.
+
+    ``refuses_recordings``: the station's config forbids its recordings leaving it (a job asking for them,
+    ``record: true``, is refused).
+    """
 
     station_id: str
     profile: str = HARDWARE
     allow_free_form_tasks: bool = False
     suites: Tuple[SuiteOffer, ...] = ()
+    refuses_recordings: bool = False
 
     def suite(self, suite_id: str) -> Optional[SuiteOffer]:
         return next((s for s in self.suites if s.suite == suite_id), None)
 
     def to_mapping(self) -> dict:
         return {"station_id": self.station_id, "profile": self.profile,
-                "allow_free_form_tasks": self.allow_free_form_tasks, "suites": [s.to_mapping() for s in self.suites]}
+                "allow_free_form_tasks": self.allow_free_form_tasks, "suites": [s.to_mapping() for s in self.suites],
+                "refuses_recordings": self.refuses_recordings}
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "StationOffer":
         return cls(str(data["station_id"]), str(data.get("profile", HARDWARE)),
                    bool(data.get("allow_free_form_tasks", False)),
-                   tuple(SuiteOffer.from_mapping(s) for s in data.get("suites", ())))
+                   tuple(SuiteOffer.from_mapping(s) for s in data.get("suites", ())),
+                   bool(data.get("refuses_recordings", False)))
 
     @classmethod
     def from_pb(cls, station_id: str, msg: Any) -> "StationOffer":
@@ -170,4 +177,4 @@ class StationOffer:
                              for t in s.tasks),
                        tuple(ChoiceRule(c.key, c.min if c.HasField("min") else None,
                                         c.max if c.HasField("max") else None) for c in s.team_may_choose))
-            for s in msg.suites))
+            for s in msg.suites), msg.refuses_recordings)

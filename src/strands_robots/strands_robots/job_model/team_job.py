@@ -18,6 +18,8 @@ The job file (``strands-robots job submit``, ``demo-job``)::
     max_discards: 2                               # optional: discarded episodes tolerated (default 10)
     intervals: wilson                             # optional: the rates' 95 % interval, wilson or clopper-pearson
     compare: {slots: [vision, blind], stop: {when: separated, alpha: 0.05, max_blocks: 40}}   # optional: A/B
+    record: true                                  # optional: each episode's recording (MCAP) comes home: job
+                                                  # recordings downloads them (default false)
     job_id: my_job                                # optional; client_id is the token's team
 
 Trial ``i`` of a suite task runs with the suite's seed ``i`` (a task named again goes on with its next
@@ -71,6 +73,10 @@ __all__ = [
 MAX_EPISODES = 100000
 #: How a job's success rates get their 95 % interval (the first is the default).
 INTERVAL_METHODS = ("wilson", "clopper-pearson")
+#: Why a station whose config forbids recordings leaving it refuses a job with ``record: true`` (the relay and the
+#: station say the same).
+RECORDINGS_REFUSED = ("station {station!r} does not send recordings to teams (its team_recordings parameter is "
+                      "false); submit the job without record: true")
 #: Discarded episodes a job may tolerate at most: ``validation.JOB_LIMITS['max_discards']``.
 MAX_DISCARDS = 1000
 #: A job id a team names: letters, digits, '.', '_', '-', starting with a letter or digit, at most 128.
@@ -81,7 +87,7 @@ TEXT_LIMITS = {"station_id": 128, "suite": 64, "task": 128, "task_id": 128, "ins
                "policy.provider": 128, "job_id": 128, "client_id": 128}
 
 _JOB_KEYS = ("job_id", "client_id", "station_id", "suite", "tasks", "choose", "free_form", "policy", "max_discards",
-             "intervals", "compare")
+             "intervals", "compare", "record")
 # a key of the job format before suites, and where its setting went
 _MOVED = {
     "episodes_total": "the episodes are each task's trials: tasks: [{task: <id>, trials: <n>}]",
@@ -127,6 +133,7 @@ class TeamJob:
     policy_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     max_discards: Optional[int] = None
     intervals: Optional[str] = None
+    record: bool = False
     job_id: str = ""
     client_id: str = ""
     compare: Optional[CompareRequest] = None
@@ -311,11 +318,14 @@ def team_job_from_mapping(data: Any, **overrides: Any) -> TeamJob:
         if compare.stop is not None and compare.stop.max_blocks is not None and compare.stop.max_blocks > trials:
             raise TeamJobRefused("compare.stop.max_blocks", f"{compare.stop.max_blocks} refused: the job's tasks make "
                                                             f"{trials} block(s) (one per trial); ask for more trials")
+    record = data.get("record", False)
+    if not isinstance(record, bool):
+        raise TeamJobRefused("record", f"must be true or false, got {record!r}")
     fields = dict(
         station_id=_text(data.get("station_id"), "station_id", limit=TEXT_LIMITS["station_id"]),
         suite=suite, tasks=tasks, free_form=free, choose=choose,
         policy_provider=_text(policy.get("provider"), "policy.provider", limit=TEXT_LIMITS["policy.provider"]),
-        policy_config=dict(config), max_discards=max_discards, intervals=intervals,
+        policy_config=dict(config), max_discards=max_discards, intervals=intervals, record=record,
         job_id=_text(data.get("job_id"), "job_id", limit=TEXT_LIMITS["job_id"]),
         client_id=_text(data.get("client_id"), "client_id", limit=TEXT_LIMITS["client_id"]),
         compare=compare,
@@ -372,6 +382,8 @@ def team_job_to_mapping(job: TeamJob) -> dict:
         out["intervals"] = job.intervals
     if job.compare is not None:
         out["compare"] = compare_to_mapping(job.compare)
+    if job.record:
+        out["record"] = True
     return out
 
 
@@ -419,6 +431,8 @@ def check_against_offer(job: TeamJob, offer: StationOffer) -> None:
             reason = rule.refusal(value) if rule.key == key else None
             if reason:
                 raise TeamJobRefused(f"choose.{key}", reason)
+    if job.record and offer.refuses_recordings:
+        raise TeamJobRefused("record", RECORDINGS_REFUSED.format(station=offer.station_id))
     if job.free_form and not offer.allow_free_form_tasks:
         raise TeamJobRefused("free_form", f"station {offer.station_id!r} runs only its suites' tasks (it does not "
                                           f"allow free-form tasks)")

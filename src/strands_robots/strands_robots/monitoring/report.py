@@ -4,24 +4,29 @@ With cameras recorded (CompressedImage topics), each episode also gets a contact
 (``<episode>_cameras.png``) and an MP4 per camera (``<episode>_<camera>.mp4``, PyAV), from
 :mod:`~strands_robots.monitoring.camera_sheets`.
 
-Reads either kind of recording — an episode file of the rollout (``record=True``: ``joint_states``, ``actions``,
-``observer_events``) or a ``strands-robots record`` file of the whole station (every strands topic) — by message
-type, not topic name, so any namespace works. Episodes are the observer stream's runs (``run_id``); everything else
-is assigned to the run whose Started..Ended window (log time) holds it. A file cut short (its writer was killed:
-no summary, the last records incomplete) is read as far as its records are whole; its runs say so
-(``EpisodeTrace.cut_short``).
+Reads either kind of recording — an episode file of the rollout (``record=True``: ``joint_states``,
+``action_commands``, ``observer_events``) or a ``strands-robots record`` file of the whole station (every strands
+topic) — by message type, not topic name, so any namespace works. Episodes are the observer stream's runs
+(``run_id``); everything else is assigned to the run whose Started..Ended window (log time) holds it. A file cut
+short (its writer was killed, or is still writing it: no summary, the last records incomplete) is read as far as its
+records are whole; its runs say so (``EpisodeTrace.cut_short``), and the command says it in one line on stderr.
 
-Per episode (``<stem>_episode_<n>_<run>.png``): one panel per arm with the commanded position of each joint
+Each episode's files are named by its episode id (``ep_0003.png``, ``ep_0003_cameras.png``, ``ep_0003_scene.mp4``):
+the station's, from its EpisodeResult in the recording (a whole station's recording), else the file's own name when
+the file is one downloaded episode (``job recordings`` names them ``ep_0003.mcap``); a run neither names is
+``run_<first 8 of its run id>``.
+
+Per episode (``<episode id>.png``): one panel per arm with the commanded position of each joint
 (dashed, the step's emitted action) against the measured one (solid: ``joint_states`` in the window, else the
 ``<key>.pos`` the step's observation carried); a panel of the step resolutions with the unresolved steps marked;
 missed deadlines as vertical lines on every panel; the safety stop as a red line with every tripped check written
 out; the end condition and the score in the title.
 
-Job summary (``<stem>_job.png``): a bar per episode (its score, or its full-resolution rate when no score sheet
-was recorded), success rate and mean score in the title — computed over the scored episodes that were not taken
-over, as spec/evaluation-status.txt counts them; below, the success rate and mean score of the job and of each
-task with their intervals as error bars (``station/summary.py``: Wilson 95 % for the rate, a seeded bootstrap for
-the score).
+Job summary (``<stem>_job.png``; ``recordings_job.png`` for several files): a bar per episode (its score, or its
+full-resolution rate when no score sheet was recorded), success rate and mean score in the title — computed over the
+scored episodes that were not taken over, as spec/evaluation-status.txt counts them; below, the success rate and
+mean score of the job and of each task with their intervals as error bars (``station/summary.py``: Wilson 95 % for
+the rate, a seeded bootstrap for the score).
 
 Every artist the tests look for carries a ``gid`` (``commanded:<key>``, ``measured:<key>``, ``unresolved``,
 ``missed_deadline``, ``safety_stop``, ``safety_checks``, ``episode:<id>``).
@@ -30,6 +35,7 @@ Every artist the tests look for carries a ``gid`` (``commanded:<key>``, ``measur
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +48,11 @@ __all__ = ["EpisodeTrace", "JobSummary", "load_recording", "job_summary", "episo
 
 _NS = 1e-9
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
+#: the name ``job recordings`` gives a downloaded episode file (its episode id)
+EPISODE_FILE = re.compile(r"^ep_\d{4,}$")
+#: why a file without a summary is read only in part (a reader says it in one line)
+CUT_SHORT = ("cut short: its writer stopped before finishing it (no summary; a file still being written looks the "
+             "same); read up to its last whole record")
 
 
 @dataclass
@@ -95,6 +106,18 @@ class EpisodeTrace:
     action_sent_ns: dict[int, int] = field(default_factory=dict)
     # why the file holding the run ends early ("" when it is whole): a run without its Ended there was cut
     cut_short: str = ""
+    source_path: "Path | None" = None  # the file the run's events came from
+    file_episode_id: str = ""  # the episode id the file's name gives (a downloaded episode: ep_0003.mcap)
+
+    @property
+    def episode_id(self) -> str:
+        """The station's id of this episode: its EpisodeResult's, else its file's name's; "" when neither says."""
+        return str((self.episode or {}).get("episode_id") or self.file_episode_id)
+
+    @property
+    def label(self) -> str:
+        """The episode id, or ``run_<first 8 of the run id>`` for a run no station result or file name names."""
+        return self.episode_id or f"run_{self.run_id[:8]}"
 
     @property
     def recorded_from_start(self) -> bool:
@@ -136,17 +159,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[EpisodeTrace], "dict | None"]:
-    """Episodes (in Started order) and the last JobStatus (as a dict) from one or more MCAP files."""
+def load_recording(paths: "str | Path | Iterable[str | Path]",
+                   notes: "list[str] | None" = None) -> tuple[list[EpisodeTrace], "dict | None"]:
+    """Episodes (in Started order) and the last JobStatus (as a dict) from one or more MCAP files.
+
+    :param notes: gets one line per file read only in part (cut short, or still being written).
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     records: list[tuple[int, str, Any, str]] = []
     cut: list[str] = []
+    file_of: dict[str, Path] = {}  # run id: the file its events came from (the first that has them)
+    runs_in: dict[Path, set] = {}
     for path in paths:
         found, why = read_messages(Path(path))
         records.extend(found)
+        runs_in[Path(path)] = {msg.run_id for _, kind, msg, _ in found if kind == "ObserverEvent"}
+        for run_id in runs_in[Path(path)]:
+            file_of.setdefault(run_id, Path(path))
         if why:
             cut.append(f"{Path(path).name} was {why}")
+    if notes is not None:
+        notes.extend(cut)
     records.sort(key=lambda r: r[0])
     runs: dict[str, EpisodeTrace] = {}
     order: list[EpisodeTrace] = []
@@ -170,6 +204,10 @@ def load_recording(paths: "str | Path | Iterable[str | Path]") -> tuple[list[Epi
     for trace in order:
         trace.episode = by_run.get(trace.run_id, trace.episode)
         trace.cut_short = "; ".join(cut)
+        trace.source_path = file_of.get(trace.run_id)
+        path = trace.source_path
+        if path is not None and len(runs_in.get(path, ())) == 1 and EPISODE_FILE.match(path.stem):
+            trace.file_episode_id = path.stem
     return order, job
 
 
@@ -222,7 +260,7 @@ def read_messages(path: Path) -> "tuple[list[tuple[int, str, Any, str]], str]":
                 decoders[channel.id] = decoder
             records.append((message.log_time, schema.name.split("/")[-1], decoder(message.data), channel.topic))
     records.sort(key=lambda r: r[0])
-    return records, "cut short: its writer stopped before finishing it (no summary)"
+    return records, CUT_SHORT
 
 
 def _fold_event(runs: dict, order: list, log_ns: int, msg: Any) -> None:
@@ -371,7 +409,7 @@ def job_summary(traces: Sequence[EpisodeTrace], job: "dict | None") -> JobSummar
             ep = trace.episode or {}
             scored = bool(ep.get("scored"))
             value = float(ep.get("score", 0.0)) if scored else float((trace.ended or {}).get("full_rate", 0.0))
-            rows.append((ep.get("episode_id") or f"run {n} ({trace.run_id[:8]})", value, scored,
+            rows.append((trace.episode_id or f"run {n} ({trace.run_id[:8]})", value, scored,
                          bool(ep.get("success")), bool(ep.get("taken_over")), trace.end_condition,
                          str((ep.get("task") or {}).get("task_id", ""))))
     counted = [r for r in rows if r[2] and not r[4]]
@@ -445,7 +483,7 @@ def episode_figure(trace: EpisodeTrace) -> Any:
     counts = (f"full {ended.get('full_count', 0)} / partial {ended.get('partial_count', 0)} / none "
               f"{ended.get('none_count', 0)} / unknown {ended.get('unknown_count', 0)}, missed deadlines "
               f"{ended.get('missed_deadlines', len(trace.missed_deadline_times))}") if ended else "no Ended event"
-    episode = (trace.episode or {}).get("episode_id") or f"episode {trace.episode_index}"
+    episode = trace.episode_id or f"episode {trace.episode_index}"
     partial = "" if trace.recorded_from_start or not trace.steps else \
         f" — partial recording: steps {trace.steps[0].index}-{trace.steps[-1].index} only"
     fig.suptitle(f"{trace.robot_name or 'robot'} {episode} (run {trace.run_id[:8]}, "
@@ -545,19 +583,24 @@ def video_available() -> bool:
     return True
 
 
-def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "bool | None" = None) -> list[Path]:
+def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "bool | None" = None,
+                 notes: "list[str] | None" = None) -> list[Path]:
     """Write the PNGs (and the cameras' sheets and MP4s); the paths written (episodes first, the job last).
 
     :param video: an MP4 per camera and episode; ``None``: when PyAV is installed.
+    :param notes: gets one line per file read only in part (:func:`load_recording`).
     """
-    traces, job = load_recording(paths)
+    traces, job = load_recording(paths, notes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(paths[0]).stem if len(paths) == 1 else "recordings"
     video = video_available() if video is None else video
     written = []
-    for n, trace in enumerate(traces):
-        target = out / f"{stem}_episode_{n}_{trace.run_id[:8]}.png"
+    used: set = set()
+    for trace in traces:
+        name = trace.label if trace.label not in used else f"{trace.label}_{trace.run_id[:8]}"  # two jobs' ep_0003
+        used.add(name)
+        target = out / f"{name}.png"
         episode_figure(trace).savefig(target, dpi=110)
         written.append(target)
         written.extend(camera_outputs(trace, target.with_suffix(""), video))
@@ -591,11 +634,14 @@ def main(argv: "Sequence[str] | None" = None) -> int:
         video = False if args.no_video else video_available()
         if not args.no_video and not video:
             print("strands-robots report: no MP4s: PyAV is not installed (pip install av)", file=sys.stderr)
-        written = write_report(paths, args.output_dir or paths[0].parent, video)
+        notes: list[str] = []
+        written = write_report(paths, args.output_dir or paths[0].parent, video, notes)
     except Exception as exc:  # not an MCAP file, a schema mcap_ros2 cannot read: say which and why
         print(f"strands-robots report: cannot read {', '.join(map(str, paths))}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 2
+    for note in notes:  # a file cut short, or still being written: said, and what it holds is drawn
+        print(f"strands-robots report: {note}", file=sys.stderr)
     if len(written) == 1:
         print(f"strands-robots report: no observer events in {', '.join(map(str, paths))}; wrote only "
               f"{written[0]}", file=sys.stderr)

@@ -165,17 +165,20 @@ def _rescore_sheet(task: Any, result: Any, judgement: Any) -> "tuple[Optional[bo
     return bool(sheet.success), float(sheet.score), ""
 
 
-def rescore_recording(paths: "Sequence[str | Path]") -> "list[EpisodeRescore]":
+def rescore_recording(paths: "Sequence[str | Path]", notes: "list[str] | None" = None) -> "list[EpisodeRescore]":
     """Recompute every episode of the recordings at ``paths`` (in the order their rollouts started).
 
+    :param notes: gets one line per file read only in part (cut short, or still being written).
     :raises McapError: a file is not MCAP or a message cannot be decoded; OSError when it cannot be read.
     """
     from strands_robots.monitoring.report import read_messages
 
     records: list = []
     for path in paths:
-        found, _why = read_messages(Path(path))  # a file cut short is read as far as it is whole
+        found, why = read_messages(Path(path))  # a file cut short is read as far as it is whole
         records.extend(found)
+        if why and notes is not None:
+            notes.append(f"{Path(path).name} was {why}")
     records.sort(key=lambda r: r[0])
     order: list = []
     steps: dict = {}
@@ -246,11 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Print each episode's live and recomputed success and score; 1 when any differs, 2 when unreadable."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    notes: list = []
     try:
-        rescores = rescore_recording(args.recordings)
+        rescores = rescore_recording(args.recordings, notes)
     except Exception as exc:  # not MCAP, undecodable, unreadable: one line, no traceback
         print(f"strands-robots rescore: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 2
+    for note in notes:  # what it holds is rescored; a run without its Ended is listed as such
+        print(f"strands-robots rescore: {note}", file=sys.stderr, flush=True)
     print(format_rescores(rescores), flush=True)
     return 1 if any(r.differences for r in rescores) else 0
 

@@ -4,8 +4,9 @@ Two sources:
 
 - **CSV**: the header names the action keys (``left.joint_1,...``), one row per action; an optional ``t``
   column gives each row's time in seconds. An empty cell leaves that key out of that action.
-- **MCAP** (ROS 2 CDR): every message on one topic (by default the recording's actions topic: ``/actions`` or
-  ``<namespace>/actions``, as the rollout records under the live names) whose type has the parallel arrays
+- **MCAP** (ROS 2 CDR): every message on one topic (by default the recording's command topic:
+  ``/action_commands`` or ``<namespace>/action_commands``, the live name the rollout records under; a recording
+  naming it ``<namespace>/actions`` is read too) whose type has the parallel arrays
   ``string[] keys`` and ``float64[] values`` (``strands_robots_msgs/msg/ActionCommand``) is one action; its log
   time is its ``t``. Read with ``mcap_ros2``, so no ROS install is needed.
 
@@ -29,7 +30,9 @@ PROVIDER = "replay"
 
 OPTIONS = frozenset({"path", "format", "topic", "timing"})
 
-DEFAULT_TOPIC = "/actions"
+DEFAULT_TOPIC = "/action_commands"
+# the command topic of an episode recording that does not use the live name
+_OLDER_TOPIC = "/actions"
 TIME_COLUMN = "t"
 FORMATS = ("auto", "csv", "mcap")
 TIMINGS = ("rows", "t")
@@ -101,25 +104,32 @@ def load_csv(path: str | os.PathLike[str]) -> Trajectory:
 
 
 def _actions_topic(path: Any, reader: Any) -> str:
-    """Return the recording's actions topic: ``/actions``, else the one topic ending in ``/actions``."""
+    """Return the recording's command topic: ``/action_commands``, else the one ``<ns>/action_commands``.
+
+    A recording with neither is read on its ``/actions`` (or one ``<ns>/actions``), the commands of an episode
+    recording that does not use the live name.
+    """
     summary = reader.get_summary()
     topics = sorted({c.topic for c in summary.channels.values()}) if summary else []
-    if DEFAULT_TOPIC in topics:
-        return DEFAULT_TOPIC
-    candidates = [t for t in topics if t.endswith(DEFAULT_TOPIC)]
-    if len(candidates) == 1:
-        return candidates[0]
-    if candidates:
-        raise ValueError(f"replay policy: {path} has several actions topics ({', '.join(candidates)}); "
-                         "give the option 'topic'")
+    for name in (DEFAULT_TOPIC, _OLDER_TOPIC):
+        if name in topics:
+            return name
+        candidates = [t for t in topics if t.endswith(name)]
+        if len(candidates) == 1:
+            return candidates[0]
+        if candidates:
+            raise ValueError(f"replay policy: {path} has several command topics ({', '.join(candidates)}); "
+                             "give the option 'topic'")
     raise ValueError(f"replay policy: {path} has no messages on topic {DEFAULT_TOPIC} (nor <namespace>"
-                     f"{DEFAULT_TOPIC}); its topics: {', '.join(topics) or 'none'}")
+                     f"{DEFAULT_TOPIC}, nor <namespace>{_OLDER_TOPIC}); its topics: "
+                     f"{', '.join(topics) or 'none'}")
 
 
 def load_mcap(path: str | os.PathLike[str], topic: "str | None" = None) -> Trajectory:
     """Read every message on ``topic`` (fields ``keys`` and ``values``) of a ROS 2 MCAP file, in log-time order.
 
-    :param topic: the topic to read; ``None``: ``/actions``, else the file's one ``<namespace>/actions`` topic.
+    :param topic: the topic to read; ``None``: ``/action_commands``, else the file's one
+        ``<namespace>/action_commands`` topic (or a recording's ``<namespace>/actions``).
     :raises ValueError: no message on ``topic`` (listing the topics the file has), a message without the
         parallel arrays, or arrays of different lengths.
     """
@@ -174,7 +184,8 @@ class ReplayPolicy:
 
     - ``path`` (required): the CSV or MCAP file.
     - ``format`` (``auto`` | ``csv`` | ``mcap``, default ``auto``: by the file's suffix, ``.mcap`` or else CSV).
-    - ``topic`` (str): the MCAP topic to read; default ``/actions``, else the file's one ``<ns>/actions``.
+    - ``topic`` (str): the MCAP topic to read; default ``/action_commands``, else the file's one
+      ``<ns>/action_commands`` (or a recording's ``<ns>/actions``).
     - ``timing`` (``rows`` | ``t``, default ``rows``): ``rows`` plays one row per control step, whatever the
       recorded times; ``t`` follows the recorded times at the task's ``control_frequency`` (each step plays the
       latest row at or before its time, so rows repeat or are skipped) and needs times (a ``t`` column or MCAP).

@@ -85,6 +85,10 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
         if request.episodes != expected:
             raise InvalidJob(f"episodes: {request.episodes} refused: the suite tasks' trials and the job's own tasks "
                              f"make {expected} episode(s)")
+    if request.HasField("record") and request.record and offer is not None and offer.refuses_recordings:
+        from strands_robots.job_model.team_job import RECORDINGS_REFUSED
+
+        raise InvalidJob(f"record: {RECORDINGS_REFUSED.format(station=request.station_id)}")
     if request.tasks and offer is not None and not offer.allow_free_form_tasks:
         raise InvalidJob(f"tasks: station {request.station_id!r} runs only its suites' tasks (it does not allow "
                          f"free-form tasks); name a suite's tasks (job suites lists them)")
@@ -92,6 +96,8 @@ def check_submit(request: Any, client_id: str, known_stations: AbstractSet[str],
     if not request.tasks:
         try:
             for name, value in job_options_from_pb(request).items():
+                if name == "record":  # a bool by the wire's own type: nothing to range-check
+                    continue
                 if name == "intervals":
                     if value not in INTERVAL_METHODS:
                         raise rules.ValueRefused(name, value, f"{value!r} refused: must be one of "

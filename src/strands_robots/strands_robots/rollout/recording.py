@@ -5,7 +5,8 @@ so ``ros2 bag play`` stands in for a live run; the files open in ``ros2 bag info
 plugin, and in Foxglove):
 
 * ``<prefix>/joint_states`` — ``sensor_msgs/msg/JointState``, one per step (:meth:`EpisodeRecorder.write_step`)
-* ``<prefix>/actions`` — ``strands_robots_msgs/msg/ActionCommand``, one per step
+* ``<prefix>/action_commands`` — ``strands_robots_msgs/msg/ActionCommand``, one per step (the keys and values
+  emitted; the live message's lease proof, deadline and stamps are the command path's, not the episode's)
 * ``<prefix>/observer_events`` — ``strands_robots_msgs/msg/ObserverEvent`` (:meth:`EpisodeRecorder.write_event`
   takes the event dataclasses themselves and encodes them here)
 * latest-state topics — any installed type, captured at start (:meth:`EpisodeRecorder.write_latched`)
@@ -57,7 +58,7 @@ from strands_robots.rollout.msg_schema import (
 )
 
 TOPIC_JOINT_STATES = "/joint_states"
-TOPIC_ACTIONS = "/actions"
+TOPIC_ACTIONS = "/action_commands"
 TOPIC_OBSERVER_EVENTS = "/observer_events"
 
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
@@ -100,7 +101,7 @@ def _int_or(value: Any, default: int) -> int:
 
 
 def topic_names(prefix: str = "") -> tuple[str, str, str]:
-    """``(joint_states, actions, observer_events)`` under the namespace ``prefix`` ("" = root)."""
+    """``(joint_states, action_commands, observer_events)`` under the namespace ``prefix`` ("" = root)."""
     prefix = str(prefix or "").rstrip("/")
     if prefix and not prefix.startswith("/"):
         prefix = "/" + prefix
@@ -242,7 +243,7 @@ class EpisodeRecorder:
 
     @property
     def frames(self) -> int:
-        """Frames (a step's ``joint_states`` and ``actions``) in the file: exactly what a reader gets back.
+        """Frames (a step's ``joint_states`` and ``action_commands``) in the file: exactly what a reader gets back.
 
         While writing, frames still in the open chunk are not counted yet; after a successful :meth:`close`
         every accepted frame is; after a failure, the frames of the chunks written whole.
@@ -261,7 +262,7 @@ class EpisodeRecorder:
 
     @property
     def topics(self) -> tuple[str, str, str]:
-        """``(joint_states, actions, observer_events)`` as recorded."""
+        """``(joint_states, action_commands, observer_events)`` as recorded."""
         return (self._topic_joint_states, self._topic_actions, self._topic_events)
 
     @property
@@ -273,11 +274,11 @@ class EpisodeRecorder:
     @_locked
     def write_step(self, step_index: int, stamp_ns: int, observation: Mapping[str, Any],
                    action: Mapping[str, float], verdict: Any) -> None:
-        """Record one control step: ``/joint_states`` from the observation and ``/actions`` as emitted.
+        """Record one control step: ``/joint_states`` from the observation and ``/action_commands`` as emitted.
 
         ``/joint_states`` names every actuator key (in ``actuator_keys`` order) with the observation's
         ``<key>.pos`` / ``.vel`` / ``.effort``; a missing value is NaN and an array with no value at all is
-        left empty, as JointState allows. ``/actions`` holds the action exactly as emitted, also when the
+        left empty, as JointState allows. ``/action_commands`` holds the action exactly as emitted, also when the
         driver applied only part of it: the per-key ``verdict`` is recorded in the step's ObserverEvent.
 
         :raises ValueError: ``step_index`` does not increase, ``stamp_ns`` is negative, or a value is not a

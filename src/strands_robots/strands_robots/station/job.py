@@ -116,6 +116,8 @@ class JobSpec:
     :param comparison: a comparison (A/B) job's slots and stop rule (``job_model.compare``); its ``tasks`` are its
         blocks in order (each run by every slot once: ``station.comparison``) and ``episodes_total`` is every
         slot's episode of every block, the most it runs. None: a single-policy job.
+    :param record: the team wants its episodes' recordings: each episode is recorded to MCAP and, for a relay
+        job, sent to the job's team (a station whose config forbids it refuses the job at submit).
     """
 
     job_id: str
@@ -130,6 +132,7 @@ class JobSpec:
     max_discards: int = 10
     intervals: str = INTERVAL_METHODS[0]
     comparison: Optional[CompareRequest] = None
+    record: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.policy_config, Mapping) and not isinstance(self.policy_config, MappingProxyType):
@@ -250,6 +253,8 @@ def validate_job_spec(spec: Any) -> JobSpec:
         rules.check_number("max_discards", spec.max_discards, rules.JOB_LIMITS["max_discards"])
     except rules.ValueRefused as exc:
         raise _refused(exc) from None
+    if not isinstance(spec.record, bool):
+        raise JobSpecError("record", f"must be true or false, got {spec.record!r}")
     if spec.intervals not in INTERVAL_METHODS:
         raise JobSpecError("intervals", f"{spec.intervals!r} refused: must be one of {', '.join(INTERVAL_METHODS)}")
     _check_comparison(spec)
@@ -362,6 +367,7 @@ class EpisodePlan:
     blind_label: str = ""
     block_id: str = ""
     block_position: Optional[int] = None
+    record: bool = False  # the job asked for its episodes' recordings
 
 
 def _policy_value(text: str) -> Any:
@@ -392,6 +398,7 @@ def plan_episode(spec: JobSpec, episode_id: str, slot: int, attempt: int = 0) ->
         start_pose_tolerance_rad=float(params.get(PARAM_START_POSE_TOLERANCE_RAD, 0.0)),
         start_pose_timeout_s=float(params.get(PARAM_START_POSE_TIMEOUT_S, 0.0)),
         seed=seed,
+        record=spec.record,
     )
 
 

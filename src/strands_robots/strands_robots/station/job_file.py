@@ -10,6 +10,7 @@ The format (unknown keys are refused, so a typo never silently drops a setting):
     control_frequency: 50         # Hz (optional, default 50)
     max_discards: 3               # optional, default 10
     intervals: wilson             # the rates' 95 % interval: wilson (default) or clopper-pearson
+    record: true                  # optional: each episode recorded to MCAP and sent to the team (default false)
     images:                       # optional: the camera frames the policy gets through the relay, every task's
       cameras: scene:224x224,wrist   # default (a task's own cameras/image_format/image_quality parameter wins)
       format: jpeg                # jpeg (default) or png
@@ -37,8 +38,8 @@ reason. YAML is read with ``yaml.safe_load`` only.
 
 Submitted through a relay (``strands-robots job submit``, ``demo_job``), every setting reaches the station: the
 tasks (``images`` in their parameters), ``episodes_total``, ``station_id``, ``duration_s``,
-``control_frequency``, ``max_discards`` and ``intervals`` (the relay's ``SubmitJobRequest`` and ``Job`` carry
-each; the relay checks them by the same rules and refuses a value out of range naming it). ``policy`` is served by
+``control_frequency``, ``max_discards``, ``intervals`` and ``record`` (the relay's ``SubmitJobRequest`` and ``Job``
+carry each; the relay checks them by the same rules and refuses a value out of range naming it). ``policy`` is served by
 the client that submits (the station's provider is ``relay``); ``job_id`` and ``client_id`` are the submit's (a
 fresh id per submit, the token's team).
 """
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 _JOB_KEYS = frozenset({"job_id", "client_id", "station_id", "episodes_total", "duration_s", "control_frequency",
-                       "max_discards", "intervals", "policy", "tasks", "images", "compare"})
+                       "max_discards", "intervals", "record", "policy", "tasks", "images", "compare"})
 # images: {key: the task parameter it sets in every task that does not set it} (strands_robots.cameras.request)
 _IMAGE_KEYS = {"cameras": "cameras", "format": "image_format", "quality": "image_quality"}
 _POLICY_KEYS = frozenset({"provider", "config"})
@@ -231,6 +232,7 @@ def job_spec_from_mapping(data: Any, **overrides: Any) -> JobSpec:
         max_discards=data.get("max_discards", 10),
         intervals=data.get("intervals", INTERVAL_METHODS[0]),
         comparison=_comparison(data.get("compare")),
+        record=data.get("record", False),
     )
     return validate_job_spec(spec)
 
@@ -283,6 +285,7 @@ def job_spec_to_mapping(spec: JobSpec) -> dict:
         "control_frequency": spec.control_frequency,
         "max_discards": spec.max_discards,
         "intervals": spec.intervals,
+        "record": spec.record,
         "policy": {"provider": spec.policy_provider, "config": dict(spec.policy_config)},
         "tasks": [task_to_mapping(t) for t in spec.tasks],
         **({} if spec.comparison is None else {"compare": {**compare_to_mapping(spec.comparison),

@@ -38,6 +38,9 @@ class ProcedureSettings:
     :param policy_turn_s: how long a job waiting for its policy holds the station while another team's job is
         queued; then it steps aside (keeping its place and its deadline) and that job runs
         (``station.policy_wait``).
+    :param team_recordings: a job may ask for its episodes' recordings (``JobSpec.record``): the station records
+        them and sends a relay job's to its team. False (the station's config forbids recordings leaving it): such
+        a job is refused at submit, naming why.
     :param station_facts: what the station is (``station.provenance.StationFacts``: its arms, cameras, files and
         software): the station's side of the compatibility gate and the jobs' provenance. None: no gate, no
         provenance.
@@ -54,6 +57,7 @@ class ProcedureSettings:
     infrastructure_backoff_s: float = 1.0
     lease_wait_s: float = 120.0
     supervisors: Tuple[str, ...] = ()
+    team_recordings: bool = True
     station_facts: Any = None
 
     def __post_init__(self) -> None:

@@ -111,10 +111,18 @@ class StationFacts:
     def job_refusal(self, job: Any) -> str:
         """Say why this station can never run ``job`` as asked; "" when it can.
 
-        Its image requests (``cameras.image_budget``) against these cameras and the relay's message size.
+        Every camera its tasks ask for (their ``cameras`` parameter) that this station does not have, all of them
+        named at once (``station.preflight.camera_refusals``, the gate's own check); then its image requests
+        (``cameras.image_budget``) against these cameras and the relay's message size.
         """
         from strands_robots.station.job import JobSpecError, check_job_images
+        from strands_robots.station.preflight import camera_refusals
 
+        unknown = camera_refusals(job.tasks, self.camera_sizes())
+        if unknown:
+            listed = "; ".join(f"{n}. {reason}" for n, reason in enumerate(unknown, 1))
+            return (f"the job asks for cameras this station does not have ({len(unknown)} request(s); no arm "
+                    f"moved): {listed}")
         try:
             check_job_images(job, self.camera_sizes(), self.relay_max_message_bytes, self.cameras or None)
         except JobSpecError as exc:

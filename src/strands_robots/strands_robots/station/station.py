@@ -147,6 +147,11 @@ class Station:
         if spec.station_id != self.station_id:
             return SubmitReply(False, spec.job_id, f"job refused: station_id: addressed to {spec.station_id!r}, "
                                                    f"this is {self.station_id!r}")
+        if spec.record and not self._settings.team_recordings:
+            from strands_robots.job_model.team_job import RECORDINGS_REFUSED
+
+            return SubmitReply(False, spec.job_id, f"job refused: record: "
+                                                   f"{RECORDINGS_REFUSED.format(station=self.station_id)}")
         facts = self._settings.station_facts
         refusal = facts.job_refusal(spec) if facts is not None else ""
         if refusal:  # what this station can never serve is refused now, never blamed on the station at run time

@@ -33,10 +33,15 @@ _UNSCORED_BY_SCRIPT = {"operator_score": "false"}
 
 
 def station_offer(station_id: str, suites: Mapping[str, Suite], profile: str,
-                  allow_free_form_tasks: bool) -> StationOffer:
-    """Return what this station offers teams (sent to the relay when the station connects)."""
+                  allow_free_form_tasks: bool, team_recordings: bool = True) -> StationOffer:
+    """Return what this station offers teams (sent to the relay when the station connects).
+
+    :param team_recordings: the station records the episodes of a job that asks (``record: true``) and sends
+        them to its team; False: such a job is refused.
+    """
     return StationOffer(station_id, profile, bool(allow_free_form_tasks),
-                        tuple(suites[name].offer() for name in sorted(suites)))
+                        tuple(suites[name].offer() for name in sorted(suites)),
+                        refuses_recordings=not team_recordings)
 
 
 def check_free_form_parameters(parameters: Mapping[str, str], field_prefix: str = "parameters") -> None:
@@ -127,6 +132,8 @@ def job_spec_for(job: TeamJob, suites: Mapping[str, Suite], *, station_id: str, 
         options["comparison"] = dataclasses.replace(job.compare, suite=job.suite)
     if job.max_discards is not None:
         options["max_discards"] = job.max_discards
+    if job.record:
+        options["record"] = True
     if "control_frequency" in choose:
         options["control_frequency"] = float(choose["control_frequency"])
     slots = 1 if job.compare is None else len(job.compare.slots)

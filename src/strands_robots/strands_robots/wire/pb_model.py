@@ -316,7 +316,7 @@ def _summary_or_none(msg: Any) -> Any:
 
 #: The job settings a ``SubmitJobRequest`` and a relay ``Job`` carry beside the tasks (proto3 ``optional``: absent
 #: means the station's default), by their ``JobSpec`` field names.
-JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards", "intervals")
+JOB_OPTIONS = ("duration_s", "control_frequency", "max_discards", "intervals", "record")
 
 
 def job_options_from_pb(msg: Any) -> dict:
@@ -378,7 +378,8 @@ def _pb_suites() -> Any:
 def station_offer_to_pb(offer: Any) -> Any:
     """Return a ``job_model.offer.StationOffer`` as the ``StationOffer`` a station sends when it connects."""
     sp = _pb_suites()
-    msg = sp.StationOffer(profile=offer.profile, allow_free_form_tasks=offer.allow_free_form_tasks)
+    msg = sp.StationOffer(profile=offer.profile, allow_free_form_tasks=offer.allow_free_form_tasks,
+                          refuses_recordings=offer.refuses_recordings)
     for suite in offer.suites:
         entry = msg.suites.add(suite=suite.suite, title=suite.title, headline=suite.headline)
         for task in suite.tasks:

@@ -37,9 +37,9 @@ def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
     """Submit a team's job (``job_model.team_job.TeamJob``) through ``client``; the job id.
 
     Every setting of the job file reaches the station: the suite, its tasks and trials, the choices, the team's
-    own tasks, ``max_discards``, ``intervals`` and ``compare``; the file's ``policy`` is served by the client that
-    submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are the submit's
-    (a fresh id per submit, the token's team).
+    own tasks, ``max_discards``, ``intervals``, ``record`` and ``compare``; the file's ``policy`` is served by the
+    client that submits (``DemoPolicy``), the station's provider being ``relay``. ``job_id`` and ``client_id`` are
+    the submit's (a fresh id per submit, the token's team).
     """
     from strands_robots.job_model.compare import compare_to_mapping
 
@@ -48,11 +48,12 @@ def submit_team_job(client: Any, job: Any, *, station_id: str = "") -> str:
         return client.submit_suite_job(station, job.suite, [(t.task, t.trials) for t in job.tasks],
                                        choose=dict(job.choose), free_form=free_form_tasks(job),
                                        max_discards=job.max_discards, intervals=job.intervals,
+                                       record=job.record or None,
                                        **({} if job.compare is None
                                           else {"compare": compare_to_mapping(job.compare)}))
     tasks = free_form_tasks(job)
     return client.submit_job(station_id=station, tasks=tasks, episodes=len(tasks), max_discards=job.max_discards,
-                             intervals=job.intervals)
+                             intervals=job.intervals, record=job.record or None)
 
 
 def progress_bar(done: int, total: int, width: int = 30) -> str:

@@ -119,7 +119,11 @@ PARAMETERS = {
     "attach_timeout_s": (10.0, "relay provider: how long an episode waits for the policy client"),
     "reply_timeout_s": (10.0, "relay provider: how long each policy call waits for its answer"),
     "heartbeat_s": (2.0, "relay heartbeat period when nothing changes"),
-    "record": (False, "record every rollout to MCAP (in the rollout node's recording_dir)"),
+    "record": (False, "record every rollout to MCAP (in the rollout node's recording_dir), not only those of jobs "
+                      "that ask (record: true)"),
+    "team_recordings": (True, "record the episodes of a job that asks (record: true) and send a relay job's "
+                              "recordings to its team; false: a job asking is refused at submit, and no recording "
+                              "is sent to a team"),
     "arms_file": ("", "the arm driver's config (arms.yaml: actuators and command ranges) the compatibility gate and "
                       "the provenance use; empty: the package's config/arms.yaml"),
     "cameras_file": ("", "the camera file (cameras.yaml: names and image sizes); empty: the package's"),
@@ -220,6 +224,7 @@ class StationNode(Node):
             raise ValueError("station_id must be a non-empty string")
         self.profile, self.operator_kind = station_profile(self.p("profile"), self.p("operator"))
         self.allow_free_form_tasks = bool(self.p("allow_free_form_tasks"))
+        self.team_recordings = bool(self.p("team_recordings"))
         # the station's exam, read once at start: a suite refused (naming file, task and key) is not offered
         self.refused_suites: list = []
         self.suites = load_suites(self.p("suites_dir") or config_dir("suites"), self.profile,
@@ -260,13 +265,15 @@ class StationNode(Node):
             target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
                                   self.p("reply_timeout_s"))
-            offer = station_offer(self.station_id, self.suites, self.profile, self.allow_free_form_tasks)
+            offer = station_offer(self.station_id, self.suites, self.profile, self.allow_free_form_tasks,
+                                  team_recordings=self.team_recordings)
             self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,
                                     on_cancel=self._on_relay_cancel, heartbeat_s=self.p("heartbeat_s"),
                                     root_certificates=credentials.root_certificates,
                                     offer=pb_model.station_offer_to_pb(offer))
-        # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart)
-        self.recordings = None if self.link is None else RecordingSender(
+        # a relay job's recordings stay pending on disk until the relay holds them (resent after a restart); a
+        # station whose config keeps its recordings sends none
+        self.recordings = None if self.link is None or not self.team_recordings else RecordingSender(
             PendingUploads(os.path.join(self.state_dir, "uploads")), self.link, self._episodes_of,
             info=self.get_logger().info, warning=self.get_logger().warning, error=self.get_logger().error)
         facts = self._station_facts()
@@ -288,7 +295,7 @@ class StationNode(Node):
                                           policy_attach_timeout_s=self.p("policy_attach_timeout_s"),
                                           policy_turn_s=self.p("policy_turn_s"),
                                           max_infrastructure_retries=self.p("max_infrastructure_retries"),
-                                          station_facts=facts)
+                                          team_recordings=self.team_recordings, station_facts=facts)
         operator = ScriptedOperator(name=self.p("operator_name")) if self.operator_kind == "scripted" \
             else ManualOperator()
         self.station = Station(self.station_id, self.robot, operator, store=self.store, publish=self._note,
@@ -312,6 +319,7 @@ class StationNode(Node):
         self.create_timer(_DIAGNOSTICS_PERIOD_S, self._publish_diagnostics, callback_group=g)
         if self.link is not None:
             self.link.start()
+        if self.recordings is not None:
             self.recordings.resend_pending()
             self.create_timer(_RECORDING_RETRY_S, self.recordings.retry_given_up, callback_group=g)
         self.station.start()
@@ -366,7 +374,7 @@ class StationNode(Node):
         """Queue each new episode's recording for the job's team (a relay job; the link sends it, never waits)."""
         for episode in status.episodes[before:]:
             path = self.robot.take_recording(episode.run_id) if episode.run_id else ""
-            if path and to_relay:
+            if path and to_relay and self.recordings is not None:
                 self.recordings.send(status.job_id, episode.episode_id, episode.run_id, path)
 
     def _keep_recording(self, job_id: str, plan: Any, run_id: str, path: str, sha256: str) -> None:
@@ -497,8 +505,9 @@ class StationNode(Node):
         self.station.stop(timeout_s=timeout_s)  # suspends the running job: nothing more is persisted for it
         self._closing.set()
         self._worker.close()
-        if self.link is not None:
+        if self.recordings is not None:
             self.recordings.close()
+        if self.link is not None:
             self.link.close(flush_timeout_s=1.0)
 
     def destroy_node(self) -> None:

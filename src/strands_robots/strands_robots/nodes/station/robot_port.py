@@ -389,7 +389,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls)
         goal.action_horizon = self.action_horizon
         goal.async_rtc = self.async_rtc  # prefetch the next chunk while this one plays (a remote policy's round trip)
         goal.rtc_inference_timeout_s = self.rtc_inference_timeout_s
-        goal.record = self.record
+        goal.record = self.record or plan.record  # the station's own choice, or the job asked
         goal.lease_token = token
         seed = -1 if plan.seed is None else int(plan.seed)
         if not -2**63 <= seed < 2**63:  # rosidl's setter takes it; the send would raise in C, mid-episode

@@ -1,10 +1,12 @@
 """A camera thumbnail of an episode: the first camera frame in the recording the station uploaded to the relay.
 
-The station's episode recording (MCAP, ``ros2msg``/CDR) holds each camera's ``sensor_msgs/CompressedImage``
-(JPEG or PNG); the first one is the thumbnail, sent as the camera encoded it (no re-encoding). The recording is
-read in order from the store's chunks, never whole: reading stops at the first frame, or after
-:data:`MAX_SCAN_BYTES` (a recording with no camera has no thumbnail). Results are kept per recording (its
-SHA-256) in a small LRU, so a page re-rendered for every update reads each recording once.
+The station's episode recording (MCAP, ``ros2msg``/CDR) holds each camera's ``sensor_msgs/CompressedImage`` (JPEG or
+PNG); the first one is the thumbnail, sent as the camera encoded it (no re-encoding). What it is comes from its
+bytes (JPEG's and PNG's signatures), not its ``format`` text: image_transport writes that as ``"<raw encoding>;
+<codec> compressed <encoding>"`` (the camera node's ``"rgb8; jpeg compressed bgr8"``), other writers as the codec
+alone (``"jpeg"``). The recording is read in order from the store's chunks, never whole: reading stops at the first
+frame, or after :data:`MAX_SCAN_BYTES` (a recording with no camera has no thumbnail). Results are kept per recording
+(its SHA-256) in a small LRU, so a page re-rendered for every update reads each recording once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from typing import Callable, Optional, Tuple
 
 #: how far into a recording a camera frame is looked for
 MAX_SCAN_BYTES = 64 * 1024 * 1024
-_TYPES = {"jpeg": "image/jpeg", "jpg": "image/jpeg", "png": "image/png"}
+#: content type by the encoded image's first bytes (its signature)
+_SIGNATURES = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"))
+
+
+def image_type(data: bytes) -> Optional[str]:
+    """Return the content type of an encoded image (JPEG or PNG) by its signature; None for anything else."""
+    head = bytes(data[:8])
+    return next((kind for signature, kind in _SIGNATURES if head.startswith(signature)), None)
 
 
 class _Chunks(io.RawIOBase):
@@ -52,8 +61,8 @@ def first_frame(read_chunk: Callable[[int], Optional[bytes]], chunks: int,
         reader = make_reader(stream, decoder_factories=[DecoderFactory()])
         for schema, _channel, _message, decoded in reader.iter_decoded_messages(log_time_order=False):
             if schema is not None and schema.name.split("/")[-1] == "CompressedImage":
-                kind = _TYPES.get(str(decoded.format).split(";")[0].strip().lower())
-                if kind is not None and decoded.data:
+                kind = image_type(decoded.data)
+                if kind is not None:
                     return kind, bytes(decoded.data)
     except (McapError, EOFError, ValueError, KeyError):  # cut at the scan limit, or not an MCAP this reads
         return None

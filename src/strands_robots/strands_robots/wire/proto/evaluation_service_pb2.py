@@ -28,7 +28,7 @@ from strands_robots.wire.proto import policy_session_pb2 as strands__robots_dot_
 from strands_robots.wire.proto import recording_pb2 as strands__robots_dot_wire_dot_proto_dot_recording__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n2strands_robots/wire/proto/evaluation_service.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\x1a&strands_robots/wire/proto/suites.proto\x1a.strands_robots/wire/proto/policy_session.proto\x1a)strands_robots/wire/proto/recording.proto\"\xff\x02\n\x10SubmitJobRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12,\n\x05tasks\x18\x02 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x10\n\x08\x65pisodes\x18\x03 \x01(\x03\x12\x13\n\x06job_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nduration_s\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11\x63ontrol_frequency\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x19\n\x0cmax_discards\x18\x07 \x01(\x03H\x03\x88\x01\x01\x12\x16\n\tintervals\x18\x08 \x01(\tH\x04\x88\x01\x01\x12\x39\n\tsuite_job\x18\x1e \x01(\x0b\x32!.strands_robots.relay.v1.SuiteJobH\x05\x88\x01\x01\x42\t\n\x07_job_idB\r\n\x0b_duration_sB\x14\n\x12_control_frequencyB\x0f\n\r_max_discardsB\x0c\n\n_intervalsB\x0c\n\n_suite_job\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"-\n\x11\x43\x61ncelJobResponse\x12\x18\n\x10\x61lready_terminal\x18\x01 \x01(\x08\"H\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0e\n\x06states\x18\x03 \x03(\t\"\xb3\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nstation_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x16\n\x0e\x65pisodes_total\x18\x04 \x01(\r\x12\x15\n\repisodes_done\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\x12\x17\n\x0fupdated_unix_ms\x18\x07 \x01(\x03\x12\x0f\n\x07message\x18\x08 \x01(\t\"^\n\x10ListJobsResponse\x12\x31\n\x04jobs\x18\x01 \x03(\x0b\x32#.strands_robots.relay.v1.JobSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xbf\x06\n\nEvaluation\x12\x62\n\tSubmitJob\x12).strands_robots.relay.v1.SubmitJobRequest\x1a*.strands_robots.relay.v1.SubmitJobResponse\x12Z\n\tGetStatus\x12).strands_robots.relay.v1.GetStatusRequest\x1a\".strands_robots.relay.v1.JobStatus\x12\x62\n\tCancelJob\x12).strands_robots.relay.v1.CancelJobRequest\x1a*.strands_robots.relay.v1.CancelJobResponse\x12_\n\x0bServePolicy\x12$.strands_robots.relay.v1.PolicyReply\x1a&.strands_robots.relay.v1.PolicyRequest(\x01\x30\x01\x12_\n\x08ListJobs\x12(.strands_robots.relay.v1.ListJobsRequest\x1a).strands_robots.relay.v1.ListJobsResponse\x12q\n\x0eListRecordings\x12..strands_robots.relay.v1.ListRecordingsRequest\x1a/.strands_robots.relay.v1.ListRecordingsResponse\x12q\n\x11\x44ownloadRecording\x12\x31.strands_robots.relay.v1.DownloadRecordingRequest\x1a\'.strands_robots.relay.v1.RecordingChunk0\x01\x12\x65\n\nListSuites\x12*.strands_robots.relay.v1.ListSuitesRequest\x1a+.strands_robots.relay.v1.ListSuitesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n2strands_robots/wire/proto/evaluation_service.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\x1a&strands_robots/wire/proto/suites.proto\x1a.strands_robots/wire/proto/policy_session.proto\x1a)strands_robots/wire/proto/recording.proto\"\x9f\x03\n\x10SubmitJobRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12,\n\x05tasks\x18\x02 \x03(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x10\n\x08\x65pisodes\x18\x03 \x01(\x03\x12\x13\n\x06job_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nduration_s\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x1e\n\x11\x63ontrol_frequency\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x19\n\x0cmax_discards\x18\x07 \x01(\x03H\x03\x88\x01\x01\x12\x16\n\tintervals\x18\x08 \x01(\tH\x04\x88\x01\x01\x12\x13\n\x06record\x18\t \x01(\x08H\x05\x88\x01\x01\x12\x39\n\tsuite_job\x18\x1e \x01(\x0b\x32!.strands_robots.relay.v1.SuiteJobH\x06\x88\x01\x01\x42\t\n\x07_job_idB\r\n\x0b_duration_sB\x14\n\x12_control_frequencyB\x0f\n\r_max_discardsB\x0c\n\n_intervalsB\t\n\x07_recordB\x0c\n\n_suite_job\"#\n\x11SubmitJobResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10GetStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"-\n\x11\x43\x61ncelJobResponse\x12\x18\n\x10\x61lready_terminal\x18\x01 \x01(\x08\"H\n\x0fListJobsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x0e\n\x06states\x18\x03 \x03(\t\"\xb3\x01\n\nJobSummary\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nstation_id\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x16\n\x0e\x65pisodes_total\x18\x04 \x01(\r\x12\x15\n\repisodes_done\x18\x05 \x01(\r\x12\x19\n\x11submitted_unix_ms\x18\x06 \x01(\x03\x12\x17\n\x0fupdated_unix_ms\x18\x07 \x01(\x03\x12\x0f\n\x07message\x18\x08 \x01(\t\"^\n\x10ListJobsResponse\x12\x31\n\x04jobs\x18\x01 \x03(\x0b\x32#.strands_robots.relay.v1.JobSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xbf\x06\n\nEvaluation\x12\x62\n\tSubmitJob\x12).strands_robots.relay.v1.SubmitJobRequest\x1a*.strands_robots.relay.v1.SubmitJobResponse\x12Z\n\tGetStatus\x12).strands_robots.relay.v1.GetStatusRequest\x1a\".strands_robots.relay.v1.JobStatus\x12\x62\n\tCancelJob\x12).strands_robots.relay.v1.CancelJobRequest\x1a*.strands_robots.relay.v1.CancelJobResponse\x12_\n\x0bServePolicy\x12$.strands_robots.relay.v1.PolicyReply\x1a&.strands_robots.relay.v1.PolicyRequest(\x01\x30\x01\x12_\n\x08ListJobs\x12(.strands_robots.relay.v1.ListJobsRequest\x1a).strands_robots.relay.v1.ListJobsResponse\x12q\n\x0eListRecordings\x12..strands_robots.relay.v1.ListRecordingsRequest\x1a/.strands_robots.relay.v1.ListRecordingsResponse\x12q\n\x11\x44ownloadRecording\x12\x31.strands_robots.relay.v1.DownloadRecordingRequest\x1a\'.strands_robots.relay.v1.RecordingChunk0\x01\x12\x65\n\nListSuites\x12*.strands_robots.relay.v1.ListSuitesRequest\x1a+.strands_robots.relay.v1.ListSuitesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,21 +36,21 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strands_robots.wire.proto.e
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SUBMITJOBREQUEST']._serialized_start=255
-  _globals['_SUBMITJOBREQUEST']._serialized_end=638
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=640
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=675
-  _globals['_GETSTATUSREQUEST']._serialized_start=677
-  _globals['_GETSTATUSREQUEST']._serialized_end=711
-  _globals['_CANCELJOBREQUEST']._serialized_start=713
-  _globals['_CANCELJOBREQUEST']._serialized_end=763
-  _globals['_CANCELJOBRESPONSE']._serialized_start=765
-  _globals['_CANCELJOBRESPONSE']._serialized_end=810
-  _globals['_LISTJOBSREQUEST']._serialized_start=812
-  _globals['_LISTJOBSREQUEST']._serialized_end=884
-  _globals['_JOBSUMMARY']._serialized_start=887
-  _globals['_JOBSUMMARY']._serialized_end=1066
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1068
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1162
-  _globals['_EVALUATION']._serialized_start=1165
-  _globals['_EVALUATION']._serialized_end=1996
+  _globals['_SUBMITJOBREQUEST']._serialized_end=670
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=672
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=707
+  _globals['_GETSTATUSREQUEST']._serialized_start=709
+  _globals['_GETSTATUSREQUEST']._serialized_end=743
+  _globals['_CANCELJOBREQUEST']._serialized_start=745
+  _globals['_CANCELJOBREQUEST']._serialized_end=795
+  _globals['_CANCELJOBRESPONSE']._serialized_start=797
+  _globals['_CANCELJOBRESPONSE']._serialized_end=842
+  _globals['_LISTJOBSREQUEST']._serialized_start=844
+  _globals['_LISTJOBSREQUEST']._serialized_end=916
+  _globals['_JOBSUMMARY']._serialized_start=919
+  _globals['_JOBSUMMARY']._serialized_end=1098
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1100
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1194
+  _globals['_EVALUATION']._serialized_start=1197
+  _globals['_EVALUATION']._serialized_end=2028
 # @@protoc_insertion_point(module_scope)

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards", "intervals", "suite_job")
+    __slots__ = ("station_id", "tasks", "episodes", "job_id", "duration_s", "control_frequency", "max_discards", "intervals", "record", "suite_job")
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     EPISODES_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class SubmitJobRequest(_message.Message):
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
     INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
     SUITE_JOB_FIELD_NUMBER: _ClassVar[int]
     station_id: str
     tasks: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.Task]
@@ -29,8 +30,9 @@ class SubmitJobRequest(_message.Message):
     control_frequency: float
     max_discards: int
     intervals: str
+    record: bool
     suite_job: _suites_pb2.SuiteJob
-    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ..., suite_job: _Optional[_Union[_suites_pb2.SuiteJob, _Mapping]] = ...) -> None: ...
+    def __init__(self, station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes: _Optional[int] = ..., job_id: _Optional[str] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ..., record: _Optional[bool] = ..., suite_job: _Optional[_Union[_suites_pb2.SuiteJob, _Mapping]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_id",)

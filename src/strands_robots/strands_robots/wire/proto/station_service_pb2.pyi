@@ -51,7 +51,7 @@ class TakeJobsRequest(_message.Message):
     def __init__(self, station_id: _Optional[str] = ..., offer: _Optional[_Union[_suites_pb2.StationOffer, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards", "intervals", "suite_job")
+    __slots__ = ("job_id", "client_id", "station_id", "tasks", "episodes_total", "submitted_unix_ms", "duration_s", "control_frequency", "max_discards", "intervals", "record", "suite_job")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class Job(_message.Message):
     CONTROL_FREQUENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_DISCARDS_FIELD_NUMBER: _ClassVar[int]
     INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
     SUITE_JOB_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     client_id: str
@@ -73,8 +74,9 @@ class Job(_message.Message):
     control_frequency: float
     max_discards: int
     intervals: str
+    record: bool
     suite_job: _suites_pb2.SuiteJob
-    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ..., suite_job: _Optional[_Union[_suites_pb2.SuiteJob, _Mapping]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., client_id: _Optional[str] = ..., station_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[_evaluation_pb2.Task, _Mapping]]] = ..., episodes_total: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., duration_s: _Optional[float] = ..., control_frequency: _Optional[float] = ..., max_discards: _Optional[int] = ..., intervals: _Optional[str] = ..., record: _Optional[bool] = ..., suite_job: _Optional[_Union[_suites_pb2.SuiteJob, _Mapping]] = ...) -> None: ...
 
 class JobCancel(_message.Message):
     __slots__ = ("job_id", "reason")

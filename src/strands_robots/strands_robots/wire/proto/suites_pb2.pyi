@@ -47,14 +47,16 @@ class SuiteOffer(_message.Message):
     def __init__(self, suite: _Optional[str] = ..., title: _Optional[str] = ..., headline: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[OfferedTask, _Mapping]]] = ..., team_may_choose: _Optional[_Iterable[_Union[ChoiceRule, _Mapping]]] = ...) -> None: ...
 
 class StationOffer(_message.Message):
-    __slots__ = ("profile", "allow_free_form_tasks", "suites")
+    __slots__ = ("profile", "allow_free_form_tasks", "suites", "refuses_recordings")
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FREE_FORM_TASKS_FIELD_NUMBER: _ClassVar[int]
     SUITES_FIELD_NUMBER: _ClassVar[int]
+    REFUSES_RECORDINGS_FIELD_NUMBER: _ClassVar[int]
     profile: str
     allow_free_form_tasks: bool
     suites: _containers.RepeatedCompositeFieldContainer[SuiteOffer]
-    def __init__(self, profile: _Optional[str] = ..., allow_free_form_tasks: _Optional[bool] = ..., suites: _Optional[_Iterable[_Union[SuiteOffer, _Mapping]]] = ...) -> None: ...
+    refuses_recordings: bool
+    def __init__(self, profile: _Optional[str] = ..., allow_free_form_tasks: _Optional[bool] = ..., suites: _Optional[_Iterable[_Union[SuiteOffer, _Mapping]]] = ..., refuses_recordings: _Optional[bool] = ...) -> None: ...
 
 class SuiteTrials(_message.Message):
     __slots__ = ("task", "trials")
