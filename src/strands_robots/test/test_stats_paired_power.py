@@ -112,3 +112,14 @@ def test_bad_input_is_refused():
         minimum_detectable_difference(30, assumption="hope", pooled_rate=0.5)
     with pytest.raises(ValueError, match="p_only_a \\+ p_only_b <= 1"):
         exact_paired_power(10, 0.7, 0.6)
+
+
+def test_the_detectable_difference_is_answered_for_every_pooled_rate_a_table_can_have():
+    # Every pooled rate k / (2n) a paired table of n blocks can give, the widest difference included.
+    answered = 0
+    for n in (3, 6, 7, 20, 41):
+        for k in range(2 * n + 1):
+            result = minimum_detectable_difference(n, pooled_rate=k / (2 * n))
+            assert result.difference is None or 0 < result.difference <= 2 * min(k, 2 * n - k) / (2 * n) + 1e-9
+            answered += result.difference is not None
+    assert answered > 0

@@ -214,7 +214,8 @@ def minimum_detectable_difference(blocks: int, *, alpha: float = 0.05, power: fl
     if how is DiscordanceAssumption.INDEPENDENT:
         widest = 2.0 * min(rate, 1.0 - rate)  # both rates stay in [0, 1]
         deltas = np.arange(DIFFERENCE_STEP, widest + DIFFERENCE_STEP / 2, DIFFERENCE_STEP)
-        pa, pb = rate + deltas / 2, rate - deltas / 2
+        # arange's last step may pass ``widest`` by a rounding error: keep both rates inside [0, 1].
+        pa, pb = np.clip(rate + deltas / 2, 0.0, 1.0), np.clip(rate - deltas / 2, 0.0, 1.0)
         p10, p01 = pa * (1 - pb), (1 - pa) * pb
         why_none = (f"no difference around a pooled success rate of {rate:.2f} reaches {target:g} power "
                     f"with {n} blocks")
