@@ -28,7 +28,7 @@ def seeded_outcomes(p_a: float, p_b: float, blocks: int, seed: int) -> Tuple[Tup
 def comparison_message(outcomes: Sequence[Tuple[bool, bool]], *, slots: Tuple[str, str] = ("vision", "blind"),
                        revealed: bool = True, rule: Optional[StopRule] = None, suite: str = "demo",
                        tasks: Sequence[str] = ("reach_cube",), seed: int = 5) -> pb.Comparison:
-    """Return the comparison of ``slots`` over ``outcomes`` (one ``(a_success, b_success)`` per block), as a station sends it.
+    """Return the comparison of ``slots`` over ``outcomes`` (``(a_success, b_success)`` per block), as sent.
 
     With a ``rule`` the blocks stop where the rule stops them (the later outcomes are not run).
     """
