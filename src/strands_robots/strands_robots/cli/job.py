@@ -7,6 +7,7 @@
     strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT --obs-map PRESET|FILE
     strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
     strands-robots job suites --relay ... --token-file T [--station S]     # what each station offers (job_suites.py)
+    strands-robots job leaderboard --relay ... --token-file T SUITE        # your policies ranked (job_leaderboard.py)
     strands-robots job recordings --relay ... --token-file T JOB_ID -o DIR  # its MCAPs (cli/job_recordings.py)
 
 The client token comes from ``--token-file FILE`` (mode 0600, or refused with one line naming the mode) or the
@@ -203,12 +204,14 @@ def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     serve.add_argument("--reconnect-s", type=float, default=30.0,
                        help="keep attaching to the relay for this long when it is unreachable (default %(default)s)")
     serve.set_defaults(func=cmd_job_serve)
+    from strands_robots.cli.job_leaderboard import add_leaderboard_parser
     from strands_robots.cli.job_list import add_list_parser
     from strands_robots.cli.job_recordings import add_recordings_parser
     from strands_robots.cli.job_suites import add_suites_parser
 
     add_list_parser(commands)
     add_suites_parser(commands)
+    add_leaderboard_parser(commands)
     add_recordings_parser(commands)
     return job
 
