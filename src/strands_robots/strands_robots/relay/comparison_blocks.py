@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Tuple
 
 __all__ = ["StoredBlock", "ensure_tables", "complete_outcomes", "record_comparison", "keep_ended", "blocks_of",
-           "MAX_BLOCKS_READ"]
+           "suites_of", "MAX_BLOCKS_READ", "MAX_SUITES_LISTED"]
 
 #: The most blocks one ranking reads (the newest): a bound on a leaderboard's work however long a team runs.
 MAX_BLOCKS_READ = 20000
+#: The most suites one team's leaderboard index lists.
+MAX_SUITES_LISTED = 200
 
 _TABLES = (
     """CREATE TABLE IF NOT EXISTS comparison_blocks (
@@ -131,3 +133,10 @@ def blocks_of(store: Any, client_id: str, suite: str, limit: int = MAX_BLOCKS_RE
         out.append(StoredBlock(job_id=r[0], block_id=r[1], client_id=r[2], suite=r[3], station_id=r[4],
                                task_id=r[5], seed=int(r[6]), outcomes=outcomes))
     return out
+
+
+def suites_of(store: Any, client_id: str, limit: int = MAX_SUITES_LISTED) -> List[Tuple[str, int]]:
+    """Return the suites ``client_id`` has kept blocks on, each with its block count, by suite id."""
+    rows = store.read_sql("SELECT suite, count(*) FROM comparison_blocks WHERE client_id = {p} GROUP BY suite "
+                          "ORDER BY suite LIMIT {p}", (client_id, int(limit)))
+    return [(str(r[0]), int(r[1])) for r in rows]
