@@ -210,7 +210,8 @@ def test_a_comparison_page_reveals_its_verdict_live_and_the_leaderboard_ranks_th
         driver.get(f"{base}/jobs/{job}")
         wait.until(lambda d: _text(d, "comparison-blocks") == "8")
         assert "labels are blind" in _text(driver, "comparison-head")
-        assert "vision" not in _text(driver, "comparison") and _text(driver, "comparison-verdict").startswith("undecided")
+        assert "vision" not in _text(driver, "comparison")
+        assert _text(driver, "comparison-verdict").startswith("undecided")
         driver.execute_script("window.__strands_marker = 'set-before-the-end';")
 
         link.report(_comparison_snapshot(job, 2, "SUCCEEDED", revealed=True))

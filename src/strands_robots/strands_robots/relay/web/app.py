@@ -15,13 +15,14 @@ Routes::
     GET  /leaderboard/{suite}   the team's own policies on the suite, ranked (Bradley-Terry, with intervals)
     GET  /static/...         the stylesheet and the one script (no inline script: the CSP forbids it)
 
-What no request gets: another team's job, or another team's policies on a leaderboard. A job the signed-in principal may not see answers exactly as a job
-that does not exist (404, the same page), on every route. Every POST carries its session's CSRF token (the
-sign-in form a signed one, :class:`~strands_robots.relay.web.sessions.SignInForms`, so a flood of ``GET /signin``
-stores nothing and expires no open form) and, when the browser sends an Origin, must come from this page's own
-origin. Sign-in is rate-limited per address and overall (:class:`~strands_robots.relay.web.sessions.SignInLimiter`);
-request bodies are capped at :data:`MAX_BODY_BYTES`; the token is compared in constant time by the relay's token
-book, and re-checked on every request, so a token taken out of the token file ends its sessions.
+What no request gets: another team's job, or another team's policies on a leaderboard. A job the signed-in principal
+may not see answers exactly as a job that does not exist (404, the same page), on every route. Every POST carries
+its session's CSRF token (the sign-in form a signed one, :class:`~strands_robots.relay.web.sessions.SignInForms`, so
+a flood of ``GET /signin`` stores nothing and expires no open form) and, when the browser sends an Origin, must come
+from this page's own origin. Sign-in is rate-limited per address and overall
+(:class:`~strands_robots.relay.web.sessions.SignInLimiter`); request bodies are capped at :data:`MAX_BODY_BYTES`;
+the token is compared in constant time by the relay's token book, and re-checked on every request, so a token taken
+out of the token file ends its sessions.
 
 Every answer, the live event streams and downloads included, carries the same security headers (CSP with
 ``frame-ancestors 'none'``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, ``Cache-Control: no-store``
