@@ -372,7 +372,7 @@ class JobRunner:
                           f"(max_attempts_per_episode {self._settings.max_attempts_per_episode})")
         episode_id = episode_id_for(record.next_episode_number)
         plan = plan_episode(self.spec, episode_id, slot, record.slot_attempts)
-        self._update(running=RunningEpisode(episode_id, slot, plan.attempt),
+        self._update(running=RunningEpisode(episode_id, slot, plan.attempt, plan.task.task_id),
                      next_episode_number=record.next_episode_number + 1,
                      message=f"{episode_id} running (task {plan.task.task_id!r}, episode {slot + 1} of "
                              f"{self.spec.episodes_total})")
@@ -385,6 +385,7 @@ class JobRunner:
                          message=f"{episode_id} finished: {value.end_condition}")
         elif kind == "discarded":
             self._update(running=None, discarded=record.discarded + (episode_id,),
+                         unlisted_tasks=record.unlisted_tasks + ((episode_id, plan.task.task_id),),
                          slot_attempts=record.slot_attempts + 1,
                          message=f"{episode_id} discarded by the operator; task {plan.task.task_id!r} runs "
                                  "again as a new episode")
@@ -475,7 +476,8 @@ class JobRunner:
             self._record = self._record.replace(state=target, message=message, running=None,
                                                 interrupted=self._record.interrupted + (
                                                     (self._record.running.episode_id,)
-                                                    if self._record.running else ()))
+                                                    if self._record.running else ()),
+                                                unlisted_tasks=self._record.without_result(self._record.running))
             self._commit()
 
     def _update(self, **changes: Any) -> None:
@@ -494,7 +496,7 @@ class JobRunner:
             self._store.save(record)
         # The summary changes only when an episode is listed, discarded or interrupted: one per episode, not one
         # per message (the record's tuples are replaced, never changed, so identity says "the same").
-        basis = (record.episodes, record.discarded, record.interrupted)
+        basis = (record.episodes, record.discarded, record.interrupted, record.unlisted_tasks)
         if self._summary is None or any(a is not b for a, b in zip(basis, self._summary[0])):
             self._summary = (basis, summary_of(record, self._running_summary))
         status = snapshot_of(record, self._clock_ms, sequence=0, summary=self._summary[1])
