@@ -21,7 +21,7 @@ __all__ = ["add_leaderboard_parser", "cmd_job_leaderboard", "leaderboard_lines"]
 
 
 def _odds(log_strength: float) -> str:
-    return f"{math.exp(log_strength):.3g}"
+    return f"{math.exp(log_strength):.2f}"
 
 
 def leaderboard_lines(board: Any) -> List[str]:
@@ -31,11 +31,12 @@ def leaderboard_lines(board: Any) -> List[str]:
     lines = [head]
     if board.entries:
         width = max([len(e.policy) for e in board.entries] + [6])
-        lines.append(f"  RANK  {'POLICY':<{width}}  STRENGTH [{board.confidence * 100:g} % interval]     "
-                     "WINS  LOSSES  TIES  JOBS")
-        for e in board.entries:
-            strength = f"{_odds(e.log_strength)} [{_odds(e.low)}, {_odds(e.high)}]"
-            lines.append(f"  {e.rank:>4}  {e.policy:<{width}}  {strength:<31} {e.wins:>5}  {e.losses:>6}  "
+        strengths = [f"{_odds(e.log_strength)} [{_odds(e.low)}, {_odds(e.high)}]" for e in board.entries]
+        title = f"STRENGTH [{board.confidence * 100:g} % interval]"
+        column = max([len(s) for s in strengths] + [len(title)])
+        lines.append(f"  RANK  {'POLICY':<{width}}  {title:<{column}}  WINS  LOSSES  TIES  JOBS")
+        for e, strength in zip(board.entries, strengths):
+            lines.append(f"  {e.rank:>4}  {e.policy:<{width}}  {strength:<{column}}  {e.wins:>4}  {e.losses:>6}  "
                          f"{e.ties:>4}  {e.jobs:>4}")
         lines.append("  strength: the odds of winning a decisive block against a policy of average strength "
                      "(Bradley-Terry); overlapping intervals: not told apart yet")
