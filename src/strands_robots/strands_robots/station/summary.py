@@ -23,9 +23,10 @@ attempted episode lands in exactly one :class:`~strands_robots.stats.coverage.Co
   is not known, from a record written before the station kept it, in the job's only).
 
 Tasks are told apart by the episode's own ``task.task_id`` (what ran), not by the job's shape, and listed in the
-order they first ran (a task with only discarded or interrupted episodes after those with a result). The interval method is the job's ``intervals`` setting (Wilson by default, Clopper-Pearson
-on request), at 95 %; the mean score's interval is a seeded BCa bootstrap (``stats.mean_score``), so the same
-scores give the same interval in every snapshot, report and re-run.
+order they first ran (a task with only discarded or interrupted episodes after those with a result). The interval
+method is the job's ``intervals`` setting (Wilson by default, Clopper-Pearson on request), at 95 %; the mean score's
+interval is a seeded BCa bootstrap (``stats.mean_score``), so the same scores give the same interval in every
+snapshot, report and re-run.
 """
 
 from __future__ import annotations
