@@ -295,7 +295,8 @@ def test_station_types_round_trip_through_their_dict_forms():
                   "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
                   "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
     status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
-              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance}
+              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance,
+              "summary": [], "comparison": []}
 
     back = msg_to_dict(dict_to_msg("strands_robots_msgs/msg/JobStatus", status))
     task["scoring"]["items"][0]["max_points"] = 1.0  # an int is accepted for a float field, read back a float
