@@ -30,7 +30,7 @@ def _artist(fig, gid):
 
 
 def _bounds(fig, gid):
-    """The (low, high) of the error bar ``gid`` drew."""
+    """Return the (low, high) of the error bar ``gid`` drew."""
     bars = [a for ax in fig.axes for a in ax.get_children() if a.get_gid() == gid and hasattr(a, "get_segments")]
     (low, high), = [sorted(y for _, y in segment) for segment in bars[0].get_segments()]
     return low, high
