@@ -48,7 +48,7 @@ class LeaderboardPage:
 
 
 def _odds(log_strength: float) -> str:
-    return f"{math.exp(log_strength):.3g}"
+    return f"{math.exp(log_strength):.2f}"
 
 
 def leaderboard_page(board: Any) -> LeaderboardPage:
