@@ -295,7 +295,8 @@ def test_station_types_round_trip_through_their_dict_forms():
                   "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
                   "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
     status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
-              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance}
+              "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance,
+              "summary": [], "comparison": []}
 
     back = msg_to_dict(dict_to_msg("strands_robots_msgs/msg/JobStatus", status))
     task["scoring"]["items"][0]["max_points"] = 1.0  # an int is accepted for a float field, read back a float
@@ -419,3 +420,33 @@ def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros
     bare = JobStatus(job_id="j", station_id="s", state=JobState.RUNNING, episodes_total=1, episodes=(),
                      updated_unix_ms=5, message="")
     assert not job_status_to_pb(bare).HasField("provenance") and job_status_from_pb(job_status_to_pb(bare)) == bare
+
+
+def test_a_comparison_reaches_ros_with_every_figure_and_explicit_presence():
+    _msgs()
+    from comparison_message import comparison_message, seeded_outcomes
+
+    from strands_robots.conversions.station import comparison_to_msg
+    from strands_robots.stats.sequential import StopRule
+
+    pb_msg = comparison_message(seeded_outcomes(0.9, 0.2, 60, seed=1), rule=StopRule(max_blocks=60))
+    ros = comparison_to_msg(pb_msg)
+    assert (ros.suite, list(ros.slots), ros.labels_revealed) == ("demo", ["vision", "blind"], True)
+    for got, sent in zip(ros.figures, pb_msg.figures):
+        assert (got.slot, got.success.successes, got.success.trials) == (sent.slot, sent.success.successes,
+                                                                         sent.success.trials)
+        assert (list(got.success.low), list(got.success.high)) == ([sent.success.low], [sent.success.high])
+    pair, sent = ros.pairs[0], pb_msg.pairs[0]
+    assert (pair.only_a, pair.only_b, list(pair.difference), list(pair.low), list(pair.high), list(pair.p_value)) == \
+        (sent.only_a, sent.only_b, [sent.difference], [sent.low], [sent.high], [sent.p_value])
+    assert [b.block_id for b in ros.blocks] == [b.block_id for b in pb_msg.blocks]
+    assert [[(o.slot, o.success, o.blind_label) for o in b.outcomes] for b in ros.blocks] == \
+        [[(o.slot, o.success, o.blind_label) for o in b.outcomes] for b in pb_msg.blocks]
+    stop = ros.stop[0]
+    assert (stop.verdict, list(stop.stopped_at_block), stop.e_value) == (
+        "a_better", [pb_msg.stop.stopped_at_block], pb_msg.stop.e_value)
+    running = comparison_message(seeded_outcomes(0.5, 0.5, 3, seed=2), revealed=False)
+    bare = comparison_to_msg(running)
+    assert list(bare.stop) == [] and bare.labels_revealed is False  # no stop rule asked: empty, not zeros
+    empty = comparison_to_msg(comparison_message([]))
+    assert list(empty.pairs[0].difference) == [] and list(empty.figures[0].success.rate) == []

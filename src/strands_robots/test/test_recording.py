@@ -329,7 +329,11 @@ def split_full_text(text):
                                            "strands_robots_msgs/Task", "diagnostic_msgs/KeyValue",
                                            "strands_robots_msgs/ScoringSheetDefinition",
                                            "strands_robots_msgs/ScoringItemDefinition",
-                                           "strands_robots_msgs/Provenance", "strands_robots_msgs/ConfigHash"}),
+                                           "strands_robots_msgs/Provenance", "strands_robots_msgs/ConfigHash",
+                                           *(f"strands_robots_msgs/{name}" for name in (
+                                               "JobFigures", "TaskFigures", "Rate", "MeanScore", "Coverage",
+                                               "Comparison", "SlotFigures", "PairDifference", "ComparisonBlock",
+                                               "SlotOutcome", "SequentialStop"))}),
 ])
 def test_schema_text_matches_installed_msg_files(type_name, dependencies):
     package, _, name = type_name.split("/")

@@ -115,7 +115,8 @@ def reset_postgres(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS jobs, snapshots, stations, relays, policy_homes, station_offers")
+        conn.execute("DROP TABLE IF EXISTS jobs, snapshots, stations, relays, policy_homes, station_offers, "
+                     "comparison_blocks")
 
 
 # -- TLS --------------------------------------------------------------------------------------------------------

@@ -217,6 +217,25 @@ def test_a_submitted_job_is_published_latched_with_each_episode_result_once(stat
     assert (res.ok, res.message) == (False, f"job {job_id} already ended (SUCCEEDED)")
 
 
+def test_the_published_status_carries_the_jobs_figures_with_their_intervals(station):
+    from strands_robots.stats.proportion import proportion_interval
+
+    job_id = station.submit([], 2, suite_trials=[("hold", 2)])
+    final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+    assert final.state == "SUCCEEDED", final.message
+    assert len(final.summary) == 1 and list(final.comparison) == []  # a single-policy job: no comparison
+    figures = final.summary[0]
+    outcomes = [e for e in final.episodes if e.scored and not e.taken_over]
+    successes = sum(e.success for e in outcomes)
+    expected = proportion_interval(successes, len(outcomes))
+    assert (figures.success.successes, figures.success.trials) == (successes, len(outcomes))
+    assert figures.success.method == "wilson" and figures.success.confidence == 0.95
+    assert list(figures.success.low) == [pytest.approx(expected.low)]
+    assert list(figures.success.high) == [pytest.approx(expected.high)]
+    assert figures.coverage.scored == len(outcomes) and [t.task_id for t in figures.tasks] == ["hold"]
+    assert list(figures.score.mean) == [pytest.approx(sum(e.score for e in outcomes) / len(outcomes))]
+
+
 def test_submit_job_refuses_a_malformed_task_naming_the_task_and_field(station):
     bad = ros_task("hold")
     bad.scoring.items[0].answer_type = "maybe"

@@ -86,7 +86,7 @@ def test_killed_during_an_episode_resumes_and_reruns_its_task_as_a_new_episode(t
     store = JobStore(str(tmp_path))
     run_until(store, "ep_0001 running")
     crashed = store.load("persist-1")
-    assert crashed.state is JobState.RUNNING and crashed.running == RunningEpisode("ep_0001", 1, 0)
+    assert crashed.state is JobState.RUNNING and crashed.running == RunningEpisode("ep_0001", 1, 0, "b")
     assert [e.episode_id for e in crashed.episodes] == ["ep_0000"]
 
     resumed = recover(crashed)
@@ -383,3 +383,18 @@ def test_killed_while_finalizing_finishes_without_running_anything(tmp_path):
     final = JobRunner(recover(saved), robot, ScriptedOperator(), store=store).run()
     assert final.state is JobState.SUCCEEDED and final.episodes == saved.episodes
     assert robot.last_ended is None  # no rollout ran after the restart
+
+
+def test_the_task_of_an_episode_lost_to_a_restart_is_kept_for_the_summary_and_round_trips():
+    record = JobRecord(spec(), state=JobState.RUNNING, next_episode_number=2,
+                       running=RunningEpisode("ep_0001", 1, 0, "b"), unlisted_tasks=(("ep_0000", "a"),),
+                       discarded=("ep_0000",))
+    assert record_from_mapping(record_to_mapping(record)) == record
+    recovered = recover(record)
+    assert recovered.interrupted == ("ep_0001",)
+    assert recovered.unlisted_tasks == (("ep_0000", "a"), ("ep_0001", "b"))
+    older = record_to_mapping(record)
+    del older["unlisted_tasks"], older["running"]["task_id"]
+    loaded = record_from_mapping(older)  # a file from before: those episodes count in the job's coverage only
+    assert loaded.unlisted_tasks == () and loaded.running.task_id == ""
+    assert recover(loaded).unlisted_tasks == ()

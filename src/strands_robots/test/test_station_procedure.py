@@ -649,3 +649,16 @@ def test_a_job_stops_at_the_most_finished_episodes_one_status_carries(monkeypatc
     assert final.message == ("the job has listed 2 finished episodes, the most one job's status carries "
                              "(EPISODES_LISTED_MAX); 1 of 3 were kept")
     assert runner.record.running is None and robot.lease.state().state != "held"
+
+
+def test_a_discarded_episode_is_counted_under_its_task_in_the_jobs_summary():
+    spec = job(task("first", success_when="end_condition == timeout"),
+               task("redo", operator_takeover_at_s="0.2", operator_discard="true"),
+               task("last", success_when="end_condition == timeout"))
+    final, runner, _, snapshots = run(spec)
+    assert runner.record.discarded == ("ep_0001",)
+    assert runner.record.unlisted_tasks == (("ep_0001", "redo"),)
+    redo = final.summary.task("redo")
+    assert redo.coverage.discarded == ("ep_0001",) and redo.coverage.attempted == 2
+    assert final.summary.task("first").coverage.discarded == ()
+    assert final.summary.coverage.discarded == ("ep_0001",)

@@ -195,3 +195,22 @@ def test_the_cli_prints_the_summary_the_status_carries_and_computes_one_only_for
     fallback = summary_lines(msg)[0]
     assert "the station sent no summary" in fallback and "1 discarded" not in fallback
     assert fallback.startswith("job: success 3/5 = 60 % [23 %, 88 %] Wilson 95 %")
+
+
+def test_discarded_and_interrupted_episodes_are_listed_under_the_task_they_ran_and_in_the_job():
+    summary = summarize(DEMO, discarded=("ep_0004",), interrupted=("ep_0010", "ep_0011"),
+                        unlisted_tasks={"ep_0004": "redo", "ep_0010": "reach_cube", "ep_0012": "never_listed"})
+    redo, reach = summary.task("redo"), summary.task("reach_cube")
+    assert redo.coverage.discarded == ("ep_0004",) and redo.coverage.attempted == 3
+    assert reach.coverage.interrupted == ("ep_0010",)
+    assert redo.success.trials == 0  # two taken over, one discarded: none an outcome
+    # ep_0011's task is not known: the job's coverage holds it, no task's does
+    assert summary.coverage.interrupted == ("ep_0010", "ep_0011") and summary.coverage.discarded == ("ep_0004",)
+    assert sum(t.coverage.attempted for t in summary.tasks) == summary.coverage.attempted - 1
+
+
+def test_a_task_whose_only_episode_was_discarded_is_listed_with_no_outcome():
+    summary = summarize(DEMO[:1], discarded=("ep_0001",), unlisted_tasks={"ep_0001": "short_reach"})
+    assert [t.task_id for t in summary.tasks] == ["hold_pose", "short_reach"]
+    lonely = summary.task("short_reach")
+    assert (lonely.success.trials, lonely.coverage.attempted, lonely.coverage.discarded) == (0, 1, ("ep_0001",))

@@ -36,8 +36,10 @@ from test_relay_harness import (  # noqa: E402
     yes_no_task,
 )
 from web_helpers import CHROMEDRIVER, CHROMIUM, camera_recording, episode, headless_chromium, snapshot  # noqa: E402
+from comparison_message import comparison_message, seeded_outcomes  # noqa: E402
 
-from strands_robots.client import EvaluationClient  # noqa: E402
+from strands_robots.client import EvaluationClient, pb  # noqa: E402
+from strands_robots.stats.sequential import StopRule  # noqa: E402
 from strands_robots.station_link.link import StationLink  # noqa: E402
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
@@ -150,6 +152,84 @@ def test_the_status_page_in_chromium_live_updates_without_reload_and_refuses_oth
         driver.get(f"{base}/jobs/no-such-job")
         unknown = driver.find_element(By.TAG_NAME, "main").text
         assert other == unknown and "Not found" in other and "b-private-run" not in other
+    finally:
+        if driver is not None:
+            driver.quit()
+        if link is not None:
+            link.close()
+        stop_process(relay)
+
+
+def _comparison_snapshot(job_id, seq, state, revealed):
+    status = pb.JobStatus(job_id=job_id, station_id="sim_station", state=state, episodes_total=120,
+                          updated_unix_ms=1_800_000_000_000 + seq, sequence=seq, message=f"{state} #{seq}")
+    outcomes = seeded_outcomes(0.9, 0.3, 60, seed=1)
+    status.comparison.CopyFrom(comparison_message(outcomes[:8] if not revealed else outcomes, revealed=revealed,
+                                                  rule=StopRule(max_blocks=60), slots=("vision", "blind_arm")))
+    return status
+
+
+def test_a_comparison_page_reveals_its_verdict_live_and_the_leaderboard_ranks_the_teams_policies(tmp_path):
+    tokens = write_tokens(tmp_path)
+    relay_port, web_port = free_port(), free_port()
+    relay = driver = link = None
+    try:
+        relay = start_relay_process(relay_port, f"sqlite:{tmp_path / 'relay.db'}", tokens,
+                                    "--web", f"127.0.0.1:{web_port}", "--poll-s", "0.1")
+        _wait_listening(web_port)
+        target, base = f"127.0.0.1:{relay_port}", f"http://127.0.0.1:{web_port}"
+        with EvaluationClient(target, token=CLIENT_TOKENS["team_a"]) as team_a:
+            job = team_a.submit_job(station_id="sim_station", tasks=[yes_no_task()], episodes=120, job_id="ab-demo")
+        link = StationLink(target, "sim_station", STATION_TOKENS["sim_station"], heartbeat_s=0.5).start()
+        link.report(_comparison_snapshot(job, 1, "RUNNING", revealed=False))
+        assert link.flush(15), "the station's first snapshot was not delivered"
+
+        driver = _browser(tmp_path)
+        driver.set_page_load_timeout(30)
+        wait = WebDriverWait(driver, 20)
+        driver.get(base + "/signin")
+        driver.find_element(By.ID, "token").send_keys(CLIENT_TOKENS["team_a"])
+        driver.find_element(By.ID, "signin").click()
+        wait.until(lambda d: d.current_url.endswith("/jobs"))
+
+        driver.get(f"{base}/jobs/{job}")
+        wait.until(lambda d: _text(d, "comparison-blocks") == "8")
+        assert "labels are blind" in _text(driver, "comparison-head")
+        assert "vision" not in _text(driver, "comparison")
+        assert _text(driver, "comparison-verdict").startswith("undecided")
+        driver.execute_script("window.__strands_marker = 'set-before-the-end';")
+
+        link.report(_comparison_snapshot(job, 2, "SUCCEEDED", revealed=True))
+        assert link.flush(15)
+        wait.until(lambda d: _text(d, "comparison-verdict").startswith("a_better"))
+        assert driver.execute_script("return window.__strands_marker;") == "set-before-the-end"
+        assert "vision" in _text(driver, "comparison-slots") and "Newcombe" in _text(driver, "comparison-pairs")
+        assert driver.execute_script("return document.querySelectorAll('#comparison-slots svg.bar line').length;") == 6
+        shot = tmp_path / "web_comparison_page.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+        driver.find_element(By.ID, "nav-leaderboard").click()
+        wait.until(lambda d: "demo" in _text(d, "leaderboard-suites"))
+        driver.find_element(By.LINK_TEXT, "demo").click()
+        wait.until(lambda d: _text(d, "leaderboard-suite") == "demo")
+        ranked = driver.execute_script("return Array.from(document.querySelectorAll('#leaderboard tbody tr'))"
+                                       ".map(r => r.id);")
+        assert ranked == ["policy-vision", "policy-blind_arm"]
+        shot = tmp_path / "web_leaderboard_page.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 5_000
+        out = os.environ.get("STRANDS_SCREENSHOT_DIR")
+        if out:
+            for name in ("web_comparison_page.png", "web_leaderboard_page.png"):
+                shutil.copyfile(tmp_path / name, Path(out) / name)
+
+        driver.find_element(By.ID, "signout").click()
+        wait.until(lambda d: d.current_url.endswith("/signin"))
+        driver.find_element(By.ID, "token").send_keys(CLIENT_TOKENS["team_b"])
+        driver.find_element(By.ID, "signin").click()
+        wait.until(lambda d: d.current_url.endswith("/jobs"))
+        driver.get(base + "/leaderboard/demo")
+        wait.until(lambda d: _text(d, "leaderboard-suite") == "demo")
+        assert "vision" not in driver.find_element(By.TAG_NAME, "main").text  # team a's policies stay hidden
     finally:
         if driver is not None:
             driver.quit()

@@ -137,6 +137,16 @@ class EvaluationClient:
         return list(self._call(self._stub.ListSuites,
                                pb.ListSuitesRequest(station_id=station_id or "")).stations)
 
+    def leaderboard(self, suite: str) -> Any:
+        """Return the ranking of this team's own policies on ``suite`` (a ``pb.LeaderboardResponse``).
+
+        A policy is a slot name of this team's comparison jobs on the suite; the relay fits Bradley-Terry over
+        the complete blocks of every one of them that has ended: ``entries`` strongest first, each with its
+        log-strength, the interval on it (``confidence``), its wins, losses and ties; ``note`` says what to keep
+        in mind (no ranking yet, groups never compared). Another team's policies are never in it.
+        """
+        return self._call(self._stub.Leaderboard, pb.LeaderboardRequest(suite=suite))
+
     def submit_suite_job(self, station_id: str, suite: str, tasks: Iterable[Any], *,
                          choose: Optional[Mapping[str, Any]] = None, free_form: Iterable[TaskLike] = (),
                          max_discards: Optional[int] = None, job_id: Optional[str] = None, attempts: int = 3,

@@ -1,7 +1,9 @@
 """The station model (``station/model.py``) <-> ``strands_robots_msgs``.
 
 Tasks, episode results, job status and score-sheet answers (the station node's services and topics), and the
-rollout node's unscored ``EpisodeResult``.
+rollout node's unscored ``EpisodeResult``. A status's figures and comparison are converted from the wire's messages
+(``wire.pb_model.summary_to_pb`` of the station's summary, ``pb.Comparison``), so the ROS topic and the relay carry
+the same numbers from the same module.
 """
 
 from __future__ import annotations
@@ -108,6 +110,85 @@ def station_status_to_msg(status: Any) -> Any:
     provenance = getattr(status, "provenance", None)
     if provenance is not None:
         msg.provenance = station_provenance_to_msg(provenance)
+    summary = getattr(status, "summary", None)
+    if summary is not None:  # the figures the wire carries, from the same module (station/summary.py)
+        from strands_robots.wire.pb_model import summary_to_pb
+
+        msg.summary = [job_figures_to_msg(summary_to_pb(summary))]
+    comparison = getattr(status, "comparison", None)
+    if comparison is not None:
+        msg.comparison = [comparison_to_msg(comparison)]
+    return msg
+
+
+def _optional(pb_msg: Any, name: str) -> list:
+    """Return a protobuf optional field as a ROS ``[<=1]`` sequence: ``[value]`` when present, else ``[]``."""
+    return [getattr(pb_msg, name)] if pb_msg.HasField(name) else []
+
+
+def rate_to_msg(rate: Any) -> Any:
+    """``pb.Rate`` -> ``strands_robots_msgs/Rate``."""
+    from strands_robots_msgs.msg import Rate
+
+    return Rate(successes=rate.successes, trials=rate.trials, rate=_optional(rate, "rate"),
+                low=_optional(rate, "low"), high=_optional(rate, "high"), method=rate.method,
+                confidence=rate.confidence, note=rate.note)
+
+
+def mean_score_to_msg(score: Any) -> Any:
+    """``pb.MeanScore`` -> ``strands_robots_msgs/MeanScore``."""
+    from strands_robots_msgs.msg import MeanScore
+
+    return MeanScore(n=score.n, mean=_optional(score, "mean"), low=_optional(score, "low"),
+                     high=_optional(score, "high"), method=score.method, confidence=score.confidence,
+                     n_resamples=score.n_resamples, seed=score.seed, note=score.note)
+
+
+def coverage_to_msg(coverage: Any) -> Any:
+    """``pb.Coverage`` -> ``strands_robots_msgs/Coverage``."""
+    from strands_robots_msgs.msg import Coverage
+
+    return Coverage(scored=coverage.scored, faulted=coverage.faulted, safety_stopped=coverage.safety_stopped,
+                    discarded=coverage.discarded, taken_over=coverage.taken_over, unscored=coverage.unscored,
+                    interrupted=coverage.interrupted)
+
+
+def job_figures_to_msg(figures: Any) -> Any:
+    """``pb.JobFigures`` (what ``JobStatus.summary`` carries on the wire) -> ``strands_robots_msgs/JobFigures``."""
+    from strands_robots_msgs.msg import JobFigures, TaskFigures
+
+    return JobFigures(success=rate_to_msg(figures.success), score=mean_score_to_msg(figures.score),
+                      coverage=coverage_to_msg(figures.coverage),
+                      tasks=[TaskFigures(task_id=t.task_id, success=rate_to_msg(t.success),
+                                         score=mean_score_to_msg(t.score), coverage=coverage_to_msg(t.coverage))
+                             for t in figures.tasks])
+
+
+def comparison_to_msg(comparison: Any) -> Any:
+    """``pb.Comparison`` (``JobStatus.comparison``) -> ``strands_robots_msgs/Comparison``."""
+    from strands_robots_msgs.msg import (Comparison, ComparisonBlock, PairDifference, SequentialStop, SlotFigures,
+                                         SlotOutcome)
+
+    msg = Comparison(suite=comparison.suite, slots=list(comparison.slots),
+                     labels_revealed=bool(comparison.labels_revealed))
+    msg.figures = [SlotFigures(slot=f.slot, success=rate_to_msg(f.success), score=mean_score_to_msg(f.score))
+                   for f in comparison.figures]
+    msg.pairs = [PairDifference(a=p.a, b=p.b, both=p.both, only_a=p.only_a, only_b=p.only_b, neither=p.neither,
+                                difference=_optional(p, "difference"), low=_optional(p, "low"),
+                                high=_optional(p, "high"), confidence=p.confidence,
+                                interval_method=p.interval_method, p_value=_optional(p, "p_value"), test=p.test,
+                                detectable_difference=_optional(p, "detectable_difference"), note=p.note)
+                 for p in comparison.pairs]
+    msg.blocks = [ComparisonBlock(block_id=b.block_id, task_id=b.task_id, seed=b.seed,
+                                  outcomes=[SlotOutcome(slot=o.slot, success=o.success, episode_id=o.episode_id,
+                                                        blind_label=o.blind_label) for o in b.outcomes])
+                  for b in comparison.blocks]
+    if comparison.HasField("stop"):
+        s = comparison.stop
+        msg.stop = [SequentialStop(test=s.test, alpha=s.alpha, max_blocks=s.max_blocks,
+                                   stop_when_out_of_reach=s.stop_when_out_of_reach, e_value=s.e_value,
+                                   stopped_at_block=_optional(s, "stopped_at_block"), verdict=s.verdict,
+                                   text=s.text)]
     return msg
 
 

@@ -28,6 +28,10 @@ scored episodes that were not taken over, as spec/evaluation-status.txt counts t
 mean score of the job and of each task with their intervals as error bars (``station/summary.py``: Wilson 95 % for
 the rate, a seeded bootstrap for the score).
 
+A comparison job's recording also gets ``<stem>_comparison.png``: each policy's success rate with its interval as an
+error bar, each pair's paired difference with its Newcombe interval, the exact test's p, the detectable difference
+and the stop rule's verdict (:mod:`~strands_robots.monitoring.comparison_plot`).
+
 Every artist the tests look for carries a ``gid`` (``commanded:<key>``, ``measured:<key>``, ``unresolved``,
 ``missed_deadline``, ``safety_stop``, ``safety_checks``, ``episode:<id>``).
 """
@@ -585,7 +589,7 @@ def video_available() -> bool:
 
 def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "bool | None" = None,
                  notes: "list[str] | None" = None) -> list[Path]:
-    """Write the PNGs (and the cameras' sheets and MP4s); the paths written (episodes first, the job last).
+    """Write the PNGs (and the cameras' sheets and MP4s); the paths written: episodes, the job's, a comparison's.
 
     :param video: an MP4 per camera and episode; ``None``: when PyAV is installed.
     :param notes: gets one line per file read only in part (:func:`load_recording`).
@@ -607,6 +611,13 @@ def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "b
     target = out / f"{stem}_job.png"
     job_figure(job_summary(traces, job)).savefig(target, dpi=110)
     written.append(target)
+    from strands_robots.monitoring.comparison_plot import comparison_figure, comparison_from_recorded
+
+    comparison = comparison_from_recorded(job)
+    if comparison is not None:  # a comparison job: each policy's rate and the paired difference, with intervals
+        target = out / f"{stem}_comparison.png"
+        comparison_figure(comparison).savefig(target, dpi=110)
+        written.append(target)
     return written
 
 

@@ -134,6 +134,7 @@ def _handler(core: RelayCore, method: str, kind: str, request_cls: Any, response
 
 def _more_methods() -> dict:
     """Methods served by modules of their own beside the two servicers: service -> [(class, methods)]."""
+    from strands_robots.relay.leaderboard import LeaderboardService
     from strands_robots.relay.listing import ListingService
     from strands_robots.wire.proto import recording_pb2 as rp
     from strands_robots.relay.recordings import RecordingService
@@ -145,6 +146,8 @@ def _more_methods() -> dict:
             (ListingService, {"ListJobs": ("unary", es.ListJobsRequest, es.ListJobsResponse, SMALL_REQUEST_BYTES)}),
             (SuiteOfferService, {"ListSuites": ("unary", sp.ListSuitesRequest, sp.ListSuitesResponse,
                                                 SMALL_REQUEST_BYTES)}),
+            (LeaderboardService, {"Leaderboard": ("unary", es.LeaderboardRequest, es.LeaderboardResponse,
+                                                  SMALL_REQUEST_BYTES)}),
             (RecordingService, {
                 "ListRecordings": ("unary", rp.ListRecordingsRequest, rp.ListRecordingsResponse, SMALL_REQUEST_BYTES),
                 "DownloadRecording": ("server_stream", rp.DownloadRecordingRequest, rp.RecordingChunk,

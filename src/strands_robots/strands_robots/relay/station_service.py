@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from strands_robots.relay import comparison_blocks
 from strands_robots.relay.auth import KIND_STATION, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
 from strands_robots.wire.pb_model import job_options_from_pb
@@ -76,6 +77,10 @@ class StationServicer:
             except StoreError as exc:
                 response.refused.append(f"{snapshot.job_id}: {exc}")
                 continue
+            if clean.state in TERMINAL_STATES and clean.HasField("comparison") and \
+                    verdict in (Verdict.STORED, Verdict.FINAL):
+                # before the report is answered: a failure here fails the report, and the station reports again
+                await core.run(comparison_blocks.keep_ended, core.store, job)
             if verdict is Verdict.STORED:
                 response.stored += 1
                 if clean.state in TERMINAL_STATES:

@@ -410,7 +410,7 @@ class JobRunner:
         if run is not None:
             plan = dataclasses.replace(plan, slot=slot, compare_slot=run.slot, blind_label=run.label,
                                        block_id=run.block.block_id, block_position=run.position)
-        self._update(running=RunningEpisode(episode_id, slot, plan.attempt),
+        self._update(running=RunningEpisode(episode_id, slot, plan.attempt, plan.task.task_id),
                      next_episode_number=record.next_episode_number + 1,
                      message=f"{episode_id} running (task {plan.task.task_id!r}, {what})")
         kind, value = self._episode(plan)
@@ -428,6 +428,7 @@ class JobRunner:
                          message=f"{episode_id} finished: {value.end_condition}{again}")
         elif kind == "discarded":
             self._update(running=None, discarded=record.discarded + (episode_id,),
+                         unlisted_tasks=record.unlisted_tasks + ((episode_id, plan.task.task_id),),
                          slot_attempts=record.slot_attempts + 1,
                          message=f"{episode_id} discarded by the operator; task {plan.task.task_id!r} runs "
                                  "again as a new episode")
@@ -551,7 +552,8 @@ class JobRunner:
             self._record = self._record.replace(state=target, message=message, running=None,
                                                 interrupted=self._record.interrupted + (
                                                     (self._record.running.episode_id,)
-                                                    if self._record.running else ()))
+                                                    if self._record.running else ()),
+                                                unlisted_tasks=self._record.without_result(self._record.running))
             self._commit()
 
     def _update(self, **changes: Any) -> None:
@@ -570,7 +572,7 @@ class JobRunner:
             self._store.save(record)
         # The summary changes only when an episode is listed, discarded or interrupted: one per episode, not one
         # per message (the record's tuples are replaced, never changed, so identity says "the same").
-        basis = (record.episodes, record.discarded, record.interrupted)
+        basis = (record.episodes, record.discarded, record.interrupted, record.unlisted_tasks)
         if self._summary is None or any(a is not b for a, b in zip(basis, self._summary[0])):
             self._summary = (basis, summary_of(record, self._running_summary))
         comparison = None

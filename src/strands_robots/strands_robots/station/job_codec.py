@@ -116,7 +116,8 @@ def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:
         "discarded": list(record.discarded),
         "interrupted": list(record.interrupted),
         "running": None if running is None else {"episode_id": running.episode_id, "slot": running.slot,
-                                                 "attempt": running.attempt},
+                                                 "attempt": running.attempt, "task_id": running.task_id},
+        "unlisted_tasks": [[episode_id, task_id] for episode_id, task_id in record.unlisted_tasks],
         "restarts": record.restarts,
         "restarts_without_progress": record.restarts_without_progress,
         "slot_attempts": record.slot_attempts,
@@ -156,7 +157,10 @@ def record_from_mapping(data: Mapping[str, Any], episode_mappings: "Sequence[Map
             discarded=tuple(str(x) for x in data["discarded"]),
             interrupted=tuple(str(x) for x in data["interrupted"]),
             running=None if running is None else RunningEpisode(str(running["episode_id"]), int(running["slot"]),
-                                                                int(running["attempt"])),
+                                                                int(running["attempt"]),
+                                                                str(running.get("task_id", ""))),
+            # a file without them: those episodes are in the job's coverage only
+            unlisted_tasks=tuple((str(e), str(t)) for e, t in data.get("unlisted_tasks", ())),
             restarts=int(data["restarts"]),
             # a file without it counts the crash loop from its next restart on
             restarts_without_progress=int(data.get("restarts_without_progress", 0)),

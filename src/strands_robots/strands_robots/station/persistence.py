@@ -335,6 +335,7 @@ def recover(record: JobRecord) -> JobRecord:
     in_a_row = record.restarts_without_progress + 1
     lost = record.running
     interrupted = record.interrupted + ((lost.episode_id,) if lost is not None else ())
+    unlisted_tasks = record.without_result(lost)
     slot_attempts = record.slot_attempts + (1 if lost is not None else 0)
     if lost is not None:
         what = f"station restarted while {lost.episode_id} ran; it has no result and its task runs again as a " \
@@ -342,10 +343,12 @@ def recover(record: JobRecord) -> JobRecord:
     else:
         what = f"station restarted with the job {record.state.value}"
     if in_a_row > MAX_RESTARTS:
-        return record.replace(state=JobState.FAILED, running=None, interrupted=interrupted, restarts=restarts,
+        return record.replace(state=JobState.FAILED, running=None, interrupted=interrupted,
+                              unlisted_tasks=unlisted_tasks, restarts=restarts,
                               restarts_without_progress=in_a_row, slot_attempts=slot_attempts,
                               message=f"{what}; the station restarted {in_a_row} times in a row without keeping "
                                       f"an episode (limit {MAX_RESTARTS}): a crash loop, so the job is failed")
     state = JobState.WAITING_POLICY if record.state is JobState.RUNNING else record.state
-    return record.replace(state=state, running=None, interrupted=interrupted, restarts=restarts,
+    return record.replace(state=state, running=None, interrupted=interrupted, unlisted_tasks=unlisted_tasks,
+                          restarts=restarts,
                           restarts_without_progress=in_a_row, slot_attempts=slot_attempts, message=what)

@@ -27,11 +27,12 @@ def episode_id_for(number: int) -> str:
 
 @dataclass(frozen=True)
 class RunningEpisode:
-    """The episode the station is running (never listed in ``episodes``): its id, slot and attempt."""
+    """The episode the station is running (never listed in ``episodes``): its id, slot, attempt and task id."""
 
     episode_id: str
     slot: int
     attempt: int
+    task_id: str = ""  # "" in a record written before it was kept: the episode's task is then not known
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class JobRecord:
         the next one and is persisted with it.
     :param provenance: what produced the job's scores (``station.provenance``), set when its policy was ready;
         every snapshot from then on carries it.
+    :param unlisted_tasks: ``(episode id, task id)`` of each discarded or interrupted episode whose task is known:
+        the job's summary lists it under that task's coverage as well as the job's.
     """
 
     spec: JobSpec
@@ -66,6 +69,7 @@ class JobRecord:
     slot_attempts: int = 0
     sequence: int = 0
     provenance: Optional[Provenance] = None
+    unlisted_tasks: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def job_id(self) -> str:
@@ -75,6 +79,12 @@ class JobRecord:
     def done(self) -> bool:
         """Every requested episode is kept."""
         return len(self.episodes) >= self.spec.episodes_total
+
+    def without_result(self, running: Optional[RunningEpisode]) -> Tuple[Tuple[str, str], ...]:
+        """Return :attr:`unlisted_tasks` with ``running``'s task added (it ends with no result); as is for None."""
+        if running is None or not running.task_id:
+            return self.unlisted_tasks
+        return self.unlisted_tasks + ((running.episode_id, running.task_id),)
 
     def replace(self, **changes) -> "JobRecord":
         return dataclasses.replace(self, **changes)

@@ -18,13 +18,15 @@ attempted episode lands in exactly one :class:`~strands_robots.stats.coverage.Co
 - an unscored ``safety_stop`` -> safety_stopped; any other unscored one (``start_pose_unreached``, a sheet never
   given) -> unscored;
 - a discarded episode -> discarded, one that ended without any result (a station restart, a lost policy session,
-  a cancel during it) -> interrupted. These two have no result, so no task: they appear in the job's coverage
-  only, never in a task's.
+  a cancel during it) -> interrupted. These two have no result; the station core records which task each one
+  ran (``JobRecord.unlisted_tasks``), so they appear in that task's coverage as well as the job's (one whose task
+  is not known, from a record written before the station kept it, in the job's only).
 
 Tasks are told apart by the episode's own ``task.task_id`` (what ran), not by the job's shape, and listed in the
-order they first ran. The interval method is the job's ``intervals`` setting (Wilson by default, Clopper-Pearson
-on request), at 95 %; the mean score's interval is a seeded BCa bootstrap (``stats.mean_score``), so the same
-scores give the same interval in every snapshot, report and re-run.
+order they first ran (a task with only discarded or interrupted episodes after those with a result). The interval
+method is the job's ``intervals`` setting (Wilson by default, Clopper-Pearson on request), at 95 %; the mean score's
+interval is a seeded BCa bootstrap (``stats.mean_score``), so the same scores give the same interval in every
+snapshot, report and re-run.
 """
 
 from __future__ import annotations
@@ -244,11 +246,13 @@ class RunningSummary:
         self._tasks: Dict[str, _Tally] = {}
 
     def summary(self, episodes: Sequence[Any], discarded: Sequence[str] = (),
-                interrupted: Sequence[str] = ()) -> JobSummary:
+                interrupted: Sequence[str] = (), unlisted_tasks: Optional[Mapping[str, str]] = None) -> JobSummary:
         """Return the summary of ``episodes`` (the job's listed ones, in order) and its discards and interruptions.
 
         Episodes already read are not read again while the list only grew; any other list is read from the start.
 
+        :param unlisted_tasks: episode id -> task id of discarded and interrupted episodes whose task is known:
+            each is counted in that task's coverage too.
         :raises ValueError: an episode listed twice.
         """
         read = len(self._read)
@@ -267,24 +271,37 @@ class RunningSummary:
         # An id is spent once; one with a result is never also discarded or interrupted (its result wins if it were).
         unlisted = {d: tuple(i for i in ids if i not in seen and not seen.add(i))  # type: ignore[func-returns-value]
                     for ids, d in ((discarded, Disposition.DISCARDED), (interrupted, Disposition.INTERRUPTED))}
-        tasks = tuple(TaskSummary(task_id, *tally.figures(method, confidence))
-                      for task_id, tally in self._tasks.items())
+        by_task: Dict[str, Dict[Disposition, Tuple[str, ...]]] = {}
+        for disposition, ids in unlisted.items():
+            for episode_id in ids:
+                task_id = (unlisted_tasks or {}).get(episode_id)
+                if task_id is not None:
+                    slot = by_task.setdefault(task_id, {})
+                    slot[disposition] = slot.get(disposition, ()) + (episode_id,)
+        tallies = dict(self._tasks)
+        for task_id in by_task:
+            tallies.setdefault(task_id, _Tally())
+        tasks = tuple(TaskSummary(task_id, *tally.figures(method, confidence, by_task.get(task_id)))
+                      for task_id, tally in tallies.items())
         if len(tasks) == 1 and not any(unlisted.values()):  # the job's episodes are its one task's: same figures
             return JobSummary(tasks[0].success, tasks[0].score, tasks[0].coverage, tasks)
         return JobSummary(*self._job.figures(method, confidence, unlisted), tasks)
 
 
 def summarize(episodes: Iterable[Any], *, discarded: Sequence[str] = (), interrupted: Sequence[str] = (),
-              method: Any = IntervalMethod.WILSON, confidence: float = CONFIDENCE) -> JobSummary:
+              unlisted_tasks: Optional[Mapping[str, str]] = None, method: Any = IntervalMethod.WILSON,
+              confidence: float = CONFIDENCE) -> JobSummary:
     """Return the summary of a job's listed ``episodes`` (``EpisodeResult``, in execution order).
 
-    :param discarded: ids of the job's discarded episodes (no result: job coverage only).
-    :param interrupted: ids of the job's episodes that ended without a result (job coverage only).
+    :param discarded: ids of the job's discarded episodes (no result).
+    :param interrupted: ids of the job's episodes that ended without a result.
+    :param unlisted_tasks: episode id -> task id of those discarded and interrupted episodes whose task is known
+        (in that task's coverage as well as the job's; the others in the job's only).
     :param method: the rates' interval, ``"wilson"`` or ``"clopper-pearson"``.
     :param confidence: the intervals' two-sided level.
     :raises ValueError: an unknown method, or an episode listed twice.
     """
-    return RunningSummary(method, confidence).summary(tuple(episodes), discarded, interrupted)
+    return RunningSummary(method, confidence).summary(tuple(episodes), discarded, interrupted, unlisted_tasks)
 
 
 def load_statistics() -> None:
@@ -307,4 +324,5 @@ def summary_of(record: Any, running: Optional[RunningSummary] = None) -> JobSumm
     :param running: the job's :class:`RunningSummary` (made with the job's method) to update; None: a new one.
     """
     running = running or RunningSummary(getattr(record.spec, "intervals", IntervalMethod.WILSON.value))
-    return running.summary(record.episodes, record.discarded, record.interrupted)
+    return running.summary(record.episodes, record.discarded, record.interrupted,
+                           dict(getattr(record, "unlisted_tasks", ())))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 from strands_robots.client import Policy
 
 __all__ = ["free_form_tasks", "submit_team_job", "progress_bar", "summary_table", "summary_lines",
-           "status_summary", "watch_job", "submit_job_file",
+           "status_summary", "comparison_progress", "watch_job", "submit_job_file",
            "serve_in_background", "report_final"]
 
 
@@ -181,6 +181,27 @@ def _attempted(figures: Any) -> int:
     return sum(int(getattr(coverage, name)) for name in COVERAGE_BUCKETS)
 
 
+def comparison_progress(status: Any) -> str:
+    """One line of a comparison job's progress for ``watch``: blocks complete and the stop rule's state.
+
+    Names no slot while the labels are blind; empty for a single-policy job (or a status that is not a pb).
+    """
+    has_field = getattr(status, "HasField", None)
+    if has_field is None or not has_field("comparison"):
+        return ""
+    from strands_robots.client.comparison_view import comparison_view
+
+    view = comparison_view(status.comparison)
+    line = f"comparison: {view.block_count} complete blocks"
+    if view.stop is not None:
+        line += (f"; e-value {view.stop.e_value:.3g} (separates at {view.stop.threshold:g}), verdict "
+                 f"{view.stop.verdict}")
+    if view.revealed and view.pairs:
+        pair = view.pairs[0]
+        line += f"; {pair.a} - {pair.b} {pair.difference}"
+    return line
+
+
 def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[[str], None] = print,
               stop: Optional[threading.Event] = None, timeout_s: Optional[float] = None) -> Any:
     """Poll ``get_status`` until the job ends, printing the progress bar when it changes; the final status."""
@@ -204,6 +225,9 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
                 figures = status_summary(status)
                 if figures is not None and _attempted(figures):
                     write(f"    {_figures_line(figures)}")
+                progress = comparison_progress(status)
+                if progress:
+                    write(f"    {progress}")
             if status.state in terminal:
                 return status
         if stop is not None and stop.is_set():

@@ -11,6 +11,7 @@ installed with the client: no ROS); :func:`add_job_commands` adds them to either
     strands-robots job serve  --relay ... --token-file T JOB_ID --policy my_module:MyPolicy [--inference-timeout S]
     strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
     strands-robots job suites --relay ... --token-file T [--station S]     # what each station offers (job_suites.py)
+    strands-robots job leaderboard --relay ... --token-file T SUITE        # your policies ranked (job_leaderboard.py)
     strands-robots job recordings --relay ... --token-file T JOB_ID -o DIR  # its MCAPs (cli/job_recordings.py)
     strands-robots job leaderboard --relay ... --token-file T SUITE        # where the relay ranks (job_leaderboard.py)
     strands-robots job schema [--markdown]                                 # the job file's JSON Schema (job_schema.py)
@@ -114,6 +115,10 @@ def cmd_job_watch(args: argparse.Namespace) -> int:
 
     final = watch_job(connect(args), args.job_id, poll_s=args.poll_s)
     print(summary_table(final))
+    if final.HasField("comparison"):
+        from strands_robots.client.comparison_view import comparison_lines
+
+        print("\n".join(comparison_lines(final.comparison)))
     print(f"job {final.job_id} {final.state}: {final.message}")
     return 0 if final.state == "SUCCEEDED" else 1
 

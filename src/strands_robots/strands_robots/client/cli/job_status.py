@@ -60,6 +60,10 @@ def format_status(status: Any) -> str:
         from strands_robots.client.cli.client_side import summary_table
 
         lines += ["", summary_table(status)]
+    if status.HasField("comparison"):
+        from strands_robots.client.comparison_view import comparison_lines
+
+        lines += [""] + comparison_lines(status.comparison)
     return "\n".join(lines)
 
 

@@ -11,15 +11,18 @@ Routes::
     GET  /jobs/{job_id}/events   the same for one job; ends when the job does
     GET  /jobs/{job_id}/recordings/{episode_id}   an episode's recording (MCAP) the station uploaded
     GET  /jobs/{job_id}/recordings/{episode_id}/thumbnail   its first camera frame (JPEG/PNG as recorded)
+    GET  /leaderboard        a team's suites with ranked policies
+    GET  /leaderboard/{suite}   the team's own policies on the suite, ranked (Bradley-Terry, with intervals)
     GET  /static/...         the stylesheet and the one script (no inline script: the CSP forbids it)
 
-What no request gets: another team's job. A job the signed-in principal may not see answers exactly as a job
-that does not exist (404, the same page), on every route. Every POST carries its session's CSRF token (the
-sign-in form a signed one, :class:`~strands_robots.relay.web.sessions.SignInForms`, so a flood of ``GET /signin``
-stores nothing and expires no open form) and, when the browser sends an Origin, must come from this page's own
-origin. Sign-in is rate-limited per address and overall (:class:`~strands_robots.relay.web.sessions.SignInLimiter`);
-request bodies are capped at :data:`MAX_BODY_BYTES`; the token is compared in constant time by the relay's token
-book, and re-checked on every request, so a token taken out of the token file ends its sessions.
+What no request gets: another team's job, or another team's policies on a leaderboard. A job the signed-in principal
+may not see answers exactly as a job that does not exist (404, the same page), on every route. Every POST carries
+its session's CSRF token (the sign-in form a signed one, :class:`~strands_robots.relay.web.sessions.SignInForms`, so
+a flood of ``GET /signin`` stores nothing and expires no open form) and, when the browser sends an Origin, must come
+from this page's own origin. Sign-in is rate-limited per address and overall
+(:class:`~strands_robots.relay.web.sessions.SignInLimiter`); request bodies are capped at :data:`MAX_BODY_BYTES`;
+the token is compared in constant time by the relay's token book, and re-checked on every request, so a token taken
+out of the token file ends its sessions.
 
 Every answer, the live event streams and downloads included, carries the same security headers (CSP with
 ``frame-ancestors 'none'``, ``X-Frame-Options``, ``nosniff``, ``Referrer-Policy``, ``Cache-Control: no-store``
@@ -257,6 +260,23 @@ class StatusPage:
         recordings, thumbnails = await self.run(self._recordings, principal, job_id)
         return self.render("job.html", session=session, page=page, recordings=recordings, thumbnails=thumbnails)
 
+    async def get_leaderboards(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        if session.principal.kind != KIND_CLIENT:
+            return self.not_found(session)
+        suites = await self.run(self.source.leaderboard_suites, session.principal)
+        return self.render("leaderboards.html", session=session, suites=suites)
+
+    async def get_leaderboard(self, request: web.Request) -> web.StreamResponse:
+        session = self._require(request)
+        suite = request.match_info["suite"]
+        from strands_robots.relay.leaderboard import SUITE_ID
+
+        if session.principal.kind != KIND_CLIENT or not SUITE_ID.fullmatch(suite):
+            return self.not_found(session)
+        board = await self.run(self.source.leaderboard, session.principal, suite)
+        return self.render("leaderboard.html", session=session, board=board)
+
     def _recordings(self, principal: Principal, job_id: str) -> tuple:
         """Return the job's complete recordings by episode, and the episodes whose recording has a camera frame."""
         recordings = self.source.recordings(principal, job_id)
@@ -446,5 +466,7 @@ def make_app(page: StatusPage) -> web.Application:
     app.router.add_get("/jobs/{job_id}/events", page.get_job_events)
     app.router.add_get("/jobs/{job_id}/recordings/{episode_id}", page.get_recording)
     app.router.add_get("/jobs/{job_id}/recordings/{episode_id}/thumbnail", page.get_thumbnail)
+    app.router.add_get("/leaderboard", page.get_leaderboards)
+    app.router.add_get("/leaderboard/{suite}", page.get_leaderboard)
     app.router.add_static("/static/", HERE / "static", show_index=False, follow_symlinks=False)
     return app

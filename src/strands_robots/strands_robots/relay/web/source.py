@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from strands_robots.relay import recording_store
+from strands_robots.relay import comparison_blocks, recording_store
 from strands_robots.relay.auth import KIND_CLIENT, Principal
 from strands_robots.relay.core import RelayCore
 from strands_robots.relay.recording_store import RecordingRow
 from strands_robots.relay.store import JobRecord, JobView, Snapshot, Store
+from strands_robots.relay.web.leaderboard_view import LeaderboardPage, leaderboard_page
 from strands_robots.relay.web.thumbnails import ThumbnailCache, first_frame
 from strands_robots.relay.web.view_model import JobPage, job_page
 
@@ -57,6 +58,7 @@ class JobSource:
         self._store = store
         self._thumbnails = ThumbnailCache()
         recording_store.ensure_tables(store)  # a page opened on a store no relay has prepared yet
+        comparison_blocks.ensure_tables(store)
 
     def view(self, principal: Principal, job_id: str) -> Optional[JobView]:
         """Return the job ``principal`` knows as ``job_id``, or None (missing and another's are the same)."""
@@ -119,3 +121,18 @@ class JobSource:
         rows = self._store.read_sql(self._sql(_LIST, principal), (principal.name, MAX_LISTED_JOBS))
         views = [_view_of(row) for row in rows]
         return [job_page(v, RelayCore.status_of_view(v), self.shown_id(principal, v)) for v in views]
+
+    def leaderboard_suites(self, principal: Principal) -> List[Tuple[str, int]]:
+        """Return the suites a team has ranked policies on, with their block counts; none for a station."""
+        if principal.kind != KIND_CLIENT:
+            return []
+        return comparison_blocks.suites_of(self._store, principal.name)
+
+    def leaderboard(self, principal: Principal, suite: str) -> Optional[LeaderboardPage]:
+        """Return a team's own ranking on ``suite`` (the ``Leaderboard`` RPC's fit); None for a station."""
+        if principal.kind != KIND_CLIENT:
+            return None
+        from strands_robots.relay.leaderboard import leaderboard_of
+
+        return leaderboard_page(leaderboard_of(suite, comparison_blocks.blocks_of(self._store, principal.name,
+                                                                                  suite)))

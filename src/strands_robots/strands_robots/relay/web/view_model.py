@@ -3,6 +3,8 @@
 One :class:`JobPage` per job: its state and progress, and a row per finished episode with the end condition,
 the score, the sheet as the operator answered it, the safety-stop detail, whether an operator took it over;
 the job's figures (success k of n, mean score, coverage), each with its interval, as the station computed them;
+a comparison job's result (``client.comparison_view``: each policy's rate with its interval, the paired
+difference, the exact test, the stop rule and its verdict, the blocks; blind labels only until the job ends);
 and the episode ids the station spent without keeping an episode (it numbers every attempt and never reuses an
 id, so a gap in the listed ids is an episode discarded by the operator or interrupted, whose task ran again).
 The templates render these values and nothing else, so what a page can show is decided here.
@@ -16,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+from strands_robots.client.comparison_view import ComparisonView, comparison_view
 from strands_robots.relay.store import TERMINAL_STATES, JobView
 
 END_SAFETY_STOP = "safety_stop"
@@ -119,6 +122,7 @@ class JobPage:
     cancel_requested: bool
     version: Tuple[int, int, int, bool, Optional[int]]
     figures: Tuple[FigureRow, ...] = ()  # the job's, then each task's, with intervals (empty: none sent)
+    comparison: Optional[ComparisonView] = None  # a comparison job's result (blind labels until revealed)
 
     @property
     def terminal(self) -> bool:
@@ -213,4 +217,5 @@ def job_page(view: JobView, status, shown_id: str) -> JobPage:
         version=(int(snapshot.sequence) if snapshot else 0, int(status.updated_unix_ms), len(episodes),
                  job.cancel_requested, view.station_last_heard),
         figures=figure_rows(status),
+        comparison=comparison_view(status.comparison) if status.HasField("comparison") else None,
     )

@@ -97,3 +97,53 @@ class ListJobsResponse(_message.Message):
     jobs: _containers.RepeatedCompositeFieldContainer[JobSummary]
     next_page_token: str
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class LeaderboardRequest(_message.Message):
+    __slots__ = ("suite",)
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    suite: str
+    def __init__(self, suite: _Optional[str] = ...) -> None: ...
+
+class LeaderboardEntry(_message.Message):
+    __slots__ = ("policy", "rank", "log_strength", "low", "high", "wins", "losses", "ties", "comparisons", "jobs")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LOG_STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    WINS_FIELD_NUMBER: _ClassVar[int]
+    LOSSES_FIELD_NUMBER: _ClassVar[int]
+    TIES_FIELD_NUMBER: _ClassVar[int]
+    COMPARISONS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    rank: int
+    log_strength: float
+    low: float
+    high: float
+    wins: int
+    losses: int
+    ties: int
+    comparisons: int
+    jobs: int
+    def __init__(self, policy: _Optional[str] = ..., rank: _Optional[int] = ..., log_strength: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., ties: _Optional[int] = ..., comparisons: _Optional[int] = ..., jobs: _Optional[int] = ...) -> None: ...
+
+class LeaderboardResponse(_message.Message):
+    __slots__ = ("suite", "entries", "blocks", "jobs", "confidence", "prior_sd", "method", "note")
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_SD_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    suite: str
+    entries: _containers.RepeatedCompositeFieldContainer[LeaderboardEntry]
+    blocks: int
+    jobs: int
+    confidence: float
+    prior_sd: float
+    method: str
+    note: str
+    def __init__(self, suite: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LeaderboardEntry, _Mapping]]] = ..., blocks: _Optional[int] = ..., jobs: _Optional[int] = ..., confidence: _Optional[float] = ..., prior_sd: _Optional[float] = ..., method: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...

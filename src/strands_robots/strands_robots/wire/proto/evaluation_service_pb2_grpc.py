@@ -78,6 +78,11 @@ class EvaluationStub:
                 request_serializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.SerializeToString,
                 response_deserializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.FromString,
                 _registered_method=True)
+        self.Leaderboard = channel.unary_unary(
+                '/strands_robots.relay.v1.Evaluation/Leaderboard',
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluationServicer:
@@ -144,6 +149,15 @@ class EvaluationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Leaderboard(self, request, context):
+        """The ranking of this client's own policies on a suite: Bradley-Terry over the complete blocks of every
+        comparison job this client owned on that suite that has ended. Another client's policies are never read.
+        INVALID_ARGUMENT for a suite id that is not 1-64 letters, digits, '.', '_', '-'.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +200,11 @@ def add_EvaluationServicer_to_server(servicer, server):
                     servicer.ListSuites,
                     request_deserializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.FromString,
                     response_serializer=strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.SerializeToString,
+            ),
+            'Leaderboard': grpc.unary_unary_rpc_method_handler(
+                    servicer.Leaderboard,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -404,6 +423,33 @@ class Evaluation:
             '/strands_robots.relay.v1.Evaluation/ListSuites',
             strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesRequest.SerializeToString,
             strands__robots_dot_wire_dot_proto_dot_suites__pb2.ListSuitesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Leaderboard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/Leaderboard',
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.FromString,
             options,
             channel_credentials,
             insecure,

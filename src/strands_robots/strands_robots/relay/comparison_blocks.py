@@ -1,0 +1,142 @@
+"""Every ended comparison job's complete blocks, kept per suite in the relay's store: what rankings are fitted on.
+
+One row per (job, block): the job's owning client (the team), its suite and station, the block's task and seed,
+and each slot's outcome (JSON ``{slot: true/false}``). The table lives in the same database as the jobs
+(SQLite or PostgreSQL, through the store's ``run_sql``), so every relay sharing the store ranks the same blocks.
+
+Written when a comparison job's terminal snapshot is reported (``station_service.ReportStatus``), from the
+snapshot the store then holds, which is final and never replaced: the rows are inserted with ``ON CONFLICT DO
+NOTHING``, so a repeated report (a station's retry, the same snapshot reported through another relay) adds
+nothing, and a report after a relay died between the two writes fills in what is missing.
+
+Only complete blocks reach the table (``JobStatus.comparison.blocks``: every slot once, each a real outcome):
+a block with fewer than two slots, a slot twice or an empty slot name is left out, and said so in the log.
+
+Synchronous (the store's connections): the relay calls these on its store thread pool.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Tuple
+
+__all__ = ["StoredBlock", "ensure_tables", "complete_outcomes", "record_comparison", "keep_ended", "blocks_of",
+           "suites_of", "MAX_BLOCKS_READ", "MAX_SUITES_LISTED"]
+
+#: The most blocks one ranking reads (the newest): a bound on a leaderboard's work however long a team runs.
+MAX_BLOCKS_READ = 20000
+#: The most suites one team's leaderboard index lists.
+MAX_SUITES_LISTED = 200
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS comparison_blocks (
+        job_id TEXT NOT NULL,
+        block_id TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        suite TEXT NOT NULL,
+        station_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        seed BIGINT NOT NULL,
+        outcomes TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        ended_unix_ms BIGINT NOT NULL,
+        PRIMARY KEY (job_id, block_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS comparison_blocks_by_team ON comparison_blocks (client_id, suite)",
+)
+
+_INSERT = ("INSERT INTO comparison_blocks (job_id, block_id, client_id, suite, station_id, task_id, seed, outcomes, "
+           "position, ended_unix_ms) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+           "ON CONFLICT (job_id, block_id) DO NOTHING")
+
+
+@dataclass(frozen=True)
+class StoredBlock:
+    """One complete block as the relay keeps it."""
+
+    job_id: str
+    block_id: str
+    client_id: str
+    suite: str
+    station_id: str
+    task_id: str
+    seed: int
+    outcomes: Mapping[str, bool]
+
+
+def ensure_tables(store: Any) -> None:
+    """Create the table if missing (every relay opening the store does; idempotent)."""
+    for statement in _TABLES:
+        try:
+            store.run_sql(statement)
+        except Exception:  # noqa: BLE001 - another relay created it at the same instant (PostgreSQL): once more
+            store.run_sql(statement)
+
+
+def complete_outcomes(block: Any) -> Tuple[Tuple[str, bool], ...]:
+    """Return a ``pb.ComparisonBlock``'s ``(slot, success)`` pairs; empty when it is not a complete block."""
+    slots = [o.slot for o in block.outcomes]
+    if len(slots) < 2 or len(set(slots)) != len(slots) or not all(slots):
+        return ()
+    return tuple((o.slot, bool(o.success)) for o in block.outcomes)
+
+
+def record_comparison(store: Any, job_id: str, client_id: str, station_id: str, status: Any,
+                      ended_unix_ms: int) -> Tuple[int, int]:
+    """Keep the complete blocks of an ended comparison job (``status``: its terminal ``pb.JobStatus``).
+
+    :returns: ``(blocks offered, blocks left out as incomplete)``; a job without a comparison offers none.
+    """
+    if not status.HasField("comparison") or not status.comparison.suite:
+        return 0, 0
+    comparison = status.comparison
+    left_out = 0
+    for position, block in enumerate(comparison.blocks):
+        outcomes = complete_outcomes(block)
+        if not outcomes or not block.block_id:
+            left_out += 1
+            continue
+        store.run_sql(_INSERT, (job_id, block.block_id, client_id, comparison.suite, station_id, block.task_id,
+                                int(block.seed), json.dumps(dict(outcomes), sort_keys=True), position,
+                                int(ended_unix_ms)))
+    return len(comparison.blocks), left_out
+
+
+def keep_ended(store: Any, job: Any) -> Tuple[int, int]:
+    """Keep the blocks of ``job`` (a ``store.JobRecord``) from the terminal snapshot the store holds for it.
+
+    Read from the store, not from the report at hand: the stored terminal snapshot is final, so every report of
+    the job's end (a retry, through any relay) keeps the same blocks. A job not ended keeps nothing.
+
+    :returns: as :func:`record_comparison`.
+    """
+    from strands_robots.relay.store import TERMINAL_STATES
+    from strands_robots.wire.proto import evaluation_pb2 as ev
+
+    snapshot = store.get_snapshot(job.job_id)
+    if snapshot is None or snapshot.state not in TERMINAL_STATES:
+        return 0, 0
+    status = ev.JobStatus.FromString(snapshot.payload)
+    return record_comparison(store, job.job_id, job.client_id, job.station_id, status, snapshot.updated_unix_ms)
+
+
+def blocks_of(store: Any, client_id: str, suite: str, limit: int = MAX_BLOCKS_READ) -> List[StoredBlock]:
+    """Return ``client_id``'s kept blocks on ``suite``, the newest ``limit`` of them, oldest first."""
+    rows = store.read_sql(
+        "SELECT job_id, block_id, client_id, suite, station_id, task_id, seed, outcomes FROM comparison_blocks "
+        "WHERE client_id = {p} AND suite = {p} ORDER BY ended_unix_ms DESC, job_id DESC, position DESC "
+        "LIMIT {p}", (client_id, suite, int(limit)))
+    out = []
+    for r in reversed(rows):
+        outcomes = {str(k): bool(v) for k, v in json.loads(r[7]).items()}
+        out.append(StoredBlock(job_id=r[0], block_id=r[1], client_id=r[2], suite=r[3], station_id=r[4],
+                               task_id=r[5], seed=int(r[6]), outcomes=outcomes))
+    return out
+
+
+def suites_of(store: Any, client_id: str, limit: int = MAX_SUITES_LISTED) -> List[Tuple[str, int]]:
+    """Return the suites ``client_id`` has kept blocks on, each with its block count, by suite id."""
+    rows = store.read_sql("SELECT suite, count(*) FROM comparison_blocks WHERE client_id = {p} GROUP BY suite "
+                          "ORDER BY suite LIMIT {p}", (client_id, int(limit)))
+    return [(str(r[0]), int(r[1])) for r in rows]
