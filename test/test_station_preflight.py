@@ -326,9 +326,9 @@ def test_a_task_asking_for_an_unknown_camera_is_refused_before_the_policy_is_ask
     # such camera again when it runs (test_station_preflight_core.py), for a station that could not tell then.
     assert final.state == "FAILED" and len(final.episodes) == 0, final
     assert "RUNNING" not in seen, seen
-    assert final.message == ("refused by the station: job refused: tasks[1].parameters: cameras='top,scene', "
-                             "image_format='jpeg' refused: camera 'top' is not one of this station's cameras (scene, "
-                             "wrist)")
+    assert final.message == ("refused by the station: job refused: the job asks for cameras this station does not "
+                             "have (1 request(s); no arm moved): 1. task 'blind_top' asks for camera 'top': this "
+                             "station has no such camera (its cameras: scene, wrist)")
     after = station.watch.fresh()
     assert (after.actions_applied, after.actions_refused, after.actions_received) == (
         before.actions_applied, before.actions_refused, before.actions_received)

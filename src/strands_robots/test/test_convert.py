@@ -450,3 +450,26 @@ def test_a_comparison_reaches_ros_with_every_figure_and_explicit_presence():
     assert list(bare.stop) == [] and bare.labels_revealed is False  # no stop rule asked: empty, not zeros
     empty = comparison_to_msg(comparison_message([]))
     assert list(empty.pairs[0].difference) == [] and list(empty.figures[0].success.rate) == []
+
+
+def test_a_comparison_and_figures_read_back_from_ros_equal_what_was_sent():
+    _msgs()
+    from comparison_message import comparison_message, seeded_outcomes
+
+    from strands_robots.conversions.station import comparison_to_msg, job_figures_to_msg, pb_from_msg
+    from strands_robots.station.model import EpisodeResult, Task
+    from strands_robots.station.summary import summarize
+    from strands_robots.stats.sequential import StopRule
+    from strands_robots.wire.pb_model import summary_to_pb
+
+    for sent in (comparison_message(seeded_outcomes(0.9, 0.2, 60, seed=1), rule=StopRule(max_blocks=60)),
+                 comparison_message(seeded_outcomes(0.5, 0.5, 3, seed=2), revealed=False),
+                 comparison_message([])):
+        assert pb_from_msg(comparison_to_msg(sent), type(sent)()) == sent
+    episodes = [EpisodeResult(episode_id=f"ep_{i:04d}", end_condition="timeout", scored=i != 4, success=i % 3 != 0,
+                              score=(i % 3) / 2, items=(), task=Task(f"t{i % 2}", "x"), taken_over=False,
+                              end_detail="")
+                for i in range(7)]
+    figures = summary_to_pb(summarize(episodes, discarded=["ep_0007"]))
+    assert figures.tasks and figures.success.HasField("low")  # the check below is not of an empty message
+    assert pb_from_msg(job_figures_to_msg(figures), type(figures)()) == figures

@@ -165,6 +165,25 @@ def _interrupted(signals: Any, job_id: str, cancel: Callable[[], Any]) -> int:
 
 
 # -- through the station's services -----------------------------------------------------------------------------
+class _RosStatus:
+    """A ROS ``JobStatus`` read as the client's printers read a snapshot: its figures as a ``pb.JobFigures``.
+
+    On ROS the job's figures are a ``[<=1]`` sequence of ``JobFigures``; the printers take the wire's message.
+    """
+
+    def __init__(self, msg: Any) -> None:
+        self._msg = msg
+        self.summary = None
+        if getattr(msg, "summary", None):
+            from strands_robots.conversions.station import pb_from_msg
+            from strands_robots.wire.proto.evaluation_pb2 import JobFigures
+
+            self.summary = pb_from_msg(msg.summary[0], JobFigures())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._msg, name)
+
+
 def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     import rclpy
     from diagnostic_msgs.msg import KeyValue
@@ -223,7 +242,7 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
             executor.spin_once(timeout_sec=0.1)
             mine = [s for s in statuses if s.job_id == job_id]
             statuses.clear()
-            for status in mine:
+            for status in map(_RosStatus, mine):
                 progress(status)
                 if status.state in TERMINAL:
                     return report_final(status, _say)

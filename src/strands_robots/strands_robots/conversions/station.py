@@ -164,6 +164,36 @@ def job_figures_to_msg(figures: Any) -> Any:
                              for t in figures.tasks])
 
 
+def pb_from_msg(msg: Any, out: Any) -> Any:
+    """Fill the protobuf message ``out`` from the ROS message ``msg`` that mirrors it field by field; return ``out``.
+
+    The inverse of :func:`job_figures_to_msg` / :func:`comparison_to_msg`: a field the proto marks optional (explicit
+    presence) is a ``[<=1]`` sequence on ROS, set only when it holds a value; a ROS field the proto lacks is skipped.
+    """
+    for name in msg.get_fields_and_field_types():
+        field = out.DESCRIPTOR.fields_by_name.get(name)
+        if field is None:
+            continue
+        value = getattr(msg, name)
+        repeated = getattr(field, "is_repeated", None)
+        repeated = field.label == field.LABEL_REPEATED if repeated is None else repeated
+        if field.message_type is not None:
+            if repeated:
+                for item in value:
+                    pb_from_msg(item, getattr(out, name).add())
+            else:
+                for item in (value if isinstance(value, (list, tuple)) else [value])[:1]:
+                    pb_from_msg(item, getattr(out, name))
+        elif repeated:
+            getattr(out, name).extend(value)
+        elif field.has_presence and not isinstance(value, (str, bytes, bool, int, float)):
+            if len(value):
+                setattr(out, name, value[0])
+        else:
+            setattr(out, name, value)
+    return out
+
+
 def comparison_to_msg(comparison: Any) -> Any:
     """``pb.Comparison`` (``JobStatus.comparison``) -> ``strands_robots_msgs/Comparison``."""
     from strands_robots_msgs.msg import (Comparison, ComparisonBlock, PairDifference, SequentialStop, SlotFigures,
