@@ -230,3 +230,16 @@ def test_a_comparisons_slots_meet_across_two_relays_each_on_its_own_session(post
             client.close()
             for out in served.values():
                 out["thread"].join(5.0)
+
+
+def test_submit_serve_of_a_comparison_job_file_is_refused_before_anything_is_sent(tmp_path, capsys):
+    """``submit --serve`` serves one policy: a comparison's slots are each served by their own ``serve --slot``."""
+    from strands_robots.client.cli.job import main
+
+    job = tmp_path / "compare.yaml"
+    job.write_text("station_id: sim_station\nsuite: demo\ntasks: [{task: reach_cube, trials: 4}]\n"
+                   "compare: {slots: [vision, blind]}\n")
+    assert main(["job", "submit", "--relay", "127.0.0.1:1", str(job), "--serve"]) == 2
+    err = capsys.readouterr().err
+    assert "--serve serves one policy; this job compares slots vision, blind" in err
+    assert "serve JOB_ID --slot NAME" in err
