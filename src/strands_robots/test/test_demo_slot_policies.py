@@ -30,3 +30,13 @@ def test_the_first_slot_sees_the_cube_and_every_other_slot_is_blind_to_the_same_
     assert [p.blind for p in policies.values()] == [False, True, True]
     assert _looked(policies["vision"]) is not None  # the cube's place on the table, from the frame
     assert _looked(policies["blind"]) is None and _looked(policies["also_blind"]) is None
+
+
+def test_demo_job_refuses_a_comparison_over_the_stations_ros_service_before_anything_is_sent(capsys):
+    """Over ``--ros`` one policy runs in the station: a comparison's slots are served only through a relay."""
+    from strands_robots.cli import demo_job
+    from strands_robots.cli.station_demo import default_demo_compare
+
+    assert demo_job.main(["--ros", "--namespace", "nowhere", "--job-file", default_demo_compare()]) == 2
+    assert "is a comparison job (compare: slots vision, blind): its slots are served through a relay, run it with " \
+           "--relay" in capsys.readouterr().err
