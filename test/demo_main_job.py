@@ -1,8 +1,9 @@
 """One run of the main job (``strands-robots up --record FILE``), for every test that checks what it did.
 
-The main job is some 25 s of real episodes. The test of what its user sees (test_station_demo_main.py) and the
-tests that read its recording (the report, the lerobot export) read the same run instead of each running the job
-again (conftest's ``demo_main_job``).
+The main job is some 25 s of real episodes, then the comparison job (the vision policy against the blind one) some
+20 s more. The test of what its user sees (test_station_demo_main.py) and the tests that read its recording (the
+report, the lerobot export) read the same run instead of each running the job again (conftest's
+``demo_main_job``). The recording holds the demo job only: the demo closes it before the comparison.
 
 The run is ``python -m strands_robots.cli.station_demo --namespace NS --record FILE`` as a subprocess in a session
 of its own. Beside it, this process's own node takes the station's ``job_status`` and ``observer_events`` (so the
@@ -31,6 +32,7 @@ JOB_S = 240.0
 # a progress line of the job once an episode has ended and the next one runs: the job has been RUNNING
 # (its latched state published) for a whole episode
 NEXT_EPISODE_RUNNING = re.compile(r"\] [1-9]\d*/\d+ episodes\s+RUNNING\s+ep_\d+ running")
+SUBMITTED = re.compile(r"^\[demo\] submitted job (\S+):")
 
 
 class StationTopics:
@@ -96,6 +98,19 @@ class DemoMainJob:
     def output(self) -> str:
         return "\n".join(self.lines)
 
+    def job_ids(self) -> list:
+        """The jobs the demo submitted, in order (the demo job, then the comparison)."""
+        return [m.group(1) for m in (SUBMITTED.search(line) for line in self.lines) if m]
+
+    def statuses_of(self, job_id: str) -> list:
+        """The station's JobStatus messages of one job, in the order they arrived."""
+        return [s for s in self.statuses if s.job_id == job_id]
+
+    def demo_job_events(self) -> list:
+        """The ObserverEvents of the demo job's rollouts (the recorded job): every run the comparison's did not."""
+        later = {e.run_id for job_id in self.job_ids()[1:] for s in self.statuses_of(job_id) for e in s.episodes}
+        return [e for e in self.events if e.run_id not in later]
+
 
 def run_demo_main_job(directory: Path) -> DemoMainJob:
     """Run the main job to its end with its recording, this process's listener and a late recorder beside it."""
@@ -120,12 +135,18 @@ def run_demo_main_job(directory: Path) -> DemoMainJob:
                 late_out, late_err = Lines(late.stdout), Lines(late.stderr)
         returncode = demo.wait(10.0)
 
+        submitted = [m.group(1) for m in (SUBMITTED.search(line) for line in demo.lines) if m]
+
         def last_messages_in() -> bool:
-            """Tell whether the final JobStatus and the Ended of every rollout it names have arrived."""
-            if not (topics.statuses and topics.statuses[-1].state == "SUCCEEDED"):
-                return False
+            """Tell whether each job's final JobStatus and the Ended of every rollout it names have arrived."""
             ended = {e.run_id for e in topics.events if e.kind == ObserverEvent.KIND_ENDED}
-            return all(e.run_id in ended for e in topics.statuses[-1].episodes if e.run_id)
+            for job_id in submitted:
+                mine = [s for s in topics.statuses if s.job_id == job_id]
+                if not (mine and mine[-1].state == "SUCCEEDED"):
+                    return False
+                if not all(e.run_id in ended for e in mine[-1].episodes if e.run_id):
+                    return False
+            return bool(submitted)
 
         topics.spin_until(last_messages_in, 5.0)  # a bound for their delivery; the tests say what lacks
         topics.take_the_rest()  # and whatever else had arrived: a second Ended or a gap would show in the tests

@@ -76,7 +76,8 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
     assert re.search(r"^job: success 3/5 = 60 % \[23 %, 88 %\] Wilson 95 %; mean score \d\.\d\d \[\d\.\d\d, \d\.\d\d\] "
                      r"bootstrap .*; coverage 5/9 scored \(1 discarded, 2 taken over, 1 unscored\)$", out, re.M), out
     # The station's own JobStatus says SUCCEEDED too, and each rollout is one gapless run with one Ended.
-    statuses = run.statuses
+    main_job, compared_job = run.job_ids()
+    statuses = run.statuses_of(main_job)
     assert statuses and statuses[-1].state == "SUCCEEDED", (statuses[-1:], out)
     by_run: dict = {}
     for event in run.events:
@@ -94,6 +95,52 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
     assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0",
                      "recorder": "0"}, out
     assert len(run.children) >= 6 and run.left_running == [], (run.children, out)
+    compared = run.statuses_of(compared_job)
+    assert compared and compared[-1].state == "SUCCEEDED", (compared[-1:], out[-3000:])
+    assert {e.run_id for e in compared[-1].episodes} <= set(by_run)
+
+
+def test_main_job_then_compares_the_vision_policy_with_the_blind_one_and_stops_at_its_verdict(demo_main_job):
+    """The comparison after the demo job: through the relay, each slot its own session; it stops early.
+
+    ``reach_cube_quick`` needs the scene camera: the vision slot reaches the cube in every block, the blind slot in
+    none, so the paired e-process separates them at block 7 (e-value 26.8 >= 1 / 0.05) of at most 12. The printed
+    block order is the station's recorded one: each block's two episodes ran in that order, and the table's
+    success column says which slot each was.
+    """
+    run = demo_main_job
+    out = run.output
+    assert run.returncode == 0, out[-4000:]
+    start = out.index("[demo] comparison ")
+    tail = out[start:]
+    assert re.search(r"^\[demo\] comparison \S+: slot vision serves the scripted policy, blind the same policy never "
+                     r"shown a camera frame", tail, re.M), tail
+    found = re.search(r"^comparison of vision and blind on suite demo: (\d+) complete blocks$", tail, re.M)
+    assert found, tail
+    blocks = int(found.group(1))
+    assert re.search(rf"^  vision  {blocks}/{blocks} = 100 % \[\d+ %, 100 %\] Wilson 95 %$", tail, re.M), tail
+    assert re.search(rf"^  blind   0/{blocks} = 0 % \[0 %, \d+ %\] Wilson 95 %$", tail, re.M), tail
+    assert re.search(r"^  vision - blind: \+100 % \[\+\d+ %, \+100 %\] Newcombe 95 %; exact McNemar p = [\d.e-]+; "
+                     rf"{blocks} blocks detect \d+ % \(80 % power\)$", tail, re.M), tail
+    verdict = re.search(r"^  verdict (\w+) \(stopped at block (\d+) of at most 12, alpha 0.05\): vision is better "
+                        r"than blind \(e-value ([\d.]+), separates at 20\)", tail, re.M)
+    assert verdict, tail
+    assert verdict.group(1) == "a_better" and int(verdict.group(2)) == blocks == 7 and float(verdict.group(3)) >= 20
+    assert re.search(rf"^job \S+ SUCCEEDED: completed: comparison of {blocks} complete blocks: a_better: vision is "
+                     rf"better than blind .*; vision {blocks}/{blocks}, blind 0/{blocks}$", tail, re.M), tail
+    order_line = re.search(r"^  block order: (.*)$", tail, re.M).group(1)
+    order = [part.split(" ", 1) for part in order_line.split("; ")]
+    assert [b for b, _ in order] == [f"b_{i:04d}" for i in range(blocks)], order_line
+    slots = [tuple(s.split(", ")) for _, s in order]
+    assert all(sorted(s) == ["blind", "vision"] for s in slots), order_line
+    # the comparison's table: two episodes per block in the recorded order, the vision one the success
+    lines = tail.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("episode  end condition"))
+    rows = [line.split() for line in lines[header + 2:header + 2 + 2 * blocks]]
+    assert [r[0] for r in rows] == [f"ep_{i:04d}" for i in range(2 * blocks)], rows
+    ran = [slot for block in slots for slot in block]
+    assert [r[3] for r in rows] == ["yes" if slot == "vision" else "no" for slot in ran], (ran, rows)
+    assert {r[1] for r in rows} == {"policy_completed"}, rows
 
 
 def test_ctrl_c_stops_the_demo_and_every_child_ends_with_it():

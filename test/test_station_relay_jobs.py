@@ -66,6 +66,7 @@ SUITE_TASKS = [
     task("claim", operator_claim_at_s="0.3"),                                    # authority_lost
     task("blocked", start_pose_timeout_s="0.05"),                                # start_pose_unreached
     task("long", duration_s="30"), task("c", duration_s="1.5"),
+    task("ab", duration_s="0.6", success_when="end_condition == policy_completed"),  # a comparison's blocks
     *[task(name) for name in ("a", "b", "x", "y", "first", "second", "only", "next", "after", "dropped", "never",
                               "served", "unserved", "big", "huge")],
     {"task_id": "cli_hold", "instruction": "hold the right wrist steady", "scoring": CLI_SHEET,
@@ -720,3 +721,77 @@ def test_one_unreadable_job_file_is_set_aside_and_the_other_job_resumes_without_
     assert ids[:2] == ["ep_0000", "ep_0001"] and len(ids) == 3 and ids[2] not in ids[:2]  # nothing re-run
     assert open(store.log_path_of(resumed), "rb").read().startswith(log_before)  # appended, never truncated
     assert any(broken in line and "kept aside" in line for line in station.lines)  # the station's log names it
+
+
+class EndsEarly(TeamPolicy):
+    """The comparison's better policy: it ends every episode itself at its second call (policy_completed)."""
+
+    def reset(self, task_msg) -> None:
+        super().reset(task_msg)
+        self.steps = 0
+
+    def act(self, observation):
+        from strands_robots.policies.base import EndEpisode
+
+        self.steps += 1
+        if self.steps > 1:  # its second call: never at the preflight (one observation)
+            raise EndEpisode("done")
+        return super().act(observation)
+
+
+def test_a_comparison_job_with_two_served_slots_stops_at_its_verdict_with_every_figure(station):
+    """Two slots through the relay, each served by its own client call; the station runs blocks to the stop rule.
+
+    ``ab`` succeeds only when the policy ends the episode itself: slot ``early`` always does, ``late`` never, so
+    the paired e-process separates them after its 6th block at alpha 0.1 (less than max_blocks 8).
+    """
+    client = station.client()
+    job_id = client.submit_suite_job("sim_station", SUITE, [("ab", 10)], compare={
+        "slots": ["early", "late"], "stop": {"when": "separated", "alpha": 0.1, "max_blocks": 8}})
+    policies = {"early": EndsEarly(), "late": TeamPolicy()}
+    served = {}
+    for slot, policy in policies.items():
+        out: dict = {}
+
+        def run(slot=slot, policy=policy, out=out):
+            try:
+                out["final"] = client.serve_policy(job_id, policy, slot=slot)
+            except RelayError as exc:
+                out["error"] = exc
+
+        out["thread"] = threading.Thread(target=run, daemon=True)
+        out["thread"].start()
+        served[slot] = out
+    final = wait_status(client, job_id, lambda s: s.state in TERMINAL, station=station)
+    for out in served.values():
+        out["thread"].join(10.0)
+        assert "error" not in out, out.get("error")
+        assert out["final"].state == final.state  # each slot's client is told the job ended
+    assert final.state == "SUCCEEDED", (final.message, details(final))
+    comparison = final.comparison
+    assert list(comparison.slots) == ["early", "late"] and comparison.labels_revealed
+    stop = comparison.stop
+    assert (stop.verdict, stop.stopped_at_block) == ("a_better", 6), (stop, details(final))
+    assert len(final.episodes) == 12  # it stopped there: 2 of max_blocks 8 never ran
+    assert stop.e_value >= 1 / 0.1 and "early" in stop.text
+    assert final.message.startswith("completed: comparison of 6 complete blocks: a_better") and \
+        "early 6/6, late 0/6" in final.message, final.message
+    figures = {f.slot: f.success for f in comparison.figures}
+    assert (figures["early"].successes, figures["early"].trials) == (6, 6)
+    assert (figures["late"].successes, figures["late"].trials) == (0, 6)
+    assert figures["early"].HasField("low") and figures["early"].low > 0.5 > figures["late"].high
+    # every block ran each slot once, in its recorded order, and each outcome is that slot's own episode
+    assert [b.block_id for b in comparison.blocks] == [f"b_{i:04d}" for i in range(6)]
+    episodes = {e.episode_id: e for e in final.episodes}
+    for block in comparison.blocks:
+        assert sorted(o.slot for o in block.outcomes) == ["early", "late"] and block.task_id == "ab"
+        for position, outcome in enumerate(block.outcomes):
+            episode = episodes[outcome.episode_id]
+            assert (episode.slot, episode.block_id, episode.block_position) == (outcome.slot, block.block_id,
+                                                                                position)
+            assert outcome.success == (outcome.slot == "early")
+            assert episode.end_condition == ("policy_completed" if outcome.slot == "early" else "timeout")
+    # the policies served saw exactly their own slot's episodes
+    for slot, policy in policies.items():
+        assert sorted(e for e in policy.tasks if e) == sorted(o.episode_id for b in comparison.blocks for o in b.outcomes
+                                              if o.slot == slot)

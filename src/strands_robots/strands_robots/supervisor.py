@@ -152,6 +152,11 @@ class Supervisor:
         for thread in self._threads:
             thread.join(timeout=1.0)
 
+    def stop_one(self, name: str, grace_s: float = 5.0) -> None:
+        """Stop the child ``name`` alone (SIGINT, SIGTERM, SIGKILL its process group ``grace_s`` apart)."""
+        if name in self.procs:
+            self._signal_in_turn([self.procs[name]], grace_s)
+
     @staticmethod
     def _signal_in_turn(procs: list, grace_s: float) -> None:
         """SIGINT, SIGTERM, SIGKILL the process groups of ``procs`` still running, ``grace_s`` apart."""

@@ -117,7 +117,7 @@ def test_the_demo_suite_loads_on_its_simulated_station_and_only_there():
     demo = load_suite(str(CONFIG / "suites" / "demo.yaml"), "simulated")
     assert [t.task_id for t in demo.tasks] == ["hold_pose", "short_reach", "push_to_limit", "assisted_hold",
                                                "redo_after_discard", "blocked_start", "reach_cube",
-                                               "reach_cube_blind"]
+                                               "reach_cube_blind", "reach_cube_quick"]
     with pytest.raises(SuiteError):
         load_suite(str(CONFIG / "suites" / "demo.yaml"), "hardware")
     station = yaml.safe_load((CONFIG / "station.yaml").read_text())["/**/station"]["ros__parameters"]
@@ -216,8 +216,13 @@ def test_the_demo_job_file_names_the_demo_suites_tasks_once_each():
     suites = load_suites(str(CONFIG / "suites"), "simulated")
     spec = job_spec_for(demo, suites, station_id="sim_station", profile="simulated", allow_free_form_tasks=True,
                         job_id="demo_job", client_id="demo")
-    assert [t.task_id for t in spec.tasks] == [t.task_id for t in suites["demo"].tasks]
+    # every task once, but the comparison's (config/demo_compare.yaml names it: make run's comparison job)
+    assert [t.task_id for t in spec.tasks] == [t.task_id for t in suites["demo"].tasks][:-1]
     assert spec.episodes_total == 8 and spec.max_discards == 2
+    compare = job_spec_for(load_team_job(str(CONFIG / "demo_compare.yaml")), suites, station_id="sim_station",
+                           profile="simulated", allow_free_form_tasks=False, job_id="demo_compare", client_id="demo")
+    assert {t.task_id for t in compare.tasks} == {"reach_cube_quick"} and len(compare.tasks) == 12
+    assert compare.comparison.slots == ("vision", "blind") and compare.comparison.stop.max_blocks == 12
 
 
 def test_a_task_named_again_goes_on_with_its_next_seeds_and_the_total_is_checked():

@@ -82,9 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     station.add_argument("--station-id", default=None, help="with --relay: this station's id (default sim_station)")
     station.add_argument("--state-dir", default=None,
                          help="with a relay: where job state persists (default $XDG_STATE_HOME/strands_robots/<id>)")
+    station.add_argument("--compare-file", default=None, metavar="FILE",
+                         help="the comparison job run after the demo job (default: the package's "
+                              "demo_compare.yaml after the default demo job; none after --job-file)")
+    station.add_argument("--no-compare", action="store_true", help="run no comparison job after the demo job")
     station.add_argument("--record", default=None, metavar="FILE",
                          help="the demo job: record all of it to this MCAP file (strands-robots record beside the "
-                              "nodes, matched before the job is submitted)")
+                              "nodes, matched before the job is submitted; closed before the comparison)")
     station.add_argument("--verbose", action="store_true", help="print every node's output")
     arms = up.add_argument_group("the arms (the station and --rollout)")
     arms.add_argument("--hardware", default=None,

@@ -5,7 +5,9 @@
 
 With ``--relay`` it submits the job file's tasks through :class:`~strands_robots.client.EvaluationClient`
 (retrying while the relay is not listening yet), serves the file's policy through the relay
-(:class:`~strands_robots.policies.demo.DemoPolicy`) and polls ``get_status``. With ``--ros`` it calls the
+(:class:`~strands_robots.policies.demo.DemoPolicy`; a comparison job file's every slot through its own session,
+the first slot's policy seeing, the others never shown a camera frame: ``demo_slot_policies``) and polls
+``get_status``. With ``--ros`` it calls the
 station's ``submit_job`` service (the station runs the file's policy itself) and reads the station's latched
 ``job_status`` topic. Either way it prints a progress line whenever an episode finishes or the state changes,
 then the summary table and ``job <id> <STATE>: <message>``; exit 0 when the job SUCCEEDED, 1 when it ended
@@ -117,7 +119,7 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
     import threading
 
     from strands_robots.client import EvaluationClient, RelayError
-    from strands_robots.policies.demo import DemoPolicy
+    from strands_robots.policies.demo import DemoPolicy, demo_slot_policies
     from strands_robots.client.cli.client_side import report_final, serve_in_background, submit_job_file, watch_job
 
     from strands_robots.wire.credentials import CredentialsError, read_secret
@@ -135,7 +137,12 @@ def _run_relay(args: argparse.Namespace, spec: Any, signals: Any) -> int:
         _say(f"[demo_job] the relay at {args.relay} refused the job: {type(exc).__name__}: {exc}")
         return EXIT_FAILED
     served: dict = {}
-    serve_in_background(client, job_id, DemoPolicy(spec.policy_provider, dict(spec.policy_config)), served)
+    if spec.compare is None:
+        serve_in_background(client, job_id, DemoPolicy(spec.policy_provider, dict(spec.policy_config)), served)
+    else:  # a comparison: each slot its own session, the first slot's policy seeing, the others blind
+        for slot, policy in demo_slot_policies(spec.policy_provider, dict(spec.policy_config),
+                                               spec.compare.slots).items():
+            serve_in_background(client, job_id, policy, served, slot=slot)
     stop = threading.Event()
     threading.Thread(target=lambda: (signals.event.wait(), stop.set()), name="demo-job-signals", daemon=True).start()
     final = watch_job(client, job_id, poll_s=args.poll_s, write=_say, stop=stop)
@@ -277,6 +284,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     spec = job_for_run(load_team_job(job_file), station_id=args.station_id, policy_provider=args.policy_provider,
                        control_frequency=args.control_frequency)
+    if args.ros and spec.compare is not None:
+        print(f"demo_job: {job_file} is a comparison job (compare: slots {', '.join(spec.compare.slots)}): its slots "
+              f"are served through a relay, run it with --relay", file=sys.stderr, flush=True)
+        return EXIT_USAGE
     # For the rest of the process: a launcher's second SIGINT during the stop must not kill it.
     signals = StopSignals.install()
     try:

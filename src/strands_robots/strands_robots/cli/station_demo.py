@@ -15,11 +15,17 @@
    (the mock policy or the scripted torque policy), with its ``policy.*`` task parameters, run on the client;
 4. a progress bar of finished episodes while the job runs, then a summary table (episode, end condition,
    scored, success, score, taken over) and the success rate and mean score over the scored episodes that were
-   not taken over. Exit 0 when the job SUCCEEDED.
+   not taken over;
+5. then a comparison job through the relay (``config/demo_compare.yaml``): the vision policy (slot ``vision``)
+   against the same policy never shown a camera frame (slot ``blind``) on the demo suite's ``reach_cube_quick``,
+   each slot served by its own ``serve_policy(..., slot=...)``; it stops once the anytime-valid test separates
+   them and prints each slot's rate with its interval, the paired difference, the verdict with the block it
+   stopped at, and the blocks' recorded order. Exit 0 when both jobs SUCCEEDED.
 
 With ``record`` (``up --record FILE``) ``strands-robots record`` runs beside the nodes, and the job is submitted
 only once it is matched with the publishers of the episodes' reliable topics and the camera frames (what is
-published before a match never reaches it): the file holds the whole job, for ``report`` and ``export``.
+published before a match never reaches it): the file holds the whole demo job, for ``report`` and ``export``; it
+is closed before the comparison starts (:data:`RECORDER_SETTLE_S` after the job ended), so it holds that job only.
 
 :func:`run_station` (``strands-robots up --relay-credentials FILE``): the same three nodes taking jobs from the
 relay that credentials file names until Ctrl-C. :class:`LocalStation` is the process set both use (and the
@@ -54,6 +60,9 @@ DEMO_CAMERAS = "scene,wrist"
 RECORDED_BEFORE_SUBMIT = ("observer_events", "episode_results", "action_commands", "action_verdicts")
 WORKDIR_PREFIX = "strands_station_"  # the private directory of a demo or station run
 RECORDER_MATCH_S = 120.0  # the nodes' publishers discovered by the recorder, on a loaded 2-core machine
+#: The station publishes a job's last messages before it reports the job's end to the relay, where the demo reads
+#: it; the recorder is given this long more to take them in over loopback before it is closed.
+RECORDER_SETTLE_S = 2.0
 
 
 def config_file(name: str) -> str:
@@ -68,6 +77,10 @@ def config_file(name: str) -> str:
 
 def default_demo_job() -> str:
     return config_file("demo_job.yaml")
+
+
+def default_demo_compare() -> str:
+    return config_file("demo_compare.yaml")
 
 
 def free_port() -> int:
@@ -106,6 +119,7 @@ class LocalStation:
         self.namespace = namespace.strip("/")
         self.station_id = station_id
         self.sup = Supervisor()
+        self.stopped_on_purpose: set = set()  # children stopped while the others run on (the recorder)
         self.out = out
         self.control_frequency = float(control_frequency)
         self.station_params = dict(station_params or {})
@@ -306,6 +320,15 @@ class LocalStation:
                                    f"before the job could start (no publisher matched on {missing})")
         return recorder
 
+    def stop_recorder(self, settle_s: float) -> None:
+        """Close the recording (its file complete) ``settle_s`` after now, leaving every node running."""
+        recorder = self.sup.procs.get("recorder")
+        if recorder is None or recorder.poll() is not None:
+            return
+        time.sleep(settle_s)
+        self.stopped_on_purpose.add("recorder")
+        self.sup.stop_one("recorder")
+
     def stop(self) -> None:
         """Stop the station, then the rollout, then the rest (each node's last calls reach the ones it calls).
 
@@ -325,18 +348,27 @@ class LocalStation:
 def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quiet_nodes: bool = True,
              timeout_s: Optional[float] = None, write: Callable[[str], None] = print,
              on_final: Optional[Callable[[Any], None]] = None, record: Optional[str] = None,
-             driver_params: Optional[dict] = None, driver_env: Optional[dict] = None) -> int:
+             driver_params: Optional[dict] = None, driver_env: Optional[dict] = None,
+             compare_file: Optional[str] = None) -> int:
     """Run the main job end to end on this machine (see the module docstring).
 
-    0 when the job SUCCEEDED, 1 when it ended otherwise, 128 + the signal after Ctrl-C / SIGTERM.
+    0 when the job (and the comparison) SUCCEEDED, 1 when one ended otherwise, 128 + the signal after Ctrl-C /
+    SIGTERM.
 
     :param on_final: called with the job's last status (``pb.JobStatus``) when one was received.
     :param record: an MCAP file the whole job is recorded to (``strands-robots record`` beside the nodes).
+    :param compare_file: the comparison job run after the job (None: ``config/demo_compare.yaml`` after the
+        default demo job, none after another job file; "": none).
     """
     from strands_robots.ros.process import StopSignals
     from strands_robots.job_model.team_job import load_team_job
 
     spec = load_team_job(job_file or default_demo_job())
+    if compare_file is None:
+        compare_file = "" if job_file else default_demo_compare()
+    compare_spec = load_team_job(compare_file) if compare_file else None
+    if compare_spec is not None and compare_spec.compare is None:
+        raise ValueError(f"{compare_file}: not a comparison job (it has no compare: slots)")
     log_lines: List[str] = []
 
     def out(name: str, line: str) -> None:
@@ -350,7 +382,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
         station = LocalStation(private.path, namespace=namespace, station_id=spec.station_id, out=out,
                                control_frequency=spec.control_frequency or 50.0, cameras=DEMO_CAMERAS,
                                driver_params=driver_params, driver_env=driver_env)
-        final = None
+        final = compared = None
         served: dict = {}
         died: dict = {}
         try:
@@ -372,7 +404,7 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
                         stop.set()
                         return
                     for name, proc in list(station.sup.procs.items()):
-                        if proc.poll() is not None:
+                        if proc.poll() is not None and name not in station.stopped_on_purpose:
                             died[name] = proc.returncode
                             stop.set()
                             return
@@ -382,6 +414,15 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
             job_id = submit_job_file(client, spec, write=write)
             serve_in_background(client, job_id, DemoPolicy(spec.policy_provider, dict(spec.policy_config)), served)
             final = watch_job(client, job_id, write=write, stop=stop, timeout_s=timeout_s)
+            if compare_spec is not None and final is not None and final.state == "SUCCEEDED" and not stop.is_set():
+                report_final(final, write)  # the job's table first; the comparison's follows once it ends
+                if record:
+                    station.stop_recorder(RECORDER_SETTLE_S)
+                    write(f"[demo] recorded the job to {record}")
+                job_id = submit_job_file(client, compare_spec, write=write)
+                compared = _serve_and_watch_comparison(client, job_id, compare_spec, write, stop, timeout_s, served)
+                if compared is None or compared.state not in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    final = None  # the comparison never ended: said below like a job that never ended
             stop.set()
             if died and (final is None or final.state not in ("SUCCEEDED", "FAILED", "CANCELLED")):
                 name, code = next(iter(died.items()))
@@ -409,7 +450,27 @@ def run_demo(job_file: Optional[str] = None, *, namespace: str = "station", quie
             return 1
         if on_final is not None:
             on_final(final)
+        if compared is not None:
+            return 1 if report_final(compared, write) or final.state != "SUCCEEDED" else 0
         return report_final(final, write)
+
+
+def _serve_and_watch_comparison(client: Any, job_id: str, spec: Any, write: Callable[[str], None],
+                                stop: threading.Event, timeout_s: Optional[float], served: dict) -> Any:
+    """Serve each slot of the comparison with its own client session; return the job's last status.
+
+    The first slot's policy sees, the others are blind (``policies.demo.demo_slot_policies``).
+    """
+    from strands_robots.policies.demo import demo_slot_policies
+
+    slots = tuple(spec.compare.slots)
+    policies = demo_slot_policies(spec.policy_provider, dict(spec.policy_config), slots)
+    write(f"[demo] comparison {job_id}: slot {slots[0]} serves the {spec.policy_provider} policy, "
+          f"{', '.join(slots[1:])} the same policy never shown a camera frame; each slot through its own session")
+    for slot, policy in policies.items():
+        served[slot] = {}
+        serve_in_background(client, job_id, policy, served[slot], slot=slot)
+    return watch_job(client, job_id, write=write, stop=stop, timeout_s=timeout_s)
 
 
 def run_station(relay_credentials: str, *, namespace: str = "station", state_dir: Optional[str] = None,
@@ -448,10 +509,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--namespace", default="station")
     p.add_argument("--verbose", action="store_true", help="print every node's output")
     p.add_argument("--record", default=None, metavar="FILE", help="record the whole demo job to this MCAP file")
+    p.add_argument("--compare-file", default=None, metavar="FILE",
+                   help="the comparison job after the demo job (default: demo_compare.yaml after the default job)")
+    p.add_argument("--no-compare", action="store_true", help="no comparison job after the demo job")
     args = p.parse_args(argv)
     if args.relay_credentials:
         return run_station(args.relay_credentials, namespace=args.namespace)
-    return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose, record=args.record)
+    return run_demo(args.job_file, namespace=args.namespace, quiet_nodes=not args.verbose, record=args.record,
+                    compare_file="" if args.no_compare else args.compare_file)
 
 
 if __name__ == "__main__":

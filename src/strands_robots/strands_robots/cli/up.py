@@ -112,6 +112,13 @@ def arms_setup(args: argparse.Namespace) -> "tuple[dict, dict, str]":
     return params, env, ""
 
 
+def _compare_file(args: argparse.Namespace) -> "str | None":
+    """Return the comparison job after the demo job: --no-compare none, --compare-file FILE, else the default."""
+    if getattr(args, "no_compare", False):
+        return ""
+    return getattr(args, "compare_file", None)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Run the simulated station (default), the station taking jobs from a relay, or ``--rollout``."""
     driver_params, driver_env, refusal = arms_setup(args)
@@ -159,7 +166,7 @@ def _station(args: argparse.Namespace) -> int:
         ros_env_check("up")
         return station_demo.run_demo(args.job_file, namespace=namespace, quiet_nodes=not args.verbose,
                                      record=args.record, driver_params=args.driver_params,
-                                     driver_env=args.driver_env)
+                                     driver_env=args.driver_env, compare_file=_compare_file(args))
     # 0700, removed when this process ends however it ends: the token file written from the environment
     with PrivateDir(PRIVATE_DIR_PREFIX) as private:
         credentials_file = args.relay_credentials

@@ -343,7 +343,8 @@ class EvaluationClient:
 
     # -- the policy session --------------------------------------------------------------------------------
     def serve_policy(self, job_id: str, policy: Policy,
-                     on_event: Optional[Callable[[Any], None]] = None, *, reconnect_s: float = 0.0) -> Any:
+                     on_event: Optional[Callable[[Any], None]] = None, *, reconnect_s: float = 0.0,
+                     slot: str = "") -> Any:
         """Serve ``policy`` for the job until it ends; returns the final ``pb.JobStatus``.
 
         The relay forwards the station's requests: a new episode (``policy.reset(task)``), observations
@@ -361,6 +362,10 @@ class EvaluationClient:
         :param reconnect_s: when the relay becomes unreachable (restarted, network), keep trying to attach
             again for up to this many seconds per outage (0: raise at once). The station ends the episode that
             was running (its session broke) and continues with the next one.
+        :param slot: a comparison job's slot (``compare.slots``) this policy serves; each slot is served by its
+            own call (its own session). Empty for a job of one policy. The relay refuses a comparison served
+            without a slot, and a slot the job does not have, naming the job's slots (:class:`errors.InvalidTask`
+            or :class:`errors.RelayError` with the reason).
         :raises errors.PolicyFailed: the policy raised something else (the station is told first).
         :raises errors.SessionAborted: the relay ended the session before the job ended.
         :raises errors.Unavailable: the relay could not be reached (for longer than ``reconnect_s``).
@@ -371,7 +376,7 @@ class EvaluationClient:
         while True:
             progress = []
             try:
-                return self._serve_once(job_id, policy, on_event, progress)
+                return self._serve_once(job_id, policy, on_event, progress, slot)
             except errors.Unavailable:
                 now = time.monotonic()
                 if progress or outage_since is None:
@@ -383,9 +388,9 @@ class EvaluationClient:
                 delay = min(delay * 2, 2.0)
 
     def _serve_once(self, job_id: str, policy: Policy, on_event: Optional[Callable[[Any], None]],
-                    progress: list) -> Any:
+                    progress: list, slot: str = "") -> Any:
         outbox: "queue.Queue[Any]" = queue.Queue()
-        attach = pb.SessionAttach(job_id=job_id)
+        attach = pb.SessionAttach(job_id=job_id, slot=slot)
         declared = spec_of(policy)  # what the policy needs: the station checks it before any arm moves
         if declared is not None:
             attach.spec.CopyFrom(spec_to_pb(declared))

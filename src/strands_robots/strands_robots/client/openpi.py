@@ -499,7 +499,7 @@ def _field(obj: Any, name: str) -> Any:
 
 
 def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_faults: int = 100,
-                 on_event: Any = None, reconnect_s: float = 0.0) -> Any:
+                 on_event: Any = None, reconnect_s: float = 0.0, slot: str = "") -> Any:
     """Serve ``policy`` for the job to its end, attaching again after each episode the server failed.
 
     ``EvaluationClient.serve_policy`` reports a policy's exception to the station (that episode ends with the
@@ -513,8 +513,9 @@ def serve_openpi(client: Any, job_id: str, policy: OpenPIPolicy, *, max_policy_f
     :param max_policy_faults: episodes the server may fail before this gives up (raising ``PolicyFailed``).
     :param on_event: called with every request the station sends.
     :param reconnect_s: when the relay becomes unreachable, keep attaching for up to this many seconds.
+    :param slot: the comparison job's slot this server serves ("" for a job of one policy).
     """
     from strands_robots.client.served_policy import serve_to_the_end
 
     return serve_to_the_end(client, job_id, policy, max_policy_faults=max_policy_faults, on_event=on_event,
-                            reconnect_s=reconnect_s)
+                            reconnect_s=reconnect_s, slot=slot)

@@ -150,7 +150,7 @@ def load_policy(spec: str, *, inference_timeout_s: Optional[float] = None) -> Po
 
 
 def serve_to_the_end(client: Any, job_id: str, policy: Any, *, max_policy_faults: int = 100, on_event: Any = None,
-                     reconnect_s: float = 0.0) -> Any:
+                     reconnect_s: float = 0.0, slot: str = "") -> Any:
     """Serve ``policy`` for the job to its end, attaching again after each episode the policy failed.
 
     ``EvaluationClient.serve_policy`` reports a policy's exception to the station (that episode ends with the
@@ -163,13 +163,14 @@ def serve_to_the_end(client: Any, job_id: str, policy: Any, *, max_policy_faults
     :param max_policy_faults: episodes the policy may fail before this gives up (raising ``PolicyFailed``).
     :param on_event: called with every request the station sends.
     :param reconnect_s: when the relay becomes unreachable, keep attaching for up to this many seconds.
+    :param slot: the comparison job's slot this policy serves ("" for a job of one policy).
     """
     from strands_robots.client.errors import PolicyFailed, RelayError
 
     faults = 0
     while True:
         try:
-            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s)
+            return client.serve_policy(job_id, policy, on_event=on_event, reconnect_s=reconnect_s, slot=slot)
         except PolicyFailed as exc:
             faults += 1
             if faults >= max_policy_faults:

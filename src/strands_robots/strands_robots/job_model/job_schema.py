@@ -60,6 +60,19 @@ _FIELDS: Dict[str, Any] = {
     "max_discards": ("Discarded episodes the job tolerates before it fails (default: the station's, 10).", 2),
     "intervals": ("How the success rates' 95 % interval is computed.", "wilson"),
     "job_id": ("The job's id (default: a fresh unguessable one per submit).", "my_job"),
+    "compare": ("Makes the job a comparison (A/B) of two or more policies, each served by its own "
+                "`job serve JOB --slot NAME`: blocks of one suite task and seed, every slot once in a recorded random "
+                "order (docs/comparisons.md).",
+                {"slots": ["vision", "blind"], "stop": {"when": "separated", "alpha": 0.05, "max_blocks": 40}}),
+    "compare.slots": ("The compared policies' slot names, 2 to 8, each [A-Za-z0-9._-]{1,64}; the first two are "
+                      "a and b of the verdict.", ["vision", "blind"]),
+    "compare.stop": ("Stop once an anytime-valid test of the paired outcomes separates the policies (absent: every "
+                     "block runs).", {"when": "separated", "alpha": 0.05, "max_blocks": 40}),
+    "compare.stop.when": ("The stop rule: separated (the only one).", "separated"),
+    "compare.stop.alpha": ("The false-winner rate allowed, in (0, 0.5].", 0.05),
+    "compare.stop.max_blocks": ("At most this many blocks (default: every block the tasks make).", 40),
+    "compare.stop.or_out_of_reach": ("Also stop (not_separated) once separation within max_blocks is out of "
+                                     "reach.", False),
     "client_id": ("Ignored on submit: the relay takes the client id from the token.", "team_a"),
 }
 
@@ -90,6 +103,25 @@ def _object(keys: tuple, properties: Dict[str, Any], required: tuple = ()) -> Di
         properties[key] = _field(key, {})
     return {"type": "object", "properties": {k: properties[k] for k in keys}, "required": list(required),
             "additionalProperties": False}
+
+
+def _compare() -> Dict[str, Any]:
+    from strands_robots.job_model import compare
+
+    stop = _object(compare._STOP_KEYS, {
+        "when": _field("compare.stop.when", {"enum": list(compare.STOP_WHEN), "default": compare.STOP_WHEN[0]}),
+        "alpha": _field("compare.stop.alpha", {"type": "number", "exclusiveMinimum": 0, "maximum": compare.MAX_ALPHA,
+                                               "default": 0.05}),
+        "max_blocks": _field("compare.stop.max_blocks", {"type": "integer", "minimum": 1,
+                                                         "maximum": compare._MAX_BLOCKS}),
+        "or_out_of_reach": _field("compare.stop.or_out_of_reach", {"type": "boolean", "default": False}),
+    })
+    slots = _field("compare.slots", {"type": "array", "minItems": compare.MIN_SLOTS, "maxItems": compare.MAX_SLOTS,
+                                     "uniqueItems": True,
+                                     "items": {"type": "string", "pattern": compare.SLOT_PATTERN.pattern}})
+    return {**_field("compare", {}), **_object(compare._COMPARE_KEYS, {"slots": slots,
+                                                                         "stop": {**_field("compare.stop", {}),
+                                                                                  **stop}}, required=("slots",))}
 
 
 def job_schema() -> Dict[str, Any]:
@@ -127,6 +159,7 @@ def job_schema() -> Dict[str, Any]:
         "intervals": _field("intervals", {"enum": list(rules.INTERVAL_METHODS), "default": rules.INTERVAL_METHODS[0]}),
         "job_id": _field("job_id", {"type": "string", "pattern": rules.JOB_ID_PATTERN}),
         "client_id": _text("client_id", "client_id"),
+        "compare": _compare(),
     }
     job = _object(rules._JOB_KEYS, properties)
     job.update({

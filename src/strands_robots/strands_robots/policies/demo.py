@@ -9,11 +9,11 @@ as a remote team's policy would be: ``strands-robots up`` (:mod:`strands_robots.
 from __future__ import annotations
 
 import json
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from strands_robots.client import Policy
 
-__all__ = ["DemoPolicy"]
+__all__ = ["DemoPolicy", "demo_slot_policies"]
 
 
 class DemoPolicy(Policy):
@@ -23,10 +23,15 @@ class DemoPolicy(Policy):
     ``policy.<option>`` parameters (JSON values), the way the station applies them to its own providers. Its
     ``EndEpisode`` becomes the client's ``EndEpisode`` (the episode ends ``policy_completed``). ``episodes``
     lists the episodes it started (the station's preflight, answered the same way, is not one).
+
+    :param blind: the policy never sees a camera frame (every ``<camera>.image`` is left out of its observations):
+        the demo's comparison runs the vision policy against this blind one on the same task.
     """
 
-    def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None) -> None:
+    def __init__(self, provider: str = "mock", config: Optional[Mapping[str, Any]] = None, *,
+                 blind: bool = False) -> None:
         self.provider = provider
+        self.blind = bool(blind)
         self.config = dict(config or {})
         self.inner: Any = None
         self.episodes: List[str] = []
@@ -59,11 +64,27 @@ class DemoPolicy(Policy):
         from strands_robots.policies.base import EndEpisode
 
         try:
-            chunk = self.inner.act(observation)
+            chunk = self.inner.act(self._seen(observation))
         except EndEpisode as exc:
             raise ClientEndEpisode(str(exc)) from None
         return [{k: float(v) for k, v in action.items()} for action in chunk]
 
     def resume(self, observation: Mapping[str, Any]) -> None:
         self.resumes += 1
-        self.inner.resume(observation)
+        self.inner.resume(self._seen(observation))
+
+    def _seen(self, observation: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not self.blind:
+            return observation
+        return {k: v for k, v in observation.items() if not (isinstance(k, str) and k.endswith(".image"))}
+
+
+def demo_slot_policies(provider: str, config: Optional[Mapping[str, Any]],
+                       slots: Sequence[str]) -> Dict[str, DemoPolicy]:
+    """Return the demo's policy for each slot of a comparison: the first slot's sees, every other one is blind.
+
+    The demo compares a policy that looks (the job file's, e.g. the suite's ``vision_reach``) with the same policy
+    never shown a camera frame, so the comparison has a known answer: the first slot is better wherever the task
+    needs the camera.
+    """
+    return {slot: DemoPolicy(provider, config, blind=i > 0) for i, slot in enumerate(slots)}

@@ -19,6 +19,8 @@ credentials the provider is refused with a reason saying where they come from.
 Config (from the station, in the RunEpisode goal's ``policy_config_json``):
 
 - ``job_id`` (str, required), ``episode_id`` (str, required);
+- ``slot`` (str, optional): a comparison job's slot (``compare.slots``): the episode reaches the policy served for
+  that slot (``job serve JOB --slot NAME``), through that slot's own policy session;
 - ``task`` (mapping, optional): the station's task in the job-file form (``station.job_file.task_to_mapping``);
   the client gets it exactly (instruction, layout, parameters, scoring). Without it the rollout's instruction;
   its ``cameras`` / ``image_format`` / ``image_quality`` parameters say which camera frames the policy gets, at
@@ -45,6 +47,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from strands_robots.job_model.compare import SLOT_PATTERN
 from strands_robots.policies.base import EndEpisode
 from strands_robots.wire.credentials import RelayCredentials
 
@@ -52,7 +55,7 @@ __all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "NO_CREDENTI
            "relay_policy_factory", "close_sessions", "episodes_over"]
 
 PROVIDER = "relay"
-OPTIONS = frozenset({"job_id", "episode_id", "task", "attach_timeout_s", "reply_timeout_s"})
+OPTIONS = frozenset({"job_id", "episode_id", "slot", "task", "attach_timeout_s", "reply_timeout_s"})
 _REQUIRED = ("job_id", "episode_id")
 #: Why the provider is refused in a process that was given no relay credentials.
 NO_CREDENTIALS = (f"{PROVIDER} policy: this process has no relay credentials (start the rollout node with its "
@@ -149,6 +152,11 @@ class RelayPolicy:
         for name in _REQUIRED:
             if not isinstance(cfg.get(name), str) or not cfg[name].strip():
                 raise ValueError(f"{PROVIDER} policy: {name} must be a non-empty string")
+        slot = cfg.get("slot", "")
+        if not isinstance(slot, str) or (slot and not SLOT_PATTERN.match(slot)):
+            raise ValueError(f"{PROVIDER} policy: slot must be a slot name ([A-Za-z0-9._-]{{1,64}}), got "
+                             f"{str(slot)[:80]!r}")
+        self.slot = slot
         if cfg.get("task") is not None and not isinstance(cfg["task"], Mapping):
             raise ValueError(f"{PROVIDER} policy: task must be a mapping (the job-file form of the task)")
         self.attach_timeout_s = _positive(cfg, "attach_timeout_s", 10.0)
@@ -229,7 +237,7 @@ class RelayPolicy:
         link = StationLink(creds.targets, creds.station_id, creds.token, root_certificates=creds.root_certificates)
         deadline = time.monotonic() + self.attach_timeout_s
         while True:
-            session = link.open_session(self.job_id, reply_timeout_s=self.reply_timeout_s)
+            session = link.open_session(self.job_id, slot=self.slot, reply_timeout_s=self.reply_timeout_s)
             try:
                 self.client_id = session.wait_attached(timeout_s=max(0.01, deadline - time.monotonic()))
                 break
@@ -270,7 +278,8 @@ class RelayPolicy:
                     scoring=ScoringSheet(()))
 
     def _lost(self, exc: Exception) -> RelayPolicyLost:
-        return RelayPolicyLost(f"{LOST_MARKER}: the policy session of job {self.job_id!r} was lost during "
+        slot = f" slot {self.slot!r}" if self.slot else ""
+        return RelayPolicyLost(f"{LOST_MARKER}: the policy session of job {self.job_id!r}{slot} was lost during "
                                f"{self.episode_id}: {exc}")
 
 

@@ -12,6 +12,7 @@ from strands_robots.relay.auth import KIND_CLIENT, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
 from strands_robots.wire.proto import evaluation_service_pb2 as es
 from strands_robots.wire.proto import policy_session_pb2 as ps
+from strands_robots.relay.session_slots import checked_slot
 from strands_robots.relay.session_streams import serve_client
 from strands_robots.relay.store import (
     ClientLoad,
@@ -129,6 +130,7 @@ class EvaluationServicer:
             await context.send_initial_metadata(())  # the relay holds the stream: the peer may wait on this
             first = await core.first_message(requests, "ServePolicy", "attach")
             job = await core.own_job(principal, checked_text(check_id, first.attach.job_id, "attach.job_id"))
+            checked_slot(job, first.attach.slot, "attach.slot")
             if first.attach.HasField("spec"):  # copied into the job's every snapshot: bounded here, where it enters
                 reason = spec_refusal(first.attach.spec)
                 if reason:

@@ -182,7 +182,7 @@ def _spec_of(first: Any) -> tuple:
 async def _client_here(core: RelayCore, principal: Any, job: JobRecord, first: Any,
                        inbox: Inbox) -> AsyncIterator[Any]:
     try:
-        side = core.broker.open_client(job.job_id, principal.name, *_spec_of(first))
+        side = core.broker.open_client(job.job_id, principal.name, *_spec_of(first), slot=first.attach.slot)
     except SessionBusy as exc:
         raise Refused(grpc.StatusCode.ALREADY_EXISTS, str(exc)) from None
     pumping = asyncio.ensure_future(pump(
@@ -220,7 +220,7 @@ async def serve_station(core: RelayCore, context: Any, principal: Any, job: JobR
         while True:
             address = await _home(core, context, job)
             if address is None:
-                async for item in _station_here(core, principal, job, inbox):
+                async for item in _station_here(core, principal, job, first.open.slot, inbox):
                     yield item
                 return
             established: list = []
@@ -245,8 +245,9 @@ async def serve_station(core: RelayCore, context: Any, principal: Any, job: JobR
         inbox.close()
 
 
-async def _station_here(core: RelayCore, principal: Any, job: JobRecord, inbox: Inbox) -> AsyncIterator[Any]:
-    side = core.broker.open_station(job.job_id, principal.name)
+async def _station_here(core: RelayCore, principal: Any, job: JobRecord, slot: str,
+                        inbox: Inbox) -> AsyncIterator[Any]:
+    side = core.broker.open_station(job.job_id, principal.name, slot)
     pumping = asyncio.ensure_future(pump(
         inbox.messages(), lambda req: core.broker.from_station(side, cut_policy_request(req)), side.outbox, END))
     last = [time.monotonic()]

@@ -1,8 +1,9 @@
 """The policy-session broker: pairs a job's station stream with its policy client's stream.
 
-Each job has at most one station side and one client side at a time. Messages from the station
-(``PolicyRequest``) go to the client's outbox, replies from the client (``PolicyReply``) to the station's
-outbox; the relay adds only its own kinds:
+Each job has at most one station side and one client side at a time; a comparison job has one session per slot
+(``compare.slots``), each with its own two sides, keyed by (job, slot) (the slot is "" for a job of one policy).
+Messages from the station (``PolicyRequest``) go to the client's outbox, replies from the client (``PolicyReply``)
+to the station's outbox; the relay adds only its own kinds:
 
 - ``attached`` to the station when both sides are present (the station waits for it before an episode), with
   the client's declared ``PolicySpec`` from its attach (the station's compatibility gate checks it);
@@ -30,7 +31,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 
 class SessionBusy(Exception):
@@ -54,6 +55,8 @@ class Side:
 
     job_id: str
     name: str
+    #: the comparison job's slot this session serves ("" for a job of one policy)
+    slot: str = ""
     outbox: "queue.Queue[Any]" = field(default_factory=queue.Queue)
     #: request ids this (station) side sent and the client has not answered yet
     pending: set = field(default_factory=set)
@@ -86,15 +89,15 @@ class Broker:
                  make_job_ended: Callable[[Any], Any], make_outbox: Callable[[], Any] = queue.Queue) -> None:
         self._lock = threading.Lock()
         self._make_outbox = make_outbox
-        self._sessions: Dict[str, _Session] = {}
+        self._sessions: Dict[Tuple[str, str], _Session] = {}
         self._make_attached = make_attached
         self._make_station_left = make_station_left
         self._make_job_ended = make_job_ended
 
-    def _session(self, job_id: str) -> _Session:
-        s = self._sessions.get(job_id)
+    def _session(self, key: Tuple[str, str]) -> _Session:
+        s = self._sessions.get(key)
         if s is None:
-            s = self._sessions[job_id] = _Session()
+            s = self._sessions[key] = _Session()
         return s
 
     def _attached(self, client: Side) -> Any:
@@ -103,39 +106,39 @@ class Broker:
             reply.attached.spec.CopyFrom(client.spec)
         return reply
 
-    def _drop_if_idle(self, job_id: str) -> None:
-        s = self._sessions.get(job_id)
+    def _drop_if_idle(self, key: Tuple[str, str]) -> None:
+        s = self._sessions.get(key)
         if s is not None and s.station is None and s.client is None:
-            del self._sessions[job_id]
+            del self._sessions[key]
 
     # -- the two ends open and close ---------------------------------------------------------------------------
-    def open_station(self, job_id: str, station_id: str) -> Side:
-        """Open the station's side; a side the station still had for this job is replaced (and aborted).
+    def open_station(self, job_id: str, station_id: str, slot: str = "") -> Side:
+        """Open the station's side of (job, slot); a side the station still had for it is replaced (and aborted).
 
         Only the job's own station can open it, so a second open means the first is stale: a station that
         restarted, or a connection the relay has not yet seen die. Waiting for it would block the recovery.
         """
         with self._lock:
-            s = self._session(job_id)
+            s = self._session((job_id, slot))
             if s.station is not None:
-                reason = f"replaced by a newer policy session of station {station_id!r} for job {job_id!r}"
+                reason = f"replaced by a newer policy session of station {station_id!r} for {_what(job_id, slot)}"
                 s.station.outbox.put(Abort(reason))
                 s.client_backlog.clear()
                 if s.client is not None:
                     s.client.outbox.put(self._make_station_left(reason))
-            side = s.station = Side(job_id, station_id, outbox=self._make_outbox())
+            side = s.station = Side(job_id, station_id, slot, outbox=self._make_outbox())
             s.episode_id = ""
             if s.client is not None:
                 side.outbox.put(self._attached(s.client))
             return side
 
-    def open_client(self, job_id: str, client_id: str, spec: Any = None) -> Side:
-        """Open the client's side; ``spec`` (its attach's ``PolicySpec``, or None) goes with ``attached``."""
+    def open_client(self, job_id: str, client_id: str, spec: Any = None, slot: str = "") -> Side:
+        """Open the client side of (job, slot); ``spec`` (its attach's ``PolicySpec`` or None) goes in ``attached``."""
         with self._lock:
-            s = self._session(job_id)
+            s = self._session((job_id, slot))
             if s.client is not None:
-                raise SessionBusy(f"a policy client ({s.client.name!r}) already serves job {job_id!r}")
-            side = s.client = Side(job_id, client_id, outbox=self._make_outbox(), spec=spec)
+                raise SessionBusy(f"a policy client ({s.client.name!r}) already serves {_what(job_id, slot)}")
+            side = s.client = Side(job_id, client_id, slot, outbox=self._make_outbox(), spec=spec)
             for msg in s.client_backlog:
                 side.outbox.put(msg)
             s.client_backlog.clear()
@@ -146,7 +149,7 @@ class Broker:
     def close_station(self, side: Side, reason: str) -> None:
         """Forget the station's side (its stream ended); the client, if any, is told ``station_left``."""
         with self._lock:
-            s = self._sessions.get(side.job_id)
+            s = self._sessions.get((side.job_id, side.slot))
             if s is None or s.station is not side:
                 return
             s.station = None
@@ -154,12 +157,12 @@ class Broker:
             s.client_backlog.clear()
             if s.client is not None:
                 s.client.outbox.put(self._make_station_left(reason))
-            self._drop_if_idle(side.job_id)
+            self._drop_if_idle((side.job_id, side.slot))
 
     def close_client(self, side: Side) -> None:
         """Forget the client's side (its stream ended); a paired station's stream is aborted with the reason."""
         with self._lock:
-            s = self._sessions.get(side.job_id)
+            s = self._sessions.get((side.job_id, side.slot))
             if s is None or s.client is not side:
                 return
             s.client = None
@@ -168,18 +171,18 @@ class Broker:
                 s.station = None
             elif s.station is not None:
                 where = f"mid-episode {s.episode_id}" if s.episode_id else "between episodes"
-                s.station.outbox.put(Abort(f"policy client {side.name!r} disconnected {where} of job "
-                                           f"{side.job_id!r}"))
+                s.station.outbox.put(Abort(f"policy client {side.name!r} disconnected {where} of "
+                                           f"{_what(side.job_id, side.slot)}"))
                 s.station = None
                 s.episode_id = ""
-            self._drop_if_idle(side.job_id)
+            self._drop_if_idle((side.job_id, side.slot))
 
     # -- traffic ---------------------------------------------------------------------------------------------
     def from_station(self, side: Side, request: Any) -> None:
         """Forward a ``PolicyRequest`` from the station to the client (queued until one attaches)."""
         kind = request.WhichOneof("kind")
         with self._lock:
-            s = self._sessions.get(side.job_id)
+            s = self._sessions.get((side.job_id, side.slot))
             if s is None or s.station is not side:
                 return
             if kind == "episode_start":
@@ -200,7 +203,7 @@ class Broker:
         start again at 1.
         """
         with self._lock:
-            s = self._sessions.get(side.job_id)
+            s = self._sessions.get((side.job_id, side.slot))
             if s is None or s.client is not side:
                 return
             if s.station is not None and reply.request_id in s.station.pending:
@@ -208,11 +211,17 @@ class Broker:
                 s.station.outbox.put(reply)
 
     def job_ended(self, job_id: str, status: Any) -> None:
-        """Tell the job's client that the job reached a terminal state (``job_ended``); its stream ends."""
+        """Tell the job's clients (every slot's) that the job reached a terminal state (``job_ended``); streams end."""
         with self._lock:
-            s = self._sessions.get(job_id)
-            if s is not None:
+            for key, s in self._sessions.items():
+                if key[0] != job_id:
+                    continue
                 s.ended = True
-            if s is not None and s.client is not None:
-                s.client.outbox.put(self._make_job_ended(status))
-                s.client.outbox.put(END)
+                if s.client is not None:
+                    s.client.outbox.put(self._make_job_ended(status))
+                    s.client.outbox.put(END)
+
+
+def _what(job_id: str, slot: str) -> str:
+    """Name a session in a message: the job, and its slot when it is a comparison's."""
+    return f"job {job_id!r} slot {slot!r}" if slot else f"job {job_id!r}"

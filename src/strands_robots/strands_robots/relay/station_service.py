@@ -11,6 +11,7 @@ from strands_robots.wire.pb_model import job_options_from_pb
 from strands_robots.wire.proto import evaluation_pb2 as ev
 from strands_robots.wire.proto import evaluation_service_pb2 as es
 from strands_robots.wire.proto import station_service_pb2 as ss
+from strands_robots.relay.session_slots import checked_slot
 from strands_robots.relay.session_streams import serve_station
 from strands_robots.relay.store import (
     TERMINAL_STATES,
@@ -131,6 +132,7 @@ class StationServicer:
             await context.send_initial_metadata(())
             first = await core.first_message(requests, "PolicySession", "open")
             job = await core.own_job(principal, checked_text(check_id, first.open.job_id, "open.job_id"))
+            checked_slot(job, first.open.slot, "open.slot")
             async for item in serve_station(core, context, principal, job, first, requests):
                 yield item
 

@@ -478,6 +478,9 @@ class StationLink:
             _log.exception("station callback for %s failed", kind)
 
     # -- policy sessions --------------------------------------------------------------------------------------
-    def open_session(self, job_id: str, *, reply_timeout_s: float = 30.0) -> "PolicySession":
-        """Open the station's side of the job's policy session (returns at once; see ``wait_attached``)."""
-        return PolicySession(self._stub, self._metadata, job_id, reply_timeout_s)
+    def open_session(self, job_id: str, *, slot: str = "", reply_timeout_s: float = 30.0) -> "PolicySession":
+        """Open the station's side of the job's policy session (returns at once; see ``wait_attached``).
+
+        :param slot: a comparison job's slot: its own session, reaching the policy served for that slot.
+        """
+        return PolicySession(self._stub, self._metadata, job_id, reply_timeout_s, slot)

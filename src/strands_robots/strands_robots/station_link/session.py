@@ -1,6 +1,6 @@
 """The station's side of one job's policy session over the relay (no ROS); also a rollout ``Policy``.
 
-    session = link.open_session(job_id)            # StationLink.open_session
+    session = link.open_session(job_id)            # StationLink.open_session (slot=NAME: a comparison's slot)
     session.wait_attached(timeout_s=60)            # a policy client is serving the job
     session.start_episode("ep_0000", task, action_keys=[...], control_frequency=50, action_horizon=8)
     chunk = session.preflight(task, observation, action_keys=[...])  # before the first lease; never applied
@@ -62,9 +62,11 @@ class PolicySession:
     reply for at most ``reply_timeout_s``.
     """
 
-    def __init__(self, stub: Any, metadata: Sequence, job_id: str, reply_timeout_s: float) -> None:
+    def __init__(self, stub: Any, metadata: Sequence, job_id: str, reply_timeout_s: float, slot: str = "") -> None:
         keep_freed_buffers()  # the observations' buffers are reused step to step instead of faulting in new pages
         self.job_id = job_id
+        #: the comparison job's slot whose policy this session reaches ("" for a job of one policy)
+        self.slot = slot
         self.reply_timeout_s = reply_timeout_s
         self.client_id = ""
         #: the attached client's declared ``PolicySpec`` message (None: it declared none); set before
@@ -79,7 +81,7 @@ class PolicySession:
         self._lock = threading.Lock()
         self._episode_id = ""
         self._episodes = itertools.count()
-        self._outbox.put(ps.PolicyRequest(open=ps.SessionOpen(job_id=job_id)))
+        self._outbox.put(ps.PolicyRequest(open=ps.SessionOpen(job_id=job_id, slot=slot)))
         self._call = stub.PolicySession(self._requests(), metadata=metadata)
         self._reader = threading.Thread(target=self._read, name=f"policy-session-{job_id}", daemon=True)
         self._reader.start()
@@ -133,9 +135,12 @@ class PolicySession:
                 raise self._error or PolicySessionError("the policy session ended")
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise PolicySessionError(f"no policy client attached to job {self.job_id!r} within {timeout_s} s")
+                raise PolicySessionError(f"no policy client attached to {self._what()} within {timeout_s} s")
             self._attached.wait(0.05 if left is None else min(left, 0.05))
         return self.client_id
+
+    def _what(self) -> str:
+        return f"job {self.job_id!r} slot {self.slot!r}" if self.slot else f"job {self.job_id!r}"
 
     # -- requests ----------------------------------------------------------------------------------------------
     def _request(self, **kind: Any) -> Any:

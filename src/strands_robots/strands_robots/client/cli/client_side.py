@@ -103,7 +103,7 @@ def summary_table(status: Any) -> str:
     Per episode: its end condition, scored, success, score, taken over; both meanings of success (at_end, ever:
     the task's predicate on the final observation, on any observation) and what the score should be read
     against (inference latency p50 / p99 in ms, mean observation age in steps, missed deadlines); "-" where not
-    known.
+    known. A comparison job's result follows: each slot's rate, the paired difference, the verdict.
     """
     rows = [("episode", "end condition", "scored", "success", "score", "taken over", "at_end", "ever", "p50_ms",
              "p99_ms", "obs_age", "missed")]
@@ -115,6 +115,10 @@ def summary_table(status: Any) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += summary_lines(status)
+    if hasattr(status, "HasField"):  # a comparison's slots, paired difference and verdict (cli/comparison_text.py)
+        from strands_robots.client.cli.comparison_text import comparison_lines
+
+        lines += comparison_lines(status)
     return "\n".join(lines)
 
 
@@ -262,12 +266,15 @@ def submit_job_file(client: Any, job: Any, *, write: Callable[[str], None] = pri
     return job_id
 
 
-def serve_in_background(client: Any, job_id: str, policy: Policy, served: dict) -> threading.Thread:
-    """Serve ``policy`` for the job on a thread; ``served`` gets ``final`` (its last status) or ``error``."""
+def serve_in_background(client: Any, job_id: str, policy: Policy, served: dict, slot: str = "") -> threading.Thread:
+    """Serve ``policy`` for the job on a thread; ``served`` gets ``final`` (its last status) or ``error``.
+
+    :param slot: the comparison job's slot the policy serves ("" for a job of one policy).
+    """
 
     def serve() -> None:
         try:
-            served["final"] = client.serve_policy(job_id, policy)
+            served["final"] = client.serve_policy(job_id, policy, slot=slot)
         except Exception as exc:  # reported by the caller; the status poll still sees the job end
             served["error"] = exc
 

@@ -9,6 +9,7 @@ installed with the client: no ROS); :func:`add_job_commands` adds them to either
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
     strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT --obs-map PRESET|FILE
     strands-robots job serve  --relay ... --token-file T JOB_ID --policy my_module:MyPolicy [--inference-timeout S]
+    strands-robots job serve  --relay ... --token-file T JOB_ID --slot NAME --policy ...   # a comparison's slot
     strands-robots job list   --relay ... --token-file T [--state STATE]   # this client's jobs (cli/job_list.py)
     strands-robots job suites --relay ... --token-file T [--station S]     # what each station offers (job_suites.py)
     strands-robots job leaderboard --relay ... --token-file T SUITE        # your policies ranked (job_leaderboard.py)
@@ -75,6 +76,10 @@ def cmd_job_submit(args: argparse.Namespace) -> int:
         from strands_robots.policies.demo import DemoPolicy
     except ImportError:  # the client alone: --serve's provider is the main package's
         DemoPolicy = None
+    if args.serve and getattr(spec, "compare", None) is not None:
+        return fail(f"--serve serves one policy; this job compares slots {', '.join(spec.compare.slots)}: submit it "
+                    f"without --serve and serve each slot with its own: serve JOB_ID --slot NAME --policy "
+                    f"module:Class (or --openpi URL)", EXIT_USAGE, _name(args))
     if args.serve and DemoPolicy is None:
         return fail("--serve serves the file's policy provider, which needs the strands_robots package; serve your "
                     "own with: serve JOB_ID --policy module:Class (or --openpi URL)", EXIT_USAGE, _name(args))
@@ -160,7 +165,8 @@ def cmd_job_serve(args: argparse.Namespace) -> int:
     on_event = print_event
 
     try:
-        final = serve_openpi(client, args.job_id, policy, on_event=on_event, reconnect_s=args.reconnect_s)
+        final = serve_openpi(client, args.job_id, policy, on_event=on_event, reconnect_s=args.reconnect_s,
+                             slot=args.slot or "")
     finally:
         policy.close()
     print(summary_table(final))
@@ -182,8 +188,10 @@ def _serve_python_policy(args: argparse.Namespace) -> int:
     except PolicyLoadError as exc:
         return fail(str(exc), EXIT_POLICY_SERVER, _name(args))
     client = connect(args)
-    print(f"serving {args.policy} for job {args.job_id}", flush=True)
-    final = serve_to_the_end(client, args.job_id, policy, on_event=print_event, reconnect_s=args.reconnect_s)
+    slot = f" slot {args.slot}" if args.slot else ""
+    print(f"serving {args.policy} for job {args.job_id}{slot}", flush=True)
+    final = serve_to_the_end(client, args.job_id, policy, on_event=print_event, reconnect_s=args.reconnect_s,
+                             slot=args.slot or "")
     print(summary_table(final))
     print(f"job {final.job_id} {final.state}: {final.message}")
     return 0 if final.state == "SUCCEEDED" else 1
@@ -236,6 +244,10 @@ def add_job_commands(commands: Any) -> None:
                             "limit unless given); a later answer ends the episode as the policy's error")
     serve.add_argument("--connect-timeout-s", type=float, default=10.0,
                        help="how long to wait for the openpi server (default %(default)s)")
+    serve.add_argument("--slot", default=None, metavar="NAME",
+                       help="a comparison job's slot this policy serves (the job file's compare.slots); each slot "
+                            "is served by its own serve command. A comparison served without it, or a slot the "
+                            "job does not have, is refused naming the job's slots")
     serve.add_argument("--reconnect-s", type=float, default=30.0,
                        help="keep attaching to the relay for this long when it is unreachable (default %(default)s)")
     serve.set_defaults(func=cmd_job_serve)

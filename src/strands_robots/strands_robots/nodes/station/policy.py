@@ -2,11 +2,14 @@
 
 - **waiting for the policy**: a ``relay`` job's policy session is opened on the relay (the station's
   :class:`~strands_robots.station_link.link.StationLink`) until the job's client attaches, or the core's
-  deadline ends the wait; a session this station left open in an earlier run is closed first. An in-process
-  provider (``mock``, ...) is made once to read what it declares;
-- **declared spec**: what the attached policy declares (its ``PolicySpec``), for the compatibility gate and the
-  provenance; **observed cameras**: the rollout node's ``cameras`` parameter, what every observation holds;
-- **preflight**: the attached session is kept open for the station's preflight
+  deadline ends the wait; a session this station left open in an earlier run is closed first. A comparison job
+  (``spec.comparison``) opens one session per slot and is ready once every slot's client attached; each episode's
+  goal then names its slot, so the rollout reaches that slot's policy. An in-process provider (``mock``, ...) is
+  made once to read what it declares;
+- **declared spec**: what the attached policy declares (its ``PolicySpec``; a comparison's: its first slot's),
+  for the compatibility gate and the provenance; **observed cameras**: the rollout node's ``cameras`` parameter,
+  what every observation holds;
+- **preflight**: the attached session (every slot's) is kept open for the station's preflight
   (:mod:`.preflight`), which closes it;
 - **goal config**: a ``relay`` policy gets the job and episode in ``policy_config_json`` (the relay and the
   token are the rollout node's own, from its ``relay_credentials_file``; :mod:`strands_robots.policies.relay`).
@@ -78,6 +81,9 @@ class StationPolicyCalls:
 
         self._declared.pop(spec.job_id, None)
         self._drop_preflight_session(spec.job_id)
+        if spec.policy_provider != "relay" and spec.comparison is not None:
+            return False, (f"a comparison's slots ({', '.join(spec.comparison.slots)}) are each served through the "
+                           f"relay; policy {spec.policy_provider!r} would run one policy under every slot")
         if spec.policy_provider != "relay":
             from strands_robots.policies.registry import make_policy
 
@@ -88,36 +94,61 @@ class StationPolicyCalls:
             return True, f"{spec.policy_provider} policy on the rollout node"
         if self._link is None or self._relay is None:
             return False, "the job needs the relay policy but this station has no relay (relay_target is empty)"
+        # a comparison's slots each have their own session and client: the job is ready once every slot's attached
+        slots = tuple(spec.comparison.slots) if spec.comparison is not None else ("",)
+        sessions: dict = {}
+        clients = []
+        try:
+            for slot in slots:
+                ready, detail, session = self._attach(spec, slot, cancelled)
+                if not ready:
+                    return False, detail
+                sessions[slot] = session
+                clients.append(detail)
+            first = next(iter(sessions.values()))
+            for slot, session in sessions.items():
+                try:
+                    declared = session.policy_spec
+                    parsed = None if declared is None else spec_from_pb(declared)
+                except PolicySpecError as exc:
+                    return False, f"policy client {session.client_id!r}{_of_slot(slot)} declared a spec that is " \
+                                  f"refused: {exc}"
+                if session is first:
+                    self._declared[spec.job_id] = parsed
+            self._keep_for_preflight(spec.job_id, sessions)  # the preflight asks on them, then closes them
+            sessions = {}
+        finally:
+            for session in sessions.values():
+                session.close()
+        return True, f"policy client{'s' if len(clients) > 1 else ''} {', '.join(clients)} attached through " \
+                     f"{self._relay.target}"
+
+    def _attach(self, spec: JobSpec, slot: str, cancelled: threading.Event) -> Tuple[bool, str, Any]:
+        """Open the (job, slot) session until a client attaches: ``(True, "'client' (slot s)", session)``."""
         from strands_robots.station_link.session import PolicySessionError
 
         while not cancelled.is_set():
-            session = self._link.open_session(spec.job_id)
+            session = self._link.open_session(spec.job_id, slot=slot)
             kept = False
             try:
                 while not cancelled.is_set():
                     try:
                         client = session.wait_attached(timeout_s=0.5)
-                        try:
-                            declared = session.policy_spec
-                            self._declared[spec.job_id] = None if declared is None else spec_from_pb(declared)
-                        except PolicySpecError as exc:
-                            return False, f"policy client {client!r} declared a spec that is refused: {exc}"
-                        self._keep_for_preflight(spec.job_id, session)  # the preflight asks on it, then closes it
                         kept = True
-                        return True, f"policy client {client!r} attached through {self._relay.target}"
+                        return True, f"{client!r}{_of_slot(slot)}", session
                     except PolicySessionError as exc:
                         if session.error is not None and "already has a policy session open" in str(exc):
                             self.close_policy_sessions()  # left open by the rollout of a previous station run
                             break
                         if session.error is not None:  # the session itself ended: open another
-                            self._node.get_logger().warning(f"policy session of {spec.job_id}: {exc}",
-                                                            throttle_duration_sec=5.0)
+                            self._node.get_logger().warning(f"policy session of {spec.job_id}{_of_slot(slot)}: "
+                                                            f"{exc}", throttle_duration_sec=5.0)
                             break
             finally:
                 if not kept:
                     session.close()
             cancelled.wait(0.2)
-        return False, "cancelled while waiting for the policy"
+        return False, "cancelled while waiting for the policy", None
 
     def _policy_config(self, plan: EpisodePlan) -> dict:
         if plan.policy_provider != "relay":
@@ -129,6 +160,8 @@ class StationPolicyCalls:
             relay = self._relay
             config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
                           attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
+            if plan.compare_slot:  # a comparison's episode: the policy of its slot, through that slot's session
+                config["slot"] = plan.compare_slot
         return config
 
     _job_id = ""
@@ -147,3 +180,7 @@ class StationPolicyCalls:
         if self._call(self._close_sessions, req, timeout_s=2.0) is None:
             self._node.get_logger().warning("close_policy_sessions: no answer from the rollout node within 2 s "
                                             "(a late request closes only ended episodes' sessions)")
+
+
+def _of_slot(slot: str) -> str:
+    return f" (slot {slot})" if slot else ""

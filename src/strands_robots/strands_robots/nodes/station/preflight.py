@@ -16,6 +16,7 @@ A mixin of the port: it uses the port's node, driver backend and open policy ses
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Dict, Optional, Tuple
@@ -35,8 +36,9 @@ _NS = 1_000_000_000
 class StationPreflightCalls:
     """Send the attached policy one observation of the arms as they stand; return its answer (never applied)."""
 
-    #: job id -> its attached policy session, kept open by ``wait_for_policy`` for the preflight
-    _preflight_sessions: Dict[str, Any]
+    #: job id -> its attached policy sessions by slot ("" for a job of one policy), kept open by
+    #: ``wait_for_policy`` for the preflight
+    _preflight_sessions: Dict[str, Dict[str, Any]]
     camera_set: Any = None  # the station's cameras.yaml (CameraSet); None: no cameras
     camera_namespace: str = ""
 
@@ -48,28 +50,42 @@ class StationPreflightCalls:
         self._raw_frames: Dict[str, Tuple[float, bytes]] = {}  # camera -> (monotonic arrival, serialized Image)
         self._frames_arrived = threading.Condition()
 
-    def _keep_for_preflight(self, job_id: str, session: Any) -> None:
-        old = self._preflight_sessions.pop(job_id, None)
-        self._preflight_sessions[job_id] = session
-        if old is not None and old is not session:
-            old.close()
+    def _keep_for_preflight(self, job_id: str, sessions: Dict[str, Any]) -> None:
+        old = self._preflight_sessions.pop(job_id, None) or {}
+        self._preflight_sessions[job_id] = dict(sessions)
+        kept = set(map(id, sessions.values()))
+        for session in old.values():
+            if id(session) not in kept:
+                session.close()
 
     def _drop_preflight_session(self, job_id: str) -> None:
-        session = self._preflight_sessions.pop(job_id, None)
-        if session is not None:
+        for session in (self._preflight_sessions.pop(job_id, None) or {}).values():
             session.close()
 
     def preflight(self, spec: JobSpec, plan: EpisodePlan) -> Optional[PreflightAnswer]:
-        """Send the job's policy the observation of ``plan``'s first step; None when it is not a relay policy."""
+        """Send the job's policy the observation of ``plan``'s first step; None when it is not a relay policy.
+
+        A comparison's every slot is asked in turn: the first answer that is not an action chunk is returned (its
+        error naming the slot), else the first slot's.
+        """
         if spec.policy_provider != "relay":
             return None
-        session = self._preflight_sessions.pop(spec.job_id, None)
-        if session is None:
+        sessions = self._preflight_sessions.pop(spec.job_id, None) or {}
+        if not sessions:
             return PreflightAnswer(error="the policy session closed before the station's first observation")
         try:
-            return self._ask(session, plan)
+            answers = []
+            for slot, session in sessions.items():
+                answer = self._ask(session, plan)
+                if answer.error and slot:
+                    answer = dataclasses.replace(answer, error=f"slot {slot}: {answer.error}")
+                if answer.error or answer.ended is not None:
+                    return answer
+                answers.append(answer)
+            return answers[0]
         finally:
-            session.close()
+            for session in sessions.values():
+                session.close()
 
     def _ask(self, session: Any, plan: EpisodePlan) -> PreflightAnswer:
         from strands_robots.cameras.request import CameraRequest, ImageRequest, encode_observation, image_request

@@ -110,6 +110,9 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls)
     :param camera_namespace: where their ``<camera>/image_raw`` topics are ("" = the node's namespace).
     """
 
+    #: each episode of a comparison job reaches the policy of its slot (its own relay policy session)
+    serves_slots = True
+
     def __init__(self, node: Any, *, driver_namespace: str = "", rollout_namespace: str = "",
                  robot_name: str = "sim_arms", relay: Optional[RelaySettings] = None, link: Any = None,
                  action_horizon: int = 8, operator_name: str = "station-operator", async_rtc: bool = False,

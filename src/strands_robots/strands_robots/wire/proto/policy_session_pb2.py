@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from strands_robots.wire.proto import evaluation_pb2 as strands__robots_dot_wire_dot_proto_dot_evaluation__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.strands_robots/wire/proto/policy_session.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\"D\n\x06Tensor\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x0e\n\x06values\x18\x02 \x03(\x01\x12\r\n\x05\x64type\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"]\n\x0c\x45ncodedImage\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\r\n\x05width\x18\x03 \x01(\r\x12\x0e\n\x06height\x18\x04 \x01(\r\x12\x10\n\x08\x63hannels\x18\x05 \x01(\r\"\xac\x01\n\x05Value\x12\x10\n\x06number\x18\x01 \x01(\x01H\x00\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\x31\n\x06tensor\x18\x03 \x01(\x0b\x32\x1f.strands_robots.relay.v1.TensorH\x00\x12\x0e\n\x04\x66lag\x18\x04 \x01(\x08H\x00\x12\x36\n\x05image\x18\x05 \x01(\x0b\x32%.strands_robots.relay.v1.EncodedImageH\x00\x42\x06\n\x04kind\"\x9e\x01\n\x0bObservation\x12@\n\x06values\x18\x01 \x03(\x0b\x32\x30.strands_robots.relay.v1.Observation.ValuesEntry\x1aM\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.strands_robots.relay.v1.Value:\x02\x38\x01\"t\n\x06\x41\x63tion\x12;\n\x06values\x18\x01 \x03(\x0b\x32+.strands_robots.relay.v1.Action.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"?\n\x0b\x41\x63tionChunk\x12\x30\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x1f.strands_robots.relay.v1.Action\"\x1d\n\x0bSessionOpen\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"9\n\nCameraNeed\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06height\x18\x02 \x01(\r\x12\r\n\x05width\x18\x03 \x01(\r\"U\n\x0b\x41\x63tionRange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x01(\x01\x12\x0c\n\x04high\x18\x03 \x01(\x01\x12\x13\n\x06\x63losed\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\t\n\x07_closed\"\x9d\x02\n\nPolicySpec\x12\x13\n\x0b\x61\x63tion_keys\x18\x01 \x03(\t\x12\x12\n\naction_dim\x18\x02 \x01(\r\x12\x18\n\x10observation_keys\x18\x03 \x03(\t\x12\x34\n\x07\x63\x61meras\x18\x04 \x03(\x0b\x32#.strands_robots.relay.v1.CameraNeed\x12\x1c\n\x14\x63ontrol_frequency_hz\x18\x05 \x01(\x01\x12;\n\raction_ranges\x18\x06 \x03(\x0b\x32$.strands_robots.relay.v1.ActionRange\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x15\n\rmetadata_json\x18\x08 \x01(\t\x12\x14\n\x0c\x61\x63tion_space\x18\t \x01(\t\"R\n\rSessionAttach\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.strands_robots.relay.v1.PolicySpec\"\xaa\x01\n\x0c\x45pisodeStart\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x13\n\x0b\x61\x63tion_keys\x18\x03 \x03(\t\x12\x19\n\x11\x63ontrol_frequency\x18\x04 \x01(\x01\x12\x16\n\x0e\x61\x63tion_horizon\x18\x05 \x01(\r\x12\x11\n\tpreflight\x18\x06 \x01(\x08\"~\n\tPreflight\x12\x36\n\x07\x65pisode\x18\x01 \x01(\x0b\x32%.strands_robots.relay.v1.EpisodeStart\x12\x39\n\x0bobservation\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.Observation\"K\n\nEpisodeEnd\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x15\n\rend_condition\x18\x02 \x01(\t\x12\x12\n\nend_detail\x18\x03 \x01(\t\"\x1d\n\x0bStationLeft\x12\x0e\n\x06reason\x18\x01 \x01(\t\">\n\x08JobEnded\x12\x32\n\x06status\x18\x01 \x01(\x0b\x32\".strands_robots.relay.v1.JobStatus\"V\n\x0ePolicyAttached\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.strands_robots.relay.v1.PolicySpec\"\x1c\n\nEndEpisode\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x05\n\x03\x41\x63k\",\n\x0bPolicyError\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xf9\x03\n\rPolicyRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x34\n\x04open\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.SessionOpenH\x00\x12>\n\repisode_start\x18\x03 \x01(\x0b\x32%.strands_robots.relay.v1.EpisodeStartH\x00\x12\x33\n\x03\x61\x63t\x18\x04 \x01(\x0b\x32$.strands_robots.relay.v1.ObservationH\x00\x12\x36\n\x06resume\x18\x05 \x01(\x0b\x32$.strands_robots.relay.v1.ObservationH\x00\x12:\n\x0b\x65pisode_end\x18\x06 \x01(\x0b\x32#.strands_robots.relay.v1.EpisodeEndH\x00\x12<\n\x0cstation_left\x18\x07 \x01(\x0b\x32$.strands_robots.relay.v1.StationLeftH\x00\x12\x36\n\tjob_ended\x18\x08 \x01(\x0b\x32!.strands_robots.relay.v1.JobEndedH\x00\x12\x37\n\tpreflight\x18\t \x01(\x0b\x32\".strands_robots.relay.v1.PreflightH\x00\x42\x06\n\x04kind\"\xf7\x02\n\x0bPolicyReply\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x38\n\x06\x61ttach\x18\x02 \x01(\x0b\x32&.strands_robots.relay.v1.SessionAttachH\x00\x12\x35\n\x05\x63hunk\x18\x03 \x01(\x0b\x32$.strands_robots.relay.v1.ActionChunkH\x00\x12:\n\x0b\x65nd_episode\x18\x04 \x01(\x0b\x32#.strands_robots.relay.v1.EndEpisodeH\x00\x12+\n\x03\x61\x63k\x18\x05 \x01(\x0b\x32\x1c.strands_robots.relay.v1.AckH\x00\x12\x35\n\x05\x65rror\x18\x06 \x01(\x0b\x32$.strands_robots.relay.v1.PolicyErrorH\x00\x12;\n\x08\x61ttached\x18\x07 \x01(\x0b\x32\'.strands_robots.relay.v1.PolicyAttachedH\x00\x42\x06\n\x04kindb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n.strands_robots/wire/proto/policy_session.proto\x12\x17strands_robots.relay.v1\x1a*strands_robots/wire/proto/evaluation.proto\"D\n\x06Tensor\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x0e\n\x06values\x18\x02 \x03(\x01\x12\r\n\x05\x64type\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"]\n\x0c\x45ncodedImage\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\r\n\x05width\x18\x03 \x01(\r\x12\x0e\n\x06height\x18\x04 \x01(\r\x12\x10\n\x08\x63hannels\x18\x05 \x01(\r\"\xac\x01\n\x05Value\x12\x10\n\x06number\x18\x01 \x01(\x01H\x00\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\x31\n\x06tensor\x18\x03 \x01(\x0b\x32\x1f.strands_robots.relay.v1.TensorH\x00\x12\x0e\n\x04\x66lag\x18\x04 \x01(\x08H\x00\x12\x36\n\x05image\x18\x05 \x01(\x0b\x32%.strands_robots.relay.v1.EncodedImageH\x00\x42\x06\n\x04kind\"\x9e\x01\n\x0bObservation\x12@\n\x06values\x18\x01 \x03(\x0b\x32\x30.strands_robots.relay.v1.Observation.ValuesEntry\x1aM\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12-\n\x05value\x18\x02 \x01(\x0b\x32\x1e.strands_robots.relay.v1.Value:\x02\x38\x01\"t\n\x06\x41\x63tion\x12;\n\x06values\x18\x01 \x03(\x0b\x32+.strands_robots.relay.v1.Action.ValuesEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"?\n\x0b\x41\x63tionChunk\x12\x30\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32\x1f.strands_robots.relay.v1.Action\"+\n\x0bSessionOpen\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0c\n\x04slot\x18\x02 \x01(\t\"9\n\nCameraNeed\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06height\x18\x02 \x01(\r\x12\r\n\x05width\x18\x03 \x01(\r\"U\n\x0b\x41\x63tionRange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x01(\x01\x12\x0c\n\x04high\x18\x03 \x01(\x01\x12\x13\n\x06\x63losed\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\t\n\x07_closed\"\x9d\x02\n\nPolicySpec\x12\x13\n\x0b\x61\x63tion_keys\x18\x01 \x03(\t\x12\x12\n\naction_dim\x18\x02 \x01(\r\x12\x18\n\x10observation_keys\x18\x03 \x03(\t\x12\x34\n\x07\x63\x61meras\x18\x04 \x03(\x0b\x32#.strands_robots.relay.v1.CameraNeed\x12\x1c\n\x14\x63ontrol_frequency_hz\x18\x05 \x01(\x01\x12;\n\raction_ranges\x18\x06 \x03(\x0b\x32$.strands_robots.relay.v1.ActionRange\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x15\n\rmetadata_json\x18\x08 \x01(\t\x12\x14\n\x0c\x61\x63tion_space\x18\t \x01(\t\"`\n\rSessionAttach\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.strands_robots.relay.v1.PolicySpec\x12\x0c\n\x04slot\x18\x03 \x01(\t\"\xaa\x01\n\x0c\x45pisodeStart\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12+\n\x04task\x18\x02 \x01(\x0b\x32\x1d.strands_robots.relay.v1.Task\x12\x13\n\x0b\x61\x63tion_keys\x18\x03 \x03(\t\x12\x19\n\x11\x63ontrol_frequency\x18\x04 \x01(\x01\x12\x16\n\x0e\x61\x63tion_horizon\x18\x05 \x01(\r\x12\x11\n\tpreflight\x18\x06 \x01(\x08\"~\n\tPreflight\x12\x36\n\x07\x65pisode\x18\x01 \x01(\x0b\x32%.strands_robots.relay.v1.EpisodeStart\x12\x39\n\x0bobservation\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.Observation\"K\n\nEpisodeEnd\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x15\n\rend_condition\x18\x02 \x01(\t\x12\x12\n\nend_detail\x18\x03 \x01(\t\"\x1d\n\x0bStationLeft\x12\x0e\n\x06reason\x18\x01 \x01(\t\">\n\x08JobEnded\x12\x32\n\x06status\x18\x01 \x01(\x0b\x32\".strands_robots.relay.v1.JobStatus\"V\n\x0ePolicyAttached\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x31\n\x04spec\x18\x02 \x01(\x0b\x32#.strands_robots.relay.v1.PolicySpec\"\x1c\n\nEndEpisode\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x05\n\x03\x41\x63k\",\n\x0bPolicyError\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xf9\x03\n\rPolicyRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x34\n\x04open\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.SessionOpenH\x00\x12>\n\repisode_start\x18\x03 \x01(\x0b\x32%.strands_robots.relay.v1.EpisodeStartH\x00\x12\x33\n\x03\x61\x63t\x18\x04 \x01(\x0b\x32$.strands_robots.relay.v1.ObservationH\x00\x12\x36\n\x06resume\x18\x05 \x01(\x0b\x32$.strands_robots.relay.v1.ObservationH\x00\x12:\n\x0b\x65pisode_end\x18\x06 \x01(\x0b\x32#.strands_robots.relay.v1.EpisodeEndH\x00\x12<\n\x0cstation_left\x18\x07 \x01(\x0b\x32$.strands_robots.relay.v1.StationLeftH\x00\x12\x36\n\tjob_ended\x18\x08 \x01(\x0b\x32!.strands_robots.relay.v1.JobEndedH\x00\x12\x37\n\tpreflight\x18\t \x01(\x0b\x32\".strands_robots.relay.v1.PreflightH\x00\x42\x06\n\x04kind\"\xf7\x02\n\x0bPolicyReply\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x38\n\x06\x61ttach\x18\x02 \x01(\x0b\x32&.strands_robots.relay.v1.SessionAttachH\x00\x12\x35\n\x05\x63hunk\x18\x03 \x01(\x0b\x32$.strands_robots.relay.v1.ActionChunkH\x00\x12:\n\x0b\x65nd_episode\x18\x04 \x01(\x0b\x32#.strands_robots.relay.v1.EndEpisodeH\x00\x12+\n\x03\x61\x63k\x18\x05 \x01(\x0b\x32\x1c.strands_robots.relay.v1.AckH\x00\x12\x35\n\x05\x65rror\x18\x06 \x01(\x0b\x32$.strands_robots.relay.v1.PolicyErrorH\x00\x12;\n\x08\x61ttached\x18\x07 \x01(\x0b\x32\'.strands_robots.relay.v1.PolicyAttachedH\x00\x42\x06\n\x04kindb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -53,35 +53,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTIONCHUNK']._serialized_start=738
   _globals['_ACTIONCHUNK']._serialized_end=801
   _globals['_SESSIONOPEN']._serialized_start=803
-  _globals['_SESSIONOPEN']._serialized_end=832
-  _globals['_CAMERANEED']._serialized_start=834
-  _globals['_CAMERANEED']._serialized_end=891
-  _globals['_ACTIONRANGE']._serialized_start=893
-  _globals['_ACTIONRANGE']._serialized_end=978
-  _globals['_POLICYSPEC']._serialized_start=981
-  _globals['_POLICYSPEC']._serialized_end=1266
-  _globals['_SESSIONATTACH']._serialized_start=1268
-  _globals['_SESSIONATTACH']._serialized_end=1350
-  _globals['_EPISODESTART']._serialized_start=1353
-  _globals['_EPISODESTART']._serialized_end=1523
-  _globals['_PREFLIGHT']._serialized_start=1525
-  _globals['_PREFLIGHT']._serialized_end=1651
-  _globals['_EPISODEEND']._serialized_start=1653
-  _globals['_EPISODEEND']._serialized_end=1728
-  _globals['_STATIONLEFT']._serialized_start=1730
-  _globals['_STATIONLEFT']._serialized_end=1759
-  _globals['_JOBENDED']._serialized_start=1761
-  _globals['_JOBENDED']._serialized_end=1823
-  _globals['_POLICYATTACHED']._serialized_start=1825
-  _globals['_POLICYATTACHED']._serialized_end=1911
-  _globals['_ENDEPISODE']._serialized_start=1913
-  _globals['_ENDEPISODE']._serialized_end=1941
-  _globals['_ACK']._serialized_start=1943
-  _globals['_ACK']._serialized_end=1948
-  _globals['_POLICYERROR']._serialized_start=1950
-  _globals['_POLICYERROR']._serialized_end=1994
-  _globals['_POLICYREQUEST']._serialized_start=1997
-  _globals['_POLICYREQUEST']._serialized_end=2502
-  _globals['_POLICYREPLY']._serialized_start=2505
-  _globals['_POLICYREPLY']._serialized_end=2880
+  _globals['_SESSIONOPEN']._serialized_end=846
+  _globals['_CAMERANEED']._serialized_start=848
+  _globals['_CAMERANEED']._serialized_end=905
+  _globals['_ACTIONRANGE']._serialized_start=907
+  _globals['_ACTIONRANGE']._serialized_end=992
+  _globals['_POLICYSPEC']._serialized_start=995
+  _globals['_POLICYSPEC']._serialized_end=1280
+  _globals['_SESSIONATTACH']._serialized_start=1282
+  _globals['_SESSIONATTACH']._serialized_end=1378
+  _globals['_EPISODESTART']._serialized_start=1381
+  _globals['_EPISODESTART']._serialized_end=1551
+  _globals['_PREFLIGHT']._serialized_start=1553
+  _globals['_PREFLIGHT']._serialized_end=1679
+  _globals['_EPISODEEND']._serialized_start=1681
+  _globals['_EPISODEEND']._serialized_end=1756
+  _globals['_STATIONLEFT']._serialized_start=1758
+  _globals['_STATIONLEFT']._serialized_end=1787
+  _globals['_JOBENDED']._serialized_start=1789
+  _globals['_JOBENDED']._serialized_end=1851
+  _globals['_POLICYATTACHED']._serialized_start=1853
+  _globals['_POLICYATTACHED']._serialized_end=1939
+  _globals['_ENDEPISODE']._serialized_start=1941
+  _globals['_ENDEPISODE']._serialized_end=1969
+  _globals['_ACK']._serialized_start=1971
+  _globals['_ACK']._serialized_end=1976
+  _globals['_POLICYERROR']._serialized_start=1978
+  _globals['_POLICYERROR']._serialized_end=2022
+  _globals['_POLICYREQUEST']._serialized_start=2025
+  _globals['_POLICYREQUEST']._serialized_end=2530
+  _globals['_POLICYREPLY']._serialized_start=2533
+  _globals['_POLICYREPLY']._serialized_end=2908
 # @@protoc_insertion_point(module_scope)

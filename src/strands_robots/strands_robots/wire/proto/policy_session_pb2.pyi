@@ -80,10 +80,12 @@ class ActionChunk(_message.Message):
     def __init__(self, actions: _Optional[_Iterable[_Union[Action, _Mapping]]] = ...) -> None: ...
 
 class SessionOpen(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "slot")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    slot: str
+    def __init__(self, job_id: _Optional[str] = ..., slot: _Optional[str] = ...) -> None: ...
 
 class CameraNeed(_message.Message):
     __slots__ = ("name", "height", "width")
@@ -130,12 +132,14 @@ class PolicySpec(_message.Message):
     def __init__(self, action_keys: _Optional[_Iterable[str]] = ..., action_dim: _Optional[int] = ..., observation_keys: _Optional[_Iterable[str]] = ..., cameras: _Optional[_Iterable[_Union[CameraNeed, _Mapping]]] = ..., control_frequency_hz: _Optional[float] = ..., action_ranges: _Optional[_Iterable[_Union[ActionRange, _Mapping]]] = ..., source: _Optional[str] = ..., metadata_json: _Optional[str] = ..., action_space: _Optional[str] = ...) -> None: ...
 
 class SessionAttach(_message.Message):
-    __slots__ = ("job_id", "spec")
+    __slots__ = ("job_id", "spec", "slot")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     spec: PolicySpec
-    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[PolicySpec, _Mapping]] = ...) -> None: ...
+    slot: str
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[PolicySpec, _Mapping]] = ..., slot: _Optional[str] = ...) -> None: ...
 
 class EpisodeStart(_message.Message):
     __slots__ = ("episode_id", "task", "action_keys", "control_frequency", "action_horizon", "preflight")
