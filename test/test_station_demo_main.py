@@ -115,24 +115,26 @@ def test_main_job_then_compares_the_vision_policy_with_the_blind_one_and_stops_a
     tail = out[start:]
     assert re.search(r"^\[demo\] comparison \S+: slot vision serves the scripted policy, blind the same policy never "
                      r"shown a camera frame", tail, re.M), tail
-    found = re.search(r"^comparison of vision and blind on suite demo: (\d+) complete blocks$", tail, re.M)
+    found = re.search(r"^comparison on suite demo: 2 policies, (\d+) complete blocks \(vision, blind\)$", tail, re.M)
     assert found, tail
     blocks = int(found.group(1))
-    assert re.search(rf"^  vision  {blocks}/{blocks} = 100 % \[\d+ %, 100 %\] Wilson 95 %$", tail, re.M), tail
-    assert re.search(rf"^  blind   0/{blocks} = 0 % \[0 %, \d+ %\] Wilson 95 %$", tail, re.M), tail
-    assert re.search(r"^  vision - blind: \+100 % \[\+\d+ %, \+100 %\] Newcombe 95 %; exact McNemar p = [\d.e-]+; "
-                     rf"{blocks} blocks detect \d+ % \(80 % power\)$", tail, re.M), tail
-    verdict = re.search(r"^  verdict (\w+) \(stopped at block (\d+) of at most 12, alpha 0.05\): vision is better "
-                        r"than blind \(e-value ([\d.]+), separates at 20\)", tail, re.M)
-    assert verdict, tail
-    assert verdict.group(1) == "a_better" and int(verdict.group(2)) == blocks == 7 and float(verdict.group(3)) >= 20
+    assert re.search(rf"^  vision  success {blocks}/{blocks} = 100 % \[\d+ %, 100 %\] Wilson 95 %;", tail, re.M), tail
+    assert re.search(rf"^  blind   success 0/{blocks} = 0 % \[0 %, \d+ %\] Wilson 95 %;", tail, re.M), tail
+    assert re.search(r"^  vision - blind: \+100 pts \[\+\d+, \+100\] Newcombe 95 %; p = [\d.e-]+ \(exact McNemar\); "
+                     r"detectable \d+ pts at 80 % power$", tail, re.M), tail
+    assert re.search(rf"^    paired blocks: both 0, only vision {blocks}, only blind 0, neither 0$", tail, re.M), tail
+    stop = re.search(r"^  stop rule: separated at alpha 0.05 within 12 blocks; stopped at block (\d+)$", tail, re.M)
+    verdict = re.search(r"^    e-value ([\d.]+) \(separates at 20\); verdict (\w+)$", tail, re.M)
+    assert stop and verdict, tail
+    assert verdict.group(2) == "a_better" and int(stop.group(1)) == blocks == 7 and float(verdict.group(1)) >= 20
     assert re.search(rf"^job \S+ SUCCEEDED: completed: comparison of {blocks} complete blocks: a_better: vision is "
                      rf"better than blind .*; vision {blocks}/{blocks}, blind 0/{blocks}$", tail, re.M), tail
-    order_line = re.search(r"^  block order: (.*)$", tail, re.M).group(1)
-    order = [part.split(" ", 1) for part in order_line.split("; ")]
-    assert [b for b, _ in order] == [f"b_{i:04d}" for i in range(blocks)], order_line
-    slots = [tuple(s.split(", ")) for _, s in order]
-    assert all(sorted(s) == ["blind", "vision"] for s in slots), order_line
+    # the blocks in the order they completed, each with the order its two episodes ran in and their outcomes
+    order = re.findall(r"^    (b_\d{4})  reach_cube_quick  seed \d+  (\w+)([+-]) (\w+)([+-])$", tail, re.M)
+    assert [b[0] for b in order] == [f"b_{i:04d}" for i in range(blocks)], tail
+    slots = [(first, second) for _, first, _, second, _ in order]
+    assert all(sorted(s) == ["blind", "vision"] for s in slots), order
+    assert all(ok == ("+" if slot == "vision" else "-") for _, a, x, b, y in order for slot, ok in ((a, x), (b, y)))
     # the comparison's table: two episodes per block in the recorded order, the vision one the success
     lines = tail.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("episode  end condition"))

@@ -60,6 +60,8 @@ _FIELDS: Dict[str, Any] = {
     "max_discards": ("Discarded episodes the job tolerates before it fails (default: the station's, 10).", 2),
     "intervals": ("How the success rates' 95 % interval is computed.", "wilson"),
     "job_id": ("The job's id (default: a fresh unguessable one per submit).", "my_job"),
+    "record": ("Bring every episode's recording (MCAP) home: `job recordings` downloads them; a station whose "
+               "config keeps recordings on site refuses the job at submit.", True),
     "compare": ("Makes the job a comparison (A/B) of two or more policies, each served by its own "
                 "`job serve JOB --slot NAME`: blocks of one suite task and seed, every slot once in a recorded random "
                 "order (docs/comparisons.md).",
@@ -160,6 +162,7 @@ def job_schema() -> Dict[str, Any]:
         "job_id": _field("job_id", {"type": "string", "pattern": rules.JOB_ID_PATTERN}),
         "client_id": _text("client_id", "client_id"),
         "compare": _compare(),
+        "record": _field("record", {"type": "boolean", "default": False}),
     }
     job = _object(rules._JOB_KEYS, properties)
     job.update({

@@ -115,10 +115,10 @@ def summary_table(status: Any) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += summary_lines(status)
-    if hasattr(status, "HasField"):  # a comparison's slots, paired difference and verdict (cli/comparison_text.py)
-        from strands_robots.client.cli.comparison_text import comparison_lines
+    if hasattr(status, "HasField") and status.HasField("comparison"):  # slots, paired difference, verdict, blocks
+        from strands_robots.client.comparison_view import comparison_lines
 
-        lines += comparison_lines(status)
+        lines += comparison_lines(status.comparison)
     return "\n".join(lines)
 
 

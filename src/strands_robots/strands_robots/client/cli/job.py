@@ -120,10 +120,6 @@ def cmd_job_watch(args: argparse.Namespace) -> int:
 
     final = watch_job(connect(args), args.job_id, poll_s=args.poll_s)
     print(summary_table(final))
-    if final.HasField("comparison"):
-        from strands_robots.client.comparison_view import comparison_lines
-
-        print("\n".join(comparison_lines(final.comparison)))
     print(f"job {final.job_id} {final.state}: {final.message}")
     return 0 if final.state == "SUCCEEDED" else 1
 

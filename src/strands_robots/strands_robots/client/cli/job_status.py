@@ -60,7 +60,7 @@ def format_status(status: Any) -> str:
         from strands_robots.client.cli.client_side import summary_table
 
         lines += ["", summary_table(status)]
-    if status.HasField("comparison"):
+    if status.HasField("comparison") and not status.episodes:  # else at the end of the summary table
         from strands_robots.client.comparison_view import comparison_lines
 
         lines += [""] + comparison_lines(status.comparison)
