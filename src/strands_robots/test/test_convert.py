@@ -473,3 +473,25 @@ def test_a_comparison_and_figures_read_back_from_ros_equal_what_was_sent():
     figures = summary_to_pb(summarize(episodes, discarded=["ep_0007"]))
     assert figures.tasks and figures.success.HasField("low")  # the check below is not of an empty message
     assert pb_from_msg(job_figures_to_msg(figures), type(figures)()) == figures
+
+
+def test_the_station_topics_comparison_is_the_operators_blind_view_until_the_job_ends():
+    _msgs()
+    from known_rate_port import run_comparison
+
+    from strands_robots.conversions.station import station_status_to_msg
+    from strands_robots.station.scripted_operator import ScriptedOperator
+
+    snapshots: list = []
+    final, _ = run_comparison({"seeing": 0.9, "guessing": 0.1}, 5, ScriptedOperator(), 40, publish=snapshots.append)
+    running = [s for s in snapshots if s.comparison is not None and s.comparison.blocks and
+               not s.comparison.labels_revealed]
+    assert running, "no running snapshot with complete blocks"
+    msg = station_status_to_msg(running[-1])
+    (comparison,) = msg.comparison
+    text = repr(msg.comparison)
+    assert "seeing" not in text and "guessing" not in text and list(comparison.slots) == ["A", "B"]
+    assert len(comparison.blocks) == len(running[-1].comparison.blocks) and not comparison.labels_revealed
+    (ended,) = station_status_to_msg(final).comparison
+    assert ended.labels_revealed and list(ended.slots) == ["seeing", "guessing"]
+    assert ended.stop[0].verdict == "a_better" and list(ended.stop[0].stopped_at_block) == [len(ended.blocks)]

@@ -116,7 +116,12 @@ def station_status_to_msg(status: Any) -> Any:
 
         msg.summary = [job_figures_to_msg(summary_to_pb(summary))]
     comparison = getattr(status, "comparison", None)
-    if comparison is not None:
+    if comparison is not None:  # the station's topic is the operator's view: blind labels until the job ends
+        if not hasattr(comparison, "HasField"):
+            from strands_robots.station.comparison import operator_view
+            from strands_robots.wire.pb_model import comparison_to_pb
+
+            comparison = comparison_to_pb(operator_view(comparison))
         msg.comparison = [comparison_to_msg(comparison)]
     return msg
 
