@@ -119,3 +119,15 @@ def test_watch_progress_line_shows_blocks_and_e_value_and_no_slot_while_blind():
     assert "vision" not in line and "blind -" not in line
     revealed = comparison_message(seeded_outcomes(0.7, 0.3, 9, seed=8), rule=StopRule(max_blocks=40))
     assert "; vision - blind " in comparison_progress(_status(revealed))
+
+
+def test_a_comparisons_table_gives_each_slots_figures_and_never_a_rate_pooled_over_the_slots():
+    from strands_robots.client.cli.client_side import summary_table
+
+    msg = comparison_message(seeded_outcomes(0.9, 0.2, 20, seed=3), rule=StopRule(max_blocks=40))
+    status = _status(msg)
+    status.summary.success.successes, status.summary.success.trials = 20, 40  # what a pooled line would print
+    text = summary_table(status)
+    assert "comparison on suite demo" in text and not re.search(r"^job: ", text, re.M), text
+    status.ClearField("comparison")
+    assert re.search(r"^job: success 20/40", summary_table(status), re.M)

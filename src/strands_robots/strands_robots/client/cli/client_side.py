@@ -103,7 +103,8 @@ def summary_table(status: Any) -> str:
     Per episode: its end condition, scored, success, score, taken over; both meanings of success (at_end, ever:
     the task's predicate on the final observation, on any observation) and what the score should be read
     against (inference latency p50 / p99 in ms, mean observation age in steps, missed deadlines); "-" where not
-    known. A comparison job's result follows: each slot's rate, the paired difference, the verdict.
+    known. Then the job's figures, or for a comparison job its result: each slot's rate, the paired difference,
+    the verdict.
     """
     rows = [("episode", "end condition", "scored", "success", "score", "taken over", "at_end", "ever", "p50_ms",
              "p99_ms", "obs_age", "missed")]
@@ -114,11 +115,12 @@ def summary_table(status: Any) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += summary_lines(status)
     if hasattr(status, "HasField") and status.HasField("comparison"):  # slots, paired difference, verdict, blocks
         from strands_robots.client.comparison_view import comparison_lines
 
-        lines += comparison_lines(status.comparison)
+        lines += comparison_lines(status.comparison)  # per slot: the figures pooled over the slots mean nothing
+    else:
+        lines += summary_lines(status)
     return "\n".join(lines)
 
 
@@ -226,10 +228,11 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
             if shown != last:
                 last = shown
                 write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
-                figures = status_summary(status)
-                if figures is not None and _attempted(figures):
-                    write(f"    {_figures_line(figures)}")
                 progress = comparison_progress(status)
+                figures = status_summary(status)
+                # a comparison's figures are per slot (its progress line); pooled over the slots they mean nothing
+                if figures is not None and _attempted(figures) and not progress:
+                    write(f"    {_figures_line(figures)}")
                 if progress:
                     write(f"    {progress}")
             if status.state in terminal:
