@@ -95,8 +95,9 @@ def test_main_job_runs_the_demo_end_to_end_with_a_progress_bar_and_the_summary_t
     assert exits == {"relay": "0", "arm_driver": "0", "camera": "0", "rollout": "0", "station": "0",
                      "recorder": "0"}, out
     assert len(run.children) >= 6 and run.left_running == [], (run.children, out)
-    # The recording closes once the demo job has ended: it holds that job alone, no episode of the comparison after it.
-    assert not any(s.episodes for s in run.statuses_of(compared_job)), out[-3000:]
+    compared = run.statuses_of(compared_job)
+    assert compared and compared[-1].state == "SUCCEEDED", (compared[-1:], out[-3000:])
+    assert {e.run_id for e in compared[-1].episodes} <= set(by_run)
 
 
 def test_main_job_then_compares_the_vision_policy_with_the_blind_one_and_stops_at_its_verdict(demo_main_job):
