@@ -73,3 +73,59 @@ def test_client_leaving_mid_episode_aborts_the_station_and_after_the_job_ended_c
     assert [getattr(m, "WhichOneof", lambda _: m)("kind") for m in _drain(client)] == ["job_ended", END]
     broker.close_client(client)
     assert _drain(station)[-1] is END
+
+
+def _error(rid):
+    return pb.PolicyReply(request_id=rid, error=pb.PolicyError(type="ValueError", message="policy exploded"))
+
+
+def test_a_client_whose_policy_failed_leaves_at_its_error_so_the_next_episode_waits_for_it_to_attach_again():
+    broker = _broker()
+    first = broker.open_station("job", "sim_station")
+    failed = broker.open_client("job", "team_a")
+    broker.from_station(first, pb.PolicyRequest(request_id=1, episode_start=pb.EpisodeStart(episode_id="ep_0000")))
+    broker.from_station(first, _act(2, 1.0))
+    broker.from_client(failed, pb.PolicyReply(request_id=1, ack=pb.Ack()))
+    broker.from_client(failed, _error(2))
+    assert [m.WhichOneof("kind") for m in _drain(first)] == ["attached", "ack", "error"]
+    assert [getattr(m, "WhichOneof", lambda _: m)("kind") for m in _drain(failed)] == ["episode_start", "act", END]
+    broker.from_station(first, pb.PolicyRequest(episode_end=pb.EpisodeEnd(episode_id="ep_0000")))
+    broker.close_station(first, "station closed its session")
+
+    # The station opens the next episode's session before the failed client's stream end reached the relay.
+    second = broker.open_station("job", "sim_station")
+    assert _drain(second) == []  # no client serves the job until it attaches again
+    broker.close_client(failed)
+    assert _drain(second) == []  # its end is no disconnect: it had left at its error
+    back = broker.open_client("job", "team_a")  # not refused as a second client of the job
+    assert [m.WhichOneof("kind") for m in _drain(second)] == ["attached"]
+    broker.from_station(second, pb.PolicyRequest(request_id=1, episode_start=pb.EpisodeStart(episode_id="ep_0001")))
+    assert [m.episode_start.episode_id for m in _drain(back)] == ["ep_0001"]
+    broker.from_client(back, pb.PolicyReply(request_id=1, ack=pb.Ack()))
+    assert [m.WhichOneof("kind") for m in _drain(second)] == ["ack"]
+
+
+def test_a_client_that_failed_the_preflight_stays_attached_for_the_jobs_end():
+    broker = _broker()
+    station = broker.open_station("job", "sim_station")
+    client = broker.open_client("job", "team_a")
+    broker.from_station(station, pb.PolicyRequest(request_id=1, preflight=pb.Preflight()))
+    broker.from_client(client, _error(1))
+    assert [m.WhichOneof("kind") for m in _drain(station)] == ["attached", "error"]
+    assert [m.WhichOneof("kind") for m in _drain(client)] == ["preflight"]
+    broker.job_ended("job", pb.JobStatus(job_id="job", state="FAILED"))
+    assert [getattr(m, "WhichOneof", lambda _: m)("kind") for m in _drain(client)] == ["job_ended", END]
+
+
+def test_a_late_error_to_a_replaced_station_sides_request_still_means_the_client_left():
+    broker = _broker()
+    old = broker.open_station("job", "sim_station")
+    client = broker.open_client("job", "team_a")
+    broker.from_station(old, _act(1, 1.0))
+    new = broker.open_station("job", "sim_station")
+    _drain(new)
+    broker.from_client(client, _error(1))  # the answer to the old side's act: never forwarded to the new side
+    assert _drain(new) == []
+    assert _drain(client)[-1] is END
+    broker.close_client(client)
+    assert _drain(new) == []

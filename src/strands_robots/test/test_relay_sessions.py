@@ -219,6 +219,88 @@ def test_the_client_is_told_when_the_station_leaves_and_keeps_serving_its_next_s
             client.close()
 
 
+def test_a_client_attaching_again_after_its_policy_failed_is_never_counted_disconnected_by_the_next_episode(
+        tmp_path):
+    """The failed client's stream end reaches the relay only after the station opened the next episode's session.
+
+    The client's own stream is held at its end until an event releases it, once the relay's broker opened the
+    next episode's station side: the window is there on every run, whatever the machine's load.
+    """
+    from strands_robots.client.served_policy import serve_to_the_end
+
+    class FailsOnce(Doubler):
+        def act(self, observation):
+            if not any(c[0] == "act" for c in self.calls):
+                self.calls.append(("act", observation["x"]))
+                raise ValueError("policy exploded")
+            return super().act(observation)
+
+    release, next_open = threading.Event(), threading.Event()
+    with running_relay(tmp_path) as relay:
+        client, link, job = _setup(relay)
+        broker = relay.server.core.broker
+        open_station, opened = broker.open_station, []
+
+        def open_counted(*args, **kwargs):
+            side = open_station(*args, **kwargs)
+            opened.append(side)
+            if len(opened) == 2:
+                next_open.set()
+            return side
+
+        broker.open_station = open_counted
+        serve, calls = client._stub.ServePolicy, []
+
+        def end_held_until_released(requests, **kwargs):
+            calls.append(True)
+            if len(calls) > 1:
+                return serve(requests, **kwargs)
+
+            def held():
+                yield from requests
+                release.wait(30)  # the client ended its stream; the relay sees that end only now
+
+            return serve(held(), **kwargs)
+
+        client._stub.ServePolicy = end_held_until_released
+        policy, result = FailsOnce(), {}
+
+        def run():
+            try:
+                result["final"] = serve_to_the_end(client, job, policy)
+            except Exception as exc:  # noqa: BLE001 - handed to the test
+                result["error"] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        first = link.open_session(job)
+        second = None
+        try:
+            first.wait_attached(10)
+            first.start_episode("ep_0000", pb.Task(task_id="t", instruction="go"))
+            with pytest.raises(RemotePolicyError, match="ValueError: policy exploded"):
+                first.act({"x": 1.0})
+            first.end_episode("ep_0000", "policy_error", "the policy raised")
+            first.close()
+            second = link.open_session(job)
+            assert next_open.wait(10), "the relay never opened the next episode's session"
+            release.set()
+            assert second.wait_attached(10) == "team_a"
+            second.start_episode("ep_0001", pb.Task(task_id="t", instruction="go again"))
+            assert second.act({"x": 4.0}) == [{"left/j1": 8.0}, {"left/j1": 9.0}]
+            second.end_episode("ep_0001", "timeout")
+            _finish(link, job)
+            thread.join(10)
+            assert result.get("final") is not None and result["final"].state == "SUCCEEDED", result
+            assert [c[2] for c in policy.calls if c[0] == "reset"] == ["ep_0000", "ep_0001"]
+        finally:
+            release.set()
+            if second is not None:
+                second.close()
+            link.close()
+            client.close()
+
+
 _CLIENT_SCRIPT = textwrap.dedent("""
     import sys
     from strands_robots.client import EvaluationClient, Policy

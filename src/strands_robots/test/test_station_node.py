@@ -62,7 +62,7 @@ def ros_task(task_id, **params):
 class Station:
     """Driver, rollout (its takeover services included) and station nodes in this process, plus a client node."""
 
-    def __init__(self, tmp_path, operator="scripted", **station_params):
+    def __init__(self, tmp_path, operator="scripted", rollout_params=(), **station_params):
         from strands_robots.nodes.arm_driver.node import ArmDriverNode
         from strands_robots.nodes.rollout.node import RolloutNode
         from strands_robots.nodes.station.node import StationNode
@@ -83,7 +83,8 @@ class Station:
             assert self.driver.trigger_activate() == TransitionCallbackReturn.SUCCESS
             self.rollout = RolloutNode(context=self.context, namespace=self.namespace, parameter_overrides=[
                 Parameter("start_pose_before_episode", value=False), Parameter("control_frequency", value=RATE_HZ),
-                Parameter("driver_silence_s", value=0.5), Parameter("driver_timeout_s", value=30.0)])
+                Parameter("driver_silence_s", value=0.5), Parameter("driver_timeout_s", value=30.0),
+                *(Parameter(k, value=v) for k, v in dict(rollout_params).items())])
             self.takeover = self.rollout.takeover  # the rollout node creates its takeover services itself
             self._add(self.rollout)
             suites = tmp_path / "suites"  # the station's own tasks (its predicates and scripted operator's settings)
@@ -115,11 +116,11 @@ class Station:
         with self.lock:
             self.results.append(msg)
 
-    def call(self, srv_type, name, timeout_s=20.0, **fields):
+    def call(self, srv_type, name, timeout_s=20.0, request=None, **fields):
         client = self.client.create_client(srv_type, name)
         try:
             assert client.wait_for_service(timeout_sec=timeout_s), f"{name} not available"
-            req = srv_type.Request()
+            req = srv_type.Request() if request is None else request
             for k, v in fields.items():
                 setattr(req, k, v)
             done = threading.Event()
@@ -131,12 +132,12 @@ class Station:
             self.client.destroy_client(client)
 
     def submit(self, tasks, episodes, provider="scripted",
-               config='{"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}', suite_trials=()):
+               config='{"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}', suite_trials=(), **fields):
         """Submit the team's own ``tasks``, or the node_test suite's tasks and trials, over ``submit_job``."""
         suite = {"suite": "node_test", "suite_tasks": [t for t, _ in suite_trials],
                  "suite_trials": [n for _, n in suite_trials]} if suite_trials else {}
         res = self.call(SubmitJob, "submit_job", client_id="test", tasks=tasks, episodes_total=episodes,
-                        policy_provider=provider, policy_config_json=config, **suite)
+                        policy_provider=provider, policy_config_json=config, **suite, **fields)
         assert res.accepted, res.message
         return res.job_id
 
@@ -535,6 +536,65 @@ def test_submit_job_carries_the_suite_job_and_refuses_a_station_key_naming_it(st
     assert [(e.task.task_id, {kv.key: kv.value for kv in e.task.parameters}["seed"]) for e in kept] == [
         ("hold", "0"), ("hold", "1")]
     assert station.station.station.status(job_id).episodes_total == 2
+
+
+def test_submit_job_asking_for_recordings_records_each_of_its_episodes_and_no_other_jobs(tmp_path):
+    """The job file's ``record: true`` as ``demo-job --ros`` sends it: each episode recorded, its file named."""
+    import hashlib
+
+    from diagnostic_msgs.msg import KeyValue
+
+    from strands_robots.cli.demo_job import submit_request
+    from strands_robots.job_model.team_job import team_job_from_mapping
+
+    recordings = tmp_path / "recordings"
+    station = Station(tmp_path, rollout_params={"recording_dir": str(recordings)})
+    try:
+        job_file = team_job_from_mapping({
+            "station_id": "sim_station", "suite": "node_test", "tasks": [{"task": "hold", "trials": 1}],
+            "free_form": [{"task_id": "own", "instruction": "do own", "layout": "table", "scoring": SHEET,
+                           "trials": 1, "budget_s": 1}],
+            "policy": {"provider": "scripted", "config": {"mode": "torque_ramp", "joint": "right.joint_4",
+                                                          "target": 1.0}},
+            "record": True})
+        request = submit_request(job_file, SubmitJob.Request, KeyValue)
+        assert request.record is True
+        res = station.call(SubmitJob, "submit_job", request=request)
+        assert res.accepted, res.message
+        recorded = res.job_id
+        plain = station.submit([ros_task("own")], 1)
+        finals = [station.wait_state(job, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+                  for job in (recorded, plain)]
+        assert [f.state for f in finals] == ["SUCCEEDED", "SUCCEEDED"], [f.message for f in finals]
+        assert station.station.station.spec(recorded).record is True
+        assert station.station.station.spec(plain).record is False
+        kept = [e for e in finals[0].episodes if e.end_condition != "infrastructure_fault"]
+        assert [e.task.task_id for e in kept] == ["hold", "own"]  # the suite's trial and the team's own task
+        on_disk = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in recordings.rglob("*.mcap")}
+        assert [e.recording_sha256 in on_disk for e in finals[0].episodes] == [True] * len(finals[0].episodes)
+        assert len(on_disk) == len(finals[0].episodes)  # the job that did not ask was not recorded
+        assert [e.recording_sha256 for e in finals[1].episodes] == [""] * len(finals[1].episodes)
+    finally:
+        station.close()
+
+
+def test_a_station_keeping_its_recordings_refuses_a_submit_job_asking_for_them_and_persists_nothing(tmp_path):
+    station = Station(tmp_path, team_recordings=False)
+    try:
+        refusal = ("job refused: record: station 'sim_station' does not send recordings to teams (its "
+                   "team_recordings parameter is false); submit the job without record: true")
+        for suite in ({}, {"suite": "node_test", "suite_tasks": ["hold"], "suite_trials": [1]}):
+            res = station.call(SubmitJob, "submit_job", client_id="t", tasks=[ros_task("own")],
+                               episodes_total=2 if suite else 1, policy_provider="mock", policy_config_json="",
+                               record=True, **suite)
+            assert (res.accepted, res.job_id, res.message) == (False, "", refusal)
+        assert station.station.station.statuses() == ()  # nothing queued, nothing persisted
+        assert [p for p in (tmp_path / "state").rglob("*") if p.is_file()] == []  # persisted before accepted
+        job_id = station.submit([ros_task("own")], 1, provider="mock", config="{}")
+        final = station.wait_state(job_id, lambda s: s.state in ("SUCCEEDED", "FAILED", "CANCELLED"))
+        assert final.state == "SUCCEEDED", final.message
+    finally:
+        station.close()
 
 
 def test_a_hardware_station_does_not_offer_a_suite_with_scripted_operator_settings(tmp_path):

@@ -79,7 +79,7 @@ def job_for_run(spec: Any, *, station_id: str = "", policy_provider: str = "", c
 
 
 def submit_request(job: Any, request_type: Any, key_value: Any) -> Any:
-    """Return the station's ``SubmitJob`` request of a team's job: its suite tasks and trials, choices, own tasks."""
+    """Return the station's ``SubmitJob`` request of a team's job: suite tasks, trials, choices, own tasks, record."""
     import json
 
     from strands_robots.client.cli.client_side import free_form_tasks
@@ -94,6 +94,7 @@ def submit_request(job: Any, request_type: Any, key_value: Any) -> Any:
     request.tasks = [station_task_to_msg(task_from_mapping(t, i)) for i, t in enumerate(free_form_tasks(job))]
     if job.max_discards is not None:
         request.has_max_discards, request.max_discards = True, int(job.max_discards)
+    request.record = bool(job.record)
     return request
 
 

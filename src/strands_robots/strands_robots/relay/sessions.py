@@ -15,6 +15,11 @@ to the station's outbox; the relay adds only its own kinds:
 - when the client's stream ends while a station is paired, the station's stream is ended with an
   :class:`Abort` whose reason says so ("... disconnected mid-episode ep_0003 ..."), so the station ends that
   episode instead of waiting for a chunk that will not come;
+- a client's ``error`` answer to anything but a preflight is its last: the Evaluation Client ends its stream after
+  it and attaches again for the next episode. The client leaves the session when that answer is forwarded, not
+  when its stream end reaches the relay (which can come after the station already opened the next episode's
+  session): the station is never paired with a client on its way out, so that client's stream end is never
+  counted as a disconnect, and its new attach is not refused as a second client. Its stream is ended (``END``);
 - ``job_ended`` to the client when the job reaches a terminal state (the last message of its stream).
 
 Requests a station sends before a client is attached wait in the client's outbox (it is created with the
@@ -48,6 +53,9 @@ class Abort:
 #: Put in a side's outbox: end that stream normally (after what was queued before it).
 END = object()
 
+#: Unanswered requests a client side remembers the kind of (a station sends one at a time; more are timed out).
+MAX_ASKED = 256
+
 
 @dataclass(eq=False)
 class Side:
@@ -63,6 +71,18 @@ class Side:
     #: the client's declared ``PolicySpec`` from its attach (None: it declared none); the station gets it in
     #: ``attached``
     spec: Any = None
+    #: request id -> kind of the requests forwarded to this (client) side and not answered yet, at most
+    #: ``MAX_ASKED`` (the oldest forgotten first): whether an ``error`` answers a preflight
+    asked: Dict[int, str] = field(default_factory=dict)
+
+    def ask(self, request: Any) -> None:
+        """Put a station's request in this (client) side's outbox, noting what it asks."""
+        if request.request_id:
+            self.asked.pop(request.request_id, None)
+            self.asked[request.request_id] = request.WhichOneof("kind")
+            while len(self.asked) > MAX_ASKED:
+                del self.asked[next(iter(self.asked))]
+        self.outbox.put(request)
 
 
 class _Session:
@@ -140,7 +160,7 @@ class Broker:
                 raise SessionBusy(f"a policy client ({s.client.name!r}) already serves {_what(job_id, slot)}")
             side = s.client = Side(job_id, client_id, slot, outbox=self._make_outbox(), spec=spec)
             for msg in s.client_backlog:
-                side.outbox.put(msg)
+                side.ask(msg)
             s.client_backlog.clear()
             if s.station is not None:
                 s.station.outbox.put(self._attached(side))
@@ -192,7 +212,7 @@ class Broker:
             if request.request_id:
                 side.pending.add(request.request_id)
             if s.client is not None:
-                s.client.outbox.put(request)
+                s.client.ask(request)
             else:
                 s.client_backlog.append(request)
 
@@ -200,15 +220,21 @@ class Broker:
         """Forward a ``PolicyReply`` to the station; dropped unless it answers that station's open request.
 
         So a late answer to a replaced (or closed) station side never reaches the next one, whose request ids
-        start again at 1.
+        start again at 1. An ``error`` to anything but a preflight is the client's last answer: it leaves the
+        session here (see the module docstring).
         """
         with self._lock:
             s = self._sessions.get((side.job_id, side.slot))
             if s is None or s.client is not side:
                 return
+            asked = side.asked.pop(reply.request_id, "")
             if s.station is not None and reply.request_id in s.station.pending:
                 s.station.pending.discard(reply.request_id)
                 s.station.outbox.put(reply)
+            if reply.WhichOneof("kind") == "error" and asked != "preflight":
+                s.client = None
+                side.outbox.put(END)
+                self._drop_if_idle((side.job_id, side.slot))
 
     def job_ended(self, job_id: str, status: Any) -> None:
         """Tell the job's clients (every slot's) that the job reached a terminal state (``job_ended``); streams end."""

@@ -169,6 +169,8 @@ def submitted_job_spec(request: Any, *, job_id: str, station_id: str, suites: An
     fields = dict(job_id=job_id, client_id=request.client_id or "ros", station_id=station_id,
                   policy_provider=request.policy_provider or "mock", policy_config=config)
     options = {"max_discards": int(request.max_discards)} if request.has_max_discards else {}
+    if request.record:  # the job asks for its episodes' recordings: Station.submit refuses it without team_recordings
+        options["record"] = True
     if not request.suite:
         if request.suite_tasks or request.suite_trials or request.choose:
             raise JobSpecError("suite", "suite_tasks, suite_trials and choose name a suite's tasks: say which suite")
