@@ -38,7 +38,10 @@
   Every recorded episode's success at the end and ever, and its score, recomputed from the recorded predicate
   inputs and sheet, printed beside the live ones; exit 1 when any differs (``strands_robots.monitoring.rescore``).
 ``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``
-  A LeRobotDataset v3 from episode recordings (``strands_robots.export.lerobot``).
+  A LeRobotDataset v3 from episode recordings (``strands_robots.export.command``, a sub-command per format).
+
+Every command's ``--help`` names each option with its default and unit; an unknown option exits 2 with the usage
+of the command it was given to (``strands_robots.client.cli.parse_command``).
 """
 
 from __future__ import annotations
