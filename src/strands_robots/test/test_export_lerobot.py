@@ -608,8 +608,10 @@ def test_a_run_recorded_from_after_its_start_is_left_out_with_the_steps_the_file
     assert f"run {run[:8]}: the recording holds steps 3-14 only (its steps 0-2 are missing)" in capsys.readouterr().err
 
 
-def test_export_of_an_unknown_format_is_refused_in_one_line(tmp_path, capsys):
-    assert cli_main(["export", "rlds", "x.mcap", "-o", str(tmp_path / "o")]) == 2
+def test_export_of_an_unknown_format_is_refused_naming_the_formats(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        cli_main(["export", "rlds", "x.mcap", "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "strands-robots export lerobot RECORDING.mcap" in err
+    assert refused.value.code == 2 and err.startswith("usage: strands-robots export ")
+    assert "invalid choice: 'rlds'" in err and "lerobot" in err.splitlines()[-1]
     assert not (tmp_path / "o").exists()

@@ -23,7 +23,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "config" / "relay.yaml"
 def test_the_packages_relay_config_holds_every_limit_and_round_trips_through_the_relays_flags():
     settings = load_relay_settings(str(CONFIG))
     assert settings.first_message_deadline_s > 0 and settings.max_streams_per_token >= 1
-    args = relay_server._parser(RelaySettings()).parse_args(["--tokens", "t.yaml", *limit_argv(settings)])
+    args = relay_server.build_parser(RelaySettings()).parse_args(["--tokens", "t.yaml", *limit_argv(settings)])
     again, reason = relay_server._settings_from_args(args, RelaySettings())
     assert reason == ""
     assert again == settings
@@ -53,7 +53,7 @@ def test_relay_command_reads_its_config_and_a_flag_beside_it_wins(tmp_path, caps
     good = tmp_path / "good.yaml"
     good.write_text("relay:\n  max_streams_per_token: 7\n  first_message_deadline_s: 2.5\n")
     base = load_relay_settings(str(good))
-    args = relay_server._parser(base).parse_args(["--tokens", str(tokens), "--max-streams-per-token", "9"])
+    args = relay_server.build_parser(base).parse_args(["--tokens", str(tokens), "--max-streams-per-token", "9"])
     settings, reason = relay_server._settings_from_args(args, base)
     assert (reason, settings.max_streams_per_token, settings.first_message_deadline_s) == ("", 9, 2.5)
     assert relay_server.main(["--tokens", str(tokens), "--max-streams-per-token", "0",

@@ -38,13 +38,18 @@
   Every recorded episode's success at the end and ever, and its score, recomputed from the recorded predicate
   inputs and sheet, printed beside the live ones; exit 1 when any differs (``strands_robots.monitoring.rescore``).
 ``strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]``
-  A LeRobotDataset v3 from episode recordings (``strands_robots.export.lerobot``).
+  A LeRobotDataset v3 from episode recordings (``strands_robots.export.command``, a sub-command per format).
+
+Every command's ``--help`` names each option with its default and unit; an unknown option exits 2 with the usage
+of the command it was given to (``strands_robots.client.cli.parse_command``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from strands_robots.client.cli import argv_secrets
@@ -52,7 +57,7 @@ from strands_robots.cli.demo import cmd_demo
 from strands_robots.cli.echo import cmd_echo
 from strands_robots.cli.up import cmd_up, default_config_file, node_argv
 
-__all__ = ["build_parser", "main", "default_config_file", "node_argv"]
+__all__ = ["build_parser", "main", "default_config_file", "node_argv", "DELEGATED", "delegated_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--every-step", action="store_true", help="print every step, not one line per second")
     up.set_defaults(func=cmd_up)
 
-    echo = sub.add_parser("echo", help="print a running rollout node's observer stream")
+    echo = sub.add_parser("echo", help="print a running rollout node's observer stream",
+                          description="Print the observer stream of a running rollout node, one line per event (or "
+                                      "one per second of steps), until Ctrl-C or --runs runs ended.")
     echo.add_argument("--namespace", default="strands", help="the rollout node's namespace (default %(default)s)")
     shown = echo.add_mutually_exclusive_group()
     shown.add_argument("--steps", action="store_true", help="print every step")
@@ -123,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     echo.add_argument("--runs", type=int, default=0, help="exit after this many runs ended (0: until Ctrl-C)")
     echo.set_defaults(func=cmd_echo)
 
-    demo = sub.add_parser("demo", help="one rollout in this process, no ROS (the observer lane printed)")
+    demo = sub.add_parser("demo", help="one rollout in this process, no ROS (the observer lane printed)",
+                          description="One rollout in this process with no ROS at all, the observer lane printed as "
+                                      "it goes (up --rollout is the same over ROS).")
     demo.add_argument("--policy", default="mock", help="policy provider: mock, replay, scripted (default %(default)s)")
     demo.add_argument("--control-frequency", type=float, default=50.0, help="control rate in Hz (default %(default)s)")
     demo.add_argument("--duration", type=float, default=2.0, help="episode budget in seconds (default %(default)s)")
@@ -132,52 +141,73 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     # Commands whose own module parses their arguments (they keep one parser each, usable as `python -m`).
-    for name, text in DELEGATED.items():
-        sub.add_parser(name, help=text, add_help=False).add_argument("args", nargs=argparse.REMAINDER)
+    for name, command in DELEGATED.items():
+        delegated = sub.add_parser(name, help=command.help, add_help=False)
+        delegated.add_argument("args", nargs=argparse.REMAINDER, help=f"{name}'s own arguments ({name} --help)")
+        delegated.set_defaults(delegated=name)
     from strands_robots.client.cli.job import add_job_parser
 
     add_job_parser(sub)
     return parser
 
 
+@dataclass(frozen=True)
+class Delegated:
+    """A command whose module parses its own arguments: ``module``'s ``main(argv)`` and ``build_parser()``.
+
+    ``commands``: its own sub-commands, each another module's (``relay tokens``), chosen by the first argument.
+    ``named``: the module's main and parser take the command's name (``prog``), the module being an executable
+    of its own too.
+    """
+
+    help: str
+    module: str
+    commands: "dict[str, str]" = field(default_factory=dict)
+    named: bool = False
+
+
 DELEGATED = {
-    "relay": "the relay between stations and Evaluation Clients (gRPC); relay tokens add NAME --client|--station: "
-             "a new token",
-    "demo-job": "rollout.launch.py's job process: submit a job file (relay or the station's submit_job service), "
-                "watch it, print the summary, exit 0 on SUCCEEDED (a team uses `job`)",
-    "record": "record every strands topic and camera to MCAP (rosbag2 conventions, latched state first); "
-              "--foxglove serves them live",
-    "report": "PNG plots from recordings: one per episode and a job summary; camera contact sheets and MP4s",
-    "monitor": "the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
-    "foxglove": "serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
-    "rescore": "recompute every recorded episode's success (at the end, ever) and score from the recorded "
-               "predicate inputs, beside the live ones; exit 1 when any differs",
-    "export": "datasets from recordings: export lerobot RECORDING.mcap... -o DIR [--fps N] (LeRobotDataset v3)",
+    "relay": Delegated("the relay between stations and Evaluation Clients (gRPC); relay tokens add NAME "
+                       "--client|--station: a new token", "strands_robots.relay.server",
+                       commands={"tokens": "strands_robots.relay.token_entries"}),
+    "demo-job": Delegated("rollout.launch.py's job process: submit a job file (relay or the station's submit_job "
+                          "service), watch it, print the summary, exit 0 on SUCCEEDED (a team uses `job`)",
+                          "strands_robots.cli.demo_job", named=True),
+    "record": Delegated("record every strands topic and camera to MCAP (rosbag2 conventions, latched state first); "
+                        "--foxglove serves them live", "strands_robots.monitoring.record"),
+    "report": Delegated("PNG plots from recordings: one per episode and a job summary; camera contact sheets and "
+                        "MP4s", "strands_robots.monitoring.report"),
+    "monitor": Delegated("the station monitor window (the rqt_strands_robots widget; PyQt5 where rqt is absent)",
+                         "strands_robots.monitoring.monitor_app"),
+    "foxglove": Delegated("serve the live strands topics to Foxglove over WebSocket (127.0.0.1 by default)",
+                          "strands_robots.monitoring.foxglove_live"),
+    "rescore": Delegated("recompute every recorded episode's success (at the end, ever) and score from the "
+                         "recorded predicate inputs, beside the live ones; exit 1 when any differs",
+                         "strands_robots.monitoring.rescore"),
+    "export": Delegated("datasets from recordings: export lerobot RECORDING.mcap... -o DIR [--fps N] "
+                        "(LeRobotDataset v3)", "strands_robots.export.command"),
 }
-_MONITORING = {"record": "record", "report": "report", "monitor": "monitor_app", "foxglove": "foxglove_live",
-               "rescore": "rescore"}
+
+
+def _module_of(name: str, argv: "Sequence[str]") -> "tuple[str, list[str], str]":
+    """Return the module running ``strands-robots NAME argv``, the arguments it is given and its command name."""
+    command, argv = DELEGATED[name], list(argv)
+    if argv[:1] and argv[0] in command.commands:
+        return command.commands[argv[0]], argv[1:], f"strands-robots {name} {argv[0]}"
+    return command.module, argv, f"strands-robots {name}"
+
+
+def delegated_parser(name: str, sub_command: str = "") -> argparse.ArgumentParser:
+    """Return the parser of ``strands-robots NAME [SUB_COMMAND]``, a command whose own module parses it."""
+    module, _, prog = _module_of(name, [sub_command] if sub_command else [])
+    build = importlib.import_module(module).build_parser
+    return build(prog) if DELEGATED[name].named else build()
 
 
 def _delegate(name: str, argv: "list[str]") -> int:
-    if name in _MONITORING:
-        import importlib
-
-        return int(importlib.import_module(f"strands_robots.monitoring.{_MONITORING[name]}").main(argv) or 0)
-    if name == "export":
-        from strands_robots.export.lerobot import cli as export_cli
-
-        return int(export_cli(argv) or 0)
-    if name == "demo-job":
-        from strands_robots.cli.demo_job import main as demo_job_main
-
-        return int(demo_job_main(argv) or 0)
-    if argv[:1] == ["tokens"]:
-        from strands_robots.relay.token_entries import main as tokens_main
-
-        return int(tokens_main(argv[1:]) or 0)
-    from strands_robots.relay.server import main as relay_main
-
-    return int(relay_main(argv) or 0)
+    module, argv, prog = _module_of(name, argv)
+    run = importlib.import_module(module).main
+    return int((run(argv, prog) if DELEGATED[name].named else run(argv)) or 0)
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
@@ -201,7 +231,9 @@ def _main(argv: "list[str]") -> int:
         return 2
     if argv and argv[0] in DELEGATED:
         return _delegate(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
+    from strands_robots.client.cli.parse_command import parse_command
+
+    args = parse_command(build_parser(), argv)
     return int(args.func(args) or 0)
 
 

@@ -38,8 +38,13 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="demo_job", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = "demo_job") -> argparse.ArgumentParser:
+    """Return the parser, ``prog`` the name it runs by: the ``demo_job`` executable or ``strands-robots demo-job``."""
+    p = argparse.ArgumentParser(
+        prog=prog, description="Submit a job file, watch it to its end and print the summary; exit 0 when the job "
+                               "SUCCEEDED. --relay: as a remote team through the relay (the file's policy served "
+                               "from this process); --ros: the station's submit_job service (the station runs the "
+                               "policy).")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--relay", help="HOST:PORT of the relay: submit and serve the policy as a remote team")
     where.add_argument("--ros", action="store_true", help="submit to the station's submit_job service")
@@ -52,8 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control-frequency", type=float, default=0.0,
                    help="the tasks' control rate in Hz (default: the file's)")
     p.add_argument("--connect-timeout", type=float, default=60.0,
-                   help="how long to wait for the relay or the station to come up (s, default %(default)s)")
-    p.add_argument("--poll-s", type=float, default=0.5, help="--relay: get_status period (default %(default)s)")
+                   help="how long to wait for the relay or the station to come up, in seconds (default "
+                        "%(default)s)")
+    p.add_argument("--poll-s", type=float, default=0.5,
+                   help="--relay: how often to ask for the job's status, in seconds (default %(default)s)")
     p.add_argument("--stopped-exit-code", type=int, default=None, metavar="CODE",
                    help="exit code after SIGINT/SIGTERM (default 128 + the signal); a launch file gives 0, so a "
                         "process stopped on request ends as cleanly as its nodes")
@@ -262,8 +269,8 @@ def _run_ros(args: argparse.Namespace, spec: Any, signals: Any) -> int:
         rclpy.try_shutdown()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "demo_job") -> int:
+    args = build_parser(prog).parse_args(argv)
     if args.relay and not args.token_file:
         print("demo_job: --relay needs --token-file (the client's token)", file=sys.stderr, flush=True)
         return EXIT_USAGE

@@ -621,20 +621,28 @@ def summary_mapping(traces: Sequence[Any]) -> dict:
             "tasks": {t.task_id: _figures_mapping(t) for t in figures.tasks}}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots export lerobot", description=__doc__.split("\n\n")[0])
+DESCRIPTION = ("A LeRobotDataset v3 (meta/ and data/ parquet files, cameras as images or H.264 video) from "
+               "episode recordings or a whole-station strands-robots record file.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the export's arguments to ``parser`` (``strands-robots export lerobot``'s and this module's own)."""
     parser.add_argument("recordings", nargs="+", help="episode MCAP files or directories of them")
     parser.add_argument("-o", "--output-dir", required=True, help="the dataset directory (absent or empty)")
     parser.add_argument("--fps", type=float, default=None,
-                        help="frame rate to resample to (default: the recordings' control frequency)")
+                        help="frame rate to resample to, in Hz (default: the recordings' control frequency)")
     parser.add_argument("--video", action="store_true",
                         help="cameras as H.264 video features (needs PyAV) instead of image features")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strands-robots export lerobot", description=DESCRIPTION)
+    add_arguments(parser)
     return parser
 
 
-def main(argv: "Sequence[str] | None" = None) -> int:
+def run(args: argparse.Namespace) -> int:
     """0 with the dataset's figures printed; 2 with one line on stderr when the input is refused."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     paths: list[Path] = []
     for given in map(Path, args.recordings):  # a directory: its episode files, in name (= episode) order
         paths.extend(sorted(given.glob("*.mcap")) if given.is_dir() else [given])
@@ -650,14 +658,9 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     return 0
 
 
-def cli(argv: "Sequence[str] | None" = None) -> int:
-    """``strands-robots export FORMAT ...``: only ``lerobot`` so far."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "lerobot":
-        print("strands-robots export: usage: strands-robots export lerobot RECORDING.mcap... -o DIR [--fps N]",
-              file=sys.stderr)
-        return 2
-    return main(argv[1:])
+def main(argv: "Sequence[str] | None" = None) -> int:
+    """0 with the dataset's figures printed; 2 with one line on stderr when the input is refused."""
+    return run(build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":

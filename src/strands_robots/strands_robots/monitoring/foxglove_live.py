@@ -106,11 +106,13 @@ class _Listener:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strands-robots foxglove",
-                                     description="serve the live strands topics to Foxglove (no recording)")
+                                     description="Serve the live strands topics to Foxglove over its WebSocket "
+                                                 "protocol (no recording).")
     add_topic_arguments(parser)
-    parser.add_argument("--host", default=DEFAULT_HOST, help="listen address (default loopback)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="the address to listen on (default %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port to listen on (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="stop after this many seconds (default 0: at Ctrl-C or SIGTERM)")
     return parser
 
 

@@ -52,11 +52,14 @@ def import_widget() -> Any:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="strands-robots monitor",
                                      description="the station monitor in a window of its own")
-    parser.add_argument("--namespace", default="strands", help="the station's namespace")
-    parser.add_argument("--operator", default="operator", help="the name operator actions are made under")
-    parser.add_argument("--duration", type=float, default=0.0, help="close after this many seconds (0: stay open)")
-    parser.add_argument("--screenshot", default="", help="save the window to this PNG when closing")
-    parser.add_argument("--size", default="1280x720", help="window size WIDTHxHEIGHT")
+    parser.add_argument("--namespace", default="strands", help="the station's namespace (default %(default)s)")
+    parser.add_argument("--operator", default="operator",
+                        help="the name operator actions are made under (default %(default)s)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="close after this many seconds (default 0: stay open)")
+    parser.add_argument("--screenshot", default="",
+                        help="save the window to this PNG file when closing (default: none)")
+    parser.add_argument("--size", default="1280x720", help="window size WIDTHxHEIGHT in pixels (default %(default)s)")
     return parser
 
 

@@ -19,7 +19,11 @@ __all__ = ["build_parser", "default_output", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots record", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="strands-robots record",
+        description="Record every strands topic (and each camera's JPEG and intrinsics) into one MCAP file, rosbag2's "
+                    "conventions, the latched state first; ros2 bag and Foxglove open it. --foxglove also serves the "
+                    "same topics live.")
     add_arguments(parser)
     return parser
 
@@ -28,13 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default="",
                         help="MCAP file to write (default: strands_<UTC time>.mcap in the current directory)")
     add_topic_arguments(parser)
-    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: Ctrl-C)")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="stop after this many seconds (default 0: at Ctrl-C or SIGTERM)")
     parser.add_argument("--latch-wait", type=float, default=3.0,
-                        help="longest wait for the latched state (discovery included) before writing (s)")
+                        help="longest wait for the latched state (discovery included) before writing, in seconds "
+                             "(default %(default)s)")
     parser.add_argument("--foxglove", action="store_true",
                         help="also serve the live topics over the Foxglove WebSocket protocol")
-    parser.add_argument("--foxglove-host", default="127.0.0.1", help="Foxglove server address (loopback default)")
-    parser.add_argument("--foxglove-port", type=int, default=8765)
+    parser.add_argument("--foxglove-host", default="127.0.0.1", help="with --foxglove: the address it listens on "
+                                                                               "(default %(default)s)")
+    parser.add_argument("--foxglove-port", type=int, default=8765,
+                        help="with --foxglove: the port it listens on (default %(default)s)")
 
 
 def default_output() -> str:

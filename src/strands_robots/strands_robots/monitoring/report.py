@@ -622,7 +622,10 @@ def write_report(paths: Sequence["str | Path"], out_dir: "str | Path", video: "b
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots report", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="strands-robots report",
+        description="A PNG per episode and one for the job, drawn from recordings; with cameras recorded, each "
+                    "episode's contact sheet of frames and an MP4 per camera.")
     parser.add_argument("recordings", nargs="+",
                         help="MCAP files or directories of them (one job's episodes, or one station recording)")
     parser.add_argument("-o", "--output-dir", default="", help="where the PNGs go (default: beside the first file)")

@@ -240,7 +240,10 @@ def format_rescores(rescores: "Sequence[EpisodeRescore]") -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strands-robots rescore", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="strands-robots rescore",
+                                     description="Every recorded episode's success (at the end, "
+                                     "ever) and score recomputed from the recorded predicate inputs and sheet, printed "
+                                     "beside the live ones; exit 1 when any differs, 2 when a recording is unreadable.")
     parser.add_argument("recordings", nargs="+", help="MCAP recordings (strands-robots record, up --record, or "
                                                        "a rollout's episode files)")
     return parser

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from strands_robots.monitoring.stop_drain import ArrivalClock, wait_until_quiet
 from strands_robots.monitoring.topic_recorder import TopicRecorder, wait_for_latched
-from strands_robots.monitoring.topics import StrandsTopic, topics_in
+from strands_robots.monitoring.topics import STRANDS_TOPICS, StrandsTopic, topics_in
 
 __all__ = ["add_topic_arguments", "chosen_topics", "default_cameras", "run_live"]
 
@@ -32,8 +32,9 @@ def default_cameras() -> list[str]:
 
 
 def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", default="strands", help="the station's namespace")
-    parser.add_argument("--topics", nargs="*", default=None, help="relative topic names (default: all)")
+    parser.add_argument("--namespace", default="strands", help="the station's namespace (default %(default)s)")
+    parser.add_argument("--topics", nargs="*", default=None, help="topic names relative to --namespace, of: "
+                             f"{' '.join(t.name.lstrip('/') for t in STRANDS_TOPICS)} (default: all of them)")
     parser.add_argument("--cameras", nargs="*", default=None,
                         help="cameras whose image_raw/compressed and camera_info to take (default: those of "
                              "config/cameras.yaml; the option alone: none)")

@@ -221,14 +221,23 @@ def cluster_address(advertise: Optional[str], listen: str, store_url: str) -> Op
     return listen
 
 
-def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
+def build_parser(defaults: Optional[RelaySettings] = None) -> argparse.ArgumentParser:
+    """Return the relay's parser, its defaults ``defaults``'s (a ``--config`` file's) or the built-in ones."""
+    defaults = RelaySettings() if defaults is None else defaults
     p = argparse.ArgumentParser(prog="strands-robots relay",
-                                description="The relay between stations and Evaluation Clients (gRPC).")
+                                description="The relay between stations and Evaluation Clients (gRPC).",
+                                epilog="strands-robots relay tokens add NAME --client|--station --tokens FILE: a "
+                                       "team's or a station's new token in the tokens file and its 0600 token or "
+                                       "credentials file (strands-robots relay tokens --help)")
     p.add_argument("--config", help="relay settings file (config/relay.yaml); flags given beside it win")
     p.add_argument("--listen", default=None, help="host:port to listen on (default: the config's host and port, "
                                                   "else 127.0.0.1:50051)")
-    p.add_argument("--store", default=None, help="sqlite:PATH or postgresql://USER@HOST:PORT/DB")
-    p.add_argument("--tokens", required=True, help="YAML file: clients: {name: token}, stations: {id: token}")
+    p.add_argument("--store", default=None,
+                   help="the job store: sqlite:PATH or postgresql://USER@HOST:PORT/DB (required unless the --config "
+                        "file names one)")
+    p.add_argument("--tokens", required=True,
+                   help="the tokens file, YAML: clients: {name: token}, stations: {id: token} (relay tokens add "
+                        "writes it)")
     p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")
     p.add_argument("--tls-key", help="PEM private key of --tls-cert")
     p.add_argument("--advertise", default=None,
@@ -236,27 +245,27 @@ def _parser(defaults: RelaySettings) -> argparse.ArgumentParser:
                         "sessions meet across relays); default: the listen address when the store is PostgreSQL "
                         "and the host is not a wildcard; 'none': broker alone")
     p.add_argument("--cluster-stale-s", type=float, default=DEFAULT_STALE_S,
-                   help="a relay not heard for this long loses the policy sessions it was home of "
+                   help="a relay not heard for this many seconds loses the policy sessions it was home of "
                         "(default %(default)s)")
     helps = {
-        "poll_s": "job streams re-read the store this often (s)",
+        "poll_s": "job streams re-read the store this often, in seconds",
         "workers": "threads running store calls off the event loop (streams hold none)",
-        "max_message_bytes": "largest message either way",
-        "first_message_deadline_s": "a policy stream's attach/open must come within this (s)",
+        "max_message_bytes": "largest message either way, in bytes",
+        "first_message_deadline_s": "a policy stream's attach/open must come within this many seconds",
         "max_streams_per_token": "streams one token may hold open at once",
         "max_open_jobs_per_token": "jobs not ended per client token",
         "max_queued_episodes_per_token": "episodes a client's open jobs may still have to run",
-        "keepalive_time_s": "ping every connection this often (s)",
-        "keepalive_timeout_s": "drop a connection whose ping is unanswered this long (s)",
-        "max_connection_idle_s": "close a connection with no call for this long (s)",
-        "max_recording_bytes": "largest episode recording a station may upload (bytes)",
-        "metrics": "host:port of the Prometheus /metrics page (empty: none)",
-        "web": "host:port of the web status page (relay/web; empty: none)",
+        "keepalive_time_s": "ping every connection this often, in seconds",
+        "keepalive_timeout_s": "drop a connection whose ping is unanswered this long, in seconds",
+        "max_connection_idle_s": "close a connection with no call for this long, in seconds",
+        "max_recording_bytes": "largest episode recording a station may upload, in bytes",
+        "metrics": "host:port to serve the Prometheus /metrics page on (default: none)",
+        "web": "host:port to serve the web status page on (default: none)",
     }
     for key, text in helps.items():
         default = getattr(defaults, key)
         p.add_argument(flag_of(key), dest=key, type=type(default), default=default,
-                       help=f"{text} (default %(default)s)")
+                       help=f"{text} (default %(default)s)" if default != "" else text)
     return p
 
 
@@ -304,7 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except RelayConfigError as exc:
             print(f"relay: {exc}", file=sys.stderr)
             return 2
-    args = _parser(base).parse_args(argv)
+    args = build_parser(base).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[relay] %(asctime)s %(message)s")
     if bool(args.tls_cert) != bool(args.tls_key):
         print("relay: --tls-cert and --tls-key go together", file=sys.stderr)

@@ -89,8 +89,8 @@ def add_token(tokens: "str | os.PathLike[str]", name: str, kind: str, *,
     return target
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``strands-robots relay tokens add ...``; exit 0, or 2 with one line saying why nothing was written."""
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``strands-robots relay tokens`` parser."""
     parser = argparse.ArgumentParser(prog="strands-robots relay tokens", allow_abbrev=False,
                                      description="Manage the relay's tokens file.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -107,7 +107,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      help="where NAME.token or NAME.credentials.yaml goes (default: the tokens file's directory)")
     add.add_argument("--relay-address", default="127.0.0.1:50051", metavar="HOST:PORT",
                      help="with --station: the relay address its credentials name (default %(default)s)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``strands-robots relay tokens add ...``; exit 0, or 2 with one line saying why nothing was written."""
+    from strands_robots.client.cli.parse_command import parse_command
+
+    args = parse_command(build_parser(), list(sys.argv[1:] if argv is None else argv))
     try:
         written = add_token(args.tokens, args.name, args.kind, out_dir=args.out, relay_address=args.relay_address)
     except (ValueError, OSError) as exc:

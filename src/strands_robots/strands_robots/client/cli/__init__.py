@@ -39,6 +39,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if refused:
         print(refused.replace("strands-robots job:", f"{PROG}:", 1), file=sys.stderr, flush=True)
         return 2
-    args = build_parser().parse_args(args_list)
+    from strands_robots.client.cli.parse_command import parse_command
+
+    args = parse_command(build_parser(), args_list)
     args.cli_name = PROG
     return int(args.func(args) or 0)

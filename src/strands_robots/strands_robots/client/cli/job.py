@@ -58,6 +58,7 @@ from strands_robots.client.cli.job_client import (
     guard,
 )
 from strands_robots.client.cli.job_status import dry_run, format_status, print_event
+from strands_robots.client.cli.parse_command import parse_command
 
 __all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "cmd_job_serve",
            "main", "format_status", "add_job_commands"]
@@ -196,37 +197,49 @@ def _serve_python_policy(args: argparse.Namespace) -> int:
 def add_job_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``job`` with its commands to ``subparsers`` (each sets ``func``; list and recordings from cli/)."""
     job = subparsers.add_parser("job", help="submit, inspect, watch or cancel an evaluation job on a relay",
-                                allow_abbrev=False)
+                                description="A team's Evaluation Client against a relay: the same commands as "
+                                            "strands-eval's.", allow_abbrev=False)
     add_job_commands(job.add_subparsers(dest="job_command", required=True, metavar="COMMAND"))
     return job
 
 
 def add_job_commands(commands: Any) -> None:
     """Add the job commands to ``commands``: ``strands-robots job``'s and ``strands-eval``'s (the same)."""
-    submit = commands.add_parser("submit", help="submit a job file's tasks", allow_abbrev=False)
+    submit = commands.add_parser("submit", help="submit a job file's tasks", allow_abbrev=False,
+                                 description="Submit a job file's tasks to a station through the relay and print "
+                                             "the job's id; --serve: serve the file's policy and watch the job.")
     add_common_arguments(submit)
     submit.add_argument("job_file", help="the job file (YAML; docs/job-file.md)")
-    submit.add_argument("--station", help="station id (default: the file's)")
+    submit.add_argument("--station", help="the station to run the job on (default: the job file's station)")
     submit.add_argument("--dry-run", action="store_true",
                         help="check the file with the relay's rules (and the station's offer when a token is given); "
                              "send nothing")
     submit.add_argument("--serve", action="store_true", help="serve the file's policy and watch the job")
     submit.add_argument("--watch", action="store_true", help="watch the job to its end")
     submit.set_defaults(func=cmd_job_submit)
-    for name, func, text in (("status", cmd_job_status, "print the latest snapshot"),
-                             ("watch", cmd_job_watch, "progress bar until the job ends, then the table"),
-                             ("cancel", cmd_job_cancel, "ask the station to cancel the job")):
-        p = commands.add_parser(name, help=text, allow_abbrev=False)
+    for name, func, text, description in (
+            ("status", cmd_job_status, "print the latest snapshot",
+             "Print the job's latest snapshot: station, state, progress, when it was updated and the "
+             "episodes' results so far."),
+            ("watch", cmd_job_watch, "progress bar until the job ends, then the table",
+             "Follow the job with a progress bar until it ends, then print the summary table; exit 0 when it "
+             "SUCCEEDED."),
+            ("cancel", cmd_job_cancel, "ask the station to cancel the job",
+             "Ask the station to cancel the job; exit 1 when it had already ended.")):
+        p = commands.add_parser(name, help=text, description=description, allow_abbrev=False)
         add_common_arguments(p)
         p.add_argument("job_id", help="the job's id (submit printed it)")
         if name == "cancel":
             p.add_argument("--reason", default="cancelled from the command line", help="why (the job's message)")
         p.set_defaults(func=func)
     serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server",
+                                description="Serve a submitted job's policy through the relay: from an openpi "
+                                            "policy server (--openpi) or a Python class (--policy).",
                                 allow_abbrev=False)
     add_common_arguments(serve)
     serve.add_argument("job_id", help="the job's id (submit printed it)")
-    serve.add_argument("--openpi", default=None, metavar="ws://HOST:PORT", help="the openpi policy server")
+    serve.add_argument("--openpi", default=None, metavar="ws://HOST:PORT",
+                       help="the openpi policy server to serve the policy from (one of --openpi and --policy)")
     serve.add_argument("--obs-map", default=None, metavar="PRESET|FILE",
                        help="droid_jointpos, droid, aloha, libero, roboarena or a YAML mapping file; no default "
                             "(a RoboArena server's metadata names its own)")
@@ -239,13 +252,14 @@ def add_job_commands(commands: Any) -> None:
                        help="the longest one answer may take, in seconds (openpi: default 30; a Python policy: no "
                             "limit unless given); a later answer ends the episode as the policy's error")
     serve.add_argument("--connect-timeout-s", type=float, default=10.0,
-                       help="how long to wait for the openpi server (default %(default)s)")
+                       help="how long to wait for the openpi server, in seconds (default %(default)s)")
     serve.add_argument("--slot", default=None, metavar="NAME",
                        help="a comparison job's slot this policy serves (the job file's compare.slots); each slot "
                             "is served by its own serve command. A comparison served without it, or a slot the "
                             "job does not have, is refused naming the job's slots")
     serve.add_argument("--reconnect-s", type=float, default=30.0,
-                       help="keep attaching to the relay for this long when it is unreachable (default %(default)s)")
+                       help="keep attaching to the relay for this long when it is unreachable, in seconds (default "
+                            "%(default)s)")
     serve.set_defaults(func=cmd_job_serve)
     from strands_robots.client.cli.job_list import add_list_parser
     from strands_robots.client.cli.job_recordings import add_recordings_parser
@@ -272,7 +286,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     parser = argparse.ArgumentParser(prog="strands-robots", allow_abbrev=False)
     add_job_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    args = parse_command(parser, argv)
     return args.func(args)
 
 

@@ -86,5 +86,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", default=os.environ.get(TOKEN_FILE_ENV) or None,
                    help=f"a file (mode 0600) holding this client's token (default: ${TOKEN_FILE_ENV}; else the "
                         f"token itself in ${TOKEN_ENV})")
-    p.add_argument("--root-certificates", help="PEM of the relay's CA (TLS)")
-    p.add_argument("--poll-s", type=float, default=0.5, help="get_status poll period (default %(default)s)")
+    p.add_argument("--root-certificates",
+                   help="PEM file of the relay's CA: connect over TLS (default: none, a plaintext connection)")
+    p.add_argument("--poll-s", type=float, default=0.5,
+                   help="how often to ask the relay for the job's status, in seconds (default %(default)s)")

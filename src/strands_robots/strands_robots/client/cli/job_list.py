@@ -53,7 +53,9 @@ def cmd_job_list(args: argparse.Namespace) -> int:
 
 def add_list_parser(commands: Any) -> None:
     """Add ``list`` to the ``job`` command's subparsers."""
-    p = commands.add_parser("list", help="list this client's jobs, newest first", allow_abbrev=False)
+    p = commands.add_parser("list", help="list this client's jobs, newest first", allow_abbrev=False,
+                            description="List this client's jobs on the relay, newest first, one line each: id, "
+                                        "state, finished/total episodes, station, submit time, the latest message.")
     add_common_arguments(p)
     p.add_argument("--state", action="append", metavar="STATE",
                    help="only jobs in this state (CREATED, WAITING_POLICY, RUNNING, FINALIZING, SUCCEEDED, FAILED, "

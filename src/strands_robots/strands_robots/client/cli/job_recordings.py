@@ -61,10 +61,13 @@ def cmd_job_recordings(args: argparse.Namespace) -> int:
 def add_recordings_parser(commands: Any) -> None:
     """Add ``recordings`` to the ``job`` command's subparsers."""
     p = commands.add_parser("recordings", help="download the job's episode recordings (MCAP), checked",
-                            allow_abbrev=False)
+                            description="Download the job's episode recordings from the relay as DIR/EPISODE.mcap, "
+                                        "each checked against the station's size and SHA-256 (a file that does not "
+                                        "match is not kept).", allow_abbrev=False)
     add_common_arguments(p)
     p.add_argument("job_id", help="the job's id (submit printed it)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for <episode_id>.mcap files")
     p.add_argument("--episode", action="append", metavar="EPISODE_ID", help="only this episode; repeat for several")
-    p.add_argument("--max-bytes", type=int, default=0, help="refuse a recording larger than this (0: no limit)")
+    p.add_argument("--max-bytes", type=int, default=0,
+                   help="refuse a recording larger than this many bytes (default 0: no limit)")
     p.set_defaults(func=guard(cmd_job_recordings))

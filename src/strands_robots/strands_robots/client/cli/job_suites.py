@@ -63,7 +63,8 @@ def cmd_job_suites(args: argparse.Namespace) -> int:
 def add_suites_parser(commands: Any) -> None:
     """Add ``suites`` to the ``job`` command's subparsers."""
     p = commands.add_parser("suites", help="list the suites each station offers (what a job file may name)",
-                            allow_abbrev=False)
+                            description="List the suites each station on the relay offers: what a job file's "
+                                        "suite may name.", allow_abbrev=False)
     add_common_arguments(p)
     p.add_argument("--station", default="", help="only this station's suites")
     p.set_defaults(func=guard(cmd_job_suites))
