@@ -59,6 +59,10 @@ class StationPolicyCalls:
         """
         return self._declared.pop(spec.job_id, None)
 
+    def attached_slot_specs(self, spec: JobSpec) -> dict:
+        """Return (once) a comparison's declared ``PolicySpec`` of each slot (None: that slot declared none)."""
+        return self._declared_slots.pop(spec.job_id, None) or {}
+
     def observed_cameras(self) -> Optional[Tuple[str, ...]]:
         """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
 
@@ -80,6 +84,7 @@ class StationPolicyCalls:
         from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
 
         self._declared.pop(spec.job_id, None)
+        self._declared_slots.pop(spec.job_id, None)
         self._drop_preflight_session(spec.job_id)
         if spec.policy_provider != "relay" and spec.comparison is not None:
             return False, (f"a comparison's slots ({', '.join(spec.comparison.slots)}) are each served through the "
@@ -97,6 +102,7 @@ class StationPolicyCalls:
         # a comparison's slots each have their own session and client: the job is ready once every slot's attached
         slots = tuple(spec.comparison.slots) if spec.comparison is not None else ("",)
         sessions: dict = {}
+        slot_specs: dict = {}
         clients = []
         try:
             for slot in slots:
@@ -115,6 +121,9 @@ class StationPolicyCalls:
                                   f"refused: {exc}"
                 if session is first:
                     self._declared[spec.job_id] = parsed
+                slot_specs[slot] = parsed
+            if spec.comparison is not None:
+                self._declared_slots[spec.job_id] = slot_specs
             self._keep_for_preflight(spec.job_id, sessions)  # the preflight asks on them, then closes them
             sessions = {}
         finally:
