@@ -39,7 +39,8 @@ class RelaySettings:
     """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
 
     def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
-                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "") -> None:
+                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "",
+                 seal_key: bytes = b"") -> None:
         self.target = target
         self.root_certificates = root_certificates
         self.station_id = station_id
@@ -47,6 +48,8 @@ class RelaySettings:
         self.token_file = token_file
         self.attach_timeout_s = attach_timeout_s
         self.reply_timeout_s = reply_timeout_s
+        #: seals a comparison episode's slot in its goal (``station_link.slot_seal``; derived from the token)
+        self.seal_key = seal_key
 
 
 class StationPolicyCalls:
@@ -129,8 +132,9 @@ class StationPolicyCalls:
         finally:
             for session in sessions.values():
                 session.close()
-        return True, f"policy client{'s' if len(clients) > 1 else ''} {', '.join(clients)} attached through " \
-                     f"{self._relay.target}"
+        if spec.comparison is not None:  # the job's status is the operator's view: no slot name until the end
+            return True, f"the policy clients of {len(slots)} slots attached through {self._relay.target}"
+        return True, f"policy client {', '.join(clients)} attached through {self._relay.target}"
 
     def _attach(self, spec: JobSpec, slot: str, cancelled: threading.Event) -> Tuple[bool, str, Any]:
         """Open the (job, slot) session until a client attaches: ``(True, "'client' (slot s)", session)``."""
@@ -170,7 +174,12 @@ class StationPolicyCalls:
             config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
                           attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
             if plan.compare_slot:  # a comparison's episode: the policy of its slot, through that slot's session
-                config["slot"] = plan.compare_slot
+                # anyone on the domain can read a goal: the slot (which names the policy) goes sealed for the
+                # rollout node's key, beside the blind label the operator sees anyway
+                from strands_robots.station_link.slot_seal import seal_slot
+
+                config["sealed_slot"] = seal_slot(relay.seal_key, self._job_id, plan.episode_id, plan.compare_slot)
+                config["blind_label"] = plan.blind_label
         return config
 
     _job_id = ""
