@@ -65,7 +65,8 @@ def test_an_early_stop_shows_its_episodes_block_of_max_and_verdict_not_a_fractio
 
 
 def test_a_comparison_that_ran_every_block_or_has_no_stop_rule_keeps_done_of_total():
-    for status in (_stopped_job({"a": 0.5, "b": 0.5}, blocks=4), _stopped_job({"a": 1.0, "b": 0.0}, blocks=4, stop=False)):
+    for status in (_stopped_job({"a": 0.5, "b": 0.5}, blocks=4),
+                   _stopped_job({"a": 1.0, "b": 0.0}, blocks=4, stop=False)):
         msg = job_status_to_pb(status)
         assert len(msg.episodes) == msg.episodes_total == 8
         assert status_early_stop(msg) == "" and _page(status).stopped_early == ""

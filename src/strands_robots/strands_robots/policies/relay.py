@@ -178,8 +178,8 @@ class RelayPolicy:
             from strands_robots.station_link.slot_seal import SlotSealError, seal_key, unseal_slot
 
             try:
-                slot = unseal_slot(seal_key(getattr(credentials, "token", "")), str(cfg.get("job_id")), str(cfg.get("episode_id")),
-                                   sealed)
+                slot = unseal_slot(seal_key(getattr(credentials, "token", "")), str(cfg.get("job_id")),
+                                   str(cfg.get("episode_id")), sealed)
             except SlotSealError as exc:
                 raise ValueError(f"{PROVIDER} policy: {exc}") from None
             self.shown = f"policy {label}" if label else "its slot"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.preflight import PreflightAnswer
