@@ -197,17 +197,19 @@ def invited_view(store: Any, team: str, job_id: str) -> Optional[JobView]:
     return view
 
 
-def held_message(store: Any, job: JobRecord, timeout_s: float) -> str:
-    """Return what a held job waits for, in words ("" when it is not held)."""
+def held_message(store: Any, job: JobRecord, timeout_s: Optional[float]) -> str:
+    """Return what a held job waits for, in words ("" when it is not held; no bound said when it is None)."""
     left = waiting_for(store, job)
     if not left:
         return ""
     import datetime
 
-    until = datetime.datetime.fromtimestamp(expires_unix_ms(job, timeout_s) / 1000, datetime.timezone.utc)
-    return (f"waiting for team(s) {', '.join(left)} to accept the invitation (until "
-            f"{until.strftime('%Y-%m-%dT%H:%M:%SZ')}); the station is not sent the job and no arm moves before "
-            f"every team accepted")
+    until = ""
+    if timeout_s is not None:
+        at = datetime.datetime.fromtimestamp(expires_unix_ms(job, timeout_s) / 1000, datetime.timezone.utc)
+        until = f" (until {at.strftime('%Y-%m-%dT%H:%M:%SZ')})"
+    return (f"waiting for team(s) {', '.join(left)} to accept the invitation{until}; the station is not sent the "
+            f"job and no arm moves before every team accepted")
 
 
 def episode_slots(status: Any) -> Dict[str, str]:

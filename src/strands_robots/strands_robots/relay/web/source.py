@@ -89,7 +89,12 @@ class JobSource:
         view = self.view(principal, job_id)
         if view is None:
             return None
-        return job_page(view, RelayCore.status_of_view(view), self.shown_id(principal, view))
+        status = RelayCore.status_of_view(view)
+        if view.snapshot is None:  # a comparison held for another team's accept says whom it waits for
+            from strands_robots.relay.job_teams import held_message
+
+            status.message = held_message(self._store, view.job, None) or status.message
+        return job_page(view, status, self.shown_id(principal, view))
 
     def recordings(self, principal: Principal, job_id: str) -> Dict[str, RecordingRow]:
         """Return the recordings the relay holds of the job's episodes, complete ones only, by episode id."""
