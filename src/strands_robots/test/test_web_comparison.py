@@ -137,7 +137,7 @@ def test_a_comparison_between_two_teams_shows_to_both_and_ranks_the_others_polic
                          request=request.SerializeToString(), submitted_unix_ms=1, episodes_total=team_job.episodes)
         store.create_job(held)
         job_teams.invite(store, held)
-        a, b, c = Http(port), Http(port), Http(port)
+        a, b = Http(port), Http(port)
         a.sign_in(CLIENT_TOKENS["team_a"])
         b.sign_in(CLIENT_TOKENS["team_b"])
         _, _, waiting = a.get("/jobs/ab-t")
