@@ -855,6 +855,12 @@ class DomainTopics:
             return False
         return msg.state in TERMINAL or any(c.labels_revealed for c in msg.comparison)
 
+    def matched(self) -> bool:
+        """Tell whether every subscription is matched with every publisher the graph shows for its topic."""
+        return bool(self.subscribed) and all(
+            sub.get_publisher_count() >= max(1, self.node.count_publishers(name))
+            for name, sub in self.subscribed.items())
+
     def spin_until(self, predicate, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while not predicate():
@@ -870,23 +876,6 @@ class DomainTopics:
         self._rclpy.try_shutdown(context=self.context)
 
 
-def _second_team(station, name: str) -> str:
-    """Add team ``name`` to the relay's tokens file (the relay re-reads it); return its token."""
-    import secrets
-
-    import yaml
-
-    with open(station.tokens_path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    token = secrets.token_urlsafe(24)
-    data["clients"][name] = token
-    fd = os.open(station.tokens_path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(data, handle)
-    os.replace(station.tokens_path + ".new", station.tokens_path)
-    return token
-
-
 def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slot_on_ros_before_its_end(station):
     """Team ``demo`` compares its slot with team ``lab_b``'s, each served with its own token, through the station.
 
@@ -895,14 +884,13 @@ def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slo
     line and no diagnostic names either slot; the final status does. Each team then ranks both policies, its
     own by slot and the other's as ``team/slot``.
     """
-    from strands_robots.client import EvaluationClient, Unauthenticated
+    from strands_robots.client import Unauthenticated
 
     owner = station.client()
-    guest = EvaluationClient(station.relay_target, token=_second_team(station, "lab_b"))
+    guest = second_team(station, "lab_b")
     slots = ("eagle7", "lynx7")  # names that appear nowhere else
     topics = DomainTopics(station.namespace)
     try:
-        wait_until(lambda: guest.list_jobs() is not None, "the relay to take lab_b's token", timeout_s=30)
         job_id = owner.submit_suite_job("sim_station", SUITE, [("ab", 10)], compare={
             "slots": [slots[0], {"name": slots[1], "team": "lab_b"}],
             "stop": {"when": "separated", "alpha": 0.1, "max_blocks": 8}})
@@ -913,12 +901,13 @@ def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slo
         with pytest.raises(Unauthenticated, match=f"slot '{slots[0]}' of job"):  # NotAllowed: another team's slot
             guest.serve_policy(job_id, TeamPolicy(), slot=slots[0])
         topics.subscribe_to_all()
+        # every topic is matched with its publishers before the job may run: every later message reaches us
+        needed = (f"/{station.namespace}/job_status", f"/{station.namespace}/observer_events", "/rosout")
+        assert topics.spin_until(lambda: set(needed) <= set(topics.subscribed) and topics.matched(), 60.0), {
+            n: (s.get_publisher_count(), topics.node.count_publishers(n)) for n, s in topics.subscribed.items()}
         policies = {slots[0]: EndsEarly(), slots[1]: TeamPolicy()}
         served = {slots[0]: serve_in_background(owner, job_id, policies[slots[0]], slot=slots[0])}
         assert "every team accepted" in guest.accept(job_id)
-        # the job waits for lab_b's slot: once its status is on this listener, every later one reaches it too
-        assert topics.spin_until(lambda: any(job_id in text for name, text in topics.texts
-                                             if name.endswith("/job_status")), 60.0), station.lines[-40:]
         served[slots[1]] = serve_in_background(guest, job_id, policies[slots[1]], slot=slots[1])
         running = wait_status(owner, job_id, lambda s: s.state == "RUNNING", station=station)
         assert not running.comparison.labels_revealed
