@@ -127,6 +127,9 @@ def test_main_job_then_compares_the_vision_policy_with_the_blind_one_and_stops_a
     verdict = re.search(r"^    e-value ([\d.]+) \(separates at 20\); verdict (\w+)$", tail, re.M)
     assert stop and verdict, tail
     assert verdict.group(2) == "a_better" and int(stop.group(1)) == blocks == 7 and float(verdict.group(1)) >= 20
+    # its progress says what it is: a job that stopped early, not 14 of 24 episodes
+    assert re.search(rf"^\[#{{30}}\] {2 * blocks} episodes, stopped at block {blocks} of 12: a_better  SUCCEEDED  "
+                     rf"completed: comparison", tail, re.M), tail
     assert re.search(rf"^job \S+ SUCCEEDED: completed: comparison of {blocks} complete blocks: a_better: vision is "
                      rf"better than blind .*; vision {blocks}/{blocks}, blind 0/{blocks}$", tail, re.M), tail
     # the blocks in the order they completed, each with the order its two episodes ran in and their outcomes

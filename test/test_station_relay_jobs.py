@@ -189,12 +189,12 @@ def no_job_outlives_its_test(station):
         "\n".join(station.lines[-60:])
 
 
-def serve_in_background(client, job_id, policy) -> dict:
+def serve_in_background(client, job_id, policy, slot=None) -> dict:
     out: dict = {}
 
     def run():
         try:
-            out["final"] = client.serve_policy(job_id, policy)
+            out["final"] = client.serve_policy(job_id, policy, **({"slot": slot} if slot else {}))
         except RelayError as exc:  # the session broke (client closed, relay gone): the test looks at it
             out["error"] = exc
 
@@ -795,3 +795,151 @@ def test_a_comparison_job_with_two_served_slots_stops_at_its_verdict_with_every_
     for slot, policy in policies.items():
         assert sorted(e for e in policy.tasks if e) == sorted(o.episode_id for b in comparison.blocks for o in b.outcomes
                                               if o.slot == slot)
+
+
+class DomainTopics:
+    """Every topic of the station's namespace and the domain's logs as this process receives them (its own node).
+
+    Each message is kept as its text (``repr``: every field) with the topic it came on; camera images are left
+    out (their bytes name nothing). Messages are taken until the station's first status of a job that ended
+    (terminal, or its comparison's labels revealed): from that one on, naming the slots is what it should do.
+    """
+
+    SKIPPED_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+
+    def __init__(self, namespace: str) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.namespace = namespace
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("no_slot_name_listener", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.subscribed: dict = {}
+        self.texts: list = []
+        self.open = True
+        self.ending = ""  # the station's first status of the ended job
+
+    def subscribe_to_all(self) -> None:
+        """Subscribe to every topic of the namespace (hidden action topics too), ``/rosout`` and ``/diagnostics``."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        from strands_robots.conversions.messages import message_class
+
+        for name, types in self.node.get_topic_names_and_types():
+            wanted = name.startswith(f"/{self.namespace}/") or name in ("/rosout", "/diagnostics")
+            if not wanted or name in self.subscribed or not types or types[0] in self.SKIPPED_TYPES:
+                continue
+            qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.BEST_EFFORT,
+                             durability=DurabilityPolicy.VOLATILE)
+            if name.endswith("/job_status"):  # latched: a late match still gets the status in force
+                from strands_robots.ros.qos import LATCHED_QOS
+
+                qos = LATCHED_QOS
+
+            def take(msg, name=name):
+                if self.open and self.ends(msg):
+                    self.open = False  # the station said the job ended: its labels are revealed from here on
+                    self.ending = repr(msg)
+                if self.open:
+                    self.texts.append((name, repr(msg)))
+
+            self.subscribed[name] = self.node.create_subscription(message_class(types[0]), name, take, qos)
+
+    @staticmethod
+    def ends(msg) -> bool:
+        if type(msg).__name__ != "JobStatus":
+            return False
+        return msg.state in TERMINAL or any(c.labels_revealed for c in msg.comparison)
+
+    def matched(self) -> bool:
+        """Tell whether every subscription is matched with every publisher the graph shows for its topic."""
+        return bool(self.subscribed) and all(
+            sub.get_publisher_count() >= max(1, self.node.count_publishers(name))
+            for name, sub in self.subscribed.items())
+
+    def spin_until(self, predicate, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() >= deadline:
+                return False
+            self.subscribe_to_all()  # a topic that appears later (an episode's) is taken too
+            self.executor.spin_once(timeout_sec=0.05)
+        return True
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
+def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slot_on_ros_before_its_end(station):
+    """Team ``demo`` compares its slot with team ``lab_b``'s, each served with its own token, through the station.
+
+    The job waits for lab_b's accept; then the blocks run to the stop rule. While it runs, no topic of the
+    station's namespace (statuses, episode results, observer events, the action's feedback and status), no log
+    line and no diagnostic names either slot; the final status does. Each team then ranks both policies, its
+    own by slot and the other's as ``team/slot``.
+    """
+    from strands_robots.client import Unauthenticated
+
+    owner = station.client()
+    guest = second_team(station, "lab_b")
+    slots = ("eagle7", "lynx7")  # names that appear nowhere else
+    topics = DomainTopics(station.namespace)
+    try:
+        job_id = owner.submit_suite_job("sim_station", SUITE, [("ab", 10)], compare={
+            "slots": [slots[0], {"name": slots[1], "team": "lab_b"}],
+            "stop": {"when": "separated", "alpha": 0.1, "max_blocks": 8}})
+        held = owner.get_status(job_id)
+        assert held.state == "CREATED" and held.message.startswith("waiting for team(s) lab_b to accept"), held
+        invitation = next(j for j in guest.list_jobs().jobs if j.job_id == job_id)
+        assert (invitation.owner, invitation.invitation, list(invitation.slots)) == ("demo", "pending", [slots[1]])
+        with pytest.raises(Unauthenticated, match=f"slot '{slots[0]}' of job"):  # NotAllowed: another team's slot
+            guest.serve_policy(job_id, TeamPolicy(), slot=slots[0])
+        topics.subscribe_to_all()
+        # every topic is matched with its publishers before the job may run: every later message reaches us
+        needed = (f"/{station.namespace}/job_status", f"/{station.namespace}/observer_events", "/rosout")
+        assert topics.spin_until(lambda: set(needed) <= set(topics.subscribed) and topics.matched(), 60.0), {
+            n: (s.get_publisher_count(), topics.node.count_publishers(n)) for n, s in topics.subscribed.items()}
+        policies = {slots[0]: EndsEarly(), slots[1]: TeamPolicy()}
+        served = {slots[0]: serve_in_background(owner, job_id, policies[slots[0]], slot=slots[0])}
+        assert "every team accepted" in guest.accept(job_id)
+        served[slots[1]] = serve_in_background(guest, job_id, policies[slots[1]], slot=slots[1])
+        running = wait_status(owner, job_id, lambda s: s.state == "RUNNING", station=station)
+        assert not running.comparison.labels_revealed
+
+        def ended() -> bool:
+            status = owner.get_status(job_id)
+            return status.state in TERMINAL or status.comparison.labels_revealed
+
+        assert topics.spin_until(ended, JOB_TIMEOUT_S), station.lines[-40:]
+        topics.spin_until(lambda: not topics.open, 10.0)  # the station's own last status, on ROS
+        topics.open = False
+        final = wait_status(owner, job_id, lambda s: s.state in TERMINAL, station=station)
+    finally:
+        topics.close()
+    for out in served.values():
+        out["thread"].join(10.0)
+        assert "error" not in out, out.get("error")
+    assert final.state == "SUCCEEDED", (final.message, details(final))
+    assert (final.comparison.stop.verdict, final.comparison.stop.stopped_at_block) == ("a_better", 6)
+    assert list(final.comparison.slots) == list(slots) and slots[0] in final.message  # revealed at the end
+    taken = {name for name, _ in topics.texts}
+    assert f"/{station.namespace}/job_status" in taken and "/rosout" in taken, sorted(taken)
+    assert any("job_status" in name and job_id in text for name, text in topics.texts)  # the job's statuses
+    named = [(name, text[max(0, min(text.find(s) for s in slots if s in text) - 200):][:400])
+             for name, text in topics.texts if any(slot in text for slot in slots)]
+    assert named == [], named
+    assert all(slot in topics.ending for slot in slots), topics.ending[:500]  # revealed on ROS at the end
+    assert guest.get_status(job_id).comparison.stop.verdict == "a_better"  # the invited team sees it too
+    boards = {team: {e.policy: e.others for e in client.leaderboard(SUITE).entries}
+              for team, client in (("demo", owner), ("lab_b", guest))}
+    # demo ranks its other comparisons on the suite too; lab_b took part in this one only
+    assert {p: boards["demo"][p] for p in (slots[0], f"lab_b/{slots[1]}")} == {slots[0]: False,
+                                                                               f"lab_b/{slots[1]}": True}
+    assert boards["lab_b"] == {f"demo/{slots[0]}": True, slots[1]: False}
+    guest.close()

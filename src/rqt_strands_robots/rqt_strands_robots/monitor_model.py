@@ -281,7 +281,8 @@ class MonitorModel:
             if job is None:
                 return "job: none reported"
             done = len(job.get("episodes") or [])
-            text = f"job {job.get('job_id')}: {job.get('state')}, {done}/{job.get('episodes_total')} episodes"
+            progress = _stopped_early(job, done) or f"{done}/{job.get('episodes_total')} episodes"
+            text = f"job {job.get('job_id')}: {job.get('state')}, {progress}"
             return text + (f" — {job['message']}" if job.get("message") else "")
 
     def episode_rows(self) -> list[tuple[str, ...]]:
@@ -296,3 +297,18 @@ class MonitorModel:
                              f"{float(e.get('score', 0.0)):.2f}" if scored else "",
                              "yes" if e.get("taken_over") else "", str(e.get("end_detail", ""))))
             return rows
+
+
+def _stopped_early(job: Mapping[str, Any], done: int) -> str:
+    """``14 episodes, stopped at block 7 of 12: a_better`` for a comparison its stop rule ended early, else "".
+
+    The same words as the Evaluation Client's ``comparison_view.early_stop_text`` (this plugin does not import
+    the strands_robots package): "14/24 episodes" would read as a job cut short.
+    """
+    comparison = (job.get("comparison") or [None])[0] or {}
+    stop = (comparison.get("stop") or [None])[0] or {}
+    stopped = stop.get("stopped_at_block") or []
+    if not stopped or done >= int(job.get("episodes_total") or 0):
+        return ""
+    return (f"{done} episode{'s' if done != 1 else ''}, stopped at block {stopped[0]} of {stop.get('max_blocks')}: "
+            f"{stop.get('verdict')}")

@@ -49,6 +49,12 @@ BAD = [
     ({"slots": ["a", "b"], "stop": {"or_out_of_reach": "yes"}}, "compare.stop.or_out_of_reach", "true or false"),
     ({"slots": ["a", "b"], "stop": {"alpha_": 0.1}}, "compare.stop.alpha_", "did you mean 'alpha'"),
     (["a", "b"], "compare", "slots"),
+    ({"slots": ["a", {"team": "lab_b"}]}, "compare.slots[1].name", "missing"),
+    ({"slots": ["a", {"name": "b", "team": "lab b"}]}, "compare.slots[1].team", "client name"),
+    ({"slots": ["a", {"name": "b", "team": 7}]}, "compare.slots[1].team", "client name"),
+    ({"slots": ["a", {"name": "b c", "team": "lab_b"}]}, "compare.slots[1].name", "1-64 letters"),
+    ({"slots": ["a", {"name": "b", "teams": "lab_b"}]}, "compare.slots[1].teams", "did you mean 'team'"),
+    ({"slots": ["a", {"name": "a", "team": "lab_b"}]}, "compare.slots[1]", "named once"),
 ]
 
 
@@ -85,6 +91,22 @@ def test_compare_crosses_the_wire_unchanged():
     assert team_job_from_pb(suite_job_to_pb(job), station_id="sim_station") == job
     plain = _job({"slots": ["vision", "blind"]})
     assert team_job_from_pb(suite_job_to_pb(plain), station_id="sim_station") == plain
+
+
+def test_another_teams_slot_is_read_carried_over_the_wire_and_kept_by_the_station(suites):
+    job = _job({"slots": ["vision", {"name": "theirs", "team": "lab_b"}], "stop": {"max_blocks": 4}})
+    assert job.compare.slots == ("vision", "theirs") and job.compare.teams == ("", "lab_b")
+    assert job.compare.invited == ("lab_b",)
+    assert (job.compare.team_of("vision", "team_a"), job.compare.team_of("theirs", "team_a")) == ("team_a", "lab_b")
+    assert team_job_to_mapping(job)["compare"]["slots"] == ["vision", {"name": "theirs", "team": "lab_b"}]
+    assert team_job_from_mapping(team_job_to_mapping(job)) == job
+    assert team_job_from_pb(suite_job_to_pb(job), station_id="sim_station") == job
+    spec = job_spec_for(job, suites, station_id="sim_station", profile="simulated", allow_free_form_tasks=False,
+                        job_id="ab", client_id="team_a", policy_provider="relay")
+    assert spec.comparison.teams == ("", "lab_b")
+    assert job_spec_from_mapping(job_spec_to_mapping(spec)) == spec
+    own = _job({"slots": ["vision", {"name": "blind"}]})  # a mapping without a team is the submitting team's
+    assert own.compare.teams == () and own == _job({"slots": ["vision", "blind"]})
 
 
 def test_the_station_makes_blocks_from_the_task_entries_in_turn_and_persists_the_comparison(suites):

@@ -172,7 +172,8 @@ def _raw_call(channel, service, method, metadata):
 @pytest.mark.parametrize("who", ["no token", "wrong token", "other kind"])
 def test_every_rpc_of_both_services_refuses_an_unauthenticated_call(tmp_path, who):
     methods = list(_all_methods())
-    assert len(methods) == 14  # 8 of the job and policy, ListJobs, ListSuites, Leaderboard, the recordings' 3
+    assert len(methods) == 15  # 8 of the job and policy, ListJobs, ListSuites, Leaderboard, RespondInvitation,
+    # the recordings' 3
     with running_relay(tmp_path) as relay, grpc.insecure_channel(relay.target) as channel:
         for service, method in methods:
             if who == "no token":

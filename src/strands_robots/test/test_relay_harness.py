@@ -116,7 +116,7 @@ def reset_postgres(url: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS jobs, snapshots, stations, relays, policy_homes, station_offers, "
-                     "comparison_blocks")
+                     "comparison_blocks, comparison_participants, job_teams")
 
 
 # -- TLS --------------------------------------------------------------------------------------------------------

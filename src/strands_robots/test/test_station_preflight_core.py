@@ -176,3 +176,79 @@ def test_a_policy_that_answers_rightly_runs_its_episodes():
     final, robot, _ = run(Answers(lambda obs: [{"right.joint_1": float(obs["right.joint_1.pos"])}]))
     assert final.state is JobState.SUCCEEDED, final.message
     assert robot.leases == 1 and len(robot.asked) == 1
+
+
+# -- a comparison: every slot's declared spec and answer --------------------------------------------------------
+class SlotsRobot(PreflightRobot):
+    """A comparison's port: each slot declares its own spec and answers its own preflight."""
+
+    serves_slots = True  # each slot has its own policy, its own declared spec and its own answer
+
+    def __init__(self, declared, answers):
+        super().__init__(None)
+        self.declared = declared
+        self.answers = answers
+
+    def attached_policy_spec(self, spec):
+        return self.declared[spec.comparison.slots[0]]
+
+    def attached_slot_specs(self, spec):
+        return dict(self.declared)
+
+    def preflight(self, spec, plan):
+        observation = dict(self._backend.observe())
+        return tuple(PreflightAnswer(chunk=tuple(self.answers[slot](observation)), slot=slot,
+                                     offered_keys=tuple(self._backend.action_keys()))
+                     for slot in spec.comparison.slots)
+
+
+def run_slots(declared, answers):
+    spec = job_spec_from_mapping({
+        "job_id": "job-slots", "client_id": "team", "station_id": "sim_station", "episodes_total": 2,
+        "duration_s": 0.2, "policy": {"provider": "mock"}, "compare": {"slots": ["vision", "blind"], "suite": "s"},
+        "tasks": [{"task_id": "hold", "instruction": "hold still", "scoring": SHEET,
+                   "parameters": {"success_when": "end_condition == timeout"}}]})
+    robot = SlotsRobot(declared, answers)
+    operator = ScriptedOperator()
+    try:
+        final = JobRunner(JobRecord(spec), robot, operator,
+                          settings=ProcedureSettings(station_facts=load_station_facts(cameras=["scene"]))).run()
+    finally:
+        operator.close()
+    return final, robot
+
+
+def _hold(observation):
+    return [{"right.joint_1": float(observation["right.joint_1.pos"])}]
+
+
+def test_the_gate_checks_the_second_slots_declared_spec_and_names_its_slot():
+    fits = PolicySpec(action_keys=("right.joint_1",))
+    misfits = PolicySpec(action_keys=("right.joint_9",), cameras=())
+    final, robot = run_slots({"vision": fits, "blind": misfits}, {"vision": _hold, "blind": _hold})
+    assert final.state is JobState.FAILED and robot.leases == 0 and final.episodes == ()
+    assert "(1 mismatch; no arm moved): 1. slot blind: action key 'right.joint_9': no actuator of this station " \
+           "has it" in final.message, final.message
+    assert "slot vision" not in final.message
+
+
+def test_each_slots_preflight_answer_is_checked_against_its_own_declared_spec_and_named():
+    vision = PolicySpec(action_keys=("right.joint_1",))
+    blind = PolicySpec(action_keys=("right.joint_1",),
+                       action_ranges=(ActionRange("right.joint_1", 0.5, 0.6),))
+    final, robot = run_slots({"vision": vision, "blind": blind},
+                             {"vision": _hold, "blind": lambda obs: [{"right.joint_1": 0.0, "right.joint_9": 1.0}]})
+    assert final.state is JobState.FAILED and robot.leases == 0, final.message
+    reasons = final.message.split("no arm moved): ", 1)[1]
+    assert "slot blind: preflight: the policy commands 'right.joint_9': no actuator" in reasons, reasons
+    # blind's answer is read against blind's declared range, not the first slot's spec
+    assert "slot blind: preflight: 'right.joint_1': the policy commands 0, outside the range it declared [0.5, 0.6]" \
+        in reasons, reasons
+    assert "slot vision" not in reasons, reasons
+
+
+def test_a_comparison_whose_slots_all_fit_runs():
+    spec = PolicySpec(action_keys=("right.joint_1",))
+    final, robot = run_slots({"vision": spec, "blind": None}, {"vision": _hold, "blind": _hold})
+    assert final.state is JobState.SUCCEEDED, final.message
+    assert robot.leases == 2

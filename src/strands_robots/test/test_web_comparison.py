@@ -121,3 +121,47 @@ def test_the_leaderboard_page_ranks_the_teams_own_policies_and_no_other_teams(tm
     assert re.findall(r'<tr id="policy-(\w+)">', board_b) == ["rival_x", "rival_y"]
     assert "steady" not in board_b
     assert station_status == 404 and bad_status == 404
+
+
+def test_a_comparison_between_two_teams_shows_to_both_and_ranks_the_others_policy_by_team(tmp_path):
+    from strands_robots.job_model.team_job import team_job_from_mapping
+    from strands_robots.relay import job_teams
+    from strands_robots.wire.pb_model import suite_job_to_pb
+
+    team_job = team_job_from_mapping({"station_id": "sim_station", "suite": "demo", "tasks": [
+        {"task": "reach_cube", "trials": 30}], "compare": {"slots": ["vision", {"name": "theirs", "team": "team_b"}]}})
+    request = pb.SubmitJobRequest(station_id="sim_station", episodes=team_job.episodes, job_id="ab-t",
+                                  suite_job=suite_job_to_pb(team_job))
+    with _page(tmp_path) as (store, port):
+        held = JobRecord(job_id="ab-t", client_id="team_a", station_id="sim_station",
+                         request=request.SerializeToString(), submitted_unix_ms=1, episodes_total=team_job.episodes)
+        store.create_job(held)
+        job_teams.invite(store, held)
+        a, b = Http(port), Http(port)
+        a.sign_in(CLIENT_TOKENS["team_a"])
+        b.sign_in(CLIENT_TOKENS["team_b"])
+        _, _, waiting = a.get("/jobs/ab-t")
+        _, _, listed_b = b.get("/jobs")
+        job_teams.respond(store, held, "team_b", True, "", 2, 60)
+        status = pb.JobStatus(job_id="ab-t", station_id="sim_station", state="SUCCEEDED", updated_unix_ms=3,
+                              sequence=4)
+        status.comparison.CopyFrom(comparison_message(seeded_outcomes(0.9, 0.3, 30, seed=3),
+                                                      slots=("vision", "theirs")))
+        store.put_snapshot(Snapshot(job_id="ab-t", updated_unix_ms=3, state="SUCCEEDED",
+                                    payload=status.SerializeToString(), sequence=4))
+        comparison_blocks.keep_ended(store, held)
+        page_status, _, page_b = b.get("/jobs/ab-t")
+        _, _, board_b = b.get("/leaderboard/demo")
+        _, _, board_a = a.get("/leaderboard/demo")
+        outsider = Http(port)
+        outsider.sign_in(STATION_TOKENS["other_station"])
+        outsider_status, _, _ = outsider.get("/jobs/ab-t")
+    assert "waiting for team(s) team_b to accept the invitation" in html.unescape(waiting)
+    assert 'href="/jobs/ab-t"' in listed_b  # the invited team lists it
+    assert page_status == 200 and 'id="comparison"' in page_b
+    assert outsider_status == 404
+    rows_b = re.findall(r'<tr id="policy-([\w/]+)"( class="others")?>', board_b)
+    rows_a = re.findall(r'<tr id="policy-([\w/]+)"( class="others")?>', board_a)
+    assert sorted(rows_b) == [("team_a/vision", ' class="others"'), ("theirs", "")]
+    assert sorted(rows_a) == [("team_b/theirs", ' class="others"'), ("vision", "")]
+    assert "another team&#39;s" in board_b or "another team's" in board_b

@@ -113,13 +113,12 @@ class _Progress:
         self.last: Optional[tuple] = None
 
     def __call__(self, status: Any) -> None:
-        from strands_robots.client.cli.client_side import progress_bar
+        from strands_robots.client.cli.client_side import status_progress
 
         shown = (len(status.episodes), status.state)
         if shown != self.last:
             self.last = shown
-            self.write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  "
-                       f"{status.message}")
+            self.write(f"{status_progress(status)}  {status.state}  {status.message}")
 
 
 # -- through the relay ------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 __all__ = ["SlotRow", "PairRow", "BlockRow", "StopRow", "ComparisonView", "comparison_view", "comparison_lines",
-           "percent_interval", "rate_line", "score_line", "HELD_BACK"]
+           "percent_interval", "rate_line", "score_line", "HELD_BACK", "early_stop_text", "status_early_stop"]
 
 #: Said where the slot-named figures would be while the labels are blind.
 HELD_BACK = ("per-policy figures, paired differences and the verdict's words are shown when the job ends "
@@ -175,6 +175,27 @@ def comparison_view(msg: Any) -> ComparisonView:
         pairs = tuple(_pair(p) for p in msg.pairs)
     return ComparisonView(suite=msg.suite, slots=tuple(msg.slots) if revealed else (), slot_count=len(msg.slots),
                           revealed=revealed, figures=figures, pairs=pairs, blocks=blocks, stop=stop)
+
+
+def early_stop_text(episodes: int, episodes_total: int, stop: Optional[StopRow]) -> str:
+    """Return a comparison's progress once its stop rule ended it before every episode it could run.
+
+    ``14 episodes, stopped at block 7 of 12: a_better``: the job asked for up to ``episodes_total`` episodes, but
+    "14/24" would read as a job cut short. Empty when the job has no stop rule, has not stopped, or ran every
+    episode (then ``done/total`` says it).
+    """
+    if stop is None or stop.stopped_at_block is None or episodes >= episodes_total:
+        return ""
+    return (f"{episodes} episode{'s' if episodes != 1 else ''}, stopped at block {stop.stopped_at_block} of "
+            f"{stop.max_blocks}: {stop.verdict}")
+
+
+def status_early_stop(status: Any) -> str:
+    """Return :func:`early_stop_text` of a ``pb.JobStatus`` (empty for a job of one policy)."""
+    if not status.HasField("comparison") or not status.comparison.HasField("stop"):
+        return ""
+    return early_stop_text(len(status.episodes), int(status.episodes_total),
+                           comparison_view(status.comparison).stop)
 
 
 def _stop_lines(stop: StopRow) -> List[str]:

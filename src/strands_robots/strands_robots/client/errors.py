@@ -23,6 +23,12 @@ class Unauthenticated(RelayError):
     code = "UNAUTHENTICATED"
 
 
+class NotAllowed(Unauthenticated):
+    """The token is valid but may not do this: a comparison slot another team serves (the reason names it)."""
+
+    code = "PERMISSION_DENIED"
+
+
 class NotFound(RelayError):
     """No such job for this client (another client's job reads the same as a missing one)."""
 
@@ -87,7 +93,17 @@ class RecordingCorrupt(RelayError):
     code = "DATA_LOSS"
 
 
-class RecordingRefused(RelayError):
+class NotNow(RelayError):
+    """The call cannot be done in the job's present state; the reason says why.
+
+    An invitation already answered or a job ended, a slot served before its team accepted the invitation, a
+    recording not usable.
+    """
+
+    code = "FAILED_PRECONDITION"
+
+
+class RecordingRefused(NotNow):
     """The relay holds no usable recording of the episode; the reason says why.
 
     Larger than the relay's max_recording_bytes (or the client's max_bytes), its bytes not matching what the
@@ -102,7 +118,7 @@ _BY_CODE: Dict[str, Type[RelayError]] = {
     for cls in (Unauthenticated, NotFound, InvalidTask, AlreadyExists, Unavailable, SessionAborted,
                 MessageTooLarge, DeadlineExceeded, RecordingCorrupt, RecordingRefused)
 }
-_BY_CODE["PERMISSION_DENIED"] = Unauthenticated
+_BY_CODE["PERMISSION_DENIED"] = NotAllowed
 
 
 def from_rpc_error(exc: Exception) -> RelayError:

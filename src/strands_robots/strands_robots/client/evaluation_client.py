@@ -138,12 +138,14 @@ class EvaluationClient:
                                pb.ListSuitesRequest(station_id=station_id or "")).stations)
 
     def leaderboard(self, suite: str) -> Any:
-        """Return the ranking of this team's own policies on ``suite`` (a ``pb.LeaderboardResponse``).
+        """Return the ranking of the policies of the comparisons this team took part in on ``suite``.
 
-        A policy is a slot name of this team's comparison jobs on the suite; the relay fits Bradley-Terry over
-        the complete blocks of every one of them that has ended: ``entries`` strongest first, each with its
-        log-strength, the interval on it (``confidence``), its wins, losses and ties; ``note`` says what to keep
-        in mind (no ranking yet, groups never compared). Another team's policies are never in it.
+        (A ``pb.LeaderboardResponse``.) A policy is a team's slot name; the relay fits Bradley-Terry over the
+        complete blocks of every comparison job on the suite that this team submitted or accepted and that has
+        ended: ``entries`` strongest first, each with its log-strength, the interval on it (``confidence``), its
+        wins, losses and ties; this team's policies are named by slot, another team's it met there as
+        ``<team>/<slot>`` with ``others`` set; ``note`` says what to keep in mind (no ranking yet, groups never
+        compared). A comparison this team took no part in is never read.
         """
         return self._call(self._stub.Leaderboard, pb.LeaderboardRequest(suite=suite))
 
@@ -288,18 +290,42 @@ class EvaluationClient:
     def cancel(self, job_id: str, reason: str = "") -> bool:
         """Ask the station to cancel the job. False when it had already ended (nothing to cancel).
 
-        :param job_id: one of this client's jobs.
+        On a comparison another team submitted and invited this team to, this withdraws this team's slots: the
+        job ends, naming this team.
+
+        :param job_id: one of this client's jobs (or one it was invited to).
         :param reason: said in the job's message (bounded by the relay).
         :raises errors.NotFound: no such job for this client.
         """
         response = self._call(self._stub.CancelJob, pb.CancelJobRequest(job_id=job_id, reason=reason))
         return not response.already_terminal
 
+    def accept(self, job_id: str) -> str:
+        """Accept the invitation to a comparison job another team submitted naming this team for a slot.
+
+        The relay holds such a job until every team it names accepted; then serve this team's slot with
+        :meth:`serve_policy` (``slot=``). Returns what happened, in words (whom the job still waits for).
+
+        :param job_id: the job's id as the invitation names it (``list_jobs``: ``owner`` and ``invitation`` set).
+        :raises errors.NotFound: no invitation to that job for this client.
+        """
+        return self._call(self._stub.RespondInvitation,
+                          pb.RespondInvitationRequest(job_id=job_id, accept=True)).message
+
+    def decline(self, job_id: str, reason: str = "") -> str:
+        """Decline the invitation to a comparison job: the job ends (CANCELLED, naming this team and ``reason``).
+
+        :raises errors.NotFound: no invitation to that job for this client.
+        """
+        return self._call(self._stub.RespondInvitation,
+                          pb.RespondInvitationRequest(job_id=job_id, accept=False, reason=reason)).message
+
     def list_jobs(self, states: Sequence[str] = (), page_size: int = 20, page_token: str = "") -> Any:
         """Return one page of this client's own jobs, newest first (``pb.ListJobsResponse``).
 
         ``jobs`` are ``pb.JobSummary``; ``next_page_token`` is empty on the last page; ``states`` keeps only jobs
-        in those states.
+        in those states. A comparison another team invited this client to is listed too, by the relay's id, with
+        ``owner`` (the submitting team), ``invitation`` (``pending`` or ``accepted``) and ``slots`` (this team's).
 
         :param states: job state names (``"RUNNING"``, ...) to keep; empty: every state.
         :param page_size: jobs per page, 1-100.
@@ -492,26 +518,25 @@ class EvaluationClient:
 def _compare_to_pb(compare: Mapping[str, Any], msg: Any, trials: int) -> int:
     """Fill ``msg`` (a ``pb.Compare``) from a job file's ``compare`` mapping; return the job's blocks at most.
 
-    ``trials``: the suite tasks' trials (one block each). Shapes are checked only as far as building the message
-    needs; the relay checks every rule and refuses naming the key.
+    ``trials``: the suite tasks' trials (one block each). Read by the job file's own rules
+    (``job_model.compare``), so a malformed one is refused here naming the key, as the relay would.
     """
-    if not isinstance(compare, Mapping):
-        raise errors.InvalidTask(f"compare: a mapping {{slots, stop}} expected, got {type(compare).__name__}")
-    slots = compare.get("slots")
-    if not isinstance(slots, (list, tuple)) or not all(isinstance(s, str) for s in slots):
-        raise errors.InvalidTask(f"compare.slots: a list of slot names expected, got {slots!r}")
-    msg.slots.extend(slots)
-    stop = compare.get("stop")
+    from strands_robots.job_model.compare import compare_from_mapping
+    from strands_robots.job_model.team_keys import TeamJobRefused
+
+    try:
+        request = compare_from_mapping(compare)
+    except TeamJobRefused as exc:
+        raise errors.InvalidTask(str(exc)) from None
+    msg.slots.extend(request.slots)
+    if request.teams:
+        msg.slot_teams.extend(request.teams)
+    stop = request.stop
     if stop is None:
         return trials
-    if not isinstance(stop, Mapping):
-        raise errors.InvalidTask(f"compare.stop: a mapping expected, got {type(stop).__name__}")
-    try:
-        msg.stop.when = str(stop.get("when", "separated"))
-        msg.stop.alpha = float(stop.get("alpha", 0.05))
-        msg.stop.or_out_of_reach = bool(stop.get("or_out_of_reach", False))
-        if stop.get("max_blocks") is not None:
-            msg.stop.max_blocks = int(stop["max_blocks"])
-    except (TypeError, ValueError) as exc:
-        raise errors.InvalidTask(f"compare.stop: {exc}") from None
-    return min(trials, msg.stop.max_blocks) if msg.stop.HasField("max_blocks") else trials
+    msg.stop.when = stop.when
+    msg.stop.alpha = stop.alpha
+    msg.stop.or_out_of_reach = stop.or_out_of_reach
+    if stop.max_blocks is not None:
+        msg.stop.max_blocks = stop.max_blocks
+    return request.blocks(trials)

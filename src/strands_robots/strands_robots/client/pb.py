@@ -33,6 +33,8 @@ from strands_robots.wire.proto.evaluation_service_pb2 import (  # noqa: F401
     LeaderboardResponse,
     ListJobsRequest,
     ListJobsResponse,
+    RespondInvitationRequest,
+    RespondInvitationResponse,
     SubmitJobRequest,
     SubmitJobResponse,
 )

@@ -4,11 +4,15 @@ In the job file, beside the suite tasks::
 
     compare:
       slots: [vision, blind]        # 2..8 names, [A-Za-z0-9._-]{1,64}, each served by its own `job serve --slot`
+      # or, with another team's policy:  slots: [vision, {name: theirs, team: lab_b}]
       stop:                         # optional: stop once the answer is clear
         when: separated             # the only rule: stop when an anytime-valid test separates the policies
         alpha: 0.05                 # the false-winner rate allowed, in (0, 0.5]
         max_blocks: 40              # at most this many blocks (default: every block the tasks make)
         or_out_of_reach: false      # also stop (not_separated) once separation within max_blocks is out of reach
+
+A slot is the submitting team's unless it names another ``team`` (a client name of the relay): that team is
+invited, the relay holds the job until every invited team accepted it, and only that team's token serves its slot.
 
 A block is one suite task and one seed with every slot once; the job's ``tasks`` make its blocks (one per
 trial). Without ``stop`` every block runs. Every refusal is a :class:`~.team_keys.TeamJobRefused` naming the key
@@ -26,11 +30,15 @@ from typing import Any, Mapping, Optional, Tuple
 from strands_robots.job_model.team_keys import TeamJobRefused
 
 __all__ = ["MIN_SLOTS", "MAX_SLOTS", "STOP_WHEN", "MAX_ALPHA", "StopRequest", "CompareRequest",
-           "compare_from_mapping", "compare_to_mapping", "SLOT_PATTERN"]
+           "compare_from_mapping", "compare_to_mapping", "SLOT_PATTERN", "TEAM_PATTERN"]
 
 MIN_SLOTS, MAX_SLOTS = 2, 8
 #: A slot's name: it names a policy session at the relay and appears in every result.
 SLOT_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: A team's name (a client name in the relay's tokens file).
+TEAM_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: The keys of a slot written as a mapping (``{name: theirs, team: lab_b}``).
+_SLOT_KEYS = ("name", "team")
 #: The stop rules a job may ask for (``stop.when``).
 STOP_WHEN = ("separated",)
 #: The largest false-winner rate a job may allow: a larger one would name winners by chance half the time.
@@ -58,11 +66,23 @@ class CompareRequest:
     """``compare``: the slots (slot a is ``slots[0]``, b is ``slots[1]``) and the stop rule, if any.
 
     :param suite: the suite the blocks come from (the job's ``suite``; filled in by the station).
+    :param teams: each slot's team, in the slots' order ("" the submitting team's); empty: every slot is its.
     """
 
     slots: Tuple[str, ...]
     stop: Optional[StopRequest] = None
     suite: str = ""
+    teams: Tuple[str, ...] = ()
+
+    def team_of(self, slot: str, owner: str) -> str:
+        """Return the team that serves ``slot`` (``owner`` for the submitting team's own slots)."""
+        index = self.slots.index(slot)
+        return (self.teams[index] if index < len(self.teams) else "") or owner
+
+    @property
+    def invited(self) -> Tuple[str, ...]:
+        """The other teams the job names, each once, in the slots' order."""
+        return tuple(dict.fromkeys(t for t in self.teams if t))
 
     def blocks(self, trials: int) -> int:
         """Return the blocks a job whose tasks make ``trials`` trials runs at most."""
@@ -115,21 +135,42 @@ def compare_from_mapping(data: Any) -> CompareRequest:
         raise TeamJobRefused("compare.slots", f"must be a list of {MIN_SLOTS} to {MAX_SLOTS} slot names, got "
                                               f"{slots!r}")
     seen: dict = {}
-    for index, slot in enumerate(slots):
-        if not isinstance(slot, str) or not SLOT_PATTERN.match(slot):
-            raise TeamJobRefused(f"compare.slots[{index}]", f"{slot!r} refused: a slot name is 1-64 letters, digits, "
-                                                            f"'.', '_' or '-'")
+    names, teams = [], []
+    for index, entry in enumerate(slots):
+        slot, team = _slot_entry(entry, index)
+        names.append(slot)
+        teams.append(team)
         if slot in seen:
             raise TeamJobRefused(f"compare.slots[{index}]", f"{slot!r} is also compare.slots[{seen[slot]}]: each "
                                                             f"slot is named once")
         seen[slot] = index
     stop = data.get("stop")
-    return CompareRequest(tuple(slots), None if stop is None else _stop(stop))
+    return CompareRequest(tuple(names), None if stop is None else _stop(stop),
+                          teams=tuple(teams) if any(teams) else ())
+
+
+def _slot_entry(entry: Any, index: int) -> Tuple[str, str]:
+    """Return ``(slot, team)`` of ``compare.slots[index]``: a name (the submitting team's) or ``{name, team}``."""
+    where = f"compare.slots[{index}]"
+    team = ""
+    if isinstance(entry, Mapping):
+        _refuse_unknown(entry, _SLOT_KEYS, where)
+        if "name" not in entry:
+            raise TeamJobRefused(f"{where}.name", "missing: a slot written as a mapping is {name: SLOT, team: TEAM}")
+        team = entry.get("team", "")
+        if not isinstance(team, str) or (team and not TEAM_PATTERN.match(team)):
+            raise TeamJobRefused(f"{where}.team", f"{team!r} refused: a team is its client name at the relay "
+                                                  f"(1-128 letters, digits, '.', '_' or '-', not first)")
+        entry, where = entry["name"], f"{where}.name"
+    if not isinstance(entry, str) or not SLOT_PATTERN.match(entry):
+        raise TeamJobRefused(where, f"{entry!r} refused: a slot name is 1-64 letters, digits, '.', '_' or '-'")
+    return entry, team
 
 
 def compare_to_mapping(compare: CompareRequest) -> dict:
     """Return the job file's ``compare`` mapping (the inverse of :func:`compare_from_mapping`)."""
-    out: dict = {"slots": list(compare.slots)}
+    teams = compare.teams or ("",) * len(compare.slots)
+    out: dict = {"slots": [{"name": slot, "team": team} if team else slot for slot, team in zip(compare.slots, teams)]}
     if compare.stop is not None:
         stop = compare.stop
         out["stop"] = {"when": stop.when, "alpha": stop.alpha, "or_out_of_reach": stop.or_out_of_reach}

@@ -66,8 +66,12 @@ _FIELDS: Dict[str, Any] = {
                 "`job serve JOB --slot NAME`: blocks of one suite task and seed, every slot once in a recorded random "
                 "order (docs/comparisons.md).",
                 {"slots": ["vision", "blind"], "stop": {"when": "separated", "alpha": 0.05, "max_blocks": 40}}),
-    "compare.slots": ("The compared policies' slot names, 2 to 8, each [A-Za-z0-9._-]{1,64}; the first two are "
-                      "a and b of the verdict.", ["vision", "blind"]),
+    "compare.slots": ("The compared policies' slots, 2 to 8, each a name [A-Za-z0-9._-]{1,64} (your team's) or "
+                      "{name, team} (another team's, which must accept the job: docs/comparisons.md); the first two "
+                      "are a and b of the verdict.", ["vision", {"name": "theirs", "team": "lab_b"}]),
+    "compare.slots[].name": ("The slot's name, [A-Za-z0-9._-]{1,64}, unique in the job.", "theirs"),
+    "compare.slots[].team": ("The team that serves the slot: its client name at the relay (absent: yours).",
+                             "lab_b"),
     "compare.stop": ("Stop once an anytime-valid test of the paired outcomes separates the policies (absent: every "
                      "block runs).", {"when": "separated", "alpha": 0.05, "max_blocks": 40}),
     "compare.stop.when": ("The stop rule: separated (the only one).", "separated"),
@@ -120,7 +124,14 @@ def _compare() -> Dict[str, Any]:
     })
     slots = _field("compare.slots", {"type": "array", "minItems": compare.MIN_SLOTS, "maxItems": compare.MAX_SLOTS,
                                      "uniqueItems": True,
-                                     "items": {"type": "string", "pattern": compare.SLOT_PATTERN.pattern}})
+                                     "items": {"oneOf": [
+                                         {"type": "string", "pattern": compare.SLOT_PATTERN.pattern},
+                                         _object(compare._SLOT_KEYS, {
+                                             "name": _field("compare.slots[].name", {
+                                                 "type": "string", "pattern": compare.SLOT_PATTERN.pattern}),
+                                             "team": _field("compare.slots[].team", {
+                                                 "type": "string", "pattern": compare.TEAM_PATTERN.pattern}),
+                                         }, required=("name",))]}})
     return {**_field("compare", {}), **_object(compare._COMPARE_KEYS, {"slots": slots,
                                                                          "stop": {**_field("compare.stop", {}),
                                                                                   **stop}}, required=("slots",))}

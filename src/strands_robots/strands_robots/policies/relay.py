@@ -21,6 +21,10 @@ Config (from the station, in the RunEpisode goal's ``policy_config_json``):
 - ``job_id`` (str, required), ``episode_id`` (str, required);
 - ``slot`` (str, optional): a comparison job's slot (``compare.slots``): the episode reaches the policy served for
   that slot (``job serve JOB --slot NAME``), through that slot's own policy session;
+- ``sealed_slot`` (str, optional), ``blind_label`` (str, optional): what the station sends instead of ``slot``: the
+  slot sealed with a key derived from the station's token (:mod:`strands_robots.station_link.slot_seal`; anyone on
+  the ROS domain can read a goal, and the slot names the policy), and the block's blind label, which names the
+  policy in what the episode reports (a lost session) until the job ends;
 - ``task`` (mapping, optional): the station's task in the job-file form (``station.job_file.task_to_mapping``);
   the client gets it exactly (instruction, layout, parameters, scoring). Without it the rollout's instruction;
   its ``cameras`` / ``image_format`` / ``image_quality`` parameters say which camera frames the policy gets, at
@@ -55,7 +59,8 @@ __all__ = ["RelayPolicy", "RelayPolicyLost", "PROVIDER", "OPTIONS", "NO_CREDENTI
            "relay_policy_factory", "close_sessions", "episodes_over"]
 
 PROVIDER = "relay"
-OPTIONS = frozenset({"job_id", "episode_id", "slot", "task", "attach_timeout_s", "reply_timeout_s"})
+OPTIONS = frozenset({"job_id", "episode_id", "slot", "sealed_slot", "blind_label", "task", "attach_timeout_s",
+                     "reply_timeout_s"})
 _REQUIRED = ("job_id", "episode_id")
 #: Why the provider is refused in a process that was given no relay credentials.
 NO_CREDENTIALS = (f"{PROVIDER} policy: this process has no relay credentials (start the rollout node with its "
@@ -156,6 +161,28 @@ class RelayPolicy:
         if not isinstance(slot, str) or (slot and not SLOT_PATTERN.match(slot)):
             raise ValueError(f"{PROVIDER} policy: slot must be a slot name ([A-Za-z0-9._-]{{1,64}}), got "
                              f"{str(slot)[:80]!r}")
+        label = cfg.get("blind_label", "")
+        if not isinstance(label, str) or len(label) > 8:
+            raise ValueError(f"{PROVIDER} policy: blind_label must be a blind label (at most 8 characters), got "
+                             f"{str(label)[:80]!r}")
+        #: how this episode's policy is named in what it reports (the blind label while the slot is sealed)
+        self.shown = f"slot {slot!r}" if slot else ""
+        sealed = cfg.get("sealed_slot")
+        if sealed is not None:
+            if slot:
+                raise ValueError(f"{PROVIDER} policy: slot and sealed_slot are one option, given twice")
+            if not isinstance(sealed, str):
+                raise ValueError(f"{PROVIDER} policy: sealed_slot must be a string")
+            if credentials is None:
+                raise ValueError(NO_CREDENTIALS)
+            from strands_robots.station_link.slot_seal import SlotSealError, seal_key, unseal_slot
+
+            try:
+                slot = unseal_slot(seal_key(getattr(credentials, "token", "")), str(cfg.get("job_id")),
+                                   str(cfg.get("episode_id")), sealed)
+            except SlotSealError as exc:
+                raise ValueError(f"{PROVIDER} policy: {exc}") from None
+            self.shown = f"policy {label}" if label else "its slot"
         self.slot = slot
         if cfg.get("task") is not None and not isinstance(cfg["task"], Mapping):
             raise ValueError(f"{PROVIDER} policy: task must be a mapping (the job-file form of the task)")
@@ -278,7 +305,7 @@ class RelayPolicy:
                     scoring=ScoringSheet(()))
 
     def _lost(self, exc: Exception) -> RelayPolicyLost:
-        slot = f" slot {self.slot!r}" if self.slot else ""
+        slot = f" {self.shown}" if self.shown else ""
         return RelayPolicyLost(f"{LOST_MARKER}: the policy session of job {self.job_id!r}{slot} was lost during "
                                f"{self.episode_id}: {exc}")
 

@@ -1,8 +1,11 @@
 """Every ended comparison job's complete blocks, kept per suite in the relay's store: what rankings are fitted on.
 
-One row per (job, block): the job's owning client (the team), its suite and station, the block's task and seed,
-and each slot's outcome (JSON ``{slot: true/false}``). The table lives in the same database as the jobs
-(SQLite or PostgreSQL, through the store's ``run_sql``), so every relay sharing the store ranks the same blocks.
+One row per (job, block): the job's owning client (the submitting team), its suite and station, the block's task
+and seed, and each slot's outcome (JSON ``{slot: true/false}``); one row per (job, team) of every team that took
+part (the submitter and the teams it invited, ``relay.job_teams``) with the team serving each slot: a team's
+ranking reads the blocks of the comparisons it took part in, and never another's. The tables live in the same
+database as the jobs (SQLite or PostgreSQL, through the store's ``run_sql``), so every relay sharing the store
+ranks the same blocks.
 
 Written when a comparison job's terminal snapshot is reported (``station_service.ReportStatus``), from the
 snapshot the store then holds, which is final and never replaced: the rows are inserted with ``ON CONFLICT DO
@@ -17,9 +20,10 @@ Synchronous (the store's connections): the relay calls these on its store thread
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 __all__ = ["StoredBlock", "ensure_tables", "complete_outcomes", "record_comparison", "keep_ended", "blocks_of",
            "suites_of", "MAX_BLOCKS_READ", "MAX_SUITES_LISTED"]
@@ -44,7 +48,23 @@ _TABLES = (
         PRIMARY KEY (job_id, block_id)
     )""",
     "CREATE INDEX IF NOT EXISTS comparison_blocks_by_team ON comparison_blocks (client_id, suite)",
+    # every team that took part in a kept comparison (its submitter and the teams it invited), with the team
+    # serving each slot (JSON {slot: team}; "" or a slot missing: the submitter's): whose rankings read its blocks
+    """CREATE TABLE IF NOT EXISTS comparison_participants (
+        job_id TEXT NOT NULL,
+        team TEXT NOT NULL,
+        suite TEXT NOT NULL,
+        slot_teams TEXT NOT NULL,
+        PRIMARY KEY (job_id, team)
+    )""",
+    "CREATE INDEX IF NOT EXISTS comparison_participants_by_team ON comparison_participants (team, suite)",
+    # blocks kept before participants were: their submitter took part
+    "INSERT INTO comparison_participants (job_id, team, suite, slot_teams) SELECT DISTINCT job_id, client_id, suite, "
+    "'' FROM comparison_blocks WHERE true ON CONFLICT (job_id, team) DO NOTHING",
 )
+
+_PARTICIPANT = ("INSERT INTO comparison_participants (job_id, team, suite, slot_teams) VALUES ({p}, {p}, {p}, {p}) "
+                "ON CONFLICT (job_id, team) DO NOTHING")
 
 _INSERT = ("INSERT INTO comparison_blocks (job_id, block_id, client_id, suite, station_id, task_id, seed, outcomes, "
            "position, ended_unix_ms) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) "
@@ -63,6 +83,10 @@ class StoredBlock:
     task_id: str
     seed: int
     outcomes: Mapping[str, bool]
+    teams: Mapping[str, str] = dataclasses.field(default_factory=dict)  # slot -> its team (absent: client_id's)
+
+    def team_of(self, slot: str) -> str:
+        return self.teams.get(slot) or self.client_id
 
 
 def ensure_tables(store: Any) -> None:
@@ -83,14 +107,18 @@ def complete_outcomes(block: Any) -> Tuple[Tuple[str, bool], ...]:
 
 
 def record_comparison(store: Any, job_id: str, client_id: str, station_id: str, status: Any,
-                      ended_unix_ms: int) -> Tuple[int, int]:
+                      ended_unix_ms: int, slot_teams: Optional[Mapping[str, str]] = None) -> Tuple[int, int]:
     """Keep the complete blocks of an ended comparison job (``status``: its terminal ``pb.JobStatus``).
 
+    :param slot_teams: the team serving each slot (``relay.job_teams``); a slot missing is ``client_id``'s.
     :returns: ``(blocks offered, blocks left out as incomplete)``; a job without a comparison offers none.
     """
     if not status.HasField("comparison") or not status.comparison.suite:
         return 0, 0
     comparison = status.comparison
+    others = {slot: team for slot, team in (slot_teams or {}).items() if team and team != client_id}
+    for team in dict.fromkeys([client_id, *others.values()]):  # every team that took part ranks these blocks
+        store.run_sql(_PARTICIPANT, (job_id, team, comparison.suite, json.dumps(others, sort_keys=True)))
     left_out = 0
     for position, block in enumerate(comparison.blocks):
         outcomes = complete_outcomes(block)
@@ -117,26 +145,35 @@ def keep_ended(store: Any, job: Any) -> Tuple[int, int]:
     snapshot = store.get_snapshot(job.job_id)
     if snapshot is None or snapshot.state not in TERMINAL_STATES:
         return 0, 0
+    from strands_robots.relay.job_teams import slot_teams
+
     status = ev.JobStatus.FromString(snapshot.payload)
-    return record_comparison(store, job.job_id, job.client_id, job.station_id, status, snapshot.updated_unix_ms)
+    return record_comparison(store, job.job_id, job.client_id, job.station_id, status, snapshot.updated_unix_ms,
+                             dict(slot_teams(job).slots))
 
 
-def blocks_of(store: Any, client_id: str, suite: str, limit: int = MAX_BLOCKS_READ) -> List[StoredBlock]:
-    """Return ``client_id``'s kept blocks on ``suite``, the newest ``limit`` of them, oldest first."""
+def blocks_of(store: Any, team: str, suite: str, limit: int = MAX_BLOCKS_READ) -> List[StoredBlock]:
+    """Return the kept blocks on ``suite`` of the comparisons ``team`` took part in (each with every slot's team).
+
+    The newest ``limit`` of them, oldest first.
+    """
     rows = store.read_sql(
-        "SELECT job_id, block_id, client_id, suite, station_id, task_id, seed, outcomes FROM comparison_blocks "
-        "WHERE client_id = {p} AND suite = {p} ORDER BY ended_unix_ms DESC, job_id DESC, position DESC "
-        "LIMIT {p}", (client_id, suite, int(limit)))
+        "SELECT b.job_id, b.block_id, b.client_id, b.suite, b.station_id, b.task_id, b.seed, b.outcomes, p.slot_teams "
+        "FROM comparison_blocks b JOIN comparison_participants p ON p.job_id = b.job_id AND p.team = {p} "
+        "WHERE b.suite = {p} ORDER BY b.ended_unix_ms DESC, b.job_id DESC, b.position DESC LIMIT {p}",
+        (team, suite, int(limit)))
     out = []
     for r in reversed(rows):
         outcomes = {str(k): bool(v) for k, v in json.loads(r[7]).items()}
+        teams = {str(k): str(v) for k, v in json.loads(r[8]).items()} if r[8] else {}
         out.append(StoredBlock(job_id=r[0], block_id=r[1], client_id=r[2], suite=r[3], station_id=r[4],
-                               task_id=r[5], seed=int(r[6]), outcomes=outcomes))
+                               task_id=r[5], seed=int(r[6]), outcomes=outcomes, teams=teams))
     return out
 
 
-def suites_of(store: Any, client_id: str, limit: int = MAX_SUITES_LISTED) -> List[Tuple[str, int]]:
-    """Return the suites ``client_id`` has kept blocks on, each with its block count, by suite id."""
-    rows = store.read_sql("SELECT suite, count(*) FROM comparison_blocks WHERE client_id = {p} GROUP BY suite "
-                          "ORDER BY suite LIMIT {p}", (client_id, int(limit)))
+def suites_of(store: Any, team: str, limit: int = MAX_SUITES_LISTED) -> List[Tuple[str, int]]:
+    """Return the suites ``team`` has kept comparisons on, each with its block count, by suite id."""
+    rows = store.read_sql("SELECT b.suite, count(*) FROM comparison_blocks b JOIN comparison_participants p ON "
+                          "p.job_id = b.job_id AND p.team = {p} GROUP BY b.suite ORDER BY b.suite LIMIT {p}",
+                          (team, int(limit)))
     return [(str(r[0]), int(r[1])) for r in rows]

@@ -55,6 +55,7 @@ class RelaySettings:
     web: str = ""                              # host:port of the web status page ("": none)
     max_recording_bytes: int = 1024 ** 3       # largest episode recording a station may upload (bytes)
     metrics: str = ""                          # host:port of the Prometheus /metrics page; "": none
+    invitation_timeout_s: float = 7 * 24 * 3600.0  # a comparison's invited team accepts within this, else it ends (s)
 
 
 _TYPES = {f.name: type(f.default) for f in fields(RelaySettings)}
@@ -67,7 +68,8 @@ _MINIMUM = {
     "max_queued_episodes_per_token": (1, ""),
     "max_recording_bytes": (1024, ""),
 }
-_POSITIVE = ("poll_s", "first_message_deadline_s", "keepalive_time_s", "keepalive_timeout_s", "max_connection_idle_s")
+_POSITIVE = ("poll_s", "first_message_deadline_s", "keepalive_time_s", "keepalive_timeout_s", "max_connection_idle_s",
+             "invitation_timeout_s")
 
 
 def _type_name(value: Any) -> str:

@@ -49,6 +49,7 @@ MAX_CONCURRENT_RPCS = 4096
 #: what bounds a small request, said with its refusal
 _SMALL_REQUEST_FIELDS = {
     "CancelJobRequest": "job_id at most 128 characters, reason at most 1024",
+    "RespondInvitationRequest": "job_id at most 128 characters, reason at most 1024",
 }
 
 
@@ -207,9 +208,45 @@ class RelayCore:
     async def own_job(self, principal: Principal, job_id: str) -> JobRecord:
         return (await self.own_view(principal, job_id)).job
 
+    def visible_view_now(self, principal: Principal, job_id: str) -> JobView:
+        """Return the job a client may see (synchronous: on the store's pool): its own, or one it is invited to.
+
+        A client's own job is found by its own id for it; a comparison another team invited it to by the relay's
+        id (``relay.job_teams``). A held job whose invitation passed its bound is ended first. Anything else is
+        NOT_FOUND with the same words as an unknown job, so ids do not leak.
+        """
+        from strands_robots.relay import job_teams
+
+        view = self.store.view_for_client(principal.name, job_id) if job_id else None
+        if view is None or view.job.client_id != principal.name:
+            view = job_teams.invited_view(self.store, principal.name, job_id) if job_id else None
+        if view is None:
+            raise Refused(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r} for this client")
+        if (view.snapshot is None or view.snapshot.state not in TERMINAL_STATES) and \
+                job_teams.settle(self.store, view.job, self.clock_ms(), self.settings.invitation_timeout_s):
+            view = self.store.view(view.job.job_id) or view
+        return view
+
+    async def visible_view(self, principal: Principal, job_id: str) -> JobView:
+        return await self.run(self.visible_view_now, principal, job_id)
+
+    def client_status_now(self, principal: Principal, view: JobView) -> Any:
+        """Return the job's ``JobStatus`` as ``principal`` sees it (synchronous).
+
+        With its id for the job, and what a held job waits for.
+        """
+        from strands_robots.relay import job_teams
+
+        status = self.status_of_view(view, shown_id(principal, view))
+        if view.snapshot is None:
+            waiting = job_teams.held_message(self.store, view.job, self.settings.invitation_timeout_s)
+            if waiting:
+                status.message = waiting
+        return status
+
     @staticmethod
-    def status_of_view(view: JobView) -> Any:
-        """Return the job's ``JobStatus`` as its client sees it (the client's job id)."""
+    def status_of_view(view: JobView, shown: str = "") -> Any:
+        """Return the job's ``JobStatus`` as its client sees it (the client's job id, or ``shown``)."""
         job, snap = view.job, view.snapshot
         if snap is not None:
             status = ev.JobStatus.FromString(snap.payload)
@@ -218,7 +255,7 @@ class RelayCore:
             status = ev.JobStatus(job_id=job.job_id, station_id=job.station_id, state="CREATED",
                                   episodes_total=request.episodes, updated_unix_ms=0,
                                   message=f"submitted; station {job.station_id!r} has not reported on it yet")
-        status.job_id = job.client_job_id
+        status.job_id = shown or job.client_job_id
         if view.station_last_heard is not None:
             status.station_last_heard_unix_ms = view.station_last_heard
         else:
@@ -246,6 +283,15 @@ class RelayCore:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(changed.wait(), timeout)
         return self.generation
+
+
+def shown_id(principal: Principal, view: JobView) -> str:
+    """Return the id ``principal`` knows the job by.
+
+    Its submitter's own id for it; the relay's for an invited team and a station.
+    """
+    job = view.job
+    return job.client_job_id if principal.kind == KIND_CLIENT and job.client_id == principal.name else job.job_id
 
 
 async def pump(requests: AsyncIterator[Any], on_message: Callable[[Any], None], outbox: Any, end: Any) -> None:

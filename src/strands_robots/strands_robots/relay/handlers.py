@@ -31,6 +31,8 @@ _SERVICES = {
         "GetStatus": ("in_thread", es.GetStatusRequest, ev.JobStatus, SMALL_REQUEST_BYTES),
         "CancelJob": ("unary", es.CancelJobRequest, es.CancelJobResponse, SMALL_REQUEST_BYTES),
         "ServePolicy": ("bidi", ps.PolicyReply, ps.PolicyRequest, None),
+        "RespondInvitation": ("unary", es.RespondInvitationRequest, es.RespondInvitationResponse,
+                              SMALL_REQUEST_BYTES),
     }),
     "strands_robots.relay.v1.Station": (StationServicer, {
         "Heartbeat": ("unary", ss.HeartbeatRequest, ss.HeartbeatResponse, SMALL_REQUEST_BYTES),

@@ -1,9 +1,10 @@
 """``Evaluation.ListJobs``: a client's own jobs, newest submitted first, page by page, filtered by state.
 
-Only the calling client's jobs are ever read (the query is by its name); the page token is the position after
-the page's last job (its submit time and the client's id for it), so pages stay consistent while new jobs come
-in (a new job is newer than every page already read and never shifts them). A job the station has not reported
-on is ``CREATED``. A bad page size, page token or state is INVALID_ARGUMENT naming it.
+Only the calling client's jobs are ever read (the query is by its name), with the comparisons other teams invited
+it to (``relay.job_teams``; by the relay's id, naming the submitting team, its answer and its slots); the page
+token is the position after the page's last job (its submit time and the client's id for it), so pages stay
+consistent while new jobs come in (a new job is newer than every page already read and never shifts them). A job
+the station has not reported on is ``CREATED``. A bad page size, page token or state is INVALID_ARGUMENT naming it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ STATES = ("CREATED", "WAITING_POLICY", "RUNNING", "FINALIZING", "SUCCEEDED", "FA
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 
+# A client's own jobs by its id for each, and the comparisons other teams invited it to by the relay's id.
+_SHOWN = "(CASE WHEN j.client_id = {p} THEN j.client_job_id ELSE j.job_id END)"
 _SELECT = (
-    "SELECT j.client_job_id, j.station_id, COALESCE(s.state, 'CREATED'), j.episodes_total, "
-    "COALESCE(s.episodes_done, 0), j.submitted_unix_ms, COALESCE(s.updated_unix_ms, 0), s.payload "
-    "FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE j.client_id = {p}"
+    "SELECT " + _SHOWN + ", j.station_id, COALESCE(s.state, 'CREATED'), j.episodes_total, "
+    "COALESCE(s.episodes_done, 0), j.submitted_unix_ms, COALESCE(s.updated_unix_ms, 0), s.payload, j.client_id, "
+    "t.answer, j.request FROM jobs j LEFT JOIN snapshots s ON s.job_id = j.job_id "
+    "LEFT JOIN job_teams t ON t.job_id = j.job_id AND t.team = {p} "
+    "WHERE (j.client_id = {p} OR t.team IS NOT NULL)"
 )
 
 
@@ -71,21 +76,32 @@ def check_request(request: Any) -> Tuple[int, Optional[Tuple[int, str]], Tuple[s
 def page(store: Any, client_id: str, size: int, after: Optional[Tuple[int, str]],
          states: Sequence[str]) -> Tuple[List[Any], str]:
     """Read one page of ``client_id``'s jobs (synchronous: on the store's pool); (summaries, next token)."""
-    sql, params = _SELECT, [client_id]
+    from strands_robots.relay import job_teams
+    from strands_robots.relay.store import JobRecord
+
+    sql, params = _SELECT, [client_id, client_id, client_id]
     if states:
         sql += " AND COALESCE(s.state, 'CREATED') IN (" + ", ".join("{p}" for _ in states) + ")"
         params += list(states)
     if after is not None:
-        sql += (" AND (j.submitted_unix_ms < {p} OR (j.submitted_unix_ms = {p} AND j.client_job_id < {p}))")
-        params += [after[0], after[0], after[1]]
-    sql += " ORDER BY j.submitted_unix_ms DESC, j.client_job_id DESC LIMIT " + str(int(size) + 1)
+        sql += (" AND (j.submitted_unix_ms < {p} OR (j.submitted_unix_ms = {p} AND " + _SHOWN + " < {p}))")
+        params += [after[0], after[0], client_id, after[1]]
+    sql += " ORDER BY j.submitted_unix_ms DESC, " + _SHOWN + " DESC LIMIT " + str(int(size) + 1)
+    params.append(client_id)
     rows = store.read_sql(sql, params)
     jobs = []
     for row in rows[:size]:
         message = ev.JobStatus.FromString(bytes(row[7])).message if row[7] is not None else ""
-        jobs.append(es.JobSummary(job_id=row[0], station_id=row[1], state=row[2], episodes_total=int(row[3]),
-                                  episodes_done=int(row[4]), submitted_unix_ms=int(row[5]),
-                                  updated_unix_ms=int(row[6]), message=message))
+        summary = es.JobSummary(job_id=row[0], station_id=row[1], state=row[2], episodes_total=int(row[3]),
+                                episodes_done=int(row[4]), submitted_unix_ms=int(row[5]),
+                                updated_unix_ms=int(row[6]), message=message)
+        if row[8] != client_id:  # a comparison another team invited this client to
+            record = JobRecord(job_id=row[0], client_id=row[8], station_id=row[1], request=bytes(row[10]),
+                               submitted_unix_ms=int(row[5]))
+            summary.owner = row[8]
+            summary.invitation = row[9] or job_teams.PENDING
+            summary.slots.extend(job_teams.slot_teams(record).slots_of(client_id))
+        jobs.append(summary)
     token = ""
     if len(rows) > size:
         last = rows[size - 1]
@@ -103,5 +119,8 @@ class ListingService:
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
         size, after, states = check_request(request)
+        from strands_robots.relay import job_teams
+
+        await core.run(job_teams.settle_due, core.store, core.clock_ms(), core.settings.invitation_timeout_s)
         jobs, token = await core.run(page, core.store, principal.name, size, after, states)
         return es.ListJobsResponse(jobs=jobs, next_page_token=token)

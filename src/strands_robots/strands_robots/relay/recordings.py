@@ -6,8 +6,9 @@
   DATA_LOSS, and nothing of that upload is kept but the reason. A retry of a recording the relay holds
   complete with the same SHA-256 (its stored bytes hashed again) is answered ``already_stored`` without rewriting
   it; a stored copy that no longer matches is replaced.
-- ``Evaluation.ListRecordings`` / ``DownloadRecording`` (client token): only the job's own team; another team's
-  job, or an unknown one, is NOT_FOUND with the same words (no job id leaks). A download is the header (the
+- ``Evaluation.ListRecordings`` / ``DownloadRecording`` (client token): only the job's own team, and in a
+  comparison between teams each team only its own slots' episodes (``relay.job_teams``); another team's job or
+  episode, or an unknown one, is NOT_FOUND with the same words (no job id leaks). A download is the header (the
   station's size and SHA-256) and then the stored chunks; the client checks both on what it received.
 
 The bytes live in the store (:mod:`strands_robots.relay.recording_store`), so every relay on one PostgreSQL
@@ -135,8 +136,10 @@ class RecordingService:
         core = self._core
         principal = await core.principal(context, KIND_CLIENT)
         checked_text(check_id, request.job_id, "job_id")
-        view = await core.own_view(principal, request.job_id)
+        view = await core.visible_view(principal, request.job_id)
         rows = await core.run(rs.infos, core.store, view.job.job_id)
+        mine = set(_own_episodes(principal.name, view, [r.episode_id for r in rows]))
+        rows = [r for r in rows if r.episode_id in mine]
         return rp.ListRecordingsResponse(recordings=[rp.RecordingInfo(
             episode_id=r.episode_id, size_bytes=r.size_bytes, sha256=r.sha256, file_name=r.file_name,
             refused=r.refused if r.refused else ("" if r.complete else "the station is still uploading it"))
@@ -148,9 +151,11 @@ class RecordingService:
         checked_text(check_id, request.job_id, "job_id")
         checked_text(check_id, request.episode_id, "episode_id")
         with core.stream_slot(principal):
-            view = await core.own_view(principal, request.job_id)  # another team's job: NOT_FOUND, same words
+            view = await core.visible_view(principal, request.job_id)  # another team's job: NOT_FOUND, same words
             job_id = view.job.job_id
             row = await core.run(rs.info, core.store, job_id, request.episode_id)
+            if row is not None and not _own_episodes(principal.name, view, [row.episode_id]):
+                row = None  # another team's slot's episode: as if the relay had none, with the same words
             if row is None:
                 raise Refused(grpc.StatusCode.NOT_FOUND,
                               f"job {request.job_id!r} has no recording of episode {request.episode_id!r} on the "
@@ -171,3 +176,17 @@ class RecordingService:
                                  row.episode_id, seq)
                     return
                 yield rp.RecordingChunk(data=data)
+
+
+def _own_episodes(team: str, view: Any, episode_ids: list) -> list:
+    """Return the episodes of ``episode_ids`` that ``team`` may take home.
+
+    In a comparison between teams only its own slots' (by the slot each episode's status lists; an episode not
+    listed yet is not shown yet).
+    """
+    from strands_robots.relay import job_teams
+    from strands_robots.wire.proto import evaluation_pb2 as ev
+
+    teams = job_teams.slot_teams(view.job)
+    status = ev.JobStatus.FromString(view.snapshot.payload) if view.snapshot is not None else None
+    return job_teams.visible_episodes(teams, team, status, episode_ids)

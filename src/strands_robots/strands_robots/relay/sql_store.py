@@ -57,6 +57,16 @@ SCHEMA = (
         offer {blob} NOT NULL,
         offered_unix_ms BIGINT NOT NULL
     )""",
+    # a comparison's invited teams and their answers (relay.job_teams): pending | accepted | declined
+    """CREATE TABLE IF NOT EXISTS job_teams (
+        job_id TEXT NOT NULL,
+        team TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        answered_unix_ms BIGINT NOT NULL,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (job_id, team)
+    )""",
+    "CREATE INDEX IF NOT EXISTS job_teams_by_team ON job_teams (team)",
 )
 
 # Columns added since the first schema: (table, column, definition); a store opened on an older database adds them.

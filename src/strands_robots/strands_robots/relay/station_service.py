@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from strands_robots.relay import comparison_blocks
+from strands_robots.relay import comparison_blocks, job_teams
 from strands_robots.relay.auth import KIND_STATION, Principal
 from strands_robots.relay.core import Refused, RelayCore, checked_text
 from strands_robots.wire.pb_model import job_options_from_pb
@@ -108,8 +108,11 @@ class StationServicer:
             sent, cancels_sent = set(), set()
             seen = core.generation
             while True:
+                await core.run(job_teams.settle_due, core.store, core.clock_ms(), core.settings.invitation_timeout_s)
                 for job in await core.run(core.store.open_jobs_for_station, principal.name):
                     if job.job_id not in sent:
+                        if await core.run(job_teams.waiting_for, core.store, job):
+                            continue  # held until every invited team accepted: no arm moves before
                         submit = es.SubmitJobRequest.FromString(job.request)
                         assigned = ss.Job(
                             job_id=job.job_id, client_id=job.client_id, station_id=job.station_id,

@@ -369,16 +369,37 @@ class JobRunner:
         observed = getattr(self._robot, "observed_cameras", None)  # what the rollouts really observe, when known
         cameras = observed() if callable(observed) else None
         station = facts.station_spec(self.spec, cameras)
-        mismatches = check(declared, station) if declared is not None else []
+        by_slot = self._declared_by_slot(declared)
+        mismatches = [_of_slot(slot, m) for slot, spec in by_slot.items() if spec is not None
+                      for m in check(spec, station)]
         mismatches += camera_refusals(self.spec.tasks, station.cameras)
         preflight = getattr(self._robot, "preflight", None)
         if callable(preflight):
             plan = plan_episode(self.spec, "", kept_count(self.record.episodes), self.record.slot_attempts)
             answer = preflight(self.spec, plan)
-            if answer is not None:
-                mismatches += answer_refusals(answer, station, declared)
+            answers = () if answer is None else tuple(answer) if isinstance(answer, (list, tuple)) else (answer,)
+            for one in answers:  # each slot's answer against its own slot's declared spec
+                slot = one.slot if one.slot in by_slot else next(iter(by_slot))
+                mismatches += [_of_slot(one.slot, m) for m in answer_refusals(one, station, by_slot[slot])]
         if mismatches:
-            raise _Failed(gate_message(mismatches, declared.source if declared is not None else ""))
+            sources = [s.source for s in by_slot.values() if s is not None and s.source]
+            raise _Failed(gate_message(mismatches, sources[0] if len(sources) == 1 else ""))
+
+    def _declared_by_slot(self, declared: Any) -> dict:
+        """Return each slot's declared spec (``{"": declared}`` for a job of one policy) for the gate.
+
+        A comparison's every slot is checked: a port that reads each slot's spec says so through
+        ``attached_slot_specs`` (``{slot: PolicySpec or None}``); one that does not has only the one spec, the
+        first slot's.
+        """
+        compare = self.spec.comparison
+        if compare is None:
+            return {"": declared}
+        read = getattr(self._robot, "attached_slot_specs", None)
+        specs = read(self.spec) if callable(read) else None
+        if not specs:
+            return {compare.slots[0]: declared}
+        return {slot: specs.get(slot) for slot in compare.slots}
 
     def _next_episode(self) -> None:
         record = self.record
@@ -587,6 +608,11 @@ class JobRunner:
         self._last_status = status
         if self._publish is not None:
             self._publish(status)
+
+
+def _of_slot(slot: str, reason: str) -> str:
+    """Name a comparison slot's gate reason by its slot (a job of one policy: the reason as it is)."""
+    return f"slot {slot}: {reason}" if slot else reason
 
 
 def _placed(result: Any, plan: EpisodePlan) -> Any:

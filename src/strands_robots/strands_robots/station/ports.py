@@ -176,7 +176,10 @@ class RobotPort(Protocol):
     # Optional: ``preflight(spec, plan) -> Optional[PreflightAnswer]`` (``station.preflight``), called once the
     # policy is ready and before any lease, with the plan of the job's next episode: send the policy one observation of
     # the arms as they stand and the cameras the plan's task asks for, and return its answer (never applied);
-    # None when the policy is not one that is preflown (the station's own providers).
+    # None when the policy is not one that is preflown (the station's own providers). A comparison's port asks
+    # every slot and returns a tuple of answers, each naming its ``slot``.
+    # Optional: ``attached_slot_specs(spec) -> Mapping[str, Optional[PolicySpec]]``: a comparison's declared spec of
+    # each slot (read once, after ``wait_for_policy``); the compatibility gate checks every slot's and names it.
 
 
 class OperatorPort(Protocol):

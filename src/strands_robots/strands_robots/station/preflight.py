@@ -50,6 +50,8 @@ class PreflightAnswer:
     :param ended: the policy raised ``EndEpisode`` at the first observation (its reason, possibly empty).
     :param offered_keys: the actuator keys the episode offers the policy (empty: not checked).
     :param cameras: the cameras whose frames the observation carried.
+    :param slot: the comparison slot whose policy answered ("" for a job of one policy); the gate checks the
+        answer against that slot's declared spec and names the slot in every reason.
     """
 
     chunk: Optional[Tuple[Mapping[str, float], ...]] = None
@@ -57,6 +59,7 @@ class PreflightAnswer:
     ended: Optional[str] = None
     offered_keys: Tuple[str, ...] = ()
     cameras: Tuple[str, ...] = field(default_factory=tuple)
+    slot: str = ""
 
 
 def _listed(items: Sequence[str]) -> str:

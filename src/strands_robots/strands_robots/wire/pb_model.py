@@ -412,6 +412,8 @@ def suite_job_to_pb(job: Any) -> Any:
     compare = getattr(job, "compare", None)
     if compare is not None:
         msg.compare.slots.extend(compare.slots)
+        if compare.teams:
+            msg.compare.slot_teams.extend(compare.teams)
         if compare.stop is not None:
             msg.compare.stop.when = compare.stop.when
             msg.compare.stop.alpha = compare.stop.alpha
@@ -423,7 +425,12 @@ def suite_job_to_pb(job: Any) -> Any:
 
 def _compare_mapping(msg: Any) -> dict:
     """Return a ``Compare`` message as the job file's ``compare`` mapping (checked by the job model's rules)."""
-    data: dict = {"slots": list(msg.slots)}
+    teams = list(msg.slot_teams)
+    if teams and len(teams) != len(msg.slots):  # refused by the reader, naming the key
+        data: dict = {"slots": list(msg.slots), "slot_teams": teams}
+    else:
+        data = {"slots": [{"name": slot, "team": team} if team else slot
+                          for slot, team in zip(msg.slots, teams or [""] * len(msg.slots))]}
     if msg.HasField("stop"):
         stop = msg.stop
         data["stop"] = {"when": stop.when or "separated", "alpha": stop.alpha, "or_out_of_reach": stop.or_out_of_reach}

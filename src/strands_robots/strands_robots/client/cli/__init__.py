@@ -1,6 +1,7 @@
 """``strands-eval``: the Evaluation Client's command line, installed with the client (no ROS).
 
-    strands-eval submit JOB_FILE | status | watch | list | cancel | serve | recordings | suites | leaderboard | schema
+    strands-eval submit JOB_FILE | status | watch | list | cancel | accept | decline | serve | recordings | suites |
+    leaderboard | schema
 
 Each command is :mod:`strands_robots.client.cli.job`'s, the very code ``strands-robots job ...`` runs. The
 client token comes from ``--token-file FILE`` (mode 0600) or ``STRANDS_ROBOTS_TOKEN``, never the command line.

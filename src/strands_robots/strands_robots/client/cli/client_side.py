@@ -70,6 +70,16 @@ def progress_bar(done: int, total: int, width: int = 30) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {shown}/{total} episodes{rerun}"
 
 
+def status_progress(status: Any) -> str:
+    """Return a ``JobStatus``'s progress: :func:`progress_bar`, or a full bar and how a comparison stopped early."""
+    from strands_robots.client.comparison_view import status_early_stop
+
+    stopped = status_early_stop(status)
+    if stopped:
+        return f"[{'#' * 30}] {stopped}"
+    return progress_bar(len(status.episodes), status.episodes_total)
+
+
 def _figure(episode: Any, name: str) -> Any:
     """Return an episode's optional figure, or None when it is not known.
 
@@ -227,7 +237,7 @@ def watch_job(client: Any, job_id: str, *, poll_s: float = 0.5, write: Callable[
             shown = (len(status.episodes), status.state)
             if shown != last:
                 last = shown
-                write(f"{progress_bar(len(status.episodes), status.episodes_total)}  {status.state}  {status.message}")
+                write(f"{status_progress(status)}  {status.state}  {status.message}")
                 progress = comparison_progress(status)
                 figures = status_summary(status)
                 # a comparison's figures are per slot (its progress line); pooled over the slots they mean nothing

@@ -7,6 +7,8 @@ installed with the client: no ROS); :func:`add_job_commands` adds them to either
     strands-robots job status --relay ... --token-file T JOB_ID        # one snapshot, field by field
     strands-robots job watch  --relay ... --token-file T JOB_ID        # progress bar until it ends, then the table
     strands-robots job cancel --relay ... --token-file T JOB_ID [--reason TEXT]
+    strands-robots job accept --relay ... --token-file T JOB_ID         # another team's comparison invites yours
+    strands-robots job decline --relay ... --token-file T JOB_ID [--reason TEXT]   # ... or not: the job ends
     strands-robots job serve  --relay ... --token-file T JOB_ID --openpi ws://HOST:PORT --obs-map PRESET|FILE
     strands-robots job serve  --relay ... --token-file T JOB_ID --policy my_module:MyPolicy [--inference-timeout S]
     strands-robots job serve  --relay ... --token-file T JOB_ID --slot NAME --policy ...   # a comparison's slot
@@ -61,6 +63,7 @@ from strands_robots.client.cli.job_status import dry_run, format_status, print_e
 from strands_robots.client.cli.parse_command import parse_command
 
 __all__ = ["add_job_parser", "cmd_job_submit", "cmd_job_status", "cmd_job_watch", "cmd_job_cancel", "cmd_job_serve",
+           "cmd_job_accept", "cmd_job_decline",
            "main", "format_status", "add_job_commands"]
 
 
@@ -126,6 +129,18 @@ def cmd_job_watch(args: argparse.Namespace) -> int:
 
 
 @guard
+def cmd_job_accept(args: argparse.Namespace) -> int:
+    """Accept the invitation to another team's comparison job (then serve this team's slot)."""
+    print(f"job {args.job_id}: {connect(args).accept(args.job_id)}")
+    return 0
+
+
+def cmd_job_decline(args: argparse.Namespace) -> int:
+    """Decline the invitation to another team's comparison job: the job ends, naming this team."""
+    print(f"job {args.job_id}: {connect(args).decline(args.job_id, args.reason)}")
+    return 0
+
+
 def cmd_job_cancel(args: argparse.Namespace) -> int:
     """Ask the station to cancel the job."""
     if connect(args).cancel(args.job_id, args.reason):
@@ -224,13 +239,23 @@ def add_job_commands(commands: Any) -> None:
             ("watch", cmd_job_watch, "progress bar until the job ends, then the table",
              "Follow the job with a progress bar until it ends, then print the summary table; exit 0 when it "
              "SUCCEEDED."),
-            ("cancel", cmd_job_cancel, "ask the station to cancel the job",
-             "Ask the station to cancel the job; exit 1 when it had already ended.")):
+            ("cancel", cmd_job_cancel, "ask the station to cancel the job (a comparison another team invited "
+                                       "you to: withdraw your slots, which ends it)",
+             "Ask the station to cancel the job; exit 1 when it had already ended. On a comparison another "
+             "team invited you to, this withdraws your slots, which ends the job."),
+            ("accept", cmd_job_accept, "accept another team's invitation to its comparison job",
+             "Accept another team's invitation to its comparison job; the job runs once every invited team "
+             "accepted."),
+            ("decline", cmd_job_decline, "decline another team's invitation (the job ends)",
+             "Decline another team's invitation to its comparison job; the job ends, naming your team and "
+             "reason.")):
         p = commands.add_parser(name, help=text, description=description, allow_abbrev=False)
         add_common_arguments(p)
-        p.add_argument("job_id", help="the job's id (submit printed it)")
+        p.add_argument("job_id", help="the job's id (submit printed it; an invitation's: job list shows it)")
         if name == "cancel":
             p.add_argument("--reason", default="cancelled from the command line", help="why (the job's message)")
+        if name == "decline":
+            p.add_argument("--reason", default="", help="why (said in the job's message)")
         p.set_defaults(func=func)
     serve = commands.add_parser("serve", help="serve a submitted job's policy from an openpi policy server",
                                 description="Serve a submitted job's policy through the relay: from an openpi "

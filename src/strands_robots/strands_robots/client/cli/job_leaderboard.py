@@ -2,11 +2,12 @@
 
     strands-eval leaderboard --relay HOST:PORT --token-file T SUITE
 
-One line per policy (a slot name of the team's comparison jobs on the suite), strongest first: its rank, its
+One line per policy (a slot of the comparison jobs on the suite the team took part in: its own by slot name,
+another team's as ``<team>/<slot>``, marked "another team's"), strongest first: its rank, its
 Bradley-Terry strength with the interval (as odds against a policy of average strength: 2.0 means it wins two
 decisive comparisons for each one it loses against an average one), its wins, losses and ties, and the jobs it
-ran in. Policies whose intervals overlap are not told apart by the data yet. Only the calling team's policies
-are listed. Exit 0, 2 a bad command line, 3 the relay refused (a bad suite id, the token).
+ran in. Policies whose intervals overlap are not told apart by the data yet. Only the comparisons the calling
+team submitted or accepted are read. Exit 0, 2 a bad command line, 3 the relay refused (a bad suite id, the token).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def leaderboard_lines(board: Any) -> List[str]:
         lines.append(f"  RANK  {'POLICY':<{width}}  {title:<{column}}  WINS  LOSSES  TIES  JOBS")
         for e, strength in zip(board.entries, strengths):
             lines.append(f"  {e.rank:>4}  {e.policy:<{width}}  {strength:<{column}}  {e.wins:>4}  {e.losses:>6}  "
-                         f"{e.ties:>4}  {e.jobs:>4}")
+                         f"{e.ties:>4}  {e.jobs:>4}" + ("  (another team's)" if e.others else ""))
         lines.append("  strength: the odds of winning a decisive block against a policy of average strength "
                      "(Bradley-Terry); overlapping intervals: not told apart yet")
     if board.method:

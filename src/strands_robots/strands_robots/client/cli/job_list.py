@@ -1,5 +1,8 @@
 """``strands-robots job list``: this client's own jobs on the relay, newest first, page by page.
 
+Another team's comparison job that names this team for a slot is listed too (by the relay's id), saying whose it
+is, this team's slots and the invitation's answer (``pending`` until ``job accept`` or ``job decline``).
+
     strands-robots job list --relay HOST:PORT --token-file T [--state RUNNING --state FAILED] [--limit N]
 
 One line per job (id, state, finished/total episodes, station, submit time, the latest message). ``--limit``
@@ -32,6 +35,10 @@ def iter_jobs(client: Any, states: "tuple[str, ...]" = (), page_size: int = 20) 
 def format_job_line(job: Any) -> str:
     submitted = iso_utc(job.submitted_unix_ms)
     message = " ".join(job.message.split())[:80]
+    if job.owner:  # another team's comparison this team is invited to: say whose, its slots, and the answer
+        todo = f"; accept: job accept {job.job_id}" if job.invitation == "pending" else ""
+        message = (f"[team {job.owner}'s, your slot(s) {', '.join(job.slots)}: invitation {job.invitation}{todo}] "
+                   f"{message}").rstrip()
     return (f"{job.job_id:<32} {job.state:<14} {job.episodes_done:>5}/{job.episodes_total:<5} "
             f"{job.station_id:<20} {submitted:<20}  {message}").rstrip()
 

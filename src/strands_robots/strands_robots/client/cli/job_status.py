@@ -42,11 +42,11 @@ def format_provenance(provenance: Any) -> list:
 
 def format_status(status: Any) -> str:
     """One snapshot for a reader: what and where, the state, progress, when (ISO 8601 UTC), what produced it."""
-    from strands_robots.client.cli.client_side import progress_bar
+    from strands_robots.client.cli.client_side import status_progress
 
     lines = [f"{'job':<17}{status.job_id}", f"{'station':<17}{status.station_id}",
              f"{'state':<17}{status.state}",
-             f"{'progress':<17}{progress_bar(len(status.episodes), status.episodes_total)}",
+             f"{'progress':<17}{status_progress(status)}",
              f"{'updated':<17}{iso_utc(status.updated_unix_ms)} (the station's clock)"]
     if status.HasField("station_last_heard_unix_ms"):
         lines.append(f"{'station heard':<17}{iso_utc(status.station_last_heard_unix_ms)} (the relay's clock)")

@@ -265,8 +265,10 @@ class StationNode(Node):
             from strands_robots.station_link.link import StationLink
 
             target = ",".join(credentials.targets)  # a relay cluster: the link fails over between them
+            from strands_robots.station_link.slot_seal import seal_key
+
             relay = RelaySettings(target, self.station_id, "", "", self.p("attach_timeout_s"),
-                                  self.p("reply_timeout_s"))
+                                  self.p("reply_timeout_s"), seal_key=seal_key(credentials.token))
             offer = station_offer(self.station_id, self.suites, self.profile, self.allow_free_form_tasks,
                                   team_recordings=self.team_recordings)
             self.link = StationLink(target, self.station_id, credentials.token, on_job=self._on_relay_job,

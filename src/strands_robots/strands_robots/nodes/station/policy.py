@@ -39,7 +39,8 @@ class RelaySettings:
     """Where the relay is and who this station is (for the ``relay`` provider and policy sessions)."""
 
     def __init__(self, target: str, station_id: str, token: str, token_file: str = "",
-                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "") -> None:
+                 attach_timeout_s: float = 10.0, reply_timeout_s: float = 10.0, root_certificates: str = "",
+                 seal_key: bytes = b"") -> None:
         self.target = target
         self.root_certificates = root_certificates
         self.station_id = station_id
@@ -47,6 +48,8 @@ class RelaySettings:
         self.token_file = token_file
         self.attach_timeout_s = attach_timeout_s
         self.reply_timeout_s = reply_timeout_s
+        #: seals a comparison episode's slot in its goal (``station_link.slot_seal``; derived from the token)
+        self.seal_key = seal_key
 
 
 class StationPolicyCalls:
@@ -58,6 +61,10 @@ class StationPolicyCalls:
         Kept per job: a queued job's last look may run while another job waits or runs.
         """
         return self._declared.pop(spec.job_id, None)
+
+    def attached_slot_specs(self, spec: JobSpec) -> dict:
+        """Return (once) a comparison's declared ``PolicySpec`` of each slot (None: that slot declared none)."""
+        return self._declared_slots.pop(spec.job_id, None) or {}
 
     def observed_cameras(self) -> Optional[Tuple[str, ...]]:
         """Return the cameras the rollout node puts in every observation (its ``cameras`` parameter).
@@ -80,6 +87,7 @@ class StationPolicyCalls:
         from strands_robots.client.policy_spec import PolicySpecError, spec_from_pb, spec_of
 
         self._declared.pop(spec.job_id, None)
+        self._declared_slots.pop(spec.job_id, None)
         self._drop_preflight_session(spec.job_id)
         if spec.policy_provider != "relay" and spec.comparison is not None:
             return False, (f"a comparison's slots ({', '.join(spec.comparison.slots)}) are each served through the "
@@ -97,6 +105,7 @@ class StationPolicyCalls:
         # a comparison's slots each have their own session and client: the job is ready once every slot's attached
         slots = tuple(spec.comparison.slots) if spec.comparison is not None else ("",)
         sessions: dict = {}
+        slot_specs: dict = {}
         clients = []
         try:
             for slot in slots:
@@ -115,13 +124,17 @@ class StationPolicyCalls:
                                   f"refused: {exc}"
                 if session is first:
                     self._declared[spec.job_id] = parsed
+                slot_specs[slot] = parsed
+            if spec.comparison is not None:
+                self._declared_slots[spec.job_id] = slot_specs
             self._keep_for_preflight(spec.job_id, sessions)  # the preflight asks on them, then closes them
             sessions = {}
         finally:
             for session in sessions.values():
                 session.close()
-        return True, f"policy client{'s' if len(clients) > 1 else ''} {', '.join(clients)} attached through " \
-                     f"{self._relay.target}"
+        if spec.comparison is not None:  # the job's status is the operator's view: no slot name until the end
+            return True, f"the policy clients of {len(slots)} slots attached through {self._relay.target}"
+        return True, f"policy client {', '.join(clients)} attached through {self._relay.target}"
 
     def _attach(self, spec: JobSpec, slot: str, cancelled: threading.Event) -> Tuple[bool, str, Any]:
         """Open the (job, slot) session until a client attaches: ``(True, "'client' (slot s)", session)``."""
@@ -161,7 +174,12 @@ class StationPolicyCalls:
             config.update(job_id=self._job_id, episode_id=plan.episode_id, task=task_to_mapping(plan.task),
                           attach_timeout_s=relay.attach_timeout_s, reply_timeout_s=relay.reply_timeout_s)
             if plan.compare_slot:  # a comparison's episode: the policy of its slot, through that slot's session
-                config["slot"] = plan.compare_slot
+                # anyone on the domain can read a goal: the slot (which names the policy) goes sealed for the
+                # rollout node's key, beside the blind label the operator sees anyway
+                from strands_robots.station_link.slot_seal import seal_slot
+
+                config["sealed_slot"] = seal_slot(relay.seal_key, self._job_id, plan.episode_id, plan.compare_slot)
+                config["blind_label"] = plan.blind_label
         return config
 
     _job_id = ""

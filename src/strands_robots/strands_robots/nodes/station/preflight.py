@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 from strands_robots.station.job import EpisodePlan, JobSpec
 from strands_robots.station.preflight import PreflightAnswer
@@ -62,11 +62,11 @@ class StationPreflightCalls:
         for session in (self._preflight_sessions.pop(job_id, None) or {}).values():
             session.close()
 
-    def preflight(self, spec: JobSpec, plan: EpisodePlan) -> Optional[PreflightAnswer]:
+    def preflight(self, spec: JobSpec, plan: EpisodePlan) -> Any:
         """Send the job's policy the observation of ``plan``'s first step; None when it is not a relay policy.
 
-        A comparison's every slot is asked in turn: the first answer that is not an action chunk is returned (its
-        error naming the slot), else the first slot's.
+        A comparison's every slot is asked in turn: a tuple of their answers, each naming its slot (the gate checks
+        each against its own slot's declared spec).
         """
         if spec.policy_provider != "relay":
             return None
@@ -74,15 +74,9 @@ class StationPreflightCalls:
         if not sessions:
             return PreflightAnswer(error="the policy session closed before the station's first observation")
         try:
-            answers = []
-            for slot, session in sessions.items():
-                answer = self._ask(session, plan)
-                if answer.error and slot:
-                    answer = dataclasses.replace(answer, error=f"slot {slot}: {answer.error}")
-                if answer.error or answer.ended is not None:
-                    return answer
-                answers.append(answer)
-            return answers[0]
+            answers = tuple(dataclasses.replace(self._ask(session, plan), slot=slot)
+                            for slot, session in sessions.items())
+            return answers if spec.comparison is not None else answers[0]
         finally:
             for session in sessions.values():
                 session.close()

@@ -175,6 +175,7 @@ class RosRobotPort(StationLeaseCalls, StationPolicyCalls, StationPreflightCalls)
         self._taken_over = False
         self.claims: list = []  # (holder, message) of granted operator claims, newest last
         self._declared: dict = {}  # job id -> its attached policy's PolicySpec (compatibility gate, provenance)
+        self._declared_slots: dict = {}  # job id -> {slot: PolicySpec or None} of a comparison (the gate's)
         self._init_preflight(camera_set, camera_namespace)  # sessions kept for the preflight, its camera frames
         # How the newest episode goals were answered ("accepted (the answer to send 1; 2 of 8 sent)", ...).
         self.goal_log: Deque[str] = collections.deque(maxlen=64)

@@ -28,6 +28,7 @@ class LeaderboardRow:
     losses: int
     ties: int
     jobs: int
+    others: bool         # another team's policy (``team/slot``), met in a comparison the viewer took part in
     x_low: float
     x_high: float
     x_centre: float
@@ -58,7 +59,7 @@ def leaderboard_page(board: Any) -> LeaderboardPage:
     def x(value: float) -> float:
         return round(BAR_WIDTH * (0.5 + value / (2 * reach)), 1)
 
-    rows = tuple(LeaderboardRow(rank=e.rank, policy=e.policy,
+    rows = tuple(LeaderboardRow(rank=e.rank, policy=e.policy, others=bool(e.others),
                                 strength=f"{_odds(e.log_strength)} [{_odds(e.low)}, {_odds(e.high)}]",
                                 wins=e.wins, losses=e.losses, ties=e.ties, jobs=e.jobs, x_low=x(e.low),
                                 x_high=x(e.high), x_centre=x(e.log_strength))

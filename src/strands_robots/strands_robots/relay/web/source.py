@@ -1,7 +1,9 @@
 """Where the status page reads jobs: the relay's store, through the same rules the relay's services keep.
 
-- A client sees only its own jobs, by its own name for each (``client_job_id``); another team's job and a
-  missing one are the same None, so the page answers both with one 404.
+- A client sees only its own jobs, by its own name for each (``client_job_id``), and the comparisons other teams
+  invited it to, by the relay's id (``relay.job_teams``); any other team's job and a missing one are the same None,
+  so the page answers both with one 404. In a comparison between teams each team reaches only its own slots'
+  recordings.
 - A station sees the jobs addressed to it, by the relay's id (what it was sent): its queue is the ones not ended.
 - An episode's recording (``recording_store``, uploaded by the station) is reachable only through a job the
   principal may see, and only once complete (its size and SHA-256 checked by the relay on upload).
@@ -37,7 +39,8 @@ _FINGERPRINT = ("SELECT j.job_id, COALESCE(s.sequence, -1), COALESCE(s.updated_u
                 "ORDER BY {order} LIMIT {p}")
 _NEWEST_FIRST = "j.submitted_unix_ms DESC, j.job_id DESC"   # a team's jobs
 _QUEUE_ORDER = "j.submitted_unix_ms, j.job_id"                # a station's queue, in the order it runs them
-_CLIENT_ROWS = "j.client_id = {p}"
+# a team's own jobs and the comparisons other teams invited it to (relay.job_teams)
+_CLIENT_ROWS = "(j.client_id = {p} OR j.job_id IN (SELECT t.job_id FROM job_teams t WHERE t.team = {p}))"
 _STATION_ROWS = "j.station_id = {p} AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
 
 
@@ -65,29 +68,53 @@ class JobSource:
         if not job_id:
             return None
         if principal.kind == KIND_CLIENT:
+            from strands_robots.relay.job_teams import invited_view
+
             view = self._store.view_for_client(principal.name, job_id)
-            return view if view is not None and view.job.client_id == principal.name else None
+            if view is not None and view.job.client_id == principal.name:
+                return view
+            return invited_view(self._store, principal.name, job_id)
         view = self._store.view(job_id)
         return view if view is not None and view.job.station_id == principal.name else None
 
     @staticmethod
     def shown_id(principal: Principal, view: JobView) -> str:
-        """Return the id ``principal`` knows the job by: a client's own name for it, a station's relay id."""
-        return view.job.client_job_id if principal.kind == KIND_CLIENT else view.job.job_id
+        """Return the id ``principal`` knows the job by: a client's own name for it, else the relay's id."""
+        from strands_robots.relay.core import shown_id
+
+        return shown_id(principal, view)
 
     def page(self, principal: Principal, job_id: str) -> Optional[JobPage]:
         """Return the page of the job ``principal`` knows as ``job_id``, or None (see :meth:`view`)."""
         view = self.view(principal, job_id)
         if view is None:
             return None
-        return job_page(view, RelayCore.status_of_view(view), self.shown_id(principal, view))
+        status = RelayCore.status_of_view(view)
+        if view.snapshot is None:  # a comparison held for another team's accept says whom it waits for
+            from strands_robots.relay.job_teams import held_message
+
+            status.message = held_message(self._store, view.job, None) or status.message
+        return job_page(view, status, self.shown_id(principal, view))
 
     def recordings(self, principal: Principal, job_id: str) -> Dict[str, RecordingRow]:
         """Return the recordings the relay holds of the job's episodes, complete ones only, by episode id."""
         view = self.view(principal, job_id)
         if view is None:
             return {}
-        return {r.episode_id: r for r in recording_store.infos(self._store, view.job.job_id) if r.complete}
+        rows = {r.episode_id: r for r in recording_store.infos(self._store, view.job.job_id) if r.complete}
+        mine = set(self._own_episodes(principal, view, list(rows)))
+        return {e: r for e, r in rows.items() if e in mine}
+
+    @staticmethod
+    def _own_episodes(principal: Principal, view: JobView, episode_ids: List[str]) -> List[str]:
+        """In a comparison between teams, a team's own slots' episodes only (``relay.job_teams``)."""
+        from strands_robots.relay import job_teams
+        from strands_robots.wire.proto import evaluation_pb2 as ev
+
+        if principal.kind != KIND_CLIENT:
+            return episode_ids
+        status = ev.JobStatus.FromString(view.snapshot.payload) if view.snapshot is not None else None
+        return job_teams.visible_episodes(job_teams.slot_teams(view.job), principal.name, status, episode_ids)
 
     def recording(self, principal: Principal, job_id: str, episode_id: str) -> Optional[RecordingRow]:
         """Return one episode's complete recording of a job ``principal`` may see; None otherwise."""
@@ -95,7 +122,9 @@ class JobSource:
         if view is None:
             return None
         row = recording_store.info(self._store, view.job.job_id, episode_id)
-        return row if row is not None and row.complete else None
+        if row is None or not row.complete or not self._own_episodes(principal, view, [episode_id]):
+            return None
+        return row
 
     def chunk(self, row: RecordingRow, seq: int) -> Optional[bytes]:
         return recording_store.chunk(self._store, row.job_id, row.episode_id, seq)
@@ -108,7 +137,13 @@ class JobSource:
     def fingerprint(self, principal: Principal) -> tuple:
         """Return a value that changes whenever :meth:`pages` may (a job in or out, a new snapshot, a cancel)."""
         return tuple(tuple(r) for r in self._store.read_sql(self._sql(_FINGERPRINT, principal),
-                                                            (principal.name, MAX_LISTED_JOBS)))
+                                                            self._params(principal)))
+
+    @staticmethod
+    def _params(principal: Principal) -> tuple:
+        if principal.kind == KIND_CLIENT:
+            return principal.name, principal.name, MAX_LISTED_JOBS
+        return principal.name, MAX_LISTED_JOBS
 
     @staticmethod
     def _sql(template: str, principal: Principal) -> str:
@@ -118,7 +153,7 @@ class JobSource:
 
     def pages(self, principal: Principal) -> List[JobPage]:
         """Return a client's newest jobs (at most :data:`MAX_LISTED_JOBS`), or a station's queue (jobs not ended)."""
-        rows = self._store.read_sql(self._sql(_LIST, principal), (principal.name, MAX_LISTED_JOBS))
+        rows = self._store.read_sql(self._sql(_LIST, principal), self._params(principal))
         views = [_view_of(row) for row in rows]
         return [job_page(v, RelayCore.status_of_view(v), self.shown_id(principal, v)) for v in views]
 
@@ -129,10 +164,10 @@ class JobSource:
         return comparison_blocks.suites_of(self._store, principal.name)
 
     def leaderboard(self, principal: Principal, suite: str) -> Optional[LeaderboardPage]:
-        """Return a team's own ranking on ``suite`` (the ``Leaderboard`` RPC's fit); None for a station."""
+        """Return a team's ranking on ``suite`` (the ``Leaderboard`` RPC's fit); None for a station."""
         if principal.kind != KIND_CLIENT:
             return None
         from strands_robots.relay.leaderboard import leaderboard_of
 
-        return leaderboard_page(leaderboard_of(suite, comparison_blocks.blocks_of(self._store, principal.name,
-                                                                                  suite)))
+        return leaderboard_page(leaderboard_of(suite, comparison_blocks.blocks_of(self._store, principal.name, suite),
+                                               principal.name))

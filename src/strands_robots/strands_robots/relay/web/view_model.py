@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from strands_robots.client.comparison_view import ComparisonView, comparison_view
+from strands_robots.client.comparison_view import ComparisonView, comparison_view, early_stop_text
 from strands_robots.relay.store import TERMINAL_STATES, JobView
 
 END_SAFETY_STOP = "safety_stop"
@@ -131,6 +131,13 @@ class JobPage:
     @property
     def episodes_done(self) -> int:
         return len(self.episodes)
+
+    @property
+    def stopped_early(self) -> str:
+        """How a comparison its stop rule ended early stands (``14 episodes, stopped at block 7 of 12: ...``)."""
+        if self.comparison is None:
+            return ""
+        return early_stop_text(self.episodes_done, self.episodes_total, self.comparison.stop)
 
     @property
     def progress_percent(self) -> int:

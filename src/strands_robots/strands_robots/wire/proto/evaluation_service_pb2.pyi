@@ -71,7 +71,7 @@ class ListJobsRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobSummary(_message.Message):
-    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes_done", "submitted_unix_ms", "updated_unix_ms", "message")
+    __slots__ = ("job_id", "station_id", "state", "episodes_total", "episodes_done", "submitted_unix_ms", "updated_unix_ms", "message", "owner", "invitation", "slots")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,9 @@ class JobSummary(_message.Message):
     SUBMITTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    INVITATION_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     station_id: str
     state: str
@@ -88,7 +91,26 @@ class JobSummary(_message.Message):
     submitted_unix_ms: int
     updated_unix_ms: int
     message: str
-    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+    owner: str
+    invitation: str
+    slots: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., station_id: _Optional[str] = ..., state: _Optional[str] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., submitted_unix_ms: _Optional[int] = ..., updated_unix_ms: _Optional[int] = ..., message: _Optional[str] = ..., owner: _Optional[str] = ..., invitation: _Optional[str] = ..., slots: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RespondInvitationRequest(_message.Message):
+    __slots__ = ("job_id", "accept", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    accept: bool
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., accept: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RespondInvitationResponse(_message.Message):
+    __slots__ = ("message",)
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    def __init__(self, message: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -105,7 +127,7 @@ class LeaderboardRequest(_message.Message):
     def __init__(self, suite: _Optional[str] = ...) -> None: ...
 
 class LeaderboardEntry(_message.Message):
-    __slots__ = ("policy", "rank", "log_strength", "low", "high", "wins", "losses", "ties", "comparisons", "jobs")
+    __slots__ = ("policy", "rank", "log_strength", "low", "high", "wins", "losses", "ties", "comparisons", "jobs", "team", "others")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     LOG_STRENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +138,8 @@ class LeaderboardEntry(_message.Message):
     TIES_FIELD_NUMBER: _ClassVar[int]
     COMPARISONS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    TEAM_FIELD_NUMBER: _ClassVar[int]
+    OTHERS_FIELD_NUMBER: _ClassVar[int]
     policy: str
     rank: int
     log_strength: float
@@ -126,7 +150,9 @@ class LeaderboardEntry(_message.Message):
     ties: int
     comparisons: int
     jobs: int
-    def __init__(self, policy: _Optional[str] = ..., rank: _Optional[int] = ..., log_strength: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., ties: _Optional[int] = ..., comparisons: _Optional[int] = ..., jobs: _Optional[int] = ...) -> None: ...
+    team: str
+    others: bool
+    def __init__(self, policy: _Optional[str] = ..., rank: _Optional[int] = ..., log_strength: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., wins: _Optional[int] = ..., losses: _Optional[int] = ..., ties: _Optional[int] = ..., comparisons: _Optional[int] = ..., jobs: _Optional[int] = ..., team: _Optional[str] = ..., others: _Optional[bool] = ...) -> None: ...
 
 class LeaderboardResponse(_message.Message):
     __slots__ = ("suite", "entries", "blocks", "jobs", "confidence", "prior_sd", "method", "note")

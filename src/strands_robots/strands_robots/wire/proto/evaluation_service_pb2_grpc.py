@@ -83,6 +83,11 @@ class EvaluationStub:
                 request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.SerializeToString,
                 response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.FromString,
                 _registered_method=True)
+        self.RespondInvitation = channel.unary_unary(
+                '/strands_robots.relay.v1.Evaluation/RespondInvitation',
+                request_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationRequest.SerializeToString,
+                response_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluationServicer:
@@ -158,6 +163,15 @@ class EvaluationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RespondInvitation(self, request, context):
+        """Accept or decline a comparison job another team invited this client to (its slot_teams name this client).
+        A decline ends the job (CANCELLED, naming the team and its reason); NOT_FOUND for a job this client was not
+        invited to, like an unknown one; FAILED_PRECONDITION once the job ended or the invitation was answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +219,11 @@ def add_EvaluationServicer_to_server(servicer, server):
                     servicer.Leaderboard,
                     request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.FromString,
                     response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.SerializeToString,
+            ),
+            'RespondInvitation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RespondInvitation,
+                    request_deserializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationRequest.FromString,
+                    response_serializer=strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -450,6 +469,33 @@ class Evaluation:
             '/strands_robots.relay.v1.Evaluation/Leaderboard',
             strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardRequest.SerializeToString,
             strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.LeaderboardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RespondInvitation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strands_robots.relay.v1.Evaluation/RespondInvitation',
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationRequest.SerializeToString,
+            strands__robots_dot_wire_dot_proto_dot_evaluation__service__pb2.RespondInvitationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&strands_robots/wire/proto/suites.proto\x12\x17strands_robots.relay.v1\"M\n\nChoiceRule\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x03min\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03max\x18\x03 \x01(\x01H\x01\x88\x01\x01\x42\x06\n\x04_minB\x06\n\x04_max\"x\n\x0bOfferedTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0binstruction\x18\x02 \x01(\t\x12\x0e\n\x06layout\x18\x03 \x01(\t\x12\x0e\n\x06trials\x18\x04 \x01(\r\x12\x10\n\x08\x62udget_s\x18\x05 \x01(\x01\x12\x11\n\tquestions\x18\x06 \x03(\t\"\xaf\x01\n\nSuiteOffer\x12\r\n\x05suite\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08headline\x18\x03 \x01(\t\x12\x33\n\x05tasks\x18\x04 \x03(\x0b\x32$.strands_robots.relay.v1.OfferedTask\x12<\n\x0fteam_may_choose\x18\x05 \x03(\x0b\x32#.strands_robots.relay.v1.ChoiceRule\"\x8f\x01\n\x0cStationOffer\x12\x0f\n\x07profile\x18\x01 \x01(\t\x12\x1d\n\x15\x61llow_free_form_tasks\x18\x02 \x01(\x08\x12\x33\n\x06suites\x18\x03 \x03(\x0b\x32#.strands_robots.relay.v1.SuiteOffer\x12\x1a\n\x12refuses_recordings\x18\x04 \x01(\x08\"+\n\x0bSuiteTrials\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06trials\x18\x02 \x01(\r\"\x80\x02\n\x08SuiteJob\x12\r\n\x05suite\x18\x01 \x01(\t\x12\x33\n\x05tasks\x18\x02 \x03(\x0b\x32$.strands_robots.relay.v1.SuiteTrials\x12=\n\x06\x63hoose\x18\x03 \x03(\x0b\x32-.strands_robots.relay.v1.SuiteJob.ChooseEntry\x12\x36\n\x07\x63ompare\x18\x04 \x01(\x0b\x32 .strands_robots.relay.v1.CompareH\x00\x88\x01\x01\x1a-\n\x0b\x43hooseEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_compare\"Z\n\x07\x43ompare\x12\r\n\x05slots\x18\x01 \x03(\t\x12\x37\n\x04stop\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.CompareStopH\x00\x88\x01\x01\x42\x07\n\x05_stop\"k\n\x0b\x43ompareStop\x12\x0c\n\x04when\x18\x01 \x01(\t\x12\r\n\x05\x61lpha\x18\x02 \x01(\x01\x12\x17\n\nmax_blocks\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x17\n\x0for_out_of_reach\x18\x04 \x01(\x08\x42\r\n\x0b_max_blocks\"\'\n\x11ListSuitesRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\"r\n\rStationSuites\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x34\n\x05offer\x18\x02 \x01(\x0b\x32%.strands_robots.relay.v1.StationOffer\x12\x17\n\x0foffered_unix_ms\x18\x03 \x01(\x03\"N\n\x12ListSuitesResponse\x12\x38\n\x08stations\x18\x01 \x03(\x0b\x32&.strands_robots.relay.v1.StationSuitesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&strands_robots/wire/proto/suites.proto\x12\x17strands_robots.relay.v1\"M\n\nChoiceRule\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x03min\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03max\x18\x03 \x01(\x01H\x01\x88\x01\x01\x42\x06\n\x04_minB\x06\n\x04_max\"x\n\x0bOfferedTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0binstruction\x18\x02 \x01(\t\x12\x0e\n\x06layout\x18\x03 \x01(\t\x12\x0e\n\x06trials\x18\x04 \x01(\r\x12\x10\n\x08\x62udget_s\x18\x05 \x01(\x01\x12\x11\n\tquestions\x18\x06 \x03(\t\"\xaf\x01\n\nSuiteOffer\x12\r\n\x05suite\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x10\n\x08headline\x18\x03 \x01(\t\x12\x33\n\x05tasks\x18\x04 \x03(\x0b\x32$.strands_robots.relay.v1.OfferedTask\x12<\n\x0fteam_may_choose\x18\x05 \x03(\x0b\x32#.strands_robots.relay.v1.ChoiceRule\"\x8f\x01\n\x0cStationOffer\x12\x0f\n\x07profile\x18\x01 \x01(\t\x12\x1d\n\x15\x61llow_free_form_tasks\x18\x02 \x01(\x08\x12\x33\n\x06suites\x18\x03 \x03(\x0b\x32#.strands_robots.relay.v1.SuiteOffer\x12\x1a\n\x12refuses_recordings\x18\x04 \x01(\x08\"+\n\x0bSuiteTrials\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06trials\x18\x02 \x01(\r\"\x80\x02\n\x08SuiteJob\x12\r\n\x05suite\x18\x01 \x01(\t\x12\x33\n\x05tasks\x18\x02 \x03(\x0b\x32$.strands_robots.relay.v1.SuiteTrials\x12=\n\x06\x63hoose\x18\x03 \x03(\x0b\x32-.strands_robots.relay.v1.SuiteJob.ChooseEntry\x12\x36\n\x07\x63ompare\x18\x04 \x01(\x0b\x32 .strands_robots.relay.v1.CompareH\x00\x88\x01\x01\x1a-\n\x0b\x43hooseEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_compare\"n\n\x07\x43ompare\x12\r\n\x05slots\x18\x01 \x03(\t\x12\x37\n\x04stop\x18\x02 \x01(\x0b\x32$.strands_robots.relay.v1.CompareStopH\x00\x88\x01\x01\x12\x12\n\nslot_teams\x18\x03 \x03(\tB\x07\n\x05_stop\"k\n\x0b\x43ompareStop\x12\x0c\n\x04when\x18\x01 \x01(\t\x12\r\n\x05\x61lpha\x18\x02 \x01(\x01\x12\x17\n\nmax_blocks\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x17\n\x0for_out_of_reach\x18\x04 \x01(\x08\x42\r\n\x0b_max_blocks\"\'\n\x11ListSuitesRequest\x12\x12\n\nstation_id\x18\x01 \x01(\t\"r\n\rStationSuites\x12\x12\n\nstation_id\x18\x01 \x01(\t\x12\x34\n\x05offer\x18\x02 \x01(\x0b\x32%.strands_robots.relay.v1.StationOffer\x12\x17\n\x0foffered_unix_ms\x18\x03 \x01(\x03\"N\n\x12ListSuitesResponse\x12\x38\n\x08stations\x18\x01 \x03(\x0b\x32&.strands_robots.relay.v1.StationSuitesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,13 +48,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUITEJOB_CHOOSEENTRY']._serialized_start=837
   _globals['_SUITEJOB_CHOOSEENTRY']._serialized_end=882
   _globals['_COMPARE']._serialized_start=896
-  _globals['_COMPARE']._serialized_end=986
-  _globals['_COMPARESTOP']._serialized_start=988
-  _globals['_COMPARESTOP']._serialized_end=1095
-  _globals['_LISTSUITESREQUEST']._serialized_start=1097
-  _globals['_LISTSUITESREQUEST']._serialized_end=1136
-  _globals['_STATIONSUITES']._serialized_start=1138
-  _globals['_STATIONSUITES']._serialized_end=1252
-  _globals['_LISTSUITESRESPONSE']._serialized_start=1254
-  _globals['_LISTSUITESRESPONSE']._serialized_end=1332
+  _globals['_COMPARE']._serialized_end=1006
+  _globals['_COMPARESTOP']._serialized_start=1008
+  _globals['_COMPARESTOP']._serialized_end=1115
+  _globals['_LISTSUITESREQUEST']._serialized_start=1117
+  _globals['_LISTSUITESREQUEST']._serialized_end=1156
+  _globals['_STATIONSUITES']._serialized_start=1158
+  _globals['_STATIONSUITES']._serialized_end=1272
+  _globals['_LISTSUITESRESPONSE']._serialized_start=1274
+  _globals['_LISTSUITESRESPONSE']._serialized_end=1352
 # @@protoc_insertion_point(module_scope)

@@ -86,12 +86,14 @@ class SuiteJob(_message.Message):
     def __init__(self, suite: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[SuiteTrials, _Mapping]]] = ..., choose: _Optional[_Mapping[str, str]] = ..., compare: _Optional[_Union[Compare, _Mapping]] = ...) -> None: ...
 
 class Compare(_message.Message):
-    __slots__ = ("slots", "stop")
+    __slots__ = ("slots", "stop", "slot_teams")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
+    SLOT_TEAMS_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedScalarFieldContainer[str]
     stop: CompareStop
-    def __init__(self, slots: _Optional[_Iterable[str]] = ..., stop: _Optional[_Union[CompareStop, _Mapping]] = ...) -> None: ...
+    slot_teams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, slots: _Optional[_Iterable[str]] = ..., stop: _Optional[_Union[CompareStop, _Mapping]] = ..., slot_teams: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CompareStop(_message.Message):
     __slots__ = ("when", "alpha", "max_blocks", "or_out_of_reach")
