@@ -180,19 +180,25 @@ def _interrupted(signals: Any, job_id: str, cancel: Callable[[], Any]) -> int:
 
 # -- through the station's services -----------------------------------------------------------------------------
 class _RosStatus:
-    """A ROS ``JobStatus`` read as the client's printers read a snapshot: its figures as a ``pb.JobFigures``.
+    """A ROS ``JobStatus`` read as the client's printers read a snapshot: its figures and comparison as the wire's.
 
-    On ROS the job's figures are a ``[<=1]`` sequence of ``JobFigures``; the printers take the wire's message.
+    On ROS the job's figures and a comparison job's result are ``[<=1]`` sequences; the printers take the wire's
+    ``pb.JobFigures`` / ``pb.Comparison`` and ask ``HasField`` of them.
     """
 
     def __init__(self, msg: Any) -> None:
-        self._msg = msg
-        self.summary = None
-        if getattr(msg, "summary", None):
-            from strands_robots.conversions.station import pb_from_msg
-            from strands_robots.wire.proto.evaluation_pb2 import JobFigures
+        from strands_robots.conversions.station import pb_from_msg
+        from strands_robots.wire.proto.evaluation_pb2 import Comparison, JobFigures
 
-            self.summary = pb_from_msg(msg.summary[0], JobFigures())
+        self._msg = msg
+        self.summary = pb_from_msg(msg.summary[0], JobFigures()) if getattr(msg, "summary", None) else None
+        self.comparison = (pb_from_msg(msg.comparison[0], Comparison()) if getattr(msg, "comparison", None)
+                           else None)
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - the protobuf message's name, which the printers call
+        if name in ("summary", "comparison"):
+            return getattr(self, name) is not None
+        raise ValueError(f"JobStatus has no optional field {name!r}")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._msg, name)
