@@ -4,7 +4,8 @@ The rollout's end of the command stream (:class:`strands_robots.driver_link.comm
 ``ActionCommand`` per control period moving ``key`` through the given positions, each carrying the rest of the chunk
 as its lookahead (:func:`strands_robots.arm.lookahead.flatten`), signed with the lease token from the environment
 (``STRANDS_ROBOTS_TEST_LEASE_TOKEN``: a credential never goes on the command line). Prints one JSON line per command
-sent (``{"sent": i}``), then, once every verdict is in (bounded), ``{"verdicts": [[step, applied keys, why not], ...]}``.
+sent (``{"sent": i}``), then, once every verdict is in (bounded),
+``{"verdicts": [[step, applied keys, why not], ...]}``.
 
     STRANDS_ROBOTS_TEST_LEASE_TOKEN=... python ros2_control_rollout.py /ns left.joint_2 0.02 0.1 0.13 0.16
 """
