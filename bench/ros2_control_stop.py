@@ -1,9 +1,9 @@
 """How fast a latched stop takes the arms down on a real ros2_control stack (mock hardware), per command controller.
 
 What a stop does on ``hardware:=ros2_control`` (``nodes/arm_driver/ros2_control.py``): the driver core holds the
-arms (the adapter publishes a hold at the measured position to the command controller at once), then the adapter
-asks the controller_manager's ``switch_controller`` to deactivate the command controller without waiting for the
-answer. This bench drives the real adapter and driver core in this process against ``ros2_control_node`` running
+arms (the adapter publishes a hold at the measured position to the command controller at once), then, two
+controller_manager updates later (the controller applies the hold first), the adapter asks the controller_manager's
+``switch_controller`` to deactivate the command controller without waiting for the answer. This bench drives the real adapter and driver core in this process against ``ros2_control_node`` running
 the package's demo description and controllers (``config/ros2_control/``), and for each trial:
 
 1. re-activates the controller (the operator's clear: ``DriverCore.reset_safety``), moves ``left.joint_1`` to -1.0,
@@ -14,10 +14,11 @@ the package's demo description and controllers (``config/ros2_control/``), and f
    stamp, taken once the switch is done).
 
 With ``--update-rates`` the controller_manager runs the demo controllers file at each rate in turn (side by side: the
-switch lands at its next update, so its rate bounds how soon the controller is inactive).
+hold's lead and the switch are counted in its updates, so its rate bounds how soon the controller is inactive). A
+rate the driver refuses at a 20 ms control period runs at a 40 ms one.
 
-Printed per controller and rate: the latch call itself (hold sent + switch asked), ``t0`` to the last joint_states sample in
-which the joint still moved (the arm standing), and ``t0`` to the inactive activity stamp, as p50 / p95 / max over
+Printed per controller and rate: the latch call itself (hold sent, switch scheduled), ``t0`` to the last joint_states
+sample in which the joint still moved (the arm standing), and ``t0`` to the inactive activity stamp, as p50 / p95 / max over
 the trials, with the machine's load. Every figure is a difference of system-clock stamps on this one machine.
 
 Run where ros2_control is (a sourced distro or workspace, or ``STRANDS_ROBOTS_ROS2_CONTROL_ENV`` naming a file that
@@ -185,7 +186,7 @@ def inner(mode: str, trials: int, rate: int) -> int:
         print(f"\n[{mode}] {trials} stops, {controller}, controller_manager at {rate} Hz, control period "
               f"{period_s * 1000:g} ms, mock hardware, {os.cpu_count()} cores, "
               f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
-        print(f"[{mode}]   latch call (hold sent, switch asked): {percentiles(latch_ms)}")
+        print(f"[{mode}]   latch call (hold sent, switch scheduled): {percentiles(latch_ms)}")
         print(f"[{mode}]   stop -> joint standing (last moving joint_states stamp): {percentiles(still_ms)}")
         print(f"[{mode}]   stop -> controller inactive (~/activity stamp):          {percentiles(inactive_ms)}")
         return 0
