@@ -42,8 +42,12 @@ def main(argv: list) -> int:
                 print(json.dumps({"error": "no driver on the command stream"}), flush=True)
                 return 1
             time.sleep(0.05)
-        time.sleep(0.5)  # discovery matched both ways: the driver's reader is there for the first command
         run_id = uuid.uuid4().hex
+        # one command of no keys (it moves nothing) and its verdict: the stream flows both ways before the chunk
+        # (a new reliable stream's first message can take longer than a command's 0.1 s deadline)
+        if stream.send({}, f"warmup-{run_id}", 0, token, wait_s=10.0, stale_after_s=10.0) is None:
+            print(json.dumps({"error": "no verdict for the warm-up command"}), flush=True)
+            return 1
         stream.begin_run(run_id)
         chunk = [{key: v} for v in values]
         due = time.monotonic()

@@ -424,8 +424,14 @@ class Ros2ControlArms:
         threading.Thread(target=self._reload_order, name="ros2_control_order", daemon=True).start()
 
     def _reload_order(self) -> None:
+        """Ask a controller_manager that came back for the controller's joints and its update rate again.
+
+        The rate sets the hold's lead over a stop's switch; one too slow for a control period is logged as an error
+        (the driver refuses it at configure; a restarted controller_manager is not refused, only named).
+        """
         try:
             self._load_order(self._settings.answer_timeout_s * 2)
+            self._check_update_rate(self._settings.answer_timeout_s * 2)
         except HardwareError as exc:
             self._log.error(str(exc))
 
