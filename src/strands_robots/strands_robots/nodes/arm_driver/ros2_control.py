@@ -457,10 +457,11 @@ class Ros2ControlArms:
         if not self._health.latch(reason):
             return
         lead = hold_lead_s(self.update_rate_hz)
+        latched = time.monotonic()
 
         def switch() -> None:
             if self._health.stop_reason and not self._closed:  # not cleared meanwhile
-                self._request_switch(activate=False)
+                self._request_switch(activate=False, since=latched)
 
         timer = threading.Timer(lead, switch)
         timer.daemon = True
@@ -509,9 +510,12 @@ class Ros2ControlArms:
         req.timeout.sec, req.timeout.nanosec = duration_parts(self._settings.switch_timeout_s)
         return req
 
-    def _request_switch(self, activate: bool) -> None:
-        """Send the switch without waiting (a stop is latched from the control loop, which must not block)."""
-        asked = time.monotonic()
+    def _request_switch(self, activate: bool, since: float = 0.0) -> None:
+        """Send the switch without waiting (a stop is latched from the control loop, which must not block).
+
+        ``since``: when the stop was latched (monotonic), for the log line; default now.
+        """
+        asked = since or time.monotonic()
         future = self._switch.call_async(self._switch_request(activate))
         verb = "activate" if activate else "deactivate"
 
