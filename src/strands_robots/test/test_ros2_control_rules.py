@@ -439,27 +439,27 @@ def test_the_driver_reads_the_ros2_control_arms_file_when_its_config_file_is_emp
 def test_a_controller_manager_too_slow_for_one_control_period_is_refused_naming_both_numbers():
     verdict, message = stop_bound("/controller_manager", 100.0, 0.02)
     assert verdict == STOP_BOUND_REFUSE
-    assert "runs at 100 Hz" in message and "up to 31 ms after the hold" in message
-    assert "control period of 20 ms" in message and "cannot be done" in message and "at >= 334 Hz" in message
+    assert "runs at 100 Hz" in message and "up to 33 ms after the hold" in message
+    assert "control period of 20 ms" in message and "cannot be done" in message and "at >= 429 Hz" in message
     assert stop_bound("/cm", 40.0, 0.02)[0] == STOP_BOUND_REFUSE
 
 
 def test_a_controller_manager_that_leaves_the_driver_little_room_is_warned_and_a_fast_one_passes():
     verdict, message = stop_bound("/controller_manager", 200.0, 0.02)
     assert verdict == STOP_BOUND_WARN
-    assert "runs at 200 Hz" in message and "up to 16 ms" in message and "control period of 20 ms" in message
-    assert stop_bound("/controller_manager", 334.0, 0.02)[0] == STOP_BOUND_OK
+    assert "runs at 200 Hz" in message and "up to 18 ms" in message and "control period of 20 ms" in message
+    assert stop_bound("/controller_manager", 429.0, 0.02)[0] == STOP_BOUND_OK
     assert stop_bound("/controller_manager", 500.0, 0.02) == (
         STOP_BOUND_OK, "controller_manager /controller_manager runs at 500 Hz: a stop deactivates the command "
-                       "controller up to 7 ms after the hold (two updates for the controller to apply the hold, "
+                       "controller up to 9 ms after the hold (two updates for the controller to apply the hold, "
                        "then the switch at the next), against a control period of 20 ms")
-    assert stop_bound("/cm", 100.0, 0.1)[0] == STOP_BOUND_OK  # a 10 Hz station: 31 ms of 100
+    assert stop_bound("/cm", 100.0, 0.1)[0] == STOP_BOUND_OK  # a 10 Hz station: 33 ms of 100
 
 
 def test_an_update_rate_that_cannot_be_read_is_a_warning_not_a_pass():
     for rate in (float("nan"), 0.0, -5.0):
         verdict, message = stop_bound("/controller_manager", rate, 0.02)
-        assert verdict == STOP_BOUND_WARN and "reports no update_rate" in message and ">= 334 Hz" in message
+        assert verdict == STOP_BOUND_WARN and "reports no update_rate" in message and ">= 429 Hz" in message
 
 
 def test_the_demo_controllers_file_runs_fast_enough_for_the_demo_arms_control_period():
@@ -497,8 +497,8 @@ def test_the_silence_bound_is_read_from_the_section_and_checked():
 def test_the_switch_waits_two_controller_manager_updates_after_the_hold():
     from strands_robots.arm.ros2_control import HOLD_LEAD_UNKNOWN_S, hold_lead_s
 
-    assert hold_lead_s(500.0) == pytest.approx(0.005)
-    assert hold_lead_s(100.0) == pytest.approx(0.021)
-    assert hold_lead_s(float("nan")) == HOLD_LEAD_UNKNOWN_S == pytest.approx(0.021)
-    # at the demo's rate the hold's lead and the switch's own update take 7 ms: under half a 20 ms control period
-    assert switch_bound_s(500.0) == pytest.approx(0.007)
+    assert hold_lead_s(500.0) == pytest.approx(0.007)
+    assert hold_lead_s(100.0) == pytest.approx(0.023)
+    assert hold_lead_s(float("nan")) == HOLD_LEAD_UNKNOWN_S == pytest.approx(0.023)
+    # at the demo's rate the hold's lead and the switch's own update take 9 ms: under half a 20 ms control period
+    assert switch_bound_s(500.0) == pytest.approx(0.009)

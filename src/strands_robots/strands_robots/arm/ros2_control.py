@@ -49,9 +49,11 @@ _FIELDS = {"controller_manager", "controller", "mode", "joint_states_topic", "jo
 # the switch two updates after it sent the hold (:func:`hold_lead_s`), so a stop takes the controller down within
 # :func:`switch_bound_s` plus the driver's own part (the hold, the request: a few ms) and the service's dispatch.
 # The hold's lead over the switch: this many controller_manager updates (one for the controller to take the hold,
-# one to spare), plus what a topic message takes to cross the host.
+# one to spare), plus what the hold takes to reach the controller: a topic message across the host, then a turn of the
+# controller_manager's executor, which the switch request itself may hold (on a loaded 2-core machine 1 ms was too
+# little now and then).
 HOLD_LEAD_UPDATES = 2
-HOLD_LEAD_DELIVERY_S = 0.001
+HOLD_LEAD_DELIVERY_S = 0.003
 # Without a known update rate, the lead for a controller_manager at 100 Hz.
 HOLD_LEAD_UNKNOWN_S = HOLD_LEAD_UPDATES / 100.0 + HOLD_LEAD_DELIVERY_S
 
@@ -64,8 +66,8 @@ def hold_lead_s(update_rate_hz: float) -> float:
     """Return how long after the hold the switch that deactivates the command controller is asked for.
 
     The hold must be applied by the still-active controller first: deactivated before, the controller leaves the
-    hardware at its last command. Two updates of the controller_manager (one to take the hold, one to spare) and a
-    millisecond for the message to arrive.
+    hardware at its last command. Two updates of the controller_manager (one to take the hold, one to spare) and
+    :data:`HOLD_LEAD_DELIVERY_S` for the message to reach the controller.
     """
     if not (math.isfinite(update_rate_hz) and update_rate_hz > 0):
         return HOLD_LEAD_UNKNOWN_S
