@@ -502,3 +502,20 @@ def test_the_switch_waits_two_controller_manager_updates_after_the_hold():
     assert hold_lead_s(float("nan")) == HOLD_LEAD_UNKNOWN_S == pytest.approx(0.023)
     # at the demo's rate the hold's lead and the switch's own update take 9 ms: under half a 20 ms control period
     assert switch_bound_s(500.0) == pytest.approx(0.009)
+
+
+def test_a_controller_the_switch_just_reactivated_is_active_before_the_controller_managers_next_report():
+    clock = Clock()
+    s = Ros2ControlSettings.from_mapping({"controller": "fwd"}, KEYS)
+    h = ControllerHealth(s, clock)
+    h.joint_states()
+    h.answered([NamedState("fwd", "inactive"), NamedState("jtc", "inactive"),
+                NamedState("arm", "active", "hardware component")])
+    h.latch("lease lost")
+    assert h.fault() == ""  # inactive on purpose while the stop is latched
+    h.switched("fwd", "active")  # switch_controller answered ok
+    h.clear()
+    assert h.fault() == "" and h.state_of("fwd") == "active" and h.state_of("jtc") == "inactive"
+    h.forget_states()
+    h.switched("fwd", "active")  # nothing known: a switch answer alone does not make the states known
+    assert h.fault().endswith("controller states not known yet")

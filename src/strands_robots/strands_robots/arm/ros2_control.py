@@ -426,6 +426,17 @@ class ControllerHealth:
             self._seen.states = tuple(states)
             self._seen.states_known = True
 
+    def switched(self, name: str, state: str) -> None:
+        """Note a controller's new state as a successful ``switch_controller`` answer just gave it.
+
+        The answer comes before the controller_manager's next activity or state answer does: without this, a
+        controller just re-activated on a clear would read as still inactive (a driver fault) until then.
+        """
+        with self._lock:
+            if self._seen.states_known:
+                self._seen.states = tuple(NamedState(x.name, state, x.kind) if x.kind == "controller" and x.name == name
+                                          else x for x in self._seen.states)
+
     def forget_states(self) -> None:
         """Forget the states: the controller_manager went away, what it said no longer holds."""
         with self._lock:

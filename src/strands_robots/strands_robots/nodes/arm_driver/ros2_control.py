@@ -50,6 +50,7 @@ from strands_robots.arm.ros2_control import (
     Ros2ControlSettings,
     chunk_trajectory,
     duration_parts,
+    STATE_ACTIVE,
     STOP_BOUND_REFUSE,
     STOP_BOUND_WARN,
     forward_command,
@@ -477,6 +478,7 @@ class Ros2ControlArms:
         ok, message = self._switch_and_wait(activate=True)
         if not ok:
             return f"switch_controller could not activate {self._settings.controller}: {message}"
+        self._health.switched(self._settings.controller, STATE_ACTIVE)
         self._health.clear()
         with self._lock:
             self._targets.seed(self._pos)
