@@ -28,11 +28,12 @@ def main(argv: list) -> int:
         arms = hardware(DriverConfig.from_yaml(path)).adapter
         slot = arms.keys().index(key)
         try:
-            arms.command_chunk([{key: v} for v in values])
+            arms.command_trajectory([{key: v} for v in values], arms.settings.trajectory_period_s)
         except RuntimeError as exc:
             print(json.dumps({"error": str(exc)}), flush=True)
             return 1
         period = arms.settings.trajectory_period_s
+        values = values[:int(round(arms.settings.command_silence_s / period))]  # what the silence bound lets out
         deadline = time.monotonic() + 10.0
         while abs(arms.read().positions[slot] - values[-1]) > 1e-3:
             if time.monotonic() > deadline:

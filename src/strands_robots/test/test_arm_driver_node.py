@@ -626,6 +626,38 @@ def test_stream_gives_the_service_paths_verdict_for_every_per_key_case(active):
     assert by_stream.stopped and by_service.stopped
 
 
+def test_a_lookahead_over_its_bound_is_refused_where_it_enters_and_a_bounded_one_is_ignored_by_simulated_arms(active):
+    from strands_robots.arm.command_auth import command_message, sign
+    from strands_robots.arm.lookahead import LOOKAHEAD_MAX_POINTS
+
+    h = active
+    assert h.backend.move_to_start_pose().reached
+    probe = StreamProbe(h)
+    token = h.backend.lease_token
+    keys = ["left.joint_1"]
+    before = commanded_targets(h, keys)
+
+    def send(step, ahead):
+        now = h.client.get_clock().now().nanoseconds
+        msg = probe.message(keys, [0.07], token, "ahead", step, now + 5 * 10**9, now)
+        msg.lookahead = [float(v) for v in ahead]
+        msg.lookahead_period.nanosec = 20_000_000
+        msg.lease_proof = sign(token, command_message("ahead", step, now + 5 * 10**9, msg.keys, msg.values,
+                                                      msg.lookahead, 20_000_000))
+        probe.pub.publish(msg)
+        with probe._cond:
+            assert probe._cond.wait_for(lambda: ("ahead", step) in probe.verdicts, 10.0)
+            return probe.verdicts[("ahead", step)]
+
+    refused = send(0, [0.07] * (LOOKAHEAD_MAX_POINTS + 1))
+    assert refused.error.startswith("unreadable command: lookahead has 11 points; at most 10"), refused.error
+    assert list(refused.applied_keys) == [] and commanded_targets(h, keys) == before  # nothing moved
+    # a bounded lookahead on the simulated arms (no trajectories): the step applies, the lookahead is ignored
+    applied = send(1, [0.08, 0.09])
+    assert list(applied.applied_keys) == keys and applied.error == ""
+    assert commanded_targets(h, keys) == pytest.approx({"left.joint_1": 0.07})
+
+
 def test_stale_and_out_of_order_commands_over_dds_apply_nothing(active):
     h = active
     assert h.backend.move_to_start_pose().reached

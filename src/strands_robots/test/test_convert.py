@@ -357,6 +357,32 @@ def test_stream_command_carries_run_step_lease_proof_and_deadline_over_dds(dds_e
         stream_command_msg({"left.joint_1": "fast"}, "r", 0, "", 0, 0)
 
 
+def test_stream_command_carries_its_signed_lookahead_over_dds_and_a_malformed_one_is_refused_where_it_enters(
+        dds_echo):
+    from strands_robots.arm.lookahead import LOOKAHEAD_MAX_POINTS, LookaheadError
+
+    action = {"left.joint_1": 0.1, "left.joint_2": 0.2}
+    ahead = [0.11, 0.21, 0.12, 0.22]
+    msg = dds_echo(stream_command_msg(action, "run", 3, "tok-1", UTC_NS, UTC_NS + 6_000_000, ahead, 20_000_000))
+    assert list(msg.lookahead) == ahead and time_to_ns(msg.lookahead_period) == 20_000_000
+    received = msg_to_stream_command(msg)
+    assert received.lookahead == tuple(ahead) and received.lookahead_period_ns == 20_000_000
+    assert proves("tok-1", received.message(), received.lease_proof)
+    # the lookahead is signed: a value changed in transit no longer proves
+    msg.lookahead = [0.11, 0.21, 0.5, 0.22]
+    assert not proves("tok-1", msg_to_stream_command(msg).message(), received.lease_proof)
+    plain = dds_echo(stream_command_msg(action, "run", 4, "tok-1", UTC_NS, UTC_NS + 1))
+    assert list(plain.lookahead) == [] and time_to_ns(plain.lookahead_period) == 0
+    assert msg_to_stream_command(plain).lookahead == ()
+    too_long = stream_command_msg(action, "run", 5, "tok-1", UTC_NS, UTC_NS + 1,
+                                  [0.0] * 2 * (LOOKAHEAD_MAX_POINTS + 1), 20_000_000)
+    with pytest.raises(LookaheadError, match=f"at most {LOOKAHEAD_MAX_POINTS}"):
+        msg_to_stream_command(too_long)
+    ragged = stream_command_msg(action, "run", 6, "tok-1", UTC_NS, UTC_NS + 1, [0.0] * 3, 20_000_000)
+    with pytest.raises(LookaheadError, match="not a whole number of points"):
+        msg_to_stream_command(ragged)
+
+
 def test_verdict_message_gives_the_per_key_verdict_and_a_coarse_error_drops_keys(dds_echo):
     m = _msgs()
     msg = m.ActionVerdict()

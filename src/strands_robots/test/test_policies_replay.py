@@ -210,3 +210,29 @@ def test_replay_with_several_actions_topics_asks_for_the_topic(tmp_path):
                       extra_topic="/b/action_commands")
     with pytest.raises(ValueError, match="several command topics"):
         ReplayPolicy({"path": path})
+
+
+def test_replay_reads_recordings_made_before_and_after_commands_carried_a_lookahead(tmp_path):
+    from strands_robots.rollout.msg_schema import full_text
+
+    now = full_text(ACTION_COMMAND)  # the installed definition (a lookahead and its period)
+    assert "float64[] lookahead" in now
+    before = "\n".join(line for line in now.splitlines() if not line.startswith(("float64[] lookahead",
+                                                                                 "builtin_interfaces/Duration")))
+    stamp = {"sec": 0, "nanosec": 0}
+    base = {"run_id": "r", "step_index": 0, "lease_proof": "", "sent": stamp, "apply_by": stamp}
+    rows = [(["left.joint_1", "left.joint_2"], [0.1, 0.2]), (["left.joint_1", "left.joint_2"], [0.3, 0.4])]
+    for name, definition, extra in (("before", before, {}),
+                                    ("after", now, {"lookahead": [0.5, 0.6], "lookahead_period": stamp})):
+        path = tmp_path / f"{name}.mcap"
+        with open(path, "wb") as f:
+            writer = Writer(f)
+            schema = writer.register_msgdef(ACTION_COMMAND, definition)
+            for i, (keys, values) in enumerate(rows):
+                writer.write_message("/action_commands", schema, {**base, "keys": keys, "values": values, **extra},
+                                     log_time=1_000_000_000 + i * 100_000_000)
+            writer.finish()
+        policy = make_policy("replay", {"path": str(path)})
+        policy.reset(TASK)
+        actions, _ = drain(policy)
+        assert actions == [{"left.joint_1": 0.1, "left.joint_2": 0.2}, {"left.joint_1": 0.3, "left.joint_2": 0.4}], name

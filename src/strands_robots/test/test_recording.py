@@ -323,7 +323,7 @@ def split_full_text(text):
     ("strands_robots_msgs/msg/ObserverEvent", {"builtin_interfaces/Time", "strands_robots_msgs/RunPolicyStarted",
                                                 "strands_robots_msgs/RunPolicyStep",
                                                 "strands_robots_msgs/RunPolicyEnded"}),
-    ("strands_robots_msgs/msg/ActionCommand", {"builtin_interfaces/Time"}),
+    ("strands_robots_msgs/msg/ActionCommand", {"builtin_interfaces/Time", "builtin_interfaces/Duration"}),
     ("sensor_msgs/msg/JointState", {"std_msgs/Header", "builtin_interfaces/Time"}),
     ("strands_robots_msgs/msg/JobStatus", {"strands_robots_msgs/EpisodeResult", "strands_robots_msgs/ScoredItem",
                                            "strands_robots_msgs/Task", "diagnostic_msgs/KeyValue",

@@ -90,13 +90,15 @@ class FakeWindow:
         self.overdue_ns = int(overdue_s * 1e9)
         self.verdict_bound_ns = int(bound_s * 1e9)
         self.submitted: list = []  # (ticket, time sent ns)
+        self.lookaheads: list = []  # the rest of the chunk each command carried
         self._due: list = []  # (due ns, ticket, verdict)
         self.last_answer_ns = 0
         self.max_in_flight = 0
 
-    def submit(self, action):
+    def submit(self, action, lookahead=()):
         ticket = len(self.submitted)
         self.submitted.append((ticket, self.t.now_ns))
+        self.lookaheads.append(tuple(lookahead))
         lat = self.latency(ticket, self.t.now_ns)
         if lat is not None:
             self._due.append((self.t.now_ns + int(lat * 1e9), ticket, self.verdict(ticket, action)))
@@ -187,9 +189,9 @@ def test_a_steps_hook_runs_at_its_send_and_its_event_after_the_next_command_has_
     timeline: list = []
 
     class Window(FakeWindow):
-        def submit(self, action):
+        def submit(self, action, lookahead=()):
             timeline.append(("send", len(self.submitted), t.now_ns))
-            return super().submit(action)
+            return super().submit(action, lookahead)
 
     def on_frame(step, observation, action):
         timeline.append(("hook", step, t.now_ns))
@@ -253,7 +255,7 @@ def test_a_loop_held_on_each_verdict_never_sends_faster_than_the_control_rate():
     t = FakeTime()
 
     class Window(FakeWindow):
-        def submit(self, action):
+        def submit(self, action, lookahead=()):
             ticket = len(self.submitted)
             self.submitted.append((ticket, self.t.now_ns))
             if ticket > 0:
@@ -461,3 +463,15 @@ def test_a_disk_that_fills_at_any_point_of_a_streamed_episode_never_lets_applied
         if ended.outcome == "error":
             failed.append(fraction)
     assert len(failed) >= 9
+
+
+def test_each_command_carries_the_rest_of_its_chunk_as_its_lookahead():
+    t = FakeTime()
+    backend = AsyncBackend(t, latency=lambda k, now: 0.005, verdict=lambda k, a: full(a), max_outstanding=5)
+    result, collect = run(backend, t, policy=ScriptedPolicy(horizon=4), n_steps=8)
+    steps, ended = lifecycle(collect)
+    assert len(steps) == 8 and ended.full_count == 8
+    ahead = [[round(a[KEYS[0]], 6) for a in la] for la in backend.window.lookaheads]
+    # a chunk of 4 actions (0.0, 0.1, 0.2, 0.3 per key): each step carries the chunk's actions after it
+    assert ahead == [[0.1, 0.2, 0.3], [0.2, 0.3], [0.3], []] * 2
+    assert all(set(a) == set(KEYS) for la in backend.window.lookaheads for a in la)

@@ -94,9 +94,13 @@ class Probe:
         self.reset = self.node.create_client(ResetSafety, f"{ns}/reset_safety")
         self.release = self.node.create_client(ReleaseLease, f"{ns}/release_lease")
         self.commands: list = []  # (monotonic, message) on the command controller's topic, once listened to
+        self._listening = False
 
     def listen_commands(self, mode: str, controller: str) -> None:
         """Hear what the driver sends the command controller (its topic, as the controller hears it)."""
+        if self._listening:
+            return
+        self._listening = True
         if mode == "forward_command":
             from std_msgs.msg import Float64MultiArray as Command
             topic = f"/{controller}/commands"
@@ -421,7 +425,7 @@ def test_a_chunk_is_one_trajectory_the_controller_follows_through_every_point(st
                           "left.joint_1", *map(str, points)], env=env, capture_output=True, text=True, timeout=60)
     answer = json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {"error": out.stderr[-2000:]}
     if stack.mode == "forward_command":  # one target at a time: a chunk is refused, naming why
-        assert out.returncode == 1 and "a chunk goes to a joint_trajectory_controller" in answer["error"], answer
+        assert out.returncode == 1 and "a trajectory goes to a joint_trajectory_controller" in answer["error"], answer
         return
     assert out.returncode == 0, answer
     assert answer["times_s"] == pytest.approx([0.02 * (i + 1) for i in range(len(points))])
@@ -439,3 +443,134 @@ def test_a_chunk_is_one_trajectory_the_controller_follows_through_every_point(st
     assert len(turns) == len(expected) and all(abs(t - e) <= 0.0105 for t, e in zip(turns, expected)), \
         (expected, turns, [round(v, 4) for v in moving])
     assert abs(moving[-1] - points[-1]) < 1e-3, moving[-1]
+
+
+class StreamedChunk:
+    """``ros2_control_rollout.py``: a chunk streamed to the driver as the rollout streams it, in its own process."""
+
+    def __init__(self, stack, token: str, key: str, points: list, period_s: float = 0.02) -> None:
+        env = dict(ENV)
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+        env["STRANDS_ROBOTS_TEST_LEASE_TOKEN"] = token
+        self.lines: list = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "ros2_control_rollout.py"), stack.ns, key, str(period_s), *map(str, points)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                item = {"log": line}
+            with self._cond:
+                self.lines.append(item)
+                self._cond.notify_all()
+
+    def wait_for(self, predicate, timeout_s: float = 60.0):
+        with self._cond:
+            assert self._cond.wait_for(lambda: any(predicate(i) for i in self.lines), timeout_s), self.lines[-10:]
+            return next(i for i in self.lines if predicate(i))
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10.0)
+
+
+def take_the_arms(stack, holder: str, priority: int) -> str:
+    """Take a lease of a higher priority than any before it, clear the stop (if any), wait for the controller."""
+    p = stack.probe
+    token = p.lease(holder, 60.0, priority=priority)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name=holder, lease_token=token))
+    assert reset.ok, reset.message
+    wait_until(lambda: stack.activity.state(stack.controller) == "active", 20.0)
+    return token
+
+
+def test_a_chunk_the_rollout_streams_reaches_the_controller_as_one_trajectory_through_every_point(stack):
+    p = stack.probe
+    p.listen_commands(stack.mode, stack.controller)
+    token = take_the_arms(stack, "operator:erin@rc", 8)
+    assert not wait_applied(p, token, {"left.joint_1": 0.0}).error
+    wait_until(lambda: abs(p.robot_position("left_joint_1")) < 1e-3, 10.0)
+    time.sleep(0.2)  # the move's last command is heard before this test's are counted
+    # up and down, each position held for three steps: the controller reaches each one however the commands'
+    # arrival jitters (each trajectory starts when its command arrives, replacing the one before); the chunk opens
+    # with steps where the joint stands, so the stream flows before the first move (a new stream's first commands
+    # can arrive together)
+    points = [0.0] * 5 + [0.04] * 3 + [0.08] * 3 + [0.04] * 3 + [0.08] * 3
+    sent, started = len(p.commands), time.monotonic()
+    rollout = StreamedChunk(stack, token, "left.joint_1", points)
+    try:
+        verdicts = rollout.wait_for(lambda i: "verdicts" in i)["verdicts"]
+    finally:
+        rollout.kill()
+    assert [(s, k) for s, k, _ in verdicts] == [(i, ["left.joint_1"]) for i in range(len(points))], verdicts
+    wait_until(lambda: abs(p.robot_position("left_joint_1") - points[-1]) < 1e-3, 10.0)
+    heard = [m for _, m in p.commands[sent:]]
+    joint = 0  # left_joint_1 is the controllers' first joint
+    seen = [m.position[list(m.name).index("left_joint_1")] for t, m in list(p.robot) if t >= started]
+    if stack.mode == "forward_command":  # one target at a time: each step alone, the lookahead ignored
+        assert [round(m.data[joint], 6) for m in heard] == points
+    else:  # each command went out as the step and the rest of its chunk, one trajectory replacing the one before,
+        # as far as the driver's 0.2 s silence bound lets a trajectory reach: the step and 9 points after it
+        assert [[round(pt.positions[joint], 6) for pt in m.points] for m in heard] == \
+            [points[i:i + 10] for i in range(len(points))]
+        assert all(pt.time_from_start.nanosec == 20_000_000 * (j + 1) for m in heard for j, pt in enumerate(m.points))
+    print(f"\n[{stack.mode}] streamed chunk {points} -> {len(heard)} commands "
+          f"({[len(getattr(m, 'points', [m])) for m in heard]} points); mock hardware "
+          f"{[round(v, 4) for i, v in enumerate(seen) if i == 0 or abs(v - seen[i - 1]) > 1e-9]}")
+    # the mock hardware passed through the chunk's positions in order: 0.04, 0.08, 0.04, 0.08
+    stamps = [(m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, m.position[list(m.name).index("left_joint_1")])
+              for t, m in list(p.robot) if t >= started]
+    moved = next(i for i, (_, v) in enumerate(stamps) if abs(v) > 1e-9)
+    print(f"[{stack.mode}] mock hardware from its first move, (ms, rad) by joint_states stamp: "
+          f"{[(round((t - stamps[moved][0]) / 1e6), round(v, 4)) for t, v in stamps[moved - 1:moved + 40]]}")
+    visits, want = [], [0.04, 0.08, 0.04, 0.08]
+    for v in seen:
+        if len(visits) < len(want) and abs(v - want[len(visits)]) < 2e-3:
+            visits.append(round(v, 4))
+    assert len(visits) == len(want), (visits, [round(v, 4) for v in seen])
+
+
+def test_a_rollout_killed_mid_chunk_leaves_the_arm_standing_within_the_drivers_silence_bound(stack):
+    p = stack.probe
+    p.listen_commands(stack.mode, stack.controller)
+    token = take_the_arms(stack, "operator:frank@rc", 9)
+    assert not wait_applied(p, token, {"left.joint_2": 0.0}).error
+    wait_until(lambda: abs(p.robot_position("left_joint_2")) < 1e-3, 10.0)
+    time.sleep(0.2)
+    # a 1.5 rad/s ramp of 40 steps: far longer than any lookahead, so only the silence bound ends the motion
+    ramp = [round(0.03 * (i + 1), 4) for i in range(40)]
+    sent = len(p.commands)
+    rollout = StreamedChunk(stack, token, "left.joint_2", ramp)
+    try:
+        rollout.wait_for(lambda i: i.get("sent") == 8)
+    finally:
+        rollout.kill()  # SIGKILL mid-chunk: no goodbye, no hold from the rollout
+    killed = time.monotonic()
+    joint = 1  # left_joint_2 in the controllers' joint order
+
+    def reach(m) -> float:  # where a command leaves the joint: its value, or its trajectory's last point
+        return round(m.data[joint] if stack.mode == "forward_command" else m.points[-1].positions[joint], 6)
+
+    assert len(p.commands) > sent, "no command reached the controller"
+    wait_until(lambda: abs(p.robot_position("left_joint_2") - reach(p.commands[-1][1])) < 1e-3, 10.0)
+    time.sleep(0.5)  # a window in which a motion past the last command would show; nothing is awaited here
+    heard = [m for _, m in p.commands[sent:]]
+    last = heard[-1]
+    if stack.mode == "joint_trajectory":  # the step and the points after it due within the 0.2 s silence bound
+        assert len(last.points) == 10 and last.points[-1].time_from_start.nanosec == 200_000_000, len(last.points)
+    first = round(last.data[joint] if stack.mode == "forward_command" else last.points[0].positions[joint], 6)
+    last_step = ramp.index(first)
+    standing = p.robot_position("left_joint_2")
+    window = [m.position[list(m.name).index("left_joint_2")] for t, m in list(p.robot) if t >= killed]
+    print(f"\n[{stack.mode}] rollout killed after step {last_step}: arm standing at {standing:+.4f} rad "
+          f"(last command reaches {reach(last):+.4f}; the chunk went on to {ramp[-1]:+.2f})")
+    assert abs(standing - reach(last)) < 1e-3, (standing, reach(last))
+    assert max(window) <= reach(last) + 1e-3  # never past the last point the silence bound let out
+    assert reach(last) == ramp[last_step + (9 if stack.mode == "joint_trajectory" else 0)]
+    assert last_step < len(ramp) - 10

@@ -24,8 +24,14 @@ from strands_robots.arm.ros2_control import (
     Ros2ControlConfigError,
     Ros2ControlSettings,
     chunk_trajectory,
+    STOP_BOUND_OK,
+    STOP_BOUND_REFUSE,
+    STOP_BOUND_WARN,
     duration_parts,
     forward_command,
+    stop_bound,
+    switch_bound_s,
+    within_horizon,
 )
 from strands_robots.arm.safety import QUANTITY_STOP
 from strands_robots.arm.verdict import REASON_ARM_STOPPED
@@ -427,3 +433,89 @@ def test_the_driver_reads_the_ros2_control_arms_file_when_its_config_file_is_emp
 
     assert default_config_path("ros2_control") == config_path("ros2_control/arms.yaml")
     assert default_config_path("mujoco") == config_path("arms.yaml")
+
+
+# -- how fast a stop can take the command controller down -------------------------------------------------------------
+def test_a_controller_manager_too_slow_for_one_control_period_is_refused_naming_both_numbers():
+    verdict, message = stop_bound("/controller_manager", 100.0, 0.02)
+    assert verdict == STOP_BOUND_REFUSE
+    assert "runs at 100 Hz" in message and "up to 33 ms after the hold" in message
+    assert "control period of 20 ms" in message and "cannot be done" in message and "at >= 429 Hz" in message
+    assert stop_bound("/cm", 40.0, 0.02)[0] == STOP_BOUND_REFUSE
+
+
+def test_a_controller_manager_that_leaves_the_driver_little_room_is_warned_and_a_fast_one_passes():
+    verdict, message = stop_bound("/controller_manager", 200.0, 0.02)
+    assert verdict == STOP_BOUND_WARN
+    assert "runs at 200 Hz" in message and "up to 18 ms" in message and "control period of 20 ms" in message
+    assert stop_bound("/controller_manager", 429.0, 0.02)[0] == STOP_BOUND_OK
+    assert stop_bound("/controller_manager", 500.0, 0.02) == (
+        STOP_BOUND_OK, "controller_manager /controller_manager runs at 500 Hz: a stop deactivates the command "
+                       "controller up to 9 ms after the hold (two updates for the controller to apply the hold, "
+                       "then the switch at the next), against a control period of 20 ms")
+    assert stop_bound("/cm", 100.0, 0.1)[0] == STOP_BOUND_OK  # a 10 Hz station: 33 ms of 100
+
+
+def test_an_update_rate_that_cannot_be_read_is_a_warning_not_a_pass():
+    for rate in (float("nan"), 0.0, -5.0):
+        verdict, message = stop_bound("/controller_manager", rate, 0.02)
+        assert verdict == STOP_BOUND_WARN and "reports no update_rate" in message and ">= 429 Hz" in message
+
+
+def test_the_demo_controllers_file_runs_fast_enough_for_the_demo_arms_control_period():
+    import yaml
+
+    controllers = yaml.safe_load(open(config_path("ros2_control/controllers.yaml")).read())
+    rate = controllers["controller_manager"]["ros__parameters"]["update_rate"]
+    config = DriverConfig.from_yaml(config_path("ros2_control/arms.yaml"))
+    keys = [actuator_key(a.name, j.name) for a in config.arms for j in a.joints]
+    settings = Ros2ControlSettings.from_mapping(config.ros2_control, keys)
+    assert stop_bound(settings.controller_manager, float(rate), settings.trajectory_period_s)[0] == STOP_BOUND_OK
+    # the broadcaster still publishes at the driver's control rate, a whole divisor of the controller_manager's
+    jsb = controllers["joint_state_broadcaster"]["ros__parameters"]["update_rate"]
+    assert rate % jsb == 0 and 1.0 / jsb == pytest.approx(config.timestep_s)
+
+
+# -- a trajectory never reaches past the silence bound ----------------------------------------------------------------
+def test_a_trajectory_keeps_the_points_due_within_the_silence_bound_and_always_the_first():
+    assert within_horizon(11, 0.02, 0.2) == 10
+    assert within_horizon(3, 0.02, 0.2) == 3
+    assert within_horizon(5, 0.02, 0.05) == 2
+    assert within_horizon(5, 0.5, 0.2) == 1  # the step itself always goes, as a one-point command would
+    assert within_horizon(0, 0.02, 0.2) == 0
+
+
+def test_the_silence_bound_is_read_from_the_section_and_checked():
+    s = Ros2ControlSettings.from_mapping({"controller": "jtc", "mode": MODE_TRAJECTORY, "command_silence_s": 0.1},
+                                         KEYS)
+    assert s.command_silence_s == 0.1
+    assert Ros2ControlSettings.from_mapping({"controller": "jtc"}, KEYS).command_silence_s == 0.2
+    with pytest.raises(Ros2ControlConfigError, match="command_silence_s must be a finite number > 0"):
+        Ros2ControlSettings.from_mapping({"controller": "jtc", "command_silence_s": 0}, KEYS)
+
+
+def test_the_switch_waits_two_controller_manager_updates_after_the_hold():
+    from strands_robots.arm.ros2_control import HOLD_LEAD_UNKNOWN_S, hold_lead_s
+
+    assert hold_lead_s(500.0) == pytest.approx(0.007)
+    assert hold_lead_s(100.0) == pytest.approx(0.023)
+    assert hold_lead_s(float("nan")) == HOLD_LEAD_UNKNOWN_S == pytest.approx(0.023)
+    # at the demo's rate the hold's lead and the switch's own update take 9 ms: under half a 20 ms control period
+    assert switch_bound_s(500.0) == pytest.approx(0.009)
+
+
+def test_a_controller_the_switch_just_reactivated_is_active_before_the_controller_managers_next_report():
+    clock = Clock()
+    s = Ros2ControlSettings.from_mapping({"controller": "fwd"}, KEYS)
+    h = ControllerHealth(s, clock)
+    h.joint_states()
+    h.answered([NamedState("fwd", "inactive"), NamedState("jtc", "inactive"),
+                NamedState("arm", "active", "hardware component")])
+    h.latch("lease lost")
+    assert h.fault() == ""  # inactive on purpose while the stop is latched
+    h.switched("fwd", "active")  # switch_controller answered ok
+    h.clear()
+    assert h.fault() == "" and h.state_of("fwd") == "active" and h.state_of("jtc") == "inactive"
+    h.forget_states()
+    h.switched("fwd", "active")  # nothing known: a switch answer alone does not make the states known
+    assert h.fault().endswith("controller states not known yet")

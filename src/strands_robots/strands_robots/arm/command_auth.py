@@ -7,7 +7,8 @@ carry the token: it carries ``lease_proof``, HMAC-SHA256 of the command's own fi
 driver, which holds the current token, recomputes it (:meth:`strands_robots.arm.lease.LeaseManager.verify`):
 
 - a reader of the stream learns nothing that renews, releases or resets anything;
-- a command whose keys, values, run id, step index or deadline were changed in transit, or that was signed
+- a command whose keys, values, run id, step index, deadline or lookahead (the chunk's next steps, which
+  hardware that takes trajectories sends on to its controller) were changed in transit, or that was signed
   with another token, applies nothing (``not_lease_holder``, as a foreign token on the service path);
 - replaying a copied command is what the stream's own rules refuse: after its ``apply_by`` it is ``stale``,
   before it its step is ``out_of_order`` once applied.
@@ -27,9 +28,10 @@ import struct
 from typing import Sequence
 
 # Bumped if the signed encoding changes: a driver never verifies a proof made for another encoding.
-_DOMAIN = b"strands_robots/action_command/v1\x00"
+_DOMAIN = b"strands_robots/action_command/v2\x00"
 _U32 = struct.Struct(">I")
 _HEAD = struct.Struct(">QQ")  # step_index, apply_by_ns
+_LOOKAHEAD_HEAD = struct.Struct(">IQ")  # lookahead value count, lookahead_period_ns
 
 
 def _text(value: str) -> bytes:
@@ -44,8 +46,11 @@ def _keys_block(keys: "tuple[str, ...]") -> bytes:
 
 
 def command_message(run_id: str, step_index: int, apply_by_ns: int, keys: Sequence[str],
-                    values: Sequence[float]) -> bytes:
+                    values: Sequence[float], lookahead: Sequence[float] = (), lookahead_period_ns: int = 0) -> bytes:
     """Return the bytes a lease proof signs: every field of the command that decides what moves, unambiguously.
+
+    The lookahead (the chunk's next steps, flattened) and its period are signed too: on hardware that takes
+    trajectories they reach the controller, so they move the arm as much as ``values`` do.
 
     Each text is length-prefixed and each value packed as an IEEE-754 double (the ``float64`` the message
     carries), so no two different commands share an encoding. NaN is encoded like any double: it is signed,
@@ -55,10 +60,13 @@ def command_message(run_id: str, step_index: int, apply_by_ns: int, keys: Sequen
     """
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys but {len(values)} values")
-    if step_index < 0 or apply_by_ns < 0:
-        raise ValueError(f"step_index and apply_by_ns must be >= 0, got {step_index} and {apply_by_ns}")
+    if step_index < 0 or apply_by_ns < 0 or lookahead_period_ns < 0:
+        raise ValueError(f"step_index, apply_by_ns and lookahead_period_ns must be >= 0, got {step_index}, "
+                         f"{apply_by_ns} and {lookahead_period_ns}")
     return b"".join((_DOMAIN, _text(run_id), _HEAD.pack(int(step_index), int(apply_by_ns)),
-                     _keys_block(tuple(keys)), struct.pack(f">{len(values)}d", *values)))
+                     _keys_block(tuple(keys)), struct.pack(f">{len(values)}d", *values),
+                     _LOOKAHEAD_HEAD.pack(len(lookahead), int(lookahead_period_ns)),
+                     struct.pack(f">{len(lookahead)}d", *lookahead)))
 
 
 def sign(lease_token: str, message: bytes) -> str:

@@ -37,6 +37,8 @@ class StreamCommand:
     :param lease_proof: HMAC of :meth:`message` keyed by the lease token (:mod:`strands_robots.arm.command_auth`);
         the token itself never travels on the stream.
     :param apply_by_ns: deadline on the sequencer's clock; 0 means none.
+    :param lookahead: the chunk's next steps after this one, flattened in ``keys`` order, due every
+        ``lookahead_period_ns`` (:mod:`strands_robots.arm.lookahead`); empty: none.
     """
 
     keys: tuple[str, ...]
@@ -45,20 +47,25 @@ class StreamCommand:
     step_index: int = 0
     lease_proof: str = field(default="", repr=False)
     apply_by_ns: int = 0
+    lookahead: tuple[float, ...] = ()
+    lookahead_period_ns: int = 0
 
     def message(self) -> bytes:
         """Return the bytes its ``lease_proof`` signs (:func:`strands_robots.arm.command_auth.command_message`)."""
-        return command_message(self.run_id, self.step_index, self.apply_by_ns, self.keys, self.values)
+        return command_message(self.run_id, self.step_index, self.apply_by_ns, self.keys, self.values,
+                               self.lookahead, self.lookahead_period_ns)
 
     @classmethod
     def signed(cls, keys: Sequence[str], values: Sequence[float], run_id: str, step_index: int, lease_token: str,
-               apply_by_ns: int = 0) -> "StreamCommand":
+               apply_by_ns: int = 0, lookahead: Sequence[float] = (),
+               lookahead_period_ns: int = 0) -> "StreamCommand":
         """Return the command with its lease proof made from ``lease_token``.
 
         No proof for an empty token, or for keys and values of different lengths (the driver refuses those as a
         coarse error before any lease check).
         """
-        command = cls(tuple(keys), tuple(float(v) for v in values), run_id, int(step_index), "", int(apply_by_ns))
+        command = cls(tuple(keys), tuple(float(v) for v in values), run_id, int(step_index), "", int(apply_by_ns),
+                      tuple(float(v) for v in lookahead), int(lookahead_period_ns))
         if len(command.keys) != len(command.values):
             return command
         return replace(command, lease_proof=sign(lease_token, command.message()))

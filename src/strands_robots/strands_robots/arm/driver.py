@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from strands_robots.arm.adapter import HardwareAdapter, JointReadings
 from strands_robots.arm.command_stream import CommandSequencer, StreamCommand, refuse_every_key
 from strands_robots.arm.config import ConfigError, DriverConfig
+from strands_robots.arm.lookahead import LookaheadError, LookaheadPlan, plan_lookahead, split_points
 from strands_robots.arm.model import JointSpec
 from strands_robots.arm.resolution import resolve_action
 from strands_robots.arm.safety import SafetyCheck, SafetyEnvelope, format_checks
@@ -168,6 +169,9 @@ class DriverCore:
         self._coarse_errors = 0
         self._safety_trips = 0
         self._refused_by_rule = {REASON_STALE: 0, REASON_OUT_OF_ORDER: 0}
+        self._lookahead_points = 0
+        self._lookahead_cuts = 0
+        self._last_lookahead_cut = ""
 
     # -- what the driver is ---------------------------------------------------------------------------------
     @property
@@ -233,6 +237,12 @@ class DriverCore:
         keys, values = command.keys, command.values
         if len(keys) != len(values) or len(set(keys)) != len(keys):
             return self.execute(keys, values)  # the coarse error, before any proof is computed
+        try:
+            ahead = split_points(keys, command.lookahead, command.lookahead_period_ns)
+        except LookaheadError as exc:
+            with self._lock:
+                self._count_coarse()
+            return ActionVerdict.coarse(f"lookahead refused: {exc}")
         with self._lock:
             refusal = self._sequencer.refusal(command, now_ns)
             if refusal:
@@ -242,7 +252,8 @@ class DriverCore:
                 self._refused_by_rule[refusal] += 1
                 return refuse_every_key(keys, refusal)
             lease_valid, error = self._check_proof(command)
-            verdict = self._send_checked(dict(zip(keys, values)), lease_valid, error)
+            ahead_spec = (keys, ahead, command.lookahead_period_ns / 1e9) if ahead else None
+            verdict = self._send_checked(dict(zip(keys, values)), lease_valid, error, ahead_spec)
             if verdict.applied_keys:
                 self._sequencer.record_applied(command)
             return verdict
@@ -257,12 +268,12 @@ class DriverCore:
         lease_valid, error = self._check_lease(lease_token)
         return self._send_checked(action, lease_valid, error)
 
-    def _send_checked(self, action: Any, lease_valid: bool, error: str) -> ActionVerdict:
+    def _send_checked(self, action: Any, lease_valid: bool, error: str, ahead: Any = None) -> ActionVerdict:
         if error:
             with self._lock:
                 self._count_coarse()
             return ActionVerdict.coarse(error)
-        return self._resolve_and_command(action, lease_valid, count=True)
+        return self._resolve_and_command(action, lease_valid, count=True, ahead=ahead)
 
     def _check_proof(self, command: StreamCommand) -> tuple[bool, str]:
         """Check a streamed command's lease proof against the current lease (the token never travels)."""
@@ -285,10 +296,12 @@ class DriverCore:
         except Exception as exc:  # the lease service failed: we know nothing, apply nothing
             return False, f"lease check failed: {type(exc).__name__}: {exc}"
 
-    def _resolve_and_command(self, action: Any, lease_valid: bool, count: bool) -> ActionVerdict:
+    def _resolve_and_command(self, action: Any, lease_valid: bool, count: bool, ahead: Any = None) -> ActionVerdict:
         """Run the per-key rules, command the applied keys and check the envelope.
 
         ``count``: update the action counters (the start-pose ramp's own commands are not actions).
+        ``ahead``: a streamed command's ``(keys, lookahead points, period_s)``; on hardware that takes trajectories
+        a step whose every key was applied goes out with the lookahead points :meth:`_plan_lookahead` accepts.
         """
         with self._lock:
             resolution = resolve_action(action, self._specs, lease_valid=lease_valid,
@@ -300,7 +313,11 @@ class DriverCore:
                 return verdict
             if resolution.targets:
                 try:
-                    self._adapter.command(resolution.targets)
+                    plan = self._plan_lookahead(resolution.targets, verdict, ahead)
+                    if plan is not None:
+                        self._adapter.command_trajectory([resolution.targets, *plan.points], ahead[2])
+                    else:
+                        self._adapter.command(resolution.targets)
                 except Exception as exc:  # partial actuation may have happened: say nothing per key
                     if count:
                         self._count_coarse()
@@ -317,6 +334,37 @@ class DriverCore:
                 self._actions_applied += 1
             self._check_safety()
             return verdict
+
+    @property
+    def takes_trajectories(self) -> bool:
+        """Whether the hardware takes a step and its lookahead as one trajectory (``command_trajectory``)."""
+        return bool(getattr(self._adapter, "takes_trajectories", False))
+
+    def _plan_lookahead(self, targets: Mapping[str, float], verdict: ActionVerdict,
+                        ahead: Any) -> "LookaheadPlan | None":
+        """Return the lookahead points to send after a step (None: send the step alone, as other hardware does).
+
+        Only a step whose every key was applied carries its lookahead on; each point then passes the per-key rules,
+        the envelope's speed limits and the hardware's silence bound
+        (:func:`~strands_robots.arm.lookahead.plan_lookahead`). Caller holds the lock.
+        """
+        if ahead is None or verdict.unresolved_keys or not self.takes_trajectories:
+            return None
+        keys, points, period_s = ahead
+        speeds = {k: self._envelope.limits(k).velocity for k in keys if k in self._specs}
+        plan = plan_lookahead(targets, keys, points, period_s, self._specs, speeds, self._envelope.stopped_arms,
+                              float(getattr(self._adapter, "trajectory_horizon_s", 0.0)))
+        if plan.cut:
+            self._lookahead_cuts += 1
+            self._last_lookahead_cut = plan.cut
+        self._lookahead_points += len(plan.points)
+        return plan
+
+    @property
+    def lookahead_counts(self) -> tuple[int, int, str]:
+        """``(points sent after their step, lookaheads cut short, why the last one was cut)`` since the start."""
+        with self._lock:
+            return self._lookahead_points, self._lookahead_cuts, self._last_lookahead_cut
 
     def _count_coarse(self) -> None:
         self._actions_received += 1

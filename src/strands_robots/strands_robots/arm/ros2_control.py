@@ -40,7 +40,71 @@ MODES = (MODE_FORWARD, MODE_TRAJECTORY)
 STATE_ACTIVE = "active"
 
 _FIELDS = {"controller_manager", "controller", "mode", "joint_states_topic", "joints", "joint_states_timeout_s",
-           "trajectory_period_s", "state_poll_s", "answer_timeout_s", "switch_timeout_s", "control_period_s"}
+           "trajectory_period_s", "state_poll_s", "answer_timeout_s", "switch_timeout_s", "control_period_s",
+           "command_silence_s"}
+
+
+# A latched stop deactivates the command controller through switch_controller, and the controller_manager switches
+# controllers only inside its real-time loop: at its first update after the request reached it. The driver asks for
+# the switch two updates after it sent the hold (:func:`hold_lead_s`), so a stop takes the controller down within
+# :func:`switch_bound_s` plus the driver's own part (the hold, the request: a few ms) and the service's dispatch.
+# The hold's lead over the switch: this many controller_manager updates (one for the controller to take the hold,
+# one to spare), plus what the hold takes to reach the controller: a topic message across the host, then a turn of the
+# controller_manager's executor, which the switch request itself may hold (on a loaded 2-core machine 1 ms was too
+# little now and then).
+HOLD_LEAD_UPDATES = 2
+HOLD_LEAD_DELIVERY_S = 0.003
+# Without a known update rate, the lead for a controller_manager at 100 Hz.
+HOLD_LEAD_UNKNOWN_S = HOLD_LEAD_UPDATES / 100.0 + HOLD_LEAD_DELIVERY_S
+
+STOP_BOUND_OK = "ok"
+STOP_BOUND_WARN = "warn"
+STOP_BOUND_REFUSE = "refuse"
+
+
+def hold_lead_s(update_rate_hz: float) -> float:
+    """Return how long after the hold the switch that deactivates the command controller is asked for.
+
+    The hold must be applied by the still-active controller first: deactivated before, the controller leaves the
+    hardware at its last command. Two updates of the controller_manager (one to take the hold, one to spare) and
+    :data:`HOLD_LEAD_DELIVERY_S` for the message to reach the controller.
+    """
+    if not (math.isfinite(update_rate_hz) and update_rate_hz > 0):
+        return HOLD_LEAD_UNKNOWN_S
+    return HOLD_LEAD_UPDATES / update_rate_hz + HOLD_LEAD_DELIVERY_S
+
+
+def switch_bound_s(update_rate_hz: float) -> float:
+    """Return the controller_manager's part of a stop: the hold's lead, then up to one update until the switch."""
+    return hold_lead_s(update_rate_hz) + 1.0 / update_rate_hz
+
+
+def stop_bound(controller_manager: str, update_rate_hz: float, control_period_s: float) -> tuple[str, str]:
+    """Whether a stop can deactivate the command controller within one control period at this update rate.
+
+    Returns ``(verdict, message)``: ``refuse`` when the controller_manager's part alone (:func:`switch_bound_s`)
+    is over one control period (it cannot be done); ``warn`` when it takes more than half of one, leaving the
+    driver's part and the service's dispatch too little room (it may not), or when the rate cannot be read; else
+    ``ok``. The message names both numbers and the rate that would do.
+    """
+    half = control_period_s / 2.0 - HOLD_LEAD_DELIVERY_S
+    need_hz = math.ceil((HOLD_LEAD_UPDATES + 1) / half) if half > 0 else math.inf
+    if not (math.isfinite(update_rate_hz) and update_rate_hz > 0):
+        return STOP_BOUND_WARN, (f"controller_manager {controller_manager} reports no update_rate "
+                                 f"({update_rate_hz!r}): cannot tell whether a stop deactivates the command "
+                                 f"controller within one control period ({control_period_s * 1000:g} ms); it needs "
+                                 f">= {need_hz:g} Hz")
+    bound_ms = switch_bound_s(update_rate_hz) * 1000.0
+    said = (f"controller_manager {controller_manager} runs at {update_rate_hz:g} Hz: a stop deactivates the "
+            f"command controller up to {bound_ms:.3g} ms after the hold (two updates for the controller to apply the "
+            f"hold, then the switch at the next), against a control period of {control_period_s * 1000:g} ms")
+    advice = f"run the controller_manager at >= {need_hz:g} Hz (update_rate in its controllers file)"
+    if bound_ms > control_period_s * 1000.0 + 1e-9:
+        return STOP_BOUND_REFUSE, f"{said}: it cannot be done within one control period; {advice}"
+    if bound_ms > control_period_s * 500.0 + 1e-9:
+        return STOP_BOUND_WARN, (f"{said}: with the driver's own part it may take longer than one control period; "
+                                 f"{advice}")
+    return STOP_BOUND_OK, said
 
 
 class Ros2ControlConfigError(ValueError):
@@ -79,12 +143,16 @@ class Ros2ControlSettings:
         controller_manager's namespace).
     :param joint_states_timeout_s: ``joint_states`` older than this is a driver fault (the arms stop as for a
         silent driver).
-    :param trajectory_period_s: ``joint_trajectory``: the time between two points of a trajectory (the rollout's
-        control period).
+    :param trajectory_period_s: the station's control period (the rollout's): the time between two points of a
+        trajectory, and the time a safety stop has to deactivate the command controller in (:func:`stop_bound`).
     :param control_period_s: the driver's control loop: how often the state and the stop rules are evaluated.
     :param state_poll_s: how often the controller_manager is asked for its controllers' and components' states.
     :param answer_timeout_s: a controller_manager that answers no question for this long is a driver fault.
     :param switch_timeout_s: how long a ``switch_controller`` call may take.
+    :param command_silence_s: ``joint_trajectory``: the driver's silence bound for the rollout's commands. A
+        trajectory (a step and its chunk's lookahead, :mod:`strands_robots.arm.lookahead`) never reaches further
+        ahead than this, so if the rollout falls silent mid-chunk the arm stands still at most this long after its
+        last command.
     """
 
     controller: str
@@ -98,6 +166,7 @@ class Ros2ControlSettings:
     state_poll_s: float = 0.2
     answer_timeout_s: float = 1.0
     switch_timeout_s: float = 1.0
+    command_silence_s: float = 0.2
 
     @classmethod
     def from_mapping(cls, raw: Any, keys: Sequence[str]) -> "Ros2ControlSettings":
@@ -144,6 +213,7 @@ class Ros2ControlSettings:
             state_poll_s=_positive(raw, "state_poll_s", cls.state_poll_s),
             answer_timeout_s=_positive(raw, "answer_timeout_s", cls.answer_timeout_s),
             switch_timeout_s=_positive(raw, "switch_timeout_s", cls.switch_timeout_s),
+            command_silence_s=_positive(raw, "command_silence_s", cls.command_silence_s),
         )
 
     def with_controller_manager(self, name: str) -> "Ros2ControlSettings":
@@ -278,6 +348,17 @@ def chunk_trajectory(joint_names: Sequence[str], chunk: Sequence[np.ndarray], or
     return TrajectoryPlan(tuple(joint_names), points, times)
 
 
+def within_horizon(n_points: int, period_s: float, horizon_s: float) -> int:
+    """How many of a trajectory's ``n_points`` (point ``i`` due ``(i + 1) * period_s``) are due within ``horizon_s``.
+
+    The first point (the step itself) always goes: it is what a one-point command would send.
+    """
+    if n_points <= 0:
+        return 0
+    fit = int(math.floor(horizon_s / period_s + 1e-9)) if period_s > 0 else n_points
+    return max(1, min(n_points, fit))
+
+
 def duration_parts(seconds: float) -> tuple[int, int]:
     """``builtin_interfaces/Duration`` (sec, nanosec) of ``seconds`` >= 0."""
     ns = int(round(max(0.0, seconds) * 1e9))
@@ -344,6 +425,17 @@ class ControllerHealth:
             self._seen.unanswered_since_s = 0.0
             self._seen.states = tuple(states)
             self._seen.states_known = True
+
+    def switched(self, name: str, state: str) -> None:
+        """Note a controller's new state as a successful ``switch_controller`` answer just gave it.
+
+        The answer comes before the controller_manager's next activity or state answer does: without this, a
+        controller just re-activated on a clear would read as still inactive (a driver fault) until then.
+        """
+        with self._lock:
+            if self._seen.states_known:
+                self._seen.states = tuple(NamedState(x.name, state, x.kind) if x.kind == "controller" and x.name == name
+                                          else x for x in self._seen.states)
 
     def forget_states(self) -> None:
         """Forget the states: the controller_manager went away, what it said no longer holds."""

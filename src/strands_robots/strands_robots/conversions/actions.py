@@ -9,7 +9,7 @@ Float arrays are handed over as ``array('d')`` so the generated setters do no pe
 from __future__ import annotations
 
 from array import array
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from strands_robots.conversions.messages import NS_PER_S, blank_factory, ros, time_to_ns
 
@@ -84,7 +84,8 @@ def response_to_verdict(res: Any) -> Any:
 
 # -- the command stream, the rollout's side: ActionCommand out, ActionVerdict in -------------------------
 def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int, lease_token: str,
-                       sent_ns: int, apply_by_ns: int) -> Any:
+                       sent_ns: int, apply_by_ns: int, lookahead: "Sequence[float]" = (),
+                       lookahead_period_ns: int = 0) -> Any:
     """``ActionCommand`` for one step of the command stream (keys in emission order; NaN passes through).
 
     The lease token itself is not in the message: ``lease_proof`` is the HMAC of the command keyed by it
@@ -92,6 +93,8 @@ def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int
 
     :param sent_ns: when the rollout publishes it, ns since the epoch (the node clock without sim time).
     :param apply_by_ns: the driver refuses the command as ``stale`` after this time (same clock).
+    :param lookahead: the chunk's next steps, flattened in the action's key order
+        (:func:`strands_robots.arm.lookahead.flatten`), due every ``lookahead_period_ns``; signed with the rest.
     :raises TypeError: a value that is not a real number.
     """
     from strands_robots.arm.command_auth import command_message, sign
@@ -103,7 +106,12 @@ def stream_command_msg(action: Mapping[str, float], run_id: str, step_index: int
     cmd.values = values
     cmd.run_id = run_id
     cmd.step_index = int(step_index)
-    cmd.lease_proof = sign(lease_token, command_message(run_id, int(step_index), int(apply_by_ns), keys, values))
+    ahead = array("d", lookahead)
+    period_ns = int(lookahead_period_ns) if len(ahead) else 0
+    cmd.lookahead = ahead
+    cmd.lookahead_period.sec, cmd.lookahead_period.nanosec = divmod(period_ns, NS_PER_S)
+    cmd.lease_proof = sign(lease_token, command_message(run_id, int(step_index), int(apply_by_ns), keys, values,
+                                                        ahead, period_ns))
     cmd.sent.sec, cmd.sent.nanosec = divmod(int(sent_ns), NS_PER_S)
     cmd.apply_by.sec, cmd.apply_by.nanosec = divmod(int(apply_by_ns), NS_PER_S)
     return cmd
@@ -130,12 +138,20 @@ def verdict_msg_to_verdict(msg: Any) -> Any:
 def msg_to_stream_command(msg: Any) -> Any:
     """Return the :class:`~strands_robots.arm.command_stream.StreamCommand` of an ``ActionCommand``.
 
-    ``apply_by`` becomes nanoseconds; zero means no deadline.
+    ``apply_by`` becomes nanoseconds; zero means no deadline. The lookahead is bounded here, where it enters.
+
+    :raises strands_robots.arm.lookahead.LookaheadError: a lookahead over the bound or not a whole number of
+        points (the driver answers such a command with a coarse error and applies nothing).
     """
     from strands_robots.arm.command_stream import StreamCommand
+    from strands_robots.arm.lookahead import split_points
 
-    return StreamCommand(tuple(msg.keys), tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_proof,
-                         time_to_ns(msg.apply_by))
+    keys = tuple(msg.keys)
+    ahead = tuple(getattr(msg, "lookahead", ()))
+    period_ns = time_to_ns(msg.lookahead_period) if ahead else 0
+    split_points(keys, ahead, period_ns)
+    return StreamCommand(keys, tuple(msg.values), msg.run_id, int(msg.step_index), msg.lease_proof,
+                         time_to_ns(msg.apply_by), ahead, period_ns)
 
 
 _NEW_VERDICT: "Callable[[], Any] | None" = None

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from array import array
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from strands_robots.ros.action_client import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -55,6 +55,7 @@ from strands_robots_msgs.srv import (
 
 from strands_robots.conversions.actions import response_to_verdict, verdict_msg_to_verdict
 from strands_robots.conversions.joint_state import driver_joint_state_to_observation
+from strands_robots.arm.lookahead import flatten
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.ros.qos import LATCHED_QOS, STATE_QOS
 from strands_robots.driver_link.command_stream import CommandStream
@@ -363,8 +364,13 @@ class RosDriverBackend(DriverArmCalls):
         self._note_stopped(msg.stopped)
         return verdict_msg_to_verdict(msg)
 
-    def _publish_streamed(self, action: Mapping[str, float]) -> "int | ActionVerdict":
-        """Publish one step's command and return its step index; a coarse verdict when nothing was sent."""
+    def _publish_streamed(self, action: Mapping[str, float],
+                          lookahead: "Sequence[Mapping[str, Any]]" = ()) -> "int | ActionVerdict":
+        """Publish one step's command and return its step index; a coarse verdict when nothing was sent.
+
+        ``lookahead``: the rest of the step's chunk, carried on (flattened, signed) for hardware that takes
+        trajectories (:mod:`strands_robots.arm.lookahead`), one control period apart.
+        """
         refused = _malformed(action)
         if refused is not None:
             return refused
@@ -372,7 +378,10 @@ class RosDriverBackend(DriverArmCalls):
             return ActionVerdict.coarse(_NOT_LISTENING)
         run_id, step_index = self._next_step()
         self._watch.command_sent()
-        self._stream.publish(_wire(action), run_id, step_index, self.lease_token, self.stale_after_s)
+        wire = _wire(action)
+        ahead = flatten(tuple(wire), lookahead) if lookahead else []
+        self._stream.publish(wire, run_id, step_index, self.lease_token, self.stale_after_s, ahead,
+                             self._period_s)
         return step_index
 
     def _send_service(self, action: Mapping[str, float]) -> ActionVerdict:

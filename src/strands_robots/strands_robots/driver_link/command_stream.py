@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 from strands_robots_msgs.msg import ActionCommand, ActionVerdict as ActionVerdictMsg
 
@@ -112,14 +112,18 @@ class CommandStream:
             self._sent_ns.clear()
 
     def publish(self, action: Mapping[str, float], run_id: str, step_index: int, lease_token: str,
-                stale_after_s: float) -> None:
+                stale_after_s: float, lookahead: "Sequence[float]" = (), lookahead_period_s: float = 0.0) -> None:
         """Publish one command (``apply_by`` = now + ``stale_after_s``); never waits.
+
+        ``lookahead``: the chunk's next steps after this one, flattened in the action's key order
+        (:func:`strands_robots.arm.lookahead.flatten`), ``lookahead_period_s`` apart.
 
         :raises TypeError: a value that is not a real number (the caller converts values first).
         """
         sent_ns = time.time_ns()
         msg = stream_command_msg(action, run_id, step_index, lease_token, sent_ns,
-                                         sent_ns + int(stale_after_s * 1e9))
+                                 sent_ns + int(stale_after_s * 1e9), lookahead,
+                                 int(round(lookahead_period_s * 1e9)) if lookahead else 0)
         with self._cond:
             sent = self._sent_ns
             sent[(run_id, step_index)] = time.perf_counter_ns()

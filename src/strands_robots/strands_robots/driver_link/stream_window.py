@@ -6,7 +6,7 @@ backend's stream and hands the loop the verdicts as they arrive (``rollout/pipel
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from strands_robots.arm.verdict import ActionVerdict
 from strands_robots.conversions.actions import verdict_msg_to_verdict
@@ -26,8 +26,8 @@ class StreamWindow:
         self.overdue_ns = int(backend.stale_after_s * 1e9)
         self.verdict_bound_ns = int(backend.verdict_bound_s * 1e9)
 
-    def submit(self, action: Mapping[str, Any]) -> "int | ActionVerdict":
-        return self._backend._publish_streamed(action)
+    def submit(self, action: Mapping[str, Any], lookahead: "Sequence[Mapping[str, Any]]" = ()) -> "int | ActionVerdict":
+        return self._backend._publish_streamed(action, lookahead)
 
     def collect(self, timeout_s: float) -> "list[tuple[int, ActionVerdict]]":
         backend = self._backend

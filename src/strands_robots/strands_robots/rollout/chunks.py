@@ -70,6 +70,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from strands_robots.arm.lookahead import LOOKAHEAD_MAX_POINTS
 from strands_robots.policies.base import NEVER_BLOCKS, Policy
 from strands_robots.simulation.observers import CooperativeStop
 
@@ -94,7 +95,9 @@ class PlannedAction:
     ``observation`` is the snapshot the chunk was inferred from (or, with ``refresh_every_step``, the
     observation fetched for this step). ``age_steps`` is the authoritative number of control steps applied
     since that observation was taken; ``is_chunk_reused`` is true only for an action at index > 0 reusing
-    the chunk-start snapshot.
+    the chunk-start snapshot. ``lookahead`` is the rest of the chunk after this action (at most
+    :data:`~strands_robots.arm.lookahead.LOOKAHEAD_MAX_POINTS`), which the command stream carries on so hardware
+    that takes trajectories gets the chunk as one.
     """
 
     action: Mapping[str, float]
@@ -102,6 +105,7 @@ class PlannedAction:
     chunk_index: int
     is_chunk_reused: bool
     age_steps: int
+    lookahead: "tuple[Mapping[str, float], ...]" = ()
 
 
 def percentile_99(values: "list | tuple") -> float:
@@ -254,10 +258,11 @@ class ChunkPipeline:
             snapshot = fresh if fresh is not None else observe()
             self._prefetch = _Prefetch(self._submit(snapshot), index, len(self._chunk))
         self._next_index = index + 1
+        ahead = tuple(self._chunk[index + 1:index + 1 + LOOKAHEAD_MAX_POINTS])
 
         if fresh is not None:
-            return PlannedAction(action, fresh, index, False, 0)
-        return PlannedAction(action, self._chunk_observation, index, index > 0, self._base_age + index)
+            return PlannedAction(action, fresh, index, False, 0, ahead)
+        return PlannedAction(action, self._chunk_observation, index, index > 0, self._base_age + index, ahead)
 
     def note_step_interval(self, seconds: float) -> None:
         """Record the interval from one control step's start to the next, so the prefetch point can adapt.

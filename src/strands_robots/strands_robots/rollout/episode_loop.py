@@ -191,7 +191,7 @@ class EpisodeLoop:
         reporter = self._reporter
         if self._inflight is not None:
             try:
-                ticket = self._window.submit(action)
+                ticket = self._window.submit(action, sent.planned.lookahead)
             except Exception as exc:  # a coarse error: nothing known about what reached the arms
                 ticket = ActionVerdict.coarse(f"{type(exc).__name__}: {exc}")
             sent.elapsed_s = self._pacer.elapsed_s

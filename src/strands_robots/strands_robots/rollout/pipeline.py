@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Any, Deque, Generic, List, Mapping, Optional, Protocol, Tuple, TypeVar, runtime_checkable
+from typing import Any, Deque, Generic, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar, runtime_checkable
 
 from strands_robots.arm.verdict import ActionVerdict
 
@@ -62,8 +62,13 @@ class CommandWindow(Protocol):
     overdue_ns: int  # rule 4: hold while the oldest open step is older than this
     verdict_bound_ns: int  # rule 2: an open step older than this is unknown
 
-    def submit(self, action: Mapping[str, Any]) -> "int | ActionVerdict":
-        """Send one command; its ticket (increasing per episode), or a verdict when nothing was sent."""
+    def submit(self, action: Mapping[str, Any],
+               lookahead: "Sequence[Mapping[str, Any]]" = ()) -> "int | ActionVerdict":
+        """Send one command; its ticket (increasing per episode), or a verdict when nothing was sent.
+
+        ``lookahead``: the rest of the action's chunk (``PlannedAction.lookahead``), which a window may carry on with
+        the command for hardware that takes trajectories; it never changes what this step applies.
+        """
 
     def collect(self, timeout_s: float) -> "List[Tuple[int, ActionVerdict]]":
         """Return every verdict arrived so far (waiting at most ``timeout_s`` for the first), oldest first."""

@@ -50,7 +50,13 @@ from strands_robots.arm.ros2_control import (
     Ros2ControlSettings,
     chunk_trajectory,
     duration_parts,
+    STATE_ACTIVE,
+    STOP_BOUND_REFUSE,
+    STOP_BOUND_WARN,
     forward_command,
+    hold_lead_s,
+    stop_bound,
+    within_horizon,
 )
 
 NAME = "ros2_control"
@@ -124,6 +130,7 @@ class Ros2ControlArms:
         self._switching = False
         self._pending: dict[str, tuple[Any, float]] = {}  # in-flight state questions
         self._closed = False
+        self.update_rate_hz = float("nan")  # the controller_manager's, as it reported it at the start
 
         # Not the process's remaps: the driver's ``__node:=arm_driver`` would make this a second node of its name.
         self._node = rclpy.create_node(f"strands_ros2_control_{os.getpid()}", use_global_arguments=False)
@@ -146,6 +153,7 @@ class Ros2ControlArms:
         self._components = node.create_client(self._cm_srv.ListHardwareComponents, f"{cm}/list_hardware_components")
         self._switch = node.create_client(self._cm_srv.SwitchController, f"{cm}/switch_controller")
         self._params = node.create_client(GetParameters, f"{settings.controller_node}/get_parameters")
+        self._cm_params = node.create_client(GetParameters, f"{cm}/get_parameters")
         activity = getattr(self._cm_msg, "ControllerManagerActivity", None)
         if activity is not None:  # not in every distro: polling alone then
             latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -175,6 +183,7 @@ class Ros2ControlArms:
                                     f"{s.controller_manager} (after {timeout_s:g} s)")
             time.sleep(0.05)
         self._load_order(max(0.5, deadline - time.monotonic()))
+        self._check_update_rate(max(0.5, deadline - time.monotonic()))
         with self._lock:
             self._targets.seed(self._pos)
         fault = self._health.fault()
@@ -228,6 +237,37 @@ class Ros2ControlArms:
             raise HardwareError(f"ros2_control: {s.controller}: {exc}") from None
         with self._lock:
             self._order, self._controller_joints = order, joints
+
+    def _check_update_rate(self, timeout_s: float) -> None:
+        """Refuse a controller_manager too slow to take the command controller down within one control period.
+
+        :raises HardwareError: its update period is a control period or more (:func:`stop_bound`); a rate that
+            only may be too slow, or one that cannot be read, is logged as a warning naming both numbers.
+        """
+        from rcl_interfaces.srv import GetParameters
+
+        s = self._settings
+        rate = float("nan")
+        if self._cm_params.wait_for_service(timeout_sec=timeout_s):
+            req = GetParameters.Request()
+            req.names = ["update_rate"]
+            future = self._cm_params.call_async(req)
+            if _wait(future, timeout_s):
+                values = future.result().values
+                if values and values[0].type == 2:  # PARAMETER_INTEGER
+                    rate = float(values[0].integer_value)
+                elif values and values[0].type == 3:  # PARAMETER_DOUBLE
+                    rate = float(values[0].double_value)
+            else:
+                self._cm_params.remove_pending_request(future)
+        verdict, message = stop_bound(s.controller_manager, rate, s.trajectory_period_s)
+        self.update_rate_hz = rate
+        if verdict == STOP_BOUND_REFUSE:
+            raise HardwareError(f"ros2_control: {message}")
+        if verdict == STOP_BOUND_WARN:
+            self._log.warning(f"ros2_control: {message}")
+        else:
+            self._log.info(f"ros2_control: {message}")
 
     # -- ROS callbacks (the link's executor thread) ---------------------------------------------------------
     def _on_joint_states(self, msg: Any) -> None:
@@ -316,27 +356,46 @@ class Ros2ControlArms:
             self._targets.set([slot(k) for k in targets], list(targets.values()))
             self._publish_locked()
 
-    def command_chunk(self, chunk: "list[Mapping[str, float]]") -> None:
-        """Send a chunk of actions (each already validated) as one trajectory, one point per action.
+    @property
+    def takes_trajectories(self) -> bool:
+        """A joint_trajectory_controller takes a step and its chunk's lookahead as one trajectory."""
+        return self._settings.mode == MODE_TRAJECTORY
 
-        Point ``i`` is due ``(i + 1) * trajectory_period_s`` after the trajectory starts, so the
-        joint_trajectory_controller passes through every action at the control rate and interpolates between them
-        at its own. Each action's keys apply on top of the one before (the other joints keep their targets).
+    @property
+    def trajectory_horizon_s(self) -> float:
+        """No trajectory point is due later than this after its command (the driver's silence bound)."""
+        return self._settings.command_silence_s
+
+    def command_trajectory(self, points: "list[Mapping[str, float]]", period_s: float) -> None:
+        """Send a step and the lookahead points after it (each already validated) as one trajectory.
+
+        Point ``i`` is due ``(i + 1) * period_s`` after the trajectory starts, so the joint_trajectory_controller
+        passes through every point at the control rate and interpolates between them at its own; the next command's
+        trajectory replaces this one. Each point's keys apply on top of the one before (the other joints keep their
+        targets); the targets kept afterwards are the first point's (the step's own), so a hold or the next command
+        starts from the step, not from the end of a lookahead that may never be commanded. Points due past
+        ``command_silence_s`` are not sent.
 
         :raises RuntimeError: not in ``joint_trajectory`` mode (a forward command controller takes one target at a
             time), or why no command may go out now (a fault, a latched stop).
-        :raises ValueError: an empty chunk.
+        :raises ValueError: no point, or a period that is not > 0.
         """
         if self._settings.mode != MODE_TRAJECTORY:
-            raise RuntimeError(f"a chunk goes to a joint_trajectory_controller; {self._settings.controller} is "
-                               f"commanded in {self._settings.mode} mode, one action at a time")
+            raise RuntimeError(f"a trajectory goes to a joint_trajectory_controller; {self._settings.controller} "
+                               f"is commanded in {self._settings.mode} mode, one action at a time")
+        if not points:
+            raise ValueError("a trajectory needs at least one point")
+        if not (np.isfinite(period_s) and period_s > 0):
+            raise ValueError(f"period_s must be > 0, got {period_s!r}")
         refusal = self._health.refusal()
         if refusal:
             raise RuntimeError(refusal)
+        within = within_horizon(len(points), period_s, self._settings.command_silence_s)
         slot = self._map.key_slot
         with self._lock:
-            steps = self._targets.chunk([([slot(k) for k in action], list(action.values())) for action in chunk])
-            self._publish_locked(steps)
+            steps = self._targets.chunk([([slot(k) for k in p], list(p.values())) for p in points[:within]])
+            self._targets.values = steps[0].copy()
+            self._publish_locked(steps, period_s)
 
     def hold(self, arms: "tuple[str, ...] | None" = None) -> None:
         """Targets of ``arms`` := their measured positions, sent at once unless the hardware is in fault."""
@@ -366,8 +425,14 @@ class Ros2ControlArms:
         threading.Thread(target=self._reload_order, name="ros2_control_order", daemon=True).start()
 
     def _reload_order(self) -> None:
+        """Ask a controller_manager that came back for the controller's joints and its update rate again.
+
+        The rate sets the hold's lead over a stop's switch; one too slow for a control period is logged as an error
+        (the driver refuses it at configure; a restarted controller_manager is not refused, only named).
+        """
         try:
             self._load_order(self._settings.answer_timeout_s * 2)
+            self._check_update_rate(self._settings.answer_timeout_s * 2)
         except HardwareError as exc:
             self._log.error(str(exc))
 
@@ -382,10 +447,26 @@ class Ros2ControlArms:
         return self._health.fault()
 
     def latch_stop(self, reason: str) -> None:
-        """Deactivate the command controller (after the hold the core just sent); the stop stays until resume."""
+        """Deactivate the command controller once the hold the core just sent is applied; latched until resume.
+
+        The hold goes to the controller as a topic message and the switch as a service request: nothing orders the
+        two inside the controller_manager, which switches at its next update. A controller deactivated before it
+        applied the hold leaves the hardware at its last command (the move's target, on hardware without a
+        limiter), so the switch is asked :func:`hold_lead_s` later (two updates of the controller_manager), from a
+        timer: the control loop never waits for it. Meanwhile the stop is latched: nothing else is sent.
+        """
         if not self._health.latch(reason):
             return
-        self._request_switch(activate=False)
+        lead = hold_lead_s(self.update_rate_hz)
+        latched = time.monotonic()
+
+        def switch() -> None:
+            if self._health.stop_reason and not self._closed:  # not cleared meanwhile
+                self._request_switch(activate=False, since=latched)
+
+        timer = threading.Timer(lead, switch)
+        timer.daemon = True
+        timer.start()
 
     def resume(self) -> str:
         """Re-activate the command controller and restart from the measured state; empty on success."""
@@ -397,6 +478,7 @@ class Ros2ControlArms:
         ok, message = self._switch_and_wait(activate=True)
         if not ok:
             return f"switch_controller could not activate {self._settings.controller}: {message}"
+        self._health.switched(self._settings.controller, STATE_ACTIVE)
         self._health.clear()
         with self._lock:
             self._targets.seed(self._pos)
@@ -406,8 +488,8 @@ class Ros2ControlArms:
         return ""
 
     # -- sending ----------------------------------------------------------------------------------------------
-    def _publish_locked(self, steps: "Optional[list[np.ndarray]]" = None) -> None:
-        """Send the targets (or a chunk's ``steps``, each a full target vector: one trajectory point each)."""
+    def _publish_locked(self, steps: "Optional[list[np.ndarray]]" = None, period_s: float = 0.0) -> None:
+        """Send the targets (or a trajectory's ``steps``, each a full target vector, ``period_s`` apart)."""
         order = self._order
         if order is None:
             return
@@ -416,7 +498,7 @@ class Ros2ControlArms:
             msg.data = forward_command(self._targets.values, order)
         else:
             plan = chunk_trajectory(self._controller_joints, steps or [self._targets.values], order,
-                                    self._settings.trajectory_period_s)
+                                    period_s or self._settings.trajectory_period_s)
             msg = _trajectory_msg(self._command_type, plan)
         self._pub.publish(msg)
 
@@ -430,9 +512,12 @@ class Ros2ControlArms:
         req.timeout.sec, req.timeout.nanosec = duration_parts(self._settings.switch_timeout_s)
         return req
 
-    def _request_switch(self, activate: bool) -> None:
-        """Send the switch without waiting (a stop is latched from the control loop, which must not block)."""
-        asked = time.monotonic()
+    def _request_switch(self, activate: bool, since: float = 0.0) -> None:
+        """Send the switch without waiting (a stop is latched from the control loop, which must not block).
+
+        ``since``: when the stop was latched (monotonic), for the log line; default now.
+        """
+        asked = since or time.monotonic()
         future = self._switch.call_async(self._switch_request(activate))
         verb = "activate" if activate else "deactivate"
 
