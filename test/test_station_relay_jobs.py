@@ -801,8 +801,9 @@ class DomainTopics:
     """Every topic of the station's namespace and the domain's logs as this process receives them (its own node).
 
     Each message is kept as its text (``repr``: every field) with the topic it came on; camera images are left
-    out (their bytes name nothing). Messages are taken until the station's first status of a job that ended
-    (terminal, or its comparison's labels revealed): from that one on, naming the slots is what it should do.
+    out (their bytes name nothing). Messages are taken until the station's first status of the watched job
+    (``job_id``) that ended (terminal, or its comparison's labels revealed): from that one on, naming the slots is
+    what it should do. The latched status of an earlier job on the same station never ends the watch.
     """
 
     SKIPPED_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
@@ -822,6 +823,7 @@ class DomainTopics:
         self.texts: list = []
         self.open = True
         self.ending = ""  # the station's first status of the ended job
+        self.job_id = ""  # the job watched: set before subscribing
 
     def subscribe_to_all(self) -> None:
         """Subscribe to every topic of the namespace (hidden action topics too), ``/rosout`` and ``/diagnostics``."""
@@ -841,7 +843,7 @@ class DomainTopics:
                 qos = LATCHED_QOS
 
             def take(msg, name=name):
-                if self.open and self.ends(msg):
+                if self.open and self.ends(msg, self.job_id):
                     self.open = False  # the station said the job ended: its labels are revealed from here on
                     self.ending = repr(msg)
                 if self.open:
@@ -850,8 +852,8 @@ class DomainTopics:
             self.subscribed[name] = self.node.create_subscription(message_class(types[0]), name, take, qos)
 
     @staticmethod
-    def ends(msg) -> bool:
-        if type(msg).__name__ != "JobStatus":
+    def ends(msg, job_id: str) -> bool:
+        if type(msg).__name__ != "JobStatus" or msg.job_id != job_id:
             return False
         return msg.state in TERMINAL or any(c.labels_revealed for c in msg.comparison)
 
@@ -900,6 +902,7 @@ def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slo
         assert (invitation.owner, invitation.invitation, list(invitation.slots)) == ("demo", "pending", [slots[1]])
         with pytest.raises(Unauthenticated, match=f"slot '{slots[0]}' of job"):  # NotAllowed: another team's slot
             guest.serve_policy(job_id, TeamPolicy(), slot=slots[0])
+        topics.job_id = job_id
         topics.subscribe_to_all()
         # every topic is matched with its publishers before the job may run: every later message reaches us
         needed = (f"/{station.namespace}/job_status", f"/{station.namespace}/observer_events", "/rosout")
