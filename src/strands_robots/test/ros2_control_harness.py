@@ -137,6 +137,20 @@ class RobotDescription:
         self.node.destroy_node()
 
 
+def controllers_at(rate: int, tmp: Path) -> Path:
+    """Write the demo controllers file with the controller_manager at ``rate`` Hz into ``tmp``; its path.
+
+    The broadcaster keeps its own rate (a controller faster than the controller_manager runs at its rate).
+    """
+    lines = CONTROLLERS.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("update_rate:")
+              and lines[i - 1].strip() == "ros__parameters:" and lines[i - 2].strip() == "controller_manager:")
+    lines[at] = f"    update_rate: {rate}  # Hz"
+    path = Path(tmp) / f"controllers_{rate}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 class ControllerManager:
     """``ros2_control_node`` with the demo controllers, as its own process; ``spawn`` loads and activates."""
 
