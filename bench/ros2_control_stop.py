@@ -15,8 +15,9 @@ and controllers (``config/ros2_control/``), and for each trial:
 3. reads, from the joint's position command in the controller_manager's introspection data (every update, stamped
    by its own clock), when the command stood still (the mock hardware follows it exactly) and whether the hold
    reached the hardware before the switch: the command equals the hold or turned back from its peak toward it,
-   which only an active controller applying the hold does; and when the controller_manager said the controller
-   was inactive (its ``~/activity`` stamp, taken once the switch is done).
+   which only an active controller applying the hold does (``ros2_control_harness.hold_before_switch``; a trial
+   whose snapshots around the hold were dropped is counted apart, unjudged); and when the controller_manager said
+   the controller was inactive (its ``~/activity`` stamp, taken once the switch is done).
 
 With ``--update-rates`` the controller_manager runs the demo controllers file at each rate in turn (side by side: the
 hold's lead and the switch are counted in its updates, so its rate bounds how soon the controller is inactive). A
@@ -107,7 +108,14 @@ def inner(mode: str, trials: int, rate: int, hold: str) -> int:
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
 
-    from ros2_control_harness import ARMS, ControllerManager, RobotDescription, controllers_at, wait_until
+    from ros2_control_harness import (
+        ARMS,
+        ControllerManager,
+        RobotDescription,
+        controllers_at,
+        hold_before_switch,
+        wait_until,
+    )
     from strands_robots.arm.config import DriverConfig
     from strands_robots.arm.driver import DriverCore
     from strands_robots.nodes.arm_driver import ros2_control as link
@@ -205,6 +213,7 @@ def inner(mode: str, trials: int, rate: int, hold: str) -> int:
         arms = hardware(config).adapter
         core = DriverCore(arms, config)
         latch_ms, still_ms, inactive_ms, hold_first = [], [], [], []
+        unjudged = 0  # trials whose snapshots around the hold were dropped: no verdict either way
         for trial in range(trials):
             wait_until(lambda: not arms.fault(), 30.0)
             reset = core.reset_safety()
@@ -226,13 +235,19 @@ def inner(mode: str, trials: int, rate: int, hold: str) -> int:
             with lock:
                 inactive_ns = next(t for t, s in activity[seen:] if s == "inactive")
                 window = [(t, c) for t, c in commands if t >= t0]
+            if not window:  # this process missed every snapshot since the stop (best effort, a starved host)
+                print(f"[{mode}] trial {trial:2d}: no introspection snapshot reached the bench after the stop; "
+                      "not counted", flush=True)
+                continue
             held = sent[before:]
             assert len(held) == 1, f"one command (the hold) after the stop, got {len(held)}"
             hold_value = held[0][1]
             values = [c for _, c in window]
-            # mid-move upward, the hardware's command turns back from its peak toward the hold (or equals it) only if
-            # the active controller applied the hold before it was deactivated
-            hold_first.append(bool(values) and (abs(values[-1] - hold_value) < 1e-9 or values[-1] < max(values) - 1e-9))
+            judged = hold_before_switch(window, hold_value, 1.0 / rate)
+            if judged is None:
+                unjudged += 1
+            else:
+                hold_first.append(judged)
             # the first snapshot that shows the command's final value: from there on it stands
             moved = [window[i][0] for i in range(1, len(window)) if abs(window[i][1] - window[i - 1][1]) > 1e-9]
             latch_ms.append((t1 - t0) / 1e6)
@@ -240,17 +255,19 @@ def inner(mode: str, trials: int, rate: int, hold: str) -> int:
             inactive_ms.append((inactive_ns - t0) / 1e6)
             print(f"[{mode}] trial {trial:2d}: latch call {latch_ms[-1]:5.1f} ms, command standing after "
                   f"{still_ms[-1]:5.1f} ms, {controller} inactive after {inactive_ms[-1]:5.1f} ms, hold "
-                  f"{'before' if hold_first[-1] else 'NOT before'} the switch (hold {hold_value:+.4f}, peak "
+                  f"{['NOT before', 'before', 'unjudged (snapshots dropped)'][2 if judged is None else int(judged)]} "
+                  f"the switch (hold {hold_value:+.4f}, peak "
                   f"{max(values) if values else float('nan'):+.4f}, settled {values[-1] if values else float('nan'):+.4f})",
                   flush=True)
         load = os.getloadavg()
-        print(f"\n[{mode}] {trials} stops, {controller}, hold {hold}, controller_manager at {rate} Hz, control period "
+        print(f"\n[{mode}] {len(latch_ms)} stops, {controller}, hold {hold}, controller_manager at {rate} Hz, control period "
               f"{period_s * 1000:g} ms, mock hardware, {os.cpu_count()} cores, "
               f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
         print(f"[{mode}]   latch call (hold sent, switch scheduled): {percentiles(latch_ms)}")
         print(f"[{mode}]   stop -> the hardware's command standing (last change):   {percentiles(still_ms)}")
         print(f"[{mode}]   stop -> controller inactive (~/activity stamp):          {percentiles(inactive_ms)}")
-        print(f"[{mode}]   the hold reached the hardware before the switch: {sum(hold_first)} of {trials}")
+        print(f"[{mode}]   the hold reached the hardware before the switch: {sum(hold_first)} of {len(hold_first)}"
+              + (f" ({unjudged} more unjudged: snapshots dropped around the hold)" if unjudged else ""))
         return 0
     finally:
         if arms is not None:

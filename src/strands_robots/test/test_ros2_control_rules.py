@@ -624,3 +624,19 @@ def test_a_trajectory_controllers_hold_is_due_one_controller_manager_update_late
     assert hold_point_s(float("nan")) == pytest.approx(0.01) == hold_point_s(0.0)
     plan = chunk_trajectory(["j1", "j2"], [np.array([0.3, -0.2])], np.array([1, 0]), hold_point_s(500.0))
     assert plan.points == ((-0.2, 0.3),) and plan.times_s == pytest.approx((0.002,))
+
+
+def test_the_real_stack_judge_of_hold_before_switch_says_unjudged_when_snapshots_around_the_hold_were_dropped():
+    from ros2_control_harness import hold_before_switch
+
+    ms = 1_000_000
+    up = [(0, -0.478), (2 * ms, -0.472), (4 * ms, -0.466), (6 * ms, -0.460)]
+    # the hold (-0.472, where the joint was measured) came first: the command came back down, or reached it
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.466)], -0.472, 0.002) is True
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.472)], -0.472, 0.002) is True
+    # deactivated first: the command only moved up, every update seen, and stood where the move had carried it
+    assert hold_before_switch(up + [(8 * ms, -0.460), (10 * ms, -0.460)], -0.472, 0.002) is False
+    # the snapshot that would show the turn back is missing: no verdict either way
+    dropped = [(0, -0.478), (2 * ms, -0.472), (8 * ms, -0.466), (10 * ms, -0.466)]
+    assert hold_before_switch(dropped, -0.472, 0.002) is None
+    assert hold_before_switch([], -0.472, 0.002) is None
