@@ -243,7 +243,7 @@ def inner(mode: str, trials: int, rate: int, hold: str) -> int:
             assert len(held) == 1, f"one command (the hold) after the stop, got {len(held)}"
             hold_value = held[0][1]
             values = [c for _, c in window]
-            judged = hold_before_switch(window, hold_value, 1.0 / rate)
+            judged = hold_before_switch(window, hold_value, 1.0 / rate, t0)
             if judged is None:
                 unjudged += 1
             else:

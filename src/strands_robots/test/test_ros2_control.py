@@ -467,7 +467,7 @@ def test_a_cancel_holds_the_arms_where_they_are_and_deactivates_the_controller_b
     settled, peak = values[-1], max(values)
     print(f"[{stack.mode}] cancel: hold {hold:+.4f}, peak {peak:+.4f}, settled {settled:+.4f} rad "
           f"({len(window)} updates)")
-    assert hold_before_switch(window, hold, 1.0 / 500) is True, (hold, peak, settled, values[:40])
+    assert hold_before_switch(window, hold, 1.0 / 500, stop_ns) is True, (hold, peak, settled, values[:40])
     assert settled < 1.4  # it never reached the cancelled target
     assert "the hold seen applied after" in stack.deactivation(logged), stack.output()
     assert a.state(stack.controller) == "inactive"

@@ -630,13 +630,18 @@ def test_the_real_stack_judge_of_hold_before_switch_says_unjudged_when_snapshots
     from ros2_control_harness import hold_before_switch
 
     ms = 1_000_000
+    stop = -1 * ms
     up = [(0, -0.478), (2 * ms, -0.472), (4 * ms, -0.466), (6 * ms, -0.460)]
     # the hold (-0.472, where the joint was measured) came first: the command came back down, or reached it
-    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.466)], -0.472, 0.002) is True
-    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.472)], -0.472, 0.002) is True
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.466)], -0.472, 0.002, stop) is True
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.472)], -0.472, 0.002, stop) is True
     # deactivated first: the command only moved up, every update seen, and stood where the move had carried it
-    assert hold_before_switch(up + [(8 * ms, -0.460), (10 * ms, -0.460)], -0.472, 0.002) is False
+    assert hold_before_switch(up + [(8 * ms, -0.460), (10 * ms, -0.460)], -0.472, 0.002, stop) is False
     # the snapshot that would show the turn back is missing: no verdict either way
     dropped = [(0, -0.478), (2 * ms, -0.472), (8 * ms, -0.466), (10 * ms, -0.466)]
-    assert hold_before_switch(dropped, -0.472, 0.002) is None
-    assert hold_before_switch([], -0.472, 0.002) is None
+    assert hold_before_switch(dropped, -0.472, 0.002, stop) is None
+    # so are the first ones after the stop: the command may have risen and come back before the first one seen
+    late = [(12 * ms, -0.460), (14 * ms, -0.460), (16 * ms, -0.460)]
+    assert hold_before_switch(late, -0.472, 0.002, stop) is None
+    assert hold_before_switch(late, -0.472, 0.002, 11 * ms) is False
+    assert hold_before_switch([], -0.472, 0.002, stop) is None
