@@ -137,6 +137,43 @@ class RobotDescription:
         self.node.destroy_node()
 
 
+def controllers_at(rate: int, tmp: Path) -> Path:
+    """Write the demo controllers file with the controller_manager at ``rate`` Hz into ``tmp``; its path.
+
+    The broadcaster keeps its own rate (a controller faster than the controller_manager runs at its rate).
+    """
+    lines = CONTROLLERS.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("update_rate:")
+              and lines[i - 1].strip() == "ros__parameters:" and lines[i - 2].strip() == "controller_manager:")
+    lines[at] = f"    update_rate: {rate}  # Hz"
+    path = Path(tmp) / f"controllers_{rate}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def hold_before_switch(window: list, hold: float, update_period_s: float, since_ns: int) -> Optional[bool]:
+    """Whether the hold reached the hardware before the switch, judged from a joint's position commands.
+
+    ``window``: ``(stamp_ns, command)`` snapshots from the controller_manager's introspection data, from the stop
+    (``since_ns``) on, of a joint that was moving up (toward larger values) when the stop came. Until the hold lands
+    the command only moves up; once the active controller applies the hold (below it) the command equals it or comes
+    back down toward it (the joint limits move it a step per update). So: True when the final command equals the
+    hold or any snapshot moved down; False when the command only ever moved up and the snapshots are contiguous up
+    to its final value, from the stop on; None when snapshots are missing there (best-effort data a loaded host
+    dropped), so a move down may not have been seen.
+    """
+    if not window:
+        return None
+    values = [c for _, c in window]
+    if abs(values[-1] - hold) < 1e-9 or any(b < a - 1e-9 for a, b in zip(values, values[1:])):
+        return True
+    final = next(i for i in range(len(values))
+                 if all(abs(v - values[-1]) < 1e-9 for v in values[i:]))
+    stamps = [since_ns] + [t for t, _ in window[:final + 1]]
+    gaps = [(b - a) / 1e9 for a, b in zip(stamps, stamps[1:])]
+    return False if all(g <= 1.5 * update_period_s for g in gaps) else None
+
+
 class ControllerManager:
     """``ros2_control_node`` with the demo controllers, as its own process; ``spawn`` loads and activates."""
 

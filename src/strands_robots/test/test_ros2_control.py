@@ -7,11 +7,13 @@ through the entry point ``ros2_control``. Checked:
 
 - commands reach the controller and the mock hardware's state follows (read from the broadcaster's
   ``/joint_states``, not from the driver), and the driver's own ``joint_states`` report it in station keys;
-- a safety stop (the lease expiring under its holder) sends a hold and deactivates the command controller (the
-  controller_manager's ``~/activity`` says so; the time from the stop is printed, never asserted), commands
+- a safety stop (the lease expiring under its holder) sends a hold and deactivates the command controller once the
+  controller_manager's introspection data shows the hold applied (the driver's log says so; the controller_manager's
+  ``~/activity`` says it went inactive; the time from the stop is printed, never asserted), commands
   are refused ``arm_stopped``; the operator's clear re-activates it and commands move the arms again;
 - a killed controller_manager is a named driver fault: the driver's ``joint_states`` stop, commands are coarse
-  errors naming the fault; once it is back (started and spawned again), commands apply again;
+  errors naming the fault; once it is back (started and spawned again), commands apply again; one that comes back
+  too slow for a stop within the control period is a fault naming its rate until a fast one replaces it;
 - a lease released on a cancel (``ReleaseLease.stop_reason``) mid-motion holds the arms and deactivates the
   command controller: exactly one command (the hold, at the measured position) reaches the controller's topic
   after the release and none after it; the joint settles where the hold put it, turning back from where the
@@ -39,7 +41,16 @@ import pytest
 rclpy = pytest.importorskip("rclpy", reason="rclpy is not importable; source scripts/env.sh or a ROS 2 distro")
 pytest.importorskip("strands_robots_msgs.msg", reason="strands_robots_msgs is not built (colcon build)")
 
-from ros2_control_harness import ARMS, ControllerManager, RobotDescription, ros2_control_env, wait_until  # noqa: E402
+from ros2_control_harness import (  # noqa: E402
+    ARMS,
+    CONTROLLERS as DEMO_CONTROLLERS,
+    ControllerManager,
+    RobotDescription,
+    controllers_at,
+    hold_before_switch,
+    ros2_control_env,
+    wait_until,
+)
 
 ENV, SKIP_REASON = ros2_control_env()
 pytestmark = pytest.mark.skipif(ENV is None, reason=SKIP_REASON or "ros2_control is not here")
@@ -152,11 +163,12 @@ class Probe:
 class ActivityProbe:
     """``ros2_control_probe.py`` in the ros2_control environment: the controller_manager's activity, as it comes."""
 
-    def __init__(self, env: dict) -> None:
+    def __init__(self, env: dict, joint: str = "left_joint_1") -> None:
         self.lines: list = []
+        self.hardware_commands: list = []  # (stamp_ns, the hardware's position command of ``joint``), every update
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "ros2_control_probe.py"), "/controller_manager"],
-                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        probe = [sys.executable, str(HERE / "ros2_control_probe.py"), "/controller_manager", joint]
+        self.proc = subprocess.Popen(probe, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -165,6 +177,10 @@ class ActivityProbe:
             try:
                 item = json.loads(line)
             except ValueError:
+                continue
+            if "command" in item:
+                self.hardware_commands.append((item["stamp_ns"], item["command"]))
+                del self.hardware_commands[:-5000]
                 continue
             with self._cond:
                 self.lines.append(item)
@@ -229,6 +245,14 @@ class Stack:
     def output(self) -> str:
         return "".join(self.driver_lines[-60:]) + "\n--- controller_manager ---\n" + self.cm.output()[-2000:]
 
+    def deactivation(self, since: int, timeout_s: float = 10.0) -> str:
+        """Return the driver's log line, from line ``since`` on, that says the stop deactivated the controller."""
+        def line():
+            return next((x for x in self.driver_lines[since:] if f"{self.controller} deactivated (" in x), None)
+
+        wait_until(lambda: line() is not None, timeout_s)
+        return line()
+
     def stop(self) -> None:
         if self.driver is not None and self.driver.poll() is None:
             os.killpg(self.driver.pid, signal.SIGINT)
@@ -289,10 +313,13 @@ def test_a_lost_lease_stops_the_arms_and_deactivates_the_controller_until_an_ope
     wait_until(lambda: abs(p.robot_position("left_joint_2") - 0.45) < 1e-3, 10.0)
     seen = len(a.lines)
     stops = len(p.stops)
+    logged = len(stack.driver_lines)
     wait_until(lambda: len(p.stops) > stops and p.stops[-1].stopped, 10.0)
     stop = p.stops[-1]
     assert "lease of 'station:rc' expired" in stop.detail
     inactive = a.wait_state(stack.controller, "inactive", seen)
+    # the switch went once the controller_manager's introspection data showed the hold applied, not on a timer
+    assert "the hold seen applied after" in stack.deactivation(logged), stack.output()
     stop_ns = stop.stamp.sec * 10**9 + stop.stamp.nanosec
     print(f"\n[{stack.mode}] {stack.controller} inactive {(inactive['stamp_ns'] - stop_ns) / 1e6:.1f} ms after the "
           f"driver latched the stop (controller_manager activity stamp - SafetyStop stamp)")
@@ -339,6 +366,47 @@ def test_a_killed_controller_manager_is_a_named_driver_fault_and_commands_apply_
     verdict = wait_applied(p, token, {"left.joint_3": 1.1})
     assert list(verdict.applied_keys) == ["left.joint_3"], stack.output()
     wait_until(lambda: abs(p.robot_position("left_joint_3") - 1.1) < 1e-3, 10.0)
+    released = p.call(p.release, ReleaseLease.Request(token=token))  # a plain release: the next test claims
+    assert released.ok, released.message
+
+
+def test_a_controller_manager_back_too_slow_for_a_stop_is_a_named_fault_until_a_fast_one_replaces_it(stack):
+    p = stack.probe
+    token = p.lease("operator:erin@rc", 60.0, priority=4)
+    stack.cm.kill()
+    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] > 1.0, 10.0)
+    # back at 40 Hz: its switch alone takes longer than the 20 ms control period
+    stack.cm.controllers = controllers_at(40, stack.tmp)
+    try:
+        stack.start_robot()
+        refused = []
+
+        def refused_for_its_rate() -> bool:
+            verdict = p.command(token, {"left.joint_3": -0.7})
+            refused.append(verdict.error)
+            return "runs at 40 Hz" in verdict.error
+
+        wait_until(refused_for_its_rate, 60.0, period_s=0.2)
+        assert "it cannot be done within one control period" in refused[-1], refused[-1]
+        assert "run the controller_manager at >= " in refused[-1], refused[-1]
+        # nothing was applied: no joint_states from the driver, the robot stays where it was
+        assert time.monotonic() - p.driver_states[-1][0] > 0.5
+        assert abs(p.robot_position("left_joint_3") + 0.7) > 0.1
+        released = p.call(p.release, ReleaseLease.Request(token=token))
+        assert released.ok, released.message
+        stack.cm.kill()
+    finally:
+        stack.cm.controllers = DEMO_CONTROLLERS
+    stack.start_robot()
+    wait_until(lambda: time.monotonic() - p.driver_states[-1][0] < 0.2, 120.0)
+    token = p.lease("operator:frank@rc", 60.0, priority=4)
+    reset = p.call(p.reset, ResetSafety.Request(operator_name="frank", lease_token=token))
+    assert reset.ok, reset.message
+    verdict = wait_applied(p, token, {"left.joint_3": -0.7})
+    assert list(verdict.applied_keys) == ["left.joint_3"], stack.output()
+    wait_until(lambda: abs(p.robot_position("left_joint_3") + 0.7) < 1e-3, 10.0)
+    released = p.call(p.release, ReleaseLease.Request(token=token))  # a plain release: the next test claims
+    assert released.ok, released.message
 
 
 def wait_applied(p, token, targets, timeout_s: float = 20.0):
@@ -374,7 +442,8 @@ def test_a_cancel_holds_the_arms_where_they_are_and_deactivates_the_controller_b
     assert verdict.error == "", verdict.error
     wait_until(lambda: p.robot_position("left_joint_1") > -0.5, 10.0)
     seen, stops, sent = len(a.lines), len(p.stops), len(p.commands)
-    cancelled_at = time.monotonic()
+    logged = len(stack.driver_lines)
+    releasing_ns = time.time_ns()  # before the hold: the window of the hardware's commands starts here
     released = p.call(p.release, ReleaseLease.Request(token=token, stop_reason="the job was cancelled"))
     assert released.ok, released.message
     wait_until(lambda: len(p.stops) > stops and p.stops[-1].stopped, 10.0)
@@ -390,14 +459,21 @@ def test_a_cancel_holds_the_arms_where_they_are_and_deactivates_the_controller_b
     assert len(after) == 1, [command_value(stack.mode, m, 0) for _, m in after]
     hold = command_value(stack.mode, after[0][1], 0)
     assert -0.6 < hold < 1.4, hold
-    # the joint settled where the hold put it: it turned back from where the move had carried it (the hold is
-    # behind the commanded motion), and only an active controller applies a command: the hold came first
-    window = [m.position[list(m.name).index("left_joint_1")] for t, m in list(p.robot) if t >= cancelled_at]
-    settled = window[-1]
-    peak = max(window)
-    print(f"[{stack.mode}] cancel: hold {hold:+.4f}, peak {peak:+.4f}, settled {settled:+.4f} rad")
-    assert abs(settled - hold) < 1e-6 or settled < peak - 1e-6, (hold, peak, settled)
+    # the hardware's command (every controller_manager update) settled where the hold put it, or turned back toward
+    # it from where the move had carried it (joint limits bring it back a step per update): only an active
+    # controller applies a command, so the hold came before the switch
+    window = [(t, v) for t, v in list(a.hardware_commands) if t >= releasing_ns]
+    assert window, "no introspection data from the controller_manager since the release"
+    values = [v for _, v in window]
+    settled, peak = values[-1], max(values)
+    judged = hold_before_switch(window, hold, 1.0 / 500, releasing_ns)
+    print(f"[{stack.mode}] cancel: hold {hold:+.4f}, peak {peak:+.4f}, settled {settled:+.4f} rad "
+          f"({len(window)} updates; hold before the switch: {judged})")
+    # None: the probe lost snapshots around the hold (best-effort data on a loaded host); the driver's log line
+    # below still says it saw the hold applied before it asked for the switch
+    assert judged is not False, (hold, peak, settled, values[:40])
     assert settled < 1.4  # it never reached the cancelled target
+    assert "the hold seen applied after" in stack.deactivation(logged), stack.output()
     assert a.state(stack.controller) == "inactive"
     # latched: a new holder is refused per key until an operator clears it; the clear re-activates the controller
     operator = p.lease("operator:dave@rc", 30.0, priority=7)

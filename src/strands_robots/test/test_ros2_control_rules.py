@@ -519,3 +519,129 @@ def test_a_controller_the_switch_just_reactivated_is_active_before_the_controlle
     h.forget_states()
     h.switched("fwd", "active")  # nothing known: a switch answer alone does not make the states known
     assert h.fault().endswith("controller states not known yet")
+
+
+def test_a_hold_counts_as_applied_when_the_commands_equal_it_or_come_closer_and_never_while_they_move_away():
+    from strands_robots.arm.ros2_control import HoldWatch
+
+    hold = [0.30, -0.20, 1.00]
+    # the commands lead the measured position the hold was taken at, and keep moving away until the hold lands
+    w = HoldWatch(hold, after_ns=1_000)
+    assert not w.observe([0.32, -0.20, 1.00], 1_002)
+    assert not w.observe([0.34, -0.20, 1.00], 1_004)
+    assert not w.observe([0.34, -0.20, 1.00], 1_006)  # a motion's last step: standing, not the hold
+    assert w.observe([0.30, -0.20, 1.00], 1_008)  # the forward controller copied the hold
+    assert w.snapshots == 4
+    # joint limits let the command come back a little per update: closer than before is the hold applied
+    w = HoldWatch(hold, after_ns=1_000)
+    assert not w.observe([0.36, -0.20, 1.00], 1_002)
+    assert w.observe([0.354, -0.20, 1.00], 1_004)
+    # a first snapshot that is not the hold proves nothing; a malformed one is not counted
+    w = HoldWatch(hold, after_ns=1_000)
+    assert not w.observe([0.31, -0.20, 1.00], 1_002)
+    assert not w.observe([0.30, -0.20], 1_004)
+    assert not w.observe([float("nan"), -0.20, 1.00], 1_006)
+    assert w.snapshots == 1
+    # a standing arm on real hardware: the command sat a little off the measured position; the hold moves it there
+    w = HoldWatch(hold, after_ns=1_000)
+    assert not w.observe([0.3004, -0.2003, 1.0001], 1_002)
+    assert not w.observe([0.3004, -0.2003, 1.0001], 1_004)
+    assert w.observe([0.30, -0.20, 1.00], 1_006)
+
+
+def test_snapshots_from_before_the_holds_joint_states_never_show_the_hold_though_the_commands_passed_through_it():
+    from strands_robots.arm.ros2_control import HoldWatch
+
+    # the arm moved up through 0.30 (measured at stamp 1_000, so the hold) and on; snapshots still in flight when the
+    # stop latched show the commands coming to 0.30 and equal to it: the motion, not the hold
+    w = HoldWatch([0.30], after_ns=1_000)
+    assert not w.observe([0.294], 996)
+    assert not w.observe([0.297], 998)
+    assert not w.observe([0.300], 1_000)
+    assert w.snapshots == 0
+    assert not w.observe([0.303], 1_002)  # after the measurement: moving on, away from the hold
+    assert not w.observe([0.306], 1_004)
+    assert w.observe([0.300], 1_006)
+
+
+def test_command_snapshots_read_the_controllers_interfaces_by_name_and_only_from_values_of_the_names_version():
+    from strands_robots.arm.ros2_control import CommandSnapshots, command_interface_names
+
+    wanted = command_interface_names(["left_joint_2", "left_joint_1"])
+    assert wanted == ("command_interface.left_joint_2/position", "command_interface.left_joint_1/position")
+    snaps = CommandSnapshots(wanted)
+    assert not snaps.ready and snaps.read([1.0, 2.0], 1) is None
+    names = ["state_interface.left_joint_1/position", "command_interface.left_joint_1/position",
+             "command_interface.left_joint_1/position.is_limited", "command_interface.left_joint_2/position"]
+    snaps.names(names, 7)
+    assert snaps.ready and snaps.missing == ()
+    got = snaps.read([0.5, 0.25, 0.0, -0.75], 7)
+    assert got is not None and list(got) == [-0.75, 0.25]  # the controller's order, not the snapshot's
+    assert snaps.read([0.5, 0.25, 0.0, -0.75], 8) is None  # values of other names: not read
+    assert snaps.read([0.5, 0.25], 7) is None  # shorter than its names
+    snaps.names(names[:3], 9)  # a controller_manager whose hardware has no such interface
+    assert not snaps.ready and snaps.missing == ("command_interface.left_joint_2/position",)
+    assert snaps.read([0.5, 0.25, 0.0], 9) is None
+
+
+def test_the_switch_waits_for_the_hold_at_most_the_rest_of_the_control_period_and_never_less_than_the_lead():
+    from strands_robots.arm.ros2_control import hold_confirm_bound_s, hold_lead_s
+
+    # 20 ms period at 500 Hz: the switch's own update (2 ms) and the hold's delivery (3 ms) leave 15 ms
+    assert hold_confirm_bound_s(500.0, 0.02) == pytest.approx(0.015)
+    # a period too short for that: the lead the switch waits where the hold cannot be seen
+    assert hold_confirm_bound_s(500.0, 0.008) == pytest.approx(hold_lead_s(500.0))
+    assert hold_confirm_bound_s(float("nan"), 0.02) == pytest.approx(hold_lead_s(float("nan")))
+    for rate in (100.0, 250.0, 500.0, 1000.0):
+        for period in (0.01, 0.02, 0.05):
+            bound = hold_confirm_bound_s(rate, period)
+            assert bound >= hold_lead_s(rate)
+            if hold_lead_s(rate) + 1.0 / rate <= period:  # a rate the driver takes: the switch lands in the period
+                assert bound + 1.0 / rate <= period + 1e-12
+
+
+def test_a_controller_manager_that_came_back_too_slow_is_a_named_fault_until_another_fault_replaces_it():
+    clock = Clock()
+    h = healthy(clock)
+    assert h.fault() == ""
+    h.refuse_manager("controller_manager /controller_manager runs at 50 Hz: it cannot be done in one control period")
+    assert h.fault().startswith("controller_manager /controller_manager runs at 50 Hz")
+    assert "50 Hz" in h.refusal()
+    h.forget_states()  # that controller_manager went away: its rate no longer holds
+    assert h.fault().endswith("controller states not known yet")
+    h.answered([NamedState("fwd", "active"), NamedState("arm", "active", "hardware component")])
+    assert h.fault() == ""  # the next one is judged anew (the hardware checks its rate when the fault clears)
+    h.refuse_manager("slow")
+    h.refuse_manager("")
+    assert h.fault() == ""
+
+
+def test_a_trajectory_controllers_hold_is_due_one_controller_manager_update_later():
+    from strands_robots.arm.ros2_control import hold_point_s
+
+    assert hold_point_s(500.0) == pytest.approx(0.002)
+    assert hold_point_s(100.0) == pytest.approx(0.01)
+    assert hold_point_s(float("nan")) == pytest.approx(0.01) == hold_point_s(0.0)
+    plan = chunk_trajectory(["j1", "j2"], [np.array([0.3, -0.2])], np.array([1, 0]), hold_point_s(500.0))
+    assert plan.points == ((-0.2, 0.3),) and plan.times_s == pytest.approx((0.002,))
+
+
+def test_the_real_stack_judge_of_hold_before_switch_says_unjudged_when_snapshots_around_the_hold_were_dropped():
+    from ros2_control_harness import hold_before_switch
+
+    ms = 1_000_000
+    stop = -1 * ms
+    up = [(0, -0.478), (2 * ms, -0.472), (4 * ms, -0.466), (6 * ms, -0.460)]
+    # the hold (-0.472, where the joint was measured) came first: the command came back down, or reached it
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.466)], -0.472, 0.002, stop) is True
+    assert hold_before_switch(up + [(8 * ms, -0.466), (10 * ms, -0.472)], -0.472, 0.002, stop) is True
+    # deactivated first: the command only moved up, every update seen, and stood where the move had carried it
+    assert hold_before_switch(up + [(8 * ms, -0.460), (10 * ms, -0.460)], -0.472, 0.002, stop) is False
+    # the snapshot that would show the turn back is missing: no verdict either way
+    dropped = [(0, -0.478), (2 * ms, -0.472), (8 * ms, -0.466), (10 * ms, -0.466)]
+    assert hold_before_switch(dropped, -0.472, 0.002, stop) is None
+    # so are the first ones after the stop: the command may have risen and come back before the first one seen
+    late = [(12 * ms, -0.460), (14 * ms, -0.460), (16 * ms, -0.460)]
+    assert hold_before_switch(late, -0.472, 0.002, stop) is None
+    assert hold_before_switch(late, -0.472, 0.002, 11 * ms) is False
+    assert hold_before_switch([], -0.472, 0.002, stop) is None

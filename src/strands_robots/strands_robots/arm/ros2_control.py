@@ -45,13 +45,16 @@ _FIELDS = {"controller_manager", "controller", "mode", "joint_states_topic", "jo
 
 
 # A latched stop deactivates the command controller through switch_controller, and the controller_manager switches
-# controllers only inside its real-time loop: at its first update after the request reached it. The driver asks for
-# the switch two updates after it sent the hold (:func:`hold_lead_s`), so a stop takes the controller down within
-# :func:`switch_bound_s` plus the driver's own part (the hold, the request: a few ms) and the service's dispatch.
-# The hold's lead over the switch: this many controller_manager updates (one for the controller to take the hold,
-# one to spare), plus what the hold takes to reach the controller: a topic message across the host, then a turn of the
-# controller_manager's executor, which the switch request itself may hold (on a loaded 2-core machine 1 ms was too
-# little now and then).
+# controllers only inside its real-time loop: at its first update after the request reached it. The hold goes to the
+# controller as a topic message and the switch as a service request, and nothing orders the two inside the
+# controller_manager: a controller deactivated before it applied the hold leaves the hardware at its last command.
+# So the driver asks for the switch only once the hold shows applied in the controller_manager's introspection data
+# (:class:`HoldWatch`), and at the latest :func:`hold_confirm_bound_s` after the latch. Where the controller_manager
+# publishes no introspection data it cannot be seen, and the switch is asked :func:`hold_lead_s` after the hold: this
+# many controller_manager updates (one for the controller to take the hold, one to spare), plus what the hold takes to
+# reach the controller: a topic message across the host, then a turn of the controller_manager's executor, which the
+# switch request itself may hold. Either way a stop takes the controller down within :func:`switch_bound_s` (the
+# controller_manager's part when all goes to time) plus the driver's own part and the service's dispatch.
 HOLD_LEAD_UPDATES = 2
 HOLD_LEAD_DELIVERY_S = 0.003
 # Without a known update rate, the lead for a controller_manager at 100 Hz.
@@ -72,6 +75,19 @@ def hold_lead_s(update_rate_hz: float) -> float:
     if not (math.isfinite(update_rate_hz) and update_rate_hz > 0):
         return HOLD_LEAD_UNKNOWN_S
     return HOLD_LEAD_UPDATES / update_rate_hz + HOLD_LEAD_DELIVERY_S
+
+
+def hold_point_s(update_rate_hz: float) -> float:
+    """Return when a joint_trajectory_controller's hold point is due: one update of the controller_manager.
+
+    The hold stops the arm where it was measured, as a forward command controller's hold does at its next update:
+    the controller's first sample of the hold's one-point trajectory is the hold itself (the hardware's joint limits
+    still apply), so the hold shows in the controller_manager's introspection data at once and a deactivation right
+    after leaves the arm there, not partway along an interpolation toward it.
+    """
+    if not (math.isfinite(update_rate_hz) and update_rate_hz > 0):
+        return 0.01
+    return 1.0 / update_rate_hz
 
 
 def switch_bound_s(update_rate_hz: float) -> float:
@@ -105,6 +121,110 @@ def stop_bound(controller_manager: str, update_rate_hz: float, control_period_s:
         return STOP_BOUND_WARN, (f"{said}: with the driver's own part it may take longer than one control period; "
                                  f"{advice}")
     return STOP_BOUND_OK, said
+
+
+# Where the controller_manager publishes its introspection data (ros2_control 4.x on, through pal_statistics): after
+# every update, a snapshot of each hardware command interface as the controllers wrote it and the joint limits left it
+# (``command_interface.<joint>/<interface>``). The names come once per change (latched), the values after every update.
+INTROSPECTION_NAMES = "introspection_data/names"
+INTROSPECTION_VALUES = "introspection_data/values"
+# A command counts as the hold when it is this close to it, per joint (rad): the controller copies the value.
+HOLD_TOLERANCE = 1e-9
+
+
+def command_interface_names(joints: Sequence[str], interface: str = "position") -> tuple[str, ...]:
+    """Return the introspection names of ``joints``' command interfaces (``command_interface.j1/position``)."""
+    return tuple(f"command_interface.{j}/{interface}" for j in joints)
+
+
+def hold_confirm_bound_s(update_rate_hz: float, control_period_s: float) -> float:
+    """Return how long after the latch the switch waits for the hold to be seen applied before it is asked anyway.
+
+    The rest of the control period, less the update the switch itself waits for and the hold's delivery; never less
+    than :func:`hold_lead_s`, what the switch waits where the hold cannot be seen. A hold that does not show by then
+    is late (a loaded host, a controller_manager that skipped updates): the controller is deactivated anyway, since an
+    active controller keeps following the last command (a joint_trajectory_controller the rest of its trajectory),
+    while a deactivated one leaves the hardware at the last checked command.
+    """
+    period = 1.0 / update_rate_hz if (math.isfinite(update_rate_hz) and update_rate_hz > 0) else 0.01
+    return max(hold_lead_s(update_rate_hz), control_period_s - period - HOLD_LEAD_DELIVERY_S)
+
+
+class CommandSnapshots:
+    """The command controller's joints in the controller_manager's introspection snapshots.
+
+    :param wanted: the introspection names of the controller's command interfaces, in the controller's joint order
+        (:func:`command_interface_names`).
+    """
+
+    def __init__(self, wanted: Sequence[str]) -> None:
+        self.wanted = tuple(wanted)
+        self._version: Optional[int] = None
+        self._index = np.zeros(0, dtype=np.intp)
+        self.missing: tuple[str, ...] = self.wanted
+
+    def names(self, names: Sequence[str], version: int) -> None:
+        """Take a names message: where each wanted interface sits in the values of ``version``."""
+        where = {n: i for i, n in enumerate(names)}
+        self.missing = tuple(w for w in self.wanted if w not in where)
+        if self.missing:
+            self._version = None
+            return
+        self._index = np.asarray([where[w] for w in self.wanted], dtype=np.intp)
+        self._version = int(version)
+
+    @property
+    def ready(self) -> bool:
+        """True once names that hold every wanted interface are known."""
+        return self._version is not None
+
+    def read(self, values: Sequence[float], version: int) -> Optional[np.ndarray]:
+        """Return the wanted interfaces' values from a values message; None when its names are not the known ones."""
+        if self._version is None or int(version) != self._version:
+            return None
+        values = np.asarray(values, dtype=float)
+        if values.size <= int(self._index.max(initial=-1)):
+            return None
+        return values[self._index]
+
+
+class HoldWatch:
+    """Whether the command controller has applied a hold, from consecutive snapshots of its command interfaces.
+
+    The hold is the measured position of one ``joint_states`` message, and the commands passed through that position
+    before it was measured: only snapshots taken after that message (both are stamped by the controller_manager's
+    clock) can show the hold. Of those, the hold shows applied when a snapshot's commands equal it (within
+    ``tolerance`` per joint), or came closer to it than the snapshot before: the hardware's joint limits may let a
+    command reach the hold over a few updates, and a joint_trajectory_controller interpolates to it. Until the hold
+    lands, the commands lead the measured position it was taken at, so they keep their distance or move away from it;
+    a controller that had just turned its arm back toward where the hold is may read as applied a little early, which
+    leaves the hardware at a command that was checked anyway.
+
+    :param target: the hold, in the controller's joint order.
+    :param after_ns: the stamp of the ``joint_states`` message the hold was measured from (> 0).
+    """
+
+    def __init__(self, target: Sequence[float], after_ns: int, tolerance: float = HOLD_TOLERANCE) -> None:
+        self.target = np.asarray(target, dtype=float)
+        self.after_ns = int(after_ns)
+        self.tolerance = float(tolerance)
+        self._last: Optional[float] = None
+        self.snapshots = 0
+
+    def observe(self, commands: Sequence[float], stamp_ns: int) -> bool:
+        """Take one snapshot's commands (controller order) and stamp; True once the hold shows applied."""
+        if int(stamp_ns) <= self.after_ns:
+            return False
+        commands = np.asarray(commands, dtype=float)
+        if commands.shape != self.target.shape or not np.all(np.isfinite(commands)):
+            return False
+        self.snapshots += 1
+        off = np.abs(commands - self.target)
+        if float(off.max(initial=0.0)) <= self.tolerance:
+            return True
+        distance = float(np.linalg.norm(off))
+        last, self._last = self._last, distance
+        return last is not None and distance < last - self.tolerance
 
 
 class Ros2ControlConfigError(ValueError):
@@ -391,7 +511,9 @@ class ControllerHealth:
 
     A driver fault (:meth:`fault`): no ``joint_states`` yet or none for ``joint_states_timeout_s``; a
     controller_manager that answers no state question for ``answer_timeout_s``; the command controller not
-    loaded, or not ``active`` while no safety stop is latched; a hardware component not ``active``. A latched
+    loaded, or not ``active`` while no safety stop is latched; a hardware component not ``active``; a
+    controller_manager that came back, until it is checked, or at an update rate too slow for a stop
+    (:meth:`refuse_manager`). A latched
     stop (:meth:`latch`) deactivates the command controller on purpose, so its inactivity is then expected,
     not a fault; it stays until :meth:`clear`.
     """
@@ -403,6 +525,7 @@ class ControllerHealth:
         self._seen = _Seen()
         self._started_s = clock()
         self._stop_reason = ""
+        self._manager_refusal = ""
 
     # -- what arrived -------------------------------------------------------------------------------------
     def joint_states(self) -> None:
@@ -471,8 +594,26 @@ class ControllerHealth:
                     return s.state
         return None
 
+    def refuse_manager(self, message: str) -> None:
+        """Hold the controller_manager that came back as a driver fault (``message`` says why); empty: it may be used.
+
+        Until it has been checked, and when it is too slow for a stop within one control period (configure refuses
+        such a one the same way). Any other fault forgets this one, so whichever controller_manager comes next is
+        judged anew.
+        """
+        with self._lock:
+            self._manager_refusal = message
+
     def fault(self) -> str:
         """Empty while the arms may be commanded (apart from a latched stop); else the named driver fault."""
+        other = self._state_fault()
+        with self._lock:
+            if other:
+                self._manager_refusal = ""
+                return other
+            return self._manager_refusal
+
+    def _state_fault(self) -> str:
         s = self._settings
         now = self._clock()
         with self._lock:

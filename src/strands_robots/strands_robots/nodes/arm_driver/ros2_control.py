@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -39,22 +40,29 @@ from strands_robots.arm.hardware import Hardware, HardwareError
 from strands_robots.arm.model import actuator_key
 from strands_robots.arm.ros2_control import (
     CONTROLLER_MANAGER_ENV,
+    INTROSPECTION_NAMES,
+    INTROSPECTION_VALUES,
     MODE_FORWARD,
     MODE_TRAJECTORY,
     CommandTargets,
+    CommandSnapshots,
     ControllerHealth,
+    HoldWatch,
     JointMap,
     JointMapError,
     NamedState,
     Ros2ControlConfigError,
     Ros2ControlSettings,
     chunk_trajectory,
+    command_interface_names,
     duration_parts,
     STATE_ACTIVE,
     STOP_BOUND_REFUSE,
     STOP_BOUND_WARN,
     forward_command,
+    hold_confirm_bound_s,
     hold_lead_s,
+    hold_point_s,
     stop_bound,
     within_horizon,
 )
@@ -63,6 +71,10 @@ NAME = "ros2_control"
 # How long configure waits for the controller_manager: the first joint_states, the controllers' states and the
 # command controller's joints.
 STARTUP_TIMEOUT_S = 15.0
+# How long configure waits, after the rest, for the controller_manager's introspection names.
+NAMES_WAIT_S = 2.0
+# How a fault that cleared reads while the controller_manager that came back is checked.
+_CHECKING = "checking the controller_manager that came back,"
 # The lifecycle state ids of lifecycle_msgs/State, as ros2_control's services report components.
 _LIFECYCLE_LABELS = {0: "unknown", 1: "unconfigured", 2: "inactive", 3: "active", 4: "finalized"}
 
@@ -77,6 +89,25 @@ def _cm_interfaces() -> Any:
             "PyPI wheels: install ros-<distro>-controller-manager-msgs (or ros2_control) from your distro, or "
             f"source a ros2_control workspace ({exc})") from exc
     return msg, srv
+
+
+def _introspection_interfaces() -> Any:
+    """pal_statistics_msgs (the controller_manager's introspection data), or None where it is not installed."""
+    try:
+        import pal_statistics_msgs.msg as msg
+    except ImportError:
+        return None
+    return msg
+
+
+@dataclass
+class _PendingStop:
+    """A latched stop whose switch is not asked yet: asked once the hold shows applied, or at ``bound_s``."""
+
+    latched: float  # monotonic
+    bound_s: float
+    watch: Optional[HoldWatch]  # None: the hold cannot be seen, the switch goes at ``bound_s``
+    fired: bool = False
 
 
 def hardware(config: DriverConfig) -> Hardware:
@@ -121,6 +152,8 @@ class Ros2ControlArms:
         self._lock = threading.Lock()  # readings, targets, the controller's joint order
         n = len(self._keys)
         self._pos, self._vel, self._eff = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._pos_stamp_ns = 0  # the controller_manager's stamp of the joint_states self._pos is from
+        self._hold_stamp_ns = 0  # ... and of the one the last hold was measured from
         self._have_state = threading.Event()
         self._t0 = time.monotonic()
         self._targets = CommandTargets()
@@ -129,6 +162,10 @@ class Ros2ControlArms:
         self._last_fault = "starting"
         self._switching = False
         self._pending: dict[str, tuple[Any, float]] = {}  # in-flight state questions
+        self._snapshots = CommandSnapshots(())  # the controller's command interfaces, once its joints are known
+        self._names_msg: Optional[tuple[tuple[str, ...], int]] = None  # the last introspection names
+        self._stop_lock = threading.Lock()
+        self._pending_stop: Optional[_PendingStop] = None
         self._closed = False
         self.update_rate_hz = float("nan")  # the controller_manager's, as it reported it at the start
 
@@ -159,6 +196,17 @@ class Ros2ControlArms:
             latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                  durability=DurabilityPolicy.TRANSIENT_LOCAL)
             node.create_subscription(activity, f"{cm}/activity", self._on_activity, latched)
+        self._introspection = _introspection_interfaces()
+        if self._introspection is not None:  # ros2_control 4.x on: the hold is seen applied before the switch
+            names_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                   durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            values_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
+                                    durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            node.create_subscription(self._introspection.StatisticsNames, f"{cm}/{INTROSPECTION_NAMES}",
+                                     self._on_introspection_names, names_qos)
+            # Raw: a snapshot comes after every update of the controller_manager and is read only while a stop waits.
+            node.create_subscription(self._introspection.StatisticsValues, f"{cm}/{INTROSPECTION_VALUES}",
+                                     self._on_introspection_values, values_qos, raw=True)
         self._timer = node.create_timer(settings.state_poll_s, self._poll)
         self._executor = SingleThreadedExecutor()
         self._executor.add_node(node)
@@ -192,6 +240,36 @@ class Ros2ControlArms:
             self._log.warning(f"ros2_control: started with a driver fault: {fault}")
         self._log.info(f"ros2_control: {s.mode} through {s.controller} ({', '.join(self._controller_joints)}) "
                        f"on {s.command_topic}; state from {s.joint_states_topic}")
+        # the names are latched and come with discovery; a controller_manager that publishes none is not waited on
+        self._say_hold_confirmation(min(NAMES_WAIT_S, max(0.1, deadline - time.monotonic())))
+
+    def _say_hold_confirmation(self, timeout_s: float) -> None:
+        """Log how a stop's switch will wait for the hold: seen applied, or a time lead (module docstring)."""
+        s = self._settings
+        bound = hold_confirm_bound_s(self.update_rate_hz, s.trajectory_period_s)
+        if self._introspection is None:
+            self._log.warning(f"ros2_control: pal_statistics_msgs is not installed, so a stop cannot see the hold "
+                              f"applied: the switch is asked {hold_lead_s(self.update_rate_hz) * 1000:.3g} ms after "
+                              "the hold")
+            return
+        end = time.monotonic() + timeout_s
+        while not self._snapshots_ready() and time.monotonic() < end:
+            time.sleep(0.02)
+        with self._lock:
+            missing = self._snapshots.missing
+        if missing:
+            self._log.warning(f"ros2_control: {s.controller_manager}/{INTROSPECTION_NAMES} does not name "
+                              f"{', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}, so a stop cannot see "
+                              f"the hold applied: the switch is asked {hold_lead_s(self.update_rate_hz) * 1000:.3g} "
+                              "ms after the hold")
+        else:
+            self._log.info(f"ros2_control: a stop deactivates {s.controller} once the controller_manager's "
+                           f"introspection data shows the hold applied, at the latest {bound * 1000:.3g} ms after "
+                           "the stop")
+
+    def _snapshots_ready(self) -> bool:
+        with self._lock:
+            return self._snapshots.ready
 
     def close(self) -> None:
         if self._closed:
@@ -237,6 +315,9 @@ class Ros2ControlArms:
             raise HardwareError(f"ros2_control: {s.controller}: {exc}") from None
         with self._lock:
             self._order, self._controller_joints = order, joints
+            self._snapshots = CommandSnapshots(command_interface_names(joints))
+            if self._names_msg is not None:
+                self._snapshots.names(*self._names_msg)
 
     def _check_update_rate(self, timeout_s: float) -> None:
         """Refuse a controller_manager too slow to take the command controller down within one control period.
@@ -276,10 +357,31 @@ class Ros2ControlArms:
         except JointMapError as exc:
             self._log.error(f"ros2_control: {exc}", throttle_duration_sec=5.0)
             return
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         with self._lock:
             self._pos, self._vel, self._eff = pos, vel, eff
+            self._pos_stamp_ns = stamp_ns
         self._health.joint_states()
         self._have_state.set()
+
+    def _on_introspection_names(self, msg: Any) -> None:
+        names = (tuple(msg.names), int(msg.names_version))
+        with self._lock:
+            self._names_msg = names
+            self._snapshots.names(*names)
+
+    def _on_introspection_values(self, raw: bytes) -> None:
+        pending = self._pending_stop
+        if pending is None or pending.watch is None or pending.fired:
+            return
+        from rclpy.serialization import deserialize_message
+
+        msg = deserialize_message(raw, self._introspection.StatisticsValues)
+        stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        with self._lock:
+            commands = self._snapshots.read(msg.values, msg.names_version)
+        if commands is not None and pending.watch.observe(commands, stamp_ns):
+            self._fire_switch(pending, seen=True)
 
     def _on_activity(self, msg: Any) -> None:
         states = [NamedState(c.name, c.state.label) for c in msg.controllers]
@@ -398,43 +500,60 @@ class Ros2ControlArms:
             self._publish_locked(steps, period_s)
 
     def hold(self, arms: "tuple[str, ...] | None" = None) -> None:
-        """Targets of ``arms`` := their measured positions, sent at once unless the hardware is in fault."""
+        """Targets of ``arms`` := their measured positions, sent at once unless the hardware is in fault.
+
+        A joint_trajectory_controller gets the hold as a point due one controller_manager update later
+        (:func:`hold_point_s`).
+        """
         slots = [i for a in (arms if arms is not None else self._arms) for i in self._arm_slots[a]]
         with self._lock:
             self._targets.hold(slots, self._pos)
+            self._hold_stamp_ns = self._pos_stamp_ns
             if not self._health.fault():
-                self._publish_locked()
+                self._publish_locked(period_s=hold_point_s(self.update_rate_hz))
 
     def step(self, dt: float) -> None:
         """Follow the hardware's health, once per control period (the generic real-time stepper paces it).
 
-        When a fault clears (the controller_manager is back, the controller active again) the targets restart
-        from the measured state and the controller's joint order is asked again.
+        When a fault clears (the controller_manager is back, the controller active again) the controller_manager is
+        checked before anything is commanded: the controller's joint order and the update rate are asked again (a
+        driver fault meanwhile, named). Once it passes, the targets restart from the measured state.
         """
         fault = self._health.fault()
         last, self._last_fault = self._last_fault, fault
         if fault == last:
             return
         if fault:
-            if not last:
+            if not last or last.startswith(_CHECKING):
                 self._log.error(f"ros2_control driver fault: {fault}; no command is sent until it clears")
             return
-        with self._lock:
-            self._targets.seed(self._pos)
-        self._log.info(f"ros2_control: fault cleared (was: {last}); commands restart from the measured state")
+        if last.startswith(_CHECKING):
+            with self._lock:
+                self._targets.seed(self._pos)
+            self._log.info("ros2_control: fault cleared; commands restart from the measured state")
+            return
+        checking = (f"{_CHECKING} {self._settings.controller_manager}: reading its update_rate and "
+                    f"{self._settings.controller}'s joints (was: {last})")
+        self._health.refuse_manager(checking)
+        self._last_fault = checking
         threading.Thread(target=self._reload_order, name="ros2_control_order", daemon=True).start()
 
     def _reload_order(self) -> None:
         """Ask a controller_manager that came back for the controller's joints and its update rate again.
 
-        The rate sets the hold's lead over a stop's switch; one too slow for a control period is logged as an error
-        (the driver refuses it at configure; a restarted controller_manager is not refused, only named).
+        The rate bounds a stop; one too slow for a stop within one control period is a driver fault, named, until
+        that controller_manager goes away (configure refuses it the same way).
         """
         try:
             self._load_order(self._settings.answer_timeout_s * 2)
-            self._check_update_rate(self._settings.answer_timeout_s * 2)
         except HardwareError as exc:
             self._log.error(str(exc))
+        try:
+            self._check_update_rate(self._settings.answer_timeout_s * 2)
+        except HardwareError as exc:
+            self._health.refuse_manager(str(exc))
+            return
+        self._health.refuse_manager("")
 
     def reset(self, seed: "int | None" = None) -> None:
         """Real arms have no reset: the start-pose move brings them back."""
@@ -450,28 +569,61 @@ class Ros2ControlArms:
         """Deactivate the command controller once the hold the core just sent is applied; latched until resume.
 
         The hold goes to the controller as a topic message and the switch as a service request: nothing orders the
-        two inside the controller_manager, which switches at its next update. A controller deactivated before it
-        applied the hold leaves the hardware at its last command (the move's target, on hardware without a
-        limiter), so the switch is asked :func:`hold_lead_s` later (two updates of the controller_manager), from a
-        timer: the control loop never waits for it. Meanwhile the stop is latched: nothing else is sent.
+        two inside the controller_manager, which switches at its next update, and a controller deactivated before it
+        applied the hold leaves the hardware at its last command. So the switch is asked once the controller_manager's
+        introspection data shows the hold in the hardware's command interfaces (:class:`HoldWatch`), at the latest
+        :func:`hold_confirm_bound_s` after the latch; where that data is not published, :func:`hold_lead_s` after
+        the hold (two updates of the controller_manager). The control loop never waits for it. Meanwhile the stop is
+        latched: nothing else is sent.
         """
         if not self._health.latch(reason):
             return
-        lead = hold_lead_s(self.update_rate_hz)
         latched = time.monotonic()
-
-        def switch() -> None:
-            if self._health.stop_reason and not self._closed:  # not cleared meanwhile
-                self._request_switch(activate=False, since=latched)
-
-        timer = threading.Timer(lead, switch)
+        with self._lock:
+            order = self._order
+            watch = None
+            if order is not None and self._snapshots.ready and self._hold_stamp_ns > 0:
+                watch = HoldWatch(np.asarray(self._targets.values, dtype=float)[order], self._hold_stamp_ns)
+        if watch is not None:
+            bound = hold_confirm_bound_s(self.update_rate_hz, self._settings.trajectory_period_s)
+        else:
+            bound = hold_lead_s(self.update_rate_hz)
+        pending = _PendingStop(latched, bound, watch)
+        with self._stop_lock:
+            self._pending_stop = pending
+        timer = threading.Timer(bound, self._fire_switch, args=(pending, False))
         timer.daemon = True
         timer.start()
+
+    def _fire_switch(self, pending: _PendingStop, seen: bool) -> None:
+        """Ask for a pending stop's switch, once: the hold was ``seen`` applied, or its bound passed."""
+        with self._stop_lock:
+            if pending.fired:
+                return
+            pending.fired = True
+            if self._pending_stop is pending:
+                self._pending_stop = None
+        if not self._health.stop_reason or self._closed:  # cleared meanwhile
+            return
+        waited = (time.monotonic() - pending.latched) * 1000.0
+        if seen:
+            how = f"the hold seen applied after {waited:.1f} ms"
+        elif pending.watch is not None:
+            how = (f"the hold not seen applied within {pending.bound_s * 1000:.3g} ms "
+                   f"({pending.watch.snapshots} snapshots): switched anyway")
+            self._log.error(f"ros2_control: {how}; {self._settings.controller} keeps the last command it applied")
+        else:
+            how = f"the switch asked {waited:.1f} ms after the hold"
+        self._request_switch(activate=False, since=pending.latched, how=how)
 
     def resume(self) -> str:
         """Re-activate the command controller and restart from the measured state; empty on success."""
         if not self._health.stop_reason:
             return ""
+        with self._stop_lock:  # a clear before the stop's switch went out: it never goes
+            if self._pending_stop is not None:
+                self._pending_stop.fired = True
+                self._pending_stop = None
         fault = self._health.fault()
         if fault:
             return f"the hardware is in fault: {fault}"
@@ -512,10 +664,11 @@ class Ros2ControlArms:
         req.timeout.sec, req.timeout.nanosec = duration_parts(self._settings.switch_timeout_s)
         return req
 
-    def _request_switch(self, activate: bool, since: float = 0.0) -> None:
+    def _request_switch(self, activate: bool, since: float = 0.0, how: str = "") -> None:
         """Send the switch without waiting (a stop is latched from the control loop, which must not block).
 
-        ``since``: when the stop was latched (monotonic), for the log line; default now.
+        ``since``: when the stop was latched (monotonic), for the log line; default now. ``how``: what the switch
+        waited for, for the log line.
         """
         asked = since or time.monotonic()
         future = self._switch.call_async(self._switch_request(activate))
@@ -530,7 +683,7 @@ class Ros2ControlArms:
             took = time.monotonic() - asked
             if ok:
                 self._log.warning(f"ros2_control: {self._settings.controller} {verb}d ({took * 1000:.0f} ms after "
-                                  f"the stop): {self._health.stop_reason}")
+                                  f"the stop{'; ' + how if how else ''}): {self._health.stop_reason}")
             else:
                 self._log.error(f"ros2_control: switch_controller could not {verb} {self._settings.controller}: "
                                 f"{message}")
