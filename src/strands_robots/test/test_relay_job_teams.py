@@ -55,7 +55,7 @@ def relay_of_three_teams(tmp_path):
     server = RelayServer(store, TokenBook(TOKENS, STATION_TOKENS), "127.0.0.1:0", poll_s=0.05, clock_ms=clock,
                          settings=RelaySettings(invitation_timeout_s=BOUND_S))
     port = server.start()
-    relay = SimpleNamespace(target=f"127.0.0.1:{port}", store=store, clock=clock)
+    relay = SimpleNamespace(target=f"127.0.0.1:{port}", store=store, clock=clock, server=server)
     clients = {team: EvaluationClient(relay.target, token=token) for team, token in TOKENS.items()}
     try:
         _offered(relay)

@@ -33,7 +33,7 @@ from strands_robots.relay.store import TERMINAL_STATES, JobRecord, JobView, Snap
 
 __all__ = ["PENDING", "ACCEPTED", "DECLINED", "SlotTeams", "slot_teams", "invite", "answers",
            "waiting_for", "respond", "end_held", "settle", "settle_due", "invited_view", "AnswerRefused",
-           "DEFAULT_INVITATION_TIMEOUT_S", "held_message", "episode_slots"]
+           "DEFAULT_INVITATION_TIMEOUT_S", "Held", "held", "held_message", "episode_slots"]
 
 PENDING, ACCEPTED, DECLINED = "pending", "accepted", "declined"
 #: How long an invitation waits for its answer by default (a relay setting: ``invitation_timeout_s``).
@@ -197,19 +197,46 @@ def invited_view(store: Any, team: str, job_id: str) -> Optional[JobView]:
     return view
 
 
-def held_message(store: Any, job: JobRecord, timeout_s: Optional[float]) -> str:
-    """Return what a held job waits for, in words ("" when it is not held; no bound said when it is None)."""
+@dataclass(frozen=True)
+class Held:
+    """What a held job waits for: the teams that have not accepted, and until when (None: no bound known)."""
+
+    waiting: Tuple[str, ...]
+    until_unix_ms: Optional[int]
+
+    @property
+    def until_text(self) -> str:
+        """The deadline in UTC, ISO 8601 to the second (``2027-01-15T08:00:00Z``); "" without one."""
+        import datetime
+
+        if self.until_unix_ms is None:
+            return ""
+        at = datetime.datetime.fromtimestamp(self.until_unix_ms / 1000, datetime.timezone.utc)
+        return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @property
+    def message(self) -> str:
+        """The job status's words for it (``JobStatus.message`` of a held job)."""
+        until = f" (until {self.until_text})" if self.until_text else ""
+        return (f"waiting for team(s) {', '.join(self.waiting)} to accept the invitation{until}; the station is not "
+                f"sent the job and no arm moves before every team accepted")
+
+
+def held(store: Any, job: JobRecord, timeout_s: Optional[float]) -> Optional[Held]:
+    """Return what ``job`` waits for when an invited team has not accepted it, else None.
+
+    The one source of a held job's deadline: the gRPC status (:func:`held_message`) and the web page both read it.
+    """
     left = waiting_for(store, job)
     if not left:
-        return ""
-    import datetime
+        return None
+    return Held(left, None if timeout_s is None else expires_unix_ms(job, timeout_s))
 
-    until = ""
-    if timeout_s is not None:
-        at = datetime.datetime.fromtimestamp(expires_unix_ms(job, timeout_s) / 1000, datetime.timezone.utc)
-        until = f" (until {at.strftime('%Y-%m-%dT%H:%M:%SZ')})"
-    return (f"waiting for team(s) {', '.join(left)} to accept the invitation{until}; the station is not sent the "
-            f"job and no arm moves before every team accepted")
+
+def held_message(store: Any, job: JobRecord, timeout_s: Optional[float]) -> str:
+    """Return what a held job waits for, in words ("" when it is not held; no bound said when it is None)."""
+    waits = held(store, job, timeout_s)
+    return "" if waits is None else waits.message
 
 
 def episode_slots(status: Any) -> Dict[str, str]:
