@@ -9,7 +9,10 @@ team: lab_b}]``; ``Compare.slot_teams`` on the wire). The relay's rules, each pi
    moves before every team accepted.
 2. **Answers.** An invited team accepts or declines (``RespondInvitation``); the first answer stands. A decline
    ends the job (CANCELLED, naming the team and its reason). An invitation not accepted within the relay's
-   ``invitation_timeout_s`` of the submit ends the job (CANCELLED, naming the teams it waited for).
+   ``invitation_timeout_s`` of the submit expires, which ends the job (CANCELLED, naming the teams it waited for).
+   An answer and an expiry are each one conditional update of the team's row (``WHERE answer = 'pending'``, the
+   answer also ``AND`` before the deadline), so when relays sharing a store race them the database picks the one
+   winner: an answer that lost is told the invitation expired, an expiry that lost changes nothing.
 3. **Tokens per slot.** Each slot is served only with its own team's token (the submitter's for its own slots);
    another team's token is PERMISSION_DENIED naming the slot's team. An invited team serves only once it accepted.
 4. **Visibility.** The submitter knows the job by its own id; an invited team by the relay's id (the one its
@@ -31,11 +34,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from strands_robots.relay.store import TERMINAL_STATES, JobRecord, JobView, Snapshot
 
-__all__ = ["PENDING", "ACCEPTED", "DECLINED", "SlotTeams", "slot_teams", "invite", "answers",
+__all__ = ["PENDING", "ACCEPTED", "DECLINED", "EXPIRED", "SlotTeams", "slot_teams", "invite", "answers",
            "waiting_for", "respond", "end_held", "settle", "settle_due", "invited_view", "AnswerRefused",
            "DEFAULT_INVITATION_TIMEOUT_S", "Held", "held", "held_message", "episode_slots"]
 
-PENDING, ACCEPTED, DECLINED = "pending", "accepted", "declined"
+PENDING, ACCEPTED, DECLINED, EXPIRED = "pending", "accepted", "declined", "expired"
 #: How long an invitation waits for its answer by default (a relay setting: ``invitation_timeout_s``).
 DEFAULT_INVITATION_TIMEOUT_S = 7 * 24 * 3600.0
 
@@ -135,17 +138,29 @@ def respond(store: Any, job: JobRecord, team: str, accept: bool, reason: str, no
             timeout_s: float) -> str:
     """Record ``team``'s answer to its invitation to ``job``; return what happened, in words.
 
+    The answer is one conditional update, taken only while the team's row is pending and the deadline has not
+    passed: against an expiry racing it (another relay on the same store) the database decides which one won.
+
     :raises AnswerRefused: the job ended, the invitation expired, or the team answered already.
     """
-    if _terminal(store, job.job_id) or settle(store, job, now_ms, timeout_s):
+    if _terminal(store, job.job_id):
         raise AnswerRefused(f"job {job.job_id!r} has ended; there is nothing to answer")
     answer = ACCEPTED if accept else DECLINED
     invite(store, job)  # the job's own request names the team: its row may not have been written yet
-    done = store.run_sql("UPDATE job_teams SET answer = {p}, answered_unix_ms = {p}, reason = {p} WHERE job_id = {p} "
-                         "AND team = {p} AND answer = {p} RETURNING team",
-                         (answer, int(now_ms), reason[:1024], job.job_id, team, PENDING))
+    done = store.run_sql(
+        "UPDATE job_teams SET answer = {p}, answered_unix_ms = {p}, reason = {p} WHERE job_id = {p} AND team = {p} "
+        "AND answer = {p} AND {p} < (SELECT j.submitted_unix_ms FROM jobs j WHERE j.job_id = job_teams.job_id) + {p} "
+        "RETURNING team",
+        (answer, int(now_ms), reason[:1024], job.job_id, team, PENDING, int(now_ms), _timeout_ms(timeout_s)))
     if not done:
         given = answers(store, job).get(team, (PENDING, 0, ""))[0]
+        if given == PENDING:  # the deadline passed before this answer: the answer expires the invitation
+            settle(store, job, now_ms, timeout_s)
+            given = answers(store, job).get(team, (PENDING, 0, ""))[0]
+        if given == EXPIRED:
+            raise AnswerRefused(f"the invitation to job {job.job_id!r} expired unanswered at "
+                                f"{Held((), expires_unix_ms(job, timeout_s)).until_text} (the relay's "
+                                f"invitation_timeout_s, {timeout_s:g} s); the job has ended")
         raise AnswerRefused(f"team {team!r} already {given} the invitation to job {job.job_id!r}")
     if not accept:
         why = f": {reason}" if reason else ""
@@ -159,25 +174,40 @@ def respond(store: Any, job: JobRecord, team: str, accept: bool, reason: str, no
     return f"accepted: every team accepted job {job.job_id!r}; the station may run it"
 
 
+def _timeout_ms(timeout_s: float) -> int:
+    return int(timeout_s * 1000)
+
+
 def settle(store: Any, job: JobRecord, now_ms: int, timeout_s: float) -> bool:
-    """End ``job`` if an invitation of it passed its bound unaccepted; True when this call ended it."""
-    if now_ms < expires_unix_ms(job, timeout_s):
+    """End ``job`` if an invitation of it passed its bound unaccepted; True when this call ended it.
+
+    Every invitation still pending expires in one conditional update (``WHERE answer = 'pending'`` and the deadline
+    passed); one a team answered first is left as answered. The job ends when any invitation of it expired, this
+    call's or an earlier one's whose relay stopped before writing the end, so an expiry that lost the race to the
+    last accept changes nothing.
+    """
+    if now_ms < expires_unix_ms(job, timeout_s) or not slot_teams(job).invited:
         return False
-    left = waiting_for(store, job)
-    if not left:
+    invite(store, job)  # a job whose invitations were never written expires as well
+    store.run_sql(
+        "UPDATE job_teams SET answer = {p}, answered_unix_ms = {p}, reason = '' WHERE job_id = {p} AND answer = {p} "
+        "AND {p} >= (SELECT j.submitted_unix_ms FROM jobs j WHERE j.job_id = job_teams.job_id) + {p}",
+        (EXPIRED, int(now_ms), job.job_id, PENDING, int(now_ms), _timeout_ms(timeout_s)))
+    expired = tuple(team for team, (answer, _ms, _r) in answers(store, job).items() if answer == EXPIRED)
+    if not expired:
         return False
-    return end_held(store, job, now_ms, f"the invitation to team(s) {', '.join(left)} expired unaccepted after "
+    return end_held(store, job, now_ms, f"the invitation to team(s) {', '.join(expired)} expired unaccepted after "
                                         f"{timeout_s:g} s (the relay's invitation_timeout_s); the job never ran, no "
                                         f"arm moved")
 
 
 def settle_due(store: Any, now_ms: int, timeout_s: float, limit: int = 100) -> int:
-    """End every held job whose invitation passed its bound; return how many ended."""
+    """End every held job whose invitation passed its bound (or expired without its end written); return how many."""
     rows = store.read_sql(
         "SELECT DISTINCT j.job_id FROM job_teams t JOIN jobs j ON j.job_id = t.job_id "
-        "LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE t.answer = {p} AND j.submitted_unix_ms <= {p} "
-        "AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) LIMIT {p}",
-        (PENDING, int(now_ms - timeout_s * 1000), int(limit)))
+        "LEFT JOIN snapshots s ON s.job_id = j.job_id WHERE (t.answer = {p} AND j.submitted_unix_ms <= {p} "
+        "OR t.answer = {p}) AND (s.state IS NULL OR s.state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')) LIMIT {p}",
+        (PENDING, int(now_ms - timeout_s * 1000), EXPIRED, int(limit)))
     ended = 0
     for (job_id,) in rows:
         job = store.get_job(str(job_id))
