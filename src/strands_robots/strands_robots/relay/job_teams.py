@@ -18,7 +18,8 @@ team: lab_b}]``; ``Compare.slot_teams`` on the wire). The relay's rules, each pi
 4. **Visibility.** The submitter knows the job by its own id; an invited team by the relay's id (the one its
    invitation names). Both see its status, the comparison (blind labels until the end, as for every comparison)
    and its place in their listings; a team neither submitting nor invited gets NOT_FOUND, like an unknown job.
-   Each team lists and downloads only the recordings of its own slots' episodes.
+   Each team lists and downloads only the recordings of its own slots' episodes, and reads only its own slots'
+   declared policy specs in the job's provenance (a spec names its server and carries its metadata).
 5. **Ending it.** The submitter cancels the job; an invited team withdraws its slots, which ends the job naming
    the team. A held job ends at once (the relay writes its terminal status: the station never had it); a job
    the station runs is cancelled through the station, as any cancel.
@@ -36,7 +37,7 @@ from strands_robots.relay.store import TERMINAL_STATES, JobRecord, JobView, Snap
 
 __all__ = ["PENDING", "ACCEPTED", "DECLINED", "EXPIRED", "SlotTeams", "slot_teams", "invite", "answers",
            "waiting_for", "respond", "end_held", "settle", "settle_due", "invited_view", "AnswerRefused",
-           "DEFAULT_INVITATION_TIMEOUT_S", "Held", "held", "held_message", "episode_slots"]
+           "DEFAULT_INVITATION_TIMEOUT_S", "Held", "held", "held_message", "scoped_status", "episode_slots"]
 
 PENDING, ACCEPTED, DECLINED, EXPIRED = "pending", "accepted", "declined", "expired"
 #: How long an invitation waits for its answer by default (a relay setting: ``invitation_timeout_s``).
@@ -188,12 +189,15 @@ def settle(store: Any, job: JobRecord, now_ms: int, timeout_s: float) -> bool:
     """
     if now_ms < expires_unix_ms(job, timeout_s) or not slot_teams(job).invited:
         return False
-    invite(store, job)  # a job whose invitations were never written expires as well
-    store.run_sql(
-        "UPDATE job_teams SET answer = {p}, answered_unix_ms = {p}, reason = '' WHERE job_id = {p} AND answer = {p} "
-        "AND {p} >= (SELECT j.submitted_unix_ms FROM jobs j WHERE j.job_id = job_teams.job_id) + {p}",
-        (EXPIRED, int(now_ms), job.job_id, PENDING, int(now_ms), _timeout_ms(timeout_s)))
-    expired = tuple(team for team, (answer, _ms, _r) in answers(store, job).items() if answer == EXPIRED)
+    given = answers(store, job)
+    if any(answer == PENDING for answer, _ms, _r in given.values()):  # a read first: an accepted job writes nothing
+        invite(store, job)  # a job whose invitations were never written expires as well
+        store.run_sql(
+            "UPDATE job_teams SET answer = {p}, answered_unix_ms = {p}, reason = '' WHERE job_id = {p} AND answer = "
+            "{p} AND {p} >= (SELECT j.submitted_unix_ms FROM jobs j WHERE j.job_id = job_teams.job_id) + {p}",
+            (EXPIRED, int(now_ms), job.job_id, PENDING, int(now_ms), _timeout_ms(timeout_s)))
+        given = answers(store, job)
+    expired = tuple(team for team, (answer, _ms, _r) in given.items() if answer == EXPIRED)
     if not expired:
         return False
     return end_held(store, job, now_ms, f"the invitation to team(s) {', '.join(expired)} expired unaccepted after "
@@ -267,6 +271,27 @@ def held_message(store: Any, job: JobRecord, timeout_s: Optional[float]) -> str:
     """Return what a held job waits for, in words ("" when it is not held; no bound said when it is None)."""
     waits = held(store, job, timeout_s)
     return "" if waits is None else waits.message
+
+
+def scoped_status(status: Any, teams: SlotTeams, team: str) -> Any:
+    """Return ``status`` (``JobStatus``) as ``team`` may read it: only its own slots' declared policy specs.
+
+    A job of one team is returned as it is. In a comparison between teams the provenance keeps the specs of the
+    slots ``team`` serves (``slot_specs``; ``policy_spec_json``, the first slot's, only when that slot is its).
+    """
+    if not teams.invited or not status.HasField("provenance"):
+        return status
+    from strands_robots.wire.proto import evaluation_pb2 as ev
+
+    scoped = ev.JobStatus()
+    scoped.CopyFrom(status)
+    provenance = scoped.provenance
+    own = [s for s in provenance.slot_specs if teams.team_of(s.slot) == team]
+    del provenance.slot_specs[:]
+    provenance.slot_specs.extend(own)
+    if not teams.slots or teams.slots[0][1] != team:
+        provenance.policy_spec_json = ""
+    return scoped
 
 
 def episode_slots(status: Any) -> Dict[str, str]:
