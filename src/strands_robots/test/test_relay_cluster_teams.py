@@ -98,12 +98,16 @@ def test_an_invited_team_on_another_relay_lists_accepts_and_serves_its_slot_thro
             home = a.core.store.session_home(relay_id).relay_id
             assert home == (a.relay_id if first == "station" else b.relay_id)
 
-            station.link.report(pb.JobStatus(
+            final = pb.JobStatus(
                 job_id=relay_id, station_id="sim_station", state="SUCCEEDED", episodes_total=2, sequence=9,
                 updated_unix_ms=1, episodes=[pb.EpisodeResult(episode_id="ep_0000", end_condition="timeout",
                                                               slot="vision"),
                                              pb.EpisodeResult(episode_id="ep_0001", end_condition="timeout",
-                                                              slot="theirs")]))
+                                                              slot="theirs")])
+            final.provenance.policy_spec_json = '{"source": "ours"}'
+            final.provenance.slot_specs.add(slot="vision", policy_spec_json='{"source": "ours"}')
+            final.provenance.slot_specs.add(slot="theirs", policy_spec_json='{"source": "theirs"}')
+            station.link.report(final)
             assert station.link.flush(10)
             for served in (served_ours, served_theirs):
                 served["thread"].join(15)
@@ -111,6 +115,10 @@ def test_an_invited_team_on_another_relay_lists_accepts_and_serves_its_slot_thro
                 assert served["final"].state == "SUCCEEDED"
             assert (ours.acts, theirs.acts) == ([1.0], [5.0])  # each team's policy served its own slot only
             assert served_theirs["final"].job_id == relay_id and served_ours["final"].job_id == job
+            # each team's final status, wherever its stream came in, names only its own slot's declared spec
+            assert [s.slot for s in served_theirs["final"].provenance.slot_specs] == ["theirs"]
+            assert [s.slot for s in served_ours["final"].provenance.slot_specs] == ["vision"]
+            assert [s.slot for s in invited.get_status(relay_id).provenance.slot_specs] == ["theirs"]
             assert invited.get_status(relay_id).state == owner.get_status(job).state == "SUCCEEDED"
         finally:
             for session in sessions:
