@@ -10,6 +10,7 @@ names those tasks and their trials.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -723,12 +724,20 @@ def test_one_unreadable_job_file_is_set_aside_and_the_other_job_resumes_without_
     assert any(broken in line and "kept aside" in line for line in station.lines)  # the station's log names it
 
 
+EARLY_SOURCE = "a policy ending every episode at its second call"
+
+
 class EndsEarly(TeamPolicy):
     """The comparison's better policy: it ends every episode itself at its second call (policy_completed)."""
 
     def reset(self, task_msg) -> None:
         super().reset(task_msg)
         self.steps = 0
+
+    def spec(self):
+        from strands_robots.client.policy_spec import PolicySpec
+
+        return PolicySpec(source=EARLY_SOURCE)
 
     def act(self, observation):
         from strands_robots.policies.base import EndEpisode
@@ -776,6 +785,10 @@ def test_a_comparison_job_with_two_served_slots_stops_at_its_verdict_with_every_
     assert stop.e_value >= 1 / 0.1 and "early" in stop.text
     assert final.message.startswith("completed: comparison of 6 complete blocks: a_better") and \
         "early 6/6, late 0/6" in final.message, final.message
+    # the provenance names each slot's declared spec by its slot (late's policy declared none)
+    declared = {s.slot: s.policy_spec_json for s in final.provenance.slot_specs}
+    assert list(declared) == ["early", "late"] and declared["late"] == "", declared
+    assert json.loads(declared["early"])["source"] == EARLY_SOURCE
     figures = {f.slot: f.success for f in comparison.figures}
     assert (figures["early"].successes, figures["early"].trials) == (6, 6)
     assert (figures["late"].successes, figures["late"].trials) == (0, 6)
@@ -939,6 +952,10 @@ def test_a_comparison_between_two_teams_runs_once_both_accepted_and_names_no_slo
     assert named == [], named
     assert all(slot in topics.ending for slot in slots), topics.ending[:500]  # revealed on ROS at the end
     assert guest.get_status(job_id).comparison.stop.verdict == "a_better"  # the invited team sees it too
+    # each team reads its own slot's declared spec in the provenance, never the other team's
+    assert [(s.slot, json.loads(s.policy_spec_json)["source"]) for s in final.provenance.slot_specs] == [
+        (slots[0], EARLY_SOURCE)]
+    assert [(s.slot, s.policy_spec_json) for s in guest.get_status(job_id).provenance.slot_specs] == [(slots[1], "")]
     boards = {team: {e.policy: e.others for e in client.leaderboard(SUITE).entries}
               for team, client in (("demo", owner), ("lab_b", guest))}
     # demo ranks its other comparisons on the suite too; lab_b took part in this one only

@@ -293,7 +293,8 @@ def test_station_types_round_trip_through_their_dict_forms():
                "mean_observation_age_steps": [1.25], "missed_deadlines": [0]}
     provenance = {"software_version": "0.1.0", "git_revision": "c" * 40,
                   "config_files": [{"name": "arms.yaml", "path": "/cfg/arms.yaml", "sha256": "d" * 64}],
-                  "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
+                  "policy_spec_json": '{"action_keys": ["right.joint_1"]}',
+                  "slot_specs": [{"slot": "vision", "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}]}
     status = {"job_id": "job-1", "station_id": "st-1", "state": "RUNNING", "episodes_total": 4,
               "episodes": [episode], "updated_unix_ms": 1_760_000_000_123, "message": "", "provenance": provenance,
               "summary": [], "comparison": []}
@@ -415,7 +416,7 @@ def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros
     from strands_robots.conversions.station import station_status_to_msg
     from strands_robots.wire.pb_model import job_status_from_pb, job_status_to_pb
     from strands_robots.station.model import (AnswerType, ConfigHash, EpisodeResult, JobState, JobStatus, Provenance,
-                                              ScoringItemDefinition, ScoringSheet, Task)
+                                              ScoringItemDefinition, ScoringSheet, SlotPolicySpec, Task)
 
     sheet = ScoringSheet((ScoringItemDefinition("ok", "Ok?", AnswerType.YES_NO, 1.0, success_answer="yes"),))
     episode = EpisodeResult(episode_id="ep_0000", end_condition="timeout", scored=False, success=False, score=0.0,
@@ -424,7 +425,8 @@ def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros
     provenance = Provenance(software_version="0.1.0", git_revision="f" * 40,
                             config_files=(ConfigHash("arms.yaml", "/a/arms.yaml", "1" * 64),
                                           ConfigHash("job", "", "2" * 64)),
-                            policy_spec_json='{"source": "s"}')
+                            policy_spec_json='{"source": "s"}',
+                            slot_specs=(SlotPolicySpec("vision", '{"source": "s"}'), SlotPolicySpec("theirs", "")))
     status = JobStatus(job_id="j", station_id="s", state=JobState.SUCCEEDED, episodes_total=1, episodes=(episode,),
                        updated_unix_ms=5, message="done", sequence=3, provenance=provenance)
     ros = station_status_to_msg(status)
@@ -442,6 +444,8 @@ def test_the_station_status_carries_the_recording_hash_and_the_provenance_to_ros
     assert [(f.name, f.path, f.sha256) for f in ros.provenance.config_files] == [
         ("arms.yaml", "/a/arms.yaml", "1" * 64), ("job", "", "2" * 64)]
     assert ros.provenance.policy_spec_json == '{"source": "s"}'
+    assert [(s.slot, s.policy_spec_json) for s in ros.provenance.slot_specs] == [("vision", '{"source": "s"}'),
+                                                                                   ("theirs", "")]
     assert job_status_from_pb(job_status_to_pb(status)) == status
     bare = JobStatus(job_id="j", station_id="s", state=JobState.RUNNING, episodes_total=1, episodes=(),
                      updated_unix_ms=5, message="")

@@ -116,3 +116,138 @@ def test_each_team_ranks_the_comparisons_it_took_part_in_with_the_others_policy_
     assert [(e.team, e.others) for e in (board_a["team_b/theirs"], board_b["team_a/vision"], board_b["theirs"])] == [
         ("team_b", True), ("team_a", True), ("team_b", False)]
     assert board_a["vision"].jobs == 2 and board_b["team_a/vision"].jobs == 1
+
+
+# -- an answer racing an expiry: two relays' handles on one store ------------------------------------------------
+BOUND_S = 60.0
+DEADLINE = T0 + int(BOUND_S * 1000)
+
+
+@pytest.fixture
+def two_handles(store, request):
+    """Open a second handle on the same store, as a second relay of the cluster opens it."""
+    other = SqliteStore(store.path) if isinstance(store, SqliteStore) else \
+        PostgresStore(request.getfixturevalue("postgres_url"))
+    try:
+        yield store, other
+    finally:
+        other.close()
+
+
+class PausedAtFirstWrite:
+    """A store handle that stops its caller before the first write it makes, until the test lets it go.
+
+    Everything the caller read before (the job not ended, the invitation pending) is read; the test runs the
+    other side whole in that gap, which is exactly the race of two relays.
+    """
+
+    WRITES = ("run_sql", "put_snapshot", "request_cancel")
+
+    def __init__(self, store) -> None:
+        import threading
+
+        self._store = store
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        got = getattr(self._store, name)
+        if name not in self.WRITES:
+            return got
+
+        def write(*args, **kwargs):
+            if not self.reached.is_set():
+                self.reached.set()
+                assert self.go.wait(30.0), "the test never let the paused side go"
+            return got(*args, **kwargs)
+
+        return write
+
+
+def _race(paused_store, paused_call, other_call):
+    """Run ``paused_call(paused_store)`` to its first write, ``other_call()`` whole, then the paused one's rest.
+
+    Return (the paused side's result or refusal, the other side's result or refusal).
+    """
+    import concurrent.futures
+
+    def outcome(call, *args):
+        try:
+            return call(*args)
+        except job_teams.AnswerRefused as exc:
+            return exc
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        paused = pool.submit(outcome, paused_call, paused_store)
+        assert paused_store.reached.wait(30.0), "the paused side never reached a write"
+        other = outcome(other_call)
+        paused_store.go.set()
+        return paused.result(30.0), other
+
+
+def _final(store, job):
+    snapshot = store.get_snapshot(job.job_id)
+    return (snapshot.state if snapshot else None), job_teams.answers(store, job)["team_b"][0]
+
+
+def test_an_expiry_that_loses_the_race_to_the_last_accept_changes_nothing(two_handles):
+    relay_a, relay_b = two_handles
+    job = _job(relay_a, "ab", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    # relay B's clock says the bound passed and it reads the invitation pending; relay A's team accepts just
+    # before the bound by A's clock, in the gap before B writes
+    expiry, accept = _race(PausedAtFirstWrite(relay_b),
+                           lambda s: job_teams.settle(s, job, DEADLINE + 5, BOUND_S),
+                           lambda: job_teams.respond(relay_a, job, "team_b", True, "", DEADLINE - 1, BOUND_S))
+    assert accept == f"accepted: every team accepted job {job.job_id!r}; the station may run it"
+    assert expiry is False
+    assert _final(relay_a, job) == _final(relay_b, job) == (None, "accepted")
+    assert job_teams.waiting_for(relay_b, job) == ()  # the station may be sent it
+    assert job_teams.settle_due(relay_b, DEADLINE + 10 ** 6, BOUND_S) == 0  # and no later expiry ends it
+
+
+def test_an_accept_that_loses_the_race_to_the_expiry_is_told_the_invitation_expired(two_handles):
+    relay_a, relay_b = two_handles
+    job = _job(relay_a, "ab", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    # relay A read the job not ended and the invitation pending before the bound by its clock; relay B expires
+    # it (its clock past the bound) in the gap before A writes the answer
+    accept, expiry = _race(PausedAtFirstWrite(relay_a),
+                           lambda s: job_teams.respond(s, job, "team_b", True, "", DEADLINE - 1, BOUND_S),
+                           lambda: job_teams.settle(relay_b, job, DEADLINE + 5, BOUND_S))
+    assert expiry is True
+    assert isinstance(accept, job_teams.AnswerRefused)
+    assert str(accept) == ("the invitation to job 'ab' expired unanswered at 2027-01-15T08:01:00Z (the relay's "
+                           "invitation_timeout_s, 60 s); the job has ended")
+    assert _final(relay_a, job) == _final(relay_b, job) == ("CANCELLED", "expired")
+    ended = ev.JobStatus.FromString(relay_a.get_snapshot(job.job_id).payload)
+    assert ended.message.startswith("the invitation to team(s) team_b expired unaccepted after 60 s")
+    assert job_teams.waiting_for(relay_a, job) == ("team_b",)  # never sent to a station
+
+
+def test_a_decline_racing_an_expiry_has_one_winner_either_way(two_handles):
+    relay_a, relay_b = two_handles
+    first = _job(relay_a, "ab", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    expiry, decline = _race(PausedAtFirstWrite(relay_b),
+                            lambda s: job_teams.settle(s, first, DEADLINE, BOUND_S),
+                            lambda: job_teams.respond(relay_a, first, "team_b", False, "no", DEADLINE - 1, BOUND_S))
+    assert (expiry, decline) == (False, "declined: job 'ab' ended") and _final(relay_b, first) == (
+        "CANCELLED", "declined")
+    second = _job(relay_a, "cd", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    decline, expiry = _race(PausedAtFirstWrite(relay_a),
+                            lambda s: job_teams.respond(s, second, "team_b", False, "no", DEADLINE - 1, BOUND_S),
+                            lambda: job_teams.settle(relay_b, second, DEADLINE, BOUND_S))
+    assert expiry is True and "expired unanswered" in str(decline) and _final(relay_a, second) == (
+        "CANCELLED", "expired")
+
+
+def test_an_accept_at_the_bound_by_its_own_clock_expires_the_invitation_and_is_told_so(store):
+    job = _job(store, "ab", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    with pytest.raises(job_teams.AnswerRefused, match=r"^the invitation to job 'ab' expired unanswered at "):
+        job_teams.respond(store, job, "team_b", True, "", DEADLINE, BOUND_S)
+    assert _final(store, job) == ("CANCELLED", "expired")
+
+
+def test_an_expiry_whose_relay_stopped_before_ending_the_job_is_ended_by_the_next_one(store):
+    job = _job(store, "ab", "team_a", ["vision", {"name": "theirs", "team": "team_b"}])
+    store.run_sql("UPDATE job_teams SET answer = {p} WHERE job_id = {p}", (job_teams.EXPIRED, job.job_id))
+    assert job_teams.waiting_for(store, job) == ("team_b",)  # held meanwhile: never sent to a station
+    assert job_teams.settle_due(store, DEADLINE, BOUND_S) == 1
+    assert _final(store, job) == ("CANCELLED", "expired")

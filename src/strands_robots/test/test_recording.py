@@ -330,6 +330,7 @@ def split_full_text(text):
                                            "strands_robots_msgs/ScoringSheetDefinition",
                                            "strands_robots_msgs/ScoringItemDefinition",
                                            "strands_robots_msgs/Provenance", "strands_robots_msgs/ConfigHash",
+                                           "strands_robots_msgs/SlotPolicySpec",
                                            *(f"strands_robots_msgs/{name}" for name in (
                                                "JobFigures", "TaskFigures", "Rate", "MeanScore", "Coverage",
                                                "Comparison", "SlotFigures", "PairDifference", "ComparisonBlock",

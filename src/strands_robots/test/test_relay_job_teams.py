@@ -55,7 +55,7 @@ def relay_of_three_teams(tmp_path):
     server = RelayServer(store, TokenBook(TOKENS, STATION_TOKENS), "127.0.0.1:0", poll_s=0.05, clock_ms=clock,
                          settings=RelaySettings(invitation_timeout_s=BOUND_S))
     port = server.start()
-    relay = SimpleNamespace(target=f"127.0.0.1:{port}", store=store, clock=clock)
+    relay = SimpleNamespace(target=f"127.0.0.1:{port}", store=store, clock=clock, server=server)
     clients = {team: EvaluationClient(relay.target, token=token) for team, token in TOKENS.items()}
     try:
         _offered(relay)
@@ -268,3 +268,24 @@ def test_each_team_ranks_the_comparisons_it_took_part_in_and_names_the_other_tea
         assert b["theirs"][:2] == ("team_b", False) and b["team_a/vision"][:2] == ("team_a", True)
         assert a["vision"][2:] == b["team_a/vision"][2:] and a["vision"][2] > a["vision"][3]  # one fit, both views
         assert seen["team_c"] == {} and boards["team_c"].blocks == 0  # a team that took no part sees none
+
+
+def test_each_team_reads_only_its_own_slots_declared_spec_in_the_provenance(tmp_path):
+    with relay_of_three_teams(tmp_path) as (relay, clients):
+        job = _submit(clients)
+        clients["team_b"].accept(job)
+        status = ev.JobStatus(job_id=job, station_id="sim_station", state="SUCCEEDED", updated_unix_ms=2, sequence=9)
+        status.provenance.software_version = "1.2.3"
+        status.provenance.policy_spec_json = '{"source": "team_a server ws://10.0.0.1:8000"}'
+        status.provenance.slot_specs.add(slot="vision", policy_spec_json='{"source": "team_a server ws://10.0.0.1:8000"}')
+        status.provenance.slot_specs.add(slot="theirs", policy_spec_json='{"source": "team_b server ws://10.9.9.9:8000"}')
+        relay.store.put_snapshot(Snapshot(job_id=job, updated_unix_ms=2, state="SUCCEEDED",
+                                          payload=status.SerializeToString(), sequence=9))
+        seen = {team: clients[team].get_status(job).provenance for team in ("team_a", "team_b")}
+        assert [(s.slot, s.policy_spec_json) for s in seen["team_a"].slot_specs] == [
+            ("vision", '{"source": "team_a server ws://10.0.0.1:8000"}')]
+        assert seen["team_a"].policy_spec_json == '{"source": "team_a server ws://10.0.0.1:8000"}'  # its first slot
+        assert [(s.slot, s.policy_spec_json) for s in seen["team_b"].slot_specs] == [
+            ("theirs", '{"source": "team_b server ws://10.9.9.9:8000"}')]
+        assert seen["team_b"].policy_spec_json == "" and "10.0.0.1" not in str(seen["team_b"])
+        assert seen["team_b"].software_version == "1.2.3"  # the station's own facts are the job's, for both

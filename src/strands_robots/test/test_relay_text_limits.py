@@ -27,6 +27,7 @@ from strands_robots.wire.proto import policy_session_pb2 as ps
 from strands_robots.wire.proto import station_service_pb2 as ss
 from strands_robots.wire.proto import station_service_pb2_grpc as ss_grpc
 from strands_robots.station_link.link import StationLink
+from strands_robots.client.policy_spec import MAX_SPEC_JSON
 from strands_robots.relay.text_limits import cut_policy_reply, cut_policy_request, snapshot_refusal
 
 MIB = 1024 * 1024
@@ -165,6 +166,15 @@ def test_snapshot_refusal_names_each_text_field_and_passes_a_snapshot_that_fits(
     bad.CopyFrom(ok)
     bad.episodes[0].task.instruction = "i" * 4097
     assert snapshot_refusal(bad).startswith("episodes[0].task.instruction is 4097 characters long")
+    bad.CopyFrom(ok)
+    bad.provenance.slot_specs.add(slot="vision", policy_spec_json="{}")
+    bad.provenance.slot_specs.add(slot="theirs", policy_spec_json="{" + " " * MAX_SPEC_JSON + "}")
+    assert snapshot_refusal(bad).startswith(f"provenance.slot_specs[1].policy_spec_json is {MAX_SPEC_JSON + 2} "
+                                            f"characters long")
+    bad.CopyFrom(ok)
+    for n in range(9):
+        bad.provenance.slot_specs.add(slot=f"s{n}")
+    assert snapshot_refusal(bad) == ("provenance.slot_specs: 9 slots, more than a comparison has (at most 8)")
 
 
 def test_policy_session_texts_are_cut_with_a_marker_never_refused():

@@ -83,6 +83,19 @@ def test_past_the_tasks_texts_episodes_become_skeletons_and_then_the_declared_sp
     assert "the policy's declared spec left out of the provenance" in fitted.message
 
 
+def test_past_the_skeletons_every_slots_declared_spec_is_left_out_and_the_note_says_so():
+    spec = "{" + " " * (MAX_SPEC_JSON - 2) + "}"
+    status = snapshot(40, state="SUCCEEDED", message="completed", spec_json=spec)
+    for slot in ("vision", "theirs"):
+        status.provenance.slot_specs.add(slot=slot, policy_spec_json=spec)
+    skeleton_room = 40 * SKELETON_EPISODE_MAX_BYTES + 12 * 1024
+    fitted = fit_snapshot(status, skeleton_room)
+    assert fitted is not None and fitted.ByteSize() <= skeleton_room
+    assert fitted.provenance.policy_spec_json == "" and not fitted.provenance.slot_specs
+    assert "every slot's declared spec left out of the provenance" in fitted.message
+    assert len(status.provenance.slot_specs) == 2  # the station's own snapshot is never changed
+
+
 def test_a_budget_too_small_even_for_skeletons_gives_none_never_a_silent_loss():
     assert fit_snapshot(snapshot(40), 512) is None
 

@@ -252,3 +252,65 @@ def test_a_comparison_whose_slots_all_fit_runs():
     final, robot = run_slots({"vision": spec, "blind": None}, {"vision": _hold, "blind": _hold})
     assert final.state is JobState.SUCCEEDED, final.message
     assert robot.leases == 2
+
+
+def test_a_two_slot_jobs_provenance_names_both_slots_declared_specs_on_the_wire_and_in_its_file():
+    import json
+
+    from strands_robots.client.cli.job_status import format_provenance
+    from strands_robots.station.job_codec import provenance_from_mapping, provenance_to_mapping
+    from strands_robots.wire.pb_model import job_status_from_pb, job_status_to_pb
+
+    vision = PolicySpec(action_keys=("right.joint_1",), action_ranges=(ActionRange("right.joint_1", -2.5, 2.5),))
+    blind = PolicySpec(action_keys=("right.joint_1",), action_ranges=(ActionRange("right.joint_1", -2.75, 2.75),))
+    final, _robot = run_slots({"vision": vision, "blind": blind}, {"vision": _hold, "blind": _hold})
+    assert final.state is JobState.SUCCEEDED, final.message
+    recorded = final.provenance
+    by_slot = {s.slot: json.loads(s.policy_spec_json) for s in recorded.slot_specs}
+    assert [s.slot for s in recorded.slot_specs] == ["vision", "blind"]  # the job's slot order
+    assert by_slot == {"vision": vision.to_dict(), "blind": blind.to_dict()}
+    assert by_slot["vision"] != by_slot["blind"]
+    assert json.loads(recorded.policy_spec_json) == vision.to_dict()  # the first slot's, for older readers
+
+    wire = job_status_to_pb(final)
+    assert [(s.slot, json.loads(s.policy_spec_json)) for s in wire.provenance.slot_specs] == [
+        ("vision", vision.to_dict()), ("blind", blind.to_dict())]
+    assert job_status_from_pb(wire).provenance == recorded
+    assert provenance_from_mapping(json.loads(json.dumps(provenance_to_mapping(recorded)))) == recorded
+    lines = format_provenance(wire.provenance)
+    assert "policy spec of slot vision" in lines and "policy spec of slot blind" in lines, lines
+    blind_lines = lines[lines.index("policy spec of slot blind") + 1:]
+    assert any(line.startswith("  action_ranges") and "-2.75" in line for line in blind_lines), lines
+
+
+def test_a_provenance_written_before_slot_specs_reads_with_none_and_prints_its_one_spec():
+    from strands_robots.client.cli.job_status import format_provenance
+    from strands_robots.station.job_codec import provenance_from_mapping
+    from strands_robots.wire.proto import evaluation_pb2 as ev
+
+    older = {"software_version": "0.1.0", "git_revision": "", "config_files": [],
+             "policy_spec_json": '{"action_keys": ["right.joint_1"]}'}
+    read = provenance_from_mapping(older)
+    assert read.slot_specs == () and read.policy_spec_json == older["policy_spec_json"]
+    lines = format_provenance(ev.Provenance(policy_spec_json=older["policy_spec_json"]))
+    assert lines[-2:] == ["policy spec", '  action_keys    ["right.joint_1"]'], lines
+
+
+def test_a_running_comparisons_snapshot_names_no_slot_in_its_provenance_until_the_job_ends():
+    import dataclasses
+
+    from strands_robots.station.status import snapshot_of
+
+    vision = PolicySpec(action_keys=("right.joint_1",))
+    final, _robot = run_slots({"vision": vision, "blind": None}, {"vision": _hold, "blind": _hold})
+    assert final.state is JobState.SUCCEEDED, final.message
+    spec = job_spec_from_mapping({
+        "job_id": "job-slots", "client_id": "team", "station_id": "sim_station", "episodes_total": 2,
+        "duration_s": 0.2, "policy": {"provider": "mock"}, "compare": {"slots": ["vision", "blind"], "suite": "s"},
+        "tasks": [{"task_id": "hold", "instruction": "hold still", "scoring": SHEET}]})
+    running = dataclasses.replace(JobRecord(spec), state=JobState.RUNNING, provenance=final.provenance)
+    assert [s.slot for s in final.provenance.slot_specs] == ["vision", "blind"]
+    assert snapshot_of(running).provenance.slot_specs == ()
+    assert snapshot_of(running).provenance.config_files == final.provenance.config_files
+    ended = dataclasses.replace(running, state=JobState.SUCCEEDED)
+    assert [s.slot for s in snapshot_of(ended).provenance.slot_specs] == ["vision", "blind"]

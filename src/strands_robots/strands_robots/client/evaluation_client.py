@@ -325,7 +325,8 @@ class EvaluationClient:
 
         ``jobs`` are ``pb.JobSummary``; ``next_page_token`` is empty on the last page; ``states`` keeps only jobs
         in those states. A comparison another team invited this client to is listed too, by the relay's id, with
-        ``owner`` (the submitting team), ``invitation`` (``pending`` or ``accepted``) and ``slots`` (this team's).
+        ``owner`` (the submitting team), ``invitation`` (``pending``, ``accepted``, ``declined`` or ``expired``) and
+        ``slots`` (this team's).
 
         :param states: job state names (``"RUNNING"``, ...) to keep; empty: every state.
         :param page_size: jobs per page, 1-100.

@@ -229,12 +229,14 @@ def comparison_to_msg(comparison: Any) -> Any:
 
 def station_provenance_to_msg(provenance: Any) -> Any:
     """``station.model.Provenance`` -> ``strands_robots_msgs/Provenance``."""
-    from strands_robots_msgs.msg import ConfigHash, Provenance
+    from strands_robots_msgs.msg import ConfigHash, Provenance, SlotPolicySpec
 
     return Provenance(software_version=provenance.software_version, git_revision=provenance.git_revision,
                       config_files=[ConfigHash(name=f.name, path=f.path, sha256=f.sha256)
                                     for f in provenance.config_files],
-                      policy_spec_json=provenance.policy_spec_json)
+                      policy_spec_json=provenance.policy_spec_json,
+                      slot_specs=[SlotPolicySpec(slot=s.slot, policy_spec_json=s.policy_spec_json)
+                                  for s in getattr(provenance, "slot_specs", ())])
 
 
 def station_answers_from_msg(items: Iterable[Any]) -> list:

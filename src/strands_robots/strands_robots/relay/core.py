@@ -237,7 +237,8 @@ class RelayCore:
         """
         from strands_robots.relay import job_teams
 
-        status = self.status_of_view(view, shown_id(principal, view))
+        status = job_teams.scoped_status(self.status_of_view(view, shown_id(principal, view)),
+                                         job_teams.slot_teams(view.job), principal.name)
         if view.snapshot is None:
             waiting = job_teams.held_message(self.store, view.job, self.settings.invitation_timeout_s)
             if waiting:
@@ -265,10 +266,16 @@ class RelayCore:
     async def status_of(self, job: JobRecord) -> Any:
         return self.status_of_view(await self.run(self.store.view, job.job_id))
 
-    async def terminal_status(self, job: JobRecord) -> Optional[Any]:
+    async def terminal_status(self, job: JobRecord, team: str = "") -> Optional[Any]:
+        """Return the job's final status once it ended (None before); as ``team`` may read it when given."""
         view = await self.run(self.store.view, job.job_id)
         if view is not None and view.snapshot is not None and view.snapshot.state in TERMINAL_STATES:
-            return self.status_of_view(view)
+            status = self.status_of_view(view)
+            if team:
+                from strands_robots.relay import job_teams
+
+                status = job_teams.scoped_status(status, job_teams.slot_teams(job), team)
+            return status
         return None
 
     # -- wake-ups for TakeJobs -----------------------------------------------------------------------------

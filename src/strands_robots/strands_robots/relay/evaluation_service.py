@@ -179,7 +179,7 @@ class EvaluationServicer:
                 reason = spec_refusal(first.attach.spec)
                 if reason:
                     raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"attach.spec: {reason}")
-            final = await core.terminal_status(job)
+            final = await core.terminal_status(job, principal.name)
             if final is not None:
                 yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
                 return

@@ -290,7 +290,8 @@ def _start_web(server: RelayServer, store: Any, settings: RelaySettings, args: a
     from strands_robots.relay.web.server import WebStatusServer
 
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
-    web = WebStatusServer(store, lambda: server.core.tokens, settings.web, tls=tls)
+    web = WebStatusServer(store, lambda: server.core.tokens, settings.web, tls=tls,
+                          invitation_timeout_s=server.settings.invitation_timeout_s, clock_ms=server.core.clock_ms)
     web.start()
     if tls is None and not is_loopback(settings.web):
         _log.warning("WARNING: the web status page serves PLAINTEXT on %s, a non-loopback address: tokens typed "

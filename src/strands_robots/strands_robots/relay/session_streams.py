@@ -165,7 +165,7 @@ async def serve_client(core: RelayCore, context: Any, principal: Any, job: JobRe
                     continue
             except grpc.aio.AioRpcError as exc:
                 raise Refused(exc.code(), exc.details() or exc.code().name, log=False) from None
-            final = await core.terminal_status(job)
+            final = await core.terminal_status(job, principal.name)
             if final is not None:
                 yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
                 return
@@ -194,7 +194,7 @@ async def _client_here(core: RelayCore, principal: Any, job: JobRecord, first: A
             try:
                 item = await side.outbox.get(core.poll_s)
             except asyncio.TimeoutError:  # look for a job end another relay stored
-                final = await core.terminal_status(job)
+                final = await core.terminal_status(job, principal.name)
                 if final is not None:
                     yield ps.PolicyRequest(job_ended=ps.JobEnded(status=final))
                     return

@@ -236,15 +236,19 @@ class Broker:
                 side.outbox.put(END)
                 self._drop_if_idle((side.job_id, side.slot))
 
-    def job_ended(self, job_id: str, status: Any) -> None:
-        """Tell the job's clients (every slot's) that the job reached a terminal state (``job_ended``); streams end."""
+    def job_ended(self, job_id: str, status: Any, scope: Optional[Callable[[Any, str], Any]] = None) -> None:
+        """Tell the job's clients (every slot's) that the job reached a terminal state (``job_ended``); streams end.
+
+        :param scope: ``(status, client_id) -> status`` as that client may read it (None: the same for all).
+        """
         with self._lock:
             for key, s in self._sessions.items():
                 if key[0] != job_id:
                     continue
                 s.ended = True
                 if s.client is not None:
-                    s.client.outbox.put(self._make_job_ended(status))
+                    seen = status if scope is None else scope(status, s.client.name)
+                    s.client.outbox.put(self._make_job_ended(seen))
                     s.client.outbox.put(END)
 
 

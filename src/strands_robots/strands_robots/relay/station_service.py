@@ -85,7 +85,9 @@ class StationServicer:
             if verdict is Verdict.STORED:
                 response.stored += 1
                 if clean.state in TERMINAL_STATES:
-                    core.broker.job_ended(clean.job_id, await core.status_of(job))
+                    teams = job_teams.slot_teams(job)  # each team reads only its own slots' declared specs
+                    core.broker.job_ended(clean.job_id, await core.status_of(job),
+                                          lambda status, team: job_teams.scoped_status(status, teams, team))
             elif verdict is Verdict.FEWER_EPISODES:
                 response.refused.append(
                     f"{snapshot.job_id}: snapshot (sequence {clean.sequence}) has {len(clean.episodes)} finished "

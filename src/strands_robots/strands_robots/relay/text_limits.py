@@ -65,7 +65,16 @@ def snapshot_refusal(snapshot: Any) -> str:
     checks = [(snapshot.job_id, IDENTIFIER_MAX, "job_id"), (snapshot.station_id, IDENTIFIER_MAX, "station_id"),
               (snapshot.state, IDENTIFIER_MAX, "state"), (snapshot.message, JOB_MESSAGE_MAX, "message")]
     if snapshot.HasField("provenance"):
-        checks.append((snapshot.provenance.policy_spec_json, MAX_SPEC_JSON, "provenance.policy_spec_json"))
+        from strands_robots.job_model.compare import MAX_SLOTS
+
+        provenance = snapshot.provenance
+        checks.append((provenance.policy_spec_json, MAX_SPEC_JSON, "provenance.policy_spec_json"))
+        if len(provenance.slot_specs) > MAX_SLOTS:
+            return (f"provenance.slot_specs: {len(provenance.slot_specs)} slots, more than a comparison has "
+                    f"(at most {MAX_SLOTS})")
+        for i, s in enumerate(provenance.slot_specs):
+            checks += [(s.slot, IDENTIFIER_MAX, f"provenance.slot_specs[{i}].slot"),
+                       (s.policy_spec_json, MAX_SPEC_JSON, f"provenance.slot_specs[{i}].policy_spec_json")]
     for value, limit, what in checks:
         if len(value) > limit:
             return str(TextTooLong(what, len(value), limit))

@@ -364,12 +364,13 @@ class JobRunner:
             raise _Failed(f"the policy's declared spec is refused: {exc}") from None
         if facts is None:
             return
+        by_slot = self._declared_by_slot(declared)
+        slot_specs = by_slot if self.spec.comparison is not None else None  # every slot's, by name
         with self._lock:  # persisted and published with the next change (the transition that follows)
-            self._record = self._record.replace(provenance=facts.provenance(self.spec, declared))
+            self._record = self._record.replace(provenance=facts.provenance(self.spec, declared, slot_specs))
         observed = getattr(self._robot, "observed_cameras", None)  # what the rollouts really observe, when known
         cameras = observed() if callable(observed) else None
         station = facts.station_spec(self.spec, cameras)
-        by_slot = self._declared_by_slot(declared)
         mismatches = [_of_slot(slot, m) for slot, spec in by_slot.items() if spec is not None
                       for m in check(spec, station)]
         mismatches += camera_refusals(self.spec.tasks, station.cameras)

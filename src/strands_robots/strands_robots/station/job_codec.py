@@ -24,6 +24,7 @@ from strands_robots.station.model import (
     JobState,
     Provenance,
     ScoredItem,
+    SlotPolicySpec,
     comparison_place,
     episode_figures,
 )
@@ -91,17 +92,23 @@ def provenance_to_mapping(provenance: Provenance) -> dict:
     """Return the JSON mapping of a job's provenance."""
     return {"software_version": provenance.software_version, "git_revision": provenance.git_revision,
             "config_files": [{"name": f.name, "path": f.path, "sha256": f.sha256} for f in provenance.config_files],
-            "policy_spec_json": provenance.policy_spec_json}
+            "policy_spec_json": provenance.policy_spec_json,
+            "slot_specs": [{"slot": s.slot, "policy_spec_json": s.policy_spec_json} for s in provenance.slot_specs]}
 
 
 def provenance_from_mapping(data: Any) -> Optional[Provenance]:
-    """Read a job's provenance (None: the job has none yet, or a file written before provenance existed)."""
+    """Read a job's provenance (None: the job has none yet, or a file written before provenance existed).
+
+    A file written before the provenance kept every slot's spec reads with none (``slot_specs`` empty).
+    """
     if data is None:
         return None
     return Provenance(software_version=str(data["software_version"]), git_revision=str(data["git_revision"]),
                       config_files=tuple(ConfigHash(str(f["name"]), str(f["path"]), str(f["sha256"]))
                                          for f in data["config_files"]),
-                      policy_spec_json=str(data.get("policy_spec_json", "")))
+                      policy_spec_json=str(data.get("policy_spec_json", "")),
+                      slot_specs=tuple(SlotPolicySpec(str(s["slot"]), str(s.get("policy_spec_json", "")))
+                                       for s in data.get("slot_specs", ())))
 
 
 def record_to_mapping(record: JobRecord, *, with_episodes: bool = True) -> dict:

@@ -241,13 +241,26 @@ class ConfigHash:
 
 
 @dataclass(frozen=True)
+class SlotPolicySpec:
+    """One comparison slot's declared policy spec (``PolicySpec.to_dict`` as JSON; "" when it declared none)."""
+
+    slot: str
+    policy_spec_json: str = ""
+
+
+@dataclass(frozen=True)
 class Provenance:
-    """What produced a job's scores: the station's software and files, and the policy's declared spec (JSON)."""
+    """What produced a job's scores: the station's software and files, and the policy's declared spec (JSON).
+
+    A comparison records every slot's declared spec in ``slot_specs`` (the job's slot order); its
+    ``policy_spec_json`` is the first slot's, as a reader knowing only that field reads it.
+    """
 
     software_version: str = ""
     git_revision: str = ""
     config_files: Tuple[ConfigHash, ...] = ()
     policy_spec_json: str = ""
+    slot_specs: Tuple[SlotPolicySpec, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import json
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from strands_robots.station.compatibility import StationSpec, station_spec
-from strands_robots.station.model import ConfigHash, Provenance
+from strands_robots.station.model import ConfigHash, Provenance, SlotPolicySpec
 
 __all__ = ["StationFacts", "load_station_facts", "file_sha256", "job_sha256", "software_version", "git_revision",
            "JOB_FILE_NAME"]
@@ -141,12 +141,21 @@ class StationFacts:
         return station_spec(self.driver_config, self.camera_set, self.cameras if cameras is None else cameras,
                             rates)
 
-    def provenance(self, job: Any, policy_spec: Any = None) -> Provenance:
-        """Return the provenance of ``job`` run here with a policy that declared ``policy_spec`` (or None)."""
-        spec_json = "" if policy_spec is None else json.dumps(policy_spec.to_dict(), sort_keys=True)
+    def provenance(self, job: Any, policy_spec: Any = None,
+                   slot_specs: Optional[Mapping[str, Any]] = None) -> Provenance:
+        """Return the provenance of ``job`` run here with a policy that declared ``policy_spec`` (or None).
+
+        :param slot_specs: a comparison's declared spec of each slot (``{slot: PolicySpec or None}``, in the job's
+            slot order), each recorded by slot name; ``policy_spec`` is then the first slot's.
+        """
+        def as_json(spec: Any) -> str:
+            return "" if spec is None else json.dumps(spec.to_dict(), sort_keys=True)
+
         return Provenance(software_version=self.software_version, git_revision=self.git_revision,
                           config_files=self.files + (ConfigHash(JOB_FILE_NAME, "", job_sha256(job)),),
-                          policy_spec_json=spec_json)
+                          policy_spec_json=as_json(policy_spec),
+                          slot_specs=tuple(SlotPolicySpec(slot, as_json(spec))
+                                           for slot, spec in (slot_specs or {}).items()))
 
 
 def load_station_facts(arms_file: Optional[str] = None, cameras_file: Optional[str] = None,

@@ -10,6 +10,7 @@ unscored episode's success and score are not meaningful. Both are None when no e
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -98,12 +99,18 @@ def snapshot_of(record: Any, clock_ms: UnixMsClock = unix_ms_now, sequence: Opti
 
     :param sequence: the snapshot's number (None: the record's ``sequence``).
     :param summary: the record's summary when the caller already has it (None: computed here, ``summary_of``).
+
+    A comparison's provenance names each slot's declared spec by the slot's name only once the job ended: the
+    slots' names are revealed with its end, as the comparison's labels are (the record keeps them all along).
     """
+    provenance = getattr(record, "provenance", None)
+    if provenance is not None and provenance.slot_specs and record.state not in TERMINAL_STATES:
+        provenance = dataclasses.replace(provenance, slot_specs=())
     return make_snapshot(job_id=record.job_id, station_id=record.spec.station_id, state=record.state,
                          episodes_total=record.spec.episodes_total, episodes=record.episodes,
                          message=record.message, clock_ms=clock_ms,
                          sequence=record.sequence if sequence is None else sequence,
-                         provenance=getattr(record, "provenance", None),
+                         provenance=provenance,
                          summary=summary_of(record) if summary is None else summary,
                          comparison=comparison_snapshot(record) if comparison is None else comparison)
 

@@ -11,7 +11,7 @@ unchanged; one that does not is made to fit, in this order and only as far as ne
    recording hash, its task's id and the head of its ``end_detail`` (:data:`SLIM_END_DETAIL_MAX` characters);
 2. then, oldest first, all but each episode's id, end condition, ``scored``, ``success``, ``score`` and
    ``taken_over``: what the rates are computed from (the *skeleton*);
-3. then the policy's declared spec in the provenance.
+3. then the policy's declared spec in the provenance (a comparison's: every slot's).
 
 Episodes are never left out (``len(episodes)`` counts the finished episodes, and the relay refuses a snapshot with
 fewer than it holds), and the snapshot's ``message`` says what was left out and that the station's own record
@@ -113,14 +113,14 @@ def _skeleton(episode: Any) -> None:
         episode.ClearField(name)
 
 
-def _note(budget_bytes: int, slimmed: int, skeletons: int, spec_left_out: bool) -> str:
+def _note(budget_bytes: int, slimmed: int, skeletons: int, spec_left_out: str) -> str:
     parts = []
     if slimmed:
         parts.append(f"the first {slimmed} episode(s) without their task's texts and sheet's questions")
     if skeletons:
         parts.append(f"the first {skeletons} with only their id, end condition and score")
     if spec_left_out:
-        parts.append("the policy's declared spec left out of the provenance")
+        parts.append(f"{spec_left_out} left out of the provenance")
     return (f"[this snapshot was trimmed to fit one relay message ({budget_bytes} bytes): {'; '.join(parts)}; the "
             f"station's record holds every episode in full]")
 
@@ -156,10 +156,11 @@ def fit_snapshot(status: Any, budget_bytes: int) -> Optional[Any]:
             slimmed = done
         else:
             skeletons = done
-    spec_left_out = False
-    if size > room and short.provenance.policy_spec_json:
+    spec_left_out = ""
+    if size > room and (short.provenance.policy_spec_json or short.provenance.slot_specs):
+        spec_left_out = "every slot's declared spec" if short.provenance.slot_specs else "the policy's declared spec"
         short.provenance.policy_spec_json = ""
-        spec_left_out = True
+        short.provenance.ClearField("slot_specs")
         size = short.ByteSize()
     note = _note(budget_bytes, max(slimmed, skeletons), skeletons, spec_left_out)
     head = cut(status.message, JOB_MESSAGE_MAX - len(note) - 1) if status.message else ""

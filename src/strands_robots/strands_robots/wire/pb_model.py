@@ -272,16 +272,19 @@ def provenance_to_pb(provenance: Any) -> Any:
     return pb.Provenance(
         software_version=provenance.software_version, git_revision=provenance.git_revision,
         config_files=[pb.ConfigHash(name=f.name, path=f.path, sha256=f.sha256) for f in provenance.config_files],
-        policy_spec_json=provenance.policy_spec_json)
+        policy_spec_json=provenance.policy_spec_json,
+        slot_specs=[pb.SlotPolicySpec(slot=s.slot, policy_spec_json=s.policy_spec_json)
+                    for s in getattr(provenance, "slot_specs", ())])
 
 
 def provenance_from_pb(msg: Any) -> Any:
     """``pb.Provenance`` -> ``station.model.Provenance``."""
-    from strands_robots.station.model import ConfigHash, Provenance
+    from strands_robots.station.model import ConfigHash, Provenance, SlotPolicySpec
 
     return Provenance(software_version=msg.software_version, git_revision=msg.git_revision,
                       config_files=tuple(ConfigHash(f.name, f.path, f.sha256) for f in msg.config_files),
-                      policy_spec_json=msg.policy_spec_json)
+                      policy_spec_json=msg.policy_spec_json,
+                      slot_specs=tuple(SlotPolicySpec(s.slot, s.policy_spec_json) for s in msg.slot_specs))
 
 
 def job_status_from_pb(msg: Any) -> Any:

@@ -16,27 +16,37 @@ from strands_robots.client.cli.times import iso_utc
 __all__ = ["format_status", "format_provenance", "dry_run", "print_event"]
 
 
-def format_provenance(provenance: Any) -> list:
-    """Return what produced the scores, a line each: the station's software, its config files, the policy's spec."""
+def _spec_lines(title: str, spec_json: str) -> list:
+    """Return a declared spec, key by key under ``title`` (its raw text when it is not a JSON object)."""
     import json
 
+    if not spec_json:
+        return [f"{title:<16} (the policy declared none)"]
+    try:
+        spec = json.loads(spec_json)
+    except ValueError:
+        spec = None
+    if isinstance(spec, dict):
+        return [title] + [f"  {key:<15}{json.dumps(value, sort_keys=True)}"[:300]
+                          for key, value in sorted(spec.items())]
+    return [f"{title:<16} {spec_json}"[:2000]]
+
+
+def format_provenance(provenance: Any) -> list:
+    """Return what produced the scores, a line each: the station's software, its config files, the policy's spec.
+
+    A comparison's provenance names every slot's declared spec, each under its slot's name.
+    """
     p = provenance
     lines = [f"{'station software':<17}strands_robots {p.software_version or '(unknown)'}"
              f"{', revision ' + p.git_revision if p.git_revision else ' (not from a git checkout)'}"]
     for f in p.config_files:
         lines.append(f"{'config ' + f.name:<17}sha256 {f.sha256}" + (f"  ({f.path})" if f.path else ""))
-    if p.policy_spec_json:
-        try:
-            spec = json.loads(p.policy_spec_json)
-        except ValueError:
-            spec = None
-        if isinstance(spec, dict):
-            lines.append("policy spec")
-            lines += [f"  {key:<15}{json.dumps(value, sort_keys=True)}"[:300] for key, value in sorted(spec.items())]
-        else:
-            lines.append(f"{'policy spec':<17}{p.policy_spec_json}"[:2000])
+    if p.slot_specs:
+        for s in p.slot_specs:
+            lines += _spec_lines(f"policy spec of slot {s.slot}", s.policy_spec_json)
     else:
-        lines.append(f"{'policy spec':<17}(the policy declared none)")
+        lines += _spec_lines("policy spec", p.policy_spec_json)
     return lines
 
 

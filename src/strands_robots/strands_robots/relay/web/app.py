@@ -80,6 +80,11 @@ def _utc(unix_ms: Optional[int]) -> str:
     return datetime.datetime.fromtimestamp(unix_ms / 1000.0, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _iso(unix_ms: int) -> str:
+    """Return a ``<time datetime>`` value: ISO 8601 in UTC, to the second."""
+    return datetime.datetime.fromtimestamp(unix_ms / 1000.0, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024 or unit == "MiB":
@@ -93,6 +98,7 @@ def templates() -> jinja2.Environment:
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
     env.filters["utc"] = _utc
     env.filters["size"] = _size
+    env.filters["iso"] = _iso
     return env
 
 

@@ -42,11 +42,14 @@ class WebStatusServer:
     :param tls: (certificate chain PEM path, key PEM path) to serve HTTPS; plain HTTP when None.
     :param poll_s: live views re-read the store this often (s).
     :param read_timeout_s: how long a request's line and headers, and then its body, may take to arrive.
+    :param invitation_timeout_s: the relay's (``RelaySettings``): a held comparison's deadline, shown and kept.
+    :param clock_ms: the relay's clock (Unix ms); the wall clock by default.
     """
 
     def __init__(self, store: Store, tokens: Callable[[], TokenBook], listen: str = "127.0.0.1:0", *,
                  tls: Optional[Tuple[str, str]] = None, poll_s: float = 0.5, workers: int = 4,
-                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
+                 read_timeout_s: float = READ_TIMEOUT_S, invitation_timeout_s: Optional[float] = None,
+                 clock_ms: Optional[Callable[[], int]] = None) -> None:
         if not read_timeout_s > 0:
             raise ValueError(f"read_timeout_s must be > 0, got {read_timeout_s!r}")
         self.host, self.port = parse_listen(listen)
@@ -56,7 +59,8 @@ class WebStatusServer:
             self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             self._ssl.load_cert_chain(*tls)
         self._executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="relay-web")
-        self.page = StatusPage(JobSource(store), tokens, self._executor, secure_cookies=tls is not None,
+        self.page = StatusPage(JobSource(store, invitation_timeout_s, clock_ms), tokens, self._executor,
+                               secure_cookies=tls is not None,
                                poll_s=poll_s, read_timeout_s=self.read_timeout_s)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="relay-web", daemon=True)

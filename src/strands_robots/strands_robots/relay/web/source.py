@@ -5,6 +5,9 @@
   so the page answers both with one 404. In a comparison between teams each team reaches only its own slots'
   recordings.
 - A station sees the jobs addressed to it, by the relay's id (what it was sent): its queue is the ones not ended.
+- A comparison held for another team's accept shows whom it waits for and until when, read by the same rule the
+  relay's gRPC status reads (``job_teams.held``, the relay's ``invitation_timeout_s``); one whose invitation passed
+  that bound is ended on read, as the relay's own reads end it, so the page and the relay never disagree.
 - An episode's recording (``recording_store``, uploaded by the station) is reachable only through a job the
   principal may see, and only once complete (its size and SHA-256 checked by the relay on upload).
 
@@ -13,7 +16,8 @@ Every call is synchronous (the store's); the web server runs them on its own sma
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+import time
+from typing import Callable, Dict, List, Optional, Tuple
 
 from strands_robots.relay import comparison_blocks, recording_store
 from strands_robots.relay.auth import KIND_CLIENT, Principal
@@ -57,8 +61,17 @@ def _view_of(row: tuple) -> JobView:
 class JobSource:
     """Read the jobs a principal may see from ``store``, as :class:`JobPage` values."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, invitation_timeout_s: Optional[float] = None,
+                 clock_ms: Optional[Callable[[], int]] = None) -> None:
+        """Read ``store``; a held comparison's deadline by the relay's settings and clock.
+
+        :param invitation_timeout_s: the relay's (``RelaySettings``); None: a held job's deadline is unknown here
+            and the page neither shows one nor ends a job past it.
+        :param clock_ms: the relay's clock (Unix ms); the wall clock by default.
+        """
         self._store = store
+        self._timeout_s = invitation_timeout_s
+        self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._thumbnails = ThumbnailCache()
         recording_store.ensure_tables(store)  # a page opened on a store no relay has prepared yet
         comparison_blocks.ensure_tables(store)
@@ -89,12 +102,29 @@ class JobSource:
         view = self.view(principal, job_id)
         if view is None:
             return None
-        status = RelayCore.status_of_view(view)
-        if view.snapshot is None:  # a comparison held for another team's accept says whom it waits for
-            from strands_robots.relay.job_teams import held_message
+        from strands_robots.relay import job_teams
 
-            status.message = held_message(self._store, view.job, None) or status.message
-        return job_page(view, status, self.shown_id(principal, view))
+        now_ms = self._clock_ms()
+        if view.snapshot is None and self._timeout_s is not None and \
+                job_teams.settle(self._store, view.job, now_ms, self._timeout_s):
+            view = self._store.view(view.job.job_id) or view  # ended on read, as the relay's status ends it
+        return self._page_of(principal, view, now_ms)
+
+    def _page_of(self, principal: Principal, view: JobView, now_ms: int) -> JobPage:
+        from strands_robots.relay import job_teams
+
+        status = RelayCore.status_of_view(view)
+        held = job_teams.held(self._store, view.job, self._timeout_s) if view.snapshot is None else None
+        if held is not None:  # a comparison held for another team's accept: whom it waits for, until when
+            status.message = held.message
+        return job_page(view, status, self.shown_id(principal, view), held=held, now_ms=now_ms)
+
+    def _settle_due(self, now_ms: int) -> None:
+        """End every held job whose invitation passed its bound (what the relay's ``ListJobs`` does first)."""
+        if self._timeout_s is not None:
+            from strands_robots.relay import job_teams
+
+            job_teams.settle_due(self._store, now_ms, self._timeout_s)
 
     def recordings(self, principal: Principal, job_id: str) -> Dict[str, RecordingRow]:
         """Return the recordings the relay holds of the job's episodes, complete ones only, by episode id."""
@@ -136,8 +166,13 @@ class JobSource:
 
     def fingerprint(self, principal: Principal) -> tuple:
         """Return a value that changes whenever :meth:`pages` may (a job in or out, a new snapshot, a cancel)."""
-        return tuple(tuple(r) for r in self._store.read_sql(self._sql(_FINGERPRINT, principal),
+        now_ms = self._clock_ms()
+        self._settle_due(now_ms)
+        rows = tuple(tuple(r) for r in self._store.read_sql(self._sql(_FINGERPRINT, principal),
                                                             self._params(principal)))
+        # a held job (no snapshot) shows how long its invitation has left: the list re-renders as that moves
+        held_minute = now_ms // 60_000 if any(r[1] == -1 for r in rows) else None
+        return rows, held_minute
 
     @staticmethod
     def _params(principal: Principal) -> tuple:
@@ -153,9 +188,10 @@ class JobSource:
 
     def pages(self, principal: Principal) -> List[JobPage]:
         """Return a client's newest jobs (at most :data:`MAX_LISTED_JOBS`), or a station's queue (jobs not ended)."""
+        now_ms = self._clock_ms()
+        self._settle_due(now_ms)
         rows = self._store.read_sql(self._sql(_LIST, principal), self._params(principal))
-        views = [_view_of(row) for row in rows]
-        return [job_page(v, RelayCore.status_of_view(v), self.shown_id(principal, v)) for v in views]
+        return [self._page_of(principal, _view_of(row), now_ms) for row in rows]
 
     def leaderboard_suites(self, principal: Principal) -> List[Tuple[str, int]]:
         """Return the suites a team has ranked policies on, with their block counts; none for a station."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 from strands_robots.client.comparison_view import ComparisonView, comparison_view, early_stop_text
+from strands_robots.relay.job_teams import Held
 from strands_robots.relay.store import TERMINAL_STATES, JobView
 
 END_SAFETY_STOP = "safety_stop"
@@ -120,9 +121,16 @@ class JobPage:
     station_last_heard_unix_ms: Optional[int]
     submitted_unix_ms: int
     cancel_requested: bool
-    version: Tuple[int, int, int, bool, Optional[int]]
+    version: tuple
     figures: Tuple[FigureRow, ...] = ()  # the job's, then each task's, with intervals (empty: none sent)
     comparison: Optional[ComparisonView] = None  # a comparison job's result (blind labels until revealed)
+    waiting_for: Tuple[str, ...] = ()  # a held comparison: the invited teams that have not accepted
+    held_until_unix_ms: Optional[int] = None  # ... and when its invitation ends it (None: not held, or unknown)
+    held_left: str = ""  # ... how long that is from the page's now ("in 6 d 23 h"; "" when not known)
+
+    @property
+    def held(self) -> bool:
+        return bool(self.waiting_for)
 
     @property
     def terminal(self) -> bool:
@@ -208,13 +216,32 @@ def not_kept_ids(episode_ids: Sequence[str]) -> Tuple[str, ...]:
     return tuple(f"ep_{n:04d}" for n in range(numbers[-1]) if n not in have)
 
 
-def job_page(view: JobView, status, shown_id: str) -> JobPage:
+def time_left_text(left_ms: int) -> str:
+    """How long until a deadline, in words, rounded down to the minute (``in 6 d 23 h``, ``in 2 h 5 min``)."""
+    if left_ms <= 0:
+        return "now"
+    minutes = left_ms // 60_000
+    if minutes == 0:
+        return "in less than a minute"
+    days, hours, mins = minutes // 1440, minutes // 60 % 24, minutes % 60
+    if days:
+        return f"in {days} d {hours} h" if hours else f"in {days} d"
+    if hours:
+        return f"in {hours} h {mins} min" if mins else f"in {hours} h"
+    return f"in {mins} min"
+
+
+def job_page(view: JobView, status, shown_id: str, held: Optional[Held] = None, now_ms: int = 0) -> JobPage:
     """Build the page of ``view`` from the ``JobStatus`` the relay answers for it (``RelayCore.status_of_view``).
 
     :param shown_id: the id the viewer knows the job by (a client's ``client_job_id``, a station's ``job_id``).
+    :param held: what a held comparison waits for (``job_teams.held``), None for any other job.
+    :param now_ms: the page's now (Unix ms), for how long a held job's invitation has left.
     """
     job, snapshot = view.job, view.snapshot
     episodes = tuple(_episode(e) for e in status.episodes)
+    until = held.until_unix_ms if held is not None else None
+    left = time_left_text(until - now_ms) if until is not None else ""
     return JobPage(
         job_id=shown_id, station_id=job.station_id, state=status.state,
         episodes_total=int(status.episodes_total or job.episodes_total), episodes=episodes,
@@ -222,7 +249,8 @@ def job_page(view: JobView, status, shown_id: str) -> JobPage:
         updated_unix_ms=int(status.updated_unix_ms), station_last_heard_unix_ms=view.station_last_heard,
         submitted_unix_ms=job.submitted_unix_ms, cancel_requested=job.cancel_requested,
         version=(int(snapshot.sequence) if snapshot else 0, int(status.updated_unix_ms), len(episodes),
-                 job.cancel_requested, view.station_last_heard),
+                 job.cancel_requested, view.station_last_heard, status.message, left),
         figures=figure_rows(status),
         comparison=comparison_view(status.comparison) if status.HasField("comparison") else None,
+        waiting_for=held.waiting if held is not None else (), held_until_unix_ms=until, held_left=left,
     )

@@ -256,16 +256,26 @@ class ConfigHash(_message.Message):
     def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("software_version", "git_revision", "config_files", "policy_spec_json")
+    __slots__ = ("software_version", "git_revision", "config_files", "policy_spec_json", "slot_specs")
     SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     GIT_REVISION_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FILES_FIELD_NUMBER: _ClassVar[int]
     POLICY_SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    SLOT_SPECS_FIELD_NUMBER: _ClassVar[int]
     software_version: str
     git_revision: str
     config_files: _containers.RepeatedCompositeFieldContainer[ConfigHash]
     policy_spec_json: str
-    def __init__(self, software_version: _Optional[str] = ..., git_revision: _Optional[str] = ..., config_files: _Optional[_Iterable[_Union[ConfigHash, _Mapping]]] = ..., policy_spec_json: _Optional[str] = ...) -> None: ...
+    slot_specs: _containers.RepeatedCompositeFieldContainer[SlotPolicySpec]
+    def __init__(self, software_version: _Optional[str] = ..., git_revision: _Optional[str] = ..., config_files: _Optional[_Iterable[_Union[ConfigHash, _Mapping]]] = ..., policy_spec_json: _Optional[str] = ..., slot_specs: _Optional[_Iterable[_Union[SlotPolicySpec, _Mapping]]] = ...) -> None: ...
+
+class SlotPolicySpec(_message.Message):
+    __slots__ = ("slot", "policy_spec_json")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    POLICY_SPEC_JSON_FIELD_NUMBER: _ClassVar[int]
+    slot: str
+    policy_spec_json: str
+    def __init__(self, slot: _Optional[str] = ..., policy_spec_json: _Optional[str] = ...) -> None: ...
 
 class SlotOutcome(_message.Message):
     __slots__ = ("slot", "success", "episode_id", "blind_label")
