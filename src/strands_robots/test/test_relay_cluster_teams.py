@@ -16,7 +16,7 @@ pytest.importorskip("psycopg", reason="psycopg is not installed")
 pytest.importorskip("grpc", reason="grpcio is not installed")
 
 from test_relay_cluster import Counter, two_relays  # noqa: E402
-from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, postgres_server, wait_until  # noqa: E402
+from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, serve_slot, postgres_server, wait_until  # noqa: E402
 from test_relay_job_settings import _offer  # noqa: E402
 
 from strands_robots.client import EvaluationClient, NotNow, pb  # noqa: E402
@@ -128,15 +128,3 @@ def test_an_invited_team_on_another_relay_lists_accepts_and_serves_its_slot_thro
             invited.close()
 
 
-def serve_slot(client, job_id, policy, slot):
-    out: dict = {}
-
-    def run():
-        try:
-            out["final"] = client.serve_policy(job_id, policy, slot=slot)
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            out["error"] = exc
-
-    out["thread"] = threading.Thread(target=run, daemon=True)
-    out["thread"].start()
-    return out

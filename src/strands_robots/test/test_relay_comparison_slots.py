@@ -9,13 +9,12 @@ or a slot of a job of one policy is refused at the attach, naming the job's slot
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
 pytest.importorskip("grpc", reason="grpcio is not installed")
 
-from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, running_relay, yes_no_task  # noqa: E402
+from test_relay_harness import CLIENT_TOKENS, STATION_TOKENS, serve_slot, running_relay, yes_no_task  # noqa: E402
 from test_relay_job_settings import _offered  # noqa: E402
 from test_relay_policy import remote_relay_policy  # noqa: E402
 
@@ -60,25 +59,11 @@ def _served_finals(served, timeout_s=15.0):
     return {slot: out["final"].state for slot, out in served.items()}
 
 
-def _serve_slot(client, job_id, policy, slot):
-    out: dict = {}
-
-    def run():
-        try:
-            out["final"] = client.serve_policy(job_id, policy, slot=slot)
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            out["error"] = exc
-
-    out["thread"] = threading.Thread(target=run, daemon=True)
-    out["thread"].start()
-    return out
-
-
 def test_each_slot_of_a_comparison_reaches_only_the_policy_served_for_it_and_every_client_sees_the_end(tmp_path):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
         job_id = _comparison(relay, client)
         policies = {"vision": Offset(1.0), "blind": Offset(100.0)}
-        served = {slot: _serve_slot(client, job_id, policies[slot], slot) for slot in SLOTS}
+        served = {slot: serve_slot(client, job_id, policies[slot], slot) for slot in SLOTS}
         link = _link(relay)
         try:
             answers = {}
@@ -111,7 +96,7 @@ def test_the_relay_provider_with_a_slot_reaches_that_slots_policy(tmp_path):
     """The rollout node's provider: the episode's goal names the slot, its session reaches that slot's client."""
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
         job_id = _comparison(relay, client)
-        served = {slot: _serve_slot(client, job_id, Offset(offset), slot)
+        served = {slot: serve_slot(client, job_id, Offset(offset), slot)
                   for slot, offset in (("vision", 1.0), ("blind", 100.0))}
         task = {"instruction": "reach", "action_keys": ("right.joint_1",)}
         try:
@@ -165,7 +150,7 @@ def test_a_slot_on_a_job_of_one_policy_is_refused(tmp_path):
 def test_a_second_client_on_a_served_slot_is_refused_while_the_other_slot_stays_free(tmp_path):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
         job_id = _comparison(relay, client)
-        first = _serve_slot(client, job_id, Offset(1.0), "vision")
+        first = serve_slot(client, job_id, Offset(1.0), "vision")
         link = _link(relay)
         try:
             session = link.open_session(job_id, slot="vision", reply_timeout_s=5.0)
@@ -173,7 +158,7 @@ def test_a_second_client_on_a_served_slot_is_refused_while_the_other_slot_stays_
             session.close()
             with pytest.raises(AlreadyExists, match=f"already serves job '{job_id}' slot 'vision'"):
                 client.serve_policy(job_id, Offset(2.0), slot="vision")
-            other = _serve_slot(client, job_id, Offset(3.0), "blind")
+            other = serve_slot(client, job_id, Offset(3.0), "blind")
             session = link.open_session(job_id, slot="blind", reply_timeout_s=5.0)
             assert session.wait_attached(10.0) == "team_a"
             session.close()
@@ -210,7 +195,7 @@ def test_a_comparisons_slots_meet_across_two_relays_each_on_its_own_session(post
             sessions = {slot: link.open_session(job_id, slot=slot, reply_timeout_s=5.0) for slot in SLOTS}
             wait_until(lambda: a.core.store.session_home(job_id), what="the station's relay claiming the home")
             policies = {"vision": Offset(1.0), "blind": Offset(100.0)}
-            served = {slot: _serve_slot(client, job_id, policies[slot], slot) for slot in SLOTS}
+            served = {slot: serve_slot(client, job_id, policies[slot], slot) for slot in SLOTS}
             for n, slot in enumerate(SLOTS):
                 session = sessions[slot]
                 session.wait_attached(10.0)

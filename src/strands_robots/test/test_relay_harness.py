@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -214,3 +215,18 @@ def yes_no_task(task_id: str = "pick", instruction: str = "pick up the cube") ->
     return {"task_id": task_id, "instruction": instruction,
             "scoring": {"items": [{"name": "placed", "question": "Is the cube in the bin?", "answer_type": "yes_no",
                                    "max_points": 1.0, "success_answer": "yes"}]}}
+
+
+def serve_slot(client, job_id, policy, slot):
+    """Serve ``slot`` of ``job_id`` with ``policy`` on a thread; the dict gets ``final`` or ``error`` when it ends."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["final"] = client.serve_policy(job_id, policy, slot=slot)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            out["error"] = exc
+
+    out["thread"] = threading.Thread(target=run, daemon=True)
+    out["thread"].start()
+    return out
