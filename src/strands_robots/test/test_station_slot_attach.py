@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("grpc", reason="grpcio is not installed")
 pytest.importorskip("strands_robots_msgs.srv", reason="strands_robots_msgs is not built (colcon build)")
 
-from test_relay_comparison_slots import Offset, _comparison, _link, _serve_slot  # noqa: E402
-from test_relay_harness import CLIENT_TOKENS, running_relay  # noqa: E402
+from test_relay_comparison_slots import Offset, _comparison, _link  # noqa: E402
+from test_relay_harness import CLIENT_TOKENS, running_relay, serve_slot  # noqa: E402
 
 from strands_robots.client import EvaluationClient  # noqa: E402
 from strands_robots.client.policy_spec import PolicySpec  # noqa: E402
@@ -48,8 +48,8 @@ class StationSide(StationPolicyCalls, StationPreflightCalls):
 def test_the_wait_keeps_each_slots_declared_spec_and_its_words_name_no_slot(tmp_path):
     with running_relay(tmp_path) as relay, EvaluationClient(relay.target, token=CLIENT_TOKENS["team_a"]) as client:
         job_id = _comparison(relay, client)
-        served = {"vision": _serve_slot(client, job_id, Offset(1.0), "vision"),
-                  "blind": _serve_slot(client, job_id, Declares(2.0), "blind")}
+        served = {"vision": serve_slot(client, job_id, Offset(1.0), "vision"),
+                  "blind": serve_slot(client, job_id, Declares(2.0), "blind")}
         spec = job_spec_from_mapping({
             "job_id": job_id, "client_id": "team_a", "station_id": "sim_station", "episodes_total": 4,
             "policy": {"provider": "relay"}, "compare": {"slots": ["vision", "blind"], "suite": "demo"},
