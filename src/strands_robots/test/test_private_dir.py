@@ -15,9 +15,13 @@ from strands_robots.private_dir import OWNER_FILE, PrivateDir, sweep
 
 GONE_WITHIN_S = 10.0  # a bound on the janitor's reaction, not a timing figure
 
-# A process that makes a private dir in argv[1], writes a secret into it, says where, and waits to be killed.
+# A process that makes a private dir in argv[1], writes a secret into it, says where, and waits to be killed. It
+# stands for a program run from a terminal, where Ctrl-C ends it, so it does not keep an ignored or blocked SIGINT
+# from whatever started it (a pytest worker whose earlier tests left one would make the Ctrl-C test hang).
 OWNER = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from strands_robots.private_dir import PrivateDir
     private = PrivateDir("strands_test_", sys.argv[1])
     with open(os.path.join(private.path, "token"), "w") as handle:
