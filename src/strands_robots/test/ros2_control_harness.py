@@ -213,6 +213,10 @@ class ControllerManager:
             raise AssertionError(f"spawner {controllers} did not finish in {timeout_s:g} s")
         if proc.returncode != 0 and not inactive and self._activated_meanwhile(controllers):
             return out
+        if proc.returncode != 0 and not inactive and all(f"Configured and activated \x1b[1m{c}" in out or
+                                                           f"Configured and activated {c}" in out
+                                                           for c in controllers):
+            return out  # every controller is active: the spawner failed only on its way out (a loaded host)
         assert proc.returncode == 0, f"spawner {controllers} failed:\n{out}\n{self.output()}"
         return out
 
