@@ -586,6 +586,8 @@ def test_a_chunk_the_rollout_streams_reaches_the_controller_as_one_trajectory_th
         rollout.kill()
     assert [(s, k) for s, k, _ in verdicts] == [(i, ["left.joint_1"]) for i in range(len(points))], verdicts
     wait_until(lambda: abs(p.robot_position("left_joint_1") - points[-1]) < 1e-3, 10.0)
+    # every applied step went out as one command: wait until this process heard them all (it may lag the robot)
+    wait_until(lambda: len(p.commands) - sent >= len(points), 10.0)
     heard = [m for _, m in p.commands[sent:]]
     joint = 0  # left_joint_1 is the controllers' first joint
     seen = [m.position[list(m.name).index("left_joint_1")] for t, m in list(p.robot) if t >= started]

@@ -208,6 +208,8 @@ def test_joint_states_older_than_the_bound_are_a_named_fault_and_fresh_ones_clea
     clock.t += 0.1
     assert h.fault() == "joint_states on /joint_states stale: none for 0.30 s (limit 0.25 s)"
     h.joint_states()
+    assert h.fault().startswith("checking the controller_manager that came back")  # until the driver checked it
+    h.refuse_manager("")
     assert h.fault() == ""
 
 
@@ -241,6 +243,7 @@ def test_a_controller_manager_that_stops_answering_is_a_fault_after_the_answer_t
     clock.t += 0.2
     assert h.fault() == "controller_manager /controller_manager does not answer (no state for 1.10 s)"
     h.answered([NamedState("fwd", "active")])
+    h.refuse_manager("")  # the driver checked the controller_manager that answers again
     assert h.fault() == ""
     h.forget_states()
     assert "controller states not known yet" in h.fault()
@@ -258,6 +261,7 @@ def test_a_latched_stop_refuses_commands_and_makes_the_deactivated_controller_ex
     assert h.clear() == "left: joint 4 reads +4.6 N*m"
     assert h.fault() == "controller fwd is inactive in /controller_manager"  # still inactive after a clear: a fault
     h.answered([NamedState("fwd", "active")])
+    h.refuse_manager("")  # checked again once that fault cleared
     assert h.refusal() == ""
 
 
@@ -600,19 +604,25 @@ def test_the_switch_waits_for_the_hold_at_most_the_rest_of_the_control_period_an
                 assert bound + 1.0 / rate <= period + 1e-12
 
 
-def test_a_controller_manager_that_came_back_too_slow_is_a_named_fault_until_another_fault_replaces_it():
+def test_a_controller_manager_that_came_back_is_a_named_fault_until_checked_and_while_too_slow():
+    from strands_robots.arm.ros2_control import CHECKING_MANAGER
+
     clock = Clock()
     h = healthy(clock)
     assert h.fault() == ""
-    h.refuse_manager("controller_manager /controller_manager runs at 50 Hz: it cannot be done in one control period")
-    assert h.fault().startswith("controller_manager /controller_manager runs at 50 Hz")
-    assert "50 Hz" in h.refusal()
-    h.forget_states()  # that controller_manager went away: its rate no longer holds
+    h.forget_states()  # the controller_manager went away
     assert h.fault().endswith("controller states not known yet")
     h.answered([NamedState("fwd", "active"), NamedState("arm", "active", "hardware component")])
-    assert h.fault() == ""  # the next one is judged anew (the hardware checks its rate when the fault clears)
-    h.refuse_manager("slow")
-    h.refuse_manager("")
+    # back: no command until the driver has read its update rate and the controller's joints again
+    assert h.fault().startswith(CHECKING_MANAGER) and "/controller_manager" in h.fault()
+    assert h.refusal().startswith(CHECKING_MANAGER)
+    h.refuse_manager("controller_manager /controller_manager runs at 50 Hz: it cannot be done in one control period")
+    assert h.fault().startswith("controller_manager /controller_manager runs at 50 Hz")
+    clock.t += 10.0  # stale joint_states: that controller_manager went away too; the next one is judged anew
+    assert "stale" in h.fault()
+    h.joint_states()
+    assert h.fault().startswith(CHECKING_MANAGER)
+    h.refuse_manager("")  # checked: fast enough
     assert h.fault() == ""
 
 

@@ -60,6 +60,10 @@ HOLD_LEAD_DELIVERY_S = 0.003
 # Without a known update rate, the lead for a controller_manager at 100 Hz.
 HOLD_LEAD_UNKNOWN_S = HOLD_LEAD_UPDATES / 100.0 + HOLD_LEAD_DELIVERY_S
 
+# How a cleared fault reads until the driver has checked the controller_manager that came back
+# (:meth:`ControllerHealth.refuse_manager`).
+CHECKING_MANAGER = "checking the controller_manager that came back:"
+
 STOP_BOUND_OK = "ok"
 STOP_BOUND_WARN = "warn"
 STOP_BOUND_REFUSE = "refuse"
@@ -595,11 +599,12 @@ class ControllerHealth:
         return None
 
     def refuse_manager(self, message: str) -> None:
-        """Hold the controller_manager that came back as a driver fault (``message`` says why); empty: it may be used.
+        """Hold the controller_manager as a driver fault (``message`` says why); empty: it has been checked.
 
-        Until it has been checked, and when it is too slow for a stop within one control period (configure refuses
-        such a one the same way). Any other fault forgets this one, so whichever controller_manager comes next is
-        judged anew.
+        After any other fault the controller_manager may be another one (restarted), so once that fault clears it is
+        a fault of its own (:data:`CHECKING_MANAGER`, naming it) until the driver has read its update rate and the
+        controller's joints again and says so here: empty, or why it is refused (too slow for a stop within one
+        control period, as configure refuses such a one). No command goes out in between.
         """
         with self._lock:
             self._manager_refusal = message
@@ -609,7 +614,9 @@ class ControllerHealth:
         other = self._state_fault()
         with self._lock:
             if other:
-                self._manager_refusal = ""
+                s = self._settings
+                self._manager_refusal = (f"{CHECKING_MANAGER} {s.controller_manager}: reading its update_rate and "
+                                         f"{s.controller}'s joints")
                 return other
             return self._manager_refusal
 

@@ -39,6 +39,7 @@ from strands_robots.arm.config import ConfigError, DriverConfig
 from strands_robots.arm.hardware import Hardware, HardwareError
 from strands_robots.arm.model import actuator_key
 from strands_robots.arm.ros2_control import (
+    CHECKING_MANAGER,
     CONTROLLER_MANAGER_ENV,
     INTROSPECTION_NAMES,
     INTROSPECTION_VALUES,
@@ -73,8 +74,6 @@ NAME = "ros2_control"
 STARTUP_TIMEOUT_S = 15.0
 # How long configure waits, after the rest, for the controller_manager's introspection names.
 NAMES_WAIT_S = 2.0
-# How a fault that cleared reads while the controller_manager that came back is checked.
-_CHECKING = "checking the controller_manager that came back,"
 # The lifecycle state ids of lifecycle_msgs/State, as ros2_control's services report components.
 _LIFECYCLE_LABELS = {0: "unknown", 1: "unconfigured", 2: "inactive", 3: "active", 4: "finalized"}
 
@@ -232,6 +231,7 @@ class Ros2ControlArms:
             time.sleep(0.05)
         self._load_order(max(0.5, deadline - time.monotonic()))
         self._check_update_rate(max(0.5, deadline - time.monotonic()))
+        self._health.refuse_manager("")  # this controller_manager has just been checked
         with self._lock:
             self._targets.seed(self._pos)
         fault = self._health.fault()
@@ -516,27 +516,23 @@ class Ros2ControlArms:
         """Follow the hardware's health, once per control period (the generic real-time stepper paces it).
 
         When a fault clears (the controller_manager is back, the controller active again) the controller_manager is
-        checked before anything is commanded: the controller's joint order and the update rate are asked again (a
-        driver fault meanwhile, named). Once it passes, the targets restart from the measured state.
+        checked before anything is commanded (:meth:`ControllerHealth.refuse_manager`): the controller's joint order
+        and the update rate are asked again. Once it passes, the targets restart from the measured state.
         """
         fault = self._health.fault()
         last, self._last_fault = self._last_fault, fault
         if fault == last:
             return
+        if fault.startswith(CHECKING_MANAGER):
+            threading.Thread(target=self._reload_order, name="ros2_control_order", daemon=True).start()
+            return
         if fault:
-            if not last or last.startswith(_CHECKING):
+            if not last or last.startswith(CHECKING_MANAGER):
                 self._log.error(f"ros2_control driver fault: {fault}; no command is sent until it clears")
             return
-        if last.startswith(_CHECKING):
-            with self._lock:
-                self._targets.seed(self._pos)
-            self._log.info("ros2_control: fault cleared; commands restart from the measured state")
-            return
-        checking = (f"{_CHECKING} {self._settings.controller_manager}: reading its update_rate and "
-                    f"{self._settings.controller}'s joints (was: {last})")
-        self._health.refuse_manager(checking)
-        self._last_fault = checking
-        threading.Thread(target=self._reload_order, name="ros2_control_order", daemon=True).start()
+        with self._lock:
+            self._targets.seed(self._pos)
+        self._log.info(f"ros2_control: fault cleared (was: {last}); commands restart from the measured state")
 
     def _reload_order(self) -> None:
         """Ask a controller_manager that came back for the controller's joints and its update rate again.
