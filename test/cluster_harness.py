@@ -13,6 +13,7 @@ import time
 
 from strands_robots.policies.demo import DemoPolicy
 from strands_robots.cli.station_demo import LocalStation
+from test_relay_harness import serve_in_background  # noqa: F401 - the cluster tests take it from here
 
 SCRIPTED = {"mode": "torque_ramp", "joint": "right.joint_4", "target": 1.0}  # holds right.joint_4 near start
 SHEET = [{"name": "task_done", "question": "Did the arm do what the instruction asked?", "answer_type": "yes_no",
@@ -85,20 +86,6 @@ def station_credentials(stack: LocalStation, targets: list) -> str:
         handle.write(stack.station_token)
     stack.relay_credentials = write_relay_credentials(str(private), targets, stack.station_id, str(token_file))
     return stack.relay_credentials
-
-
-def serve_in_background(client, job_id, policy, reconnect_s: float = 0.0) -> dict:
-    out: dict = {}
-
-    def run():
-        try:
-            out["final"] = client.serve_policy(job_id, policy, reconnect_s=reconnect_s)
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            out["error"] = exc
-
-    out["thread"] = threading.Thread(target=run, daemon=True)
-    out["thread"].start()
-    return out
 
 
 def wait_status(client, job_id, predicate, timeout_s: float, lines: list):

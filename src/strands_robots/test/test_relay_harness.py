@@ -217,16 +217,24 @@ def yes_no_task(task_id: str = "pick", instruction: str = "pick up the cube") ->
                                    "max_points": 1.0, "success_answer": "yes"}]}}
 
 
-def serve_slot(client, job_id, policy, slot):
-    """Serve ``slot`` of ``job_id`` with ``policy`` on a thread; the dict gets ``final`` or ``error`` when it ends."""
+def serve_in_background(client, job_id, policy, **serve) -> dict:
+    """Serve ``job_id`` with ``policy`` on a thread; the dict gets ``final`` or ``error`` when it ends.
+
+    ``serve``: serve_policy's keywords (``slot``, ``reconnect_s``).
+    """
     out: dict = {}
 
     def run():
         try:
-            out["final"] = client.serve_policy(job_id, policy, slot=slot)
+            out["final"] = client.serve_policy(job_id, policy, **serve)
         except Exception as exc:  # noqa: BLE001 - the test looks at it
             out["error"] = exc
 
     out["thread"] = threading.Thread(target=run, daemon=True)
     out["thread"].start()
     return out
+
+
+def serve_slot(client, job_id, policy, slot):
+    """Serve one slot of a comparison on a thread (:func:`serve_in_background`)."""
+    return serve_in_background(client, job_id, policy, slot=slot)
